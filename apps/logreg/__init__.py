@@ -1,0 +1,1 @@
+"""Encrypted logistic-regression training on MNIST 3 vs 8 (HELR family)."""

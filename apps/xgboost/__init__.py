@@ -1,0 +1,1 @@
+"""Encrypted XGBoost inference for tumour-type classification from genomic data."""

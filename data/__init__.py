@@ -1,0 +1,1 @@
+"""Dataset loaders (MNIST, genomic) and preprocessing."""

@@ -1,0 +1,2 @@
+"""Encrypted-ML building blocks: packing, polynomial approximations, encrypted linear algebra,
+plaintext baselines and metrics."""

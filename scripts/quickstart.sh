@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Set everything up in a local virtual environment, build the fhe_core extension from source,
+# then run one job:
+#
+#   bash scripts/quickstart.sh demo       # the main job (CPU is enough)
+#   bash scripts/quickstart.sh test       # the test suite without the `slow` tests (what CI runs)
+#   bash scripts/quickstart.sh test-all   # every test, `slow` ones included
+#   bash scripts/quickstart.sh bench      # the benchmark tables (CPU, and GPU where present)
+#
+# Environment knobs:
+#   FHE_VENV=path          virtual environment to use or create (default .venv)
+#   FHE_TORCH_SPEC=spec    pip requirement for torch when the environment has none
+#                          (default torch==2.13.0)
+#   FHE_CORE_CUDA=auto|0|1 build the CUDA kernels when nvcc is found (auto), never, or always
+#   MAX_JOBS=n             parallel compile jobs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+job="${1:-demo}"
+shift || true
+venv="${FHE_VENV:-.venv}"
+
+if [ ! -x "$venv/bin/python" ]; then
+    echo "==> creating virtual environment $venv"
+    python3 -m venv "$venv" || {
+        echo "error: 'python3 -m venv' failed. On Debian/Ubuntu install it with: apt-get install python3-venv" >&2
+        exit 1
+    }
+fi
+py="$venv/bin/python"
+
+echo "==> installing build tools and torch"
+"$py" -m pip install -q --disable-pip-version-check --upgrade pip "setuptools>=64" wheel ninja
+if ! "$py" -c "import torch" 2>/dev/null; then
+    "$py" -m pip install -q --disable-pip-version-check "${FHE_TORCH_SPEC:-torch==2.13.0}"
+fi
+
+echo "==> building fhe_core (CPU kernels; CUDA kernels too when nvcc is present)"
+"$py" -m pip install -q --disable-pip-version-check --no-build-isolation -e ".[test]"
+
+case "$job" in
+    demo)     exec "$py" -m fhe_core.demo "$@" ;;
+    test)     exec "$py" -m pytest -m "not slow" "$@" ;;
+    test-all) exec "$py" -m pytest "$@" ;;
+    bench)    exec "$py" scripts/bench.py "$@" ;;
+    *) echo "usage: bash scripts/quickstart.sh [demo|test|test-all|bench] [args...]" >&2; exit 2 ;;
+esac
