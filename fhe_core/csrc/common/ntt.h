@@ -1,0 +1,74 @@
+// Negacyclic NTT building blocks shared by the CPU and CUDA builds.
+//
+// Convention (one fixed evaluation order used by every op):
+//   forward NTT: Cooley-Tukey, natural-order input, bit-reversed output, psi-twist merged;
+//     stage m (m = 1, 2, ..., N/2; half-size t = N/(2m)) pairs (j, j+t) inside group i with the
+//     twiddle W = table_fwd[m + i] = psi^brv(m + i), where psi is a primitive 2N-th root of
+//     unity and brv reverses log2(N) bits. Output slot k holds a(psi^(2*brv(k)+1)).
+//   inverse NTT: Gentleman-Sande, the exact reverse of each stage, with table_inv[m + i] =
+//     psi^-brv(m + i). The final 1/N is folded into the last stage (m = 1), which is why the
+//     inverse table stores N^-1 at index 0 (unused as a twiddle) and psi^-brv(1) * N^-1 at 1.
+//
+// Butterflies are Harvey's lazy ones: forward values live in [0, 4q), inverse values in [0, 2q).
+#pragma once
+
+#include "modarith.h"
+
+namespace fhe {
+
+// Table rows of the int64 tensor [l, 4, N] built once per (prime, N).
+enum NttTableRow : int { kFwd = 0, kFwdShoup = 1, kInv = 2, kInvShoup = 3, kNttTableRows = 4 };
+
+FHE_HD u32 bit_reverse(u32 x, int bits) {
+#if defined(__CUDA_ARCH__)
+  return bits == 0 ? 0u : __brev(x) >> (32 - bits);
+#else
+  u32 r = 0;
+  for (int i = 0; i < bits; ++i) {
+    r = (r << 1) | (x & 1u);
+    x >>= 1;
+  }
+  return r;
+#endif
+}
+
+// x, y in [0, 4q) -> x + w*y, x - w*y, both in [0, 4q).
+FHE_HD void ct_butterfly(u64& x, u64& y, u64 w, u64 w_shoup, u64 q) {
+  const u64 two_q = 2 * q;
+  const u64 xr = csub(x, two_q);
+  const u64 t = mul_shoup_lazy(y, w, w_shoup, q);
+  x = xr + t;
+  y = xr + two_q - t;
+}
+
+// x, y in [0, 2q) -> x + y, (x - y)*w, both in [0, 2q).
+FHE_HD void gs_butterfly(u64& x, u64& y, u64 w, u64 w_shoup, u64 q) {
+  const u64 two_q = 2 * q;
+  const u64 s = csub(x + y, two_q);
+  const u64 d = x + two_q - y;
+  x = s;
+  y = mul_shoup_lazy(d, w, w_shoup, q);
+}
+
+// The last inverse stage (m = 1) with N^-1 folded in; outputs canonical in [0, q).
+// inv[0] = N^-1, inv[1] = psi^-brv(1) * N^-1 (see the table convention above).
+FHE_HD void gs_butterfly_last(u64& x, u64& y, const u64* inv, const u64* inv_shoup, u64 q) {
+  const u64 two_q = 2 * q;
+  const u64 s = x + y;           // < 4q: fine for Shoup
+  const u64 d = x + two_q - y;   // < 4q
+  x = mul_shoup(s, inv[0], inv_shoup[0], q);
+  y = mul_shoup(d, inv[1], inv_shoup[1], q);
+}
+
+// [0, 4q) -> [0, q)
+FHE_HD u64 reduce_4q(u64 x, u64 q) { return csub(csub(x, 2 * q), q); }
+
+// NTT-domain automorphism X -> X^k: output slot i reads input slot galois_ntt_source(i).
+// Slot i evaluates at psi^(2*brv(i)+1); sigma_k(a) there equals a at psi^(k*(2*brv(i)+1)).
+FHE_HD u32 galois_ntt_source(u32 i, u64 k, int log_n) {
+  const u64 two_n_mask = (u64{2} << log_n) - 1;
+  const u64 e = (k * (2 * static_cast<u64>(bit_reverse(i, log_n)) + 1)) & two_n_mask;
+  return bit_reverse(static_cast<u32>((e - 1) >> 1), log_n);
+}
+
+}  // namespace fhe

@@ -1,0 +1,106 @@
+// CPU element-wise RNS ops, fast basis conversion and Galois automorphisms.
+#include <ATen/Parallel.h>
+
+#include <vector>
+
+#include "../common/ntt.h"
+#include "../kernels.h"
+
+namespace fhe::cpu {
+
+void elementwise(const ElementwiseArgs& a) {
+  at::parallel_for(0, a.rows, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int limb = static_cast<int>(r % a.limbs);
+      const Modulus m = a.moduli[limb];
+      const u64 q = m.value;
+      const u64* x = a.a + r * a.n;
+      const u64* y = a.b ? a.b + (r % a.b_rows) * a.n : nullptr;
+      u64* out = a.out + r * a.n;
+      switch (a.op) {
+        case ElementwiseOp::kAdd:
+          for (int64_t i = 0; i < a.n; ++i) out[i] = add_mod(x[i], y[i], q);
+          break;
+        case ElementwiseOp::kSub:
+          for (int64_t i = 0; i < a.n; ++i) out[i] = sub_mod(x[i], y[i], q);
+          break;
+        case ElementwiseOp::kNeg:
+          for (int64_t i = 0; i < a.n; ++i) out[i] = neg_mod(x[i], q);
+          break;
+        case ElementwiseOp::kMul:
+          for (int64_t i = 0; i < a.n; ++i) out[i] = mul_mod(x[i], y[i], m);
+          break;
+        case ElementwiseOp::kMulConst: {
+          const u64 w = a.consts[limb], ws = a.consts_shoup[limb];
+          for (int64_t i = 0; i < a.n; ++i) out[i] = mul_shoup(x[i], w, ws, q);
+          break;
+        }
+        case ElementwiseOp::kMulAdd: {
+          const u64* z = a.c + r * a.n;
+          for (int64_t i = 0; i < a.n; ++i) out[i] = mul_add_mod(x[i], y[i], z[i], m);
+          break;
+        }
+      }
+    }
+  });
+}
+
+void bconv(const BconvArgs& a) {
+  constexpr int64_t kChunk = 256;  // coefficients per task: y[l_in][kChunk] stays in L1/L2
+  const int64_t chunks_per_poly = (a.n + kChunk - 1) / kChunk;
+  at::parallel_for(0, a.batch * chunks_per_poly, 1, [&](int64_t begin, int64_t end) {
+    std::vector<u64> y(static_cast<size_t>(a.l_in) * kChunk);
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / chunks_per_poly;
+      const int64_t c0 = (task % chunks_per_poly) * kChunk;
+      const int64_t len = std::min(kChunk, a.n - c0);
+      const u64* in = a.in + b * a.l_in * a.n;
+      u64* out = a.out + b * a.l_out * a.n;
+      for (int i = 0; i < a.l_in; ++i) {
+        const u64 q = a.src[i].value, w = a.qhat_inv[i], ws = a.qhat_inv_shoup[i];
+        for (int64_t k = 0; k < len; ++k) y[i * kChunk + k] = mul_shoup(in[i * a.n + c0 + k], w, ws, q);
+      }
+      for (int j = 0; j < a.l_out; ++j) {
+        const Modulus p = a.dst[j];
+        for (int64_t k = 0; k < len; ++k) {
+          U128 acc{0, 0};
+          for (int i = 0; i < a.l_in; ++i)
+            acc = add128(acc, mul_wide(y[i * kChunk + k], a.qhat_mod_p[i * a.l_out + j]));
+          out[j * a.n + c0 + k] = reduce128(acc, p);
+        }
+      }
+    }
+  });
+}
+
+void automorphism_ntt(const AutomorphismArgs& a) {
+  const int64_t n = int64_t{1} << a.log_n;
+  std::vector<u32> source(n);
+  for (int64_t i = 0; i < n; ++i) source[i] = galois_ntt_source(static_cast<u32>(i), a.galois, a.log_n);
+  at::parallel_for(0, a.rows, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const u64* in = a.in + r * n;
+      u64* out = a.out + r * n;
+      for (int64_t i = 0; i < n; ++i) out[i] = in[source[i]];
+    }
+  });
+}
+
+void automorphism_coeff(const AutomorphismArgs& a) {
+  const int64_t n = int64_t{1} << a.log_n;
+  const u64 mask = static_cast<u64>(2 * n - 1);
+  at::parallel_for(0, a.rows, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const u64 q = a.moduli[r % a.limbs].value;
+      const u64* in = a.in + r * n;
+      u64* out = a.out + r * n;
+      for (int64_t i = 0; i < n; ++i) {
+        const u64 t = (static_cast<u64>(i) * a.galois) & mask;
+        if (t < static_cast<u64>(n)) out[t] = in[i];
+        else out[t - n] = neg_mod(in[i], q);
+      }
+    }
+  });
+}
+
+}  // namespace fhe::cpu

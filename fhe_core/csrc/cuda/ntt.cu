@@ -1,0 +1,268 @@
+// Batched negacyclic NTT on the GPU: two kernels per transform, each running a sub-NTT in
+// shared memory.
+//
+// N = 2^log_n is viewed as a 2^k1 x 2^k2 matrix (k1 = log_n / 2). The first k1 forward stages
+// only mix elements whose index agrees modulo T = 2^k2, i.e. the strided "columns"
+// {r + c*T : c < 2^k1}; the remaining k2 stages only mix elements of a contiguous "row" of
+// length 2^k2. So the forward transform is
+//   ntt_columns: each block loads 16 adjacent columns (128-byte coalesced rows of the matrix)
+//                and runs the first k1 stages on them;
+//   ntt_rows:    each block loads whole rows and runs the last k2 stages,
+// and the inverse runs the same stages in reverse order (rows first, then columns, with 1/N
+// folded into the very last butterfly). Inside a block, each thread holds 8 elements in
+// registers per round and does up to 3 stages on them (one radix-8 unit, two radix-4 or four
+// radix-2 units), so shared memory is touched once per 3 stages.
+//
+// Round geometry, for stages [s0, s0 + G) of a local transform of length 2^len:
+//   a unit u holds elements c(u, j) = (hi << (len - s0)) + (j << tl) + lo,  j < 2^G,
+//   with tl = len - s0 - G, lo = u mod 2^tl, hi = u >> tl;
+//   in its stage s0 + d the butterfly (j, j + 2^(G-1-d)) uses twiddle index
+//   m * base + (hi << d) + (j >> (G - d)),  m = 2^(s0 + d),
+// where base = 1 for columns and 2^k1 + row for rows (see common/ntt.h for the table).
+#include "../common/ntt.h"
+#include "launch.cuh"
+
+namespace fhe::cuda {
+namespace {
+
+constexpr int kPerThread = 8;         // elements held by a thread in every round
+constexpr int kColumnsPerBlock = 16;  // 16 words = 128 bytes per coalesced access
+constexpr int kRowThreads = 256;      // target threads per block in ntt_rows
+
+struct Geometry {
+  int k1, k2;
+};
+Geometry split(int log_n) { return {log_n / 2, log_n - log_n / 2}; }
+
+__device__ __forceinline__ u32 element(u32 u, int j, int s0, int tl, int len) {
+  const u32 lo = u & ((1u << tl) - 1);
+  const u32 hi = u >> tl;
+  return (hi << (len - s0)) + (static_cast<u32>(j) << tl) + lo;
+}
+
+// Butterflies of one round on the registers v[U * 2^G] (U = 8 >> G units per thread).
+template <bool kForward, int G>
+__device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 first_unit, int s0, int tl,
+                                                  u32 base, const u64* __restrict__ w,
+                                                  const u64* __restrict__ ws, const u64* __restrict__ tw_inv,
+                                                  const u64* __restrict__ tw_inv_shoup, bool fold_n_inv, u64 q) {
+  constexpr int R = 1 << G;
+  constexpr int U = kPerThread / R;
+#pragma unroll
+  for (int r = 0; r < U; ++r) {
+    const u32 hi = (first_unit + r) >> tl;
+    u64* x = v + r * R;
+    if (kForward) {
+#pragma unroll
+      for (int d = 0; d < G; ++d) {
+        const u32 m = 1u << (s0 + d);
+        const int stride = 1 << (G - 1 - d);
+#pragma unroll
+        for (int j = 0; j < R; ++j) {
+          if (j & stride) continue;
+          const u32 idx = m * base + (hi << d) + (j >> (G - d));
+          ct_butterfly(x[j], x[j + stride], w[idx], ws[idx], q);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int d = G - 1; d >= 0; --d) {
+        const u32 m = 1u << (s0 + d);
+        const int stride = 1 << (G - 1 - d);
+#pragma unroll
+        for (int j = 0; j < R; ++j) {
+          if (j & stride) continue;
+          if (d == 0 && fold_n_inv) {
+            gs_butterfly_last(x[j], x[j + stride], tw_inv, tw_inv_shoup, q);
+          } else {
+            const u32 idx = m * base + (hi << d) + (j >> (G - d));
+            gs_butterfly(x[j], x[j + stride], w[idx], ws[idx], q);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Where a local element c lives in global and shared memory.
+struct ColumnLayout {  // columns of stride T; shared tile [2^k1][16]
+  u32 stride, col;
+  __device__ size_t global(u32 c) const { return static_cast<size_t>(c) * stride; }
+  __device__ u32 shared(u32 c) const { return c * kColumnsPerBlock + col; }
+};
+struct RowLayout {  // contiguous rows; shared tile of rows, one pad word per 8 against bank conflicts
+  u32 offset;
+  __device__ size_t global(u32 c) const { return c; }
+  __device__ u32 shared(u32 c) const {
+    const u32 x = offset + c;
+    return x + (x >> 3);
+  }
+};
+
+enum class Src { kGlobal, kShared };
+enum class Dst { kGlobal, kShared };
+
+template <bool kForward, int G, class Layout>
+__device__ __forceinline__ void run_round(Src src, Dst dst, const u64* gin, u64* gout, u64* smem,
+                                          const Layout& layout, u32 tcol, int s0, int len, u32 base,
+                                          const u64* w, const u64* ws, const u64* tw_inv,
+                                          const u64* tw_inv_shoup, bool fold_n_inv, u64 q) {
+  constexpr int R = 1 << G;
+  constexpr int U = kPerThread / R;
+  const int tl = len - s0 - G;
+  const u32 first_unit = tcol * U;
+  u64 v[kPerThread];
+#pragma unroll
+  for (int r = 0; r < U; ++r)
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      const u32 c = element(first_unit + r, j, s0, tl, len);
+      v[r * R + j] = src == Src::kGlobal ? gin[layout.global(c)] : smem[layout.shared(c)];
+    }
+  round_butterflies<kForward, G>(v, first_unit, s0, tl, base, w, ws, tw_inv, tw_inv_shoup, fold_n_inv, q);
+#pragma unroll
+  for (int r = 0; r < U; ++r)
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      const u32 c = element(first_unit + r, j, s0, tl, len);
+      if (dst == Dst::kGlobal) gout[layout.global(c)] = v[r * R + j];
+      else smem[layout.shared(c)] = v[r * R + j];
+    }
+}
+
+// All rounds of a local transform of length 2^len. Rounds cover stages [3i, 3i + 3) (the last
+// one shorter); the inverse walks them backwards. The first round may read global memory and the
+// last may write it; everything in between goes through shared memory.
+template <bool kForward, class Layout>
+__device__ void local_transform(bool first_from_global, bool last_to_global, const u64* gin, u64* gout,
+                                u64* smem, const Layout& layout, u32 tcol, int len, u32 base, const u64* w,
+                                const u64* ws, const u64* tw_inv, const u64* tw_inv_shoup, bool fold_n_inv,
+                                u64 q) {
+  const int rounds = (len + 2) / 3;
+  for (int i = 0; i < rounds; ++i) {
+    const int group = kForward ? i : rounds - 1 - i;
+    const int s0 = 3 * group;
+    const int g = min(3, len - s0);
+    const Src src = (i == 0 && first_from_global) ? Src::kGlobal : Src::kShared;
+    const Dst dst = (i == rounds - 1 && last_to_global) ? Dst::kGlobal : Dst::kShared;
+    const bool fold = fold_n_inv && s0 == 0;
+    if (g == 3)
+      run_round<kForward, 3>(src, dst, gin, gout, smem, layout, tcol, s0, len, base, w, ws, tw_inv, tw_inv_shoup,
+                             fold, q);
+    else if (g == 2)
+      run_round<kForward, 2>(src, dst, gin, gout, smem, layout, tcol, s0, len, base, w, ws, tw_inv, tw_inv_shoup,
+                             fold, q);
+    else
+      run_round<kForward, 1>(src, dst, gin, gout, smem, layout, tcol, s0, len, base, w, ws, tw_inv, tw_inv_shoup,
+                             fold, q);
+    if (dst == Dst::kShared) __syncthreads();
+  }
+}
+
+struct TableView {
+  const u64 *w, *ws, *inv, *inv_shoup;
+};
+
+__device__ __forceinline__ TableView table_view(const u64* table, int limb, u32 n, bool forward) {
+  const u64* t = table + static_cast<size_t>(limb) * kNttTableRows * n;
+  TableView v;
+  v.w = t + (forward ? kFwd : kInv) * n;
+  v.ws = t + (forward ? kFwdShoup : kInvShoup) * n;
+  v.inv = t + kInv * n;
+  v.inv_shoup = t + kInvShoup * n;
+  return v;
+}
+
+// First k1 forward stages / last k1 inverse stages. Grid: (T / 16, rows). Block: 16 * 2^k1 / 8.
+template <bool kForward>
+__global__ void ntt_columns(const u64* in, u64* out, const Modulus* __restrict__ moduli,
+                            const u64* __restrict__ table, int limbs, int log_n, int k1) {
+  extern __shared__ u64 smem[];
+  const u32 n = 1u << log_n;
+  const int row = blockIdx.y;
+  const int limb = row % limbs;
+  const u64 q = moduli[limb].value;
+  const TableView tv = table_view(table, limb, n, kForward);
+  const u32 col = threadIdx.x % kColumnsPerBlock;
+  const u32 tcol = threadIdx.x / kColumnsPerBlock;
+  const size_t origin = static_cast<size_t>(row) * n + blockIdx.x * kColumnsPerBlock + col;
+  const ColumnLayout layout{n >> k1, col};
+  local_transform<kForward>(true, true, in + origin, out + origin, smem, layout, tcol, k1, 1u, tv.w, tv.ws, tv.inv,
+                            tv.inv_shoup, !kForward, q);
+}
+
+// Last k2 forward stages / first k2 inverse stages on whole rows. Grid: (2^k1 / rows_per_block,
+// rows). The strided side of each transform (the forward output, the inverse input) goes through
+// shared memory so that global accesses stay coalesced.
+template <bool kForward>
+__global__ void ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli,
+                         const u64* __restrict__ table, int limbs, int log_n, int k1, int rows_per_block) {
+  extern __shared__ u64 smem[];
+  const u32 n = 1u << log_n;
+  const int k2 = log_n - k1;
+  const u32 len = 1u << k2;
+  const int row = blockIdx.y;
+  const int limb = row % limbs;
+  const u64 q = moduli[limb].value;
+  const TableView tv = table_view(table, limb, n, kForward);
+  const u32 threads_per_row = len / kPerThread;
+  const u32 sub = threadIdx.x / threads_per_row;  // row of the block
+  const u32 tcol = threadIdx.x % threads_per_row;
+  const u32 first_row = blockIdx.x * rows_per_block;
+  const size_t tile = static_cast<size_t>(row) * n + static_cast<size_t>(first_row) * len;
+  const u32 tile_len = rows_per_block * len;
+  const RowLayout layout{sub * len};
+  const size_t origin = tile + static_cast<size_t>(sub) * len;
+  const u32 base = (1u << k1) + first_row + sub;
+
+  if (!kForward) {  // coalesced load of the whole tile
+    for (u32 i = threadIdx.x; i < tile_len; i += blockDim.x) smem[i + (i >> 3)] = in[tile + i];
+    __syncthreads();
+  }
+  local_transform<kForward>(kForward, !kForward, in + origin, out + origin, smem, layout, tcol, k2, base, tv.w,
+                            tv.ws, tv.inv, tv.inv_shoup, false, q);
+  if (kForward) {  // coalesced store of the whole tile, reduced to [0, q)
+    for (u32 i = threadIdx.x; i < tile_len; i += blockDim.x) out[tile + i] = reduce_4q(smem[i + (i >> 3)], q);
+  }
+}
+
+template <bool kForward>
+void launch_ntt(const NttArgs& a, Stream stream) {
+  if (a.rows == 0) return;
+  const DeviceScope scope(stream.device);
+  const Geometry g = split(a.log_n);
+  const u32 n = 1u << a.log_n;
+  const dim3 col_grid((n >> g.k1) / kColumnsPerBlock, static_cast<unsigned>(a.rows));
+  const unsigned col_threads = kColumnsPerBlock * ((1u << g.k1) / kPerThread);
+  const size_t col_smem = static_cast<size_t>(kColumnsPerBlock) * (1u << g.k1) * sizeof(u64);
+
+  const u32 len = 1u << g.k2;
+  const int rows_per_block = static_cast<int>(std::min<u32>(1u << g.k1, std::max<u32>(1u, kRowThreads / (len / kPerThread))));
+  const dim3 row_grid((1u << g.k1) / rows_per_block, static_cast<unsigned>(a.rows));
+  const unsigned row_threads = rows_per_block * (len / kPerThread);
+  const u32 tile = rows_per_block * len;
+  const size_t row_smem = static_cast<size_t>(tile + tile / 8) * sizeof(u64);
+
+  cudaStream_t s = native(stream);
+  if (kForward) {
+    ntt_columns<true><<<col_grid, col_threads, col_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1);
+    check_launch("ntt_columns<forward>");
+    ntt_rows<true><<<row_grid, row_threads, row_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1,
+                                                           rows_per_block);
+    check_launch("ntt_rows<forward>");
+  } else {
+    ntt_rows<false><<<row_grid, row_threads, row_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1,
+                                                            rows_per_block);
+    check_launch("ntt_rows<inverse>");
+    ntt_columns<false><<<col_grid, col_threads, col_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n,
+                                                               g.k1);
+    check_launch("ntt_columns<inverse>");
+  }
+}
+
+}  // namespace
+
+void ntt_forward(const NttArgs& args, Stream stream) { launch_ntt<true>(args, stream); }
+void ntt_inverse(const NttArgs& args, Stream stream) { launch_ntt<false>(args, stream); }
+
+}  // namespace fhe::cuda

@@ -1,0 +1,153 @@
+// Element-wise RNS ops, fast basis conversion and Galois automorphisms on the GPU.
+#include "../common/ntt.h"
+#include "launch.cuh"
+
+namespace fhe::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kPerThread = 4;  // two 16-byte loads per operand
+constexpr int kPerBlock = kThreads * kPerThread;
+
+struct alignas(16) Pair {
+  u64 x, y;
+};
+
+// One row (limb) per blockIdx.y: the modulus is read once per block, no division per element.
+template <ElementwiseOp kOp>
+__global__ void elementwise_kernel(ElementwiseArgs a) {
+  const int64_t row = blockIdx.y;
+  const int limb = static_cast<int>(row % a.limbs);
+  const Modulus m = a.moduli[limb];
+  const u64 q = m.value;
+  const int64_t i0 = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) * kPerThread;
+  if (i0 >= a.n) return;
+  const int64_t offset = row * a.n + i0;
+  const int64_t b_offset = (row % a.b_rows) * a.n + i0;
+  u64 x[kPerThread], y[kPerThread], z[kPerThread], r[kPerThread];
+#pragma unroll
+  for (int k = 0; k < kPerThread; k += 2) {
+    const Pair px = *reinterpret_cast<const Pair*>(a.a + offset + k);
+    x[k] = px.x; x[k + 1] = px.y;
+    if (kOp != ElementwiseOp::kNeg && kOp != ElementwiseOp::kMulConst) {
+      const Pair py = *reinterpret_cast<const Pair*>(a.b + b_offset + k);
+      y[k] = py.x; y[k + 1] = py.y;
+    }
+    if (kOp == ElementwiseOp::kMulAdd) {
+      const Pair pz = *reinterpret_cast<const Pair*>(a.c + offset + k);
+      z[k] = pz.x; z[k + 1] = pz.y;
+    }
+  }
+  u64 w = 0, ws = 0;
+  if (kOp == ElementwiseOp::kMulConst) {
+    w = a.consts[limb];
+    ws = a.consts_shoup[limb];
+  }
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    switch (kOp) {
+      case ElementwiseOp::kAdd: r[k] = add_mod(x[k], y[k], q); break;
+      case ElementwiseOp::kSub: r[k] = sub_mod(x[k], y[k], q); break;
+      case ElementwiseOp::kNeg: r[k] = neg_mod(x[k], q); break;
+      case ElementwiseOp::kMul: r[k] = mul_mod(x[k], y[k], m); break;
+      case ElementwiseOp::kMulConst: r[k] = mul_shoup(x[k], w, ws, q); break;
+      case ElementwiseOp::kMulAdd: r[k] = mul_add_mod(x[k], y[k], z[k], m); break;
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kPerThread; k += 2) *reinterpret_cast<Pair*>(a.out + offset + k) = Pair{r[k], r[k + 1]};
+}
+
+template <ElementwiseOp kOp>
+void launch_elementwise(const ElementwiseArgs& a, cudaStream_t s) {
+  const dim3 grid(blocks_for(a.n, kPerBlock), static_cast<unsigned>(a.rows));
+  elementwise_kernel<kOp><<<grid, kThreads, 0, s>>>(a);
+  check_launch("elementwise_kernel");
+}
+
+// Fast basis conversion (HK20 / BEHZ "Conv"): out_j = sum_i [a_i * (Q/q_i)^-1]_{q_i} * (Q/q_i) mod p_j.
+// Each thread owns one coefficient; its l_in values y_i wait in its own column of shared memory
+// while the l_out dot products run over them with 128-bit accumulators.
+constexpr int kBconvThreads = 128;
+
+__global__ void bconv_kernel(BconvArgs a) {
+  extern __shared__ u64 y[];  // [l_in][kBconvThreads]
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kBconvThreads + threadIdx.x;
+  const int64_t batch = blockIdx.y;
+  if (i >= a.n) return;
+  const u64* in = a.in + batch * a.l_in * a.n + i;
+  u64* out = a.out + batch * a.l_out * a.n + i;
+  for (int k = 0; k < a.l_in; ++k)
+    y[k * kBconvThreads + threadIdx.x] = mul_shoup(in[k * a.n], a.qhat_inv[k], a.qhat_inv_shoup[k], a.src[k].value);
+  for (int j = 0; j < a.l_out; ++j) {
+    U128 acc{0, 0};
+    for (int k = 0; k < a.l_in; ++k)
+      acc = add128(acc, mul_wide(y[k * kBconvThreads + threadIdx.x], __ldg(a.qhat_mod_p + k * a.l_out + j)));
+    out[j * a.n] = reduce128(acc, a.dst[j]);
+  }
+}
+
+__global__ void automorphism_ntt_kernel(AutomorphismArgs a) {
+  const int64_t n = int64_t{1} << a.log_n;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= n) return;
+  const int64_t row = blockIdx.y;
+  a.out[row * n + i] = a.in[row * n + galois_ntt_source(static_cast<u32>(i), a.galois, a.log_n)];
+}
+
+__global__ void automorphism_coeff_kernel(AutomorphismArgs a) {
+  const int64_t n = int64_t{1} << a.log_n;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= n) return;
+  const int64_t row = blockIdx.y;
+  const u64 q = a.moduli[row % a.limbs].value;
+  const u64 t = (static_cast<u64>(i) * a.galois) & static_cast<u64>(2 * n - 1);
+  const u64 v = a.in[row * n + i];
+  if (t < static_cast<u64>(n)) a.out[row * n + t] = v;
+  else a.out[row * n + (t - n)] = neg_mod(v, q);
+}
+
+}  // namespace
+
+void elementwise(const ElementwiseArgs& a, Stream stream) {
+  if (a.rows == 0) return;
+  const DeviceScope scope(stream.device);
+  const cudaStream_t s = native(stream);
+  switch (a.op) {
+    case ElementwiseOp::kAdd: return launch_elementwise<ElementwiseOp::kAdd>(a, s);
+    case ElementwiseOp::kSub: return launch_elementwise<ElementwiseOp::kSub>(a, s);
+    case ElementwiseOp::kNeg: return launch_elementwise<ElementwiseOp::kNeg>(a, s);
+    case ElementwiseOp::kMul: return launch_elementwise<ElementwiseOp::kMul>(a, s);
+    case ElementwiseOp::kMulConst: return launch_elementwise<ElementwiseOp::kMulConst>(a, s);
+    case ElementwiseOp::kMulAdd: return launch_elementwise<ElementwiseOp::kMulAdd>(a, s);
+  }
+}
+
+void bconv(const BconvArgs& a, Stream stream) {
+  if (a.batch == 0) return;
+  const DeviceScope scope(stream.device);
+  const size_t smem = static_cast<size_t>(a.l_in) * kBconvThreads * sizeof(u64);
+  check(cudaFuncSetAttribute(bconv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+        "cudaFuncSetAttribute(bconv_kernel)");
+  const dim3 grid(blocks_for(a.n, kBconvThreads), static_cast<unsigned>(a.batch));
+  bconv_kernel<<<grid, kBconvThreads, smem, native(stream)>>>(a);
+  check_launch("bconv_kernel");
+}
+
+void automorphism_ntt(const AutomorphismArgs& a, Stream stream) {
+  if (a.rows == 0) return;
+  const DeviceScope scope(stream.device);
+  const dim3 grid(blocks_for(int64_t{1} << a.log_n, kThreads), static_cast<unsigned>(a.rows));
+  automorphism_ntt_kernel<<<grid, kThreads, 0, native(stream)>>>(a);
+  check_launch("automorphism_ntt_kernel");
+}
+
+void automorphism_coeff(const AutomorphismArgs& a, Stream stream) {
+  if (a.rows == 0) return;
+  const DeviceScope scope(stream.device);
+  const dim3 grid(blocks_for(int64_t{1} << a.log_n, kThreads), static_cast<unsigned>(a.rows));
+  automorphism_coeff_kernel<<<grid, kThreads, 0, native(stream)>>>(a);
+  check_launch("automorphism_coeff_kernel");
+}
+
+}  // namespace fhe::cuda

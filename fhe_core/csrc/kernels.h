@@ -1,0 +1,121 @@
+// The kernel interface between the torch glue (ops.cpp) and the two backends.
+//
+// Argument structs hold raw pointers and sizes only, so the backends never include torch's
+// tensor headers (the CPU backend uses only ATen/Parallel.h for its thread pool, and the CUDA
+// sources compile with nvcc alone). ops.cpp validates every tensor before filling a struct; the
+// backends may assume shapes, dtypes and devices are consistent. All residue pointers address
+// contiguous limb-major data: element (r, i) of a [rows, N] view is at r * N + i, and the limb
+// of row r is r % limbs.
+#pragma once
+
+#include <cstdint>
+
+#include "common/modarith.h"
+#include "common/sampling.h"
+
+namespace fhe {
+
+struct NttArgs {
+  const u64* in;
+  u64* out;               // may equal in
+  const Modulus* moduli;  // [limbs]
+  const u64* table;       // [limbs, 4, N], rows as in common/ntt.h
+  int64_t rows;           // batch * limbs
+  int limbs;
+  int log_n;
+};
+
+enum class ElementwiseOp : int { kAdd, kSub, kNeg, kMul, kMulConst, kMulAdd };
+
+struct ElementwiseArgs {
+  ElementwiseOp op;
+  const u64* a;             // [rows, N]
+  const u64* b;             // [b_rows, N], b_rows divides rows (broadcast over leading dims)
+  const u64* c;             // [rows, N] (kMulAdd only)
+  const u64* consts;        // [limbs] (kMulConst only)
+  const u64* consts_shoup;  // [limbs] (kMulConst only)
+  u64* out;                 // [rows, N]
+  const Modulus* moduli;    // [limbs]
+  int64_t rows;
+  int64_t b_rows;
+  int limbs;
+  int64_t n;
+};
+
+struct BconvArgs {
+  const u64* in;             // [batch, l_in, N]
+  u64* out;                  // [batch, l_out, N]
+  const Modulus* src;        // [l_in]
+  const Modulus* dst;        // [l_out]
+  const u64* qhat_inv;       // [l_in]   (Q/q_i)^-1 mod q_i
+  const u64* qhat_inv_shoup; // [l_in]
+  const u64* qhat_mod_p;     // [l_in, l_out]   (Q/q_i) mod p_j
+  int64_t batch;
+  int l_in;
+  int l_out;
+  int64_t n;
+};
+
+struct AutomorphismArgs {
+  const u64* in;          // [rows, N]
+  u64* out;               // [rows, N], never aliasing in
+  const Modulus* moduli;  // [limbs] (coefficient domain needs q for negation)
+  int64_t rows;
+  int limbs;
+  int log_n;
+  u64 galois;             // odd k in [1, 2N)
+};
+
+enum class SampleKind : int { kUniform, kCenteredBinomial, kTernaryUniform };
+
+struct SampleArgs {
+  SampleKind kind;
+  ChaChaKey key;
+  u64 nonce;
+  u64* out;               // [limbs, N]
+  const Modulus* moduli;  // [limbs]
+  int limbs;
+  int64_t n;
+  int eta;                // kCenteredBinomial only
+};
+
+struct FixedWeightArgs {
+  ChaChaKey key;
+  u64 nonce;
+  int8_t* scratch;        // [N] zeros on entry, the signed coefficients on exit
+  u64* out;               // [limbs, N]
+  const Modulus* moduli;  // [limbs]
+  int limbs;
+  int64_t n;
+  int64_t hamming_weight;
+};
+
+namespace cpu {
+void ntt_forward(const NttArgs& args);
+void ntt_inverse(const NttArgs& args);
+void elementwise(const ElementwiseArgs& args);
+void bconv(const BconvArgs& args);
+void automorphism_ntt(const AutomorphismArgs& args);
+void automorphism_coeff(const AutomorphismArgs& args);
+void sample(const SampleArgs& args);
+void sample_fixed_weight(const FixedWeightArgs& args);
+}  // namespace cpu
+
+// CUDA launchers: enqueue on the given stream of the given device and check the launch; they
+// throw std::runtime_error on a CUDA error.
+namespace cuda {
+struct Stream {
+  void* handle;  // cudaStream_t
+  int device;
+};
+void ntt_forward(const NttArgs& args, Stream stream);
+void ntt_inverse(const NttArgs& args, Stream stream);
+void elementwise(const ElementwiseArgs& args, Stream stream);
+void bconv(const BconvArgs& args, Stream stream);
+void automorphism_ntt(const AutomorphismArgs& args, Stream stream);
+void automorphism_coeff(const AutomorphismArgs& args, Stream stream);
+void sample(const SampleArgs& args, Stream stream);
+void sample_fixed_weight(const FixedWeightArgs& args, Stream stream);
+}  // namespace cuda
+
+}  // namespace fhe

@@ -1,0 +1,505 @@
+// torch.ops.fhe_core: operator schemas, argument validation and backend registration.
+//
+// Every op is implemented once here as a template over the backend; TORCH_LIBRARY_IMPL registers
+// the CPU instance and (in CUDA builds) the CUDA instance, and PyTorch's dispatcher picks one
+// from the tensors' device. Caller errors raise through TORCH_CHECK with the op's name.
+#include <ATen/MemoryOverlap.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/zeros.h>
+#include <Python.h>
+#include <torch/library.h>
+
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <string>
+
+#include "common/ntt.h"
+#include "kernels.h"
+
+namespace fhe {
+namespace {
+
+using at::Tensor;
+
+constexpr int kMinLogN = 10;
+constexpr int kMaxLogN = 17;
+
+// ---- validation ------------------------------------------------------------------------------
+
+void check_words(const Tensor& t, const char* op, const char* name) {
+  TORCH_CHECK(t.scalar_type() == at::kLong, op, ": ", name, " must be int64, got ", t.scalar_type());
+  TORCH_CHECK(t.is_contiguous(), op, ": ", name, " must be contiguous");
+}
+
+void check_same_device(const Tensor& t, const Tensor& ref, const char* op, const char* name) {
+  TORCH_CHECK(t.device() == ref.device(), op, ": ", name, " is on ", t.device(), " but the input is on ",
+              ref.device());
+}
+
+// A residue tensor [..., limbs, N] with limbs = moduli.size(0); returns rows = numel / N.
+int64_t check_residues(const Tensor& a, const Tensor& moduli, const char* op, const char* name = "a") {
+  check_words(a, op, name);
+  check_words(moduli, op, "moduli");
+  check_same_device(moduli, a, op, "moduli");
+  TORCH_CHECK(moduli.dim() == 2 && moduli.size(1) == 4, op, ": moduli must be [limbs, 4], got ",
+              moduli.sizes());
+  TORCH_CHECK(a.dim() >= 2, op, ": ", name, " must be [..., limbs, N], got ", a.sizes());
+  TORCH_CHECK(a.size(-2) == moduli.size(0), op, ": ", name, " has ", a.size(-2), " limbs but moduli has ",
+              moduli.size(0));
+  TORCH_CHECK(a.size(-1) > 0, op, ": ", name, " has N = 0");
+  return a.numel() / a.size(-1);
+}
+
+int log2_exact(int64_t n, const char* op) {
+  TORCH_CHECK(n > 0 && (n & (n - 1)) == 0, op, ": N must be a power of two, got ", n);
+  int log_n = 0;
+  while ((int64_t{1} << log_n) < n) ++log_n;
+  TORCH_CHECK(log_n >= kMinLogN && log_n <= kMaxLogN, op, ": N must be in [2^", kMinLogN, ", 2^", kMaxLogN,
+              "], got 2^", log_n);
+  return log_n;
+}
+
+void check_out(const Tensor& out, const Tensor& like, at::IntArrayRef sizes, const char* op) {
+  check_words(out, op, "out");
+  check_same_device(out, like, op, "out");
+  TORCH_CHECK(out.sizes() == sizes, op, ": out must have shape ", sizes, ", got ", out.sizes());
+}
+
+const Modulus* moduli_ptr(const Tensor& moduli) {
+  return reinterpret_cast<const Modulus*>(moduli.data_ptr<int64_t>());
+}
+const u64* words(const Tensor& t) { return reinterpret_cast<const u64*>(t.data_ptr<int64_t>()); }
+u64* mutable_words(Tensor& t) { return reinterpret_cast<u64*>(t.data_ptr<int64_t>()); }
+
+ChaChaKey chacha_key(at::IntArrayRef key, const char* op) {
+  TORCH_CHECK(key.size() == 8, op, ": key must be 8 words of 32 bits, got ", key.size());
+  ChaChaKey k{};
+  for (int i = 0; i < 8; ++i) {
+    TORCH_CHECK(key[i] >= 0 && key[i] <= 0xffffffffLL, op, ": key word ", i, " is not a 32-bit value");
+    k.w[i] = static_cast<u32>(key[i]);
+  }
+  return k;
+}
+
+// ---- backends --------------------------------------------------------------------------------
+
+struct CpuBackend {
+  static void ntt_forward(const NttArgs& a, const Tensor&) { cpu::ntt_forward(a); }
+  static void ntt_inverse(const NttArgs& a, const Tensor&) { cpu::ntt_inverse(a); }
+  static void elementwise(const ElementwiseArgs& a, const Tensor&) { cpu::elementwise(a); }
+  static void bconv(const BconvArgs& a, const Tensor&) { cpu::bconv(a); }
+  static void automorphism_ntt(const AutomorphismArgs& a, const Tensor&) { cpu::automorphism_ntt(a); }
+  static void automorphism_coeff(const AutomorphismArgs& a, const Tensor&) { cpu::automorphism_coeff(a); }
+  static void sample(const SampleArgs& a, const Tensor&) { cpu::sample(a); }
+  static void sample_fixed_weight(const FixedWeightArgs& a, const Tensor&) { cpu::sample_fixed_weight(a); }
+};
+
+#ifdef FHE_CORE_WITH_CUDA
+// The current PyTorch stream of the tensor's device, through c10's device-generic interface, so
+// this file needs no CUDA headers and links without torch's CUDA libraries.
+cuda::Stream current_stream(const Tensor& t) {
+  const c10::Stream s = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(t.device());
+  return cuda::Stream{s.native_handle(), static_cast<int>(t.device().index())};
+}
+
+struct CudaBackend {
+  static void ntt_forward(const NttArgs& a, const Tensor& t) { cuda::ntt_forward(a, current_stream(t)); }
+  static void ntt_inverse(const NttArgs& a, const Tensor& t) { cuda::ntt_inverse(a, current_stream(t)); }
+  static void elementwise(const ElementwiseArgs& a, const Tensor& t) { cuda::elementwise(a, current_stream(t)); }
+  static void bconv(const BconvArgs& a, const Tensor& t) { cuda::bconv(a, current_stream(t)); }
+  static void automorphism_ntt(const AutomorphismArgs& a, const Tensor& t) {
+    cuda::automorphism_ntt(a, current_stream(t));
+  }
+  static void automorphism_coeff(const AutomorphismArgs& a, const Tensor& t) {
+    cuda::automorphism_coeff(a, current_stream(t));
+  }
+  static void sample(const SampleArgs& a, const Tensor& t) { cuda::sample(a, current_stream(t)); }
+  static void sample_fixed_weight(const FixedWeightArgs& a, const Tensor& t) {
+    cuda::sample_fixed_weight(a, current_stream(t));
+  }
+};
+#endif
+
+// ---- NTT -------------------------------------------------------------------------------------
+
+template <class B, bool kForward>
+Tensor& ntt_out(const Tensor& a, const Tensor& moduli, const Tensor& table, Tensor& out) {
+  const char* op = kForward ? "ntt" : "intt";
+  const int64_t rows = check_residues(a, moduli, op);
+  const int log_n = log2_exact(a.size(-1), op);
+  check_words(table, op, "table");
+  check_same_device(table, a, op, "table");
+  TORCH_CHECK(table.dim() == 3 && table.size(0) == moduli.size(0) && table.size(1) == kNttTableRows &&
+                  table.size(2) == a.size(-1),
+              op, ": table must be [limbs, 4, N] = [", moduli.size(0), ", 4, ", a.size(-1), "], got ",
+              table.sizes());
+  check_out(out, a, a.sizes(), op);
+  if (!out.is_same(a)) at::assert_no_partial_overlap(out, a);
+  const NttArgs args{words(a), mutable_words(out), moduli_ptr(moduli), words(table), rows,
+                     static_cast<int>(moduli.size(0)), log_n};
+  if (kForward) B::ntt_forward(args, a);
+  else B::ntt_inverse(args, a);
+  return out;
+}
+
+template <class B, bool kForward>
+Tensor ntt(const Tensor& a, const Tensor& moduli, const Tensor& table) {
+  Tensor out = at::empty_like(a, at::MemoryFormat::Contiguous);
+  return ntt_out<B, kForward>(a, moduli, table, out);
+}
+
+// ---- element-wise ----------------------------------------------------------------------------
+
+template <class B>
+void run_elementwise(ElementwiseOp kind, const char* op, const Tensor& a, const Tensor* b, const Tensor* c,
+                     const Tensor* consts, const Tensor* consts_shoup, const Tensor& moduli, Tensor& out) {
+  const int64_t rows = check_residues(a, moduli, op);
+  int64_t b_rows = rows;
+  if (b != nullptr) {
+    check_words(*b, op, "b");
+    check_same_device(*b, a, op, "b");
+    const int64_t bd = b->dim();
+    TORCH_CHECK(bd >= 2 && bd <= a.dim() && a.sizes().slice(a.dim() - bd) == b->sizes(), op,
+                ": b must have the shape of a or of a trailing part of it (broadcast over leading dims), got ",
+                b->sizes(), " for a of shape ", a.sizes());
+    b_rows = b->numel() / b->size(-1);
+  }
+  if (c != nullptr) {
+    check_words(*c, op, "c");
+    check_same_device(*c, a, op, "c");
+    TORCH_CHECK(c->sizes() == a.sizes(), op, ": c must have the shape of a, got ", c->sizes());
+  }
+  const int64_t limbs = moduli.size(0);
+  for (const Tensor* t : {consts, consts_shoup}) {
+    if (t == nullptr) continue;
+    check_words(*t, op, "consts");
+    check_same_device(*t, a, op, "consts");
+    TORCH_CHECK(t->dim() == 1 && t->size(0) == limbs, op, ": per-limb constants must be [", limbs, "], got ",
+                t->sizes());
+  }
+  check_out(out, a, a.sizes(), op);
+  const ElementwiseArgs args{kind,
+                             words(a),
+                             b ? words(*b) : nullptr,
+                             c ? words(*c) : nullptr,
+                             consts ? words(*consts) : nullptr,
+                             consts_shoup ? words(*consts_shoup) : nullptr,
+                             mutable_words(out),
+                             moduli_ptr(moduli),
+                             rows,
+                             b_rows,
+                             static_cast<int>(limbs),
+                             a.size(-1)};
+  B::elementwise(args, a);
+}
+
+template <class B, ElementwiseOp kKind>
+Tensor& binary_out(const Tensor& a, const Tensor& b, const Tensor& moduli, Tensor& out) {
+  const char* names[] = {"add", "sub", "neg", "mul", "mul_const", "mul_add"};
+  run_elementwise<B>(kKind, names[static_cast<int>(kKind)], a, &b, nullptr, nullptr, nullptr, moduli, out);
+  return out;
+}
+template <class B, ElementwiseOp kKind>
+Tensor binary(const Tensor& a, const Tensor& b, const Tensor& moduli) {
+  Tensor out = at::empty_like(a, at::MemoryFormat::Contiguous);
+  return binary_out<B, kKind>(a, b, moduli, out);
+}
+
+template <class B>
+Tensor& neg_out(const Tensor& a, const Tensor& moduli, Tensor& out) {
+  run_elementwise<B>(ElementwiseOp::kNeg, "neg", a, nullptr, nullptr, nullptr, nullptr, moduli, out);
+  return out;
+}
+template <class B>
+Tensor neg(const Tensor& a, const Tensor& moduli) {
+  Tensor out = at::empty_like(a, at::MemoryFormat::Contiguous);
+  return neg_out<B>(a, moduli, out);
+}
+
+template <class B>
+Tensor& mul_const_out(const Tensor& a, const Tensor& consts, const Tensor& consts_shoup, const Tensor& moduli,
+                      Tensor& out) {
+  run_elementwise<B>(ElementwiseOp::kMulConst, "mul_const", a, nullptr, nullptr, &consts, &consts_shoup, moduli,
+                     out);
+  return out;
+}
+template <class B>
+Tensor mul_const(const Tensor& a, const Tensor& consts, const Tensor& consts_shoup, const Tensor& moduli) {
+  Tensor out = at::empty_like(a, at::MemoryFormat::Contiguous);
+  return mul_const_out<B>(a, consts, consts_shoup, moduli, out);
+}
+
+template <class B>
+Tensor& mul_add_out(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& moduli, Tensor& out) {
+  run_elementwise<B>(ElementwiseOp::kMulAdd, "mul_add", a, &b, &c, nullptr, nullptr, moduli, out);
+  return out;
+}
+template <class B>
+Tensor mul_add(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& moduli) {
+  Tensor out = at::empty_like(a, at::MemoryFormat::Contiguous);
+  return mul_add_out<B>(a, b, c, moduli, out);
+}
+
+// ---- fast basis conversion -------------------------------------------------------------------
+
+constexpr int64_t kMaxBconvInputLimbs = 64;  // 64 products of < 2^122 fit a 128-bit accumulator
+
+std::vector<int64_t> bconv_out_sizes(const Tensor& a, const Tensor& dst_moduli) {
+  std::vector<int64_t> sizes(a.sizes().begin(), a.sizes().end());
+  sizes[sizes.size() - 2] = dst_moduli.size(0);
+  return sizes;
+}
+
+template <class B>
+Tensor& bconv_out(const Tensor& a, const Tensor& src_moduli, const Tensor& dst_moduli, const Tensor& qhat_inv,
+                  const Tensor& qhat_inv_shoup, const Tensor& qhat_mod_p, Tensor& out) {
+  const char* op = "bconv";
+  check_residues(a, src_moduli, op);
+  check_words(dst_moduli, op, "dst_moduli");
+  check_same_device(dst_moduli, a, op, "dst_moduli");
+  TORCH_CHECK(dst_moduli.dim() == 2 && dst_moduli.size(1) == 4 && dst_moduli.size(0) > 0, op,
+              ": dst_moduli must be [l_out, 4], got ", dst_moduli.sizes());
+  const int64_t l_in = src_moduli.size(0), l_out = dst_moduli.size(0);
+  TORCH_CHECK(l_in <= kMaxBconvInputLimbs, op, ": at most ", kMaxBconvInputLimbs, " input limbs, got ", l_in);
+  for (const Tensor* t : {&qhat_inv, &qhat_inv_shoup}) {
+    check_words(*t, op, "qhat_inv");
+    check_same_device(*t, a, op, "qhat_inv");
+    TORCH_CHECK(t->dim() == 1 && t->size(0) == l_in, op, ": qhat_inv must be [", l_in, "], got ", t->sizes());
+  }
+  check_words(qhat_mod_p, op, "qhat_mod_p");
+  check_same_device(qhat_mod_p, a, op, "qhat_mod_p");
+  TORCH_CHECK(qhat_mod_p.dim() == 2 && qhat_mod_p.size(0) == l_in && qhat_mod_p.size(1) == l_out, op,
+              ": qhat_mod_p must be [", l_in, ", ", l_out, "], got ", qhat_mod_p.sizes());
+  const auto sizes = bconv_out_sizes(a, dst_moduli);
+  check_out(out, a, sizes, op);
+  const BconvArgs args{words(a),
+                       mutable_words(out),
+                       moduli_ptr(src_moduli),
+                       moduli_ptr(dst_moduli),
+                       words(qhat_inv),
+                       words(qhat_inv_shoup),
+                       words(qhat_mod_p),
+                       a.numel() / (l_in * a.size(-1)),
+                       static_cast<int>(l_in),
+                       static_cast<int>(l_out),
+                       a.size(-1)};
+  B::bconv(args, a);
+  return out;
+}
+
+template <class B>
+Tensor bconv(const Tensor& a, const Tensor& src_moduli, const Tensor& dst_moduli, const Tensor& qhat_inv,
+             const Tensor& qhat_inv_shoup, const Tensor& qhat_mod_p) {
+  Tensor out = at::empty(bconv_out_sizes(a, dst_moduli), a.options());
+  return bconv_out<B>(a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, out);
+}
+
+// ---- automorphisms ---------------------------------------------------------------------------
+
+template <class B, bool kNtt>
+Tensor& automorphism_out(const Tensor& a, const Tensor& moduli, int64_t galois, Tensor& out) {
+  const char* op = kNtt ? "automorphism_ntt" : "automorphism_coeff";
+  const int64_t rows = check_residues(a, moduli, op);
+  const int log_n = log2_exact(a.size(-1), op);
+  TORCH_CHECK(galois > 0 && galois < 2 * a.size(-1) && (galois & 1) == 1, op,
+              ": the Galois element must be odd and in [1, 2N), got ", galois);
+  check_out(out, a, a.sizes(), op);
+  at::assert_no_overlap(out, a);
+  const AutomorphismArgs args{words(a), mutable_words(out), moduli_ptr(moduli), rows,
+                              static_cast<int>(moduli.size(0)), log_n, static_cast<u64>(galois)};
+  if (kNtt) B::automorphism_ntt(args, a);
+  else B::automorphism_coeff(args, a);
+  return out;
+}
+
+template <class B, bool kNtt>
+Tensor automorphism(const Tensor& a, const Tensor& moduli, int64_t galois) {
+  Tensor out = at::empty_like(a, at::MemoryFormat::Contiguous);
+  return automorphism_out<B, kNtt>(a, moduli, galois, out);
+}
+
+// ---- sampling --------------------------------------------------------------------------------
+
+Tensor sample_output(const Tensor& moduli, int64_t n, const char* op) {
+  check_words(moduli, op, "moduli");
+  TORCH_CHECK(moduli.dim() == 2 && moduli.size(1) == 4 && moduli.size(0) > 0, op,
+              ": moduli must be [limbs, 4], got ", moduli.sizes());
+  log2_exact(n, op);
+  return at::empty({moduli.size(0), n}, moduli.options());
+}
+
+template <class B>
+Tensor sample_uniform(const Tensor& moduli, int64_t n, at::IntArrayRef key, int64_t nonce) {
+  Tensor out = sample_output(moduli, n, "sample_uniform");
+  const SampleArgs args{SampleKind::kUniform, chacha_key(key, "sample_uniform"), static_cast<u64>(nonce),
+                        mutable_words(out), moduli_ptr(moduli), static_cast<int>(moduli.size(0)), n, 0};
+  B::sample(args, moduli);
+  return out;
+}
+
+template <class B>
+Tensor sample_cbd(const Tensor& moduli, int64_t n, at::IntArrayRef key, int64_t nonce, int64_t eta) {
+  TORCH_CHECK(eta >= 1 && eta <= 32, "sample_cbd: eta must be in [1, 32], got ", eta);
+  Tensor out = sample_output(moduli, n, "sample_cbd");
+  const SampleArgs args{SampleKind::kCenteredBinomial, chacha_key(key, "sample_cbd"), static_cast<u64>(nonce),
+                        mutable_words(out), moduli_ptr(moduli), static_cast<int>(moduli.size(0)), n,
+                        static_cast<int>(eta)};
+  B::sample(args, moduli);
+  return out;
+}
+
+template <class B>
+Tensor sample_ternary(const Tensor& moduli, int64_t n, at::IntArrayRef key, int64_t nonce,
+                      int64_t hamming_weight) {
+  const char* op = "sample_ternary";
+  Tensor out = sample_output(moduli, n, op);
+  TORCH_CHECK(hamming_weight >= 0 && hamming_weight <= n, op, ": hamming_weight must be in [0, N], got ",
+              hamming_weight);
+  const ChaChaKey k = chacha_key(key, op);
+  if (hamming_weight == 0) {  // i.i.d. uniform over {-1, 0, 1}
+    const SampleArgs args{SampleKind::kTernaryUniform, k, static_cast<u64>(nonce), mutable_words(out),
+                          moduli_ptr(moduli), static_cast<int>(moduli.size(0)), n, 0};
+    B::sample(args, moduli);
+    return out;
+  }
+  Tensor scratch = at::zeros({n}, moduli.options().dtype(at::kChar));
+  const FixedWeightArgs args{k, static_cast<u64>(nonce), scratch.data_ptr<int8_t>(), mutable_words(out),
+                             moduli_ptr(moduli), static_cast<int>(moduli.size(0)), n, hamming_weight};
+  B::sample_fixed_weight(args, moduli);
+  return out;
+}
+
+// ---- tables (host) ---------------------------------------------------------------------------
+
+// NTT table [l, 4, N] for primes with given primitive 2N-th roots psi (rows as in common/ntt.h).
+Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n) {
+  const char* op = "ntt_table";
+  check_words(moduli, op, "moduli");
+  check_words(roots, op, "roots");
+  TORCH_CHECK(moduli.device().is_cpu() && roots.device().is_cpu(), op, ": tables are built on the CPU");
+  TORCH_CHECK(moduli.dim() == 2 && moduli.size(1) == 4, op, ": moduli must be [limbs, 4]");
+  TORCH_CHECK(roots.dim() == 1 && roots.size(0) == moduli.size(0), op, ": roots must be [limbs]");
+  TORCH_CHECK(log_n >= kMinLogN && log_n <= kMaxLogN, op, ": log_n must be in [", kMinLogN, ", ", kMaxLogN,
+              "], got ", log_n);
+  const int log = static_cast<int>(log_n);
+  const int64_t n = int64_t{1} << log, limbs = moduli.size(0);
+  Tensor table = at::empty({limbs, kNttTableRows, n}, moduli.options());
+  const Modulus* mods = moduli_ptr(moduli);
+  const u64* psi = words(roots);
+  u64* out = mutable_words(table);
+  for (int64_t l = 0; l < limbs; ++l) {
+    const Modulus& m = mods[l];
+    const u64 q = m.value;
+    TORCH_CHECK(pow_mod(psi[l], n, m) == q - 1, op, ": root ", psi[l], " is not a primitive 2N-th root mod ", q);
+    const u64 psi_inv = pow_mod(psi[l], 2 * n - 1, m);
+    u64* fwd = out + l * kNttTableRows * n;
+    u64* inv = fwd + kInv * n;
+    u64 p = 1, pi = 1;
+    for (int64_t k = 0; k < n; ++k) {  // psi^k and psi^-k, stored at slot brv(k)
+      const u32 slot = bit_reverse(static_cast<u32>(k), log);
+      fwd[slot] = p;
+      inv[slot] = pi;
+      p = mul_mod(p, psi[l], m);
+      pi = mul_mod(pi, psi_inv, m);
+    }
+    const u64 n_inv = pow_mod(static_cast<u64>(n) % q, q - 2, m);
+    inv[1] = mul_mod(inv[1], n_inv, m);  // index 1 is used only by the last stage: fold 1/N in
+    inv[0] = n_inv;                      // index 0 is never a twiddle
+    u64* fwd_shoup = fwd + kFwdShoup * n;
+    u64* inv_shoup = fwd + kInvShoup * n;
+    for (int64_t k = 0; k < n; ++k) {
+      fwd_shoup[k] = shoup_precompute(fwd[k], q);
+      inv_shoup[k] = shoup_precompute(inv[k], q);
+    }
+  }
+  return table;
+}
+
+// ---- registration ----------------------------------------------------------------------------
+
+template <class B>
+void register_backend(torch::Library& m) {
+  m.impl("ntt", &ntt<B, true>);
+  m.impl("ntt.out", &ntt_out<B, true>);
+  m.impl("intt", &ntt<B, false>);
+  m.impl("intt.out", &ntt_out<B, false>);
+  m.impl("add", &binary<B, ElementwiseOp::kAdd>);
+  m.impl("add.out", &binary_out<B, ElementwiseOp::kAdd>);
+  m.impl("sub", &binary<B, ElementwiseOp::kSub>);
+  m.impl("sub.out", &binary_out<B, ElementwiseOp::kSub>);
+  m.impl("mul", &binary<B, ElementwiseOp::kMul>);
+  m.impl("mul.out", &binary_out<B, ElementwiseOp::kMul>);
+  m.impl("neg", &neg<B>);
+  m.impl("neg.out", &neg_out<B>);
+  m.impl("mul_const", &mul_const<B>);
+  m.impl("mul_const.out", &mul_const_out<B>);
+  m.impl("mul_add", &mul_add<B>);
+  m.impl("mul_add.out", &mul_add_out<B>);
+  m.impl("bconv", &bconv<B>);
+  m.impl("bconv.out", &bconv_out<B>);
+  m.impl("automorphism_ntt", &automorphism<B, true>);
+  m.impl("automorphism_ntt.out", &automorphism_out<B, true>);
+  m.impl("automorphism_coeff", &automorphism<B, false>);
+  m.impl("automorphism_coeff.out", &automorphism_out<B, false>);
+  m.impl("sample_uniform", &sample_uniform<B>);
+  m.impl("sample_cbd", &sample_cbd<B>);
+  m.impl("sample_ternary", &sample_ternary<B>);
+}
+
+}  // namespace
+}  // namespace fhe
+
+TORCH_LIBRARY(fhe_core, m) {
+  m.def("ntt(Tensor a, Tensor moduli, Tensor table) -> Tensor");
+  m.def("ntt.out(Tensor a, Tensor moduli, Tensor table, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("intt(Tensor a, Tensor moduli, Tensor table) -> Tensor");
+  m.def("intt.out(Tensor a, Tensor moduli, Tensor table, *, Tensor(a!) out) -> Tensor(a!)");
+  for (const char* name : {"add", "sub", "mul"}) {
+    m.def((std::string(name) + "(Tensor a, Tensor b, Tensor moduli) -> Tensor").c_str());
+    m.def((std::string(name) + ".out(Tensor a, Tensor b, Tensor moduli, *, Tensor(a!) out) -> Tensor(a!)").c_str());
+  }
+  m.def("neg(Tensor a, Tensor moduli) -> Tensor");
+  m.def("neg.out(Tensor a, Tensor moduli, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("mul_const(Tensor a, Tensor consts, Tensor consts_shoup, Tensor moduli) -> Tensor");
+  m.def("mul_const.out(Tensor a, Tensor consts, Tensor consts_shoup, Tensor moduli, *, Tensor(a!) out) -> "
+        "Tensor(a!)");
+  m.def("mul_add(Tensor a, Tensor b, Tensor c, Tensor moduli) -> Tensor");
+  m.def("mul_add.out(Tensor a, Tensor b, Tensor c, Tensor moduli, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("bconv(Tensor a, Tensor src_moduli, Tensor dst_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, "
+        "Tensor qhat_mod_p) -> Tensor");
+  m.def("bconv.out(Tensor a, Tensor src_moduli, Tensor dst_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, "
+        "Tensor qhat_mod_p, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("automorphism_ntt(Tensor a, Tensor moduli, int galois) -> Tensor");
+  m.def("automorphism_ntt.out(Tensor a, Tensor moduli, int galois, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("automorphism_coeff(Tensor a, Tensor moduli, int galois) -> Tensor");
+  m.def("automorphism_coeff.out(Tensor a, Tensor moduli, int galois, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("sample_uniform(Tensor moduli, int n, int[] key, int nonce) -> Tensor");
+  m.def("sample_cbd(Tensor moduli, int n, int[] key, int nonce, int eta) -> Tensor");
+  m.def("sample_ternary(Tensor moduli, int n, int[] key, int nonce, int hamming_weight) -> Tensor");
+  m.def("ntt_table(Tensor moduli, Tensor roots, int log_n) -> Tensor");
+  m.def("cuda_built() -> bool", []() {
+#ifdef FHE_CORE_WITH_CUDA
+    return true;
+#else
+    return false;
+#endif
+  });
+}
+
+TORCH_LIBRARY_IMPL(fhe_core, CPU, m) {
+  fhe::register_backend<fhe::CpuBackend>(m);
+  m.impl("ntt_table", &fhe::ntt_table);
+}
+
+#ifdef FHE_CORE_WITH_CUDA
+TORCH_LIBRARY_IMPL(fhe_core, CUDA, m) { fhe::register_backend<fhe::CudaBackend>(m); }
+#endif
+
+// An empty Python module: importing fhe_core._C runs the static registrations above.
+extern "C" PyObject* PyInit__C(void) {
+  static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
+  return PyModule_Create(&module_def);
+}

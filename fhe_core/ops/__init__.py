@@ -1,0 +1,148 @@
+"""Thin wrappers over ``torch.ops.fhe_core.*``: the only module that calls the extension.
+
+Shapes and conventions (ARCHITECTURE.md):
+    residues    int64 tensors ``[..., l, N]`` (limb-major), canonical in ``[0, q_i)`` between ops;
+    moduli      ``[l, 4]`` int64 per-prime constants (``ring.modulus_table``);
+    ntt_table   ``[l, 4, N]`` int64 twiddles with Shoup companions (``ring.RNSBasis``).
+Every op runs on the device of its inputs (CPU or CUDA) and gives bit-identical results on
+both. Functional forms return new tensors; pass ``out=`` to reuse a buffer.
+"""
+from __future__ import annotations
+
+import torch
+
+from fhe_core.ops import _extension  # noqa: F401  (loads the extension)
+
+_ops = torch.ops.fhe_core
+Tensor = torch.Tensor
+
+__all__ = [
+    "cuda_built", "ntt", "intt", "add", "sub", "neg", "mul", "mul_const", "mul_add", "bconv",
+    "automorphism_ntt", "automorphism_coeff", "sample_uniform", "sample_cbd", "sample_ternary",
+    "ntt_table", "seed_words",
+]
+
+
+def cuda_built() -> bool:
+    """True when the extension was compiled with its CUDA kernels."""
+    return bool(_ops.cuda_built())
+
+
+def _call(op, args, out):
+    return op(*args) if out is None else op.out(*args, out=out)
+
+
+def ntt(a: Tensor, moduli: Tensor, table: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """Forward negacyclic NTT of every limb.
+
+    a: ``[..., l, N]`` coefficients -> ``[..., l, N]`` NTT domain (slot k holds the value at
+    psi^(2*brv(k)+1)). N in [2^10, 2^17]. ``out`` may be ``a`` (in place).
+    """
+    return _call(_ops.ntt, (a, moduli, table), out)
+
+
+def intt(a: Tensor, moduli: Tensor, table: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """Inverse of :func:`ntt` (including the 1/N factor). ``out`` may be ``a`` (in place)."""
+    return _call(_ops.intt, (a, moduli, table), out)
+
+
+def add(a: Tensor, b: Tensor, moduli: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """(a + b) mod q_i. ``b`` has a's shape or a trailing part of it (broadcast over leading dims)."""
+    return _call(_ops.add, (a, b, moduli), out)
+
+
+def sub(a: Tensor, b: Tensor, moduli: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """(a - b) mod q_i, with b broadcast as in :func:`add`."""
+    return _call(_ops.sub, (a, b, moduli), out)
+
+
+def neg(a: Tensor, moduli: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """(-a) mod q_i."""
+    return _call(_ops.neg, (a, moduli), out)
+
+
+def mul(a: Tensor, b: Tensor, moduli: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """(a * b) mod q_i (Barrett on the 128-bit product), b broadcast as in :func:`add`."""
+    return _call(_ops.mul, (a, b, moduli), out)
+
+
+def mul_const(a: Tensor, consts: Tensor, consts_shoup: Tensor, moduli: Tensor, *,
+              out: Tensor | None = None) -> Tensor:
+    """(a * c_i) mod q_i for one constant per limb (Shoup). consts, consts_shoup: ``[l]``; see
+    :func:`fhe_core.ring.shoup_constants`."""
+    return _call(_ops.mul_const, (a, consts, consts_shoup, moduli), out)
+
+
+def mul_add(a: Tensor, b: Tensor, c: Tensor, moduli: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """(a * b + c) mod q_i; b broadcast as in :func:`add`, c has a's shape."""
+    return _call(_ops.mul_add, (a, b, c, moduli), out)
+
+
+def bconv(a: Tensor, src_moduli: Tensor, dst_moduli: Tensor, qhat_inv: Tensor, qhat_inv_shoup: Tensor,
+          qhat_mod_p: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """Fast basis conversion Conv_{Q->P} (HK20/BEHZ), coefficient or NTT-free domain.
+
+    a: ``[..., l_in, N]`` residues of x mod Q -> ``[..., l_out, N]`` residues of x + u*Q mod P
+    for some integer 0 <= u < l_in per coefficient. Constants from :class:`fhe_core.ring.BasisConverter`.
+    """
+    return _call(_ops.bconv, (a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p), out)
+
+
+def automorphism_ntt(a: Tensor, moduli: Tensor, galois: int, *, out: Tensor | None = None) -> Tensor:
+    """X -> X^k on NTT-domain residues (an index permutation). k odd in [1, 2N); out must not alias a."""
+    return _call(_ops.automorphism_ntt, (a, moduli, galois), out)
+
+
+def automorphism_coeff(a: Tensor, moduli: Tensor, galois: int, *, out: Tensor | None = None) -> Tensor:
+    """X -> X^k on coefficient-domain residues (a signed permutation). k odd in [1, 2N)."""
+    return _call(_ops.automorphism_coeff, (a, moduli, galois), out)
+
+
+def seed_words(seed: bytes) -> list[int]:
+    """A 32-byte ChaCha20 key as the 8 little-endian 32-bit words the kernels take."""
+    if not isinstance(seed, (bytes, bytearray)) or len(seed) != 32:
+        raise ValueError(f"a sampling seed must be 32 bytes, got {type(seed).__name__} of length {len(seed)}")
+    return [int.from_bytes(seed[4 * i:4 * i + 4], "little") for i in range(8)]
+
+
+def sample_uniform(moduli: Tensor, n: int, seed: bytes, nonce: int) -> Tensor:
+    """``[l, N]`` residues uniform mod each q_i from the ChaCha20 stream (seed, nonce)."""
+    return _ops.sample_uniform(moduli, n, seed_words(seed), nonce)
+
+
+def sample_cbd(moduli: Tensor, n: int, seed: bytes, nonce: int, eta: int) -> Tensor:
+    """One centered-binomial polynomial (variance eta/2) lifted to every limb: ``[l, N]``."""
+    return _ops.sample_cbd(moduli, n, seed_words(seed), nonce, eta)
+
+
+def sample_ternary(moduli: Tensor, n: int, seed: bytes, nonce: int, hamming_weight: int = 0) -> Tensor:
+    """One ternary polynomial lifted to every limb: ``[l, N]``. With ``hamming_weight`` h > 0 it
+    has exactly h nonzero coefficients (+-1); with 0, each coefficient is uniform in {-1, 0, 1}."""
+    return _ops.sample_ternary(moduli, n, seed_words(seed), nonce, hamming_weight)
+
+
+def ntt_table(moduli: Tensor, roots: Tensor, log_n: int) -> Tensor:
+    """``[l, 4, N]`` NTT table on the CPU for primes with primitive 2N-th roots ``roots`` ``[l]``."""
+    return _ops.ntt_table(moduli, roots, log_n)
+
+
+# ---- shape functions for torch.compile / opcheck ---------------------------------------------
+
+def _register_fakes() -> None:
+    same_shape = lambda a, *args: torch.empty_like(a)  # noqa: E731
+    for name in ("ntt", "intt", "add", "sub", "neg", "mul", "mul_const", "mul_add",
+                 "automorphism_ntt", "automorphism_coeff"):
+        torch.library.register_fake(f"fhe_core::{name}")(same_shape)
+
+    @torch.library.register_fake("fhe_core::bconv")
+    def _(a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p):
+        return a.new_empty((*a.shape[:-2], dst_moduli.shape[0], a.shape[-1]))
+
+    def sampled(moduli, n, *args):
+        return moduli.new_empty((moduli.shape[0], n))
+
+    for name in ("sample_uniform", "sample_cbd", "sample_ternary"):
+        torch.library.register_fake(f"fhe_core::{name}")(sampled)
+
+
+_register_fakes()

@@ -1,0 +1,14 @@
+"""The ring layer: NTT-friendly primes, RNS bases with their device tables, basis conversion."""
+from fhe_core.ring.basis import (
+    BasisConverter,
+    RNSBasis,
+    modulus_table,
+    shoup_constants,
+    words_tensor,
+)
+from fhe_core.ring.primes import generate_primes, is_prime, ntt_primes, primitive_root_2n
+
+__all__ = [
+    "BasisConverter", "RNSBasis", "modulus_table", "shoup_constants", "words_tensor",
+    "generate_primes", "is_prime", "ntt_primes", "primitive_root_2n",
+]

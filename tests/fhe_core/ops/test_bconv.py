@@ -1,0 +1,43 @@
+"""Fast basis conversion against exact CRT reconstruction, on CPU and CUDA."""
+import pytest
+import torch
+
+from fhe_core.ring import BasisConverter, RNSBasis, generate_primes
+from fhe_reference import DEVICES, crt, fresh_rng, random_residues, to_ints
+
+N = 1 << 10
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("l_in,l_out", [(1, 3), (4, 6), (10, 30)])
+def test_bconv_is_crt_up_to_small_multiple_of_q(device, l_in, l_out):
+    """Conv(x) = x + u*Q mod every p_j, with one integer 0 <= u < l_in per coefficient."""
+    rng, _ = fresh_rng()
+    primes = generate_primes([50] * l_in + [55] * l_out, N)
+    src = RNSBasis.get(primes[:l_in], N, device)
+    dst = RNSBasis.get(primes[l_in:], N, device)
+    x = random_residues(rng, src.primes, shape_prefix=(2,), n=N, device=device)
+    x[0, :, 0] = src.moduli[:, 0] - 1  # x = -1 mod every q_i: the largest u
+    out = BasisConverter.get(src, dst)(x)
+    assert out.shape == (2, l_out, N)
+    big_q = src.modulus
+    xs, outs = to_ints(x), to_ints(out)
+    for b in range(2):
+        for i in rng.integers(0, N, size=40).tolist() + [0]:
+            value = crt([xs[b][k][i] for k in range(l_in)], list(src.primes))
+            p0 = dst.primes[0]
+            u = (outs[b][0][i] - value) * pow(big_q, -1, p0) % p0
+            assert 0 <= u < l_in, f"u = {u} out of range at coefficient {i}"
+            for j, p in enumerate(dst.primes):
+                assert outs[b][j][i] == (value + u * big_q) % p, f"batch {b}, coefficient {i}, prime {j}"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bconv_rejects_mismatched_constants(device):
+    primes = generate_primes([50] * 5, N)
+    src = RNSBasis.get(primes[:2], N, device)
+    dst = RNSBasis.get(primes[2:], N, device)
+    conv = BasisConverter.get(src, dst)
+    x = torch.zeros(3, N, dtype=torch.int64, device=device)
+    with pytest.raises(RuntimeError, match="bconv: a has 3 limbs but moduli has 2"):
+        conv(x)

@@ -1,0 +1,122 @@
+"""Independent references for the kernel tests: Python big integers only, no fhe_core code.
+
+Everything here is written for clarity, not speed; tests keep sizes small enough for it.
+"""
+from __future__ import annotations
+
+import os
+import struct
+from math import prod
+
+import numpy as np
+import torch
+
+import pytest
+
+# Every op test runs on both backends; the CUDA run carries the `gpu` marker (skipped without a GPU).
+DEVICES = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
+
+
+def fresh_rng() -> tuple[np.random.Generator, int]:
+    """A generator on a fresh OS-random seed; tests print the seed so a failure can be replayed."""
+    seed = int.from_bytes(os.urandom(8), "little")
+    print(f"rng seed = {seed}")
+    return np.random.default_rng(seed), seed
+
+
+def random_residues(rng: np.random.Generator, primes, shape_prefix=(), n: int = 1024,
+                    device="cpu") -> torch.Tensor:
+    """Uniform residues ``[*shape_prefix, l, N]`` for the given primes (each < 2^61)."""
+    rows = [rng.integers(0, q, size=(*shape_prefix, n), dtype=np.uint64) for q in primes]
+    stacked = np.stack(rows, axis=-2).astype(np.int64)
+    return torch.from_numpy(stacked).to(device)
+
+
+def to_ints(t: torch.Tensor) -> list:
+    """A residue tensor as nested Python ints."""
+    return t.cpu().tolist()
+
+
+# ---- polynomials mod X^N + 1 ---------------------------------------------------------------------
+
+def negacyclic_product(a: list[int], b: list[int], q: int) -> list[int]:
+    """Schoolbook a*b mod (X^N + 1, q)."""
+    n = len(a)
+    out = [0] * n
+    for i, ai in enumerate(a):
+        if ai == 0:
+            continue
+        for j, bj in enumerate(b):
+            k = i + j
+            if k < n:
+                out[k] += ai * bj
+            else:
+                out[k - n] -= ai * bj
+    return [c % q for c in out]
+
+
+def substitute(a: list[int], k: int, q: int) -> list[int]:
+    """a(X^k) mod (X^N + 1, q) by direct substitution: X^(i*k) = (-1)^floor(i*k/N) X^(i*k mod N)."""
+    n = len(a)
+    out = [0] * n
+    for i, c in enumerate(a):
+        e = i * k
+        sign = -1 if (e // n) % 2 else 1
+        out[e % n] = (out[e % n] + sign * c) % q
+    return out
+
+
+def bit_reverse(x: int, bits: int) -> int:
+    return int(format(x, f"0{bits}b")[::-1], 2) if bits else 0
+
+
+def evaluate(a: list[int], x: int, q: int) -> int:
+    """a(x) mod q by Horner's rule."""
+    acc = 0
+    for c in reversed(a):
+        acc = (acc * x + c) % q
+    return acc
+
+
+def crt(residues: list[int], primes: list[int]) -> int:
+    """The x in [0, prod(primes)) with x = residues[i] mod primes[i]."""
+    big = prod(primes)
+    x = 0
+    for r, q in zip(residues, primes):
+        m = big // q
+        x += r * m * pow(m, -1, q)
+    return x % big
+
+
+# ---- ChaCha20 (RFC 8439 block function, 64-bit counter and 64-bit nonce) -------------------------
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) & 0xFFFFFFFF) | (x >> (32 - r))
+
+
+def _quarter(s: list[int], a: int, b: int, c: int, d: int) -> None:
+    s[a] = (s[a] + s[b]) & 0xFFFFFFFF; s[d] = _rotl(s[d] ^ s[a], 16)
+    s[c] = (s[c] + s[d]) & 0xFFFFFFFF; s[b] = _rotl(s[b] ^ s[c], 12)
+    s[a] = (s[a] + s[b]) & 0xFFFFFFFF; s[d] = _rotl(s[d] ^ s[a], 8)
+    s[c] = (s[c] + s[d]) & 0xFFFFFFFF; s[b] = _rotl(s[b] ^ s[c], 7)
+
+
+def chacha20_block(key: bytes, counter: int, nonce: int) -> list[int]:
+    """16 output words of the ChaCha20 block (state words 12-13 = counter, 14-15 = nonce)."""
+    state = [0x61707865, 0x3320646E, 0x79622D32, 0x6B206574, *struct.unpack("<8I", key),
+             counter & 0xFFFFFFFF, counter >> 32, nonce & 0xFFFFFFFF, nonce >> 32]
+    x = list(state)
+    for _ in range(10):
+        _quarter(x, 0, 4, 8, 12); _quarter(x, 1, 5, 9, 13); _quarter(x, 2, 6, 10, 14); _quarter(x, 3, 7, 11, 15)
+        _quarter(x, 0, 5, 10, 15); _quarter(x, 1, 6, 11, 12); _quarter(x, 2, 7, 8, 13); _quarter(x, 3, 4, 9, 14)
+    return [(a + b) & 0xFFFFFFFF for a, b in zip(x, state)]
+
+
+def chacha20_words(key: bytes, nonce: int, count: int) -> list[int]:
+    """The first ``count`` 32-bit words of the stream."""
+    words: list[int] = []
+    block = 0
+    while len(words) < count:
+        words.extend(chacha20_block(key, block, nonce))
+        block += 1
+    return words[:count]
