@@ -4,8 +4,8 @@ The CPU kernels are always built. The CUDA kernels are built whenever nvcc is fo
 or nvcc on PATH), whether or not a GPU is present, so a GPU-less CI machine still compiles them;
 FHE_CORE_CUDA=0 turns them off and FHE_CORE_CUDA=1 makes a missing nvcc an error. The CUDA
 sources include no torch headers and the glue reaches the current stream through c10's
-device-generic interface, so the extension links against the CUDA runtime (static) only and
-builds with a CPU-only torch as well.
+device-generic interface, so the extension links against the CUDA runtime only (not torch's
+CUDA libraries) and builds with a CPU-only torch as well.
 """
 import glob
 import os
@@ -53,8 +53,13 @@ def cuda_arch_flags() -> list[str]:
 
 def extension():
     sources = sorted(glob.glob(os.path.join(CSRC, "*.cpp")) + glob.glob(os.path.join(CSRC, "cpu", "*.cpp")))
-    cxx = ["-O3", "-std=c++20"]
-    nvcc = ["-O3", "-std=c++17", "--expt-relaxed-constexpr", "-lineinfo", *cuda_arch_flags()]
+    # No -std flag: torch's builder adds the standard its own headers and libraries were built with
+    # (C++17 for torch 2.11, C++20 for 2.13). Forcing another one makes the extension instantiate
+    # its own copies of libstdc++ templates that clash with the loaded libstdc++.
+    cxx = ["-O3"]
+    nvcc = ["-O3", "--expt-relaxed-constexpr", "-lineinfo", *cuda_arch_flags()]
+    if os.environ.get("FHE_CORE_PTXAS_VERBOSE") == "1":  # registers, shared memory, spills per kernel
+        nvcc.append("-Xptxas=-v")
     kwargs = {}
     cuda_home = find_cuda_home()
     if build_cuda(cuda_home):
@@ -65,7 +70,9 @@ def extension():
         kwargs = dict(
             include_dirs=[os.path.join(cuda_home, "include")],
             library_dirs=[os.path.join(cuda_home, "lib64")],
-            libraries=["cudart_static", "dl", "rt", "pthread"],
+            libraries=["cudart"],
+            # the runtime torch already loaded (same soname) when it has CUDA; the toolkit's otherwise
+            extra_link_args=[f"-Wl,-rpath,{os.path.join(cuda_home, 'lib64')}"],
         )
     return CppExtension(
         name="fhe_core._C",

@@ -2,7 +2,7 @@
 //
 // Every op is implemented once here as a template over the backend; TORCH_LIBRARY_IMPL registers
 // the CPU instance and (in CUDA builds) the CUDA instance, and PyTorch's dispatcher picks one
-// from the tensors' device. Caller errors raise through TORCH_CHECK with the op's name.
+// from the tensors' device. Caller errors raise through FHE_CHECK (check.h) with the op's name.
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -16,6 +16,7 @@
 
 #include <string>
 
+#include "check.h"
 #include "common/ntt.h"
 #include "kernels.h"
 
@@ -30,12 +31,12 @@ constexpr int kMaxLogN = 17;
 // ---- validation ------------------------------------------------------------------------------
 
 void check_words(const Tensor& t, const char* op, const char* name) {
-  TORCH_CHECK(t.scalar_type() == at::kLong, op, ": ", name, " must be int64, got ", t.scalar_type());
-  TORCH_CHECK(t.is_contiguous(), op, ": ", name, " must be contiguous");
+  FHE_CHECK(t.scalar_type() == at::kLong, op, ": ", name, " must be int64, got ", t.scalar_type());
+  FHE_CHECK(t.is_contiguous(), op, ": ", name, " must be contiguous");
 }
 
 void check_same_device(const Tensor& t, const Tensor& ref, const char* op, const char* name) {
-  TORCH_CHECK(t.device() == ref.device(), op, ": ", name, " is on ", t.device(), " but the input is on ",
+  FHE_CHECK(t.device() == ref.device(), op, ": ", name, " is on ", t.device(), " but the input is on ",
               ref.device());
 }
 
@@ -44,20 +45,20 @@ int64_t check_residues(const Tensor& a, const Tensor& moduli, const char* op, co
   check_words(a, op, name);
   check_words(moduli, op, "moduli");
   check_same_device(moduli, a, op, "moduli");
-  TORCH_CHECK(moduli.dim() == 2 && moduli.size(1) == 4, op, ": moduli must be [limbs, 4], got ",
+  FHE_CHECK(moduli.dim() == 2 && moduli.size(1) == 4, op, ": moduli must be [limbs, 4], got ",
               moduli.sizes());
-  TORCH_CHECK(a.dim() >= 2, op, ": ", name, " must be [..., limbs, N], got ", a.sizes());
-  TORCH_CHECK(a.size(-2) == moduli.size(0), op, ": ", name, " has ", a.size(-2), " limbs but moduli has ",
+  FHE_CHECK(a.dim() >= 2, op, ": ", name, " must be [..., limbs, N], got ", a.sizes());
+  FHE_CHECK(a.size(-2) == moduli.size(0), op, ": ", name, " has ", a.size(-2), " limbs but moduli has ",
               moduli.size(0));
-  TORCH_CHECK(a.size(-1) > 0, op, ": ", name, " has N = 0");
+  FHE_CHECK(a.size(-1) > 0, op, ": ", name, " has N = 0");
   return a.numel() / a.size(-1);
 }
 
 int log2_exact(int64_t n, const char* op) {
-  TORCH_CHECK(n > 0 && (n & (n - 1)) == 0, op, ": N must be a power of two, got ", n);
+  FHE_CHECK(n > 0 && (n & (n - 1)) == 0, op, ": N must be a power of two, got ", n);
   int log_n = 0;
   while ((int64_t{1} << log_n) < n) ++log_n;
-  TORCH_CHECK(log_n >= kMinLogN && log_n <= kMaxLogN, op, ": N must be in [2^", kMinLogN, ", 2^", kMaxLogN,
+  FHE_CHECK(log_n >= kMinLogN && log_n <= kMaxLogN, op, ": N must be in [2^", kMinLogN, ", 2^", kMaxLogN,
               "], got 2^", log_n);
   return log_n;
 }
@@ -65,7 +66,7 @@ int log2_exact(int64_t n, const char* op) {
 void check_out(const Tensor& out, const Tensor& like, at::IntArrayRef sizes, const char* op) {
   check_words(out, op, "out");
   check_same_device(out, like, op, "out");
-  TORCH_CHECK(out.sizes() == sizes, op, ": out must have shape ", sizes, ", got ", out.sizes());
+  FHE_CHECK(out.sizes() == sizes, op, ": out must have shape ", sizes, ", got ", out.sizes());
 }
 
 const Modulus* moduli_ptr(const Tensor& moduli) {
@@ -75,10 +76,10 @@ const u64* words(const Tensor& t) { return reinterpret_cast<const u64*>(t.data_p
 u64* mutable_words(Tensor& t) { return reinterpret_cast<u64*>(t.data_ptr<int64_t>()); }
 
 ChaChaKey chacha_key(at::IntArrayRef key, const char* op) {
-  TORCH_CHECK(key.size() == 8, op, ": key must be 8 words of 32 bits, got ", key.size());
+  FHE_CHECK(key.size() == 8, op, ": key must be 8 words of 32 bits, got ", key.size());
   ChaChaKey k{};
   for (int i = 0; i < 8; ++i) {
-    TORCH_CHECK(key[i] >= 0 && key[i] <= 0xffffffffLL, op, ": key word ", i, " is not a 32-bit value");
+    FHE_CHECK(key[i] >= 0 && key[i] <= 0xffffffffLL, op, ": key word ", i, " is not a 32-bit value");
     k.w[i] = static_cast<u32>(key[i]);
   }
   return k;
@@ -132,7 +133,7 @@ Tensor& ntt_out(const Tensor& a, const Tensor& moduli, const Tensor& table, Tens
   const int log_n = log2_exact(a.size(-1), op);
   check_words(table, op, "table");
   check_same_device(table, a, op, "table");
-  TORCH_CHECK(table.dim() == 3 && table.size(0) == moduli.size(0) && table.size(1) == kNttTableRows &&
+  FHE_CHECK(table.dim() == 3 && table.size(0) == moduli.size(0) && table.size(1) == kNttTableRows &&
                   table.size(2) == a.size(-1),
               op, ": table must be [limbs, 4, N] = [", moduli.size(0), ", 4, ", a.size(-1), "], got ",
               table.sizes());
@@ -162,7 +163,7 @@ void run_elementwise(ElementwiseOp kind, const char* op, const Tensor& a, const 
     check_words(*b, op, "b");
     check_same_device(*b, a, op, "b");
     const int64_t bd = b->dim();
-    TORCH_CHECK(bd >= 2 && bd <= a.dim() && a.sizes().slice(a.dim() - bd) == b->sizes(), op,
+    FHE_CHECK(bd >= 2 && bd <= a.dim() && a.sizes().slice(a.dim() - bd) == b->sizes(), op,
                 ": b must have the shape of a or of a trailing part of it (broadcast over leading dims), got ",
                 b->sizes(), " for a of shape ", a.sizes());
     b_rows = b->numel() / b->size(-1);
@@ -170,14 +171,14 @@ void run_elementwise(ElementwiseOp kind, const char* op, const Tensor& a, const 
   if (c != nullptr) {
     check_words(*c, op, "c");
     check_same_device(*c, a, op, "c");
-    TORCH_CHECK(c->sizes() == a.sizes(), op, ": c must have the shape of a, got ", c->sizes());
+    FHE_CHECK(c->sizes() == a.sizes(), op, ": c must have the shape of a, got ", c->sizes());
   }
   const int64_t limbs = moduli.size(0);
   for (const Tensor* t : {consts, consts_shoup}) {
     if (t == nullptr) continue;
     check_words(*t, op, "consts");
     check_same_device(*t, a, op, "consts");
-    TORCH_CHECK(t->dim() == 1 && t->size(0) == limbs, op, ": per-limb constants must be [", limbs, "], got ",
+    FHE_CHECK(t->dim() == 1 && t->size(0) == limbs, op, ": per-limb constants must be [", limbs, "], got ",
                 t->sizes());
   }
   check_out(out, a, a.sizes(), op);
@@ -260,18 +261,18 @@ Tensor& bconv_out(const Tensor& a, const Tensor& src_moduli, const Tensor& dst_m
   check_residues(a, src_moduli, op);
   check_words(dst_moduli, op, "dst_moduli");
   check_same_device(dst_moduli, a, op, "dst_moduli");
-  TORCH_CHECK(dst_moduli.dim() == 2 && dst_moduli.size(1) == 4 && dst_moduli.size(0) > 0, op,
+  FHE_CHECK(dst_moduli.dim() == 2 && dst_moduli.size(1) == 4 && dst_moduli.size(0) > 0, op,
               ": dst_moduli must be [l_out, 4], got ", dst_moduli.sizes());
   const int64_t l_in = src_moduli.size(0), l_out = dst_moduli.size(0);
-  TORCH_CHECK(l_in <= kMaxBconvInputLimbs, op, ": at most ", kMaxBconvInputLimbs, " input limbs, got ", l_in);
+  FHE_CHECK(l_in <= kMaxBconvInputLimbs, op, ": at most ", kMaxBconvInputLimbs, " input limbs, got ", l_in);
   for (const Tensor* t : {&qhat_inv, &qhat_inv_shoup}) {
     check_words(*t, op, "qhat_inv");
     check_same_device(*t, a, op, "qhat_inv");
-    TORCH_CHECK(t->dim() == 1 && t->size(0) == l_in, op, ": qhat_inv must be [", l_in, "], got ", t->sizes());
+    FHE_CHECK(t->dim() == 1 && t->size(0) == l_in, op, ": qhat_inv must be [", l_in, "], got ", t->sizes());
   }
   check_words(qhat_mod_p, op, "qhat_mod_p");
   check_same_device(qhat_mod_p, a, op, "qhat_mod_p");
-  TORCH_CHECK(qhat_mod_p.dim() == 2 && qhat_mod_p.size(0) == l_in && qhat_mod_p.size(1) == l_out, op,
+  FHE_CHECK(qhat_mod_p.dim() == 2 && qhat_mod_p.size(0) == l_in && qhat_mod_p.size(1) == l_out, op,
               ": qhat_mod_p must be [", l_in, ", ", l_out, "], got ", qhat_mod_p.sizes());
   const auto sizes = bconv_out_sizes(a, dst_moduli);
   check_out(out, a, sizes, op);
@@ -304,7 +305,7 @@ Tensor& automorphism_out(const Tensor& a, const Tensor& moduli, int64_t galois, 
   const char* op = kNtt ? "automorphism_ntt" : "automorphism_coeff";
   const int64_t rows = check_residues(a, moduli, op);
   const int log_n = log2_exact(a.size(-1), op);
-  TORCH_CHECK(galois > 0 && galois < 2 * a.size(-1) && (galois & 1) == 1, op,
+  FHE_CHECK(galois > 0 && galois < 2 * a.size(-1) && (galois & 1) == 1, op,
               ": the Galois element must be odd and in [1, 2N), got ", galois);
   check_out(out, a, a.sizes(), op);
   at::assert_no_overlap(out, a);
@@ -325,7 +326,7 @@ Tensor automorphism(const Tensor& a, const Tensor& moduli, int64_t galois) {
 
 Tensor sample_output(const Tensor& moduli, int64_t n, const char* op) {
   check_words(moduli, op, "moduli");
-  TORCH_CHECK(moduli.dim() == 2 && moduli.size(1) == 4 && moduli.size(0) > 0, op,
+  FHE_CHECK(moduli.dim() == 2 && moduli.size(1) == 4 && moduli.size(0) > 0, op,
               ": moduli must be [limbs, 4], got ", moduli.sizes());
   log2_exact(n, op);
   return at::empty({moduli.size(0), n}, moduli.options());
@@ -342,7 +343,7 @@ Tensor sample_uniform(const Tensor& moduli, int64_t n, at::IntArrayRef key, int6
 
 template <class B>
 Tensor sample_cbd(const Tensor& moduli, int64_t n, at::IntArrayRef key, int64_t nonce, int64_t eta) {
-  TORCH_CHECK(eta >= 1 && eta <= 32, "sample_cbd: eta must be in [1, 32], got ", eta);
+  FHE_CHECK(eta >= 1 && eta <= 32, "sample_cbd: eta must be in [1, 32], got ", eta);
   Tensor out = sample_output(moduli, n, "sample_cbd");
   const SampleArgs args{SampleKind::kCenteredBinomial, chacha_key(key, "sample_cbd"), static_cast<u64>(nonce),
                         mutable_words(out), moduli_ptr(moduli), static_cast<int>(moduli.size(0)), n,
@@ -356,7 +357,7 @@ Tensor sample_ternary(const Tensor& moduli, int64_t n, at::IntArrayRef key, int6
                       int64_t hamming_weight) {
   const char* op = "sample_ternary";
   Tensor out = sample_output(moduli, n, op);
-  TORCH_CHECK(hamming_weight >= 0 && hamming_weight <= n, op, ": hamming_weight must be in [0, N], got ",
+  FHE_CHECK(hamming_weight >= 0 && hamming_weight <= n, op, ": hamming_weight must be in [0, N], got ",
               hamming_weight);
   const ChaChaKey k = chacha_key(key, op);
   if (hamming_weight == 0) {  // i.i.d. uniform over {-1, 0, 1}
@@ -379,10 +380,10 @@ Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n) {
   const char* op = "ntt_table";
   check_words(moduli, op, "moduli");
   check_words(roots, op, "roots");
-  TORCH_CHECK(moduli.device().is_cpu() && roots.device().is_cpu(), op, ": tables are built on the CPU");
-  TORCH_CHECK(moduli.dim() == 2 && moduli.size(1) == 4, op, ": moduli must be [limbs, 4]");
-  TORCH_CHECK(roots.dim() == 1 && roots.size(0) == moduli.size(0), op, ": roots must be [limbs]");
-  TORCH_CHECK(log_n >= kMinLogN && log_n <= kMaxLogN, op, ": log_n must be in [", kMinLogN, ", ", kMaxLogN,
+  FHE_CHECK(moduli.device().is_cpu() && roots.device().is_cpu(), op, ": tables are built on the CPU");
+  FHE_CHECK(moduli.dim() == 2 && moduli.size(1) == 4, op, ": moduli must be [limbs, 4]");
+  FHE_CHECK(roots.dim() == 1 && roots.size(0) == moduli.size(0), op, ": roots must be [limbs]");
+  FHE_CHECK(log_n >= kMinLogN && log_n <= kMaxLogN, op, ": log_n must be in [", kMinLogN, ", ", kMaxLogN,
               "], got ", log_n);
   const int log = static_cast<int>(log_n);
   const int64_t n = int64_t{1} << log, limbs = moduli.size(0);
@@ -393,7 +394,7 @@ Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n) {
   for (int64_t l = 0; l < limbs; ++l) {
     const Modulus& m = mods[l];
     const u64 q = m.value;
-    TORCH_CHECK(pow_mod(psi[l], n, m) == q - 1, op, ": root ", psi[l], " is not a primitive 2N-th root mod ", q);
+    FHE_CHECK(pow_mod(psi[l], n, m) == q - 1, op, ": root ", psi[l], " is not a primitive 2N-th root mod ", q);
     const u64 psi_inv = pow_mod(psi[l], 2 * n - 1, m);
     u64* fwd = out + l * kNttTableRows * n;
     u64* inv = fwd + kInv * n;

@@ -1,0 +1,237 @@
+"""Engine benchmarks: batched NTT/INTT, element-wise ops, basis conversion, automorphism.
+
+For every op the table gives the median time, the bytes the op must move through memory at the
+least (each input read once, each output written once, twiddle tables included), the achieved
+bandwidth, and its ratio to the measured device-to-device copy bandwidth.
+
+GPU times are device times: each op is captured K times in a CUDA graph (rotating over input
+sets larger than the L2 cache) and the graph is replayed; the median over replays is divided by
+K. The "eager" column is the wall time of one call from Python, synchronised, for comparison.
+CPU times are wall-clock medians, with one thread and with all threads.
+
+    python scripts/bench.py --device cuda --markdown out.md
+    python scripts/bench.py --device cpu
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from fhe_core import ops  # noqa: E402
+from fhe_core.ring import BasisConverter, RNSBasis, generate_primes, shoup_constants  # noqa: E402
+
+WORD = 8
+LIMBS = 30
+
+
+@dataclass
+class Case:
+    name: str
+    params: str
+    bytes: int
+    run: Callable[[int], object]  # run(i): one call on input set i
+
+
+def random_residues(basis: RNSBasis, prefix=()) -> torch.Tensor:
+    q = basis.moduli[:, 0].view(*([1] * len(prefix)), -1, 1)
+    raw = torch.randint(0, 2 ** 62, (*prefix, len(basis), basis.n), dtype=torch.int64, device=basis.device)
+    return raw % q
+
+
+def make_cases(device: str, sets: int) -> list[Case]:
+    cases: list[Case] = []
+    for log_n in (16, 17):
+        n = 1 << log_n
+        basis = RNSBasis.get(generate_primes([50] * LIMBS, n), n, device)
+        xs = [random_residues(basis) for _ in range(sets)]
+        ys = [torch.empty_like(x) for x in xs]
+        data = LIMBS * n * WORD
+        table = 2 * LIMBS * n * WORD  # one twiddle row + its Shoup row per direction
+        cases.append(Case("ntt", f"N=2^{log_n}, l={LIMBS}", 2 * data + table,
+                          lambda i, b=basis, xs=xs, ys=ys: b.ntt(xs[i], out=ys[i])))
+        cases.append(Case("intt", f"N=2^{log_n}, l={LIMBS}", 2 * data + table,
+                          lambda i, b=basis, xs=xs, ys=ys: b.intt(xs[i], out=ys[i])))
+
+    n = 1 << 16
+    basis = RNSBasis.get(generate_primes([50] * LIMBS, n), n, device)
+    cts = [random_residues(basis, (2,)) for _ in range(sets)]
+    pts = [random_residues(basis) for _ in range(sets)]
+    outs = [torch.empty_like(c) for c in cts]
+    ct_bytes = 2 * LIMBS * n * WORD
+    pt_bytes = LIMBS * n * WORD
+    m = basis.moduli
+    params = f"[2, {LIMBS}, 2^16]"
+    cases.append(Case("add (ct+ct)", params, 3 * ct_bytes,
+                      lambda i: ops.add(cts[i], cts[(i + 1) % sets], m, out=outs[i])))
+    cases.append(Case("mul (ct*ct)", params, 3 * ct_bytes,
+                      lambda i: ops.mul(cts[i], cts[(i + 1) % sets], m, out=outs[i])))
+    cases.append(Case("mul (ct*pt)", params + " x [30, 2^16]", 2 * ct_bytes + pt_bytes,
+                      lambda i: ops.mul(cts[i], pts[i], m, out=outs[i])))
+    consts = shoup_constants([3 ** 40 + k for k in range(LIMBS)], basis.primes, device)
+    cases.append(Case("mul_const", params, 2 * ct_bytes,
+                      lambda i: ops.mul_const(cts[i], *consts, m, out=outs[i])))
+    cases.append(Case("mul_add", params, 4 * ct_bytes,
+                      lambda i: ops.mul_add(cts[i], cts[(i + 1) % sets], cts[(i + 2) % sets], m, out=outs[i])))
+    galois = pow(5, 3, 2 * n)
+    cases.append(Case("automorphism_ntt", params, 2 * ct_bytes,
+                      lambda i: ops.automorphism_ntt(cts[i], m, galois, out=outs[i])))
+
+    primes = generate_primes([50] * 10 + [60] * 30, n)
+    src, dst = RNSBasis.get(primes[:10], n, device), RNSBasis.get(primes[10:], n, device)
+    conv = BasisConverter.get(src, dst)
+    ins = [random_residues(src) for _ in range(sets)]
+    conv_outs = [torch.empty(30, n, dtype=torch.int64, device=device) for _ in range(sets)]
+    cases.append(Case("bconv 10->30", "N=2^16", 40 * n * WORD, lambda i: conv(ins[i], out=conv_outs[i])))
+    return cases
+
+
+def copy_bandwidth(device: str) -> float:
+    """Bytes read + written per second by a large device-to-device (or host) copy: the best of
+    several eager copies of 2 GiB (GPU) or 256 MiB (CPU), timed with events / the wall clock."""
+    size = (2 << 30) if device == "cuda" else (1 << 28)
+    src = torch.empty(size // 4, dtype=torch.int32, device=device).random_()
+    dst = torch.empty_like(src)
+    best = float("inf")
+    for _ in range(10):
+        if device == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            dst.copy_(src)
+            end.record()
+            end.synchronize()
+            best = min(best, start.elapsed_time(end) / 1e3)
+        else:
+            t0 = time.perf_counter()
+            dst.copy_(src)
+            best = min(best, time.perf_counter() - t0)
+    return 2 * size / best
+
+
+def time_op(fn: Callable[[int], object], device: str, sets: int = 1, repeats: int = 30,
+            per_graph: int = 20) -> dict[str, float]:
+    """Median seconds per call; on CUDA, from CUDA-graph replays (device time) plus eager wall time."""
+    if device != "cuda":
+        for i in range(2):
+            fn(i % sets)
+        samples = []
+        for r in range(repeats):
+            t0 = time.perf_counter()
+            fn(r % sets)
+            samples.append(time.perf_counter() - t0)
+        return {"median": statistics.median(samples)}
+
+    for i in range(3):
+        fn(i % sets)
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        for i in range(per_graph):
+            fn(i % sets)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    samples = []
+    for _ in range(repeats):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) / 1e3 / per_graph)
+    eager = []
+    for r in range(repeats):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn(r % sets)
+        torch.cuda.synchronize()
+        eager.append(time.perf_counter() - t0)
+    return {"median": statistics.median(samples), "p90": sorted(samples)[int(0.9 * len(samples))],
+            "eager": statistics.median(eager)}
+
+
+def device_name(device: str) -> str:
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} logical CPUs"
+
+
+def run(device: str, threads: list[int]) -> dict:
+    sets = 4 if device == "cuda" else 2  # 4 sets of >= 15 MB exceed the 50-60 MB L2
+    copy_bw = copy_bandwidth(device)
+    rows = []
+    for case in make_cases(device, sets):
+        for nthreads in threads:
+            if device == "cpu":
+                torch.set_num_threads(nthreads)
+            t = time_op(case.run, device, sets=sets, repeats=30 if device == "cuda" else 5)
+            rows.append({"name": case.name, "params": case.params, "threads": nthreads,
+                         "us": t["median"] * 1e6, "eager_us": t.get("eager", float("nan")) * 1e6,
+                         "bytes": case.bytes, "GBps": case.bytes / t["median"] / 1e9,
+                         "of_copy": case.bytes / t["median"] / copy_bw})
+    return {"device": device_name(device), "kind": device, "date": datetime.date.today().isoformat(),
+            "torch": torch.__version__, "copy_GBps": copy_bw / 1e9, "rows": rows}
+
+
+def markdown(result: dict) -> str:
+    lines = [f"### {result['device']} ({result['kind']}), {result['date']}", "",
+             f"torch {result['torch']}; measured copy bandwidth {result['copy_GBps']:.0f} GB/s "
+             f"(bytes read + written); 50-bit primes.", ""]
+    if result["kind"] == "cuda":
+        lines += ["| op | parameters | device time (µs) | eager call (µs) | bytes moved (MB) | GB/s | of copy bw |",
+                  "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+        for r in result["rows"]:
+            lines.append(f"| {r['name']} | {r['params']} | {r['us']:.1f} | {r['eager_us']:.1f} | "
+                         f"{r['bytes'] / 1e6:.1f} | {r['GBps']:.0f} | {100 * r['of_copy']:.0f}% |")
+    else:
+        lines += ["| op | parameters | threads | time (ms) | bytes moved (MB) | GB/s | of copy bw |",
+                  "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+        for r in result["rows"]:
+            lines.append(f"| {r['name']} | {r['params']} | {r['threads']} | {r['us'] / 1e3:.2f} | "
+                         f"{r['bytes'] / 1e6:.1f} | {r['GBps']:.1f} | {100 * r['of_copy']:.0f}% |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=["cpu", "cuda", "all"], default="all",
+                        help="cpu, cuda, or all available (default)")
+    parser.add_argument("--threads", type=int, nargs="*", default=None,
+                        help="CPU thread counts to measure (default: 1 and all)")
+    parser.add_argument("--json", help="append one JSON line per device to this file")
+    parser.add_argument("--markdown", help="write the tables to this markdown file")
+    args = parser.parse_args()
+    devices = ["cpu", "cuda"] if args.device == "all" else [args.device]
+    devices = [d for d in devices if d == "cpu" or torch.cuda.is_available()]
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda needs a CUDA device")
+    threads = args.threads or sorted({1, torch.get_num_threads()})
+    sections = []
+    for device in devices:
+        result = run(device, threads if device == "cpu" else [1])
+        text = markdown(result)
+        print(text)
+        sections.append(text)
+        if args.json:
+            with open(args.json, "a") as f:
+                f.write(json.dumps(result) + "\n")
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write("\n".join(sections))
+
+
+if __name__ == "__main__":
+    main()
