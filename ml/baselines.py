@@ -59,7 +59,7 @@ class XGBoostBaseline:
     test report and per-round test curves (accuracy, mlogloss)."""
 
     booster: xgboost.Booster
-    train_matrix: xgboost.DMatrix
+    train_matrix: xgboost.QuantileDMatrix
     report: MulticlassReport
     curves: dict[str, np.ndarray] = field(default_factory=dict)
 
@@ -70,7 +70,7 @@ def xgboost_baseline(
     callbacks: list[xgboost.callback.TrainingCallback] | None = None,
 ) -> XGBoostBaseline:
     """Multi-class softprob boosting with the hist method; predicted class = argmax."""
-    train = xgboost.DMatrix(x_train, label=y_train)
+    train = xgboost.QuantileDMatrix(x_train, label=y_train)  # its cuts exist before training
     test = xgboost.DMatrix(x_test, label=y_test)
     history: dict = {}
     booster = xgboost.train(

@@ -40,7 +40,11 @@ class PublicBinning:
 
     @classmethod
     def from_dmatrix(cls, matrix: xgboost.DMatrix) -> PublicBinning:
-        """XGBoost's quantile cuts of a training matrix (the bins the `hist` method splits on)."""
+        """XGBoost's quantile cuts of a training matrix (the bins the `hist` method splits on).
+
+        Give a QuantileDMatrix (its cuts are computed from the data alone, before any model
+        exists) or a DMatrix that a `hist` model was trained on.
+        """
         indptr, values = matrix.get_quantile_cut()
         return cls(np.asarray(values, dtype=np.float32), np.asarray(indptr, dtype=np.int64))
 
