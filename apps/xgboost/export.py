@@ -60,8 +60,9 @@ def export_booster(
     """Convert `booster` (numeric splits only) using the public `binning` for its thresholds."""
     model = json.loads(booster.save_raw(raw_format="json"))["learner"]
     trees = model["gradient_booster"]["model"]["trees"]
-    if model["gradient_booster"]["name"] != "gbtree":
-        raise ExportError(f"only gbtree boosters are supported, not {model['gradient_booster']['name']}")
+    kind = model["gradient_booster"]["name"]
+    if kind != "gbtree":
+        raise ExportError(f"only gbtree boosters are supported, not {kind}")
     depth = max(_depth(tree, 0) for tree in trees)
     forest = _empty(len(trees), depth)
     for index, tree in enumerate(trees):

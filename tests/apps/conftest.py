@@ -1,4 +1,4 @@
-"""Fixtures for tests/apps: full data copies from <repo root>/../shared/data (skipped when absent)."""
+"""Fixtures for tests/apps: full data copies in <repo root>/../shared/data (skipped if absent)."""
 from pathlib import Path
 
 import pytest

@@ -53,7 +53,8 @@ def test_nci60_from_directory(shared_dir):
 
 def test_installed_islp_if_present(shared_dir):
     pytest.importorskip("ISLP", reason="islp not installed (`pip install islp`)")
-    np.testing.assert_array_equal(load_khan().x_train, load_khan(shared_dir("srbct_khan2001")).x_train)
+    expected = load_khan(shared_dir("srbct_khan2001")).x_train
+    np.testing.assert_array_equal(load_khan().x_train, expected)
 
 
 def test_errors_say_what_to_do(tmp_path):

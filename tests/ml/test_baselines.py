@@ -1,4 +1,4 @@
-"""Baselines on small data: accuracy thresholds and reports checked against the models' own output."""
+"""Baselines on small data: accuracy thresholds, reports checked against the models' output."""
 import numpy as np
 import pytest
 import xgboost

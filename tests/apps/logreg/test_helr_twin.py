@@ -62,7 +62,8 @@ def test_replay_from_saved_schedule(tmp_path, helr_full):
     config = HelrConfig(iterations=8, batch_size=256, seed=5, block_order="shuffle")
     first = train_helr(x, y, config)
     first.schedule.to_npz(tmp_path / "schedule.npz")
-    replay = train_helr(x, y, config, schedule=MiniBatchSchedule.from_npz(tmp_path / "schedule.npz"))
+    saved = MiniBatchSchedule.from_npz(tmp_path / "schedule.npz")
+    replay = train_helr(x, y, config, schedule=saved)
     for a, b in zip(first.records, replay.records):
         np.testing.assert_array_equal(a.w, b.w)
     with pytest.raises(ValueError, match="schedule"):

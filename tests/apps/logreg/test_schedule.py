@@ -13,7 +13,8 @@ def test_blocks_partition_the_rows(order):
     assert sorted(rows.tolist()) == list(range(11982))
     assert [len(schedule.block_rows(b)) for b in (0, 11)] == [1024, 11982 - 11 * 1024]
     for epoch in range(2):  # every epoch visits every block once
-        assert sorted(schedule.block_order[epoch * 12 : (epoch + 1) * 12].tolist()) == list(range(12))
+        visited = schedule.block_order[epoch * 12 : (epoch + 1) * 12]
+        assert sorted(visited.tolist()) == list(range(12))
     if order == "cycle":
         assert schedule.block_order.tolist() == [t % 12 for t in range(30)]
 
