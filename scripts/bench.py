@@ -169,11 +169,13 @@ def device_name(device: str) -> str:
     return f"{platform.processor() or platform.machine()}, {os.cpu_count()} logical CPUs"
 
 
-def run(device: str, threads: list[int]) -> dict:
+def run(device: str, threads: list[int], only: str | None = None) -> dict:
     sets = 4 if device == "cuda" else 2  # 4 sets of >= 15 MB exceed the 50-60 MB L2
     copy_bw = copy_bandwidth(device)
     rows = []
     for case in make_cases(device, sets):
+        if only and only not in case.name:
+            continue
         for nthreads in threads:
             if device == "cpu":
                 torch.set_num_threads(nthreads)
@@ -211,6 +213,7 @@ def main() -> None:
                         help="cpu, cuda, or all available (default)")
     parser.add_argument("--threads", type=int, nargs="*", default=None,
                         help="CPU thread counts to measure (default: 1 and all)")
+    parser.add_argument("--only", help="run only the ops whose name contains this text")
     parser.add_argument("--json", help="append one JSON line per device to this file")
     parser.add_argument("--markdown", help="write the tables to this markdown file")
     args = parser.parse_args()
@@ -221,7 +224,7 @@ def main() -> None:
     threads = args.threads or sorted({1, torch.get_num_threads()})
     sections = []
     for device in devices:
-        result = run(device, threads if device == "cpu" else [1])
+        result = run(device, threads if device == "cpu" else [1], args.only)
         text = markdown(result)
         print(text)
         sections.append(text)

@@ -14,7 +14,7 @@
 // radix-2 units), so shared memory is touched once per 3 stages.
 //
 // Round geometry, for stages [s0, s0 + G) of a local transform of length 2^len:
-//   a unit u holds elements c(u, j) = (hi << (len - s0)) + (j << tl) + lo,  j < 2^G,
+//   a unit u holds elements c(u, j) = (hi << (len - s0)) + j * 2^tl + lo,  j < 2^G,
 //   with tl = len - s0 - G, lo = u mod 2^tl, hi = u >> tl;
 //   in its stage s0 + d the butterfly (j, j + 2^(G-1-d)) uses twiddle index
 //   m * base + (hi << d) + (j >> (G - d)),  m = 2^(s0 + d),
@@ -33,12 +33,6 @@ struct Geometry {
   int k1, k2;
 };
 Geometry split(int log_n) { return {log_n / 2, log_n - log_n / 2}; }
-
-__device__ __forceinline__ u32 element(u32 u, int j, int s0, int tl, int len) {
-  const u32 lo = u & ((1u << tl) - 1);
-  const u32 hi = u >> tl;
-  return (hi << (len - s0)) + (static_cast<u32>(j) << tl) + lo;
-}
 
 // Butterflies of one round on the registers v[U * 2^G] (U = 8 >> G units per thread).
 template <bool kForward, int G>
@@ -85,54 +79,77 @@ __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 firs
 }
 
 // Where a local element c lives in global and shared memory.
+// Offsets are 32-bit (one limb holds at most 2^17 words) and linear in c on the global side, so a
+// unit's addresses are base + j * step with both computed once per unit.
 struct ColumnLayout {  // columns of stride T; shared tile [2^k1][16]
   u32 stride, col;
-  __device__ size_t global(u32 c) const { return static_cast<size_t>(c) * stride; }
+  __device__ u32 global(u32 c) const { return c * stride; }
   __device__ u32 shared(u32 c) const { return c * kColumnsPerBlock + col; }
 };
 struct RowLayout {  // contiguous rows; shared tile of rows, one pad word per 8 against bank conflicts
   u32 offset;
-  __device__ size_t global(u32 c) const { return c; }
+  __device__ u32 global(u32 c) const { return c; }
   __device__ u32 shared(u32 c) const {
     const u32 x = offset + c;
     return x + (x >> 3);
   }
 };
 
-enum class Src { kGlobal, kShared };
-enum class Dst { kGlobal, kShared };
-
-template <bool kForward, int G, class Layout>
-__device__ __forceinline__ void run_round(Src src, Dst dst, const u64* gin, u64* gout, u64* smem,
-                                          const Layout& layout, u32 tcol, int s0, int len, u32 base,
-                                          const u64* w, const u64* ws, const u64* tw_inv,
-                                          const u64* tw_inv_shoup, bool fold_n_inv, u64 q) {
+template <bool kForward, int G, bool kFromGlobal, bool kToGlobal, class Layout>
+__device__ __forceinline__ void run_round(const u64* gin, u64* gout, u64* smem, const Layout& layout, u32 tcol,
+                                          int s0, int len, u32 base, const u64* w, const u64* ws,
+                                          const u64* tw_inv, const u64* tw_inv_shoup, bool fold_n_inv, u64 q) {
   constexpr int R = 1 << G;
   constexpr int U = kPerThread / R;
   const int tl = len - s0 - G;
+  const u32 step = 1u << tl;
   const u32 first_unit = tcol * U;
+  u32 unit_base[U];  // element c(u, j) = unit_base + j * step
+#pragma unroll
+  for (int r = 0; r < U; ++r) {
+    const u32 u = first_unit + r;
+    unit_base[r] = ((u >> tl) << (len - s0)) + (u & (step - 1));
+  }
+  const u32 gstep = layout.global(step);
   u64 v[kPerThread];
 #pragma unroll
-  for (int r = 0; r < U; ++r)
+  for (int r = 0; r < U; ++r) {
+    const u32 gbase = layout.global(unit_base[r]);
 #pragma unroll
-    for (int j = 0; j < R; ++j) {
-      const u32 c = element(first_unit + r, j, s0, tl, len);
-      v[r * R + j] = src == Src::kGlobal ? gin[layout.global(c)] : smem[layout.shared(c)];
-    }
+    for (int j = 0; j < R; ++j)
+      v[r * R + j] = kFromGlobal ? gin[gbase + j * gstep] : smem[layout.shared(unit_base[r] + j * step)];
+  }
   round_butterflies<kForward, G>(v, first_unit, s0, tl, base, w, ws, tw_inv, tw_inv_shoup, fold_n_inv, q);
 #pragma unroll
-  for (int r = 0; r < U; ++r)
+  for (int r = 0; r < U; ++r) {
+    const u32 gbase = layout.global(unit_base[r]);
 #pragma unroll
     for (int j = 0; j < R; ++j) {
-      const u32 c = element(first_unit + r, j, s0, tl, len);
-      if (dst == Dst::kGlobal) gout[layout.global(c)] = v[r * R + j];
-      else smem[layout.shared(c)] = v[r * R + j];
+      if (kToGlobal) gout[gbase + j * gstep] = v[r * R + j];
+      else smem[layout.shared(unit_base[r] + j * step)] = v[r * R + j];
     }
+  }
 }
 
-// All rounds of a local transform of length 2^len. Rounds cover stages [3i, 3i + 3) (the last
-// one shorter); the inverse walks them backwards. The first round may read global memory and the
-// last may write it; everything in between goes through shared memory.
+template <bool kForward, int G, class Layout>
+__device__ __forceinline__ void dispatch_round(bool from_global, bool to_global, const u64* gin, u64* gout,
+                                               u64* smem, const Layout& layout, u32 tcol, int s0, int len,
+                                               u32 base, const u64* w, const u64* ws, const u64* tw_inv,
+                                               const u64* tw_inv_shoup, bool fold, u64 q) {
+  if (from_global)
+    run_round<kForward, G, true, false>(gin, gout, smem, layout, tcol, s0, len, base, w, ws, tw_inv, tw_inv_shoup,
+                                        fold, q);
+  else if (to_global)
+    run_round<kForward, G, false, true>(gin, gout, smem, layout, tcol, s0, len, base, w, ws, tw_inv, tw_inv_shoup,
+                                        fold, q);
+  else
+    run_round<kForward, G, false, false>(gin, gout, smem, layout, tcol, s0, len, base, w, ws, tw_inv,
+                                         tw_inv_shoup, fold, q);
+}
+
+// All rounds of a local transform of length 2^len (len >= 4, so at least two rounds). Rounds
+// cover stages [3i, 3i + 3) (the last one shorter); the inverse walks them backwards. The first
+// round may read global memory and the last may write it; the rest goes through shared memory.
 template <bool kForward, class Layout>
 __device__ void local_transform(bool first_from_global, bool last_to_global, const u64* gin, u64* gout,
                                 u64* smem, const Layout& layout, u32 tcol, int len, u32 base, const u64* w,
@@ -143,19 +160,19 @@ __device__ void local_transform(bool first_from_global, bool last_to_global, con
     const int group = kForward ? i : rounds - 1 - i;
     const int s0 = 3 * group;
     const int g = min(3, len - s0);
-    const Src src = (i == 0 && first_from_global) ? Src::kGlobal : Src::kShared;
-    const Dst dst = (i == rounds - 1 && last_to_global) ? Dst::kGlobal : Dst::kShared;
+    const bool from_global = i == 0 && first_from_global;
+    const bool to_global = i == rounds - 1 && last_to_global;
     const bool fold = fold_n_inv && s0 == 0;
     if (g == 3)
-      run_round<kForward, 3>(src, dst, gin, gout, smem, layout, tcol, s0, len, base, w, ws, tw_inv, tw_inv_shoup,
-                             fold, q);
+      dispatch_round<kForward, 3>(from_global, to_global, gin, gout, smem, layout, tcol, s0, len, base, w, ws,
+                                  tw_inv, tw_inv_shoup, fold, q);
     else if (g == 2)
-      run_round<kForward, 2>(src, dst, gin, gout, smem, layout, tcol, s0, len, base, w, ws, tw_inv, tw_inv_shoup,
-                             fold, q);
+      dispatch_round<kForward, 2>(from_global, to_global, gin, gout, smem, layout, tcol, s0, len, base, w, ws,
+                                  tw_inv, tw_inv_shoup, fold, q);
     else
-      run_round<kForward, 1>(src, dst, gin, gout, smem, layout, tcol, s0, len, base, w, ws, tw_inv, tw_inv_shoup,
-                             fold, q);
-    if (dst == Dst::kShared) __syncthreads();
+      dispatch_round<kForward, 1>(from_global, to_global, gin, gout, smem, layout, tcol, s0, len, base, w, ws,
+                                  tw_inv, tw_inv_shoup, fold, q);
+    if (!to_global) __syncthreads();
   }
 }
 
@@ -174,8 +191,9 @@ __device__ __forceinline__ TableView table_view(const u64* table, int limb, u32 
 }
 
 // First k1 forward stages / last k1 inverse stages. Grid: (T / 16, rows). Block: 16 * 2^k1 / 8.
+// At most 16 * 2^8 / 8 = 512 threads; 64 registers keep two blocks resident per SM.
 template <bool kForward>
-__global__ void ntt_columns(const u64* in, u64* out, const Modulus* __restrict__ moduli,
+__global__ void __launch_bounds__(512, 2) ntt_columns(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                             const u64* __restrict__ table, int limbs, int log_n, int k1) {
   extern __shared__ u64 smem[];
   const u32 n = 1u << log_n;
@@ -195,7 +213,7 @@ __global__ void ntt_columns(const u64* in, u64* out, const Modulus* __restrict__
 // rows). The strided side of each transform (the forward output, the inverse input) goes through
 // shared memory so that global accesses stay coalesced.
 template <bool kForward>
-__global__ void ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli,
+__global__ void __launch_bounds__(kRowThreads, 4) ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                          const u64* __restrict__ table, int limbs, int log_n, int k1, int rows_per_block) {
   extern __shared__ u64 smem[];
   const u32 n = 1u << log_n;
