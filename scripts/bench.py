@@ -88,6 +88,17 @@ def make_cases(device: str, sets: int) -> list[Case]:
     cases.append(Case("automorphism_ntt", params, 2 * ct_bytes,
                       lambda i: ops.automorphism_ntt(cts[i], m, galois, out=outs[i])))
 
+    # key-switching inner product at dnum = 3: digits over Q_l u P (30 + 10 limbs), key over Q_L u P
+    ks_primes = generate_primes([50] * LIMBS + [60] * 10, n)
+    ks_basis = RNSBasis.get(ks_primes, n, device)
+    digits = [random_residues(ks_basis, (3,)) for _ in range(sets)]
+    keys = [random_residues(ks_basis, (3, 2)) for _ in range(sets)]
+    ks_outs = [torch.empty(2, len(ks_basis), n, dtype=torch.int64, device=device) for _ in range(sets)]
+    limbs_qp = len(ks_basis) * n * WORD
+    cases.append(Case("ks_inner_product", "dnum=3, 30+10 limbs, 2^16", (3 + 6 + 2) * limbs_qp,
+                      lambda i: ops.ks_inner_product(digits[i], keys[i], LIMBS, LIMBS, ks_basis.moduli,
+                                                     out=ks_outs[i])))
+
     primes = generate_primes([50] * 10 + [60] * 30, n)
     src, dst = RNSBasis.get(primes[:10], n, device), RNSBasis.get(primes[10:], n, device)
     conv = BasisConverter.get(src, dst)

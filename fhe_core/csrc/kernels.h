@@ -56,6 +56,27 @@ struct BconvArgs {
   int64_t n;
 };
 
+// Key-switching inner product (HK20): out[c][i] = sum_j digits[j][i] * key[j][c][row(i)] mod q_i,
+// for c = 0, 1, accumulated in 128 bits and reduced once. The digits live over Q_l u P (l+1 = q_count
+// limbs of Q, then the special primes); the key over Q_L u P, so row(i) = i for i < q_count and
+// p_row + (i - q_count) for the special primes.
+struct KsInnerProductArgs {
+  const u64* digits;  // [dnum_used, limbs, N]
+  const u64* key;     // [dnum_key, 2, key_rows, N]
+  u64* out;           // [2, limbs, N]
+  const Modulus* moduli;  // [limbs]
+  int dnum;           // digits used (<= dnum_key)
+  int limbs;
+  int q_count;
+  int64_t p_row;
+  int64_t key_rows;
+  int64_t n;
+};
+
+FHE_HD int64_t ks_key_row(int limb, int q_count, int64_t p_row) {
+  return limb < q_count ? limb : p_row + (limb - q_count);
+}
+
 struct AutomorphismArgs {
   const u64* in;          // [rows, N]
   u64* out;               // [rows, N], never aliasing in
@@ -95,6 +116,7 @@ void ntt_forward(const NttArgs& args);
 void ntt_inverse(const NttArgs& args);
 void elementwise(const ElementwiseArgs& args);
 void bconv(const BconvArgs& args);
+void ks_inner_product(const KsInnerProductArgs& args);
 void automorphism_ntt(const AutomorphismArgs& args);
 void automorphism_coeff(const AutomorphismArgs& args);
 void sample(const SampleArgs& args);
@@ -112,6 +134,7 @@ void ntt_forward(const NttArgs& args, Stream stream);
 void ntt_inverse(const NttArgs& args, Stream stream);
 void elementwise(const ElementwiseArgs& args, Stream stream);
 void bconv(const BconvArgs& args, Stream stream);
+void ks_inner_product(const KsInnerProductArgs& args, Stream stream);
 void automorphism_ntt(const AutomorphismArgs& args, Stream stream);
 void automorphism_coeff(const AutomorphismArgs& args, Stream stream);
 void sample(const SampleArgs& args, Stream stream);

@@ -15,6 +15,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <string>
+#include <vector>
 
 #include "check.h"
 #include "common/ntt.h"
@@ -92,6 +93,7 @@ struct CpuBackend {
   static void ntt_inverse(const NttArgs& a, const Tensor&) { cpu::ntt_inverse(a); }
   static void elementwise(const ElementwiseArgs& a, const Tensor&) { cpu::elementwise(a); }
   static void bconv(const BconvArgs& a, const Tensor&) { cpu::bconv(a); }
+  static void ks_inner_product(const KsInnerProductArgs& a, const Tensor&) { cpu::ks_inner_product(a); }
   static void automorphism_ntt(const AutomorphismArgs& a, const Tensor&) { cpu::automorphism_ntt(a); }
   static void automorphism_coeff(const AutomorphismArgs& a, const Tensor&) { cpu::automorphism_coeff(a); }
   static void sample(const SampleArgs& a, const Tensor&) { cpu::sample(a); }
@@ -111,6 +113,9 @@ struct CudaBackend {
   static void ntt_inverse(const NttArgs& a, const Tensor& t) { cuda::ntt_inverse(a, current_stream(t)); }
   static void elementwise(const ElementwiseArgs& a, const Tensor& t) { cuda::elementwise(a, current_stream(t)); }
   static void bconv(const BconvArgs& a, const Tensor& t) { cuda::bconv(a, current_stream(t)); }
+  static void ks_inner_product(const KsInnerProductArgs& a, const Tensor& t) {
+    cuda::ks_inner_product(a, current_stream(t));
+  }
   static void automorphism_ntt(const AutomorphismArgs& a, const Tensor& t) {
     cuda::automorphism_ntt(a, current_stream(t));
   }
@@ -298,6 +303,43 @@ Tensor bconv(const Tensor& a, const Tensor& src_moduli, const Tensor& dst_moduli
   return bconv_out<B>(a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, out);
 }
 
+// ---- key-switching inner product -----------------------------------------------------------
+
+constexpr int64_t kMaxDigits = 63;  // dnum products of < 2^122 fit a 128-bit accumulator
+
+template <class B>
+Tensor& ks_inner_product_out(const Tensor& digits, const Tensor& key, int64_t q_count, int64_t p_row,
+                             const Tensor& moduli, Tensor& out) {
+  const char* op = "ks_inner_product";
+  check_residues(digits, moduli, op, "digits");
+  FHE_CHECK(digits.dim() == 3, op, ": digits must be [dnum, limbs, N], got ", digits.sizes());
+  const int64_t dnum = digits.size(0), limbs = digits.size(1), n = digits.size(2);
+  FHE_CHECK(dnum >= 1 && dnum <= kMaxDigits, op, ": 1 to ", kMaxDigits, " digits, got ", dnum);
+  check_words(key, op, "key");
+  check_same_device(key, digits, op, "key");
+  FHE_CHECK(key.dim() == 4 && key.size(0) >= dnum && key.size(1) == 2 && key.size(3) == n, op,
+            ": key must be [dnum >= ", dnum, ", 2, rows, ", n, "], got ", key.sizes());
+  const int64_t key_rows = key.size(2);
+  FHE_CHECK(q_count >= 0 && q_count <= limbs && q_count <= p_row && p_row + (limbs - q_count) <= key_rows, op,
+            ": limbs [0, ", q_count, ") must be key rows [0, ", q_count, ") and the other ", limbs - q_count,
+            " rows from ", p_row, ", within the key's ", key_rows, " rows");
+  const std::vector<int64_t> sizes{2, limbs, n};
+  check_out(out, digits, sizes, op);
+  at::assert_no_overlap(out, digits);
+  const KsInnerProductArgs args{words(digits), words(key), mutable_words(out), moduli_ptr(moduli),
+                                static_cast<int>(dnum), static_cast<int>(limbs), static_cast<int>(q_count),
+                                p_row, key_rows, n};
+  B::ks_inner_product(args, digits);
+  return out;
+}
+
+template <class B>
+Tensor ks_inner_product(const Tensor& digits, const Tensor& key, int64_t q_count, int64_t p_row,
+                        const Tensor& moduli) {
+  Tensor out = at::empty({2, digits.size(1), digits.size(2)}, digits.options());
+  return ks_inner_product_out<B>(digits, key, q_count, p_row, moduli, out);
+}
+
 // ---- automorphisms ---------------------------------------------------------------------------
 
 template <class B, bool kNtt>
@@ -441,6 +483,8 @@ void register_backend(torch::Library& m) {
   m.impl("mul_add.out", &mul_add_out<B>);
   m.impl("bconv", &bconv<B>);
   m.impl("bconv.out", &bconv_out<B>);
+  m.impl("ks_inner_product", &ks_inner_product<B>);
+  m.impl("ks_inner_product.out", &ks_inner_product_out<B>);
   m.impl("automorphism_ntt", &automorphism<B, true>);
   m.impl("automorphism_ntt.out", &automorphism_out<B, true>);
   m.impl("automorphism_coeff", &automorphism<B, false>);
@@ -473,6 +517,9 @@ TORCH_LIBRARY(fhe_core, m) {
         "Tensor qhat_mod_p) -> Tensor");
   m.def("bconv.out(Tensor a, Tensor src_moduli, Tensor dst_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, "
         "Tensor qhat_mod_p, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("ks_inner_product(Tensor digits, Tensor key, int q_count, int p_row, Tensor moduli) -> Tensor");
+  m.def("ks_inner_product.out(Tensor digits, Tensor key, int q_count, int p_row, Tensor moduli, *, "
+        "Tensor(a!) out) -> Tensor(a!)");
   m.def("automorphism_ntt(Tensor a, Tensor moduli, int galois) -> Tensor");
   m.def("automorphism_ntt.out(Tensor a, Tensor moduli, int galois, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("automorphism_coeff(Tensor a, Tensor moduli, int galois) -> Tensor");

@@ -17,7 +17,7 @@ _ops = torch.ops.fhe_core
 Tensor = torch.Tensor
 
 __all__ = [
-    "cuda_built", "ntt", "intt", "add", "sub", "neg", "mul", "mul_const", "mul_add", "bconv",
+    "cuda_built", "ntt", "intt", "add", "sub", "neg", "mul", "mul_const", "mul_add", "bconv", "ks_inner_product",
     "automorphism_ntt", "automorphism_coeff", "sample_uniform", "sample_cbd", "sample_ternary",
     "ntt_table", "seed_words",
 ]
@@ -88,6 +88,19 @@ def bconv(a: Tensor, src_moduli: Tensor, dst_moduli: Tensor, qhat_inv: Tensor, q
     return _call(_ops.bconv, (a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p), out)
 
 
+def ks_inner_product(digits: Tensor, key: Tensor, q_count: int, p_row: int, moduli: Tensor, *,
+                     out: Tensor | None = None) -> Tensor:
+    """Hybrid key-switching inner product (HK20), fused: ``[2, limbs, N]`` with
+    ``out[c][i] = sum_j digits[j][i] * key[j][c][row(i)] mod q_i``.
+
+    digits: ``[d, limbs, N]`` NTT domain over Q_l u P (q_count primes of Q, then the special
+    primes); key: ``[>= d, 2, rows, N]`` over Q_L u P, whose special-prime rows start at ``p_row``
+    (row(i) = i for i < q_count, p_row + i - q_count after). Each product is accumulated in 128
+    bits and reduced once, so the digits and key are read once and nothing else is written.
+    """
+    return _call(_ops.ks_inner_product, (digits, key, q_count, p_row, moduli), out)
+
+
 def automorphism_ntt(a: Tensor, moduli: Tensor, galois: int, *, out: Tensor | None = None) -> Tensor:
     """X -> X^k on NTT-domain residues (an index permutation). k odd in [1, 2N); out must not alias a."""
     return _call(_ops.automorphism_ntt, (a, moduli, galois), out)
@@ -133,6 +146,10 @@ def _register_fakes() -> None:
     for name in ("ntt", "intt", "add", "sub", "neg", "mul", "mul_const", "mul_add",
                  "automorphism_ntt", "automorphism_coeff"):
         torch.library.register_fake(f"fhe_core::{name}")(same_shape)
+
+    @torch.library.register_fake("fhe_core::ks_inner_product")
+    def _(digits, key, q_count, p_row, moduli):
+        return digits.new_empty((2, digits.shape[1], digits.shape[2]))
 
     @torch.library.register_fake("fhe_core::bconv")
     def _(a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p):

@@ -62,6 +62,21 @@ def test_bconv_bit_identical(l_in, l_out):
 
 
 @pytest.mark.gpu
+def test_ks_inner_product_bit_identical():
+    """dnum = 3 digits over Q_l u P (30 + 10 limbs) against a key over Q_L u P (36 + 10)."""
+    rng, _ = fresh_rng()
+    n = 1 << 16
+    primes = generate_primes([50] * 36 + [60] * 10, n)
+    level = primes[:30] + primes[36:]
+    digits = random_residues(rng, level, (3,), n)
+    key = random_residues(rng, primes, (3, 2), n)
+    m_cpu = RNSBasis.get(level, n).moduli
+    expected = ops.ks_inner_product(digits, key, 30, 36, m_cpu)
+    got = ops.ks_inner_product(digits.cuda(), key.cuda(), 30, 36, m_cpu.cuda())
+    assert torch.equal(got.cpu(), expected)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("log_n", [10, 16])
 def test_samplers_bit_identical(log_n):
     n = 1 << log_n
@@ -95,6 +110,7 @@ def test_opcheck(device):
         (torch.ops.fhe_core.bconv.default,
          (a, m, other.moduli, conv.qhat_inv, conv.qhat_inv_shoup, conv.qhat_mod_p)),
         (torch.ops.fhe_core.automorphism_ntt.default, (a, m, 5)),
+        (torch.ops.fhe_core.ks_inner_product.default, (a, torch.stack([a, b]).transpose(0, 1).contiguous(), 2, 2, m)),
         (torch.ops.fhe_core.sample_cbd.default, (m, n, ops.seed_words(os.urandom(32)), 1, 21)),
     ]
     for op, args in cases:
