@@ -32,6 +32,7 @@ from fhe_core.rlwe.keys import (
     gen_public_key,
     gen_relin_key,
     gen_secret_key,
+    gen_switching_key,
     switching_key_uniform,
 )
 from fhe_core.rlwe.keyswitch import (
@@ -51,7 +52,7 @@ __all__ = [
     "rotation_for_galois_element",
     "EvalKeySet", "GaloisKey", "PublicKey", "RelinKey", "SecretKey", "SwitchingKey",
     "gen_eval_keys", "gen_galois_key", "gen_public_key", "gen_relin_key", "gen_secret_key",
-    "switching_key_uniform",
+    "gen_switching_key", "switching_key_uniform",
     "apply_galois", "apply_galois_hoisted", "decompose_mod_up", "inner_product", "key_switch", "mod_down",
     "relinearize",
 ]

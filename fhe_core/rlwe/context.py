@@ -58,10 +58,8 @@ class LevelTables:
     p_to_q: BasisConverter          # ModDown: Conv_{P -> Q_l}
     p_inv: torch.Tensor             # [l+1] P^-1 mod q_i
     p_inv_shoup: torch.Tensor
-    half_p_mod_p: torch.Tensor      # [alpha] floor(P/2) mod p_k   (rounding in ModDown)
-    half_p_mod_q: torch.Tensor      # [l+1]  floor(P/2) mod q_i
-    p_words: torch.Tensor           # [alpha] the special primes as int64
-    q_words: torch.Tensor           # [l+1] the primes of Q_l as int64
+    half_p: torch.Tensor            # [alpha + l + 1, N] floor(P/2) in every coefficient, rows of QP_l
+                                    # (coefficient domain; a prefix view of one tensor): ModDown rounding
 
 
 def _content_id(n: int, q: Sequence[int], p: Sequence[int], h: int, eta: int) -> str:
@@ -108,6 +106,8 @@ class RLWEContext:
         # P mod q_i for the gadget P * g_j of the switching keys (level independent per row)
         self.p_mod_q, self.p_mod_q_shoup = shoup_constants(
             [self.big_p % q for q in self.q_primes], self.q_primes, self.device)
+        half_p = words_tensor([self.big_p // 2 % r for r in self.qp_basis.primes], self.device)
+        self._half_p = half_p[:, None].expand(-1, self.n).contiguous()  # [alpha + L + 1, N]
         self._level_tables: dict[int, LevelTables] = {}
 
     @classmethod
@@ -163,16 +163,12 @@ class RLWEContext:
     def _build_tables(self, level: int) -> LevelTables:
         q = self.q_basis.prefix(level + 1)
         qp = self.qp_basis.prefix(self.alpha + level + 1)
-        half_p = self.big_p // 2
         p_inv = [pow(self.big_p % qi, -1, qi) for qi in q.primes]
         p_inv_t, p_inv_shoup = shoup_constants(p_inv, q.primes, self.device)
         return LevelTables(
             level=level, q=q, qp=qp, digits=self._digit_extensions(level, q, qp),
             p_to_q=BasisConverter.get(self.p_basis, q), p_inv=p_inv_t, p_inv_shoup=p_inv_shoup,
-            half_p_mod_p=words_tensor([half_p % p for p in self.p_primes], self.device),
-            half_p_mod_q=words_tensor([half_p % qi for qi in q.primes], self.device),
-            p_words=words_tensor(self.p_primes, self.device),
-            q_words=words_tensor(q.primes, self.device))
+            half_p=self._half_p[:len(qp)])
 
     def _digit_extensions(self, level: int, q: RNSBasis, qp: RNSBasis) -> tuple[DigitExtension, ...]:
         out = []

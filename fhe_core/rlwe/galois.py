@@ -19,11 +19,11 @@ def _check_ring(n: int) -> int:
     return 2 * n
 
 
-def check_galois_element(k: int, n: int) -> int:
-    """``k`` as an int, or ParameterError if it is not odd in [1, 2N)."""
+def check_galois_element(k: int, n: int, op: str = "galois") -> int:
+    """``k`` as an int, or ParameterError naming ``op`` if it is not odd in [1, 2N)."""
     two_n = _check_ring(n)
     if isinstance(k, bool) or not isinstance(k, int) or not (0 < k < two_n and k % 2 == 1):
-        raise ParameterError(f"a Galois element must be an odd int in [1, {two_n}), got {k!r}")
+        raise ParameterError(f"{op}: a Galois element must be an odd int in [1, {two_n}), got {k!r}")
     return k
 
 
@@ -40,12 +40,13 @@ def galois_element_for_conjugation(n: int) -> int:
 
 def galois_inverse(k: int, n: int) -> int:
     """k^-1 mod 2N (sigma_k^-1 = sigma_{k^-1})."""
-    return pow(check_galois_element(k, n), -1, 2 * n)
+    return pow(check_galois_element(k, n, "galois_inverse"), -1, 2 * n)
 
 
 def galois_compose(k1: int, k2: int, n: int) -> int:
     """The element of sigma_k1 after sigma_k2 (and before: the group is abelian): k1*k2 mod 2N."""
-    return check_galois_element(k1, n) * check_galois_element(k2, n) % (2 * n)
+    op = "galois_compose"
+    return check_galois_element(k1, n, op) * check_galois_element(k2, n, op) % (2 * n)
 
 
 def rotation_for_galois_element(k: int, n: int) -> tuple[int, bool]:
@@ -55,7 +56,7 @@ def rotation_for_galois_element(k: int, n: int) -> tuple[int, bool]:
     steps a key set covers; not a hot path.
     """
     two_n = 2 * n
-    check_galois_element(k, n)
+    check_galois_element(k, n, "rotation_for_galois_element")
     power = 1
     for r in range(n // 2):
         if power == k:

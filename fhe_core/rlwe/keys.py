@@ -133,6 +133,16 @@ def _switching_key_data(ctx: RLWEContext, sk: SecretKey, s_from: torch.Tensor, s
     return torch.stack((b, a), dim=1)
 
 
+def gen_switching_key(ctx: RLWEContext, sk_from: SecretKey, sk_to: SecretKey, *,
+                      seed: bytes | None = None) -> SwitchingKey:
+    """A key switching ciphertexts under ``sk_from`` (s') to ``sk_to`` (s). ``seed``: tests only."""
+    check_secret_key(ctx, sk_from, "gen_switching_key")
+    check_secret_key(ctx, sk_to, "gen_switching_key")
+    seeds = fresh_seeds(seed)
+    return SwitchingKey(data=_switching_key_data(ctx, sk_to, sk_from.data, seeds), params_id=ctx.params_id,
+                        uniform_seed=seeds.uniform)
+
+
 def gen_relin_key(ctx: RLWEContext, sk: SecretKey, *, seed: bytes | None = None) -> RelinKey:
     """The switching key s^2 -> s. ``seed``: tests only."""
     check_secret_key(ctx, sk, "gen_relin_key")
@@ -146,7 +156,7 @@ def gen_galois_key(ctx: RLWEContext, sk: SecretKey, galois_element: int, *,
                    seed: bytes | None = None) -> GaloisKey:
     """The switching key sigma_k(s) -> s for k = ``galois_element``. ``seed``: tests only."""
     check_secret_key(ctx, sk, "gen_galois_key")
-    k = check_galois_element(galois_element, ctx.n)
+    k = check_galois_element(galois_element, ctx.n, "gen_galois_key")
     seeds = fresh_seeds(seed)
     s_k = ops.automorphism_ntt(sk.data, ctx.qp_basis.moduli, k)
     return GaloisKey(data=_switching_key_data(ctx, sk, s_k, seeds), params_id=ctx.params_id,

@@ -80,7 +80,7 @@ def mod_down(ctx: RLWEContext, c: torch.Tensor, level: int) -> torch.Tensor:
     c: ``[..., alpha + l + 1, N]`` int64, NTT domain over QP_l.
     Returns ``[..., l+1, N]`` int64, NTT domain over Q_l, equal to round(c / P) - u with
     0 <= u < alpha per coefficient (u from the fast conversion of [c + P/2]_P; exact for
-    alpha = 1).
+    alpha = 1): (c + h - Conv_{P->Q}([c + h]_P)) * P^-1 with h = floor(P/2) in every coefficient.
     """
     op = "mod_down"
     level = ctx.check_level(level, op)
@@ -92,9 +92,9 @@ def mod_down(ctx: RLWEContext, c: torch.Tensor, level: int) -> torch.Tensor:
     batch = c.reshape(-1, rows, ctx.n)
     with _step("mod_down", ctx.device):
         c_p = ctx.p_basis.intt(batch[:, :alpha].contiguous())
-        c_p[..., 0] = (c_p[..., 0] + t.half_p_mod_p) % t.p_words       # [c + floor(P/2)]_P
-        conv = t.p_to_q(c_p)                                           # + u P, coefficient domain
-        conv[..., 0] = (conv[..., 0] - t.half_p_mod_q) % t.q_words     # - floor(P/2)
+        ops.add(c_p, t.half_p[:alpha], ctx.p_basis.moduli, out=c_p)     # [c + floor(P/2)]_P
+        conv = t.p_to_q(c_p)                                            # ... + u P over Q_l
+        ops.sub(conv, t.half_p[alpha:], t.q.moduli, out=conv)           # ... - floor(P/2)
         conv = t.q.ntt(conv, out=conv)
         for b in range(batch.shape[0]):
             ops.sub(batch[b, alpha:], conv[b], t.q.moduli, out=conv[b])
@@ -135,7 +135,7 @@ def apply_galois(ctx: RLWEContext, ct: Ciphertext, galois_element: int, keys: Ev
     """
     op = "apply_galois"
     level = check_ciphertext(ctx, ct, op)
-    k = check_galois_element(galois_element, ctx.n)
+    k = check_galois_element(galois_element, ctx.n, op)
     key = _key_set(ctx, keys, op).galois_key(k, op)
     q = ctx.q_at(level)
     permuted = ops.automorphism_ntt(ct.data, q.moduli, k)
@@ -156,7 +156,7 @@ def apply_galois_hoisted(ctx: RLWEContext, ct: Ciphertext, galois_elements: Iter
     """
     op = "apply_galois_hoisted"
     level = check_ciphertext(ctx, ct, op)
-    elements = [check_galois_element(k, ctx.n) for k in dict.fromkeys(galois_elements)]
+    elements = [check_galois_element(k, ctx.n, op) for k in dict.fromkeys(galois_elements)]
     key_set = _key_set(ctx, keys, op)
     galois_keys = {k: key_set.galois_key(k, op) for k in elements}
     q, qp = ctx.q_at(level), ctx.qp_at(level)
