@@ -93,15 +93,17 @@ class RLWEContext:
         self.hamming_weight = int(hamming_weight)
         self.error_eta = int(error_eta)
         self._validate()
-        self.device = torch.device(device)
         self.alpha = len(self.p_primes)
         self.max_level = len(self.q_primes) - 1
         self.dnum = -(-len(self.q_primes) // self.alpha)
         self.params_id = params_id or _content_id(self.n, self.q_primes, self.p_primes,
                                                   self.hamming_weight, self.error_eta)
-        self.q_basis = RNSBasis.get(self.q_primes, self.n, self.device)
-        self.p_basis = RNSBasis.get(self.p_primes, self.n, self.device)
-        self.qp_basis = RNSBasis.get(self.p_primes + self.q_primes, self.n, self.device)
+        self.q_basis = RNSBasis.get(self.q_primes, self.n, device)
+        self.p_basis = RNSBasis.get(self.p_primes, self.n, device)
+        self.qp_basis = RNSBasis.get(self.p_primes + self.q_primes, self.n, device)
+        # the device the tables actually live on ("cuda" resolves to "cuda:<index>"): every
+        # tensor of this context is compared against it
+        self.device = self.q_basis.moduli.device
         self.big_p = prod(self.p_primes)
         # P mod q_i for the gadget P * g_j of the switching keys (level independent per row)
         self.p_mod_q, self.p_mod_q_shoup = shoup_constants(

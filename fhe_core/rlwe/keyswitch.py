@@ -91,7 +91,9 @@ def mod_down(ctx: RLWEContext, c: torch.Tensor, level: int) -> torch.Tensor:
     check_tensor(ctx, c, (*c.shape[:-2], rows, ctx.n), op, "c")
     batch = c.reshape(-1, rows, ctx.n)
     with _step("mod_down", ctx.device):
-        c_p = ctx.p_basis.intt(batch[:, :alpha].contiguous())
+        c_p = torch.empty((batch.shape[0], alpha, ctx.n), dtype=torch.int64, device=ctx.device)
+        for b in range(batch.shape[0]):                                 # the P rows of each component
+            ctx.p_basis.intt(batch[b, :alpha], out=c_p[b])
         ops.add(c_p, t.half_p[:alpha], ctx.p_basis.moduli, out=c_p)     # [c + floor(P/2)]_P
         conv = t.p_to_q(c_p)                                            # ... + u P over Q_l
         ops.sub(conv, t.half_p[alpha:], t.q.moduli, out=conv)           # ... - floor(P/2)
