@@ -7,7 +7,10 @@ u0 + u1 s = d s' + e_ks, in three steps:
     inner_product      (sum_j d~_j b_j, sum_j d~_j a_j) over QP_l
     mod_down           divide by P with rounding, back to Q_l
 
-e_ks ~ (sum_j d~_j e_j) / P + rounding: about alpha * sqrt(N * dnum_l * eta/2) * (Q_j / P) + |s|_1.
+Noise: e_ks = sum_j d~_j e_j / P + (eps_0 - u_0) + (eps_1 - u_1) s with |d~_j| < alpha Q_j,
+|eps_c| <= 1/2 (rounding) and 0 <= u_c < alpha (fast conversion in ModDown). Worst case
+dnum_l alpha eta N max_j(Q_j) / P + (alpha - 1/2)(1 + |s|_1); with P >= Q_j the rounding term
+dominates (measured 2^4.5..2^7 at N = 2^10..2^12, see tests/fhe_core/rlwe).
 Each step runs as a handful of batched ops (loops only over digits and components) and is
 wrapped in an NVTX range on CUDA. Apply Galois / relinearize / hoisted rotations sit on top.
 """
@@ -89,7 +92,7 @@ def mod_down(ctx: RLWEContext, c: torch.Tensor, level: int) -> torch.Tensor:
     if c.dim() < 2:
         raise ParameterError(f"{op}: c must be [..., {rows}, {ctx.n}], got {list(c.shape)}")
     check_tensor(ctx, c, (*c.shape[:-2], rows, ctx.n), op, "c")
-    batch = c.reshape(-1, rows, ctx.n)
+    batch = c.reshape(-1, rows, ctx.n).contiguous()  # a view unless c was strided
     with _step("mod_down", ctx.device):
         c_p = torch.empty((batch.shape[0], alpha, ctx.n), dtype=torch.int64, device=ctx.device)
         for b in range(batch.shape[0]):                                 # the P rows of each component
