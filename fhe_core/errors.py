@@ -11,3 +11,22 @@ class ParameterError(FHEError, ValueError):
 
 class ExtensionNotBuiltError(FHEError, ImportError):
     """The C++/CUDA extension fhe_core._C is missing or was built without a needed backend."""
+
+
+class ParamsMismatchError(FHEError, ValueError):
+    """Operands (ciphertexts, keys, contexts) belong to different parameter sets (params_id)."""
+
+
+class LevelMismatchError(FHEError, ValueError):
+    """An operand is at a level (or has a limb count) the operation cannot use."""
+
+
+class DomainMismatchError(FHEError, ValueError):
+    """An operand is in the wrong representation (coefficient vs NTT domain)."""
+
+
+class MissingKeyError(FHEError, KeyError):
+    """An evaluation key (relinearization or Galois) the operation needs is not in the key set."""
+
+    def __str__(self) -> str:  # KeyError's str() would quote the message
+        return str(self.args[0]) if self.args else ""

@@ -1,0 +1,58 @@
+"""The scheme-generic RLWE layer: context and tables, keys, encryption, hybrid key switching.
+
+Built on an explicit :class:`RLWEContext` (N, the q chain, the special primes P, the secret and
+error distributions, a params_id). CKKS and BFV build on it: their ciphertexts subclass
+:class:`Ciphertext`, their evaluators call :func:`key_switch`, :func:`relinearize`,
+:func:`apply_galois` and :func:`apply_galois_hoisted` with an :class:`EvalKeySet`.
+
+Conventions: polynomials are int64 ``[l+1, N]`` residues over Q_l in the NTT domain; the
+extended basis QP_l puts the alpha special primes first (``context`` explains why); keys are
+generated at the top level and used at every level through prefix views. Randomness: one
+OS-random seed per key and encryption, one nonce per sampled polynomial (``sampling``).
+"""
+from fhe_core.rlwe.ciphertext import Ciphertext
+from fhe_core.rlwe.context import LevelTables, RLWEContext
+from fhe_core.rlwe.encryption import decrypt, encrypt_pk, encrypt_sk
+from fhe_core.rlwe.galois import (
+    galois_compose,
+    galois_element_for_conjugation,
+    galois_element_for_rotation,
+    galois_inverse,
+    rotation_for_galois_element,
+)
+from fhe_core.rlwe.keys import (
+    EvalKeySet,
+    GaloisKey,
+    PublicKey,
+    RelinKey,
+    SecretKey,
+    SwitchingKey,
+    gen_eval_keys,
+    gen_galois_key,
+    gen_public_key,
+    gen_relin_key,
+    gen_secret_key,
+    gen_switching_key,
+    switching_key_uniform,
+)
+from fhe_core.rlwe.keyswitch import (
+    apply_galois,
+    apply_galois_hoisted,
+    decompose_mod_up,
+    inner_product,
+    key_switch,
+    mod_down,
+    relinearize,
+)
+
+__all__ = [
+    "Ciphertext", "LevelTables", "RLWEContext",
+    "decrypt", "encrypt_pk", "encrypt_sk",
+    "galois_compose", "galois_element_for_conjugation", "galois_element_for_rotation", "galois_inverse",
+    "rotation_for_galois_element",
+    "EvalKeySet", "GaloisKey", "PublicKey", "RelinKey", "SecretKey", "SwitchingKey",
+    "gen_eval_keys", "gen_galois_key", "gen_public_key", "gen_relin_key", "gen_secret_key",
+    "gen_switching_key", "switching_key_uniform",
+    "apply_galois", "apply_galois_hoisted", "decompose_mod_up", "inner_product", "key_switch", "mod_down",
+    "relinearize",
+]

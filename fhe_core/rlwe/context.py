@@ -1,0 +1,187 @@
+"""The RLWE context: public parameters of one modulus chain and its per-level tables.
+
+Bases and layout
+    Q_l = (q_0, ..., q_l)      the ciphertext modulus at level l (every level is a prefix of Q_L)
+    P   = (p_0, ..., p_{a-1})  the special primes of hybrid key switching, alpha = len(P)
+    QP_l = (p_0, ..., p_{a-1}, q_0, ..., q_l)   the extended basis at level l, **P first**
+
+Putting P first makes every QP_l a prefix of one basis QP_L, so all levels share one NTT table
+(views, no copies) and a key generated over QP_L restricts to level l by a prefix view of each of
+its rows. Digit j of the gadget decomposition (HK20) holds the primes q_{j*alpha} ..
+q_{(j+1)*alpha - 1}; at level l only the dnum_l = ceil((l+1)/alpha) digits that meet Q_l are
+used, the last one possibly truncated.
+
+A context holds no key. It lives on one device; every table is built once and cached.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import prod
+
+import torch
+
+from fhe_core.errors import LevelMismatchError, ParameterError
+from fhe_core.ring import BasisConverter, RNSBasis, shoup_constants, words_tensor
+
+MAX_CBD_ETA = 32  # the sampler's limit
+
+
+@dataclass(frozen=True, eq=False)
+class DigitExtension:
+    """Constants of the fast basis conversion from digit j (primes D_j) to the whole of QP_l.
+
+    Converting into a basis that contains D_j itself is exact on the D_j rows (the sum there
+    reduces to the input residue), so one ``ops.bconv`` per digit writes a complete extended
+    digit ``[alpha + l + 1, N]``. The values on the other rows are [d]_{D_j} + u * Q_j with
+    0 <= u < |D_j| (the usual approximate extension of HK20).
+    """
+
+    start: int               # first Q row of the digit
+    stop: int                # one past its last Q row
+    src_moduli: torch.Tensor  # [|D_j|, 4] view of Q's moduli
+    dst_moduli: torch.Tensor  # [alpha + l + 1, 4] view of QP's moduli
+    qhat_inv: torch.Tensor    # [|D_j|] (Q_j/q_i)^-1 mod q_i
+    qhat_inv_shoup: torch.Tensor
+    qhat_mod_p: torch.Tensor  # [|D_j|, alpha + l + 1] (Q_j/q_i) mod each prime of QP_l
+
+
+@dataclass(frozen=True, eq=False)
+class LevelTables:
+    """Everything key switching needs at one level l (built once per context and level)."""
+
+    level: int
+    q: RNSBasis                     # Q_l
+    qp: RNSBasis                    # QP_l (P first)
+    digits: tuple[DigitExtension, ...]  # ModUp: one per digit meeting Q_l
+    p_to_q: BasisConverter          # ModDown: Conv_{P -> Q_l}
+    p_inv: torch.Tensor             # [l+1] P^-1 mod q_i
+    p_inv_shoup: torch.Tensor
+    half_p: torch.Tensor            # [alpha + l + 1, N] floor(P/2) in every coefficient, rows of QP_l
+                                    # (coefficient domain; a prefix view of one tensor): ModDown rounding
+
+
+def _content_id(n: int, q: Sequence[int], p: Sequence[int], h: int, eta: int) -> str:
+    text = f"rlwe/n={n}/q={','.join(map(str, q))}/p={','.join(map(str, p))}/h={h}/eta={eta}"
+    return "rlwe-" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class RLWEContext:
+    """Public parameters of an RLWE scheme over Z[X]/(X^N + 1) with hybrid key switching.
+
+    Args:
+        n: ring degree N (a power of two, 2^10..2^17).
+        q_primes: q_0..q_L, the ciphertext chain (level l uses the first l+1).
+        p_primes: the alpha special primes; dnum = ceil((L+1)/alpha) digits of alpha primes.
+        device: where every table, key and ciphertext of this context lives.
+        hamming_weight: secrets with exactly h nonzero coefficients; 0 for uniform ternary.
+        error_eta: errors from the centered binomial distribution with parameter eta
+            (variance eta/2; 21 gives sigma ~ 3.24).
+        params_id: stamped on every object this context creates; defaults to a hash of the
+            content above. ``Params`` objects give their own (see :meth:`from_params`).
+
+    No security check happens here: the params layer decides which parameters are acceptable.
+    """
+
+    def __init__(self, n: int, q_primes: Sequence[int], p_primes: Sequence[int],
+                 device: torch.device | str = "cpu", *, hamming_weight: int = 0, error_eta: int = 21,
+                 params_id: str | None = None):
+        self.n = int(n)
+        self.q_primes = tuple(int(q) for q in q_primes)
+        self.p_primes = tuple(int(p) for p in p_primes)
+        self.hamming_weight = int(hamming_weight)
+        self.error_eta = int(error_eta)
+        self._validate()
+        self.alpha = len(self.p_primes)
+        self.max_level = len(self.q_primes) - 1
+        self.dnum = -(-len(self.q_primes) // self.alpha)
+        self.params_id = params_id or _content_id(self.n, self.q_primes, self.p_primes,
+                                                  self.hamming_weight, self.error_eta)
+        self.q_basis = RNSBasis.get(self.q_primes, self.n, device)
+        self.p_basis = RNSBasis.get(self.p_primes, self.n, device)
+        self.qp_basis = RNSBasis.get(self.p_primes + self.q_primes, self.n, device)
+        # the device the tables actually live on ("cuda" resolves to "cuda:<index>"): every
+        # tensor of this context is compared against it
+        self.device = self.q_basis.moduli.device
+        self.big_p = prod(self.p_primes)
+        # P mod q_i for the gadget P * g_j of the switching keys (level independent per row)
+        self.p_mod_q, self.p_mod_q_shoup = shoup_constants(
+            [self.big_p % q for q in self.q_primes], self.q_primes, self.device)
+        half_p = words_tensor([self.big_p // 2 % r for r in self.qp_basis.primes], self.device)
+        self._half_p = half_p[:, None].expand(-1, self.n).contiguous()  # [alpha + L + 1, N]
+        self._level_tables: dict[int, LevelTables] = {}
+
+    @classmethod
+    def from_params(cls, params, device: torch.device | str = "cpu") -> RLWEContext:
+        """The context of a validated ``fhe_core.params.Params`` (n, q_primes, p_primes,
+        hamming_weight, error_eta, params_id)."""
+        return cls(params.n, params.q_primes, params.p_primes, device,
+                   hamming_weight=params.hamming_weight, error_eta=params.error_eta,
+                   params_id=params.params_id)
+
+    def _validate(self) -> None:
+        if not self.q_primes or not self.p_primes:
+            raise ParameterError("an RLWE context needs at least one q prime and one special prime")
+        if set(self.q_primes) & set(self.p_primes):
+            raise ParameterError("the special primes P must be disjoint from the q primes")
+        if not 0 <= self.hamming_weight <= self.n:
+            raise ParameterError(f"hamming_weight must be in [0, N={self.n}], got {self.hamming_weight}")
+        if not 1 <= self.error_eta <= MAX_CBD_ETA:
+            raise ParameterError(f"error_eta must be in [1, {MAX_CBD_ETA}], got {self.error_eta}")
+
+    def __repr__(self) -> str:
+        return (f"RLWEContext(N=2^{self.n.bit_length() - 1}, L={self.max_level}, alpha={self.alpha}, "
+                f"dnum={self.dnum}, h={self.hamming_weight}, eta={self.error_eta}, "
+                f"device={self.device}, params_id={self.params_id!r})")
+
+    # ---- levels ------------------------------------------------------------------------------
+
+    def check_level(self, level: int, op: str) -> int:
+        """``level`` as an int in [0, L], or LevelMismatchError naming ``op``."""
+        if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= self.max_level:
+            raise LevelMismatchError(f"{op}: level must be an int in [0, {self.max_level}], got {level!r}")
+        return level
+
+    def digit_count(self, level: int) -> int:
+        """dnum_l = ceil((l+1)/alpha): the digits that meet Q_l."""
+        return -(-(level + 1) // self.alpha)
+
+    def q_at(self, level: int) -> RNSBasis:
+        """Q_l as an RNSBasis (a prefix view of Q's tables)."""
+        return self.tables(level).q
+
+    def qp_at(self, level: int) -> RNSBasis:
+        """QP_l = P ∪ Q_l (P first) as an RNSBasis (a prefix view of QP_L's tables)."""
+        return self.tables(level).qp
+
+    def tables(self, level: int) -> LevelTables:
+        """The cached key-switching tables of ``level``."""
+        level = self.check_level(level, "tables")
+        if level not in self._level_tables:
+            self._level_tables[level] = self._build_tables(level)
+        return self._level_tables[level]
+
+    def _build_tables(self, level: int) -> LevelTables:
+        q = self.q_basis.prefix(level + 1)
+        qp = self.qp_basis.prefix(self.alpha + level + 1)
+        p_inv = [pow(self.big_p % qi, -1, qi) for qi in q.primes]
+        p_inv_t, p_inv_shoup = shoup_constants(p_inv, q.primes, self.device)
+        return LevelTables(
+            level=level, q=q, qp=qp, digits=self._digit_extensions(level, q, qp),
+            p_to_q=BasisConverter.get(self.p_basis, q), p_inv=p_inv_t, p_inv_shoup=p_inv_shoup,
+            half_p=self._half_p[:len(qp)])
+
+    def _digit_extensions(self, level: int, q: RNSBasis, qp: RNSBasis) -> tuple[DigitExtension, ...]:
+        out = []
+        for j in range(self.digit_count(level)):
+            start, stop = j * self.alpha, min((j + 1) * self.alpha, level + 1)
+            digit = q.primes[start:stop]
+            q_j = prod(digit)
+            qhat = [q_j // qi for qi in digit]
+            inv, inv_shoup = shoup_constants([pow(h % qi, -1, qi) for h, qi in zip(qhat, digit)], digit,
+                                             self.device)
+            to_dst = words_tensor([h % r for h in qhat for r in qp.primes], self.device)
+            out.append(DigitExtension(start, stop, q.moduli[start:stop], qp.moduli, inv, inv_shoup,
+                                      to_dst.reshape(len(digit), len(qp))))
+        return tuple(out)

@@ -1,0 +1,240 @@
+"""Secret, public and switching keys (hybrid key switching, HK20), and the evaluation key set.
+
+Layouts (all NTT domain, generated at the top level L, usable at every level l <= L):
+    SecretKey.data      ``[alpha + L + 1, N]`` s over QP_L = (P, Q_L)
+    PublicKey.data      ``[2, L + 1, N]``     (b, a) over Q_L with b = -a s + e
+    SwitchingKey.data   ``[dnum, 2, alpha + L + 1, N]`` over QP_L; digit j holds (b_j, a_j) with
+                        b_j = -a_j s + e_j + P * g_j * s'   (s' -> s)
+where g_j = (Q/Q_j) * [(Q/Q_j)^-1]_{Q_j} is the CRT gadget of digit j: g_j = 1 mod the primes of
+digit j and 0 mod every other q_i (and P * g_j = 0 mod P), so P * g_j * s' only touches the
+rows of digit j, and the key restricted to QP_l (prefix views) is the key of level l.
+
+Every key gets its own seeds (see ``sampling``); the public ``uniform_seed`` kept on public and
+switching keys regenerates their ``a`` parts, so they can be stored compressed.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import torch
+
+from fhe_core import ops
+from fhe_core.errors import MissingKeyError, ParameterError, ParamsMismatchError
+from fhe_core.rlwe.checks import check_params_id, check_tensor
+from fhe_core.rlwe.context import RLWEContext
+from fhe_core.rlwe.galois import check_galois_element, rotation_for_galois_element
+from fhe_core.rlwe.sampling import (
+    Domain, Seeds, error_ntt, fresh_seeds, nonce, sub_seed, ternary_ntt, uniform_ntt,
+)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class SecretKey:
+    """A ternary secret s. ``data``: ``[alpha + L + 1, N]`` int64, NTT domain over QP_L (P first).
+    ``seed`` is the master seed that regenerates it (secret, like the key). Client side only."""
+
+    data: torch.Tensor = field(repr=False)
+    params_id: str
+    hamming_weight: int
+    seed: bytes = field(repr=False)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class PublicKey:
+    """(b, a) = (-a s + e, a): ``data`` ``[2, L + 1, N]`` int64, NTT domain over Q_L."""
+
+    data: torch.Tensor = field(repr=False)
+    params_id: str
+    uniform_seed: bytes = field(repr=False)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class SwitchingKey:
+    """A key switching s' -> s: ``data`` ``[dnum, 2, alpha + L + 1, N]`` int64, NTT domain over
+    QP_L; ``data[j, 0]`` = b_j, ``data[j, 1]`` = a_j (regenerable from ``uniform_seed``)."""
+
+    data: torch.Tensor = field(repr=False)
+    params_id: str
+    uniform_seed: bytes = field(repr=False)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class RelinKey(SwitchingKey):
+    """Switches s^2 -> s (relinearization)."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class GaloisKey(SwitchingKey):
+    """Switches sigma_k(s) -> s for the Galois element k = ``galois_element``."""
+
+    galois_element: int
+
+
+# ---- views ---------------------------------------------------------------------------------------
+
+def secret_over_q(ctx: RLWEContext, sk: SecretKey, level: int) -> torch.Tensor:
+    """``[l+1, N]`` view of s over Q_l (NTT domain)."""
+    return sk.data[ctx.alpha:ctx.alpha + level + 1]
+
+
+def check_secret_key(ctx: RLWEContext, sk: SecretKey, op: str) -> None:
+    if not isinstance(sk, SecretKey):
+        raise ParameterError(f"{op}: expected a SecretKey, got {type(sk).__name__}")
+    check_params_id(ctx, sk, op, "the secret key")
+    check_tensor(ctx, sk.data, (len(ctx.qp_basis), ctx.n), op, "the secret key")
+
+
+def check_switching_key(ctx: RLWEContext, key: SwitchingKey, op: str) -> None:
+    if not isinstance(key, SwitchingKey):
+        raise ParameterError(f"{op}: expected a SwitchingKey, got {type(key).__name__}")
+    check_params_id(ctx, key, op, "the switching key")
+    check_tensor(ctx, key.data, (ctx.dnum, 2, len(ctx.qp_basis), ctx.n), op, "the switching key")
+
+
+# ---- generation ------------------------------------------------------------------------------------
+
+def gen_secret_key(ctx: RLWEContext, *, seed: bytes | None = None) -> SecretKey:
+    """A fresh ternary secret (Hamming weight ``ctx.hamming_weight``, or uniform if 0).
+    ``seed``: tests only."""
+    seeds = fresh_seeds(seed)
+    s = ternary_ntt(ctx.qp_basis, seeds.secret, nonce(Domain.SECRET_KEY, 0), ctx.hamming_weight)
+    return SecretKey(data=s, params_id=ctx.params_id, hamming_weight=ctx.hamming_weight, seed=seeds.master)
+
+
+def gen_public_key(ctx: RLWEContext, sk: SecretKey, *, seed: bytes | None = None) -> PublicKey:
+    """(b, a) = (-a s + e, a) over Q_L. ``seed``: tests only."""
+    check_secret_key(ctx, sk, "gen_public_key")
+    seeds = fresh_seeds(seed)
+    q = ctx.q_basis
+    a = uniform_ntt(q, seeds.uniform, nonce(Domain.KEY_UNIFORM, 0))
+    e = error_ntt(q, seeds.secret, nonce(Domain.KEY_ERROR, 0), ctx.error_eta)
+    b = ops.sub(e, ops.mul(a, secret_over_q(ctx, sk, ctx.max_level), q.moduli), q.moduli)
+    return PublicKey(data=torch.stack((b, a)), params_id=ctx.params_id, uniform_seed=seeds.uniform)
+
+
+def switching_key_uniform(ctx: RLWEContext, uniform_seed: bytes) -> torch.Tensor:
+    """The a_j of a switching key from its uniform seed: ``[dnum, alpha + L + 1, N]``."""
+    qp = ctx.qp_basis
+    return torch.stack([uniform_ntt(qp, uniform_seed, nonce(Domain.KEY_UNIFORM, j)) for j in range(ctx.dnum)])
+
+
+def _switching_key_data(ctx: RLWEContext, sk: SecretKey, s_from: torch.Tensor, seeds: Seeds) -> torch.Tensor:
+    """``[dnum, 2, alpha + L + 1, N]``: (b_j, a_j) with b_j = -a_j s + e_j + P g_j s_from."""
+    qp, alpha = ctx.qp_basis, ctx.alpha
+    a = switching_key_uniform(ctx, seeds.uniform)
+    e = torch.stack([ops.sample_cbd(qp.moduli, ctx.n, seeds.secret, nonce(Domain.KEY_ERROR, j), ctx.error_eta)
+                     for j in range(ctx.dnum)])
+    b = ops.sub(qp.ntt(e, out=e), ops.mul(a, sk.data, qp.moduli), qp.moduli)
+    gadget = ops.mul_const(s_from[alpha:], ctx.p_mod_q, ctx.p_mod_q_shoup, ctx.q_basis.moduli)  # P s' mod q_i
+    for j in range(ctx.dnum):
+        rows = slice(alpha + j * alpha, alpha + min((j + 1) * alpha, ctx.max_level + 1))
+        ops.add(b[j, rows], gadget[rows.start - alpha:rows.stop - alpha], qp.moduli[rows], out=b[j, rows])
+    return torch.stack((b, a), dim=1)
+
+
+def gen_switching_key(ctx: RLWEContext, sk_from: SecretKey, sk_to: SecretKey, *,
+                      seed: bytes | None = None) -> SwitchingKey:
+    """A key switching ciphertexts under ``sk_from`` (s') to ``sk_to`` (s). ``seed``: tests only."""
+    check_secret_key(ctx, sk_from, "gen_switching_key")
+    check_secret_key(ctx, sk_to, "gen_switching_key")
+    seeds = fresh_seeds(seed)
+    return SwitchingKey(data=_switching_key_data(ctx, sk_to, sk_from.data, seeds), params_id=ctx.params_id,
+                        uniform_seed=seeds.uniform)
+
+
+def gen_relin_key(ctx: RLWEContext, sk: SecretKey, *, seed: bytes | None = None) -> RelinKey:
+    """The switching key s^2 -> s. ``seed``: tests only."""
+    check_secret_key(ctx, sk, "gen_relin_key")
+    seeds = fresh_seeds(seed)
+    s_squared = ops.mul(sk.data, sk.data, ctx.qp_basis.moduli)
+    return RelinKey(data=_switching_key_data(ctx, sk, s_squared, seeds), params_id=ctx.params_id,
+                    uniform_seed=seeds.uniform)
+
+
+def gen_galois_key(ctx: RLWEContext, sk: SecretKey, galois_element: int, *,
+                   seed: bytes | None = None) -> GaloisKey:
+    """The switching key sigma_k(s) -> s for k = ``galois_element``. ``seed``: tests only."""
+    check_secret_key(ctx, sk, "gen_galois_key")
+    k = check_galois_element(galois_element, ctx.n, "gen_galois_key")
+    seeds = fresh_seeds(seed)
+    s_k = ops.automorphism_ntt(sk.data, ctx.qp_basis.moduli, k)
+    return GaloisKey(data=_switching_key_data(ctx, sk, s_k, seeds), params_id=ctx.params_id,
+                     uniform_seed=seeds.uniform, galois_element=k)
+
+
+def gen_eval_keys(ctx: RLWEContext, sk: SecretKey, galois_elements: Iterable[int] = (), *,
+                  relin: bool = True, seed: bytes | None = None) -> EvalKeySet:
+    """An EvalKeySet with a relinearization key (if ``relin``) and one Galois key per element.
+    ``seed``: tests only (each key then gets its own seed derived from it)."""
+    relin_key = gen_relin_key(ctx, sk, seed=sub_seed(seed, "relin")) if relin else None
+    galois = [gen_galois_key(ctx, sk, k, seed=sub_seed(seed, f"galois/{k}")) for k in dict.fromkeys(galois_elements)]
+    return EvalKeySet(ctx.params_id, relin=relin_key, galois=galois)
+
+
+# ---- the key set ---------------------------------------------------------------------------------
+
+class EvalKeySet:
+    """The evaluation keys of one session: an optional relinearization key and Galois keys by
+    element. It knows what it holds; a missing key raises MissingKeyError naming the operation.
+    Holds no secret key, so evaluators and servers may keep one."""
+
+    def __init__(self, params_id: str, *, relin: RelinKey | None = None, galois: Iterable[GaloisKey] = ()):
+        self.params_id = params_id
+        self._relin: RelinKey | None = None
+        self._galois: dict[int, GaloisKey] = {}
+        if relin is not None:
+            self.add(relin)
+        for key in galois:
+            self.add(key)
+
+    def add(self, key: RelinKey | GaloisKey) -> None:
+        """Insert (or replace) a key of this parameter set."""
+        if key.params_id != self.params_id:
+            raise ParamsMismatchError(f"EvalKeySet.add: key belongs to params {key.params_id!r}, "
+                                      f"the set to {self.params_id!r}")
+        if isinstance(key, GaloisKey):
+            self._galois[key.galois_element] = key
+        elif isinstance(key, RelinKey):
+            self._relin = key
+        else:
+            raise ParameterError(f"EvalKeySet.add: expected a RelinKey or GaloisKey, got {type(key).__name__}")
+
+    @property
+    def has_relin(self) -> bool:
+        return self._relin is not None
+
+    @property
+    def galois_elements(self) -> frozenset[int]:
+        return frozenset(self._galois)
+
+    def __contains__(self, galois_element: int) -> bool:
+        return galois_element in self._galois
+
+    def rotation_steps(self, n: int) -> tuple[list[int], bool]:
+        """(sorted left-rotation steps r with a key for 5^r, whether conjugation has a key)."""
+        steps, conj = [], False
+        for k in self._galois:
+            r, is_conj = rotation_for_galois_element(k, n)
+            if is_conj and r == 0:
+                conj = True
+            elif not is_conj:
+                steps.append(r)
+        return sorted(steps), conj
+
+    def relin_key(self, op: str) -> RelinKey:
+        if self._relin is None:
+            raise MissingKeyError(f"{op}: the key set holds no relinearization key")
+        return self._relin
+
+    def galois_key(self, galois_element: int, op: str) -> GaloisKey:
+        try:
+            return self._galois[galois_element]
+        except KeyError:
+            held = sorted(self._galois)
+            raise MissingKeyError(f"{op}: no Galois key for element {galois_element} "
+                                  f"(the key set holds {held})") from None
+
+    def __repr__(self) -> str:
+        return (f"EvalKeySet(params_id={self.params_id!r}, relin={self.has_relin}, "
+                f"galois_elements={sorted(self._galois)})")

@@ -1,0 +1,183 @@
+"""Hybrid key switching (HK20) and the operations built on it.
+
+For d over Q_l and a switching key s' -> s, key switching returns (u0, u1) over Q_l with
+u0 + u1 s = d s' + e_ks, in three steps:
+
+    decompose_mod_up   d -> dnum_l digits [d]_{Q_j}, each extended to QP_l = (P, Q_l)
+    inner_product      (sum_j d~_j b_j, sum_j d~_j a_j) over QP_l
+    mod_down           divide by P with rounding, back to Q_l
+
+Noise: e_ks = sum_j d~_j e_j / P + (eps_0 - u_0) + (eps_1 - u_1) s with |d~_j| < alpha Q_j,
+|eps_c| <= 1/2 (rounding) and 0 <= u_c < alpha (fast conversion in ModDown). Worst case
+dnum_l alpha eta N max_j(Q_j) / P + (alpha - 1/2)(1 + |s|_1); with P >= Q_j the rounding term
+dominates (measured 2^4.5..2^7 at N = 2^10..2^12, see tests/fhe_core/rlwe).
+Each step runs as a handful of batched ops (loops only over digits and components) and is
+wrapped in an NVTX range on CUDA. Apply Galois / relinearize / hoisted rotations sit on top.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+
+import torch
+
+from fhe_core import ops
+from fhe_core.errors import ParameterError
+from fhe_core.rlwe.checks import check_ciphertext, check_params_id, check_tensor
+from fhe_core.rlwe.ciphertext import Ciphertext
+from fhe_core.rlwe.context import RLWEContext
+from fhe_core.rlwe.galois import check_galois_element
+from fhe_core.rlwe.keys import EvalKeySet, SwitchingKey, check_switching_key
+
+
+def _step(name: str, device: torch.device):
+    """An NVTX range on CUDA (profiles read as the algorithm), nothing elsewhere."""
+    return torch.cuda.nvtx.range(name) if device.type == "cuda" else contextlib.nullcontext()
+
+
+def decompose_mod_up(ctx: RLWEContext, d: torch.Tensor, level: int) -> torch.Tensor:
+    """ModUp of the gadget digits of d.
+
+    d: ``[l+1, N]`` int64, NTT domain over Q_l.
+    Returns ``[dnum_l, alpha + l + 1, N]`` int64, NTT domain over QP_l: row block j is
+    [d]_{Q_j} + u_j Q_j (0 <= u_j < |D_j|) extended to every prime of QP_l, and equals d on
+    the primes of digit j. dnum_l = ceil((l+1)/alpha). Consumes no level; needs no key.
+    """
+    level = ctx.check_level(level, "decompose_mod_up")
+    check_tensor(ctx, d, (level + 1, ctx.n), "decompose_mod_up", "d")
+    t = ctx.tables(level)
+    with _step("mod_up", ctx.device):
+        coeffs = t.q.intt(d)
+        out = torch.empty((len(t.digits), len(t.qp), ctx.n), dtype=torch.int64, device=ctx.device)
+        for j, ext in enumerate(t.digits):
+            ops.bconv(coeffs[ext.start:ext.stop], ext.src_moduli, ext.dst_moduli, ext.qhat_inv,
+                      ext.qhat_inv_shoup, ext.qhat_mod_p, out=out[j])
+        return t.qp.ntt(out, out=out)
+
+
+def inner_product(ctx: RLWEContext, digits: torch.Tensor, key: SwitchingKey, level: int) -> torch.Tensor:
+    """sum_j digits_j * (b_j, a_j) over QP_l.
+
+    digits: ``[dnum_l, alpha + l + 1, N]`` NTT domain (from :func:`decompose_mod_up`, possibly
+    permuted by an automorphism); key: a switching key (its level-l part is a prefix view).
+    Returns ``[2, alpha + l + 1, N]`` int64, NTT domain over QP_l.
+    """
+    op = "inner_product"
+    level = ctx.check_level(level, op)
+    check_switching_key(ctx, key, op)
+    t = ctx.tables(level)
+    check_tensor(ctx, digits, (len(t.digits), len(t.qp), ctx.n), op, "digits")
+    rows = len(t.qp)
+    with _step("inner_product", ctx.device):
+        acc = torch.empty((2, rows, ctx.n), dtype=torch.int64, device=ctx.device)
+        for c in range(2):
+            ops.mul(digits[0], key.data[0, c, :rows], t.qp.moduli, out=acc[c])
+            for j in range(1, len(t.digits)):
+                ops.mul_add(digits[j], key.data[j, c, :rows], acc[c], t.qp.moduli, out=acc[c])
+        return acc
+
+
+def mod_down(ctx: RLWEContext, c: torch.Tensor, level: int) -> torch.Tensor:
+    """round(c / P) from QP_l to Q_l.
+
+    c: ``[..., alpha + l + 1, N]`` int64, NTT domain over QP_l.
+    Returns ``[..., l+1, N]`` int64, NTT domain over Q_l, equal to round(c / P) - u with
+    0 <= u < alpha per coefficient (u from the fast conversion of [c + P/2]_P; exact for
+    alpha = 1): (c + h - Conv_{P->Q}([c + h]_P)) * P^-1 with h = floor(P/2) in every coefficient.
+    """
+    op = "mod_down"
+    level = ctx.check_level(level, op)
+    t = ctx.tables(level)
+    alpha, rows = ctx.alpha, len(t.qp)
+    if c.dim() < 2:
+        raise ParameterError(f"{op}: c must be [..., {rows}, {ctx.n}], got {list(c.shape)}")
+    check_tensor(ctx, c, (*c.shape[:-2], rows, ctx.n), op, "c")
+    batch = c.reshape(-1, rows, ctx.n).contiguous()  # a view unless c was strided
+    with _step("mod_down", ctx.device):
+        c_p = torch.empty((batch.shape[0], alpha, ctx.n), dtype=torch.int64, device=ctx.device)
+        for b in range(batch.shape[0]):                                 # the P rows of each component
+            ctx.p_basis.intt(batch[b, :alpha], out=c_p[b])
+        ops.add(c_p, t.half_p[:alpha], ctx.p_basis.moduli, out=c_p)     # [c + floor(P/2)]_P
+        conv = t.p_to_q(c_p)                                            # ... + u P over Q_l
+        ops.sub(conv, t.half_p[alpha:], t.q.moduli, out=conv)           # ... - floor(P/2)
+        conv = t.q.ntt(conv, out=conv)
+        for b in range(batch.shape[0]):
+            ops.sub(batch[b, alpha:], conv[b], t.q.moduli, out=conv[b])
+        out = ops.mul_const(conv, t.p_inv, t.p_inv_shoup, t.q.moduli, out=conv)
+    return out.reshape(*c.shape[:-2], level + 1, ctx.n)
+
+
+def key_switch(ctx: RLWEContext, d: torch.Tensor, key: SwitchingKey, level: int) -> torch.Tensor:
+    """(u0, u1) with u0 + u1 s = d s' + e_ks for a key s' -> s.
+
+    d: ``[l+1, N]`` int64, NTT domain over Q_l. Returns ``[2, l+1, N]`` int64, NTT domain over
+    Q_l. Consumes no level.
+    """
+    check_switching_key(ctx, key, "key_switch")
+    level = ctx.check_level(level, "key_switch")
+    return mod_down(ctx, inner_product(ctx, decompose_mod_up(ctx, d, level), key, level), level)
+
+
+def relinearize(ctx: RLWEContext, ct: Ciphertext, keys: EvalKeySet) -> Ciphertext:
+    """(d0, d1, d2) under (1, s, s^2) -> (d0, d1) + key_switch(d2, s^2 -> s).
+
+    ct: degree 2, ``[3, l+1, N]`` NTT domain. Returns degree 1 at the same level (and scale).
+    Needs the relinearization key; consumes no level.
+    """
+    op = "relinearize"
+    level = check_ciphertext(ctx, ct, op, degree=2)
+    key = _key_set(ctx, keys, op).relin_key(op)
+    out = key_switch(ctx, ct.data[2], key, level)
+    ops.add(out, ct.data[:2], ctx.q_at(level).moduli, out=out)
+    return ct.replace(data=out)
+
+
+def apply_galois(ctx: RLWEContext, ct: Ciphertext, galois_element: int, keys: EvalKeySet) -> Ciphertext:
+    """sigma_k(ct): decrypts to sigma_k(m) under s.
+
+    (sigma_k(c0) + u0, u1) with (u0, u1) = key_switch(sigma_k(c1), sigma_k(s) -> s).
+    ct: degree 1, ``[2, l+1, N]`` NTT domain. Needs the Galois key of k; consumes no level.
+    """
+    op = "apply_galois"
+    level = check_ciphertext(ctx, ct, op)
+    k = check_galois_element(galois_element, ctx.n, op)
+    key = _key_set(ctx, keys, op).galois_key(k, op)
+    q = ctx.q_at(level)
+    permuted = ops.automorphism_ntt(ct.data, q.moduli, k)
+    out = key_switch(ctx, permuted[1], key, level)
+    ops.add(out[0], permuted[0], q.moduli, out=out[0])
+    return ct.replace(data=out)
+
+
+def apply_galois_hoisted(ctx: RLWEContext, ct: Ciphertext, galois_elements: Iterable[int],
+                         keys: EvalKeySet) -> dict[int, Ciphertext]:
+    """sigma_k(ct) for several k sharing one ModUp (hoisting).
+
+    decompose_mod_up(c1) runs once; for each k the extended digits are permuted by sigma_k
+    (an NTT-domain index permutation, valid on QP_l), then inner product and ModDown run per
+    k. The results decrypt like :func:`apply_galois` (the noise differs slightly: sigma_k of
+    an extended digit is another valid extension). Needs a Galois key for every k (all are
+    checked before any work); consumes no level.
+    """
+    op = "apply_galois_hoisted"
+    level = check_ciphertext(ctx, ct, op)
+    elements = [check_galois_element(k, ctx.n, op) for k in dict.fromkeys(galois_elements)]
+    key_set = _key_set(ctx, keys, op)
+    galois_keys = {k: key_set.galois_key(k, op) for k in elements}
+    q, qp = ctx.q_at(level), ctx.qp_at(level)
+    digits = decompose_mod_up(ctx, ct.data[1], level)
+    results = {}
+    for k in elements:
+        with _step(f"hoisted_rotation_{k}", ctx.device):
+            extended = inner_product(ctx, ops.automorphism_ntt(digits, qp.moduli, k), galois_keys[k], level)
+            out = mod_down(ctx, extended, level)
+            ops.add(out[0], ops.automorphism_ntt(ct.data[0], q.moduli, k), q.moduli, out=out[0])
+        results[k] = ct.replace(data=out)
+    return results
+
+
+def _key_set(ctx: RLWEContext, keys: EvalKeySet, op: str) -> EvalKeySet:
+    if not isinstance(keys, EvalKeySet):
+        raise ParameterError(f"{op}: expected an EvalKeySet, got {type(keys).__name__}")
+    check_params_id(ctx, keys, op, "the key set")
+    return keys

@@ -1,0 +1,112 @@
+"""Seeds and nonces: where every random polynomial of the RLWE layer comes from.
+
+Every key and every encryption draws its own 32-byte master seed from ``secrets.token_bytes``.
+Two seeds are derived from it with BLAKE2b (keyed by the master seed, personalised):
+
+    uniform seed   the public half: the uniform ``a`` polynomials. It may be stored with the
+                   object (a key is then regenerable from (uniform seed, nonce): compression).
+    secret seed    errors, ternary secrets and the ephemeral ``u`` of public-key encryption.
+                   Never stored: knowing it would reveal the errors and thus the secret.
+
+The ChaCha20 stream of a sampled polynomial is keyed by one of these seeds and selected by a
+64-bit nonce laid out as ``(domain << 32) | index``:
+
+    domain          seed     index                      polynomial
+    SECRET_KEY      secret   0                          the secret s (ternary)
+    KEY_UNIFORM     uniform  0 (public key) / digit j   a of the public key / of switching-key digit j
+    KEY_ERROR       secret   0 (public key) / digit j   e of the public key / of switching-key digit j
+    ENC_UNIFORM     uniform  0                          a of a secret-key encryption
+    ENC_ERROR       secret   0, 1                       e (sk encryption); e0, e1 (pk encryption)
+    ENC_EPHEMERAL   secret   0                          u of a public-key encryption
+
+Within one object the (domain, index) pairs are distinct, and distinct objects have distinct
+master seeds (2^-256 collision chance), so no (seed, nonce) pair is ever used twice. A fixed
+master seed may be passed through the ``seed=`` arguments **for tests only**: the same seed
+then reproduces the same object (on CPU and CUDA alike); the domains still keep the streams of
+different object kinds apart if a test reuses one seed for, say, a key and an encryption.
+"""
+from __future__ import annotations
+
+import enum
+import hashlib
+import secrets
+from dataclasses import dataclass
+
+import torch
+
+from fhe_core import ops
+from fhe_core.errors import ParameterError
+from fhe_core.ring import RNSBasis
+
+SEED_BYTES = 32
+
+
+class Domain(enum.IntEnum):
+    """High 32 bits of a nonce: which kind of polynomial a stream produces."""
+
+    SECRET_KEY = 1
+    KEY_UNIFORM = 2
+    KEY_ERROR = 3
+    ENC_UNIFORM = 4
+    ENC_ERROR = 5
+    ENC_EPHEMERAL = 6
+
+
+def nonce(domain: Domain, index: int) -> int:
+    """The 64-bit nonce ``(domain << 32) | index`` (index < 2^32)."""
+    if not 0 <= index < 1 << 32:
+        raise ParameterError(f"nonce index must be in [0, 2^32), got {index}")
+    return (int(domain) << 32) | index
+
+
+@dataclass(frozen=True, repr=False)
+class Seeds:
+    """The master seed of one object and the two seeds derived from it (see the module doc)."""
+
+    master: bytes
+    uniform: bytes
+    secret: bytes
+
+    def __repr__(self) -> str:  # never print seeds
+        return "Seeds(<hidden>)"
+
+
+def _derive(master: bytes, label: bytes) -> bytes:
+    return hashlib.blake2b(label, key=master, digest_size=SEED_BYTES, person=b"fhe-rlwe-seed").digest()
+
+
+def fresh_seeds(seed: bytes | None = None) -> Seeds:
+    """Seeds from a new OS-random master seed; ``seed`` (32 bytes) fixes the master: tests only."""
+    if seed is None:
+        master = secrets.token_bytes(SEED_BYTES)
+    elif isinstance(seed, (bytes, bytearray)) and len(seed) == SEED_BYTES:
+        master = bytes(seed)
+    else:
+        raise ParameterError(f"a seed must be {SEED_BYTES} bytes, got {type(seed).__name__}")
+    return Seeds(master, _derive(master, b"uniform"), _derive(master, b"secret"))
+
+
+def sub_seed(seed: bytes | None, label: str) -> bytes | None:
+    """A distinct test seed per sub-object (e.g. one per Galois key) derived from one test seed;
+    None stays None (each sub-object then draws its own OS-random seed)."""
+    if seed is None:
+        return None
+    return hashlib.blake2b(label.encode(), key=bytes(seed), digest_size=SEED_BYTES,
+                           person=b"fhe-rlwe-sub").digest()
+
+
+# ---- samplers: one batched op each, NTT domain out ------------------------------------------
+
+def uniform_ntt(basis: RNSBasis, seed: bytes, nonce_value: int) -> torch.Tensor:
+    """``[l, N]`` uniform residues, read directly as NTT-domain values (uniform either way)."""
+    return ops.sample_uniform(basis.moduli, basis.n, seed, nonce_value)
+
+
+def error_ntt(basis: RNSBasis, seed: bytes, nonce_value: int, eta: int) -> torch.Tensor:
+    """``[l, N]`` NTT domain: a centered-binomial error polynomial (variance eta/2)."""
+    return basis.ntt(ops.sample_cbd(basis.moduli, basis.n, seed, nonce_value, eta))
+
+
+def ternary_ntt(basis: RNSBasis, seed: bytes, nonce_value: int, hamming_weight: int = 0) -> torch.Tensor:
+    """``[l, N]`` NTT domain: a ternary polynomial (exactly h nonzeros if h > 0)."""
+    return basis.ntt(ops.sample_ternary(basis.moduli, basis.n, seed, nonce_value, hamming_weight))
