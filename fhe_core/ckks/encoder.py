@@ -149,8 +149,10 @@ def _integer_digits(x: np.ndarray, count: int) -> np.ndarray:
 def round_scaled(values: np.ndarray, scale: float) -> np.ndarray:
     """floor(scale * v + 1/2) for every float64 v, exactly, as ``[D, m]`` int64 signed digits.
 
-    The integer is sum_k digits[k] * 2^(52k) with |digits[k]| < 2^53; D = 1 + floor(log2 of the
-    largest value) // 52. Exact for scale in [1, 2^512] and |scale * v| < 2^960 (the caller checks).
+    The integer is sum_k digits[k] * 2^(52k) with |digits[k]| < 2^53 and D = max(1, ceil(b / 52))
+    for the largest |scale * v| < 2^b. Exact for scale in [1, 2^512] and |scale * v| < 2^960 (the
+    caller checks): Dekker's split then neither overflows nor loses bits to underflow, except
+    for |v| < 2^-900, whose products round to 0 whatever their low parts.
     """
     values = np.asarray(values, dtype=np.float64).ravel()
     p, e = _two_product(values, scale)

@@ -2,6 +2,7 @@
 polynomial at zeta^(5^j), exact rounding with Python fractions, exact CRT with Python integers,
 and the ring-homomorphism / automorphism properties the evaluator relies on."""
 import math
+import random
 from fractions import Fraction
 
 import numpy as np
@@ -171,8 +172,9 @@ def test_decoding_reconstructs_big_coefficients_exactly(name, level):
     params = _params(name=name)
     basis = params.q_basis(level)
     slots, big_q = 8, basis.modulus
+    bits = random.Random(int(rng.integers(2 ** 62)))
     sizes = rng.integers(1, min(1000, big_q.bit_length() - 2), 2 * slots)
-    values = [int(rng.choice([-1, 1])) * (int(rng.integers(1, 2 ** 62)) << max(0, int(b) - 62)) for b in sizes]
+    values = [int(rng.choice([-1, 1])) * (bits.getrandbits(int(b)) | 1 << int(b - 1)) for b in sizes]  # b bits
     if big_q.bit_length() < 1000:
         values[:4] = [big_q // 2, -(big_q // 2), big_q // 2 - 12345, -(big_q // 2) + 1]
     data = torch.zeros(level + 1, params.n, dtype=torch.int64)
