@@ -13,6 +13,15 @@ class ExtensionNotBuiltError(FHEError, ImportError):
     """The C++/CUDA extension fhe_core._C is missing or was built without a needed backend."""
 
 
+class SecurityError(ParameterError):
+    """Parameters fall short of the required security level (128 bits) and were not allowed
+    explicitly with ``allow_insecure=True``."""
+
+
+class EncodingError(FHEError, ValueError):
+    """A message cannot be encoded or decoded as asked (length, level, scale, non-finite values)."""
+
+
 class ParamsMismatchError(FHEError, ValueError):
     """Operands (ciphertexts, keys, contexts) belong to different parameter sets (params_id)."""
 

@@ -6,9 +6,9 @@ from fhe_core.ring.basis import (
     shoup_constants,
     words_tensor,
 )
-from fhe_core.ring.primes import generate_primes, is_prime, ntt_primes, primitive_root_2n
+from fhe_core.ring.primes import generate_primes, is_prime, ntt_primes, primitive_root_2n, scaling_primes
 
 __all__ = [
     "BasisConverter", "RNSBasis", "modulus_table", "shoup_constants", "words_tensor",
-    "generate_primes", "is_prime", "ntt_primes", "primitive_root_2n",
+    "generate_primes", "is_prime", "ntt_primes", "primitive_root_2n", "scaling_primes",
 ]

@@ -6,7 +6,7 @@ parameter sets are reproducible from their description.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from fhe_core.errors import ParameterError
 
@@ -94,3 +94,59 @@ def primitive_root_2n(q: int, n: int) -> int:
         if pow(psi, n, q) == q - 1:
             return psi
     raise ParameterError(f"no primitive 2N-th root mod {q}")  # unreachable for a valid q
+
+
+def _primes_from(start: int, step: int, stop_bits: tuple[int, int]) -> Iterator[int]:
+    """Primes start, start + step, ... (step may be negative) while their bit length is in
+    ``stop_bits`` = (min, max)."""
+    q = start
+    while stop_bits[0] <= q.bit_length() <= stop_bits[1]:
+        if is_prime(q):
+            yield q
+        q += step
+
+
+class _AlternatingPrimes:
+    """Primes q = 1 (mod 2N) nearest 2^bits, taken alternately from above and from below."""
+
+    def __init__(self, bits: int, n: int):
+        step = 2 * n
+        above = (1 << bits) + 1  # the smallest candidate > 2^bits, as 2N divides 2^bits
+        self._sides = [_primes_from(above, step, (bits + 1, MAX_PRIME_BITS)),
+                       _primes_from(above - step, -step, (bits, bits))]
+        self._turn = 0
+
+    def take(self, taken: set[int]) -> int | None:
+        """The next prime not in ``taken`` from the side whose turn it is (or the other side,
+        once one is exhausted); None when both are."""
+        for side in (self._turn, 1 - self._turn):
+            q = next((c for c in self._sides[side] if c not in taken), None)
+            if q is not None:
+                self._turn = 1 - side
+                return q
+        return None
+
+
+def scaling_primes(bit_sizes: Sequence[int], n: int, *, exclude: Iterable[int] = ()) -> list[int]:
+    """One distinct prime q = 1 (mod 2N) as close to 2^bits as possible per entry of ``bit_sizes``.
+
+    For CKKS rescaling primes: entries of the same size take the primes nearest 2^bits
+    alternately above and below it (first above, then below, ...), so that consecutive rescalings
+    by q_l and q_(l-1) divide by about 2^(2*bits) and the scale stays near 2^bits. A prime above
+    2^bits has bits + 1 bits; sizes in [MIN_PRIME_BITS, MAX_PRIME_BITS - 1], and 2N must divide
+    2^bits. Deterministic: the same (bit_sizes, N, exclude) give the same primes.
+    """
+    _check_ring_degree(n)
+    taken = set(exclude)
+    streams: dict[int, _AlternatingPrimes] = {}
+    chosen: list[int] = []
+    for bits in bit_sizes:
+        if not MIN_PRIME_BITS <= bits < MAX_PRIME_BITS or (1 << bits) % (2 * n):
+            raise ParameterError(f"scaling primes need bits in [{MIN_PRIME_BITS}, {MAX_PRIME_BITS - 1}] "
+                                 f"with 2N | 2^bits, got bits={bits} for N={n}")
+        q = streams.setdefault(bits, _AlternatingPrimes(bits, n)).take(taken)
+        if q is None:
+            raise ParameterError(f"ran out of primes = 1 mod 2N near 2^{bits} for N={n}")
+        chosen.append(q)
+        taken.add(q)
+    return chosen

@@ -2,7 +2,7 @@
 import pytest
 
 from fhe_core.errors import ParameterError
-from fhe_core.ring import generate_primes, is_prime, ntt_primes, primitive_root_2n
+from fhe_core.ring import generate_primes, is_prime, ntt_primes, primitive_root_2n, scaling_primes
 
 
 def _trial_division(n: int) -> bool:
@@ -65,3 +65,40 @@ def test_primitive_root_has_order_exactly_2n(n):
         psi = primitive_root_2n(q, n)
         assert pow(psi, 2 * n, q) == 1
         assert pow(psi, n, q) == q - 1  # so the order is 2N, not a divisor of N
+
+
+def _primes_on_side(bits: int, n: int, count: int, direction: int) -> list[int]:
+    """The first ``count`` primes = 1 mod 2N walking from 2^bits up (+1) or down (-1), by brute force."""
+    found, c = [], (1 << bits) + 1 if direction > 0 else (1 << bits) + 1 - 2 * n
+    while len(found) < count:
+        if is_prime(c):
+            found.append(c)
+        c += direction * 2 * n
+    return found
+
+
+@pytest.mark.parametrize("bits,n", [(40, 1 << 16), (55, 1 << 12), (60, 1 << 10), (30, 1 << 14)])
+def test_scaling_primes_alternate_around_the_power_of_two(bits, n):
+    primes = scaling_primes([bits] * 7, n)
+    above, below = _primes_on_side(bits, n, 4, +1), _primes_on_side(bits, n, 3, -1)
+    assert primes == [above[0], below[0], above[1], below[1], above[2], below[2], above[3]]
+    for q in primes:
+        assert q % (2 * n) == 1 and abs(q - (1 << bits)) < (1 << bits) >> 10  # |log2 q - bits| < 0.0015
+    assert scaling_primes([bits] * 7, n) == primes  # deterministic
+
+
+def test_scaling_primes_interleave_sizes_and_skip_excluded():
+    n = 1 << 12
+    above40, below40 = _primes_on_side(40, n, 3, +1), _primes_on_side(40, n, 1, -1)
+    above50 = _primes_on_side(50, n, 1, +1)
+    primes = scaling_primes([40, 50, 40, 40], n, exclude=[above40[0]])
+    assert primes == [above40[1], above50[0], below40[0], above40[2]]
+
+
+def test_scaling_primes_refuse_bad_sizes():
+    with pytest.raises(ParameterError, match="bits"):
+        scaling_primes([61], 1 << 10)  # a prime above 2^61 would have 62 bits
+    with pytest.raises(ParameterError, match="bits"):
+        scaling_primes([19], 1 << 10)
+    with pytest.raises(ParameterError, match="2N"):
+        scaling_primes([20], 1 << 20)  # 2N = 2^21 does not divide 2^20

@@ -1,0 +1,67 @@
+"""Named parameter sets, named by their content: N{log_n}QP{log2 QP}L{levels}D{dnum}[H{h}][Insecure].
+
+Every set uses 40-bit scaling primes (scale 2^40: about 20 bits of precision after a
+multiplication at N = 2^16) and a first prime 16-20 bits larger, which bounds the magnitude of
+decrypted level-0 messages (|m| < 2^(log q_0 - 41)). The special primes satisfy HK20: their
+product P exceeds the product of each key-switching digit of alpha = len(log_p) q-primes, so
+key switching adds little noise. The secure sets meet 128 bits by ``security.py``; the
+``Insecure`` ones are tiny rings for tests and need ``allow_insecure=True``.
+"""
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from fhe_core.errors import ParameterError
+from fhe_core.params.literal import ParamsLiteral
+from fhe_core.params.params import Params
+from fhe_core.params.security import max_log_qp
+
+PRESETS: dict[str, ParamsLiteral] = {
+    # Leveled N=2^14: 8 levels of 40 bits above a 56-bit q_0 (16 bits for the integer part
+    # of a level-0 message), one 61-bit special prime (alpha = 1, so dnum = 9 digits of one
+    # prime, each smaller than P). log2 QP = 437 <= 438.
+    "N14QP437L8D9": ParamsLiteral(log_n=14, log_q=[56] + [40] * 8, log_p=[61], log_default_scale=40),
+    # Leveled N=2^15: 16 levels of 40 bits above a 60-bit q_0, three 60-bit special primes
+    # (alpha = 3, dnum = 6; a digit is at most 60+40+40 = 140 bits < P = 180 bits).
+    # log2 QP = 880 <= 881.
+    "N15QP880L16D6": ParamsLiteral(log_n=15, log_q=[60] + [40] * 16, log_p=[60] * 3, log_default_scale=40),
+    # The benchmark set of ARCHITECTURE.md, N=2^16, dnum=3: 30 levels of 40 bits above a
+    # 60-bit q_0 (31 primes), alpha = ceil(31/3) = 11 special primes of 46 bits: P = 2^506 exceeds
+    # the largest digit (60 + 10*40 = 460 bits) and log2 QP = 1260 + 506 = 1766 <= 1772.
+    "N16QP1766L30D3": ParamsLiteral(log_n=16, log_q=[60] + [40] * 30, log_p=[46] * 11,
+                                    log_default_scale=40, dnum=3),
+    # Tiny insecure rings for tests: the same 60/40-bit chain, short. N=2^10 with one special
+    # prime (dnum = 4); N=2^11 and N=2^12 with dnum = 3, to exercise multi-prime digits.
+    "N10QP241L3D4Insecure": ParamsLiteral(log_n=10, log_q=[60, 40, 40, 40], log_p=[61], log_default_scale=40),
+    "N11QP342L4D3Insecure": ParamsLiteral(log_n=11, log_q=[60] + [40] * 4, log_p=[61] * 2,
+                                          log_default_scale=40, dnum=3),
+    "N12QP483L6D3Insecure": ParamsLiteral(log_n=12, log_q=[60] + [40] * 6, log_p=[61] * 3,
+                                          log_default_scale=40, dnum=3),
+}
+
+
+def preset_literal(name: str) -> ParamsLiteral:
+    """A fresh copy of the named preset's literal (PRESETS itself should be treated as read-only)."""
+    if name not in PRESETS:
+        raise ParameterError(f"unknown preset {name!r}; known: {sorted(PRESETS)}")
+    return copy.deepcopy(PRESETS[name])
+
+
+def preset(name: str, *, allow_insecure: bool = False, device: torch.device | str = "cpu") -> Params:
+    """``Params.from_literal(preset_literal(name), ...)``: the ``Insecure`` presets need
+    ``allow_insecure=True``."""
+    return Params.from_literal(preset_literal(name), allow_insecure=allow_insecure, device=device)
+
+
+def content_name(params: Params) -> str:
+    """The preset naming rule applied to ``params`` (tests check every preset's name)."""
+    name = f"N{params.log_n}QP{round(params.log_qp)}L{params.max_level}D{params.dnum}"
+    if params.hamming_weight:
+        name += f"H{params.hamming_weight}"
+    bound = max_log_qp(params.log_n, params.hamming_weight)
+    return name + ("Insecure" if bound is None or round(params.log_qp, 2) > bound else "")
+
+
+__all__ = ["PRESETS", "preset", "preset_literal", "content_name"]

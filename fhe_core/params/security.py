@@ -1,0 +1,61 @@
+"""128-bit security bounds on log2(QP) and the check every parameter set passes.
+
+Dense (uniform ternary) secrets: the Homomorphic Encryption Standard (Albrecht et al.,
+"Homomorphic Encryption Security Standard", HomomorphicEncryption.org, 2018, Table 1,
+uniform ternary secret, error sigma ~3.2, 128-bit classical) gives the largest log2(QP) for
+N = 2^10..2^15. For N = 2^16 and 2^17 we use 1772 and 3544: the standard's 2^15 bound doubled
+with N (log2 QP grows about linearly in N at fixed security), the values ARCHITECTURE.md adopts.
+
+Sparse secrets (exactly h nonzero coefficients) are easier to attack (hybrid and sparse-secret
+attacks), so they get their own, stricter table, and only where a published analysis exists:
+h >= 192 with log2(QP) <= 1546 at N = 2^16 and <= 768 at N = 2^15, the 128-bit bootstrapping
+sets N16QP1546H192H32 and N15QP768H192H32 of Bossuat, Troncoso-Pastoriza and Hubaux,
+"Bootstrapping for Approximate Homomorphic Encryption with Negligible Failure-Probability by
+Using Sparse-Secret Encapsulation" (ACNS 2022, eprint 2022/024), shipped as Lattigo v6's
+circuits/ckks/bootstrapping/default_parameters.go. Any fixed Hamming weight counts as sparse
+here (conservative even for h = N/2); every other sparse setting is refused.
+
+The bounds are integers rounded from estimates, so log2(QP) is compared after rounding to
+1/100 bit: a chain of primes alternating around 2^40 sums to a hair above its nominal size
+(Lattigo's N16QP1546 set measures 1546.0001 with our primes) and must not be refused for that.
+"""
+from __future__ import annotations
+
+from fhe_core.errors import SecurityError
+
+# log_n -> largest log2(QP) for 128-bit security with a uniform ternary secret.
+HE_STANDARD_TERNARY_128: dict[int, int] = {
+    10: 27, 11: 54, 12: 109, 13: 218, 14: 438, 15: 881, 16: 1772, 17: 3544,
+}
+
+# log_n -> (smallest Hamming weight, largest log2(QP)) for 128-bit security with a sparse secret.
+SPARSE_TERNARY_128: dict[int, tuple[int, int]] = {
+    15: (192, 768),
+    16: (192, 1546),
+}
+
+
+def max_log_qp(log_n: int, hamming_weight: int) -> int | None:
+    """The largest log2(QP) with 128-bit security for this ring and secret, or None if no
+    bound is known (the parameters are then refused unless allowed explicitly).
+
+    hamming_weight: 0 for a uniform ternary secret, h > 0 for exactly h nonzero coefficients.
+    """
+    if hamming_weight == 0:
+        return HE_STANDARD_TERNARY_128.get(log_n)
+    min_weight, bound = SPARSE_TERNARY_128.get(log_n, (None, None))
+    if min_weight is None or hamming_weight < min_weight:
+        return None
+    return bound
+
+
+def check_security(log_n: int, log_qp: float, hamming_weight: int) -> None:
+    """Raise SecurityError unless (N = 2^log_n, log2(QP), secret) reaches 128-bit security."""
+    bound = max_log_qp(log_n, hamming_weight)
+    secret = "uniform ternary secret" if hamming_weight == 0 else f"sparse secret (h={hamming_weight})"
+    if bound is None:
+        raise SecurityError(f"no 128-bit security bound is known for N=2^{log_n} with a {secret}; "
+                            "pass allow_insecure=True to use it anyway (tests only)")
+    if round(log_qp, 2) > bound:
+        raise SecurityError(f"log2(QP) = {log_qp:.2f} exceeds the 128-bit bound {bound} for N=2^{log_n} "
+                            f"with a {secret}; pass allow_insecure=True to use it anyway (tests only)")
