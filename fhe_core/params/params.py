@@ -13,7 +13,7 @@ import torch
 from fhe_core.errors import ParameterError
 from fhe_core.params.literal import ParamsLiteral
 from fhe_core.params.security import check_security
-from fhe_core.ring.basis import MAX_LOG_N, MIN_LOG_N, RNSBasis
+from fhe_core.ring.basis import MAX_LOG_N, MIN_LOG_N, RNSBasis, resolve_device
 from fhe_core.ring.primes import MAX_PRIME_BITS, MIN_PRIME_BITS, generate_primes, scaling_primes
 
 MAX_LOG_SCALE = 60      # exact encoding is tested up to 2^60
@@ -63,14 +63,14 @@ class Params:
         """
         if not isinstance(literal, ParamsLiteral):
             raise ParameterError(f"expected a ParamsLiteral, got {type(literal).__name__}")
-        params = _from_canonical(_normalise(literal).to_json(), str(torch.device(device)))
+        params = _from_canonical(_normalise(literal).to_json(), str(resolve_device(device)))
         if not allow_insecure:
             check_security(params.log_n, params.log_qp, params.hamming_weight)
         return params
 
     def with_device(self, device: torch.device | str) -> Params:
         """The same parameters (same params_id) for objects on another device."""
-        return dataclasses.replace(self, device=torch.device(device))
+        return dataclasses.replace(self, device=resolve_device(device))
 
     @property
     def literal(self) -> ParamsLiteral:

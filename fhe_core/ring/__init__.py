@@ -3,12 +3,13 @@ from fhe_core.ring.basis import (
     BasisConverter,
     RNSBasis,
     modulus_table,
+    resolve_device,
     shoup_constants,
     words_tensor,
 )
 from fhe_core.ring.primes import generate_primes, is_prime, ntt_primes, primitive_root_2n, scaling_primes
 
 __all__ = [
-    "BasisConverter", "RNSBasis", "modulus_table", "shoup_constants", "words_tensor",
+    "BasisConverter", "RNSBasis", "modulus_table", "resolve_device", "shoup_constants", "words_tensor",
     "generate_primes", "is_prime", "ntt_primes", "primitive_root_2n", "scaling_primes",
 ]

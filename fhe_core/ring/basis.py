@@ -23,6 +23,15 @@ MIN_LOG_N = 10
 MAX_LOG_N = 17
 
 
+def resolve_device(device: torch.device | str) -> torch.device:
+    """The concrete device: "cuda" becomes "cuda:<current index>", as on the tensors made there,
+    so that device comparisons and caches see one device under one name."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
 def words_tensor(values: Sequence[int], device: torch.device | str = "cpu") -> torch.Tensor:
     """Unsigned 64-bit Python ints as an int64 tensor with the same bits (two's complement)."""
     return torch.from_numpy(np.array([int(v) for v in values], dtype=np.uint64).view(np.int64)).to(device)
@@ -76,7 +85,7 @@ class RNSBasis:
         self.primes = tuple(int(q) for q in primes)
         self.n = int(n)
         self.log_n = self.n.bit_length() - 1
-        self.device = torch.device(device)
+        self.device = resolve_device(device)
         if _tables is None:
             _validate(self.primes, self.n)
             moduli = modulus_table(self.primes)
@@ -88,7 +97,7 @@ class RNSBasis:
     @staticmethod
     def get(primes: Sequence[int], n: int, device: torch.device | str = "cpu") -> RNSBasis:
         """The cached basis for (primes, N, device): tables are built once and shared."""
-        return _cached_basis(tuple(int(q) for q in primes), int(n), str(torch.device(device)))
+        return _cached_basis(tuple(int(q) for q in primes), int(n), str(resolve_device(device)))
 
     def __len__(self) -> int:
         return len(self.primes)
