@@ -108,6 +108,39 @@ def make_cases(device: str, sets: int) -> list[Case]:
     return cases
 
 
+def make_keyswitch_cases(device: str) -> list[Case]:
+    """Hybrid key switching at the N16QP1766L30D3 preset (N = 2^16, L = 30, dnum = 3, alpha = 11),
+    top level. Bytes: the minimum a fused implementation must move, in limb-polys of N words
+    (ModUp 157, inner product 462 of which 252 are the key, ModDown 146; a rotation adds the
+    automorphism's read and write of the first component)."""
+    from fhe_core import rlwe
+    from fhe_core.params import preset
+
+    params = preset("N16QP1766L30D3", device=device)
+    ctx = rlwe.RLWEContext.from_params(params, device=device)
+    sk = rlwe.gen_secret_key(ctx)
+    steps = [1, 2, 3, 4]
+    galois = [rlwe.galois_element_for_rotation(r, params.n) for r in steps]
+    keys = rlwe.gen_eval_keys(ctx, sk, galois)
+    level = params.max_level
+    poly = ops.sample_uniform(params.q_basis(level).moduli, params.n, b"\x07" * 32, 0)
+    ct = rlwe.encrypt_sk(ctx, sk, poly, level)
+    key = keys.galois_key(galois[0], "bench")
+    digits = rlwe.decompose_mod_up(ctx, ct.data[1], level)
+    extended = rlwe.inner_product(ctx, digits, key, level)
+    limb_poly = params.n * WORD
+    name = "N=2^16, L=30, dnum=3"
+    return [
+        Case("mod_up", name, 157 * limb_poly, lambda i: rlwe.decompose_mod_up(ctx, ct.data[1], level)),
+        Case("inner_product (fused)", name, 462 * limb_poly, lambda i: rlwe.inner_product(ctx, digits, key, level)),
+        Case("mod_down", name, 146 * limb_poly, lambda i: rlwe.mod_down(ctx, extended, level)),
+        Case("HRotate (apply_galois)", name, (765 + 124) * limb_poly,
+             lambda i: rlwe.apply_galois(ctx, ct, galois[0], keys)),
+        Case("hoisted rotation x4 (all 4)", name, (157 + 4 * (608 + 124)) * limb_poly,
+             lambda i: rlwe.apply_galois_hoisted(ctx, ct, galois, keys)),
+    ]
+
+
 def copy_bandwidth(device: str) -> float:
     """Bytes read + written per second by a large device-to-device (or host) copy: the best of
     several eager copies of 2 GiB (GPU) or 256 MiB (CPU), timed with events / the wall clock."""
@@ -184,8 +217,11 @@ def run(device: str, threads: list[int], only: str | None = None) -> dict:
     sets = 4 if device == "cuda" else 2  # 4 sets of >= 15 MB exceed the 50-60 MB L2
     copy_bw = copy_bandwidth(device)
     rows = []
-    for case in make_cases(device, sets):
-        if only and only not in case.name:
+    cases = make_cases(device, sets) if not only or only != "keyswitch" else []
+    if only in (None, "keyswitch"):
+        cases += make_keyswitch_cases(device)
+    for case in cases:
+        if only and only != "keyswitch" and only not in case.name:
             continue
         for nthreads in threads:
             if device == "cpu":
@@ -224,7 +260,8 @@ def main() -> None:
                         help="cpu, cuda, or all available (default)")
     parser.add_argument("--threads", type=int, nargs="*", default=None,
                         help="CPU thread counts to measure (default: 1 and all)")
-    parser.add_argument("--only", help="run only the ops whose name contains this text")
+    parser.add_argument("--only", help="run only the ops whose name contains this text ('keyswitch': the "
+                                         "key-switching suite alone)")
     parser.add_argument("--json", help="append one JSON line per device to this file")
     parser.add_argument("--markdown", help="write the tables to this markdown file")
     args = parser.parse_args()
