@@ -53,6 +53,22 @@ FHE_HD U128 add128(U128 x, U128 y) {
   return U128{lo, x.hi + y.hi + (lo < x.lo ? 1u : 0u)};
 }
 
+// acc += a * b over 128 bits. On the GPU, PTX's multiply-add with carry does it in two
+// instructions (mad.lo.cc / madc.hi); the compare-based add128(mul_wide(...)) costs several times
+// more. Callers keep the sum below 2^128 (at most 64 products of two words below 2^61).
+FHE_HD void mac128(U128& acc, u64 a, u64 b) {
+#if defined(__CUDA_ARCH__)
+  asm("mad.lo.cc.u64 %0, %2, %3, %0;\n\tmadc.hi.u64 %1, %2, %3, %1;"
+      : "+l"(acc.lo), "+l"(acc.hi)
+      : "l"(a), "l"(b));
+#else
+  const unsigned __int128 sum =
+      ((static_cast<unsigned __int128>(acc.hi) << 64) | acc.lo) + static_cast<unsigned __int128>(a) * b;
+  acc.lo = static_cast<u64>(sum);
+  acc.hi = static_cast<u64>(sum >> 64);
+#endif
+}
+
 // r in [0, k*q) -> r mod q for k <= 2, branch-free select.
 FHE_HD u64 csub(u64 r, u64 q) { return r >= q ? r - q : r; }
 

@@ -17,7 +17,7 @@ void ks_inner_product(const KsInnerProductArgs& a) {
         for (int j = 0; j < a.dnum; ++j) {
           const u64 d = a.digits[(j * a.limbs + limb) * a.n + i];
           const u64 k = a.key[((j * 2 + c) * a.key_rows + key_row) * a.n + i];
-          acc = add128(acc, mul_wide(d, k));
+          mac128(acc, d, k);
         }
         out[i] = reduce128(acc, m);
       }

@@ -64,8 +64,7 @@ void bconv(const BconvArgs& a) {
         const Modulus p = a.dst[j];
         for (int64_t k = 0; k < len; ++k) {
           U128 acc{0, 0};
-          for (int i = 0; i < a.l_in; ++i)
-            acc = add128(acc, mul_wide(y[i * kChunk + k], a.qhat_mod_p[i * a.l_out + j]));
+          for (int i = 0; i < a.l_in; ++i) mac128(acc, y[i * kChunk + k], a.qhat_mod_p[i * a.l_out + j]);
           out[j * a.n + c0 + k] = reduce128(acc, p);
         }
       }

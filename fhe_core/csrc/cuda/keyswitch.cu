@@ -17,8 +17,8 @@ __global__ void ks_inner_product_kernel(KsInnerProductArgs a) {
   for (int j = 0; j < a.dnum; ++j) {
     const u64 d = a.digits[(static_cast<int64_t>(j) * a.limbs + limb) * a.n + i];
     const u64* k = a.key + (static_cast<int64_t>(j) * 2 * a.key_rows + key_row) * a.n + i;
-    acc0 = add128(acc0, mul_wide(d, k[0]));
-    acc1 = add128(acc1, mul_wide(d, k[a.key_rows * a.n]));
+    mac128(acc0, d, k[0]);
+    mac128(acc1, d, k[a.key_rows * a.n]);
   }
   a.out[static_cast<int64_t>(limb) * a.n + i] = reduce128(acc0, m);
   a.out[(static_cast<int64_t>(a.limbs) + limb) * a.n + i] = reduce128(acc1, m);

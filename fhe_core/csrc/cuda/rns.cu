@@ -66,25 +66,45 @@ void launch_elementwise(const ElementwiseArgs& a, cudaStream_t s) {
 }
 
 // Fast basis conversion (HK20 / BEHZ "Conv"): out_j = sum_i [a_i * (Q/q_i)^-1]_{q_i} * (Q/q_i) mod p_j.
-// Each thread owns one coefficient; its l_in values y_i wait in its own column of shared memory
-// while the l_out dot products run over them with 128-bit accumulators.
+// Grid: (N / 128, batch * output groups). A thread owns one coefficient and one group of
+// kBconvGroup output limbs. Both halves matter (see docs/performance.md): one thread per
+// coefficient leaves the GPU latency-bound (65,536 threads at N = 2^16, each with a long
+// dependent chain), and splitting the outputs only pays once each multiply-accumulate is cheap:
+// mac128 (two PTX instructions) on constants staged in shared memory (broadcast reads), with the
+// tail group's missing constants set to zero so the inner loop carries no predicates. The l_in
+// scaled inputs y_i are recomputed per group (l_in Shoup products against l_in * kBconvGroup MACs).
 constexpr int kBconvThreads = 128;
+constexpr int kBconvGroup = 4;
 
-__global__ void bconv_kernel(BconvArgs a) {
-  extern __shared__ u64 y[];  // [l_in][kBconvThreads]
+__global__ void bconv_kernel(BconvArgs a, int groups) {
+  extern __shared__ u64 smem[];
+  u64* y = smem;                                  // [l_in][kBconvThreads]
+  u64* consts = smem + a.l_in * kBconvThreads;     // [l_in][kBconvGroup]
+  const int64_t batch = blockIdx.y / groups;
+  const int j0 = (blockIdx.y % groups) * kBconvGroup;
+  const int count = min(kBconvGroup, a.l_out - j0);
+  for (int e = threadIdx.x; e < a.l_in * kBconvGroup; e += kBconvThreads) {
+    const int k = e / kBconvGroup, r = e % kBconvGroup;
+    consts[e] = r < count ? a.qhat_mod_p[k * a.l_out + j0 + r] : 0;
+  }
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kBconvThreads + threadIdx.x;
-  const int64_t batch = blockIdx.y;
-  if (i >= a.n) return;
+  const bool active = i < a.n;
   const u64* in = a.in + batch * a.l_in * a.n + i;
   u64* out = a.out + batch * a.l_out * a.n + i;
-  for (int k = 0; k < a.l_in; ++k)
-    y[k * kBconvThreads + threadIdx.x] = mul_shoup(in[k * a.n], a.qhat_inv[k], a.qhat_inv_shoup[k], a.src[k].value);
-  for (int j = 0; j < a.l_out; ++j) {
-    U128 acc{0, 0};
+  if (active)
     for (int k = 0; k < a.l_in; ++k)
-      acc = add128(acc, mul_wide(y[k * kBconvThreads + threadIdx.x], __ldg(a.qhat_mod_p + k * a.l_out + j)));
-    out[j * a.n] = reduce128(acc, a.dst[j]);
+      y[k * kBconvThreads + threadIdx.x] = mul_shoup(in[k * a.n], a.qhat_inv[k], a.qhat_inv_shoup[k], a.src[k].value);
+  __syncthreads();
+  if (!active) return;
+  U128 acc[kBconvGroup] = {};
+  for (int k = 0; k < a.l_in; ++k) {
+    const u64 yk = y[k * kBconvThreads + threadIdx.x];
+#pragma unroll
+    for (int r = 0; r < kBconvGroup; ++r) mac128(acc[r], yk, consts[k * kBconvGroup + r]);
   }
+#pragma unroll
+  for (int r = 0; r < kBconvGroup; ++r)
+    if (r < count) out[(j0 + r) * a.n] = reduce128(acc[r], a.dst[j0 + r]);
 }
 
 __global__ void automorphism_ntt_kernel(AutomorphismArgs a) {
@@ -126,11 +146,12 @@ void elementwise(const ElementwiseArgs& a, Stream stream) {
 void bconv(const BconvArgs& a, Stream stream) {
   if (a.batch == 0) return;
   const DeviceScope scope(stream.device);
-  const size_t smem = static_cast<size_t>(a.l_in) * kBconvThreads * sizeof(u64);
+  const size_t smem = static_cast<size_t>(a.l_in) * (kBconvThreads + kBconvGroup) * sizeof(u64);
   check(cudaFuncSetAttribute(bconv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
         "cudaFuncSetAttribute(bconv_kernel)");
-  const dim3 grid(blocks_for(a.n, kBconvThreads), static_cast<unsigned>(a.batch));
-  bconv_kernel<<<grid, kBconvThreads, smem, native(stream)>>>(a);
+  const int groups = (a.l_out + kBconvGroup - 1) / kBconvGroup;
+  const dim3 grid(blocks_for(a.n, kBconvThreads), static_cast<unsigned>(a.batch * groups));
+  bconv_kernel<<<grid, kBconvThreads, smem, native(stream)>>>(a, groups);
   check_launch("bconv_kernel");
 }
 
