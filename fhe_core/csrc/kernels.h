@@ -25,15 +25,16 @@ struct NttArgs {
   int log_n;
 };
 
-enum class ElementwiseOp : int { kAdd, kSub, kNeg, kMul, kMulConst, kMulAdd };
+// kSubMulConst: (a - b) * c_i, the shape of ModDown's and rescale's last step.
+enum class ElementwiseOp : int { kAdd, kSub, kNeg, kMul, kMulConst, kMulAdd, kSubMulConst };
 
 struct ElementwiseArgs {
   ElementwiseOp op;
   const u64* a;             // [rows, N]
   const u64* b;             // [b_rows, N], b_rows divides rows (broadcast over leading dims)
   const u64* c;             // [rows, N] (kMulAdd only)
-  const u64* consts;        // [limbs] (kMulConst only)
-  const u64* consts_shoup;  // [limbs] (kMulConst only)
+  const u64* consts;        // [limbs] (kMulConst, kSubMulConst)
+  const u64* consts_shoup;  // [limbs] (kMulConst, kSubMulConst)
   u64* out;                 // [rows, N]
   const Modulus* moduli;    // [limbs]
   int64_t rows;

@@ -204,7 +204,7 @@ void run_elementwise(ElementwiseOp kind, const char* op, const Tensor& a, const 
 
 template <class B, ElementwiseOp kKind>
 Tensor& binary_out(const Tensor& a, const Tensor& b, const Tensor& moduli, Tensor& out) {
-  const char* names[] = {"add", "sub", "neg", "mul", "mul_const", "mul_add"};
+  const char* names[] = {"add", "sub", "neg", "mul", "mul_const", "mul_add", "sub_mul_const"};
   run_elementwise<B>(kKind, names[static_cast<int>(kKind)], a, &b, nullptr, nullptr, nullptr, moduli, out);
   return out;
 }
@@ -236,6 +236,20 @@ template <class B>
 Tensor mul_const(const Tensor& a, const Tensor& consts, const Tensor& consts_shoup, const Tensor& moduli) {
   Tensor out = at::empty_like(a, at::MemoryFormat::Contiguous);
   return mul_const_out<B>(a, consts, consts_shoup, moduli, out);
+}
+
+template <class B>
+Tensor& sub_mul_const_out(const Tensor& a, const Tensor& b, const Tensor& consts, const Tensor& consts_shoup,
+                          const Tensor& moduli, Tensor& out) {
+  run_elementwise<B>(ElementwiseOp::kSubMulConst, "sub_mul_const", a, &b, nullptr, &consts, &consts_shoup, moduli,
+                     out);
+  return out;
+}
+template <class B>
+Tensor sub_mul_const(const Tensor& a, const Tensor& b, const Tensor& consts, const Tensor& consts_shoup,
+                     const Tensor& moduli) {
+  Tensor out = at::empty_like(a, at::MemoryFormat::Contiguous);
+  return sub_mul_const_out<B>(a, b, consts, consts_shoup, moduli, out);
 }
 
 template <class B>
@@ -479,6 +493,8 @@ void register_backend(torch::Library& m) {
   m.impl("neg.out", &neg_out<B>);
   m.impl("mul_const", &mul_const<B>);
   m.impl("mul_const.out", &mul_const_out<B>);
+  m.impl("sub_mul_const", &sub_mul_const<B>);
+  m.impl("sub_mul_const.out", &sub_mul_const_out<B>);
   m.impl("mul_add", &mul_add<B>);
   m.impl("mul_add.out", &mul_add_out<B>);
   m.impl("bconv", &bconv<B>);
@@ -511,6 +527,9 @@ TORCH_LIBRARY(fhe_core, m) {
   m.def("mul_const(Tensor a, Tensor consts, Tensor consts_shoup, Tensor moduli) -> Tensor");
   m.def("mul_const.out(Tensor a, Tensor consts, Tensor consts_shoup, Tensor moduli, *, Tensor(a!) out) -> "
         "Tensor(a!)");
+  m.def("sub_mul_const(Tensor a, Tensor b, Tensor consts, Tensor consts_shoup, Tensor moduli) -> Tensor");
+  m.def("sub_mul_const.out(Tensor a, Tensor b, Tensor consts, Tensor consts_shoup, Tensor moduli, *, "
+        "Tensor(a!) out) -> Tensor(a!)");
   m.def("mul_add(Tensor a, Tensor b, Tensor c, Tensor moduli) -> Tensor");
   m.def("mul_add.out(Tensor a, Tensor b, Tensor c, Tensor moduli, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("bconv(Tensor a, Tensor src_moduli, Tensor dst_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, "

@@ -17,7 +17,7 @@ _ops = torch.ops.fhe_core
 Tensor = torch.Tensor
 
 __all__ = [
-    "cuda_built", "ntt", "intt", "add", "sub", "neg", "mul", "mul_const", "mul_add", "bconv", "ks_inner_product",
+    "cuda_built", "ntt", "intt", "add", "sub", "neg", "mul", "mul_const", "sub_mul_const", "mul_add", "bconv", "ks_inner_product",
     "automorphism_ntt", "automorphism_coeff", "sample_uniform", "sample_cbd", "sample_ternary",
     "ntt_table", "seed_words",
 ]
@@ -71,6 +71,13 @@ def mul_const(a: Tensor, consts: Tensor, consts_shoup: Tensor, moduli: Tensor, *
     """(a * c_i) mod q_i for one constant per limb (Shoup). consts, consts_shoup: ``[l]``; see
     :func:`fhe_core.ring.shoup_constants`."""
     return _call(_ops.mul_const, (a, consts, consts_shoup, moduli), out)
+
+
+def sub_mul_const(a: Tensor, b: Tensor, consts: Tensor, consts_shoup: Tensor, moduli: Tensor, *,
+                  out: Tensor | None = None) -> Tensor:
+    """((a - b) * c_i) mod q_i in one pass, b broadcast as in :func:`add`: the last step of ModDown
+    and rescale ((c - Conv(c_P)) * P^-1). consts, consts_shoup: ``[l]``."""
+    return _call(_ops.sub_mul_const, (a, b, consts, consts_shoup, moduli), out)
 
 
 def mul_add(a: Tensor, b: Tensor, c: Tensor, moduli: Tensor, *, out: Tensor | None = None) -> Tensor:
@@ -143,7 +150,7 @@ def ntt_table(moduli: Tensor, roots: Tensor, log_n: int) -> Tensor:
 
 def _register_fakes() -> None:
     same_shape = lambda a, *args: torch.empty_like(a)  # noqa: E731
-    for name in ("ntt", "intt", "add", "sub", "neg", "mul", "mul_const", "mul_add",
+    for name in ("ntt", "intt", "add", "sub", "neg", "mul", "mul_const", "sub_mul_const", "mul_add",
                  "automorphism_ntt", "automorphism_coeff"):
         torch.library.register_fake(f"fhe_core::{name}")(same_shape)
 

@@ -98,9 +98,9 @@ def mod_down(ctx: RLWEContext, c: torch.Tensor, level: int) -> torch.Tensor:
         conv = t.p_to_q(c_p)                                            # ... + u P over Q_l
         ops.sub(conv, t.half_p[alpha:], t.q.moduli, out=conv)           # ... - floor(P/2)
         conv = t.q.ntt(conv, out=conv)
-        for b in range(batch.shape[0]):
-            ops.sub(batch[b, alpha:], conv[b], t.q.moduli, out=conv[b])
-        out = ops.mul_const(conv, t.p_inv, t.p_inv_shoup, t.q.moduli, out=conv)
+        for b in range(batch.shape[0]):                                 # (c - conv) * P^-1, one pass
+            ops.sub_mul_const(batch[b, alpha:], conv[b], t.p_inv, t.p_inv_shoup, t.q.moduli, out=conv[b])
+        out = conv
     return out.reshape(*c.shape[:-2], level + 1, ctx.n)
 
 

@@ -35,6 +35,11 @@ void elementwise(const ElementwiseArgs& a) {
           for (int64_t i = 0; i < a.n; ++i) out[i] = mul_shoup(x[i], w, ws, q);
           break;
         }
+        case ElementwiseOp::kSubMulConst: {
+          const u64 w = a.consts[limb], ws = a.consts_shoup[limb];
+          for (int64_t i = 0; i < a.n; ++i) out[i] = mul_shoup(sub_mod(x[i], y[i], q), w, ws, q);
+          break;
+        }
         case ElementwiseOp::kMulAdd: {
           const u64* z = a.c + r * a.n;
           for (int64_t i = 0; i < a.n; ++i) out[i] = mul_add_mod(x[i], y[i], z[i], m);

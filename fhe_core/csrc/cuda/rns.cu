@@ -39,7 +39,7 @@ __global__ void elementwise_kernel(ElementwiseArgs a) {
     }
   }
   u64 w = 0, ws = 0;
-  if (kOp == ElementwiseOp::kMulConst) {
+  if (kOp == ElementwiseOp::kMulConst || kOp == ElementwiseOp::kSubMulConst) {
     w = a.consts[limb];
     ws = a.consts_shoup[limb];
   }
@@ -52,6 +52,7 @@ __global__ void elementwise_kernel(ElementwiseArgs a) {
       case ElementwiseOp::kMul: r[k] = mul_mod(x[k], y[k], m); break;
       case ElementwiseOp::kMulConst: r[k] = mul_shoup(x[k], w, ws, q); break;
       case ElementwiseOp::kMulAdd: r[k] = mul_add_mod(x[k], y[k], z[k], m); break;
+      case ElementwiseOp::kSubMulConst: r[k] = mul_shoup(sub_mod(x[k], y[k], q), w, ws, q); break;
     }
   }
 #pragma unroll
@@ -140,6 +141,7 @@ void elementwise(const ElementwiseArgs& a, Stream stream) {
     case ElementwiseOp::kMul: return launch_elementwise<ElementwiseOp::kMul>(a, s);
     case ElementwiseOp::kMulConst: return launch_elementwise<ElementwiseOp::kMulConst>(a, s);
     case ElementwiseOp::kMulAdd: return launch_elementwise<ElementwiseOp::kMulAdd>(a, s);
+    case ElementwiseOp::kSubMulConst: return launch_elementwise<ElementwiseOp::kSubMulConst>(a, s);
   }
 }
 

@@ -80,6 +80,19 @@ def test_mul_const(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_sub_mul_const(device):
+    rng, basis, a, b, _ = _setup(device)
+    constants = [int(rng.integers(0, q)) for q in PRIMES]
+    consts, shoup = shoup_constants(constants, PRIMES, device)
+    got = ops.sub_mul_const(a, b, consts, shoup, basis.moduli).cpu()
+    expected = _expect(lambda x, y, q: (x - y) * constants[PRIMES.index(q)] % q, a, b)
+    assert torch.equal(got, expected)
+    got_broadcast = ops.sub_mul_const(a, b[0], consts, shoup, basis.moduli).cpu()
+    assert torch.equal(got_broadcast, _expect(lambda x, y, q: (x - y) * constants[PRIMES.index(q)] % q, a,
+                                              b[0].expand_as(a)))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_mul_add(device):
     _, basis, a, b, c = _setup(device)
     got = ops.mul_add(a, b, c, basis.moduli).cpu()

@@ -47,6 +47,8 @@ def test_residue_ops_bit_identical(log_n):
     k_cpu = shoup_constants(constants, cpu.primes)
     k_gpu = shoup_constants(constants, cpu.primes, "cuda")
     assert torch.equal(ops.mul_const(a.cuda(), *k_gpu, gpu.moduli).cpu(), ops.mul_const(a, *k_cpu, cpu.moduli))
+    assert torch.equal(ops.sub_mul_const(a.cuda(), b.cuda(), *k_gpu, gpu.moduli).cpu(),
+                       ops.sub_mul_const(a, b, *k_cpu, cpu.moduli))
 
 
 @pytest.mark.gpu
