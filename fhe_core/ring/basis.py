@@ -113,12 +113,16 @@ class RNSBasis:
 
     def prefix(self, count: int) -> RNSBasis:
         """The sub-basis of the first ``count`` primes; its tables are views of this one's."""
-        if not 1 <= count <= len(self):
-            raise ParameterError(f"a prefix of {len(self)} primes needs 1..{len(self)} primes, got {count}")
-        if count == len(self):
+        return self.rows(0, count)
+
+    def rows(self, start: int, stop: int) -> RNSBasis:
+        """The sub-basis of primes ``start .. stop-1``; its tables are views of this one's."""
+        if not 0 <= start < stop <= len(self):
+            raise ParameterError(f"a basis of {len(self)} primes has no row range [{start}, {stop})")
+        if (start, stop) == (0, len(self)):
             return self
-        return RNSBasis(self.primes[:count], self.n, self.device,
-                        _tables=(self.moduli[:count], self.ntt_table[:count]))
+        return RNSBasis(self.primes[start:stop], self.n, self.device,
+                        _tables=(self.moduli[start:stop], self.ntt_table[start:stop]))
 
     # The transforms every scheme uses, with this basis's tables filled in.
     def ntt(self, a: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:

@@ -29,22 +29,32 @@ MAX_CBD_ETA = 32  # the sampler's limit
 
 
 @dataclass(frozen=True, eq=False)
-class DigitExtension:
-    """Constants of the fast basis conversion from digit j (primes D_j) to the whole of QP_l.
+class ExtensionPart:
+    """A contiguous run of QP_l rows outside a digit, with the Conv constants onto it."""
 
-    Converting into a basis that contains D_j itself is exact on the D_j rows (the sum there
-    reduces to the input residue), so one ``ops.bconv`` per digit writes a complete extended
-    digit ``[alpha + l + 1, N]``. The values on the other rows are [d]_{D_j} + u * Q_j with
+    start: int                # first QP_l row
+    stop: int                 # one past the last
+    basis: RNSBasis           # those rows of QP_l (table views)
+    qhat_mod_p: torch.Tensor  # [|D_j|, stop - start] (Q_j/q_i) mod each of those primes
+
+
+@dataclass(frozen=True, eq=False)
+class DigitExtension:
+    """How ModUp extends digit j (primes D_j, Q rows start..stop-1) to QP_l = (P, Q_l).
+
+    On its own rows the extended digit equals the input (the residues of [d]_{Q_j} mod q_i are
+    those of d), so ModUp copies them, still in the NTT domain; only the other rows (at most two
+    runs, ``parts``) are converted and transformed. Their values are [d]_{D_j} + u * Q_j with
     0 <= u < |D_j| (the usual approximate extension of HK20).
     """
 
     start: int               # first Q row of the digit
     stop: int                # one past its last Q row
+    own_start: int           # its first row in QP_l (alpha + start)
     src_moduli: torch.Tensor  # [|D_j|, 4] view of Q's moduli
-    dst_moduli: torch.Tensor  # [alpha + l + 1, 4] view of QP's moduli
     qhat_inv: torch.Tensor    # [|D_j|] (Q_j/q_i)^-1 mod q_i
     qhat_inv_shoup: torch.Tensor
-    qhat_mod_p: torch.Tensor  # [|D_j|, alpha + l + 1] (Q_j/q_i) mod each prime of QP_l
+    parts: tuple[ExtensionPart, ...]
 
 
 @dataclass(frozen=True, eq=False)
@@ -181,7 +191,13 @@ class RLWEContext:
             qhat = [q_j // qi for qi in digit]
             inv, inv_shoup = shoup_constants([pow(h % qi, -1, qi) for h, qi in zip(qhat, digit)], digit,
                                              self.device)
-            to_dst = words_tensor([h % r for h in qhat for r in qp.primes], self.device)
-            out.append(DigitExtension(start, stop, q.moduli[start:stop], qp.moduli, inv, inv_shoup,
-                                      to_dst.reshape(len(digit), len(qp))))
+            own_start, own_stop = self.alpha + start, self.alpha + stop
+            parts = tuple(self._extension_part(qhat, qp, a, b)
+                          for a, b in ((0, own_start), (own_stop, len(qp))) if b > a)
+            out.append(DigitExtension(start, stop, own_start, q.moduli[start:stop], inv, inv_shoup, parts))
         return tuple(out)
+
+    def _extension_part(self, qhat: Sequence[int], qp: RNSBasis, start: int, stop: int) -> ExtensionPart:
+        rows = qp.rows(start, stop)
+        to_dst = words_tensor([h % r for h in qhat for r in rows.primes], self.device)
+        return ExtensionPart(start, stop, rows, to_dst.reshape(len(qhat), len(rows)))

@@ -41,7 +41,8 @@ def decompose_mod_up(ctx: RLWEContext, d: torch.Tensor, level: int) -> torch.Ten
     d: ``[l+1, N]`` int64, NTT domain over Q_l.
     Returns ``[dnum_l, alpha + l + 1, N]`` int64, NTT domain over QP_l: row block j is
     [d]_{Q_j} + u_j Q_j (0 <= u_j < |D_j|) extended to every prime of QP_l, and equals d on
-    the primes of digit j. dnum_l = ceil((l+1)/alpha). Consumes no level; needs no key.
+    the primes of digit j (copied: only the other rows are converted and transformed).
+    dnum_l = ceil((l+1)/alpha). Consumes no level; needs no key.
     """
     level = ctx.check_level(level, "decompose_mod_up")
     check_tensor(ctx, d, (level + 1, ctx.n), "decompose_mod_up", "d")
@@ -50,9 +51,13 @@ def decompose_mod_up(ctx: RLWEContext, d: torch.Tensor, level: int) -> torch.Ten
         coeffs = t.q.intt(d)
         out = torch.empty((len(t.digits), len(t.qp), ctx.n), dtype=torch.int64, device=ctx.device)
         for j, ext in enumerate(t.digits):
-            ops.bconv(coeffs[ext.start:ext.stop], ext.src_moduli, ext.dst_moduli, ext.qhat_inv,
-                      ext.qhat_inv_shoup, ext.qhat_mod_p, out=out[j])
-        return t.qp.ntt(out, out=out)
+            out[j, ext.own_start:ext.own_start + ext.stop - ext.start].copy_(d[ext.start:ext.stop])
+            for part in ext.parts:  # convert and transform only the rows outside the digit
+                rows = out[j, part.start:part.stop]
+                ops.bconv(coeffs[ext.start:ext.stop], ext.src_moduli, part.basis.moduli, ext.qhat_inv,
+                          ext.qhat_inv_shoup, part.qhat_mod_p, out=rows)
+                part.basis.ntt(rows, out=rows)
+        return out
 
 
 def inner_product(ctx: RLWEContext, digits: torch.Tensor, key: SwitchingKey, level: int) -> torch.Tensor:

@@ -44,6 +44,11 @@ def test_bases_are_cached_and_prefixes_share_tables():
     assert low.modulus == primes[0] * primes[1]
     with pytest.raises(ParameterError):
         basis.prefix(0)
+    middle = basis.rows(1, 3)
+    assert middle.primes == tuple(primes[1:3])
+    assert middle.ntt_table.data_ptr() == basis.ntt_table[1].data_ptr()
+    with pytest.raises(ParameterError, match="no row range"):
+        basis.rows(2, 2)
 
 
 @pytest.mark.parametrize("primes,n,match", [

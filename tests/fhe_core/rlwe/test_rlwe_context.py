@@ -39,7 +39,15 @@ def test_level_tables_layout_and_constants(shape):
         for ext in t.digits:
             digit = ctx.q_primes[ext.start:ext.stop]
             q_j = prod(digit)
-            assert _u64(ext.qhat_mod_p.flatten()) == [q_j // qi % r for qi in digit for r in t.qp.primes]
+            own = range(ext.own_start, ext.own_start + len(digit))
+            assert [t.qp.primes[r] for r in own] == list(digit)
+            covered_rows = sorted(r for part in ext.parts for r in range(part.start, part.stop))
+            assert covered_rows == [r for r in range(len(t.qp)) if r not in own]  # every other row, once
+            for part in ext.parts:
+                rows = t.qp.primes[part.start:part.stop]
+                assert part.basis.primes == rows
+                assert part.basis.ntt_table.data_ptr() == t.qp.ntt_table[part.start].data_ptr()  # a view
+                assert _u64(part.qhat_mod_p.flatten()) == [q_j // qi % r for qi in digit for r in rows]
             assert _u64(ext.qhat_inv) == [pow(q_j // qi, -1, qi) for qi in digit]
 
 
