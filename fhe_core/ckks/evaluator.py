@@ -315,7 +315,9 @@ class Evaluator:
         a, b: degree 1, ``[2, l+1, N]`` NTT domain (any levels, the lower is used). Returns degree
         2, ``[3, l+1, N]``, scale a.scale * b.scale. Consumes no level; needs no key.
         """
-        op = "tensor"
+        return self._tensor(a, b, "tensor")
+
+    def _tensor(self, a: Ciphertext, b: Ciphertext, op: str) -> Ciphertext:
         for ct in (a, b):
             self._check_ct(ct, op, degree=1)
         a_data, b_data, level = self._binary(a, b, op)
@@ -345,7 +347,7 @@ class Evaluator:
         """
         op = "mul_relin"
         keys = self._relin_keys(op)  # before any work
-        return rlwe.relinearize(self._ctx, self.tensor(a, b), keys)
+        return rlwe.relinearize(self._ctx, self._tensor(a, b, op), keys)
 
     def _relin_keys(self, op: str) -> rlwe.EvalKeySet:
         keys = self._keys(op)
@@ -441,9 +443,10 @@ class Evaluator:
         if n > ct.slots:
             raise ParameterError(f"{op}: n = {n} exceeds the {ct.slots} slots")
         self._rotation_elements([s % ct.slots for s in steps], ct.slots, op)
+        out = ct.replace(data=ct.data.clone())
         for s in steps:
-            ct = self.add(ct, self.rotate(ct, s))
-        return ct
+            out = self.add(out, self.rotate(out, s))
+        return out
 
     def inner_product(self, a: Ciphertext, b: Ciphertext, n: int) -> Ciphertext:
         """sum_(t < n) a_(j+t) b_(j+t) in slot j: :meth:`mul_relin`, :meth:`rescale`,
@@ -456,7 +459,10 @@ class Evaluator:
         """
         op = "inner_product"
         self._relin_keys(op)
-        self._check_ct(a, op)
+        for ct in (a, b):
+            self._check_ct(ct, op)
+        if min(a.level, b.level) == 0:
+            raise LevelMismatchError(f"{op}: needs operands at level >= 1 (one rescale), got {a.level} and {b.level}")
         steps = self.rotation_steps_for_sum(n)
         if n > a.slots:
             raise ParameterError(f"{op}: n = {n} exceeds the {a.slots} slots")

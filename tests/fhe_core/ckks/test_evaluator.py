@@ -268,7 +268,7 @@ def test_sparse_slots_rotate_multiply_sum(s):
         ev.add(a, s.encrypt(w))
 
 
-@pytest.mark.parametrize("n", [2, 16, "all"])
+@pytest.mark.parametrize("n", [1, 2, 16, "all"])
 def test_rotate_and_sum(s, n):
     ev, z = s.evaluator, s.message()
     n = s.params.slots if n == "all" else n
@@ -292,11 +292,14 @@ def test_inner_product(s):
 # ---- errors ---------------------------------------------------------------------------------------
 
 def test_missing_keys_are_named(s):
-    a = s.encrypt(s.message())
+    z = s.message()
+    a = s.encrypt(z)
     bare = Evaluator(s.params)
-    assert bits(s.decrypt(bare.rescale(bare.mul(a, 0.5))), s.decrypt(a) * 0.5) >= 26  # keyless ops work
-    for call, op in ((lambda: bare.mul_relin(a, a), "mul_relin"), (lambda: bare.rotate(a, 1), "rotate"),
-                     (lambda: bare.conjugate(a), "conjugate"), (lambda: bare.relinearize(bare.tensor(a, a)), "relinearize")):
+    assert bits(s.decrypt(bare.rescale(bare.mul(a, 0.5))), z * 0.5) >= 26  # keyless operations work
+    calls = {"mul_relin": lambda: bare.mul_relin(a, a), "rotate": lambda: bare.rotate(a, 1),
+             "conjugate": lambda: bare.conjugate(a), "relinearize": lambda: bare.relinearize(bare.tensor(a, a)),
+             "rotate_and_sum": lambda: bare.rotate_and_sum(a, 4), "inner_product": lambda: bare.inner_product(a, a, 4)}
+    for op, call in calls.items():
         with pytest.raises(MissingKeyError, match=f"^{op}: "):
             call()
     rotations_only = rlwe.EvalKeySet(s.params.params_id, galois=[])
@@ -328,6 +331,10 @@ def test_params_level_and_type_errors(s):
         ev.drop_level(s.encrypt(z, level=2), 3)
     with pytest.raises(ParameterError, match="^rotate: "):
         ev.rotate(ev.tensor(a, a), 1)
+    with pytest.raises(ParameterError, match="^mul_relin: .*degree"):
+        ev.mul(ev.tensor(a, a), a)
+    with pytest.raises(LevelMismatchError, match="^inner_product: "):
+        ev.inner_product(a, s.encrypt(z, level=0), 4)
     with pytest.raises(ParameterError, match="^add: "):
         ev.add(a, ev.tensor(a, a))
     with pytest.raises(ParameterError, match="^add: "):
