@@ -3,10 +3,12 @@ random inputs, with the precision each operation must reach stated in bits (-log
 absolute slot error); exact scale and level bookkeeping; rescale against a Python big-integer
 reference; typed errors naming the operation.
 
-Thresholds at scale 2^40 on N = 2^12 (measured values in brackets on the reference run):
-fresh secret-key encryption >= 28 [~30.8], public-key >= 22, add/sub/negate/constants >= 27,
-mul + relin + rescale >= 24 [~27.8], rotations and conjugation >= 20 [~22.9], a chain of six
-multiplications down to level 0 >= 22 [~25.8 with |values| up to ~10].
+Thresholds at scale 2^40 on N = 2^12 (in brackets: the minimum over 5 fresh key sets on CPU):
+fresh secret-key encryption >= 28 [30.6], public-key >= 22 [23.8], add/sub/negate/constants
+>= 27 [30.3], mul + relin + rescale (ct-ct, ct-pt, ct-constant) >= 24 [27.5], rotations,
+conjugation and hoisted rotations >= 20 [22.5], a chain of six multiplications down to level 0
+>= 22 [26.5, values up to ~10], rotate-and-sum and inner product over all 2048 slots (absolute,
+sums up to ~2^6) >= 15.5 and >= 16 [19.1].
 """
 from fractions import Fraction
 
@@ -284,7 +286,7 @@ def test_inner_product(s):
     assert out.level == s.params.max_level - 1
     assert out.scale == float(Fraction(2 ** 80, s.params.q_primes[-1]))
     got = s.decrypt(out)
-    assert bits(got, np.full(s.params.slots, np.sum(z * w))) >= 14  # |<z, w>| ~ 2^6
+    assert bits(got, np.full(s.params.slots, np.sum(z * w))) >= 16  # |<z, w>| ~ 2^6
     part = ev.inner_product(s.encrypt(z), s.encrypt(w), 8)
     assert bits(s.decrypt(part)[0], np.sum(z[:8] * w[:8])) >= 20
 
