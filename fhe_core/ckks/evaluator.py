@@ -8,11 +8,13 @@ Conventions (ARCHITECTURE.md, "Objects carry metadata"; Lattigo's evaluator):
 * Operations return new objects; no operand is modified.
 * **Levels.** Binary operations work at the lower of the operands' levels: the higher operand is
   dropped first (a level drop keeps the first limbs, no noise). Only :meth:`Evaluator.rescale`
-  (and :meth:`Evaluator.inner_product`, which calls it) consumes a level.
+  (and :meth:`Evaluator.set_scale` and :meth:`Evaluator.inner_product`, which call it) consumes
+  a level.
 * **Scales** are tracked as floats and combined exactly as the algebra says: a product multiplies
   them, a rescale divides by the dropped prime q_l. Additions require scales equal to a relative
   1e-9 (the float rounding of a chain of products and rescales is ~1e-16 per step) and keep the
-  first operand's scale.
+  first operand's scale. After a rescale the scale is 2^80 / q_l, about 1e-7 away from 2^40:
+  align explicitly with :meth:`Evaluator.set_scale` (or encode at that scale).
 * **Keys.** The evaluator holds an :class:`fhe_core.rlwe.EvalKeySet` (relinearization and Galois
   keys), never a secret key. :meth:`Evaluator.rotation_steps_for_sum` and
   :func:`galois_elements` say which keys a circuit needs.
@@ -127,6 +129,8 @@ class Evaluator:
                                       f"the evaluator to {self.params.params_id[:12]!r}")
         if not pt.is_ntt:
             raise DomainMismatchError(f"{op}: the plaintext must be in the NTT domain")
+        if pt.level > self.params.max_level:
+            raise LevelMismatchError(f"{op}: plaintext level {pt.level} exceeds L = {self.params.max_level}")
         if pt.data.device != self._ctx.device or pt.n != self.params.n:
             raise ParameterError(f"{op}: the plaintext ({tuple(pt.data.shape)} on {pt.data.device}) does not "
                                  f"fit N={self.params.n} on {self._ctx.device}")
@@ -181,7 +185,8 @@ class Evaluator:
         INTT of the last limb, r = [c_l + floor(q_l/2)]_(q_l), then for every i < l
         c_i' = (c_i - NTT([r - floor(q_l/2)]_(q_i))) * q_l^-1 mod q_i, batched over components
         and limbs. ct: ``[d+1, l+1, N]`` NTT domain, l >= 1 (any degree d). Returns
-        ``[d+1, l, N]`` at level l-1 with scale / q_l (adds a rounding error < 1 + |s|_1 / 2).
+        ``[d+1, l, N]`` at level l-1 with scale / q_l; adds the rounding error e_0 + e_1 s
+        (+ e_2 s^2 for d = 2), |e_i| <= 1/2 per coefficient.
         Consumes one level; needs no key.
         """
         op = "rescale"
@@ -196,6 +201,24 @@ class Evaluator:
         out = ops.sub(_limbs(ct.data, level - 1), correction, lower.moduli)
         out = ops.mul_const(out, t.q_last_inv, t.q_last_inv_shoup, lower.moduli, out=out)
         return ct.replace(data=out, level=level - 1, scale=ct.scale / t.q_last)
+
+    def set_scale(self, ct: Ciphertext, scale: float) -> Ciphertext:
+        """The same message at (almost exactly) ``scale``, to align it with another operand.
+
+        Multiplies by the integer R = round(scale * q_l / ct.scale) (no rounding error: an
+        integer constant) and rescales by q_l. The result's scale is ct.scale * R / q_l, within
+        a relative 1/(2R) of ``scale``, far inside the 1e-9 that additions accept.
+        ct: ``[d+1, l+1, N]``, l >= 1; returns ``[d+1, l, N]``. Consumes one level; needs no key.
+        """
+        op = "set_scale"
+        level = self._check_ct(ct, op, degree=None)
+        if level == 0:
+            raise LevelMismatchError(f"{op}: the ciphertext is at level 0, there is no prime left to divide by")
+        scale = float(scale)
+        ratio = round(Fraction(scale) * self.params.q_primes[level] / Fraction(ct.scale))
+        if not (math.isfinite(scale) and scale > 0) or ratio < 1:
+            raise ParameterError(f"{op}: cannot reach scale {scale} from 2^{math.log2(ct.scale):.2f} at level {level}")
+        return self.rescale(self._mul_scalar(ct, complex(1), float(ratio), op))
 
     def _rescale_constants(self, level: int) -> _RescaleTables:
         if level not in self._rescale_tables:
@@ -285,13 +308,12 @@ class Evaluator:
         if isinstance(b, Ciphertext):
             return self.mul_relin(a, b)
         if _is_scalar(b):
-            return self._mul_scalar(a, self._scalar(b, "mul"), constant_scale)
+            return self._mul_scalar(a, self._scalar(b, "mul"), constant_scale, "mul")
         a_data, b_data, level = self._binary(a, b, "mul")
         return a.replace(data=ops.mul(a_data, b_data, self._ctx.q_at(level).moduli), level=level,
                          scale=a.scale * b.scale)
 
-    def _mul_scalar(self, a: Ciphertext, value: complex, constant_scale: float | None) -> Ciphertext:
-        op = "mul"
+    def _mul_scalar(self, a: Ciphertext, value: complex, constant_scale: float | None, op: str) -> Ciphertext:
         level = self._check_ct(a, op, degree=None)
         if constant_scale is None:
             if _gaussian_integer(value) is not None:

@@ -87,6 +87,24 @@ def test_encrypt_sparse_low_level_and_other_scale(s):
     assert bits(s.decrypt(ct), z) >= 24
 
 
+def test_encryption_objects_check_their_inputs(s):
+    other = preset("N10QP241L3D4Insecure", allow_insecure=True)
+    other_sk = rlwe.gen_secret_key(ckks.rlwe_context(other))
+    with pytest.raises(ParamsMismatchError, match="^Encryptor: "):
+        Encryptor(s.params, other_sk)
+    with pytest.raises(ParamsMismatchError, match="^Decryptor: "):
+        Decryptor(s.params, other_sk)
+    with pytest.raises(ParameterError, match="^Decryptor: "):
+        Decryptor(s.params, s.keys)
+    with pytest.raises(ParamsMismatchError, match="^encrypt: "):
+        s.encryptor.encrypt(Encoder(other).encode([1.0]))
+    ct = s.encrypt(s.message())
+    with pytest.raises(ParameterError, match="scale"):
+        ct.replace(scale=0.0)
+    with pytest.raises(ParameterError, match="slots"):
+        ct.replace(slots=3)
+
+
 # ---- addition, subtraction, negation --------------------------------------------------------------
 
 def test_add_sub_negate_ciphertexts_and_plaintexts(s):
@@ -160,6 +178,24 @@ def test_mul_relin_rescale(s):
     # rescaling before relinearization: the rounding error of d2 is multiplied by s^2
     assert bits(s.decrypt(ev.rescale(tensor)), z * w) >= 18
     assert torch.equal(ev.mul(a, b).data, product.data)
+
+
+def test_set_scale_aligns_a_fresh_ciphertext_with_a_product(s):
+    """After mul + rescale the scale is 2^80 / q_L (~1e-7 from 2^40): adding a fresh ciphertext
+    needs explicit alignment, which set_scale does exactly enough and at the cost of one level."""
+    ev, z, w, v = s.evaluator, s.message(), s.message(), s.message()
+    product = ev.rescale(ev.mul_relin(s.encrypt(z), s.encrypt(w)))
+    fresh = s.encrypt(v)
+    with pytest.raises(ScaleMismatchError, match="^add: "):
+        ev.add(product, fresh)
+    aligned = ev.set_scale(fresh, product.scale)
+    ratio = round(Fraction(product.scale) * s.params.q_primes[-1] / 2 ** 40)
+    assert aligned.level == product.level and aligned.scale == 2.0 ** 40 * ratio / s.params.q_primes[-1]
+    assert abs(aligned.scale / product.scale - 1) < 1e-12
+    assert bits(s.decrypt(aligned), v) >= 24
+    assert bits(s.decrypt(ev.add(product, aligned)), z * w + v) >= 24
+    with pytest.raises(LevelMismatchError, match="^set_scale: "):
+        ev.set_scale(s.encrypt(v, level=0), 2.0 ** 40)
 
 
 def test_mul_levels_align(s):
