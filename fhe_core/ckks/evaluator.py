@@ -24,6 +24,7 @@ Tensor shapes: a ciphertext at level l is ``[d+1, l+1, N]`` int64, NTT domain (d
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 from collections.abc import Iterable
@@ -58,6 +59,11 @@ def galois_elements(n: int, steps: Iterable[int] = (), *, conjugate: bool = Fals
     if conjugate:
         out.append(rlwe.galois_element_for_conjugation(n))
     return list(dict.fromkeys(out))
+
+
+def _step(name: str, device: torch.device):
+    """An NVTX range named after the step on CUDA (profiles read as the algorithm), else nothing."""
+    return torch.cuda.nvtx.range(name) if device.type == "cuda" else contextlib.nullcontext()
 
 
 def _is_scalar(x) -> bool:
@@ -195,11 +201,12 @@ class Evaluator:
             raise LevelMismatchError(f"{op}: the ciphertext is at level 0, there is no prime left to divide by")
         t = self._rescale_constants(level)
         q, lower = self._ctx.q_at(level), self._ctx.q_at(level - 1)
-        last = ops.intt(ct.data[:, level:].contiguous(), q.moduli[level:], q.ntt_table[level:])  # [d+1, 1, N]
-        rounded = torch.remainder(last + t.half, t.q_last)                # [c_l + floor(q_l/2)]_(q_l)
-        correction = lower.ntt(torch.remainder(rounded - t.half, t.primes))  # [d+1, l, N]
-        out = ops.sub(_limbs(ct.data, level - 1), correction, lower.moduli)
-        out = ops.mul_const(out, t.q_last_inv, t.q_last_inv_shoup, lower.moduli, out=out)
+        with _step("rescale", self._ctx.device):
+            last = ops.intt(ct.data[:, level:].contiguous(), q.moduli[level:], q.ntt_table[level:])  # [d+1, 1, N]
+            rounded = torch.remainder(last + t.half, t.q_last)                   # [c_l + floor(q_l/2)]_(q_l)
+            correction = lower.ntt(torch.remainder(rounded - t.half, t.primes))  # [d+1, l, N]
+            out = ops.sub(_limbs(ct.data, level - 1), correction, lower.moduli)
+            out = ops.mul_const(out, t.q_last_inv, t.q_last_inv_shoup, lower.moduli, out=out)
         return ct.replace(data=out, level=level - 1, scale=ct.scale / t.q_last)
 
     def set_scale(self, ct: Ciphertext, scale: float) -> Ciphertext:
@@ -344,10 +351,12 @@ class Evaluator:
             self._check_ct(ct, op, degree=1)
         a_data, b_data, level = self._binary(a, b, op)
         moduli = self._ctx.q_at(level).moduli
-        by_b0 = ops.mul(a_data, b_data[0].contiguous(), moduli)            # (a0 b0, a1 b0)
-        d1 = ops.mul_add(a_data[0], b_data[1].contiguous(), by_b0[1], moduli)
-        d2 = ops.mul(a_data[1], b_data[1].contiguous(), moduli)
-        return a.replace(data=torch.stack((by_b0[0], d1, d2)), level=level, scale=a.scale * b.scale)
+        with _step("tensor_product", self._ctx.device):
+            by_b0 = ops.mul(a_data, b_data[0], moduli)            # (a0 b0, a1 b0)
+            d1 = ops.mul_add(a_data[0], b_data[1], by_b0[1], moduli)
+            d2 = ops.mul(a_data[1], b_data[1], moduli)
+            data = torch.stack((by_b0[0], d1, d2))
+        return a.replace(data=data, level=level, scale=a.scale * b.scale)
 
     def relinearize(self, ct: Ciphertext) -> Ciphertext:
         """Degree 2 -> degree 1 by key switching d2 from s^2 to s (HK20).
@@ -428,6 +437,8 @@ class Evaluator:
     def _rotation_elements(self, reduced_steps: list[int], slots: int, op: str) -> dict[int, int]:
         """{r: Galois element held by the key set} for steps 0 < r < slots; MissingKeyError listing
         every step without a key."""
+        if not reduced_steps:
+            return {}
         keys = self._keys(op)
         n = self.params.n
         found, missing = {}, []
@@ -495,9 +506,7 @@ class Evaluator:
 # ---- helpers -------------------------------------------------------------------------------------
 
 def _limbs(data: torch.Tensor, level: int) -> torch.Tensor:
-    """The first level+1 limbs of ``[..., L'+1, N]`` data, contiguous (a view when possible)."""
-    if data.shape[-2] == level + 1:
-        return data
+    """The first level+1 limbs of ``[..., L'+1, N]`` data, contiguous (no copy when it already is)."""
     return data[..., :level + 1, :].contiguous()
 
 

@@ -334,6 +334,7 @@ def test_missing_keys_are_named(s):
     a = s.encrypt(z)
     bare = Evaluator(s.params)
     assert bits(s.decrypt(bare.rescale(bare.mul(a, 0.5))), z * 0.5) >= 26  # keyless operations work
+    assert bits(s.decrypt(bare.rotate_hoisted(a, [0, s.params.slots])[0]), z) >= 28
     calls = {"mul_relin": lambda: bare.mul_relin(a, a), "rotate": lambda: bare.rotate(a, 1),
              "conjugate": lambda: bare.conjugate(a), "relinearize": lambda: bare.relinearize(bare.tensor(a, a)),
              "rotate_and_sum": lambda: bare.rotate_and_sum(a, 4), "inner_product": lambda: bare.inner_product(a, a, 4)}
