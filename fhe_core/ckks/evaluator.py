@@ -278,13 +278,13 @@ class Evaluator:
     def negate(self, a: Ciphertext) -> Ciphertext:
         """-a: ``[d+1, l+1, N]`` -> same shape, level and scale. Consumes no level; needs no key."""
         level = self._check_ct(a, "negate", degree=None)
-        return a.replace(data=ops.neg(a.data, self._ctx.q_at(level).moduli))
+        return a.replace(data=ops.neg(_limbs(a.data, level), self._ctx.q_at(level).moduli))
 
     def _add_or_sub(self, a: Ciphertext, b: Operand, op: str, fn) -> Ciphertext:
         if _is_scalar(b):
             level = self._check_ct(a, op, degree=None)
             constant = self._constant(self._scalar(b, op), a.scale, level, op)
-            return self._combine_c0(a, a.data, constant, level, fn)
+            return self._combine_c0(a, _limbs(a.data, level), constant, level, fn)
         a_data, b_data, level = self._binary(a, b, op)
         if isinstance(b, Ciphertext) and a.degree != b.degree:
             raise ParameterError(f"{op}: degrees differ ({a.degree} vs {b.degree}); relinearize first")
@@ -334,7 +334,7 @@ class Evaluator:
         if not (math.isfinite(constant_scale) and constant_scale >= 1):
             raise ParameterError(f"{op}: constant_scale must be a finite float >= 1, got {constant_scale}")
         constant = self._constant(value, constant_scale, level, op)
-        return a.replace(data=ops.mul(a.data, constant, self._ctx.q_at(level).moduli),
+        return a.replace(data=ops.mul(_limbs(a.data, level), constant, self._ctx.q_at(level).moduli),
                          scale=a.scale * constant_scale)
 
     def tensor(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
