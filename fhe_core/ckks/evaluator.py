@@ -1,0 +1,522 @@
+"""The CKKS evaluator: homomorphic arithmetic on :class:`~fhe_core.ckks.ciphertext.Ciphertext`.
+
+Conventions (ARCHITECTURE.md, "Objects carry metadata"; Lattigo's evaluator):
+
+* Every public operation validates its operands in one place first (params_id, device, NTT
+  domain, degree, level, slots, scale) and raises a typed error whose message starts with the
+  operation's name: ``ScaleMismatchError("add: ...")``, ``MissingKeyError("rotate: ...")``.
+* Operations return new objects; no operand is modified.
+* **Levels.** Binary operations work at the lower of the operands' levels: the higher operand is
+  dropped first (a level drop keeps the first limbs, no noise). Only :meth:`Evaluator.rescale`
+  (and :meth:`Evaluator.set_scale` and :meth:`Evaluator.inner_product`, which call it) consumes
+  a level.
+* **Scales** are tracked as floats and combined exactly as the algebra says: a product multiplies
+  them, a rescale divides by the dropped prime q_l. Additions require scales equal to a relative
+  1e-9 (the float rounding of a chain of products and rescales is ~1e-16 per step) and keep the
+  first operand's scale. After a rescale the scale is 2^80 / q_l, about 1e-7 away from 2^40:
+  align explicitly with :meth:`Evaluator.set_scale` (or encode at that scale).
+* **Keys.** The evaluator holds an :class:`fhe_core.rlwe.EvalKeySet` (relinearization and Galois
+  keys), never a secret key. :meth:`Evaluator.rotation_steps_for_sum` and
+  :func:`galois_elements` say which keys a circuit needs.
+
+Tensor shapes: a ciphertext at level l is ``[d+1, l+1, N]`` int64, NTT domain (d = 1, or 2 after
+:meth:`Evaluator.tensor` and before relinearization); a plaintext ``[l+1, N]``.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import numbers
+from collections.abc import Iterable
+from dataclasses import dataclass
+from fractions import Fraction
+
+import torch
+
+from fhe_core import ops, rlwe
+from fhe_core.ckks.ciphertext import Ciphertext, ScaleMismatchError, SlotMismatchError, rlwe_context
+from fhe_core.ckks.plaintext import Plaintext
+from fhe_core.errors import (
+    DomainMismatchError,
+    EncodingError,
+    LevelMismatchError,
+    MissingKeyError,
+    ParameterError,
+    ParamsMismatchError,
+)
+from fhe_core.params import Params
+from fhe_core.rlwe.checks import check_ciphertext
+from fhe_core.ring import shoup_constants, words_tensor
+
+SCALE_TOLERANCE = 1e-9  # relative difference under which two scales count as equal
+Operand = Ciphertext | Plaintext | int | float | complex
+
+
+def galois_elements(n: int, steps: Iterable[int] = (), *, conjugate: bool = False) -> list[int]:
+    """The Galois elements 5^r mod 2N for the left-rotation ``steps`` (and 2N-1 for conjugation)
+    of a ring of degree ``n``: what to pass to :func:`fhe_core.rlwe.gen_eval_keys`."""
+    out = [rlwe.galois_element_for_rotation(r, n) for r in steps]
+    if conjugate:
+        out.append(rlwe.galois_element_for_conjugation(n))
+    return list(dict.fromkeys(out))
+
+
+def _step(name: str, device: torch.device):
+    """An NVTX range named after the step on CUDA (profiles read as the algorithm), else nothing."""
+    return torch.cuda.nvtx.range(name) if device.type == "cuda" else contextlib.nullcontext()
+
+
+def _is_scalar(x) -> bool:
+    return isinstance(x, numbers.Number) and not isinstance(x, bool)
+
+
+def _round_half_up(x: float, scale: float) -> int:
+    """floor(x * scale + 1/2) computed exactly (the encoder's rounding)."""
+    return math.floor(Fraction(x) * Fraction(scale) + Fraction(1, 2))
+
+
+def _gaussian_integer(value: complex) -> tuple[int, int] | None:
+    """(re, im) when both parts of ``value`` are integers, else None."""
+    if value.real.is_integer() and value.imag.is_integer():
+        return int(value.real), int(value.imag)
+    return None
+
+
+@dataclass(frozen=True, eq=False)
+class _RescaleTables:
+    """Constants of the rescale from level l to l-1 (built once per level)."""
+
+    q_last: int                 # q_l
+    half: int                   # floor(q_l / 2)
+    primes: torch.Tensor        # [l, 1] int64: q_0..q_(l-1), for torch.remainder
+    q_last_inv: torch.Tensor    # [l] q_l^-1 mod q_i
+    q_last_inv_shoup: torch.Tensor
+
+
+class Evaluator:
+    """Homomorphic operations on CKKS ciphertexts of one parameter set.
+
+    Args:
+        params: the parameter set (its device is where every operand must live).
+        keys: the session's evaluation keys (relinearization, Galois), or None for an evaluator
+            that only adds, multiplies by plaintexts and constants, and rescales.
+
+    Not safe for concurrent use from several threads (it caches per-level tables lazily).
+    """
+
+    def __init__(self, params: Params, keys: rlwe.EvalKeySet | None = None):
+        if not isinstance(params, Params):
+            raise ParameterError(f"Evaluator: expected a Params, got {type(params).__name__}")
+        if keys is not None:
+            if not isinstance(keys, rlwe.EvalKeySet):
+                raise ParameterError(f"Evaluator: keys must be an EvalKeySet or None, got {type(keys).__name__}")
+            if keys.params_id != params.params_id:
+                raise ParamsMismatchError(f"Evaluator: the key set belongs to params {keys.params_id[:12]!r}, "
+                                          f"not {params.params_id[:12]!r}")
+        self.params = params
+        self.keys = keys
+        self._ctx = rlwe_context(params)
+        self._rescale_tables: dict[int, _RescaleTables] = {}
+
+    def __repr__(self) -> str:
+        return f"ckks.Evaluator({self.params!r}, keys={self.keys!r})"
+
+    # ---- validation ------------------------------------------------------------------------------
+
+    def _check_ct(self, ct, op: str, *, degree: int | None = 1) -> int:
+        """Validate a ciphertext operand (type, params_id, device, domain, degree, shape); its level."""
+        if not isinstance(ct, Ciphertext):
+            raise ParameterError(f"{op}: expected a ckks.Ciphertext, got {type(ct).__name__}")
+        return check_ciphertext(self._ctx, ct, op, degree=degree)
+
+    def _check_pt(self, pt: Plaintext, op: str) -> None:
+        if pt.params_id != self.params.params_id:
+            raise ParamsMismatchError(f"{op}: the plaintext belongs to params {pt.params_id[:12]!r}, "
+                                      f"the evaluator to {self.params.params_id[:12]!r}")
+        if not pt.is_ntt:
+            raise DomainMismatchError(f"{op}: the plaintext must be in the NTT domain")
+        if pt.level > self.params.max_level:
+            raise LevelMismatchError(f"{op}: plaintext level {pt.level} exceeds L = {self.params.max_level}")
+        if pt.data.device != self._ctx.device or pt.n != self.params.n:
+            raise ParameterError(f"{op}: the plaintext ({tuple(pt.data.shape)} on {pt.data.device}) does not "
+                                 f"fit N={self.params.n} on {self._ctx.device}")
+
+    @staticmethod
+    def _check_slots(a: Ciphertext, b: Ciphertext | Plaintext, op: str) -> None:
+        if a.slots != b.slots:
+            raise SlotMismatchError(f"{op}: the operands pack {a.slots} and {b.slots} slots")
+
+    @staticmethod
+    def _check_scales(a: float, b: float, op: str) -> None:
+        if abs(a - b) > SCALE_TOLERANCE * max(a, b):
+            raise ScaleMismatchError(f"{op}: scales differ: 2^{math.log2(a):.6f} vs 2^{math.log2(b):.6f} "
+                                     f"(relative {abs(a - b) / max(a, b):.2e} > {SCALE_TOLERANCE:g}); "
+                                     f"rescale or multiply by a constant to align them")
+
+    def _binary(self, a: Ciphertext, b: Ciphertext | Plaintext, op: str) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """Validate a ct-ct or ct-pt pair; return both data at the common (lower) level and that level."""
+        level = self._check_ct(a, op, degree=None)
+        if isinstance(b, Ciphertext):
+            other = self._check_ct(b, op, degree=None)
+        elif isinstance(b, Plaintext):
+            self._check_pt(b, op)
+            other = b.level
+        else:
+            raise ParameterError(f"{op}: expected a ckks.Ciphertext, Plaintext or number, got {type(b).__name__}")
+        self._check_slots(a, b, op)
+        level = min(level, other)
+        return _limbs(a.data, level), _limbs(b.data, level), level
+
+    def _keys(self, op: str) -> rlwe.EvalKeySet:
+        if self.keys is None:
+            raise MissingKeyError(f"{op}: this evaluator was built without evaluation keys")
+        return self.keys
+
+    # ---- levels and scales -----------------------------------------------------------------------
+
+    def drop_level(self, ct: Ciphertext, level: int) -> Ciphertext:
+        """The same message at the lower ``level`` (keeps the first level+1 limbs).
+
+        ct: ``[d+1, l+1, N]``; returns ``[d+1, level+1, N]``. Scale unchanged, no noise, no key.
+        """
+        op = "drop_level"
+        current = self._check_ct(ct, op, degree=None)
+        if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= current:
+            raise LevelMismatchError(f"{op}: target level must be an int in [0, {current}], got {level!r}")
+        return ct.replace(data=_limbs(ct.data, level).clone(), level=level)
+
+    def rescale(self, ct: Ciphertext) -> Ciphertext:
+        """Divide by the last prime q_l with rounding: c -> round(c / q_l) over Q_(l-1).
+
+        INTT of the last limb, r = [c_l + floor(q_l/2)]_(q_l), then for every i < l
+        c_i' = (c_i - NTT([r - floor(q_l/2)]_(q_i))) * q_l^-1 mod q_i, batched over components
+        and limbs. ct: ``[d+1, l+1, N]`` NTT domain, l >= 1 (any degree d). Returns
+        ``[d+1, l, N]`` at level l-1 with scale / q_l; adds the rounding error e_0 + e_1 s
+        (+ e_2 s^2 for d = 2), |e_i| <= 1/2 per coefficient.
+        Consumes one level; needs no key.
+        """
+        op = "rescale"
+        level = self._check_ct(ct, op, degree=None)
+        if level == 0:
+            raise LevelMismatchError(f"{op}: the ciphertext is at level 0, there is no prime left to divide by")
+        t = self._rescale_constants(level)
+        q, lower = self._ctx.q_at(level), self._ctx.q_at(level - 1)
+        with _step("rescale", self._ctx.device):
+            last = ops.intt(ct.data[:, level:].contiguous(), q.moduli[level:], q.ntt_table[level:])  # [d+1, 1, N]
+            rounded = torch.remainder(last + t.half, t.q_last)                   # [c_l + floor(q_l/2)]_(q_l)
+            correction = lower.ntt(torch.remainder(rounded - t.half, t.primes))  # [d+1, l, N]
+            out = ops.sub(_limbs(ct.data, level - 1), correction, lower.moduli)
+            out = ops.mul_const(out, t.q_last_inv, t.q_last_inv_shoup, lower.moduli, out=out)
+        return ct.replace(data=out, level=level - 1, scale=ct.scale / t.q_last)
+
+    def set_scale(self, ct: Ciphertext, scale: float) -> Ciphertext:
+        """The same message at (almost exactly) ``scale``, to align it with another operand.
+
+        Multiplies by the integer R = round(scale * q_l / ct.scale) (no rounding error: an
+        integer constant) and rescales by q_l. The result's scale is ct.scale * R / q_l, within
+        a relative 1/(2R) of ``scale``, far inside the 1e-9 that additions accept.
+        ct: ``[d+1, l+1, N]``, l >= 1; returns ``[d+1, l, N]``. Consumes one level; needs no key.
+        """
+        op = "set_scale"
+        level = self._check_ct(ct, op, degree=None)
+        if level == 0:
+            raise LevelMismatchError(f"{op}: the ciphertext is at level 0, there is no prime left to divide by")
+        scale = float(scale)
+        ratio = round(Fraction(scale) * self.params.q_primes[level] / Fraction(ct.scale))
+        if not (math.isfinite(scale) and scale > 0) or ratio < 1:
+            raise ParameterError(f"{op}: cannot reach scale {scale} from 2^{math.log2(ct.scale):.2f} at level {level}")
+        return self.rescale(self._mul_scalar(ct, complex(1), float(ratio), op))
+
+    def _rescale_constants(self, level: int) -> _RescaleTables:
+        if level not in self._rescale_tables:
+            primes = self.params.q_primes[:level]
+            q_last = self.params.q_primes[level]
+            inv, inv_shoup = shoup_constants([pow(q_last, -1, q) for q in primes], primes, self._ctx.device)
+            self._rescale_tables[level] = _RescaleTables(
+                q_last, q_last // 2, words_tensor(primes, self._ctx.device).reshape(-1, 1), inv, inv_shoup)
+        return self._rescale_tables[level]
+
+    # ---- constants -------------------------------------------------------------------------------
+
+    def _constant(self, value: complex, scale: float, level: int, op: str) -> torch.Tensor:
+        """The plaintext of ``value`` in every slot at ``scale``: re + im X^(N/2), each part
+        rounded as the encoder rounds (floor(scale * x + 1/2), exact), since
+        zeta^(5^j N/2) = i for every slot j. Returns ``[l+1, N]`` int64, NTT domain."""
+        if not (math.isfinite(value.real) and math.isfinite(value.imag)):
+            raise EncodingError(f"{op}: the constant must be finite, got {value}")
+        re, im = _round_half_up(value.real, scale), _round_half_up(value.imag, scale)
+        basis = self._ctx.q_at(level)
+        if 2 * max(abs(re), abs(im)) + 1 >= basis.modulus:
+            raise EncodingError(f"{op}: the constant {value} at scale 2^{math.log2(scale):.1f} "
+                                f"does not fit in Q_{level}")
+        coefficients = torch.zeros((level + 1, self.params.n), dtype=torch.int64, device=self._ctx.device)
+        coefficients[:, 0] = words_tensor([re % q for q in basis.primes], self._ctx.device)
+        coefficients[:, self.params.n // 2] = words_tensor([im % q for q in basis.primes], self._ctx.device)
+        return basis.ntt(coefficients)
+
+    def _scalar(self, value, op: str) -> complex:
+        try:
+            return complex(value)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ParameterError(f"{op}: cannot use {value!r} as a constant ({exc})") from None
+
+    # ---- addition, subtraction, negation ---------------------------------------------------------
+
+    def add(self, a: Ciphertext, b: Operand) -> Ciphertext:
+        """a + b for b a ciphertext, a plaintext or a real/complex constant (added to every slot).
+
+        a, b at any levels (the result is at the lower one) and equal degree (ct-ct). Scales must
+        match to a relative 1e-9 (ct-ct, ct-pt); a constant is encoded at a's scale. The result
+        keeps a's scale. Consumes no level; needs no key.
+        """
+        return self._add_or_sub(a, b, "add", ops.add)
+
+    def sub(self, a: Ciphertext, b: Operand) -> Ciphertext:
+        """a - b; operands, levels and scales as for :meth:`add`."""
+        return self._add_or_sub(a, b, "sub", ops.sub)
+
+    def negate(self, a: Ciphertext) -> Ciphertext:
+        """-a: ``[d+1, l+1, N]`` -> same shape, level and scale. Consumes no level; needs no key."""
+        level = self._check_ct(a, "negate", degree=None)
+        return a.replace(data=ops.neg(_limbs(a.data, level), self._ctx.q_at(level).moduli))
+
+    def _add_or_sub(self, a: Ciphertext, b: Operand, op: str, fn) -> Ciphertext:
+        if _is_scalar(b):
+            level = self._check_ct(a, op, degree=None)
+            constant = self._constant(self._scalar(b, op), a.scale, level, op)
+            return self._combine_c0(a, _limbs(a.data, level), constant, level, fn)
+        a_data, b_data, level = self._binary(a, b, op)
+        if isinstance(b, Ciphertext) and a.degree != b.degree:
+            raise ParameterError(f"{op}: degrees differ ({a.degree} vs {b.degree}); relinearize first")
+        self._check_scales(a.scale, b.scale, op)
+        if isinstance(b, Plaintext):
+            return self._combine_c0(a, a_data, b_data, level, fn)
+        return a.replace(data=fn(a_data, b_data, self._ctx.q_at(level).moduli), level=level)
+
+    def _combine_c0(self, a: Ciphertext, a_data: torch.Tensor, m: torch.Tensor, level: int, fn) -> Ciphertext:
+        """(fn(c_0, m), c_1, ...): adds or subtracts a plaintext polynomial ``m`` ``[l+1, N]``."""
+        out = a_data.clone()
+        fn(a_data[0], m, self._ctx.q_at(level).moduli, out=out[0])
+        return a.replace(data=out, level=level)
+
+    # ---- multiplication --------------------------------------------------------------------------
+
+    def mul(self, a: Ciphertext, b: Operand, *, constant_scale: float | None = None) -> Ciphertext:
+        """a * b for b a ciphertext (tensor product + relinearization, see :meth:`mul_relin`),
+        a plaintext, or a real/complex constant.
+
+        Plaintext: slot-wise product, scale a.scale * b.scale, at the lower level.
+        Constant: an integer (or Gaussian integer) is multiplied at scale 1, so neither level nor
+        scale changes. Any other constant is encoded at ``constant_scale`` (default q_l, the
+        prime the next :meth:`rescale` divides by, so that rescaling restores a's scale exactly);
+        the result has scale a.scale * constant_scale. Consumes no level itself (rescale does).
+        Needs the relinearization key for ct-ct only.
+        """
+        if isinstance(b, Ciphertext):
+            return self.mul_relin(a, b)
+        if _is_scalar(b):
+            return self._mul_scalar(a, self._scalar(b, "mul"), constant_scale, "mul")
+        a_data, b_data, level = self._binary(a, b, "mul")
+        return a.replace(data=ops.mul(a_data, b_data, self._ctx.q_at(level).moduli), level=level,
+                         scale=a.scale * b.scale)
+
+    def _mul_scalar(self, a: Ciphertext, value: complex, constant_scale: float | None, op: str) -> Ciphertext:
+        level = self._check_ct(a, op, degree=None)
+        if constant_scale is None:
+            if _gaussian_integer(value) is not None:
+                constant_scale = 1.0
+            elif level == 0:
+                raise LevelMismatchError(f"{op}: a non-integer constant is encoded at scale q_l and needs a "
+                                         f"level to rescale; the ciphertext is at level 0 (pass constant_scale)")
+            else:
+                constant_scale = float(self.params.q_primes[level])
+        constant_scale = float(constant_scale)
+        if not (math.isfinite(constant_scale) and constant_scale >= 1):
+            raise ParameterError(f"{op}: constant_scale must be a finite float >= 1, got {constant_scale}")
+        constant = self._constant(value, constant_scale, level, op)
+        return a.replace(data=ops.mul(_limbs(a.data, level), constant, self._ctx.q_at(level).moduli),
+                         scale=a.scale * constant_scale)
+
+    def tensor(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
+        """The tensor product (d0, d1, d2) = (a0 b0, a0 b1 + a1 b0, a1 b1), decrypting under
+        (1, s, s^2) to the product of the messages.
+
+        a, b: degree 1, ``[2, l+1, N]`` NTT domain (any levels, the lower is used). Returns degree
+        2, ``[3, l+1, N]``, scale a.scale * b.scale. Consumes no level; needs no key.
+        """
+        return self._tensor(a, b, "tensor")
+
+    def _tensor(self, a: Ciphertext, b: Ciphertext, op: str) -> Ciphertext:
+        for ct in (a, b):
+            self._check_ct(ct, op, degree=1)
+        a_data, b_data, level = self._binary(a, b, op)
+        moduli = self._ctx.q_at(level).moduli
+        with _step("tensor_product", self._ctx.device):
+            by_b0 = ops.mul(a_data, b_data[0], moduli)            # (a0 b0, a1 b0)
+            d1 = ops.mul_add(a_data[0], b_data[1], by_b0[1], moduli)
+            d2 = ops.mul(a_data[1], b_data[1], moduli)
+            data = torch.stack((by_b0[0], d1, d2))
+        return a.replace(data=data, level=level, scale=a.scale * b.scale)
+
+    def relinearize(self, ct: Ciphertext) -> Ciphertext:
+        """Degree 2 -> degree 1 by key switching d2 from s^2 to s (HK20).
+
+        ct: ``[3, l+1, N]`` NTT domain; returns ``[2, l+1, N]``, same level and scale.
+        Needs the relinearization key; consumes no level.
+        """
+        op = "relinearize"
+        self._check_ct(ct, op, degree=2)
+        keys = self._relin_keys(op)
+        return rlwe.relinearize(self._ctx, ct, keys)
+
+    def mul_relin(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
+        """a * b for two ciphertexts: :meth:`tensor` then :meth:`relinearize`.
+
+        a, b: degree 1 at any levels (the lower is used). Returns ``[2, l+1, N]`` with scale
+        a.scale * b.scale (rescale afterwards to bring it back). Needs the relinearization key;
+        consumes no level.
+        """
+        op = "mul_relin"
+        keys = self._relin_keys(op)  # before any work
+        return rlwe.relinearize(self._ctx, self._tensor(a, b, op), keys)
+
+    def _relin_keys(self, op: str) -> rlwe.EvalKeySet:
+        keys = self._keys(op)
+        if not keys.has_relin:
+            raise MissingKeyError(f"{op}: the key set holds no relinearization key")
+        return keys
+
+    # ---- rotations -------------------------------------------------------------------------------
+
+    def rotate(self, ct: Ciphertext, steps: int) -> Ciphertext:
+        """Rotate the slots left by ``steps`` (right if negative): slot j receives slot j + steps.
+
+        ct: degree 1, ``[2, l+1, N]`` NTT domain. Returns the same shape, level and scale.
+        Needs the Galois key of 5^steps mod 2N (for sparse packing, of any step congruent mod
+        the slot count, tried as steps mod slots, then steps mod slots - slots); consumes no level.
+        """
+        op = "rotate"
+        self._check_ct(ct, op)
+        r = _check_steps(steps, ct.slots, op)
+        if r == 0:
+            return ct.replace(data=ct.data.clone())
+        element = self._rotation_elements([r], ct.slots, op)[r]
+        return rlwe.apply_galois(self._ctx, ct, element, self.keys)
+
+    def conjugate(self, ct: Ciphertext) -> Ciphertext:
+        """Complex conjugation of every slot (X -> X^(2N-1)).
+
+        ct: degree 1, ``[2, l+1, N]`` NTT domain; same shape, level and scale out. Needs the
+        conjugation key (element 2N-1); consumes no level.
+        """
+        op = "conjugate"
+        self._check_ct(ct, op)
+        element = rlwe.galois_element_for_conjugation(self.params.n)
+        if element not in self._keys(op):
+            raise MissingKeyError(f"{op}: missing the conjugation key (Galois element {element})")
+        return rlwe.apply_galois(self._ctx, ct, element, self.keys)
+
+    def rotate_hoisted(self, ct: Ciphertext, steps: Iterable[int]) -> dict[int, Ciphertext]:
+        """Several rotations of one ciphertext sharing one ModUp (hoisting).
+
+        Returns {step: rotated ciphertext} for every requested step (same shape, level, scale as
+        ct, degree 1 in). Needs a Galois key per nonzero step (all checked before any work;
+        the error lists every missing one); consumes no level.
+        """
+        op = "rotate_hoisted"
+        self._check_ct(ct, op)
+        if isinstance(steps, (int, bool)):
+            raise ParameterError(f"{op}: steps must be an iterable of ints, got {steps!r}")
+        steps = list(dict.fromkeys(steps))
+        reduced = {s: _check_steps(s, ct.slots, op) for s in steps}
+        nonzero = sorted({r for r in reduced.values() if r})
+        elements = self._rotation_elements(nonzero, ct.slots, op)
+        rotated = rlwe.apply_galois_hoisted(self._ctx, ct, list(elements.values()), self.keys) if nonzero else {}
+        return {s: rotated[elements[r]] if r else ct.replace(data=ct.data.clone()) for s, r in reduced.items()}
+
+    def _rotation_elements(self, reduced_steps: list[int], slots: int, op: str) -> dict[int, int]:
+        """{r: Galois element held by the key set} for steps 0 < r < slots; MissingKeyError listing
+        every step without a key."""
+        if not reduced_steps:
+            return {}
+        keys = self._keys(op)
+        n = self.params.n
+        found, missing = {}, []
+        for r in reduced_steps:
+            candidates = [rlwe.galois_element_for_rotation(s, n) for s in (r, r - slots)]
+            held = [k for k in candidates if k in keys]
+            if held:
+                found[r] = held[0]
+            else:
+                missing.append(r)
+        if missing:
+            held_steps, _ = keys.rotation_steps(n)
+            raise MissingKeyError(f"{op}: missing Galois keys for rotation steps {missing} "
+                                  f"(elements {galois_elements(n, missing)}); the key set holds steps {held_steps}")
+        return found
+
+    # ---- sums and inner products -----------------------------------------------------------------
+
+    @staticmethod
+    def rotation_steps_for_sum(n: int) -> list[int]:
+        """The rotation steps 1, 2, 4, ..., n/2 that :meth:`rotate_and_sum` over ``n`` uses."""
+        _check_power_of_two(n, "rotate_and_sum")
+        return [1 << i for i in range(n.bit_length() - 1)]
+
+    def rotate_and_sum(self, ct: Ciphertext, n: int) -> Ciphertext:
+        """Slot j receives sum_(t < n) z_(j + t mod slots), by log2(n) rotate-and-add steps.
+
+        n: a power of two <= ct.slots (n = slots puts the sum of all slots in every slot).
+        ct: degree 1, ``[2, l+1, N]``; same shape, level and scale out. Needs the Galois keys of
+        :meth:`rotation_steps_for_sum` (checked up front); consumes no level.
+        """
+        op = "rotate_and_sum"
+        self._check_ct(ct, op)
+        steps = self.rotation_steps_for_sum(n)
+        if n > ct.slots:
+            raise ParameterError(f"{op}: n = {n} exceeds the {ct.slots} slots")
+        self._rotation_elements([s % ct.slots for s in steps], ct.slots, op)
+        out = ct.replace(data=ct.data.clone())
+        for s in steps:
+            out = self.add(out, self.rotate(out, s))
+        return out
+
+    def inner_product(self, a: Ciphertext, b: Ciphertext, n: int) -> Ciphertext:
+        """sum_(t < n) a_(j+t) b_(j+t) in slot j: :meth:`mul_relin`, :meth:`rescale`,
+        :meth:`rotate_and_sum` over n (a power of two <= slots; slot 0 holds the inner product
+        of the first n slots).
+
+        a, b: degree 1 at levels >= 1 (the lower is used). Returns ``[2, l, N]`` at level l - 1,
+        scale a.scale * b.scale / q_l. Consumes one level; needs the relinearization key and the
+        Galois keys of :meth:`rotation_steps_for_sum` (all checked before any work).
+        """
+        op = "inner_product"
+        self._relin_keys(op)
+        for ct in (a, b):
+            self._check_ct(ct, op)
+        if min(a.level, b.level) == 0:
+            raise LevelMismatchError(f"{op}: needs operands at level >= 1 (one rescale), got {a.level} and {b.level}")
+        steps = self.rotation_steps_for_sum(n)
+        if n > a.slots:
+            raise ParameterError(f"{op}: n = {n} exceeds the {a.slots} slots")
+        self._rotation_elements([s % a.slots for s in steps], a.slots, op)
+        return self.rotate_and_sum(self.rescale(self.mul_relin(a, b)), n)
+
+
+# ---- helpers -------------------------------------------------------------------------------------
+
+def _limbs(data: torch.Tensor, level: int) -> torch.Tensor:
+    """The first level+1 limbs of ``[..., L'+1, N]`` data, contiguous (no copy when it already is)."""
+    return data[..., :level + 1, :].contiguous()
+
+
+def _check_power_of_two(n: int, op: str) -> None:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n & (n - 1):
+        raise ParameterError(f"{op}: n must be a positive power of two, got {n!r}")
+
+
+def _check_steps(steps: int, slots: int, op: str) -> int:
+    """steps mod slots, or ParameterError for a non-integer."""
+    if isinstance(steps, bool) or not isinstance(steps, int):
+        raise ParameterError(f"{op}: rotation steps must be an int, got {steps!r}")
+    return steps % slots
