@@ -39,3 +39,11 @@ class MissingKeyError(FHEError, KeyError):
 
     def __str__(self) -> str:  # KeyError's str() would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class ScaleMismatchError(FHEError, ValueError):
+    """CKKS operands of an addition (or a plaintext and a ciphertext) have different scales."""
+
+
+class SlotMismatchError(FHEError, ValueError):
+    """CKKS operands pack different numbers of slots."""

@@ -6,7 +6,9 @@ bandwidth, and its ratio to the measured device-to-device copy bandwidth.
 
 GPU times are device times: each op is captured K times in a CUDA graph (rotating over input
 sets larger than the L2 cache) and the graph is replayed; the median over replays is divided by
-K. The "eager" column is the wall time of one call from Python, synchronised, for comparison.
+K. The "eager" column is the wall time of one call from Python, synchronised, for comparison;
+ops that do host work (encoding, constants built on the host) cannot be captured and report
+their eager time only.
 CPU times are wall-clock medians, with one thread and with all threads.
 
     python scripts/bench.py --device cuda --markdown out.md
@@ -141,6 +143,51 @@ def make_keyswitch_cases(device: str) -> list[Case]:
     ]
 
 
+# The reference design ("Over 100x Faster Bootstrapping", V100, N = 2^16, dnum = 3), in us.
+REFERENCE_V100_US = {"HMult + relin": 2960.0, "HRotate": 2550.0, "rescale": 490.0}
+
+
+def make_ckks_cases(device: str) -> list[Case]:
+    """CKKS at N16QP1766L30D3 (N = 2^16, 30 levels, dnum = 3), top level, full slots. Bytes: the
+    ciphertext operands read and the result written (the key-switching ops add their minimum,
+    see make_keyswitch_cases)."""
+    import numpy as np
+
+    from fhe_core import rlwe
+    from fhe_core.ckks import Decryptor, Encoder, Encryptor, Evaluator, galois_elements, rlwe_context
+    from fhe_core.params import preset
+
+    params = preset("N16QP1766L30D3", device=device)
+    ctx = rlwe_context(params)
+    sk = rlwe.gen_secret_key(ctx)
+    steps = [1, 2, 3, 4, 5, 6, 7, 8]
+    keys = rlwe.gen_eval_keys(ctx, sk, galois_elements(params.n, steps))
+    encoder, encryptor, decryptor = Encoder(params), Encryptor(params, sk), Decryptor(params, sk)
+    evaluator = Evaluator(params, keys)
+    rng = np.random.default_rng(1)
+    z = rng.uniform(-1, 1, params.slots) + 1j * rng.uniform(-1, 1, params.slots)
+    pt = encoder.encode(z)
+    a, b = encryptor.encrypt(pt), encryptor.encrypt(encoder.encode(z[::-1].copy()))
+    unscaled = evaluator.mul_relin(a, b)
+    limbs = params.max_level + 1
+    ct, limb_poly = 2 * limbs * params.n * WORD, params.n * WORD
+    name = "N=2^16, L=30, dnum=3"
+    cases = [
+        Case("encode", name, ct // 2, lambda i: encoder.encode(z)),
+        Case("encrypt (sk)", name, ct, lambda i: encryptor.encrypt(pt)),
+        Case("decrypt + decode", name, ct, lambda i: encoder.decode(decryptor.decrypt(a))),
+        Case("HAdd", name, 3 * ct, lambda i: evaluator.add(a, b)),
+        Case("CMult (ct x pt)", name, 2 * ct + ct // 2, lambda i: evaluator.mul(a, pt)),
+        Case("HMult + relin", name, 3 * ct + (765 - 124) * limb_poly, lambda i: evaluator.mul_relin(a, b)),
+        Case("rescale", name, 2 * ct, lambda i: evaluator.rescale(unscaled)),
+        Case("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1)),
+        Case("hoisted, 8 rotations", name, 2 * ct + (157 + 8 * 732) * limb_poly,
+             lambda i: evaluator.rotate_hoisted(a, steps)),
+        Case("relin key generation", name, 2 * 3 * (11 + limbs) * limb_poly, lambda i: rlwe.gen_relin_key(ctx, sk)),
+    ]
+    return cases
+
+
 def copy_bandwidth(device: str) -> float:
     """Bytes read + written per second by a large device-to-device (or host) copy: the best of
     several eager copies of 2 GiB (GPU) or 256 MiB (CPU), timed with events / the wall clock."""
@@ -179,6 +226,24 @@ def time_op(fn: Callable[[int], object], device: str, sets: int = 1, repeats: in
     for i in range(3):
         fn(i % sets)
     torch.cuda.synchronize()
+    eager = []
+    for r in range(repeats):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn(r % sets)
+        torch.cuda.synchronize()
+        eager.append(time.perf_counter() - t0)
+    try:
+        samples = graph_replay_times(fn, sets, repeats, per_graph)
+    except RuntimeError:  # host work inside (encoding, host-built constants): not capturable
+        torch.cuda.synchronize()
+        return {"median": statistics.median(eager), "eager": statistics.median(eager), "graph": False}
+    return {"median": statistics.median(samples), "p90": sorted(samples)[int(0.9 * len(samples))],
+            "eager": statistics.median(eager), "graph": True}
+
+
+def graph_replay_times(fn: Callable[[int], object], sets: int, repeats: int, per_graph: int) -> list[float]:
+    """Seconds per call from replays of a CUDA graph holding `per_graph` calls."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     graph = torch.cuda.CUDAGraph()
@@ -196,15 +261,7 @@ def time_op(fn: Callable[[int], object], device: str, sets: int = 1, repeats: in
         end.record()
         end.synchronize()
         samples.append(start.elapsed_time(end) / 1e3 / per_graph)
-    eager = []
-    for r in range(repeats):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn(r % sets)
-        torch.cuda.synchronize()
-        eager.append(time.perf_counter() - t0)
-    return {"median": statistics.median(samples), "p90": sorted(samples)[int(0.9 * len(samples))],
-            "eager": statistics.median(eager)}
+    return samples
 
 
 def device_name(device: str) -> str:
@@ -217,11 +274,13 @@ def run(device: str, threads: list[int], only: str | None = None) -> dict:
     sets = 4 if device == "cuda" else 2  # 4 sets of >= 15 MB exceed the 50-60 MB L2
     copy_bw = copy_bandwidth(device)
     rows = []
-    cases = make_cases(device, sets) if not only or only != "keyswitch" else []
-    if only in (None, "keyswitch"):
-        cases += make_keyswitch_cases(device)
+    suites = {"keyswitch": make_keyswitch_cases, "ckks": make_ckks_cases}
+    if only in suites:
+        cases = suites[only](device)
+    else:
+        cases = make_cases(device, sets) + (make_keyswitch_cases(device) + make_ckks_cases(device) if not only else [])
     for case in cases:
-        if only and only != "keyswitch" and only not in case.name:
+        if only and only not in suites and only not in case.name:
             continue
         for nthreads in threads:
             if device == "cpu":
@@ -229,6 +288,7 @@ def run(device: str, threads: list[int], only: str | None = None) -> dict:
             t = time_op(case.run, device, sets=sets, repeats=30 if device == "cuda" else 5)
             rows.append({"name": case.name, "params": case.params, "threads": nthreads,
                          "us": t["median"] * 1e6, "eager_us": t.get("eager", float("nan")) * 1e6,
+                         "graph": t.get("graph", False), "reference_us": REFERENCE_V100_US.get(case.name),
                          "bytes": case.bytes, "GBps": case.bytes / t["median"] / 1e9,
                          "of_copy": case.bytes / t["median"] / copy_bw})
     return {"device": device_name(device), "kind": device, "date": datetime.date.today().isoformat(),
@@ -240,11 +300,14 @@ def markdown(result: dict) -> str:
              f"torch {result['torch']}; measured copy bandwidth {result['copy_GBps']:.0f} GB/s "
              f"(bytes read + written); 50-bit primes.", ""]
     if result["kind"] == "cuda":
-        lines += ["| op | parameters | device time (µs) | eager call (µs) | bytes moved (MB) | GB/s | of copy bw |",
-                  "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+        lines += ["| op | parameters | device time (µs) | eager call (µs) | bytes moved (MB) | GB/s | of copy bw "
+                  "| V100 reference (µs) |",
+                  "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for r in result["rows"]:
-            lines.append(f"| {r['name']} | {r['params']} | {r['us']:.1f} | {r['eager_us']:.1f} | "
-                         f"{r['bytes'] / 1e6:.1f} | {r['GBps']:.0f} | {100 * r['of_copy']:.0f}% |")
+            device_us = f"{r['us']:.1f}" if r["graph"] else "(eager only)"
+            ref = f"{r['reference_us']:.0f}" if r.get("reference_us") else ""
+            lines.append(f"| {r['name']} | {r['params']} | {device_us} | {r['eager_us']:.1f} | "
+                         f"{r['bytes'] / 1e6:.1f} | {r['GBps']:.0f} | {100 * r['of_copy']:.0f}% | {ref} |")
     else:
         lines += ["| op | parameters | threads | time (ms) | bytes moved (MB) | GB/s | of copy bw |",
                   "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
@@ -260,8 +323,8 @@ def main() -> None:
                         help="cpu, cuda, or all available (default)")
     parser.add_argument("--threads", type=int, nargs="*", default=None,
                         help="CPU thread counts to measure (default: 1 and all)")
-    parser.add_argument("--only", help="run only the ops whose name contains this text ('keyswitch': the "
-                                         "key-switching suite alone)")
+    parser.add_argument("--only", help="run only the ops whose name contains this text, or one suite: "
+                                         "'keyswitch', 'ckks'")
     parser.add_argument("--json", help="append one JSON line per device to this file")
     parser.add_argument("--markdown", help="write the tables to this markdown file")
     args = parser.parse_args()

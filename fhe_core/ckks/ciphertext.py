@@ -20,16 +20,15 @@ from dataclasses import dataclass
 
 from fhe_core import rlwe
 from fhe_core.ckks.plaintext import Plaintext
-from fhe_core.errors import DomainMismatchError, FHEError, LevelMismatchError, ParameterError, ParamsMismatchError
+from fhe_core.errors import (  # noqa: F401  (the two mismatch errors are re-exported by fhe_core.ckks)
+    DomainMismatchError,
+    LevelMismatchError,
+    ParameterError,
+    ParamsMismatchError,
+    ScaleMismatchError,
+    SlotMismatchError,
+)
 from fhe_core.params import Params
-
-
-class ScaleMismatchError(FHEError, ValueError):
-    """Operands of an addition (or a plaintext and a ciphertext) have different scales."""
-
-
-class SlotMismatchError(FHEError, ValueError):
-    """Operands pack different numbers of slots."""
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
