@@ -87,8 +87,6 @@ class _RescaleTables:
     """Constants of the rescale from level l to l-1 (built once per level)."""
 
     q_last: int                 # q_l
-    half: int                   # floor(q_l / 2)
-    primes: torch.Tensor        # [l, 1] int64: q_0..q_(l-1), for torch.remainder
     q_last_inv: torch.Tensor    # [l] q_l^-1 mod q_i
     q_last_inv_shoup: torch.Tensor
 
@@ -188,9 +186,9 @@ class Evaluator:
     def rescale(self, ct: Ciphertext) -> Ciphertext:
         """Divide by the last prime q_l with rounding: c -> round(c / q_l) over Q_(l-1).
 
-        INTT of the last limb, r = [c_l + floor(q_l/2)]_(q_l), then for every i < l
-        c_i' = (c_i - NTT([r - floor(q_l/2)]_(q_i))) * q_l^-1 mod q_i, batched over components
-        and limbs. ct: ``[d+1, l+1, N]`` NTT domain, l >= 1 (any degree d). Returns
+        INTT of the last limb, its centred representative r in (-q_l/2, q_l/2) lifted to every
+        q_i < q_l (ops.center_lift), then c_i' = (c_i - NTT(r)) * q_l^-1 mod q_i in one fused pass,
+        batched over components and limbs. ct: ``[d+1, l+1, N]`` NTT domain, l >= 1 (any degree d). Returns
         ``[d+1, l, N]`` at level l-1 with scale / q_l; adds the rounding error e_0 + e_1 s
         (+ e_2 s^2 for d = 2), |e_i| <= 1/2 per coefficient.
         Consumes one level; needs no key.
@@ -202,11 +200,10 @@ class Evaluator:
         t = self._rescale_constants(level)
         q, lower = self._ctx.q_at(level), self._ctx.q_at(level - 1)
         with _step("rescale", self._ctx.device):
-            last = ops.intt(ct.data[:, level:].contiguous(), q.moduli[level:], q.ntt_table[level:])  # [d+1, 1, N]
-            rounded = torch.remainder(last + t.half, t.q_last)                   # [c_l + floor(q_l/2)]_(q_l)
-            correction = lower.ntt(torch.remainder(rounded - t.half, t.primes))  # [d+1, l, N]
-            out = ops.sub(_limbs(ct.data, level - 1), correction, lower.moduli)
-            out = ops.mul_const(out, t.q_last_inv, t.q_last_inv_shoup, lower.moduli, out=out)
+            last = ops.intt(ct.data[:, level:level + 1].contiguous(), q.moduli[level:], q.ntt_table[level:])
+            correction = lower.ntt(ops.center_lift(last, t.q_last, lower.moduli))  # [d+1, l, N]: [c_l] centred
+            out = ops.sub_mul_const(_limbs(ct.data, level - 1), correction, t.q_last_inv, t.q_last_inv_shoup,
+                                    lower.moduli)
         return ct.replace(data=out, level=level - 1, scale=ct.scale / t.q_last)
 
     def set_scale(self, ct: Ciphertext, scale: float) -> Ciphertext:
@@ -232,8 +229,7 @@ class Evaluator:
             primes = self.params.q_primes[:level]
             q_last = self.params.q_primes[level]
             inv, inv_shoup = shoup_constants([pow(q_last, -1, q) for q in primes], primes, self._ctx.device)
-            self._rescale_tables[level] = _RescaleTables(
-                q_last, q_last // 2, words_tensor(primes, self._ctx.device).reshape(-1, 1), inv, inv_shoup)
+            self._rescale_tables[level] = _RescaleTables(q_last, inv, inv_shoup)
         return self._rescale_tables[level]
 
     # ---- constants -------------------------------------------------------------------------------

@@ -57,6 +57,23 @@ struct BconvArgs {
   int64_t n;
 };
 
+// Centered lift of one limb into other primes: out[b][i] = (x if x <= q/2 else x - q) mod p_i for
+// x = in[b] canonical mod q. The exact rounding step of rescaling (and of any division by q).
+struct CenterLiftArgs {
+  const u64* in;          // [batch, N] residues mod q
+  u64* out;               // [batch, l_out, N]
+  Modulus src;            // q
+  const Modulus* dst;     // [l_out]
+  int64_t batch;
+  int l_out;
+  int64_t n;
+};
+
+FHE_HD u64 center_lift_one(u64 x, const Modulus& src, const Modulus& dst) {
+  const u64 r = reduce128(U128{x, 0}, dst);
+  return x <= src.value / 2 ? r : sub_mod(r, reduce128(U128{src.value, 0}, dst), dst.value);
+}
+
 // Key-switching inner product (HK20): out[c][i] = sum_j digits[j][i] * key[j][c][row(i)] mod q_i,
 // for c = 0, 1, accumulated in 128 bits and reduced once. The digits live over Q_l u P (l+1 = q_count
 // limbs of Q, then the special primes); the key over Q_L u P, so row(i) = i for i < q_count and
@@ -118,6 +135,7 @@ void ntt_inverse(const NttArgs& args);
 void elementwise(const ElementwiseArgs& args);
 void bconv(const BconvArgs& args);
 void ks_inner_product(const KsInnerProductArgs& args);
+void center_lift(const CenterLiftArgs& args);
 void automorphism_ntt(const AutomorphismArgs& args);
 void automorphism_coeff(const AutomorphismArgs& args);
 void sample(const SampleArgs& args);
@@ -136,6 +154,7 @@ void ntt_inverse(const NttArgs& args, Stream stream);
 void elementwise(const ElementwiseArgs& args, Stream stream);
 void bconv(const BconvArgs& args, Stream stream);
 void ks_inner_product(const KsInnerProductArgs& args, Stream stream);
+void center_lift(const CenterLiftArgs& args, Stream stream);
 void automorphism_ntt(const AutomorphismArgs& args, Stream stream);
 void automorphism_coeff(const AutomorphismArgs& args, Stream stream);
 void sample(const SampleArgs& args, Stream stream);

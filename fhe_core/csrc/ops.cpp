@@ -94,6 +94,7 @@ struct CpuBackend {
   static void elementwise(const ElementwiseArgs& a, const Tensor&) { cpu::elementwise(a); }
   static void bconv(const BconvArgs& a, const Tensor&) { cpu::bconv(a); }
   static void ks_inner_product(const KsInnerProductArgs& a, const Tensor&) { cpu::ks_inner_product(a); }
+  static void center_lift(const CenterLiftArgs& a, const Tensor&) { cpu::center_lift(a); }
   static void automorphism_ntt(const AutomorphismArgs& a, const Tensor&) { cpu::automorphism_ntt(a); }
   static void automorphism_coeff(const AutomorphismArgs& a, const Tensor&) { cpu::automorphism_coeff(a); }
   static void sample(const SampleArgs& a, const Tensor&) { cpu::sample(a); }
@@ -116,6 +117,7 @@ struct CudaBackend {
   static void ks_inner_product(const KsInnerProductArgs& a, const Tensor& t) {
     cuda::ks_inner_product(a, current_stream(t));
   }
+  static void center_lift(const CenterLiftArgs& a, const Tensor& t) { cuda::center_lift(a, current_stream(t)); }
   static void automorphism_ntt(const AutomorphismArgs& a, const Tensor& t) {
     cuda::automorphism_ntt(a, current_stream(t));
   }
@@ -354,6 +356,35 @@ Tensor ks_inner_product(const Tensor& digits, const Tensor& key, int64_t q_count
   return ks_inner_product_out<B>(digits, key, q_count, p_row, moduli, out);
 }
 
+// ---- centered lift -----------------------------------------------------------------------------
+
+template <class B>
+Tensor& center_lift_out(const Tensor& a, int64_t q, const Tensor& dst_moduli, Tensor& out) {
+  const char* op = "center_lift";
+  check_words(a, op, "a");
+  FHE_CHECK(a.dim() >= 2 && a.size(-2) == 1 && a.size(-1) > 0, op, ": a must be one limb [..., 1, N], got ",
+            a.sizes());
+  FHE_CHECK(q > 2 && (q & 1) == 1 && q < (int64_t{1} << kMaxModulusBits), op,
+            ": q must be an odd modulus below 2^", kMaxModulusBits, ", got ", q);
+  check_words(dst_moduli, op, "dst_moduli");
+  check_same_device(dst_moduli, a, op, "dst_moduli");
+  FHE_CHECK(dst_moduli.dim() == 2 && dst_moduli.size(1) == 4 && dst_moduli.size(0) > 0, op,
+            ": dst_moduli must be [l_out, 4], got ", dst_moduli.sizes());
+  const auto sizes = bconv_out_sizes(a, dst_moduli);
+  check_out(out, a, sizes, op);
+  at::assert_no_overlap(out, a);
+  const CenterLiftArgs args{words(a), mutable_words(out), make_modulus(static_cast<u64>(q)), moduli_ptr(dst_moduli),
+                            a.numel() / a.size(-1), static_cast<int>(dst_moduli.size(0)), a.size(-1)};
+  B::center_lift(args, a);
+  return out;
+}
+
+template <class B>
+Tensor center_lift(const Tensor& a, int64_t q, const Tensor& dst_moduli) {
+  Tensor out = at::empty(bconv_out_sizes(a, dst_moduli), a.options());
+  return center_lift_out<B>(a, q, dst_moduli, out);
+}
+
 // ---- automorphisms ---------------------------------------------------------------------------
 
 template <class B, bool kNtt>
@@ -501,6 +532,8 @@ void register_backend(torch::Library& m) {
   m.impl("bconv.out", &bconv_out<B>);
   m.impl("ks_inner_product", &ks_inner_product<B>);
   m.impl("ks_inner_product.out", &ks_inner_product_out<B>);
+  m.impl("center_lift", &center_lift<B>);
+  m.impl("center_lift.out", &center_lift_out<B>);
   m.impl("automorphism_ntt", &automorphism<B, true>);
   m.impl("automorphism_ntt.out", &automorphism_out<B, true>);
   m.impl("automorphism_coeff", &automorphism<B, false>);
@@ -539,6 +572,8 @@ TORCH_LIBRARY(fhe_core, m) {
   m.def("ks_inner_product(Tensor digits, Tensor key, int q_count, int p_row, Tensor moduli) -> Tensor");
   m.def("ks_inner_product.out(Tensor digits, Tensor key, int q_count, int p_row, Tensor moduli, *, "
         "Tensor(a!) out) -> Tensor(a!)");
+  m.def("center_lift(Tensor a, int q, Tensor dst_moduli) -> Tensor");
+  m.def("center_lift.out(Tensor a, int q, Tensor dst_moduli, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("automorphism_ntt(Tensor a, Tensor moduli, int galois) -> Tensor");
   m.def("automorphism_ntt.out(Tensor a, Tensor moduli, int galois, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("automorphism_coeff(Tensor a, Tensor moduli, int galois) -> Tensor");

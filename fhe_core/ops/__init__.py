@@ -17,7 +17,7 @@ _ops = torch.ops.fhe_core
 Tensor = torch.Tensor
 
 __all__ = [
-    "cuda_built", "ntt", "intt", "add", "sub", "neg", "mul", "mul_const", "sub_mul_const", "mul_add", "bconv", "ks_inner_product",
+    "cuda_built", "ntt", "intt", "add", "sub", "neg", "mul", "mul_const", "sub_mul_const", "mul_add", "bconv", "center_lift", "ks_inner_product",
     "automorphism_ntt", "automorphism_coeff", "sample_uniform", "sample_cbd", "sample_ternary",
     "ntt_table", "seed_words",
 ]
@@ -95,6 +95,16 @@ def bconv(a: Tensor, src_moduli: Tensor, dst_moduli: Tensor, qhat_inv: Tensor, q
     return _call(_ops.bconv, (a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p), out)
 
 
+def center_lift(a: Tensor, q: int, dst_moduli: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """The centered representative of one limb mod q, reduced mod each destination prime.
+
+    a: ``[..., 1, N]`` coefficients mod q (canonical) -> ``[..., l_out, N]`` with
+    out[i] = (x if x <= q/2 else x - q) mod p_i: exact (no approximation), the rounding step of
+    a division by q (CKKS rescale).
+    """
+    return _call(_ops.center_lift, (a, q, dst_moduli), out)
+
+
 def ks_inner_product(digits: Tensor, key: Tensor, q_count: int, p_row: int, moduli: Tensor, *,
                      out: Tensor | None = None) -> Tensor:
     """Hybrid key-switching inner product (HK20), fused: ``[2, limbs, N]`` with
@@ -153,6 +163,10 @@ def _register_fakes() -> None:
     for name in ("ntt", "intt", "add", "sub", "neg", "mul", "mul_const", "sub_mul_const", "mul_add",
                  "automorphism_ntt", "automorphism_coeff"):
         torch.library.register_fake(f"fhe_core::{name}")(same_shape)
+
+    @torch.library.register_fake("fhe_core::center_lift")
+    def _(a, q, dst_moduli):
+        return a.new_empty((*a.shape[:-2], dst_moduli.shape[0], a.shape[-1]))
 
     @torch.library.register_fake("fhe_core::ks_inner_product")
     def _(digits, key, q_count, p_row, moduli):

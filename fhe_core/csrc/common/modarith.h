@@ -121,6 +121,14 @@ inline u64 shoup_precompute(u64 w, u64 q) {
   return static_cast<u64>((static_cast<unsigned __int128>(w) << 64) / q);
 }
 
+inline Modulus make_modulus(u64 q) {
+  // floor(2^128 / q) == floor((2^128 - 1) / q) because an odd q > 1 never divides 2^128.
+  const unsigned __int128 ratio = ~static_cast<unsigned __int128>(0) / q;
+  u64 bits = 0;
+  for (u64 v = q; v != 0; v >>= 1) ++bits;
+  return Modulus{q, static_cast<u64>(ratio >> 64), static_cast<u64>(ratio), bits};
+}
+
 inline u64 pow_mod(u64 base, u64 exp, const Modulus& m) {
   u64 result = 1 % m.value;
   base %= m.value;

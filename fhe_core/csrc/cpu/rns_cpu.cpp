@@ -77,6 +77,18 @@ void bconv(const BconvArgs& a) {
   });
 }
 
+void center_lift(const CenterLiftArgs& a) {
+  at::parallel_for(0, a.batch * a.l_out, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / a.l_out;
+      const int j = static_cast<int>(task % a.l_out);
+      const u64* in = a.in + b * a.n;
+      u64* out = a.out + task * a.n;
+      for (int64_t i = 0; i < a.n; ++i) out[i] = center_lift_one(in[i], a.src, a.dst[j]);
+    }
+  });
+}
+
 void automorphism_ntt(const AutomorphismArgs& a) {
   const int64_t n = int64_t{1} << a.log_n;
   std::vector<u32> source(n);

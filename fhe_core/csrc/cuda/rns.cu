@@ -108,6 +108,16 @@ __global__ void bconv_kernel(BconvArgs a, int groups) {
     if (r < count) out[(j0 + r) * a.n] = reduce128(acc[r], a.dst[j0 + r]);
 }
 
+// One thread per coefficient: read x once, write its lift into every output limb (coalesced).
+__global__ void center_lift_kernel(CenterLiftArgs a) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= a.n) return;
+  const int64_t b = blockIdx.y;
+  const u64 x = a.in[b * a.n + i];
+  u64* out = a.out + b * a.l_out * a.n + i;
+  for (int j = 0; j < a.l_out; ++j) out[j * a.n] = center_lift_one(x, a.src, a.dst[j]);
+}
+
 __global__ void automorphism_ntt_kernel(AutomorphismArgs a) {
   const int64_t n = int64_t{1} << a.log_n;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
@@ -155,6 +165,14 @@ void bconv(const BconvArgs& a, Stream stream) {
   const dim3 grid(blocks_for(a.n, kBconvThreads), static_cast<unsigned>(a.batch * groups));
   bconv_kernel<<<grid, kBconvThreads, smem, native(stream)>>>(a, groups);
   check_launch("bconv_kernel");
+}
+
+void center_lift(const CenterLiftArgs& a, Stream stream) {
+  if (a.batch == 0) return;
+  const DeviceScope scope(stream.device);
+  const dim3 grid(blocks_for(a.n, kThreads), static_cast<unsigned>(a.batch));
+  center_lift_kernel<<<grid, kThreads, 0, native(stream)>>>(a);
+  check_launch("center_lift_kernel");
 }
 
 void automorphism_ntt(const AutomorphismArgs& a, Stream stream) {

@@ -41,3 +41,22 @@ def test_bconv_rejects_mismatched_constants(device):
     x = torch.zeros(3, N, dtype=torch.int64, device=device)
     with pytest.raises(RuntimeError, match="bconv: a has 3 limbs but moduli has 2"):
         conv(x)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_center_lift_is_exact(device):
+    """out[i] = centred representative of x mod q, reduced mod p_i, for every coefficient,
+    including the two values around q/2 and q - 1."""
+    rng, _ = fresh_rng()
+    primes = generate_primes([61, 55, 40, 30], N)
+    q, dst = primes[0], RNSBasis.get(primes[1:], N, device)
+    x = random_residues(rng, [q], (2,), N, device)
+    x[0, 0, :3] = torch.tensor([q // 2, q // 2 + 1, q - 1])
+    out = ops.center_lift(x, q, dst.moduli)
+    assert out.shape == (2, 3, N)
+    xs, outs = to_ints(x), to_ints(out)
+    for b in range(2):
+        for i in range(N):
+            v = xs[b][0][i]
+            centred = v if v <= q // 2 else v - q
+            assert [outs[b][j][i] for j in range(3)] == [centred % p for p in dst.primes], f"coefficient {i}"

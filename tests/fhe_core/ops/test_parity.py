@@ -49,6 +49,9 @@ def test_residue_ops_bit_identical(log_n):
     assert torch.equal(ops.mul_const(a.cuda(), *k_gpu, gpu.moduli).cpu(), ops.mul_const(a, *k_cpu, cpu.moduli))
     assert torch.equal(ops.sub_mul_const(a.cuda(), b.cuda(), *k_gpu, gpu.moduli).cpu(),
                        ops.sub_mul_const(a, b, *k_cpu, cpu.moduli))
+    last = a[:, :1].contiguous()
+    assert torch.equal(ops.center_lift(last.cuda(), cpu.primes[0], gpu.moduli[1:]).cpu(),
+                       ops.center_lift(last, cpu.primes[0], cpu.moduli[1:]))
 
 
 @pytest.mark.gpu
