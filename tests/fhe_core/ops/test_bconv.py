@@ -2,6 +2,7 @@
 import pytest
 import torch
 
+from fhe_core import ops
 from fhe_core.ring import BasisConverter, RNSBasis, generate_primes
 from fhe_reference import DEVICES, crt, fresh_rng, random_residues, to_ints
 
