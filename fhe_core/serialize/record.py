@@ -206,7 +206,11 @@ def decode_metadata(record: Record) -> dict[str, Any]:
         raise MetadataError(f"{what}: metadata is not valid ASCII JSON ({exc})") from None
     if not isinstance(meta, dict):
         raise MetadataError(f"{what}: metadata must be a JSON object, got {type(meta).__name__}")
-    if padded(canonical_json(meta)) != raw:
+    try:
+        canonical = padded(canonical_json(meta))
+    except ValueError:  # e.g. 1e999 parses as inf, which has no canonical encoding
+        canonical = b""
+    if canonical != raw:
         raise MetadataError(f"{what}: metadata is not in canonical form (sorted keys, no whitespace, "
                             "space padding to 8 bytes)")
     return meta
