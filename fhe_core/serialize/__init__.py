@@ -2,10 +2,11 @@
 
 API::
 
-    blob = dumps(obj, *, compress=True) -> bytes
+    blob = dumps(obj, *, compress=True, packed=False) -> bytes
     obj  = loads(blob, params, *, device=None, max_bytes=DEFAULT_MAX_BYTES, expect=None,
                  allow_insecure=False)
-    dump(obj, path) / load(path, params, ...)        atomic write; size checked before reading
+    info = peek(blob, *, max_bytes=..., expect=None) -> RecordInfo(kind, params_id, metadata, size)
+    dump(obj, path, ...) / load(path, params, ...)   atomic write; size checked before reading
 
 Objects: :class:`~fhe_core.params.Params`, :class:`~fhe_core.ckks.Plaintext`,
 :class:`~fhe_core.rlwe.Ciphertext` (degree 1 or 2), :class:`~fhe_core.rlwe.SecretKey`,
@@ -58,6 +59,13 @@ eval key set        records = [{kind, length[, galois_element]}, ...] the member
                                                                       keys by element), complete, back to back
 =================== ================================================= =========================================
 
+Every residue kind may carry the optional metadata field ``bits`` (``dumps(..., packed=True)``):
+one width w_i <= 64 per limb i (the bit length of the limb's largest residue, about the prime's
+size). The residue payload is then, for each leading index in C order and each limb i, the
+limb's N residues as one little-endian bit stream of w_i bits each (residue j at bits
+[j w_i, (j+1) w_i)), N w_i / 8 bytes; the secret key's seed still comes first. Without
+``bits`` the payload is the plain uint64 words, byte for byte the tensor's memory.
+
 ``scale`` is the exact float64 as ``float.hex`` text (``"0x1.0000000000000p+40"``); seeds are
 64 lowercase hex digits; ``galois_element`` is an odd int in [1, 2N).
 
@@ -77,8 +85,8 @@ being written as a plain rlwe one before then).
 
 No pickle, no eval: metadata is JSON with a fixed schema, payloads are raw words.
 """
-from fhe_core.serialize.api import dump, dumps, load, loads
+from fhe_core.serialize.api import RecordInfo, dump, dumps, load, loads, peek
 from fhe_core.serialize.record import DEFAULT_MAX_BYTES, FORMAT_VERSION, HEADER_BYTES, MAGIC, Kind
 
-__all__ = ["dumps", "loads", "dump", "load", "Kind", "DEFAULT_MAX_BYTES", "FORMAT_VERSION", "HEADER_BYTES",
-           "MAGIC"]
+__all__ = ["dumps", "loads", "dump", "load", "peek", "RecordInfo", "Kind", "DEFAULT_MAX_BYTES",
+           "FORMAT_VERSION", "HEADER_BYTES", "MAGIC"]

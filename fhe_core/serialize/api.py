@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +45,15 @@ _DECODERS: dict[Kind, Callable[[Record, dict[str, Any], codecs.Env], codecs.Pend
 _CLASSES = {kind: cls for cls, (kind, _) in _ENCODERS.items()}
 
 
-def dumps(obj: object, *, compress: bool = True) -> bytes:
+def dumps(obj: object, *, compress: bool = True, packed: bool = False) -> bytes:
     """Serialize ``obj`` (Params, Plaintext, rlwe Ciphertext, SecretKey, PublicKey, SwitchingKey,
     RelinKey, GaloisKey, EvalKeySet) into one self-checking record (format: package docstring).
 
     ``compress``: switching keys (alone or in an EvalKeySet) store only their b parts and the
     uniform seed, halving their size; the a parts are regenerated on load. It assumes the a
     parts come from the seed, as for every key made by ``rlwe.gen_*``. Ignored for other kinds.
+    ``packed``: store each limb's residues at the bit length of its largest one (about the
+    prime's size: 40-bit primes take 40 bits, not 64) instead of as uint64 words.
     A SecretKey serializes like the rest, but its bytes are the secret: never send them to a
     server or store them beside evaluation keys.
     """
@@ -59,7 +62,11 @@ def dumps(obj: object, *, compress: bool = True) -> bytes:
         raise SerializationError(f"dumps: no format for {type(obj).__module__}.{type(obj).__qualname__} "
                                  f"(known: {', '.join(c.__name__ for c in _ENCODERS)}; subclasses need their own kind)")
     kind, encode = entry
-    meta, payload = encode(obj, compress=compress) if kind in _COMPRESSIBLE else encode(obj)
+    if kind == Kind.EVAL_KEY_SET:
+        meta, payload = encode(obj, compress=compress, packed=packed)
+    else:
+        meta, payload = encode(obj, compress=compress) if kind in _COMPRESSIBLE else encode(obj)
+        meta, payload = codecs.bit_packed(meta, payload, packed)
     return pack(kind, obj.params_id, meta, payload)
 
 
@@ -104,6 +111,27 @@ def loads(data: bytes | bytearray | memoryview, params: Params | None = None, *,
     return build()
 
 
+@dataclass(frozen=True)
+class RecordInfo:
+    """What :func:`peek` reports: the kind, the params_id (64 hex digits), the metadata object
+    and the record size in bytes."""
+
+    kind: Kind
+    params_id: str
+    metadata: dict[str, Any]
+    size: int
+
+
+def peek(data: bytes | bytearray | memoryview, *, max_bytes: int = DEFAULT_MAX_BYTES,
+         expect: type | tuple[type, ...] | None = None) -> RecordInfo:
+    """Kind, params_id and metadata of a record, after the size, magic, version, kind and
+    checksum checks, without parameters and without reading the payload: a server can find
+    the Params a blob needs, or see the Galois elements a key set holds, before loading it.
+    (A secret key's metadata holds no secret: its seed is in the payload.)"""
+    record = parse(data, max_bytes=max_bytes, expect=_expected_kinds(expect))
+    return RecordInfo(record.kind, record.params_id, decode_metadata(record), record.size)
+
+
 def _expected_kinds(expect: type | tuple[type, ...] | None) -> list[Kind] | None:
     """The kinds whose class is a subclass of ``expect``."""
     if expect is None:
@@ -117,10 +145,10 @@ def _expected_kinds(expect: type | tuple[type, ...] | None) -> list[Kind] | None
     return kinds
 
 
-def dump(obj: object, path: str | os.PathLike, *, compress: bool = True) -> int:
+def dump(obj: object, path: str | os.PathLike, *, compress: bool = True, packed: bool = False) -> int:
     """Write :func:`dumps` (obj) to ``path`` atomically (a temporary file in the same folder,
     then a rename); returns the number of bytes written."""
-    blob = dumps(obj, compress=compress)
+    blob = dumps(obj, compress=compress, packed=packed)
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

@@ -26,13 +26,14 @@ from fhe_core.rlwe import (
     switching_key_uniform,
 )
 from fhe_core.serialize.fields import (
-    bool_field, check_keys, check_residues, hex_bytes_field, int_field, q_labels, qp_labels,
-    residue_view, scale_field, shape_field, tensor_words, to_tensor,
+    bool_field, check_keys, check_residues, hex_bytes_field, int_field, limb_widths, pack_bits, q_labels,
+    qp_labels, residue_words, scale_field, shape_field, tensor_words, to_tensor,
 )
 from fhe_core.serialize.record import HEADER_BYTES, Kind, Record, decode_metadata, float_hex, pack, parse
 
 SEED_BYTES = 32
 MAX_DEGREE = 2          # ciphertexts of degree 1, or 2 before relinearization
+BITS = ("bits",)        # the optional metadata field of bit-packed residue payloads
 Pending = Callable[[], Any]
 Encoded = tuple[dict[str, Any], list[bytes | memoryview | np.ndarray]]
 
@@ -86,21 +87,35 @@ def scale_meta(scale: float, slots: int) -> dict[str, Any]:
     return {"scale": float_hex(scale), "slots": int(slots)}
 
 
-def _q_words(payload: memoryview, shape: tuple[int, ...], what: str, params: Params,
+def _q_words(payload: memoryview, shape: tuple[int, ...], what: str, params: Params, meta: dict[str, Any],
              outer: Callable[[tuple[int, ...]], str] = lambda i: "") -> np.ndarray:
     """The payload as ``shape`` = [..., l+1, N] residues over Q_l, range-checked."""
-    words = residue_view(payload, shape, what)
+    words = residue_words(payload, shape, what, meta)
     check_residues(words, params.q_primes[:shape[-2]], what, q_labels(shape[-2]), outer)
     return words
 
 
-def _qp_words(payload: memoryview, shape: tuple[int, ...], what: str, env: Env,
+def _qp_words(payload: memoryview, shape: tuple[int, ...], what: str, env: Env, meta: dict[str, Any],
               outer: Callable[[tuple[int, ...]], str] = lambda i: "") -> np.ndarray:
     """The payload as ``shape`` = [..., alpha + L + 1, N] residues over QP_L (P first), range-checked."""
-    words = residue_view(payload, shape, what)
+    words = residue_words(payload, shape, what, meta)
     p = env.params
     check_residues(words, env.qp_primes, what, qp_labels(p.alpha, p.max_level + 1), outer)
     return words
+
+
+def bit_packed(meta: dict[str, Any], parts: list, enabled: bool) -> Encoded:
+    """With ``enabled``, the residue part (the one uint64 array) packed at the bit length of each
+    limb's largest residue, the widths recorded as metadata ``bits``; otherwise unchanged."""
+    if not enabled:
+        return meta, parts
+    out = []
+    for part in parts:
+        if isinstance(part, np.ndarray) and part.dtype == np.uint64:
+            meta = {**meta, "bits": limb_widths(part)}
+            part = pack_bits(part, meta["bits"])
+        out.append(part)
+    return meta, out
 
 
 def _seed(value: object, what: str) -> bytes:
@@ -148,11 +163,11 @@ def encode_plaintext(pt: Plaintext) -> Encoded:
 
 def decode_plaintext(record: Record, meta: dict[str, Any], env: Env) -> Pending:
     what, p = "plaintext", env.params
-    check_keys(meta, what, ("is_ntt", "level", "scale", "shape", "slots"))
+    check_keys(meta, what, ("is_ntt", "level", "scale", "shape", "slots"), BITS)
     level = _level(meta, what, p)
     slots, scale, is_ntt = _slots(meta, what, p), scale_field(meta, "scale", what), bool_field(meta, "is_ntt", what)
     shape = shape_field(meta, what, (level + 1, p.n), f"level {level}: {level + 1} limbs of N = {p.n}")
-    words = _q_words(record.payload, shape, what, p)
+    words = _q_words(record.payload, shape, what, p, meta)
     return lambda: Plaintext(data=to_tensor(words, env.device), level=level, scale=scale,
                              params_id=p.params_id, slots=slots, is_ntt=is_ntt)
 
@@ -177,13 +192,13 @@ def ciphertext_fields(record: Record, meta: dict[str, Any], env: Env, what: str)
                          f"[2, {MAX_DEGREE + 1}]")
     shape = shape_field(meta, what, (components, level + 1, p.n),
                         f"degree {components - 1}, level {level}: {level + 1} limbs of N = {p.n}")
-    words = _q_words(record.payload, shape, what, p, lambda i: f"component {i[0]}, ")
+    words = _q_words(record.payload, shape, what, p, meta, lambda i: f"component {i[0]}, ")
     return lambda: {"data": to_tensor(words, env.device), "level": level, "params_id": p.params_id,
                     "is_ntt": is_ntt}
 
 
 def decode_ciphertext(record: Record, meta: dict[str, Any], env: Env) -> Pending:
-    check_keys(meta, "ciphertext", ("is_ntt", "level", "shape"))
+    check_keys(meta, "ciphertext", ("is_ntt", "level", "shape"), BITS)
     fields = ciphertext_fields(record, meta, env, "ciphertext")
     return lambda: Ciphertext(**fields())
 
@@ -199,13 +214,13 @@ def encode_secret_key(sk: SecretKey) -> Encoded:
 
 def decode_secret_key(record: Record, meta: dict[str, Any], env: Env) -> Pending:
     what, p = "secret key", env.params
-    check_keys(meta, what, ("hamming_weight", "shape"))
+    check_keys(meta, what, ("hamming_weight", "shape"), BITS)
     weight = int_field(meta, "hamming_weight", what, 0, p.n)
     if weight != p.hamming_weight:
         raise MetadataError(f"{what}: Hamming weight {weight} differs from the parameters' {p.hamming_weight}")
     shape = shape_field(meta, what, (env.qp_rows, p.n), f"alpha + L + 1 = {env.qp_rows} limbs of QP_L, N = {p.n}")
     seed = bytes(record.payload[:SEED_BYTES])
-    words = _qp_words(record.payload[SEED_BYTES:], shape, what, env)
+    words = _qp_words(record.payload[SEED_BYTES:], shape, what, env, meta)
     return lambda: SecretKey(data=to_tensor(words, env.device), params_id=p.params_id,
                              hamming_weight=weight, seed=seed)
 
@@ -218,10 +233,10 @@ def encode_public_key(pk: PublicKey) -> Encoded:
 
 def decode_public_key(record: Record, meta: dict[str, Any], env: Env) -> Pending:
     what, p = "public key", env.params
-    check_keys(meta, what, ("shape", "uniform_seed"))
+    check_keys(meta, what, ("shape", "uniform_seed"), BITS)
     seed = hex_bytes_field(meta, "uniform_seed", what, SEED_BYTES)
     shape = shape_field(meta, what, (2, p.max_level + 1, p.n), f"(b, a) over Q_L: {p.max_level + 1} limbs")
-    words = _q_words(record.payload, shape, what, p, lambda i: f"part {'ba'[i[0]]}, ")
+    words = _q_words(record.payload, shape, what, p, meta, lambda i: f"part {'ba'[i[0]]}, ")
     return lambda: PublicKey(data=to_tensor(words, env.device), params_id=p.params_id, uniform_seed=seed)
 
 
@@ -248,7 +263,7 @@ def decode_switching_key(record: Record, meta: dict[str, Any], env: Env) -> Pend
     cls, p = _SWITCHING_KINDS[record.kind], env.params
     what = {Kind.SWITCHING_KEY: "switching key", Kind.RELIN_KEY: "relin key", Kind.GALOIS_KEY: "galois key"}[record.kind]
     extra = ("galois_element",) if cls is GaloisKey else ()
-    check_keys(meta, what, ("compressed", "shape", "uniform_seed", *extra))
+    check_keys(meta, what, ("compressed", "shape", "uniform_seed", *extra), BITS)
     seed = hex_bytes_field(meta, "uniform_seed", what, SEED_BYTES)
     compressed = bool_field(meta, "compressed", what)
     fields = {"galois_element": _galois_element(meta, what, p.n)} if extra else {}
@@ -256,7 +271,7 @@ def decode_switching_key(record: Record, meta: dict[str, Any], env: Env) -> Pend
     shape_field(meta, what, shape, f"dnum = {p.dnum} digits{'' if compressed else ' of (b, a)'} over "
                                    f"QP_L: alpha + L + 1 = {env.qp_rows} limbs (alpha = {p.alpha}), N = {p.n}")
     outer = (lambda i: f"digit {i[0]} b, ") if compressed else (lambda i: f"digit {i[0]} {'ba'[i[1]]}, ")
-    words = _qp_words(record.payload, shape, what, env, outer)
+    words = _qp_words(record.payload, shape, what, env, meta, outer)
 
     def build() -> SwitchingKey:
         data = to_tensor(words, env.device)
@@ -275,7 +290,7 @@ def _galois_element(meta: dict[str, Any], what: str, n: int) -> int:
 
 # ---- evaluation key sets -----------------------------------------------------------------------------
 
-def encode_eval_key_set(keys: EvalKeySet, *, compress: bool = True) -> Encoded:
+def encode_eval_key_set(keys: EvalKeySet, *, compress: bool = True, packed: bool = False) -> Encoded:
     """Payload: complete RELIN_KEY / GALOIS_KEY records back to back (relin first, then Galois
     keys by element); metadata: one {kind, length[, galois_element]} entry per record."""
     members = ([keys.relin_key("dumps")] if keys.has_relin else []) + \
@@ -283,7 +298,7 @@ def encode_eval_key_set(keys: EvalKeySet, *, compress: bool = True) -> Encoded:
     entries, blobs = [], []
     for key in members:
         kind = Kind.GALOIS_KEY if isinstance(key, GaloisKey) else Kind.RELIN_KEY
-        blobs.append(pack(kind, key.params_id, *encode_switching_key(key, compress=compress)))
+        blobs.append(pack(kind, key.params_id, *bit_packed(*encode_switching_key(key, compress=compress), packed)))
         entry = {"kind": int(kind), "length": len(blobs[-1])}
         if kind == Kind.GALOIS_KEY:
             entry["galois_element"] = int(key.galois_element)

@@ -19,10 +19,10 @@ WORD = np.dtype("<u8")
 
 # ---- metadata fields -------------------------------------------------------------------------------
 
-def check_keys(meta: dict[str, Any], what: str, required: Sequence[str]) -> None:
-    """The metadata has exactly the ``required`` keys."""
+def check_keys(meta: dict[str, Any], what: str, required: Sequence[str], optional: Sequence[str] = ()) -> None:
+    """The metadata has every ``required`` key and no key outside ``required`` + ``optional``."""
     missing = sorted(set(required) - set(meta))
-    unknown = sorted(set(meta) - set(required))
+    unknown = sorted(set(meta) - set(required) - set(optional))
     if missing or unknown:
         raise MetadataError(f"{what}: metadata fields missing {missing}, unknown {unknown}")
 
@@ -86,6 +86,57 @@ def residue_view(payload: memoryview, shape: Sequence[int], what: str) -> np.nda
     if len(payload) != expected:
         raise ShapeError(f"{what}: payload is {len(payload)} bytes, shape {list(shape)} needs {expected}")
     return np.frombuffer(payload, dtype=WORD).reshape(shape)
+
+
+def residue_words(payload: memoryview, shape: Sequence[int], what: str, meta: dict[str, Any]) -> np.ndarray:
+    """The payload as ``shape`` uint64 residues: a zero-copy view of little-endian words, or,
+    when the metadata has ``bits`` (one width per limb), the unpacked bit streams."""
+    if "bits" not in meta:
+        return residue_view(payload, shape, what)
+    widths = meta["bits"]
+    if not isinstance(widths, list) or len(widths) != shape[-2] or \
+            not all(isinstance(w, int) and not isinstance(w, bool) and 0 <= w <= 64 for w in widths):
+        raise MetadataError(f"{what}: bits must list {shape[-2]} limb widths in [0, 64], got {widths!r}")
+    expected = math.prod(shape[:-2]) * sum(shape[-1] * w // 8 for w in widths)
+    if len(payload) != expected:
+        raise ShapeError(f"{what}: payload is {len(payload)} bytes, shape {list(shape)} packed at "
+                         f"{widths} bits per residue needs {expected}")
+    return unpack_bits(np.frombuffer(payload, dtype=np.uint8), shape, widths)
+
+
+def limb_widths(words: np.ndarray) -> list[int]:
+    """Per limb (axis -2), the bit length of its largest residue (over every leading index)."""
+    largest = words.reshape(-1, *words.shape[-2:]).max(axis=(0, 2))
+    return [int(v).bit_length() for v in largest]
+
+
+def pack_bits(words: np.ndarray, widths: Sequence[int]) -> np.ndarray:
+    """``[..., limbs, N]`` uint64 -> bytes: for each leading index, each limb i in order, its N
+    residues as one little-endian bit stream of widths[i] bits each (N * widths[i] / 8 bytes)."""
+    flat = words.reshape(-1, *words.shape[-2:])
+    n = flat.shape[-1]
+    offsets = np.cumsum([0] + [n * w // 8 for w in widths])
+    out = np.empty((flat.shape[0], int(offsets[-1])), dtype=np.uint8)
+    for i, w in enumerate(widths):           # one vectorised pass per limb
+        le_bytes = flat[:, i, :].astype(WORD).view(np.uint8).reshape(flat.shape[0], n, 8)
+        bits = np.unpackbits(le_bytes, axis=-1, bitorder="little")[..., :w]
+        out[:, offsets[i]:offsets[i + 1]] = np.packbits(bits.reshape(flat.shape[0], n * w), axis=-1,
+                                                         bitorder="little")
+    return out.reshape(-1)
+
+
+def unpack_bits(packed: np.ndarray, shape: Sequence[int], widths: Sequence[int]) -> np.ndarray:
+    """Inverse of :func:`pack_bits` (the caller has checked the length): ``shape`` uint64."""
+    outer, n = math.prod(shape[:-2]), shape[-1]
+    offsets = np.cumsum([0] + [n * w // 8 for w in widths])
+    rows = packed.reshape(outer, int(offsets[-1]))
+    out = np.empty((outer, len(widths), n), dtype=np.uint64)
+    for i, w in enumerate(widths):
+        bits = np.zeros((outer, n, 64), dtype=np.uint8)
+        bits[..., :w] = np.unpackbits(rows[:, offsets[i]:offsets[i + 1]], axis=-1,
+                                      bitorder="little").reshape(outer, n, w)
+        out[:, i, :] = np.packbits(bits, axis=-1, bitorder="little").view(WORD)[..., 0]
+    return out.reshape(shape)
 
 
 def check_residues(words: np.ndarray, primes: Sequence[int], what: str, labels: Sequence[str],

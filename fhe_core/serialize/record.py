@@ -92,22 +92,20 @@ def params_id_bytes(params_id: object, what: str) -> bytes:
 
 
 def pack(kind: Kind, params_id: str, meta: dict[str, Any], payload: Sequence[bytes | memoryview]) -> bytes:
-    """One record: header, canonical metadata, the concatenated payload parts, checksum filled in."""
+    """One record: header, canonical metadata, the concatenated payload parts, checksum filled in.
+    The parts are hashed in place and copied once, into the result."""
     meta_bytes = padded(canonical_json(meta))
     if len(meta_bytes) > MAX_METADATA_BYTES:
         raise SizeLimitError(f"{kind.name.lower()}: metadata of {len(meta_bytes)} bytes exceeds "
                              f"{MAX_METADATA_BYTES}")
-    payload_len = sum(memoryview(p).nbytes for p in payload)
-    buf = bytearray(HEADER_BYTES + len(meta_bytes) + payload_len)
-    _FIXED.pack_into(buf, 0, MAGIC, FORMAT_VERSION, int(kind), len(meta_bytes), payload_len,
-                     params_id_bytes(params_id, kind.name.lower()), bytes(CHECKSUM_BYTES))
-    at = HEADER_BYTES
-    for part in (meta_bytes, *payload):
-        part = memoryview(part).cast("B")
-        buf[at:at + part.nbytes] = part
-        at += part.nbytes
-    buf[_CHECKSUM_AT:_CHECKSUM_AT + CHECKSUM_BYTES] = _checksum(memoryview(buf))
-    return bytes(buf)
+    parts = [memoryview(p).cast("B") for p in (meta_bytes, *payload)]
+    fields = (MAGIC, FORMAT_VERSION, int(kind), len(meta_bytes), sum(p.nbytes for p in parts[1:]),
+              params_id_bytes(params_id, kind.name.lower()))
+    h = hashlib.blake2b(_FIXED.pack(*fields, bytes(CHECKSUM_BYTES))[:_CHECKSUM_AT],
+                        digest_size=CHECKSUM_BYTES, person=_PERSON)
+    for part in parts:
+        h.update(part)
+    return b"".join((_FIXED.pack(*fields, h.digest()), *parts))
 
 
 def _checksum(view: memoryview) -> bytes:

@@ -80,6 +80,7 @@ def test_random_resealed_payload_and_metadata_mutations(world):
     """Re-sealed mutations reach the deeper checks; what still loads must carry valid residues."""
     rng = _rng()
     originals = [serialize.dumps(o) for o in (world.pt, world.ct, world.keys.relin_key("t"), world.sk, world.keys)]
+    originals += [serialize.dumps(o, packed=True) for o in (world.ct, world.keys.relin_key("t"), world.sk)]
     for i in range(300):
         blob = originals[i % len(originals)]
         if i % 2:

@@ -7,6 +7,7 @@ import struct
 
 import numpy as np
 import pytest
+import torch
 
 from fhe_core import rlwe, serialize
 from fhe_core.errors import (
@@ -309,3 +310,25 @@ def test_objects_without_a_params_id_of_a_params_cannot_be_written(world):
     with pytest.raises(SerializationError, match="params_id must be 64 hex digits"):
         serialize.dumps(ct)
     assert preset("N10QP241L3D4Insecure", allow_insecure=True).params_id == world.params.params_id
+
+
+# ---- bit-packed payloads ----------------------------------------------------------------------------
+
+def test_packed_metadata_and_length_checks(world):
+    blob = serialize.dumps(world.ct, packed=True)
+    widths = split(blob).meta["bits"]
+    for bad in (widths[:-1], widths + [40], [65] + widths[1:], [-1] + widths[1:], "60", [True] * len(widths)):
+        with pytest.raises(MetadataError, match="bits must list 4 limb widths"):
+            serialize.loads(_edit(blob, bits=bad), world.params)
+    with pytest.raises(ShapeError, match=r"packed at \[61, .*\] bits per residue needs"):
+        serialize.loads(_edit(blob, bits=[widths[0] + 1] + widths[1:]), world.params)
+
+
+def test_packed_residue_at_or_above_its_prime(world):
+    """The writer does not check ranges; the reader does, after unpacking."""
+    data = world.ct.data.clone()
+    data.view(torch.int64)[1, 2, 9] = world.params.q_primes[2]
+    bad = rlwe.Ciphertext(data=data, level=world.ct.level, params_id=world.params.params_id)
+    for packed in (True, False):
+        with pytest.raises(ResidueRangeError, match="component 1, limb 2 has a residue >= q_2 .coefficient 9"):
+            serialize.loads(serialize.dumps(bad, packed=packed), world.params)

@@ -243,3 +243,64 @@ def test_loads_onto_cuda(world):
     loaded = serialize.loads(serialize.dumps(world.keys), world.params, device="cuda")
     relin = loaded.relin_key("t")
     assert relin.data.is_cuda and torch.equal(relin.data.cpu(), world.keys.relin_key("t").data)
+
+
+# ---- bit-packed payloads ----------------------------------------------------------------------------
+
+def _widths(t: torch.Tensor) -> list[int]:
+    """Per limb (axis -2) the bit length of the largest residue, with Python ints."""
+    rows = t.reshape(-1, *t.shape[-2:]).numpy().view(np.uint64)
+    return [max(int(v) for v in rows[:, i, :].reshape(-1)).bit_length() for i in range(t.shape[-2])]
+
+
+@pytest.mark.parametrize("which", ["world", "world11"])
+def test_packed_round_trips_of_every_residue_kind(request, which):
+    w = request.getfixturevalue(which)
+    objects = [w.pt, w.ct, w.degree_two(w.ct), w.sk, w.pk, w.keys.relin_key("t"),
+               w.keys.galois_key(w.rotate_one, "t")]
+    for obj in objects:
+        blob = serialize.dumps(obj, packed=True)
+        loaded = serialize.loads(blob, w.params)
+        _same_tensor(loaded.data, obj.data)
+        data = obj.data[:, 0] if isinstance(obj, rlwe.SwitchingKey) else obj.data
+        assert split(blob).meta["bits"] == _widths(data)
+        words = data.numel() // data.shape[-1] // data.shape[-2]
+        seed = 32 if isinstance(obj, rlwe.SecretKey) else 0
+        assert len(split(blob).payload) == seed + words * data.shape[-1] * sum(_widths(data)) // 8
+    loaded = serialize.loads(serialize.dumps(w.keys, packed=True), w.params)
+    _same_tensor(loaded.relin_key("t").data, w.keys.relin_key("t").data)
+
+
+def test_packed_bit_layout(world):
+    """Limb i of component c is one little-endian bit stream: residue j = bits [j w_i, (j+1) w_i)."""
+    ct, n = world.ct, world.params.n
+    p = split(serialize.dumps(ct, packed=True))
+    widths = p.meta["bits"]
+    data = ct.data.numpy().view(np.uint64)
+    at = 0
+    for c in range(2):
+        for i, w in enumerate(widths):
+            stream = int.from_bytes(p.payload[at:at + n * w // 8], "little")
+            for j in (0, 1, 7, n // 2 + 3, n - 1):
+                assert (stream >> (j * w)) & ((1 << w) - 1) == int(data[c, i, j])
+            at += n * w // 8
+    assert at == len(p.payload)
+
+
+def test_packed_keys_are_a_third_smaller(world11):
+    """60/40-bit q primes and 61-bit special primes: about 47 bits per residue instead of 64."""
+    key = world11.keys.relin_key("t")
+    ratio = len(serialize.dumps(key, packed=True)) / len(serialize.dumps(key))
+    expected = sum(_widths(key.data[:, 0])) / (64 * key.data.shape[-2])
+    assert abs(ratio - expected) < 0.002 and ratio < 0.8
+
+
+def test_peek_reports_kind_params_id_and_metadata_without_params(world):
+    blob = serialize.dumps(world.keys)
+    info = serialize.peek(blob)
+    assert (info.kind, info.params_id, info.size) == (serialize.Kind.EVAL_KEY_SET, world.params.params_id, len(blob))
+    assert {e.get("galois_element") for e in info.metadata["records"]} == {None, *world.keys.galois_elements}
+    sk_info = serialize.peek(serialize.dumps(world.sk))
+    assert world.sk.seed.hex() not in str(sk_info.metadata)
+    with pytest.raises(WrongKindError):
+        serialize.peek(blob, expect=rlwe.SecretKey)
