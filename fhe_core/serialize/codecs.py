@@ -2,8 +2,10 @@
 
 An encoder turns an object into (metadata, payload parts). A decoder checks a record's
 metadata and payload against the parameters (shapes, then residue ranges) without allocating
-anything, and returns a :data:`Pending`: a function that, called later, copies the checked
-payload into tensors and builds the object. Key sets check every key before building any.
+tensors (word payloads are read in place; bit-packed ones are unpacked into a host array of the
+already checked size), and returns a :data:`Pending`: a function that, called later, copies
+the checked residues into tensors and builds the object. Key sets check every key before
+building any.
 """
 from __future__ import annotations
 
@@ -242,7 +244,8 @@ def decode_public_key(record: Record, meta: dict[str, Any], env: Env) -> Pending
 
 # ---- switching keys ----------------------------------------------------------------------------------
 
-_SWITCHING_KINDS = {Kind.SWITCHING_KEY: SwitchingKey, Kind.RELIN_KEY: RelinKey, Kind.GALOIS_KEY: GaloisKey}
+_SWITCHING_KINDS = {Kind.SWITCHING_KEY: (SwitchingKey, "switching key"), Kind.RELIN_KEY: (RelinKey, "relin key"),
+                    Kind.GALOIS_KEY: (GaloisKey, "galois key")}
 
 
 def encode_switching_key(key: SwitchingKey, *, compress: bool = True) -> Encoded:
@@ -260,8 +263,7 @@ def encode_switching_key(key: SwitchingKey, *, compress: bool = True) -> Encoded
 
 
 def decode_switching_key(record: Record, meta: dict[str, Any], env: Env) -> Pending:
-    cls, p = _SWITCHING_KINDS[record.kind], env.params
-    what = {Kind.SWITCHING_KEY: "switching key", Kind.RELIN_KEY: "relin key", Kind.GALOIS_KEY: "galois key"}[record.kind]
+    (cls, what), p = _SWITCHING_KINDS[record.kind], env.params
     extra = ("galois_element",) if cls is GaloisKey else ()
     check_keys(meta, what, ("compressed", "shape", "uniform_seed", *extra), BITS)
     seed = hex_bytes_field(meta, "uniform_seed", what, SEED_BYTES)
@@ -318,10 +320,12 @@ def decode_eval_key_set(record: Record, meta: dict[str, Any], env: Env) -> Pendi
     for i, entry in enumerate(entries):
         kind, length, element = _key_set_entry(entry, i, env.params.n)
         if element in seen:
-            raise MetadataError(f"{what}: record {i} repeats {'the relin key' if element is None else f'galois element {element}'}")
+            held = "the relin key" if element is None else f"galois element {element}"
+            raise MetadataError(f"{what}: record {i} repeats {held}")
         seen.add(element)
         if length > len(record.payload) - at:
-            raise ShapeError(f"{what}: record {i} of {length} bytes runs past the payload ({len(record.payload)} bytes)")
+            raise ShapeError(f"{what}: record {i} of {length} bytes runs past the payload "
+                             f"({len(record.payload)} bytes)")
         pending.append(_key_set_member(record, record.payload[at:at + length], kind, element, i, env))
         at += length
     if at != len(record.payload):
