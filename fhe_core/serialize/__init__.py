@@ -77,11 +77,12 @@ length); every residue < its prime (one vectorised reduction per tensor). Each f
 a subclass of :class:`fhe_core.errors.SerializationError` naming the object and the problem
 (e.g. ``ciphertext: component 0, limb 3 has a residue >= q_3 (coefficient 17: ...)``).
 
-Adding the CKKS ciphertext (kind 10) is one encoder and one decoder beside the rlwe ones
-(``codecs.py``): metadata = :func:`codecs.encode_ciphertext`'s fields + :func:`codecs.scale_meta`,
-payload unchanged; decode with :func:`codecs.ciphertext_fields` plus the ``scale``/``slots``
-fields, and register both in ``api.py`` (exact-type dispatch keeps a CKKS ciphertext from
-being written as a plain rlwe one before then).
+CKKS ciphertexts (kind 10, reserved): the ciphertext record's metadata plus ``scale`` and
+``slots`` (as a plaintext's), the same payload. :func:`codecs.encode_scaled_ciphertext` and
+:func:`codecs.scaled_ciphertext_decoder` implement it (tested with a stand-in subclass);
+enabling it for ``fhe_core.ckks`` 's ciphertext class is two registration lines in ``api.py``.
+Until then, exact-type dispatch refuses to write a CKKS ciphertext as a plain rlwe one (which
+would lose its scale).
 
 No pickle, no eval: metadata is JSON with a fixed schema, payloads are raw words.
 """

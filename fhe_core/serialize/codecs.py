@@ -205,10 +205,35 @@ def decode_ciphertext(record: Record, meta: dict[str, Any], env: Env) -> Pending
     return lambda: Ciphertext(**fields())
 
 
+def encode_scaled_ciphertext(ct: Ciphertext) -> Encoded:
+    """A CKKS ciphertext (an rlwe Ciphertext subclass with ``scale`` and ``slots``): the
+    ciphertext record's metadata plus :func:`scale_meta`, the same payload."""
+    meta, parts = encode_ciphertext(ct)
+    return {**meta, **scale_meta(ct.scale, ct.slots)}, parts
+
+
+def scaled_ciphertext_decoder(cls: type) -> Callable[[Record, dict[str, Any], Env], Pending]:
+    """The decoder of :func:`encode_scaled_ciphertext` records, building ``cls(data=, level=,
+    params_id=, is_ntt=, scale=, slots=)``; registering the CKKS ciphertext is
+    ``_ENCODERS[cls] = (Kind.CKKS_CIPHERTEXT, encode_scaled_ciphertext)`` and
+    ``_DECODERS[Kind.CKKS_CIPHERTEXT] = scaled_ciphertext_decoder(cls)`` in ``api.py``."""
+    def decode(record: Record, meta: dict[str, Any], env: Env) -> Pending:
+        what = "ckks ciphertext"
+        check_keys(meta, what, ("is_ntt", "level", "scale", "shape", "slots"), BITS)
+        scale, slots = scale_field(meta, "scale", what), _slots(meta, what, env.params)
+        fields = ciphertext_fields(record, meta, env, what)
+        return lambda: cls(**fields(), scale=scale, slots=slots)
+    return decode
+
+
 # ---- secret and public keys --------------------------------------------------------------------------
 
 def encode_secret_key(sk: SecretKey) -> Encoded:
-    """Payload: the 32-byte master seed, then s over QP_L. SECRET: never send it to a server."""
+    """Payload: the 32-byte master seed, then s over QP_L.
+
+    The result IS the secret key: whoever holds these bytes decrypts everything. It must never
+    be sent to a server, logged, or stored beside evaluation keys; only the client writes it.
+    """
     words = tensor_words(sk.data, "secret key", 2)
     meta = {"hamming_weight": int(sk.hamming_weight), "shape": list(words.shape)}
     return meta, [_seed(sk.seed, "secret key"), words]

@@ -83,12 +83,11 @@ def padded(meta_bytes: bytes) -> bytes:
 
 def params_id_bytes(params_id: object, what: str) -> bytes:
     """The 32 raw bytes of a hex SHA-256 params_id (the form :class:`fhe_core.params.Params` uses)."""
-    if isinstance(params_id, str) and len(params_id) == 2 * PARAMS_ID_BYTES:
-        try:
-            return bytes.fromhex(params_id)
-        except ValueError:
-            pass
-    raise SerializationError(f"{what}: params_id must be 64 hex digits (a Params.params_id), got {params_id!r}")
+    if isinstance(params_id, str) and len(params_id) == 2 * PARAMS_ID_BYTES and \
+            set(params_id) <= set("0123456789abcdef"):
+        return bytes.fromhex(params_id)
+    raise SerializationError(f"{what}: params_id must be 64 lowercase hex digits (a Params.params_id), "
+                             f"got {params_id!r}")
 
 
 def pack(kind: Kind, params_id: str, meta: dict[str, Any], payload: Sequence[bytes | memoryview]) -> bytes:

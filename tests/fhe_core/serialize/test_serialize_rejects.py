@@ -306,7 +306,7 @@ def test_objects_without_a_params_id_of_a_params_cannot_be_written(world):
     ctx = rlwe.RLWEContext(world.params.n, world.params.q_primes, world.params.p_primes)
     pt = world.encoder.encode([1.0])
     ct = rlwe.encrypt_sk(ctx, rlwe.gen_secret_key(ctx), pt.data, pt.level)
-    with pytest.raises(SerializationError, match="params_id must be 64 hex digits"):
+    with pytest.raises(SerializationError, match="params_id must be 64 lowercase hex digits"):
         serialize.dumps(ct)
     assert preset("N10QP241L3D4Insecure", allow_insecure=True).params_id == world.params.params_id
 

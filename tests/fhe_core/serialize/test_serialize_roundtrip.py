@@ -304,3 +304,29 @@ def test_peek_reports_kind_params_id_and_metadata_without_params(world):
     assert world.sk.seed.hex() not in str(sk_info.metadata)
     with pytest.raises(WrongKindError):
         serialize.peek(blob, expect=rlwe.SecretKey)
+
+
+def test_ckks_ciphertext_record_is_the_rlwe_record_plus_scale_and_slots(world, monkeypatch):
+    """A stand-in for the CKKS ciphertext (an rlwe Ciphertext with scale and slots), registered
+    the way the real one will be: same payload, two more metadata fields, exact round trip."""
+    from dataclasses import dataclass
+
+    from fhe_core.serialize import api, codecs
+
+    @dataclass(frozen=True, kw_only=True, eq=False)
+    class ScaledCiphertext(rlwe.Ciphertext):
+        scale: float
+        slots: int
+
+    kind = serialize.Kind.CKKS_CIPHERTEXT
+    monkeypatch.setitem(api._ENCODERS, ScaledCiphertext, (kind, codecs.encode_scaled_ciphertext))
+    monkeypatch.setitem(api._DECODERS, kind, codecs.scaled_ciphertext_decoder(ScaledCiphertext))
+    ct = ScaledCiphertext(data=world.ct.data, level=world.ct.level, params_id=world.ct.params_id,
+                          scale=world.pt.scale * 1.25, slots=world.pt.slots)
+    blob, plain = split(serialize.dumps(ct)), split(serialize.dumps(world.ct))
+    assert blob.kind == 10 and blob.payload == plain.payload
+    assert blob.meta == {**plain.meta, "scale": (world.pt.scale * 1.25).hex(), "slots": world.pt.slots}
+    loaded = serialize.loads(serialize.dumps(ct, packed=True), world.params)
+    assert type(loaded) is ScaledCiphertext
+    assert (loaded.scale, loaded.slots, loaded.level) == (ct.scale, ct.slots, ct.level)
+    _same_tensor(loaded.data, ct.data)
