@@ -101,7 +101,7 @@ def loads(data: bytes | bytearray | memoryview, params: Params | None = None, *,
     if record.kind == Kind.PARAMS:
         target = device if device is not None else (params.device if params is not None else "cpu")
         return codecs.decode_params(record, decode_metadata(record), device=target,
-                                    allow_insecure=allow_insecure or params is not None)()
+                                    allow_insecure=allow_insecure or params is not None, reference=params)()
     if params is None:
         raise SerializationError(f"loads: a {record.kind.name.lower()} record needs the Params it was made for")
     if record.kind not in _DECODERS:
@@ -147,7 +147,8 @@ def _expected_kinds(expect: type | tuple[type, ...] | None) -> list[Kind] | None
 
 def dump(obj: object, path: str | os.PathLike, *, compress: bool = True, packed: bool = False) -> int:
     """Write :func:`dumps` (obj) to ``path`` atomically (a temporary file in the same folder,
-    then a rename); returns the number of bytes written."""
+    then a rename); returns the number of bytes written. The file is created with mode 0600
+    (owner only; ``tempfile.mkstemp``'s default), which is what a secret key needs."""
     blob = dumps(obj, compress=compress, packed=packed)
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

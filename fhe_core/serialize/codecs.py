@@ -19,7 +19,7 @@ import torch
 
 from fhe_core.ckks.plaintext import Plaintext
 from fhe_core.errors import (
-    MetadataError, ParameterError, SecurityError, SerializationError, SerializedParamsMismatchError, ShapeError,
+    MetadataError, SecurityError, SerializationError, SerializedParamsMismatchError, ShapeError, SizeLimitError,
     WrongKindError,
 )
 from fhe_core.params import Params, ParamsLiteral
@@ -133,25 +133,44 @@ def encode_params(params: Params) -> Encoded:
     return {}, [params.literal.to_json().encode("utf-8")]
 
 
+MAX_PRIMES = 512   # a literal from untrusted bytes may not ask for more primes (prime generation is slow)
+
+
 def decode_params(record: Record, meta: dict[str, Any], *, device: torch.device | str,
-                  allow_insecure: bool) -> Pending:
+                  allow_insecure: bool, reference: Params | None = None) -> Pending:
     """Rebuild the parameters from the literal and refuse them unless their recomputed
-    params_id is the one in the header. Security: as :meth:`Params.from_literal`."""
+    params_id is the one in the header. With a ``reference`` (the caller's Params, whose id
+    the header matches) the literal must also be the reference's, checked before any prime is
+    generated. Security: as :meth:`Params.from_literal`."""
     check_keys(meta, "params", ())
+    text = _literal_text(record)
+    if reference is not None and text != reference.literal.to_json():
+        raise SerializedParamsMismatchError("params: the literal is not the one of the given parameters")
     try:
-        text = bytes(record.payload).decode("utf-8")
         literal = ParamsLiteral.from_json(text)
-        if literal.to_json() != text:
-            raise MetadataError("params: the literal is not in canonical JSON form")
-        params = Params.from_literal(literal, allow_insecure=allow_insecure, device=device)
-    except SecurityError:
+        primes = len(literal.log_q) + len(literal.log_p) if isinstance(literal.log_q, list) and \
+            isinstance(literal.log_p, list) else 0
+        if primes > MAX_PRIMES:
+            raise SizeLimitError(f"params: the literal asks for {primes} primes, more than {MAX_PRIMES}")
+        canonical = literal.to_json() == text
+        params = Params.from_literal(literal, allow_insecure=allow_insecure, device=device) if canonical else None
+    except (SecurityError, SizeLimitError):
         raise
-    except (UnicodeDecodeError, ParameterError, TypeError) as exc:
+    except (ValueError, TypeError, RecursionError) as exc:   # ParameterError is a ValueError
         raise MetadataError(f"params: the literal is invalid: {exc}") from None
+    if params is None:
+        raise MetadataError("params: the literal is not in canonical JSON form")
     if params.params_id != record.params_id:
         raise SerializedParamsMismatchError(f"params: the literal hashes to params_id {params.params_id}, "
                                             f"the header claims {record.params_id}")
     return lambda: params
+
+
+def _literal_text(record: Record) -> str:
+    try:
+        return bytes(record.payload).decode("utf-8")
+    except UnicodeDecodeError:
+        raise MetadataError("params: the literal is not UTF-8") from None
 
 
 # ---- plaintexts and ciphertexts ----------------------------------------------------------------------

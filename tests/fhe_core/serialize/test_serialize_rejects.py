@@ -3,6 +3,7 @@ class of the check that must catch them, and a message naming the problem. Craft
 re-sealed with a valid checksum (serialize_helpers) so that the deeper checks are reached."""
 from __future__ import annotations
 
+import json
 import struct
 
 import numpy as np
@@ -331,3 +332,19 @@ def test_packed_residue_at_or_above_its_prime(world):
     for packed in (True, False):
         with pytest.raises(ResidueRangeError, match="component 1, limb 2 has a residue >= q_2 .coefficient 9"):
             serialize.loads(serialize.dumps(bad, packed=packed), world.params)
+
+
+def test_params_record_checks_before_generating_primes(world, world11):
+    blob = serialize.dumps(world.params)
+    other_literal = world11.params.literal.to_json().encode()
+    with pytest.raises(SerializedParamsMismatchError, match="not the one of the given parameters"):
+        serialize.loads(rebuild(blob, payload=other_literal), world.params)
+    many = world.params.literal.to_dict() | {"log_q": [40] * 600, "dnum": None}
+    text = json.dumps(many, sort_keys=True, separators=(",", ":")).encode()
+    with pytest.raises(SizeLimitError, match="asks for 601 primes"):
+        serialize.loads(rebuild(blob, payload=text), allow_insecure=True)
+    for payload, message in ((b"\xff\xfe", "not UTF-8"), (b"[" * 100000, "literal is invalid"),
+                             (b'{"log_n": 10 }', "literal is invalid"),
+                             (other_literal.replace(b",", b", "), "not in canonical JSON form")):
+        with pytest.raises(MetadataError, match=message):
+            serialize.loads(rebuild(blob, payload=payload), allow_insecure=True)
