@@ -92,16 +92,27 @@ def loads(data: bytes | bytearray | memoryview, params: Params | None = None, *,
     shapes against the parameters, residue ranges. Each failure raises its own subclass of
     :class:`fhe_core.errors.SerializationError` naming the object and what is wrong.
     """
-    record = parse(data, max_bytes=max_bytes, expect=_expected_kinds(expect))
     if params is not None and not isinstance(params, Params):
         raise SerializationError(f"loads: params must be a Params, got {type(params).__name__}")
+    record = parse(data, max_bytes=max_bytes, expect=_expected_kinds(expect))
     if params is not None and record.params_id != params.params_id:
         raise SerializedParamsMismatchError(f"{record.kind.name.lower()}: belongs to params_id {record.params_id}, "
                                             f"expected {params.params_id}")
     if record.kind == Kind.PARAMS:
-        target = device if device is not None else (params.device if params is not None else "cpu")
-        return codecs.decode_params(record, decode_metadata(record), device=target,
-                                    allow_insecure=allow_insecure or params is not None, reference=params)()
+        return _load_params(record, params, device, allow_insecure)
+    return _load_object(record, params, device)
+
+
+def _load_params(record: Record, params: Params | None, device: torch.device | str | None,
+                 allow_insecure: bool) -> Params:
+    """A Params record; given ``params`` (already accepted by the caller) it must be them."""
+    target = device if device is not None else (params.device if params is not None else "cpu")
+    return codecs.decode_params(record, decode_metadata(record), device=target,
+                                allow_insecure=allow_insecure or params is not None, reference=params)()
+
+
+def _load_object(record: Record, params: Params | None, device: torch.device | str | None) -> Any:
+    """Any other record: metadata, shapes and ranges checked against ``params``, then built."""
     if params is None:
         raise SerializationError(f"loads: a {record.kind.name.lower()} record needs the Params it was made for")
     if record.kind not in _DECODERS:
