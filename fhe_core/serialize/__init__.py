@@ -84,6 +84,16 @@ enabling it for ``fhe_core.ckks`` 's ciphertext class is two registration lines 
 Until then, exact-type dispatch refuses to write a CKKS ciphertext as a plain rlwe one (which
 would lose its scale).
 
+Sizes at the N16QP1766L30D3 preset (N = 2^16, L = 30, alpha = 11, dnum = 3, 42 limbs of QP_L;
+payload bytes, the header and metadata add about 200): a relinearization or Galois key is
+3 * 2 * 42 * 2^16 * 8 = 132,120,576 raw, 66,060,288 seed-compressed, and about 43.4-43.8 MB
+compressed and packed (1766-1781 bits per coefficient of a digit, depending on whether the
+41-bit scaling primes' largest residues reach 2^40); a fresh ciphertext is 32,505,856 bytes
+(2 * 31 * 2^16 * 8), 20.6-20.9 MB packed.
+
+A params record from untrusted bytes asks for at most 512 primes (checked before any prime is
+generated); with ``params`` given, its literal must be theirs before anything is computed.
+
 No pickle, no eval: metadata is JSON with a fixed schema, payloads are raw words.
 """
 from fhe_core.serialize.api import RecordInfo, dump, dumps, load, loads, peek
