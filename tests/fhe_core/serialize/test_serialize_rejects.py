@@ -348,3 +348,22 @@ def test_params_record_checks_before_generating_primes(world, world11):
                              (other_literal.replace(b",", b", "), "not in canonical JSON form")):
         with pytest.raises(MetadataError, match=message):
             serialize.loads(rebuild(blob, payload=payload), allow_insecure=True)
+
+
+def test_checks_run_in_the_documented_order(world, world11, small_pt):
+    """With several faults at once, the earliest check in the documented order reports."""
+    bad_range = rebuild(small_pt, payload=with_word(split(small_pt).payload, 0, (1 << 64) - 1))
+    foreign = rebuild(bad_range, params_id=bytes.fromhex(world11.params.params_id))
+    bad_sum = bytearray(foreign)
+    bad_sum[-1] ^= 1
+    bad_kind = rebuild(bytes(bad_sum), kind=99, seal=False)
+    bad_version = rebuild(bad_kind, version=7, seal=False)
+    bad_magic = b"XXXXXXXX" + bad_version[8:]
+    cases = [(bad_range, ResidueRangeError), (foreign, SerializedParamsMismatchError), (bytes(bad_sum), ChecksumError),
+             (bad_kind, WrongKindError), (bad_version, UnsupportedVersionError), (bad_magic, BadMagicError),
+             (bad_magic[:-1], TruncatedError)]
+    for blob, error in cases:
+        with pytest.raises(error):
+            serialize.loads(blob, world.params)
+    with pytest.raises(SizeLimitError):
+        serialize.loads(bad_magic, world.params, max_bytes=len(bad_magic) - 1)
