@@ -47,3 +47,55 @@ class ScaleMismatchError(FHEError, ValueError):
 
 class SlotMismatchError(FHEError, ValueError):
     """CKKS operands pack different numbers of slots."""
+
+
+# ---- serialization (fhe_core.serialize) ---------------------------------------------------------
+
+class SerializationError(FHEError, ValueError):
+    """A serialized object cannot be written or read; the subclasses say which check failed."""
+
+
+class SizeLimitError(SerializationError):
+    """The input, or a length it declares, exceeds the caller's ``max_bytes`` (or a format limit)."""
+
+
+class TruncatedError(SerializationError):
+    """The input is shorter than its header or its declared lengths (this includes empty input)."""
+
+
+class TrailingDataError(SerializationError):
+    """The input is longer than its declared lengths: bytes follow the object."""
+
+
+class BadMagicError(SerializationError):
+    """The input does not start with the fhe_core magic bytes: it is not a serialized object."""
+
+
+class UnsupportedVersionError(SerializationError):
+    """The format version is not one this build reads."""
+
+
+class WrongKindError(SerializationError):
+    """The object kind is unknown, or is not the kind the caller expects."""
+
+
+class ChecksumError(SerializationError):
+    """The BLAKE2b checksum does not match: the bytes were corrupted or altered."""
+
+
+class SerializedParamsMismatchError(SerializationError, ParamsMismatchError):
+    """The object belongs to another parameter set than the one given (params_id), or a
+    serialized parameter literal does not hash to the params_id it claims."""
+
+
+class MetadataError(SerializationError):
+    """The metadata block is malformed: not JSON, missing or unknown fields, wrong types."""
+
+
+class ShapeError(SerializationError):
+    """Declared shapes are inconsistent with the parameters (N, limb counts, dnum, alpha) or with
+    the payload length."""
+
+
+class ResidueRangeError(SerializationError):
+    """A residue is not canonical: it is >= the prime of its limb."""

@@ -1,0 +1,186 @@
+"""dumps / loads and the file helpers (the public face of :mod:`fhe_core.serialize`)."""
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fhe_core.ckks.plaintext import Plaintext
+from fhe_core.errors import SerializationError, SerializedParamsMismatchError, SizeLimitError
+from fhe_core.params import Params
+from fhe_core.ring import resolve_device
+from fhe_core.rlwe import Ciphertext, EvalKeySet, GaloisKey, PublicKey, RelinKey, SecretKey, SwitchingKey
+from fhe_core.serialize import codecs
+from fhe_core.serialize.record import DEFAULT_MAX_BYTES, Kind, Record, decode_metadata, pack, parse
+
+# exact types only: a subclass (e.g. a CKKS ciphertext with a scale) must get its own kind, never
+# be written silently as its base class
+_ENCODERS: dict[type, tuple[Kind, Callable[..., codecs.Encoded]]] = {
+    Params: (Kind.PARAMS, codecs.encode_params),
+    Plaintext: (Kind.PLAINTEXT, codecs.encode_plaintext),
+    Ciphertext: (Kind.CIPHERTEXT, codecs.encode_ciphertext),
+    SecretKey: (Kind.SECRET_KEY, codecs.encode_secret_key),
+    PublicKey: (Kind.PUBLIC_KEY, codecs.encode_public_key),
+    SwitchingKey: (Kind.SWITCHING_KEY, codecs.encode_switching_key),
+    RelinKey: (Kind.RELIN_KEY, codecs.encode_switching_key),
+    GaloisKey: (Kind.GALOIS_KEY, codecs.encode_switching_key),
+    EvalKeySet: (Kind.EVAL_KEY_SET, codecs.encode_eval_key_set),
+}
+_COMPRESSIBLE = {Kind.SWITCHING_KEY, Kind.RELIN_KEY, Kind.GALOIS_KEY, Kind.EVAL_KEY_SET}
+_DECODERS: dict[Kind, Callable[[Record, dict[str, Any], codecs.Env], codecs.Pending]] = {
+    Kind.PLAINTEXT: codecs.decode_plaintext,
+    Kind.CIPHERTEXT: codecs.decode_ciphertext,
+    Kind.SECRET_KEY: codecs.decode_secret_key,
+    Kind.PUBLIC_KEY: codecs.decode_public_key,
+    Kind.SWITCHING_KEY: codecs.decode_switching_key,
+    Kind.RELIN_KEY: codecs.decode_switching_key,
+    Kind.GALOIS_KEY: codecs.decode_switching_key,
+    Kind.EVAL_KEY_SET: codecs.decode_eval_key_set,
+}
+_CLASSES = {kind: cls for cls, (kind, _) in _ENCODERS.items()}
+
+
+def dumps(obj: object, *, compress: bool = True, packed: bool = False) -> bytes:
+    """Serialize ``obj`` (Params, Plaintext, rlwe Ciphertext, SecretKey, PublicKey, SwitchingKey,
+    RelinKey, GaloisKey, EvalKeySet) into one self-checking record (format: package docstring).
+
+    ``compress``: switching keys (alone or in an EvalKeySet) store only their b parts and the
+    uniform seed, halving their size; the a parts are regenerated on load. It assumes the a
+    parts come from the seed, as for every key made by ``rlwe.gen_*``. Ignored for other kinds.
+    ``packed``: store each limb's residues at the bit length of its largest one (about the
+    prime's size: 40-bit primes take 40 bits, not 64) instead of as uint64 words.
+    A SecretKey serializes like the rest, but its bytes are the secret: never send them to a
+    server or store them beside evaluation keys.
+    """
+    entry = _ENCODERS.get(type(obj))
+    if entry is None:
+        raise SerializationError(f"dumps: no format for {type(obj).__module__}.{type(obj).__qualname__} "
+                                 f"(known: {', '.join(c.__name__ for c in _ENCODERS)}; subclasses need their own kind)")
+    kind, encode = entry
+    if kind == Kind.EVAL_KEY_SET:
+        meta, payload = encode(obj, compress=compress, packed=packed)
+    else:
+        meta, payload = encode(obj, compress=compress) if kind in _COMPRESSIBLE else encode(obj)
+        meta, payload = codecs.bit_packed(meta, payload, packed)
+    return pack(kind, obj.params_id, meta, payload)
+
+
+def loads(data: bytes | bytearray | memoryview, params: Params | None = None, *,
+          device: torch.device | str | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+          expect: type | tuple[type, ...] | None = None, allow_insecure: bool = False) -> Any:
+    """Read one object written by :func:`dumps`.
+
+    Args:
+        data: the bytes (a bytes-like object; a memoryview avoids a copy).
+        params: the parameter set the object must belong to (its params_id is compared with the
+            header's). Required for every kind but Params; for a Params record it is optional,
+            and when given the record must be that parameter set.
+        device: where the tensors go (default: ``params.device``).
+        max_bytes: refuse inputs, or declared sizes, above this many bytes.
+        expect: a class or tuple of classes the object must be an instance of (e.g.
+            ``EvalKeySet`` for a server endpoint); anything else raises WrongKindError before
+            the checksum is even computed.
+        allow_insecure: for a Params record only: accept parameters below 128-bit security.
+
+    Checks, in order, before any tensor is allocated: sizes (input and declared lengths
+    against ``max_bytes`` and the input), magic, version, kind, checksum, params_id, metadata,
+    shapes against the parameters, residue ranges. Each failure raises its own subclass of
+    :class:`fhe_core.errors.SerializationError` naming the object and what is wrong.
+    """
+    if params is not None and not isinstance(params, Params):
+        raise SerializationError(f"loads: params must be a Params, got {type(params).__name__}")
+    record = parse(data, max_bytes=max_bytes, expect=_expected_kinds(expect))
+    if params is not None and record.params_id != params.params_id:
+        raise SerializedParamsMismatchError(f"{record.kind.name.lower()}: belongs to params_id {record.params_id}, "
+                                            f"expected {params.params_id}")
+    if record.kind == Kind.PARAMS:
+        return _load_params(record, params, device, allow_insecure)
+    return _load_object(record, params, device)
+
+
+def _load_params(record: Record, params: Params | None, device: torch.device | str | None,
+                 allow_insecure: bool) -> Params:
+    """A Params record; given ``params`` (already accepted by the caller) it must be them."""
+    target = device if device is not None else (params.device if params is not None else "cpu")
+    return codecs.decode_params(record, decode_metadata(record), device=target,
+                                allow_insecure=allow_insecure or params is not None, reference=params)()
+
+
+def _load_object(record: Record, params: Params | None, device: torch.device | str | None) -> Any:
+    """Any other record: metadata, shapes and ranges checked against ``params``, then built."""
+    if params is None:
+        raise SerializationError(f"loads: a {record.kind.name.lower()} record needs the Params it was made for")
+    if record.kind not in _DECODERS:
+        raise SerializationError(f"loads: reading {record.kind.name.lower()} records is not implemented yet")
+    env = codecs.Env(params, resolve_device(device if device is not None else params.device))
+    build = _DECODERS[record.kind](record, decode_metadata(record), env)
+    return build()
+
+
+@dataclass(frozen=True)
+class RecordInfo:
+    """What :func:`peek` reports: the kind, the params_id (64 hex digits), the metadata object
+    and the record size in bytes."""
+
+    kind: Kind
+    params_id: str
+    metadata: dict[str, Any]
+    size: int
+
+
+def peek(data: bytes | bytearray | memoryview, *, max_bytes: int = DEFAULT_MAX_BYTES,
+         expect: type | tuple[type, ...] | None = None) -> RecordInfo:
+    """Kind, params_id and metadata of a record, after the size, magic, version, kind and
+    checksum checks, without parameters and without reading the payload: a server can find
+    the Params a blob needs, or see the Galois elements a key set holds, before loading it.
+    (A secret key's metadata holds no secret: its seed is in the payload.)"""
+    record = parse(data, max_bytes=max_bytes, expect=_expected_kinds(expect))
+    return RecordInfo(record.kind, record.params_id, decode_metadata(record), record.size)
+
+
+def _expected_kinds(expect: type | tuple[type, ...] | None) -> list[Kind] | None:
+    """The kinds whose class is a subclass of ``expect``."""
+    if expect is None:
+        return None
+    classes = expect if isinstance(expect, tuple) else (expect,)
+    if not all(isinstance(c, type) for c in classes):
+        raise SerializationError(f"loads: expect must be a class or a tuple of classes, got {expect!r}")
+    kinds = [kind for kind, cls in _CLASSES.items() if issubclass(cls, classes)]
+    if not kinds:
+        raise SerializationError(f"loads: no serialized kind is an instance of {expect!r}")
+    return kinds
+
+
+def dump(obj: object, path: str | os.PathLike, *, compress: bool = True, packed: bool = False) -> int:
+    """Write :func:`dumps` (obj) to ``path`` atomically (a temporary file in the same folder,
+    then a rename); returns the number of bytes written. The file is created with mode 0600
+    (owner only; ``tempfile.mkstemp``'s default), which is what a secret key needs."""
+    blob = dumps(obj, compress=compress, packed=packed)
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return len(blob)
+
+
+def load(path: str | os.PathLike, params: Params | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES,
+         **kwargs: Any) -> Any:
+    """:func:`loads` of a file; a file larger than ``max_bytes`` is refused before it is read."""
+    size = os.stat(path).st_size
+    if size > max_bytes:
+        raise SizeLimitError(f"{os.fspath(path)}: file of {size} bytes exceeds max_bytes={max_bytes}")
+    with open(path, "rb") as f:
+        data = f.read(max_bytes + 1)
+    return loads(data, params, max_bytes=max_bytes, **kwargs)

@@ -1,0 +1,412 @@
+"""One encoder and one decoder per object kind.
+
+An encoder turns an object into (metadata, payload parts). A decoder checks a record's
+metadata and payload against the parameters (shapes, then residue ranges) without allocating
+tensors (word payloads are read in place; bit-packed ones are unpacked into a host array of the
+already checked size), and returns a :data:`Pending`: a function that, called later, copies
+the checked residues into tensors and builds the object. Key sets check every key before
+building any.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from fhe_core.ckks.plaintext import Plaintext
+from fhe_core.errors import (
+    MetadataError, SecurityError, SerializationError, SerializedParamsMismatchError, ShapeError, SizeLimitError,
+    WrongKindError,
+)
+from fhe_core.params import Params, ParamsLiteral
+from fhe_core.rlwe import (
+    Ciphertext, EvalKeySet, GaloisKey, PublicKey, RelinKey, RLWEContext, SecretKey, SwitchingKey,
+    switching_key_uniform,
+)
+from fhe_core.serialize.fields import (
+    bool_field, check_keys, check_residues, hex_bytes_field, int_field, limb_widths, pack_bits, q_labels,
+    qp_labels, residue_words, scale_field, shape_field, tensor_words, to_tensor,
+)
+from fhe_core.serialize.record import HEADER_BYTES, Kind, Record, decode_metadata, float_hex, pack, parse
+
+SEED_BYTES = 32
+MAX_DEGREE = 2          # ciphertexts of degree 1, or 2 before relinearization
+BITS = ("bits",)        # the optional metadata field of bit-packed residue payloads
+Pending = Callable[[], Any]
+Encoded = tuple[dict[str, Any], list[bytes | memoryview | np.ndarray]]
+
+
+@dataclass(frozen=True, eq=False)
+class Env:
+    """What decoding needs: the parameters and the target device (the context is built lazily,
+    only for keys whose uniform parts are regenerated)."""
+
+    params: Params
+    device: torch.device
+
+    @property
+    def ctx(self) -> RLWEContext:
+        return _context(self.params, self.device)
+
+    @property
+    def qp_rows(self) -> int:
+        return self.params.alpha + self.params.max_level + 1
+
+    @property
+    def qp_primes(self) -> tuple[int, ...]:
+        return self.params.p_primes + self.params.q_primes
+
+
+@functools.lru_cache(maxsize=8)
+def _context(params: Params, device: torch.device) -> RLWEContext:
+    return RLWEContext.from_params(params.with_device(device), device)
+
+
+# ---- shared pieces ---------------------------------------------------------------------------------
+
+def _level(meta: dict[str, Any], what: str, params: Params) -> int:
+    """The ``level`` field; a level above L is a ShapeError (it needs more limbs than exist)."""
+    level = int_field(meta, "level", what, 0, 1 << 30)
+    if level > params.max_level:
+        raise ShapeError(f"{what}: level {level} needs {level + 1} limbs, the parameters have "
+                         f"L = {params.max_level} ({params.max_level + 1} primes q_0..q_{params.max_level})")
+    return level
+
+
+def _slots(meta: dict[str, Any], what: str, params: Params) -> int:
+    slots = int_field(meta, "slots", what, 1, params.slots)
+    if slots & (slots - 1):
+        raise MetadataError(f"{what}: slots must be a power of two, got {slots}")
+    return slots
+
+
+def scale_meta(scale: float, slots: int) -> dict[str, Any]:
+    """The CKKS metadata a plaintext (and a CKKS ciphertext) adds: exact scale and slot count."""
+    return {"scale": float_hex(scale), "slots": int(slots)}
+
+
+def _q_words(payload: memoryview, shape: tuple[int, ...], what: str, params: Params, meta: dict[str, Any],
+             outer: Callable[[tuple[int, ...]], str] = lambda i: "") -> np.ndarray:
+    """The payload as ``shape`` = [..., l+1, N] residues over Q_l, range-checked."""
+    words = residue_words(payload, shape, what, meta)
+    check_residues(words, params.q_primes[:shape[-2]], what, q_labels(shape[-2]), outer)
+    return words
+
+
+def _qp_words(payload: memoryview, shape: tuple[int, ...], what: str, env: Env, meta: dict[str, Any],
+              outer: Callable[[tuple[int, ...]], str] = lambda i: "") -> np.ndarray:
+    """The payload as ``shape`` = [..., alpha + L + 1, N] residues over QP_L (P first), range-checked."""
+    words = residue_words(payload, shape, what, meta)
+    p = env.params
+    check_residues(words, env.qp_primes, what, qp_labels(p.alpha, p.max_level + 1), outer)
+    return words
+
+
+def bit_packed(meta: dict[str, Any], parts: list, enabled: bool) -> Encoded:
+    """With ``enabled``, the residue part (the one uint64 array) packed at the bit length of each
+    limb's largest residue, the widths recorded as metadata ``bits``; otherwise unchanged."""
+    if not enabled:
+        return meta, parts
+    out = []
+    for part in parts:
+        if isinstance(part, np.ndarray) and part.dtype == np.uint64:
+            meta = {**meta, "bits": limb_widths(part)}
+            part = pack_bits(part, meta["bits"])
+        out.append(part)
+    return meta, out
+
+
+def _seed(value: object, what: str) -> bytes:
+    if not isinstance(value, (bytes, bytearray)) or len(value) != SEED_BYTES:
+        raise SerializationError(f"{what}: the seed must be {SEED_BYTES} bytes")
+    return bytes(value)
+
+
+# ---- params ----------------------------------------------------------------------------------------
+
+def encode_params(params: Params) -> Encoded:
+    """Payload: the normalised literal as canonical JSON (UTF-8); no metadata fields."""
+    return {}, [params.literal.to_json().encode("utf-8")]
+
+
+MAX_PRIMES = 512   # a literal from untrusted bytes may not ask for more primes (prime generation is slow)
+
+
+def decode_params(record: Record, meta: dict[str, Any], *, device: torch.device | str,
+                  allow_insecure: bool, reference: Params | None = None) -> Pending:
+    """Rebuild the parameters from the literal and refuse them unless their recomputed
+    params_id is the one in the header. With a ``reference`` (the caller's Params, whose id
+    the header matches) the literal must also be the reference's, checked before any prime is
+    generated. Security: as :meth:`Params.from_literal`."""
+    check_keys(meta, "params", ())
+    text = _literal_text(record)
+    if reference is not None and text != reference.literal.to_json():
+        raise SerializedParamsMismatchError("params: the literal is not the one of the given parameters")
+    try:
+        literal = ParamsLiteral.from_json(text)
+        primes = len(literal.log_q) + len(literal.log_p) if isinstance(literal.log_q, list) and \
+            isinstance(literal.log_p, list) else 0
+        if primes > MAX_PRIMES:
+            raise SizeLimitError(f"params: the literal asks for {primes} primes, more than {MAX_PRIMES}")
+        canonical = literal.to_json() == text
+        params = Params.from_literal(literal, allow_insecure=allow_insecure, device=device) if canonical else None
+    except (SecurityError, SizeLimitError):
+        raise
+    except (ValueError, TypeError, RecursionError) as exc:   # ParameterError is a ValueError
+        raise MetadataError(f"params: the literal is invalid: {exc}") from None
+    if params is None:
+        raise MetadataError("params: the literal is not in canonical JSON form")
+    if params.params_id != record.params_id:
+        raise SerializedParamsMismatchError(f"params: the literal hashes to params_id {params.params_id}, "
+                                            f"the header claims {record.params_id}")
+    return lambda: params
+
+
+def _literal_text(record: Record) -> str:
+    try:
+        return bytes(record.payload).decode("utf-8")
+    except UnicodeDecodeError:
+        raise MetadataError("params: the literal is not UTF-8") from None
+
+
+# ---- plaintexts and ciphertexts ----------------------------------------------------------------------
+
+def encode_plaintext(pt: Plaintext) -> Encoded:
+    words = tensor_words(pt.data, "plaintext", 2)
+    meta = {"level": int(pt.level), "is_ntt": bool(pt.is_ntt), "shape": list(words.shape),
+            **scale_meta(pt.scale, pt.slots)}
+    return meta, [words]
+
+
+def decode_plaintext(record: Record, meta: dict[str, Any], env: Env) -> Pending:
+    what, p = "plaintext", env.params
+    check_keys(meta, what, ("is_ntt", "level", "scale", "shape", "slots"), BITS)
+    level = _level(meta, what, p)
+    slots, scale, is_ntt = _slots(meta, what, p), scale_field(meta, "scale", what), bool_field(meta, "is_ntt", what)
+    shape = shape_field(meta, what, (level + 1, p.n), f"level {level}: {level + 1} limbs of N = {p.n}")
+    words = _q_words(record.payload, shape, what, p, meta)
+    return lambda: Plaintext(data=to_tensor(words, env.device), level=level, scale=scale,
+                             params_id=p.params_id, slots=slots, is_ntt=is_ntt)
+
+
+def encode_ciphertext(ct: Ciphertext) -> Encoded:
+    """Metadata: level, is_ntt, shape [d+1, l+1, N]; payload: the components in order.
+    (A CKKS ciphertext adds :func:`scale_meta` to this metadata; see the package docstring.)"""
+    words = tensor_words(ct.data, "ciphertext", 3)
+    return {"level": int(ct.level), "is_ntt": bool(ct.is_ntt), "shape": list(words.shape)}, [words]
+
+
+def ciphertext_fields(record: Record, meta: dict[str, Any], env: Env, what: str) -> Callable[[], dict[str, Any]]:
+    """Check an rlwe ciphertext record (metadata keys beyond the rlwe ones are the caller's);
+    returns a builder of the rlwe Ciphertext constructor's arguments."""
+    p = env.params
+    level = _level(meta, what, p)
+    is_ntt = bool_field(meta, "is_ntt", what)
+    declared = meta["shape"]
+    components = declared[0] if isinstance(declared, list) and declared and isinstance(declared[0], int) else 0
+    if not 2 <= components <= MAX_DEGREE + 1:
+        raise ShapeError(f"{what}: shape {declared!r} must start with the component count d + 1 in "
+                         f"[2, {MAX_DEGREE + 1}]")
+    shape = shape_field(meta, what, (components, level + 1, p.n),
+                        f"degree {components - 1}, level {level}: {level + 1} limbs of N = {p.n}")
+    words = _q_words(record.payload, shape, what, p, meta, lambda i: f"component {i[0]}, ")
+    return lambda: {"data": to_tensor(words, env.device), "level": level, "params_id": p.params_id,
+                    "is_ntt": is_ntt}
+
+
+def decode_ciphertext(record: Record, meta: dict[str, Any], env: Env) -> Pending:
+    check_keys(meta, "ciphertext", ("is_ntt", "level", "shape"), BITS)
+    fields = ciphertext_fields(record, meta, env, "ciphertext")
+    return lambda: Ciphertext(**fields())
+
+
+def encode_scaled_ciphertext(ct: Ciphertext) -> Encoded:
+    """A CKKS ciphertext (an rlwe Ciphertext subclass with ``scale`` and ``slots``): the
+    ciphertext record's metadata plus :func:`scale_meta`, the same payload."""
+    meta, parts = encode_ciphertext(ct)
+    return {**meta, **scale_meta(ct.scale, ct.slots)}, parts
+
+
+def scaled_ciphertext_decoder(cls: type) -> Callable[[Record, dict[str, Any], Env], Pending]:
+    """The decoder of :func:`encode_scaled_ciphertext` records, building ``cls(data=, level=,
+    params_id=, is_ntt=, scale=, slots=)``; registering the CKKS ciphertext is
+    ``_ENCODERS[cls] = (Kind.CKKS_CIPHERTEXT, encode_scaled_ciphertext)`` and
+    ``_DECODERS[Kind.CKKS_CIPHERTEXT] = scaled_ciphertext_decoder(cls)`` in ``api.py``."""
+    def decode(record: Record, meta: dict[str, Any], env: Env) -> Pending:
+        what = "ckks ciphertext"
+        check_keys(meta, what, ("is_ntt", "level", "scale", "shape", "slots"), BITS)
+        scale, slots = scale_field(meta, "scale", what), _slots(meta, what, env.params)
+        fields = ciphertext_fields(record, meta, env, what)
+        return lambda: cls(**fields(), scale=scale, slots=slots)
+    return decode
+
+
+# ---- secret and public keys --------------------------------------------------------------------------
+
+def encode_secret_key(sk: SecretKey) -> Encoded:
+    """Payload: the 32-byte master seed, then s over QP_L.
+
+    The result IS the secret key: whoever holds these bytes decrypts everything. It must never
+    be sent to a server, logged, or stored beside evaluation keys; only the client writes it.
+    """
+    words = tensor_words(sk.data, "secret key", 2)
+    meta = {"hamming_weight": int(sk.hamming_weight), "shape": list(words.shape)}
+    return meta, [_seed(sk.seed, "secret key"), words]
+
+
+def decode_secret_key(record: Record, meta: dict[str, Any], env: Env) -> Pending:
+    what, p = "secret key", env.params
+    check_keys(meta, what, ("hamming_weight", "shape"), BITS)
+    weight = int_field(meta, "hamming_weight", what, 0, p.n)
+    if weight != p.hamming_weight:
+        raise MetadataError(f"{what}: Hamming weight {weight} differs from the parameters' {p.hamming_weight}")
+    shape = shape_field(meta, what, (env.qp_rows, p.n), f"alpha + L + 1 = {env.qp_rows} limbs of QP_L, N = {p.n}")
+    seed = bytes(record.payload[:SEED_BYTES])
+    words = _qp_words(record.payload[SEED_BYTES:], shape, what, env, meta)
+    return lambda: SecretKey(data=to_tensor(words, env.device), params_id=p.params_id,
+                             hamming_weight=weight, seed=seed)
+
+
+def encode_public_key(pk: PublicKey) -> Encoded:
+    """Payload: (b, a) over Q_L; the uniform seed travels in the metadata."""
+    words = tensor_words(pk.data, "public key", 3)
+    return {"shape": list(words.shape), "uniform_seed": _seed(pk.uniform_seed, "public key").hex()}, [words]
+
+
+def decode_public_key(record: Record, meta: dict[str, Any], env: Env) -> Pending:
+    what, p = "public key", env.params
+    check_keys(meta, what, ("shape", "uniform_seed"), BITS)
+    seed = hex_bytes_field(meta, "uniform_seed", what, SEED_BYTES)
+    shape = shape_field(meta, what, (2, p.max_level + 1, p.n), f"(b, a) over Q_L: {p.max_level + 1} limbs")
+    words = _q_words(record.payload, shape, what, p, meta, lambda i: f"part {'ba'[i[0]]}, ")
+    return lambda: PublicKey(data=to_tensor(words, env.device), params_id=p.params_id, uniform_seed=seed)
+
+
+# ---- switching keys ----------------------------------------------------------------------------------
+
+_SWITCHING_KINDS = {Kind.SWITCHING_KEY: (SwitchingKey, "switching key"), Kind.RELIN_KEY: (RelinKey, "relin key"),
+                    Kind.GALOIS_KEY: (GaloisKey, "galois key")}
+
+
+def encode_switching_key(key: SwitchingKey, *, compress: bool = True) -> Encoded:
+    """Compressed: only the b_j, ``[dnum, alpha + L + 1, N]``; the a_j are regenerated from the
+    uniform seed on load (valid for every key made by ``rlwe.gen_*``). Raw: the whole key."""
+    what = type(key).__name__
+    words = tensor_words(key.data, what, 4)
+    if compress:
+        words = np.ascontiguousarray(words[:, 0])
+    meta = {"compressed": bool(compress), "shape": list(words.shape),
+            "uniform_seed": _seed(key.uniform_seed, what).hex()}
+    if isinstance(key, GaloisKey):
+        meta["galois_element"] = int(key.galois_element)
+    return meta, [words]
+
+
+def decode_switching_key(record: Record, meta: dict[str, Any], env: Env) -> Pending:
+    (cls, what), p = _SWITCHING_KINDS[record.kind], env.params
+    extra = ("galois_element",) if cls is GaloisKey else ()
+    check_keys(meta, what, ("compressed", "shape", "uniform_seed", *extra), BITS)
+    seed = hex_bytes_field(meta, "uniform_seed", what, SEED_BYTES)
+    compressed = bool_field(meta, "compressed", what)
+    fields = {"galois_element": _galois_element(meta, what, p.n)} if extra else {}
+    shape = (p.dnum, env.qp_rows, p.n) if compressed else (p.dnum, 2, env.qp_rows, p.n)
+    shape_field(meta, what, shape, f"dnum = {p.dnum} digits{'' if compressed else ' of (b, a)'} over "
+                                   f"QP_L: alpha + L + 1 = {env.qp_rows} limbs (alpha = {p.alpha}), N = {p.n}")
+    outer = (lambda i: f"digit {i[0]} b, ") if compressed else (lambda i: f"digit {i[0]} {'ba'[i[1]]}, ")
+    words = _qp_words(record.payload, shape, what, env, meta, outer)
+
+    def build() -> SwitchingKey:
+        data = to_tensor(words, env.device)
+        if compressed:
+            data = torch.stack((data, switching_key_uniform(env.ctx, seed)), dim=1)
+        return cls(data=data, params_id=p.params_id, uniform_seed=seed, **fields)
+    return build
+
+
+def _galois_element(meta: dict[str, Any], what: str, n: int) -> int:
+    k = int_field(meta, "galois_element", what, 1, 2 * n - 1)
+    if k % 2 == 0:
+        raise MetadataError(f"{what}: galois_element must be odd, got {k}")
+    return k
+
+
+# ---- evaluation key sets -----------------------------------------------------------------------------
+
+def encode_eval_key_set(keys: EvalKeySet, *, compress: bool = True, packed: bool = False) -> Encoded:
+    """Payload: complete RELIN_KEY / GALOIS_KEY records back to back (relin first, then Galois
+    keys by element); metadata: one {kind, length[, galois_element]} entry per record."""
+    members = ([keys.relin_key("dumps")] if keys.has_relin else []) + \
+              [keys.galois_key(k, "dumps") for k in sorted(keys.galois_elements)]
+    entries, blobs = [], []
+    for key in members:
+        kind = Kind.GALOIS_KEY if isinstance(key, GaloisKey) else Kind.RELIN_KEY
+        blobs.append(pack(kind, key.params_id, *bit_packed(*encode_switching_key(key, compress=compress), packed)))
+        entry = {"kind": int(kind), "length": len(blobs[-1])}
+        if kind == Kind.GALOIS_KEY:
+            entry["galois_element"] = int(key.galois_element)
+        entries.append(entry)
+    return {"records": entries}, blobs
+
+
+def decode_eval_key_set(record: Record, meta: dict[str, Any], env: Env) -> Pending:
+    """Check every member record (sizes, kind, checksum, params_id, shapes, ranges) before
+    building any key."""
+    what = "eval key set"
+    check_keys(meta, what, ("records",))
+    entries = meta["records"]
+    if not isinstance(entries, list):
+        raise MetadataError(f"{what}: records must be a list")
+    pending, seen, at = [], set(), 0
+    for i, entry in enumerate(entries):
+        kind, length, element = _key_set_entry(entry, i, env.params.n)
+        if element in seen:
+            held = "the relin key" if element is None else f"galois element {element}"
+            raise MetadataError(f"{what}: record {i} repeats {held}")
+        seen.add(element)
+        if length > len(record.payload) - at:
+            raise ShapeError(f"{what}: record {i} of {length} bytes runs past the payload "
+                             f"({len(record.payload)} bytes)")
+        pending.append(_key_set_member(record, record.payload[at:at + length], kind, element, i, env))
+        at += length
+    if at != len(record.payload):
+        raise ShapeError(f"{what}: the records cover {at} of the {len(record.payload)} payload bytes")
+    return lambda: _build_key_set(env.params.params_id, [build() for build in pending])
+
+
+def _key_set_entry(entry: object, i: int, n: int) -> tuple[Kind, int, int | None]:
+    what = f"eval key set: record {i}"
+    if not isinstance(entry, dict):
+        raise MetadataError(f"{what} must be an object")
+    kind = int_field({"kind": entry.get("kind")}, "kind", what, 0, 1 << 16)
+    if kind == Kind.RELIN_KEY:
+        check_keys(entry, what, ("kind", "length"))
+        element = None
+    elif kind == Kind.GALOIS_KEY:
+        check_keys(entry, what, ("galois_element", "kind", "length"))
+        element = _galois_element(entry, what, n)
+    else:
+        raise WrongKindError(f"{what}: kind {kind} is not a relin key ({int(Kind.RELIN_KEY)}) or galois key "
+                             f"({int(Kind.GALOIS_KEY)})")
+    return Kind(kind), int_field(entry, "length", what, 0, 1 << 62), element
+
+
+def _key_set_member(outer: Record, blob: memoryview, kind: Kind, element: int | None, i: int, env: Env) -> Pending:
+    inner = parse(blob, max_bytes=max(len(blob), HEADER_BYTES), expect=[kind])
+    if inner.params_id != outer.params_id:
+        raise SerializedParamsMismatchError(f"eval key set: record {i} belongs to params_id {inner.params_id}, "
+                                            f"the set to {outer.params_id}")
+    meta = decode_metadata(inner)
+    if element is not None and meta.get("galois_element") != element:
+        raise MetadataError(f"eval key set: record {i} holds galois element {meta.get('galois_element')!r}, "
+                            f"the set lists {element}")
+    return decode_switching_key(inner, meta, env)
+
+
+def _build_key_set(params_id: str, keys: list[SwitchingKey]) -> EvalKeySet:
+    relin = [k for k in keys if isinstance(k, RelinKey)]
+    return EvalKeySet(params_id, relin=relin[0] if relin else None,
+                      galois=[k for k in keys if isinstance(k, GaloisKey)])
