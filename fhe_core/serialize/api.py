@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from fhe_core.ckks.ciphertext import Ciphertext as CkksCiphertext
 from fhe_core.ckks.plaintext import Plaintext
 from fhe_core.errors import SerializationError, SerializedParamsMismatchError, SizeLimitError
 from fhe_core.params import Params
@@ -24,6 +25,7 @@ _ENCODERS: dict[type, tuple[Kind, Callable[..., codecs.Encoded]]] = {
     Params: (Kind.PARAMS, codecs.encode_params),
     Plaintext: (Kind.PLAINTEXT, codecs.encode_plaintext),
     Ciphertext: (Kind.CIPHERTEXT, codecs.encode_ciphertext),
+    CkksCiphertext: (Kind.CKKS_CIPHERTEXT, codecs.encode_scaled_ciphertext),
     SecretKey: (Kind.SECRET_KEY, codecs.encode_secret_key),
     PublicKey: (Kind.PUBLIC_KEY, codecs.encode_public_key),
     SwitchingKey: (Kind.SWITCHING_KEY, codecs.encode_switching_key),
@@ -35,6 +37,7 @@ _COMPRESSIBLE = {Kind.SWITCHING_KEY, Kind.RELIN_KEY, Kind.GALOIS_KEY, Kind.EVAL_
 _DECODERS: dict[Kind, Callable[[Record, dict[str, Any], codecs.Env], codecs.Pending]] = {
     Kind.PLAINTEXT: codecs.decode_plaintext,
     Kind.CIPHERTEXT: codecs.decode_ciphertext,
+    Kind.CKKS_CIPHERTEXT: codecs.scaled_ciphertext_decoder(CkksCiphertext),
     Kind.SECRET_KEY: codecs.decode_secret_key,
     Kind.PUBLIC_KEY: codecs.decode_public_key,
     Kind.SWITCHING_KEY: codecs.decode_switching_key,
@@ -46,7 +49,7 @@ _CLASSES = {kind: cls for cls, (kind, _) in _ENCODERS.items()}
 
 
 def dumps(obj: object, *, compress: bool = True, packed: bool = False) -> bytes:
-    """Serialize ``obj`` (Params, Plaintext, rlwe Ciphertext, SecretKey, PublicKey, SwitchingKey,
+    """Serialize ``obj`` (Params, Plaintext, rlwe or CKKS Ciphertext, SecretKey, PublicKey, SwitchingKey,
     RelinKey, GaloisKey, EvalKeySet) into one self-checking record (format: package docstring).
 
     ``compress``: switching keys (alone or in an EvalKeySet) store only their b parts and the

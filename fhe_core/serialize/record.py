@@ -46,7 +46,7 @@ class Kind(enum.IntEnum):
     RELIN_KEY = 7
     GALOIS_KEY = 8
     EVAL_KEY_SET = 9
-    CKKS_CIPHERTEXT = 10   # reserved: the CIPHERTEXT record plus "scale" and "slots" metadata
+    CKKS_CIPHERTEXT = 10   # the CIPHERTEXT record plus "scale" and "slots" metadata
 
 
 @dataclass(frozen=True, eq=False)
