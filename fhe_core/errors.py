@@ -39,3 +39,8 @@ class MissingKeyError(FHEError, KeyError):
 
     def __str__(self) -> str:  # KeyError's str() would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class DecryptionError(FHEError, ValueError):
+    """A ciphertext cannot be decrypted correctly: its noise budget is exhausted (BFV), so the
+    result would be wrong."""
