@@ -165,6 +165,22 @@ class Evaluator:
         self._keys(op).galois_key(k, op)  # a missing key names this operation
         return rlwe.apply_galois(self.ctx.rlwe, a, k, self.keys)
 
+    def rotate_rows_hoisted(self, a: Ciphertext, steps) -> dict[int, Ciphertext]:
+        """:meth:`rotate_rows` for several step counts sharing one ModUp of c1 (hoisting,
+        ``rlwe.apply_galois_hoisted``): ``{steps: ciphertext}``. Every key is checked before any
+        work. Degree 1; no level."""
+        op = "rotate_rows_hoisted"
+        self._ct(a, op, degree=1)
+        steps = list(dict.fromkeys(steps))
+        if any(isinstance(r, bool) or not isinstance(r, int) for r in steps):
+            raise ParameterError(f"{op}: steps must be ints, got {steps!r}")
+        elements = {r: rlwe.galois_element_for_rotation(r, self.ctx.n) for r in steps}
+        keyed = [k for k in elements.values() if k != 1]
+        for k in keyed:
+            self._keys(op).galois_key(k, op)
+        rotated = rlwe.apply_galois_hoisted(self.ctx.rlwe, a, keyed, self.keys) if keyed else {}
+        return {r: rotated[k] if k != 1 else a.replace(data=a.data.clone()) for r, k in elements.items()}
+
     def swap_columns(self, a: Ciphertext) -> Ciphertext:
         """The two matrix rows exchanged (SEAL's rotate_columns): Galois element 2N - 1; needs its
         key. Degree 1."""

@@ -74,6 +74,18 @@ def test_row_rotations_and_column_swap_match_numpy(name):
                                   np.roll(mul_mod_t(a, b, s.t).reshape(2, -1), -3, axis=1))
 
 
+def test_hoisted_row_rotations_match_numpy():
+    s, rng, a, b, ca, cb = _pair(WIDE)
+    rows = a.reshape(2, s.n // 2)
+    steps = list(ROTATIONS) + [0]
+    rotated = s.evaluator.rotate_rows_hoisted(ca, steps)
+    assert list(rotated) == steps
+    for r, ct in rotated.items():
+        np.testing.assert_array_equal(s.encoder.decode_matrix(s.decryptor.decrypt(ct)), np.roll(rows, -r, axis=1))
+    with pytest.raises(MissingKeyError, match="rotate_rows_hoisted"):
+        s.evaluator.rotate_rows_hoisted(ca, [1, 2])
+
+
 @pytest.mark.parametrize("name", TEST_PRESETS)
 def test_modulus_switching_keeps_the_message(name):
     s, rng, a, b, ca, cb = _pair(name)
