@@ -131,10 +131,10 @@ class Params:
         return RNSBasis.get(self.p_primes, self.n, self.device)
 
     def __repr__(self) -> str:
+        message = f"t={self.plaintext_modulus}" if self.scheme == "bfv" else f"scale=2^{self.log_default_scale}"
         return (f"Params({self.scheme}, N=2^{self.log_n}, L={self.max_level}, log_q={list(self.log_q)}, "
                 f"log_p={list(self.log_p)}, dnum={self.dnum}, logQP={self.log_qp:.1f}, "
-                f"h={self.hamming_weight}, scale=2^{self.log_default_scale}, id={self.params_id[:12]}, "
-                f"device={self.device})")
+                f"h={self.hamming_weight}, {message}, id={self.params_id[:12]}, device={self.device})")
 
 
 # ---- validation ---------------------------------------------------------------------------------
@@ -155,7 +155,7 @@ def _sizes_field(name: str, value: object, low: int, high: int) -> list[int]:
 
 def _plaintext_modulus(scheme: str, t: object, log_n: int, log_q: list[int]) -> int:
     """CKKS: t = 0. BFV: t prime with t = 1 (mod 2N) (batching: Z_t[X]/(X^N + 1) splits into N
-    slots) and t below every q prime, so that t * q-prime headroom and m < q_i hold."""
+    slots) and fewer bits than every q prime (a plaintext coefficient is its own residue mod q_i)."""
     if scheme == "ckks":
         if t != 0:
             raise ParameterError(f"CKKS takes no plaintext_modulus, got {t!r}")

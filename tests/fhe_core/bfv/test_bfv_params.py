@@ -77,3 +77,18 @@ def test_ckks_still_refuses_a_plaintext_modulus_and_bfv_context_refuses_ckks():
         Params.from_literal(_lit(scheme="ckks", log_default_scale=40), allow_insecure=True)
     with pytest.raises(ParameterError, match="BFV Params"):
         bfv.BFVContext(preset("N10QP241L3D4Insecure", allow_insecure=True))
+
+
+# Regression: the ids hash the normalised literal (t included) and every prime; a change makes
+# every stored BFV key and ciphertext unreadable: update deliberately.
+BFV_PRESET_IDS = {
+    "BFVN13QP218L3D4T17": "283dd393176b8aa43a8e412d9d54d6e96fad7c0eab4083b7115df5eb7671f666",
+    "BFVN14QP438L7D8T17": "4d41234e975d5ac0ad0c61c333404422bba2ba6b5ab67617d3adbcb15d08bd39",
+    "BFVN15QP881L14D15T17": "9bb9a02218df60bad042e5209b7e3db16689357c38f25c233958313af3fd4ef6",
+    "BFVN10QP205L2D3T17Insecure": "2465755dec1110bed71efcc0666934e109ff82e069d8b486988d9aff5f7d82b6",
+    "BFVN11QP335L4D5T20Insecure": "6f098eceb0dbb8b1f2f409d7ea025e79a8a2bbd3c88c08acdba847fb644eb90c",
+}
+
+
+def test_bfv_preset_digests_are_frozen():
+    assert {name: preset(name, allow_insecure=True).params_id for name in BFV_PRESETS} == BFV_PRESET_IDS
