@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from fhe_core import bfv, rlwe
-from fhe_core.errors import LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
+from fhe_core.errors import (
+    DomainMismatchError, LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError,
+)
 from fhe_reference import fresh_rng
 from bfv_helpers import ROTATIONS, SMALL, TEST_PRESETS, WIDE, mul_mod_t, random_values, session
 
@@ -184,6 +186,10 @@ def test_evaluator_errors_are_typed():
         keyless.swap_columns(ca)
     with pytest.raises(ParameterError):
         ev.multiply_scalar(ca, 1.5)
+    with pytest.raises(DomainMismatchError):
+        ev.add(ca.replace(is_ntt=False), cb)
+    with pytest.raises(ParameterError):
+        ev.add(ca, a)
     with pytest.raises(ParamsMismatchError):
         bfv.Evaluator(s.ctx, other.evaluator.keys)
     assert not hasattr(ev, "sk") and all(not isinstance(v, rlwe.SecretKey) for v in vars(ev).values())
