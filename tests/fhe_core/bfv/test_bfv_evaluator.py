@@ -62,6 +62,20 @@ def test_ciphertext_product_relinearization_and_mixed_degrees(name):
 
 
 @pytest.mark.parametrize("name", TEST_PRESETS)
+def test_products_of_extreme_values(name):
+    """All-(t-1), all-(t-1)/2 and all-zero slots (the largest plaintext coefficients and the zero
+    polynomial) multiply correctly, with public- and secret-key encryptions mixed."""
+    s = session(name)
+    ev, t, n = s.evaluator, s.t, s.n
+    cases = [np.full(n, t - 1), np.full(n, (t - 1) // 2), np.zeros(n, dtype=np.int64),
+             np.arange(n, dtype=np.int64) % 2 * (t - 1)]
+    for x in cases:
+        for y in cases:
+            got = s.decrypt(ev.multiply_relin(s.encrypt(x), s.encrypt(y, secret=True)))
+            np.testing.assert_array_equal(got, mul_mod_t(x, y, t))
+
+
+@pytest.mark.parametrize("name", TEST_PRESETS)
 def test_row_rotations_and_column_swap_match_numpy(name):
     s, rng, a, b, ca, cb = _pair(name)
     rows = a.reshape(2, s.n // 2)
