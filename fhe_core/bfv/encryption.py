@@ -17,14 +17,15 @@ keeps it simple and exactly right (the noise budget needs the exact [t x]_Q anyw
 0.1 s at N = 2^14, 8 primes on one CPU core. A device kernel (BEHZ/HPS scale-and-round with an
 auxiliary prime gamma) would remove the host step if decryption ever becomes a hot path.
 
-**Invariant noise** (SEAL's definition): t x = Q_l (m + v) + t k for the invariant noise v,
-so [t x]_{Q_l} = Q_l v exactly and decryption is right iff |v|_inf < 1/2. The budget is
-log2(Q_l / (2 max|[t x]_{Q_l}|)) = -log2(2 |v|_inf) bits (0 when v reaches 1/2). A ciphertext
-whose noise has wrapped around has a [t x]_Q spread uniformly over (-Q/2, Q/2], whose maximum
-over N >= 1024 coefficients exceeds Q/4 except with probability 2^-N; so decryption refuses
-(``DecryptionError``) any ciphertext with less than ``MIN_BUDGET_BITS`` = 1 bit of budget
-(|v| >= 1/4): it detects exhausted noise with overwhelming probability, at the cost of refusing
-the ciphertexts one step from failing anyway.
+**Invariant noise** (SEAL's definition): t/Q_l x = m + v + t k (k integral) for the invariant
+noise v, so t x = Q_l v (mod Q_l): [t x]_{Q_l} = Q_l v exactly while |v|_inf < 1/2, which is
+when decryption is right. The budget is log2(Q_l / (2 max|[t x]_{Q_l}|)) = -log2(2 |v|_inf)
+bits (0 when v reaches 1/2). Past that point [t x]_Q shows v wrapped mod 1: a ciphertext just
+past the limit has coefficients with v mod 1 in [1/4, 3/4), and one far past it has [t x]_Q
+spread uniformly over (-Q/2, Q/2], whose maximum over N >= 1024 coefficients exceeds Q/4 except
+with probability 2^-N. So decryption refuses (``DecryptionError``) any ciphertext with less than
+``MIN_BUDGET_BITS`` = 1 bit of budget (max |[t x]_Q| >= Q/4): it detects exhausted noise with
+overwhelming probability, at the cost of refusing ciphertexts one step from failing anyway.
 """
 from __future__ import annotations
 
