@@ -144,8 +144,8 @@ def multiply(tab: BEHZTables, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """The BFV product of two degree-1 ciphertexts.
 
     a, b: ``[2, k, N]`` int64, NTT domain over Q_l. Returns ``[3, k, N]`` int64, NTT domain over
-    Q_l: round-ish(t/Q (a . b)) (error < k + 1 per coefficient before the t/Q factor, absorbed by
-    the noise), a degree-2 ciphertext under (1, s, s^2).
+    Q_l: floor(t/Q_l (a~ . b~)) - u with 0 <= u < k per coefficient (a~, b~ the lifts of step 1;
+    the error u is absorbed by the noise), a degree-2 ciphertext under (1, s, s^2).
     """
     q, bsk = tab.q, tab.bsk
     coeffs = q.intt(torch.stack((a, b)))                         # [2, 2, k, N]
