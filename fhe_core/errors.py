@@ -99,3 +99,8 @@ class ShapeError(SerializationError):
 
 class ResidueRangeError(SerializationError):
     """A residue is not canonical: it is >= the prime of its limb."""
+
+
+class DecryptionError(FHEError, ValueError):
+    """A ciphertext cannot be decrypted correctly: its noise budget is exhausted (BFV), so the
+    result would be wrong."""

@@ -28,8 +28,9 @@ class ParamsLiteral:
         error_eta: errors are centered binomial with parameter eta (variance eta/2); the
             default 21 gives sigma = sqrt(10.5) ~ 3.24, the HE Standard's ~3.2. In [1, 32].
         dnum: optional check: when given, it must equal ceil(len(log_q) / len(log_p)).
-        scheme: "ckks" (BFV will reuse this literal with ``plaintext_modulus``).
-        plaintext_modulus: BFV's t; 0 for CKKS.
+        scheme: "ckks" or "bfv".
+        plaintext_modulus: BFV's t (a prime = 1 mod 2N, for batching); 0 for CKKS. BFV sets
+            log_default_scale to 0 and takes its q primes as the largest primes of each size.
     """
 
     log_n: int

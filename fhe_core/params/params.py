@@ -14,10 +14,11 @@ from fhe_core.errors import ParameterError
 from fhe_core.params.literal import ParamsLiteral
 from fhe_core.params.security import check_security
 from fhe_core.ring.basis import MAX_LOG_N, MIN_LOG_N, RNSBasis, resolve_device
-from fhe_core.ring.primes import MAX_PRIME_BITS, MIN_PRIME_BITS, generate_primes, scaling_primes
+from fhe_core.ring.primes import MAX_PRIME_BITS, MIN_PRIME_BITS, generate_primes, is_prime, scaling_primes
 
 MAX_LOG_SCALE = 60      # exact encoding is tested up to 2^60
 MAX_ERROR_ETA = 32      # the centered-binomial sampler's limit
+MAX_PLAINTEXT_BITS = 60  # BFV's t: below the q primes (at most 61 bits)
 _ID_FORMAT = "fhe_core.params/1"
 
 
@@ -33,7 +34,9 @@ class Params:
         log_default_scale: log2 of the default scale.
         hamming_weight: 0 (uniform ternary secret) or the fixed number of nonzero coefficients.
         error_eta: centered-binomial error parameter (variance eta/2).
-        scheme, plaintext_modulus: "ckks" and 0 (BFV later).
+        scheme, plaintext_modulus: "ckks" with 0, or "bfv" with t (prime, t = 1 mod 2N, below
+            every q prime); BFV's q primes are the largest of their sizes (no scaling primes) and
+            its log_default_scale is 0.
         params_id: hex SHA-256 of the canonical content (normalised literal and primes); ciphertexts,
             plaintexts and keys carry it. The device is not part of it.
         device: where objects made for these parameters live (tables, plaintexts, ciphertexts).
@@ -128,10 +131,10 @@ class Params:
         return RNSBasis.get(self.p_primes, self.n, self.device)
 
     def __repr__(self) -> str:
+        message = f"t={self.plaintext_modulus}" if self.scheme == "bfv" else f"scale=2^{self.log_default_scale}"
         return (f"Params({self.scheme}, N=2^{self.log_n}, L={self.max_level}, log_q={list(self.log_q)}, "
                 f"log_p={list(self.log_p)}, dnum={self.dnum}, logQP={self.log_qp:.1f}, "
-                f"h={self.hamming_weight}, scale=2^{self.log_default_scale}, id={self.params_id[:12]}, "
-                f"device={self.device})")
+                f"h={self.hamming_weight}, {message}, id={self.params_id[:12]}, device={self.device})")
 
 
 # ---- validation ---------------------------------------------------------------------------------
@@ -150,17 +153,35 @@ def _sizes_field(name: str, value: object, low: int, high: int) -> list[int]:
     return [_int_field(f"{name}[{i}]", v, low, high) for i, v in enumerate(value)]
 
 
+def _plaintext_modulus(scheme: str, t: object, log_n: int, log_q: list[int]) -> int:
+    """CKKS: t = 0. BFV: t prime with t = 1 (mod 2N) (batching: Z_t[X]/(X^N + 1) splits into N
+    slots) and fewer bits than every q prime (a plaintext coefficient is its own residue mod q_i)."""
+    if scheme == "ckks":
+        if t != 0:
+            raise ParameterError(f"CKKS takes no plaintext_modulus, got {t!r}")
+        return 0
+    n = 1 << log_n
+    t = _int_field("plaintext_modulus", t, 2, (1 << MAX_PLAINTEXT_BITS) - 1)
+    if not is_prime(t) or t % (2 * n) != 1:
+        raise ParameterError(f"BFV batching needs a prime plaintext_modulus t = 1 mod 2N (N={n}), got {t}")
+    if t.bit_length() >= min(log_q):
+        raise ParameterError(f"plaintext_modulus t ({t.bit_length()} bits) must be smaller than every q prime "
+                             f"(smallest {min(log_q)} bits)")
+    return t
+
+
 def _normalise(lit: ParamsLiteral) -> ParamsLiteral:
     """A checked copy of ``lit`` with plain-int fields and dnum filled in."""
-    if lit.scheme != "ckks":
-        detail = "is not implemented yet" if lit.scheme == "bfv" else "is unknown"
-        raise ParameterError(f"scheme {lit.scheme!r} {detail}; expected 'ckks'")
-    if lit.plaintext_modulus != 0:
-        raise ParameterError(f"CKKS takes no plaintext_modulus, got {lit.plaintext_modulus!r}")
+    if lit.scheme not in ("ckks", "bfv"):
+        raise ParameterError(f"scheme {lit.scheme!r} is unknown; expected 'ckks' or 'bfv'")
     log_n = _int_field("log_n", lit.log_n, MIN_LOG_N, MAX_LOG_N)
     log_q = _sizes_field("log_q", lit.log_q, MIN_PRIME_BITS, MAX_PRIME_BITS)
     log_p = _sizes_field("log_p", lit.log_p, MIN_PRIME_BITS, MAX_PRIME_BITS)
-    scale = _int_field("log_default_scale", lit.log_default_scale, 1, MAX_LOG_SCALE)
+    t = _plaintext_modulus(lit.scheme, lit.plaintext_modulus, log_n, log_q)
+    if lit.scheme == "bfv":  # BFV has no scale: the field must be 0
+        scale = _int_field("log_default_scale", lit.log_default_scale, 0, 0)
+    else:
+        scale = _int_field("log_default_scale", lit.log_default_scale, 1, MAX_LOG_SCALE)
     if scale >= sum(log_q):
         raise ParameterError(f"log_default_scale {scale} leaves no room in log2(Q) = {sum(log_q)}")
     weight = _int_field("hamming_weight", lit.hamming_weight, 0, 1 << log_n)
@@ -171,7 +192,8 @@ def _normalise(lit: ParamsLiteral) -> ParamsLiteral:
                              f"alpha = len(log_p) = {len(log_p)} primes (dnum = {dnum}); "
                              f"use len(log_p) = ceil({len(log_q)} / {lit.dnum})")
     return ParamsLiteral(log_n=log_n, log_q=log_q, log_p=log_p, log_default_scale=scale,
-                         hamming_weight=weight, error_eta=eta, dnum=dnum)
+                         hamming_weight=weight, error_eta=eta, dnum=dnum, scheme=lit.scheme,
+                         plaintext_modulus=t)
 
 
 @functools.lru_cache(maxsize=64)
@@ -179,8 +201,11 @@ def _from_canonical(literal_json: str, device: str) -> Params:
     """Primes and params_id of a normalised literal (cached: prime generation is the slow part)."""
     lit = ParamsLiteral.from_json(literal_json)
     n = 1 << lit.log_n
-    first = generate_primes(lit.log_q[:1], n)
-    q_primes = first + scaling_primes(lit.log_q[1:], n, exclude=first)
+    if lit.scheme == "bfv":  # no scaling: the largest primes of each size, as SEAL's CoeffModulus::Create
+        q_primes = generate_primes(lit.log_q, n)
+    else:
+        first = generate_primes(lit.log_q[:1], n)
+        q_primes = first + scaling_primes(lit.log_q[1:], n, exclude=first)
     p_primes = generate_primes(lit.log_p, n, exclude=q_primes)
     content = {"format": _ID_FORMAT, "literal": lit.to_dict(), "q_primes": q_primes, "p_primes": p_primes}
     digest = hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()

@@ -42,11 +42,34 @@ PRESETS: dict[str, ParamsLiteral] = {
 }
 
 
+# BFV sets, named BFV<CKKS-style name>T<bits of t>. The secure ones are SEAL's 128-bit defaults
+# (CoeffModulus::BFVDefault: N=2^13 {43,43,44,44,44}, 2^14 {48,48,48,49*6}, 2^15 {55*15,56}),
+# with SEAL's split: the last prime is the single special prime of key switching (alpha = 1,
+# dnum = L + 1; P is about the size of each q prime, so key switching adds about
+# dnum * eta * N, far below the noise budget). The primes are the largest of each size that are
+# 1 mod 2N, as SEAL takes them. t = 65537 = 2^16 + 1 is prime and 1 mod 2^17 (batching up to
+# N = 2^16). The Insecure sets are tiny rings for tests; one uses a 20-bit t = 3 * 2^18 + 1.
+BFV_PRESETS: dict[str, ParamsLiteral] = {
+    "BFVN13QP218L3D4T17": ParamsLiteral(log_n=13, log_q=[43, 43, 44, 44], log_p=[44], log_default_scale=0,
+                                        scheme="bfv", plaintext_modulus=65537),
+    "BFVN14QP438L7D8T17": ParamsLiteral(log_n=14, log_q=[48] * 3 + [49] * 5, log_p=[49], log_default_scale=0,
+                                        scheme="bfv", plaintext_modulus=65537),
+    "BFVN15QP881L14D15T17": ParamsLiteral(log_n=15, log_q=[55] * 15, log_p=[56],
+                                          log_default_scale=0, scheme="bfv", plaintext_modulus=65537),
+    "BFVN10QP205L2D3T17Insecure": ParamsLiteral(log_n=10, log_q=[50] * 3, log_p=[55], log_default_scale=0,
+                                                scheme="bfv", plaintext_modulus=65537),
+    "BFVN11QP335L4D5T20Insecure": ParamsLiteral(log_n=11, log_q=[55] * 5, log_p=[60], log_default_scale=0,
+                                                scheme="bfv", plaintext_modulus=786433),
+}
+
+
 def preset_literal(name: str) -> ParamsLiteral:
-    """A fresh copy of the named preset's literal (PRESETS itself should be treated as read-only)."""
-    if name not in PRESETS:
-        raise ParameterError(f"unknown preset {name!r}; known: {sorted(PRESETS)}")
-    return copy.deepcopy(PRESETS[name])
+    """A fresh copy of the named preset's literal, CKKS (PRESETS) or BFV (BFV_PRESETS); both
+    dicts should be treated as read-only."""
+    for table in (PRESETS, BFV_PRESETS):
+        if name in table:
+            return copy.deepcopy(table[name])
+    raise ParameterError(f"unknown preset {name!r}; known: {sorted(PRESETS) + sorted(BFV_PRESETS)}")
 
 
 def preset(name: str, *, allow_insecure: bool = False, device: torch.device | str = "cpu") -> Params:
@@ -60,8 +83,10 @@ def content_name(params: Params) -> str:
     name = f"N{params.log_n}QP{round(params.log_qp)}L{params.max_level}D{params.dnum}"
     if params.hamming_weight:
         name += f"H{params.hamming_weight}"
+    if params.scheme == "bfv":
+        name = f"BFV{name}T{params.plaintext_modulus.bit_length()}"
     bound = max_log_qp(params.log_n, params.hamming_weight)
     return name + ("Insecure" if bound is None or round(params.log_qp, 2) > bound else "")
 
 
-__all__ = ["PRESETS", "preset", "preset_literal", "content_name"]
+__all__ = ["PRESETS", "BFV_PRESETS", "preset", "preset_literal", "content_name"]

@@ -121,7 +121,7 @@ def test_presets_are_copied_out():
     ({"error_eta": 33}, "error_eta must be in"),
     ({"dnum": 2}, "dnum=2 does not match"),                  # 4 q-primes, alpha = 1 -> dnum = 4
     ({"dnum": 0}, "dnum must be in"),
-    ({"scheme": "bfv"}, "not implemented yet"),
+    ({"scheme": "bfv"}, "plaintext_modulus must be in"),    # BFV needs a t
     ({"scheme": "bgv"}, "is unknown"),
     ({"plaintext_modulus": 65537}, "plaintext_modulus"),
 ])

@@ -1,0 +1,223 @@
+"""The BFV evaluator: arithmetic on ciphertexts, relinearization, rotations, modulus switching.
+
+Ciphertexts are :class:`fhe_core.rlwe.Ciphertext` objects of a :class:`BFVContext`:
+``[d+1, l+1, N]`` int64, NTT domain over Q_l, decrypting (invariant noise v) to
+t/Q_l (c0 + c1 s + ... + c_d s^d) = m + v (mod t). No operation here consumes a level except
+:meth:`Evaluator.mod_switch_to_next`; noise growth is stated per operation (invariant noise v,
+|.| the infinity norm; the budget is -log2(2|v|), see :mod:`fhe_core.bfv.encryption`).
+
+The evaluator holds public data only: the context and an optional :class:`rlwe.EvalKeySet`
+(relinearization and Galois keys), never a secret key. It holds nothing mutable besides the
+context's table caches.
+"""
+from __future__ import annotations
+
+import torch
+
+from fhe_core import ops, rlwe
+from fhe_core.bfv import behz
+from fhe_core.bfv.context import BFVContext
+from fhe_core.bfv.encoder import Plaintext
+from fhe_core.bfv.encryption import check_plaintext, lifted_message, scaled_message
+from fhe_core.errors import LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
+from fhe_core.ring import shoup_constants
+from fhe_core.rlwe import Ciphertext, EvalKeySet
+from fhe_core.rlwe.checks import check_ciphertext, check_same_level
+
+
+def galois_elements(n: int, row_rotations=(), *, column_swap: bool = False) -> list[int]:
+    """The Galois elements (keys to generate) for the given row rotations (5^r mod 2N) and,
+    if asked, the column swap (2N - 1)."""
+    elements = [rlwe.galois_element_for_rotation(r, n) for r in row_rotations]
+    if column_swap:
+        elements.append(rlwe.galois_element_for_conjugation(n))
+    return list(dict.fromkeys(elements))
+
+
+class Evaluator:
+    """BFV homomorphic operations for one context and (optionally) one session's key set."""
+
+    def __init__(self, ctx: BFVContext, keys: EvalKeySet | None = None):
+        if not isinstance(ctx, BFVContext):
+            raise ParameterError(f"Evaluator: expected a BFVContext, got {type(ctx).__name__}")
+        if keys is not None:
+            if not isinstance(keys, EvalKeySet):
+                raise ParameterError(f"Evaluator: expected an EvalKeySet, got {type(keys).__name__}")
+            if keys.params_id != ctx.params_id:
+                raise ParamsMismatchError("Evaluator: the key set belongs to other parameters")
+        self.ctx, self.keys = ctx, keys
+
+    # ---- checks ------------------------------------------------------------------------------
+
+    def _ct(self, ct: Ciphertext, op: str, degree: int | None = None) -> int:
+        return check_ciphertext(self.ctx.rlwe, ct, op, degree=degree)
+
+    def _pair(self, a: Ciphertext, b: Ciphertext, op: str, degree: int | None = None) -> int:
+        level = self._ct(a, op, degree)
+        check_same_level(level, self._ct(b, op, degree), op, "the second ciphertext")
+        return level
+
+    def _keys(self, op: str) -> EvalKeySet:
+        if self.keys is None:
+            raise MissingKeyError(f"{op}: this evaluator has no evaluation keys")
+        return self.keys
+
+    def _moduli(self, level: int) -> torch.Tensor:
+        return self.ctx.rlwe.q_at(level).moduli
+
+    # ---- additive ------------------------------------------------------------------------------
+
+    def add(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
+        """Enc(m_a + m_b mod t); v = v_a + v_b. Same level; degrees may differ (the result has
+        the larger). No keys, no level."""
+        return self._combine(a, b, "add", ops.add)
+
+    def sub(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
+        """Enc(m_a - m_b mod t); v = v_a - v_b. As :meth:`add`."""
+        return self._combine(a, b, "sub", ops.sub)
+
+    def _combine(self, a: Ciphertext, b: Ciphertext, op: str, fn) -> Ciphertext:
+        level = self._pair(a, b, op)
+        moduli = self._moduli(level)
+        size = max(a.degree, b.degree) + 1
+        out = torch.zeros((size, level + 1, self.ctx.n), dtype=torch.int64, device=self.ctx.device)
+        out[:a.degree + 1] = a.data
+        common = min(a.degree, b.degree) + 1
+        fn(out[:common], b.data[:common], moduli, out=out[:common])
+        if b.degree > a.degree:  # 0 - b or 0 + b on the extra components
+            fn(out[common:], b.data[common:], moduli, out=out[common:])
+        return a.replace(data=out)
+
+    def negate(self, a: Ciphertext) -> Ciphertext:
+        """Enc(-m mod t); v -> -v. No keys, no level."""
+        level = self._ct(a, "negate")
+        return a.replace(data=ops.neg(a.data, self._moduli(level)))
+
+    def add_plain(self, a: Ciphertext, pt: Plaintext) -> Ciphertext:
+        """Enc(m + p mod t): c0 + round(Q_l p / t); the invariant noise grows by at most
+        t/(2 Q_l) (the rounding). No keys, no level."""
+        return self._plain_shift(a, pt, "add_plain", ops.add)
+
+    def sub_plain(self, a: Ciphertext, pt: Plaintext) -> Ciphertext:
+        """Enc(m - p mod t): c0 - round(Q_l p / t). As :meth:`add_plain`."""
+        return self._plain_shift(a, pt, "sub_plain", ops.sub)
+
+    def _plain_shift(self, a: Ciphertext, pt: Plaintext, op: str, fn) -> Ciphertext:
+        level = self._ct(a, op)
+        check_plaintext(self.ctx, pt, op)
+        data = a.data.clone()
+        fn(data[0], scaled_message(self.ctx, pt, level), self._moduli(level), out=data[0])
+        return a.replace(data=data)
+
+    # ---- multiplicative ------------------------------------------------------------------------
+
+    def multiply_plain(self, a: Ciphertext, pt: Plaintext) -> Ciphertext:
+        """Enc(m p) (negacyclic product mod t, i.e. slot-wise products): every component times
+        p lifted with centred coefficients; |v| grows by about N |p| <= N t/2. No keys, no level."""
+        level = self._ct(a, "multiply_plain", degree=None)
+        check_plaintext(self.ctx, pt, "multiply_plain")
+        return a.replace(data=ops.mul(a.data, lifted_message(self.ctx, pt, level), self._moduli(level)))
+
+    def multiply_scalar(self, a: Ciphertext, scalar: int) -> Ciphertext:
+        """Enc(c m mod t) for an integer c (taken centred mod t: |v| grows by |[c]_t| <= t/2).
+        No keys, no level."""
+        if isinstance(scalar, bool) or not isinstance(scalar, int):
+            raise ParameterError(f"multiply_scalar: the scalar must be an int, got {type(scalar).__name__}")
+        level = self._ct(a, "multiply_scalar", degree=None)
+        t = self.ctx.t
+        c = scalar % t
+        c = c - t if c > t // 2 else c
+        q = self.ctx.rlwe.q_at(level)
+        consts, shoup = shoup_constants([c % p for p in q.primes], q.primes, self.ctx.device)
+        return a.replace(data=ops.mul_const(a.data, consts, shoup, q.moduli))
+
+    def multiply(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
+        """Enc(m_a m_b mod t) of degree 2 (needs :meth:`relinearize` before rotations), by the BEHZ
+        RNS algorithm (:mod:`fhe_core.bfv.behz`). Noise: |v| is about t N (|v_a| + |v_b|) (the
+        usual bound has further small factors), so a product costs about log2(t N) bits of budget
+        (measured 25-29 bits at N = 2^10..2^15 with t = 2^16 + 1). Both operands degree 1 at the
+        same level. No keys, no level."""
+        level = self._pair(a, b, "multiply", degree=1)
+        return a.replace(data=behz.multiply(self.ctx.behz(level), a.data, b.data))
+
+    def relinearize(self, a: Ciphertext) -> Ciphertext:
+        """Degree 2 -> degree 1 by hybrid key switching of c2 (rlwe.relinearize); adds t/Q_l times
+        the key-switching noise (a few bits), invisible next to a product's noise. Needs the
+        relinearization key; no level."""
+        self._ct(a, "relinearize", degree=2)
+        return rlwe.relinearize(self.ctx.rlwe, a, self._keys("relinearize"))
+
+    def multiply_relin(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
+        """:meth:`multiply` then :meth:`relinearize`. Needs the relinearization key."""
+        self._keys("multiply_relin").relin_key("multiply_relin")
+        return self.relinearize(self.multiply(a, b))
+
+    # ---- rotations -----------------------------------------------------------------------------
+
+    def rotate_rows(self, a: Ciphertext, steps: int) -> Ciphertext:
+        """Both matrix rows rotated left by ``steps`` (right if negative): column j receives
+        column j + steps (mod N/2). Galois element 5^steps mod 2N; needs its key. Degree 1."""
+        if isinstance(steps, bool) or not isinstance(steps, int):
+            raise ParameterError(f"rotate_rows: steps must be an int, got {type(steps).__name__}")
+        op = "rotate_rows"
+        self._ct(a, op, degree=1)
+        k = rlwe.galois_element_for_rotation(steps, self.ctx.n)
+        if k == 1:
+            return a.replace(data=a.data.clone())
+        self._keys(op).galois_key(k, op)  # a missing key names this operation
+        return rlwe.apply_galois(self.ctx.rlwe, a, k, self.keys)
+
+    def rotate_rows_hoisted(self, a: Ciphertext, steps) -> dict[int, Ciphertext]:
+        """:meth:`rotate_rows` for several step counts sharing one ModUp of c1 (hoisting,
+        ``rlwe.apply_galois_hoisted``): ``{steps: ciphertext}``. Every key is checked before any
+        work. Degree 1; no level."""
+        op = "rotate_rows_hoisted"
+        self._ct(a, op, degree=1)
+        steps = list(dict.fromkeys(steps))
+        if any(isinstance(r, bool) or not isinstance(r, int) for r in steps):
+            raise ParameterError(f"{op}: steps must be ints, got {steps!r}")
+        elements = {r: rlwe.galois_element_for_rotation(r, self.ctx.n) for r in steps}
+        keyed = [k for k in elements.values() if k != 1]
+        for k in keyed:
+            self._keys(op).galois_key(k, op)
+        rotated = rlwe.apply_galois_hoisted(self.ctx.rlwe, a, keyed, self.keys) if keyed else {}
+        return {r: rotated[k] if k != 1 else a.replace(data=a.data.clone()) for r, k in elements.items()}
+
+    def swap_columns(self, a: Ciphertext) -> Ciphertext:
+        """The two matrix rows exchanged (SEAL's rotate_columns): Galois element 2N - 1; needs its
+        key. Degree 1."""
+        op = "swap_columns"
+        self._ct(a, op, degree=1)
+        k = rlwe.galois_element_for_conjugation(self.ctx.n)
+        self._keys(op).galois_key(k, op)
+        return rlwe.apply_galois(self.ctx.rlwe, a, k, self.keys)
+
+    # ---- modulus switching ------------------------------------------------------------------------
+
+    def mod_switch_to_next(self, a: Ciphertext) -> Ciphertext:
+        """Drop q_l: c -> round(c / q_l) over Q_{l-1}, any degree. Consumes one level; the
+        invariant noise becomes v + (t/Q_{l-1}) (eps0 + eps1 s) with |eps_i| <= 1/2 (the rounding),
+        so the budget drops to about log2(Q_{l-1} / t) - log2(sqrt(N)) - a few bits (worst case
+        log2(Q_{l-1} / (t (1 + N)/2))); nothing is lost while it was below that. No keys."""
+        level = self._ct(a, "mod_switch_to_next", degree=None)
+        if level == 0:
+            raise LevelMismatchError("mod_switch_to_next: the ciphertext is at level 0, no prime left to drop")
+        tab = self.ctx.mod_switch(level)
+        last = tab.q_last.intt(a.data[:, level:].contiguous())             # [d+1, 1, N] coefficients
+        last = torch.remainder(last + tab.half, tab.q_last.primes[0])       # [c + floor(q_l/2)]_{q_l}
+        column = self.ctx.scaling(level - 1).prime_column
+        r = torch.remainder(torch.remainder(last, column) - tab.half_mod_rest, column)  # [d+1, l, N]
+        r = tab.q_rest.ntt(r)
+        diff = ops.sub(a.data[:, :level].contiguous(), r, tab.q_rest.moduli, out=r)
+        data = ops.mul_const(diff, tab.q_last_inv, tab.q_last_inv_shoup, tab.q_rest.moduli, out=diff)
+        return a.replace(data=data, level=level - 1)
+
+    def mod_switch_to(self, a: Ciphertext, level: int) -> Ciphertext:
+        """:meth:`mod_switch_to_next` until ``level`` (<= the ciphertext's level)."""
+        current = self._ct(a, "mod_switch_to", degree=None)
+        level = self.ctx.check_level(level, "mod_switch_to")
+        if level > current:
+            raise LevelMismatchError(f"mod_switch_to: cannot raise a ciphertext from level {current} to {level}")
+        for _ in range(current - level):
+            a = self.mod_switch_to_next(a)
+        return a
