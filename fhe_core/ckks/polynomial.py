@@ -240,6 +240,8 @@ class SimEvaluator:
             if level == 0:
                 raise LevelMismatchError("mul: a non-integer constant is encoded at scale q_l and needs a level")
             constant_scale = float(self.params.q_primes[level])
+        if not constant_scale >= 1:
+            raise ParameterError(f"mul: constant_scale must be a finite float >= 1, got {constant_scale}")
         return replace(a, scale=a.scale * float(constant_scale))
 
     def mul_relin(self, a: SimCiphertext, b: SimCiphertext) -> SimCiphertext:
@@ -315,6 +317,8 @@ class PolynomialEvaluator:
         op = "evaluate_polynomial"
         if not isinstance(p, Polynomial):
             raise ParameterError(f"{op}: expected a Polynomial, got {type(p).__name__}")
+        if p.degree < 1:
+            raise ParameterError(f"{op}: the polynomial is constant ({p.coefficients[0]}); there is nothing to evaluate")
         need = depth(p)
         if ct.level < need:
             raise LevelMismatchError(f"{op}: a degree-{p.degree} {p.basis} polynomial on {p.interval} needs "
