@@ -271,3 +271,19 @@ def test_evaluation_errors_name_the_operation(s):
     no_keys = PolynomialEvaluator(Evaluator(s.params))
     with pytest.raises(MissingKeyError, match="^mul_relin: "):
         no_keys.evaluate(s.encrypt(s.uniform(-1, 1)), p)
+
+
+@pytest.mark.gpu
+def test_cpu_and_cuda_evaluate_to_identical_ciphertexts():
+    seed = bytes(range(32))
+    p, _ = chebyshev_interpolant(sigmoid, -8, 8, 15)
+    results = []
+    for device in ("cpu", "cuda"):
+        params = preset(PRESET, allow_insecure=True, device=device)
+        ctx = ckks.rlwe_context(params)
+        sk = rlwe.gen_secret_key(ctx, seed=seed)
+        evaluator = PolynomialEvaluator(Evaluator(params, rlwe.gen_eval_keys(ctx, sk, [], seed=seed)))
+        x = np.linspace(-8, 8, params.slots)
+        ct = Encryptor(params, sk).encrypt(Encoder(params).encode(x), seed=seed)
+        results.append(evaluator.evaluate(ct, p).data.cpu())
+    assert np.array_equal(results[0].numpy(), results[1].numpy())
