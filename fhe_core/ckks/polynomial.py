@@ -14,11 +14,14 @@ cannot be folded into the scale for free in general: declaring the ciphertext of
 to be one of alpha*x at scale Delta/alpha costs nothing, but the scale of T_(2^k) is then
 (Delta/alpha)^(2^k) / (q...q), which leaves the modulus budget after a few squarings.
 
-**Algorithm** (Bossuat et al., Eurocrypt 2021, Alg. 2; Lattigo ``circuits/common/polynomial``).
+**Algorithm** (the scale-invariant evaluation of Bossuat et al., Eurocrypt 2021, as in Lattigo's
+``circuits/common/polynomial``).
 1. Baby steps T_1..T_(2^b - 1) (b ~ D/2) and giant steps T_(2^j) for 2^j <= d, each at the
    lowest depth possible: T_(2n) = 2 T_n^2 - 1, T_(m+n) = 2 T_m T_n - T_(m-n) (m the largest
    power of two below m + n), x^(m+n) = x^m x^n in the power basis. T_k sits at level
-   l_in - ceil(log2 k).
+   l_in - ceil(log2 k). T_(m-n) meets 2 T_m T_n before the rescale: it is multiplied by 1
+   encoded at scale(T_m) scale(T_n) / scale(T_(m-n)) (~2^40), which gives it the product's
+   scale exactly and consumes no level.
 2. p is split by the largest power of two G <= deg p: p = q T_G + r (Chebyshev:
    q = c_G + sum_(j>=1) 2 c_(G+j) T_j, r = sum_(k<G) c_k T_k - sum_(j>=1) c_(G+j) T_(G-j), from
    2 T_G T_j = T_(G+j) + T_(G-j)); q and r are split again until a part is a *leaf*: degree
@@ -50,11 +53,11 @@ import numpy as np
 import numpy.polynomial.chebyshev as npcheb
 
 from fhe_core.ckks.ciphertext import ScaleMismatchError
+from fhe_core.ckks.evaluator import SCALE_TOLERANCE
 from fhe_core.errors import LevelMismatchError, ParameterError
 from fhe_core.params import Params
 
 BASES = ("power", "chebyshev")
-SCALE_TOLERANCE = 1e-9  # the evaluator's: relative difference under which scales count as equal
 
 
 # ---- polynomials (plaintext) ---------------------------------------------------------------------
@@ -318,7 +321,7 @@ class PolynomialEvaluator:
         if not isinstance(p, Polynomial):
             raise ParameterError(f"{op}: expected a Polynomial, got {type(p).__name__}")
         if p.degree < 1:
-            raise ParameterError(f"{op}: the polynomial is constant ({p.coefficients[0]}); there is nothing to evaluate")
+            raise ParameterError(f"{op}: the polynomial is constant ({p.coefficients[0]}); nothing to evaluate")
         need = depth(p)
         if ct.level < need:
             raise LevelMismatchError(f"{op}: a degree-{p.degree} {p.basis} polynomial on {p.interval} needs "
