@@ -9,7 +9,8 @@ is absolute, against the polynomial itself):
 N = 2^12, L = 6: Chebyshev degrees 3, 7, 15 on [-1, 1] >= 24 [27.0, 26.8, 26.3], the sigmoid's
 degree-15 interpolant on [-8, 8] >= 23 [26.0], cos on [0, 1] (degree 15, from level 4 to 0)
 >= 24 [26.7], the cubic sigmoid on [-8, 8] >= 19 [21.9], a random degree-7 power-basis
-polynomial on [-1, 1] >= 22 [24.8]; N = 2^11, L = 8: degrees 31 and 63 on [-1, 1] >= 22
+polynomial on [-1, 1] >= 22 [24.8], random Chebyshev coefficients on [-2, 2] >= 19 [21.8], the
+cubic sigmoid after a product (scale 2^80 / q_L) >= 19 [22.6]; N = 2^11, L = 8: degrees 31 and 63 on [-1, 1] >= 22
 [25.2, 25.7], the sigmoid's degree-63 interpolant on [-8, 8] >= 22 [27.3].
 """
 import math
@@ -233,6 +234,23 @@ def test_evaluate_power_basis_and_cubic_sigmoid(s):
     assert depth(CUBIC_SIGMOID) == 2
     rng, _ = fresh_rng()
     _check_evaluation(s, Polynomial(rng.uniform(-1, 1, 8), "power"), 22)  # degree 7: 3 levels
+
+
+def test_evaluate_random_chebyshev_coefficients(s):
+    """Not an interpolant: random coefficients (values up to ~3) on [-2, 2] (alpha = 1/2: depth 5)."""
+    p = Polynomial(s.rng.normal(size=16) / 4, "chebyshev", (-2, 2))
+    _check_evaluation(s, p, 19)
+
+
+def test_cubic_sigmoid_of_a_product_keeps_its_odd_scale(s):
+    """The logistic-regression pattern: sigmoid(x * w) right after mul + rescale, whose scale is
+    2^80 / q_L, not 2^40; the evaluation lands exactly on that scale two levels lower."""
+    ev, x, w = s.evaluator, s.uniform(-1, 1), s.uniform(-8, 8)
+    t = ev.rescale(ev.mul_relin(s.encrypt(x), s.encrypt(w)))
+    assert t.scale != 2.0 ** 40
+    out = s.poly.evaluate(t, CUBIC_SIGMOID)
+    assert out.level == t.level - 2 and out.scale == pytest.approx(t.scale, rel=1e-14)
+    assert bits(s.decrypt(out), CUBIC_SIGMOID(x * w)) >= 19
 
 
 def test_evaluate_output_scale(s):
