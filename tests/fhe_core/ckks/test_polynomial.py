@@ -9,7 +9,8 @@ is absolute, against the polynomial itself):
 N = 2^12, L = 6: Chebyshev degrees 3, 7, 15 on [-1, 1] >= 24 [27.0, 26.8, 26.3], the sigmoid's
 degree-15 interpolant on [-8, 8] >= 23 [26.0], cos on [0, 1] (degree 15, from level 4 to 0)
 >= 24 [26.7], the cubic sigmoid on [-8, 8] >= 19 [21.9], a random degree-7 power-basis
-polynomial on [-1, 1] >= 22 [24.8], random Chebyshev coefficients on [-2, 2] >= 19 [21.8], the
+polynomial on [-1, 1] >= 22 [24.8], random Chebyshev coefficients on [-2, 2] >= 19 [21.8], every degree 1..15 in both bases with
+random decaying coefficients on [-1, 1] >= 22 [24.5, over 4 key sets], the
 cubic sigmoid after a product (scale 2^80 / q_L) >= 19 [22.6]; N = 2^11, L = 8: degrees 31 and 63 on [-1, 1] >= 22
 [25.2, 25.7], the sigmoid's degree-63 interpolant on [-8, 8] >= 22 [27.3].
 """
@@ -234,6 +235,15 @@ def test_evaluate_power_basis_and_cubic_sigmoid(s):
     assert depth(CUBIC_SIGMOID) == 2
     rng, _ = fresh_rng()
     _check_evaluation(s, Polynomial(rng.uniform(-1, 1, 8), "power"), 22)  # degree 7: 3 levels
+
+
+@pytest.mark.parametrize("basis", ["chebyshev", "power"])
+def test_evaluate_every_degree_up_to_15(s, basis):
+    """Each degree has its own split tree: all of them land at level L - depth, on the input
+    scale, with decaying random coefficients (values below ~2)."""
+    for d in range(1, 16):
+        p = Polynomial(s.rng.normal(size=d + 1) / (1 + np.arange(d + 1)), basis)
+        _check_evaluation(s, p, 22)
 
 
 def test_evaluate_random_chebyshev_coefficients(s):
