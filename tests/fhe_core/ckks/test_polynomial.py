@@ -4,15 +4,21 @@ with the precision stated in bits (-log2 of the largest absolute slot error agai
 polynomial itself, not against the interpolated function), levels consumed against
 :func:`depth` and the :func:`plan` simulation, exact output scales, and typed errors.
 
-Thresholds at scale 2^40 (in brackets: the minimum over 10 fresh key sets on CPU; precision
-is absolute, against the polynomial itself):
-N = 2^12, L = 6: Chebyshev degrees 3, 7, 15 on [-1, 1] >= 24 [27.0, 26.8, 26.3], the sigmoid's
-degree-15 interpolant on [-8, 8] >= 23 [26.0], cos on [0, 1] (degree 15, from level 4 to 0)
->= 24 [26.7], the cubic sigmoid on [-8, 8] >= 19 [21.9], a random degree-7 power-basis
-polynomial on [-1, 1] >= 22 [24.8], random Chebyshev coefficients on [-2, 2] >= 19 [21.8], every degree 1..15 in both bases with
-random decaying coefficients on [-1, 1] >= 22 [24.5, over 4 key sets], the
-cubic sigmoid after a product (scale 2^80 / q_L) >= 19 [22.6]; N = 2^11, L = 8: degrees 31 and 63 on [-1, 1] >= 22
-[25.2, 25.7], the sigmoid's degree-63 interpolant on [-8, 8] >= 22 [27.3].
+Thresholds at scale 2^40 (absolute error against the polynomial itself; in brackets the
+minimum measured over 10 fresh key sets on CPU, 4 for the degree sweep):
+
+  N = 2^12, L = 6 (preset N12QP483L6D3Insecure)
+    Chebyshev interpolants on [-1, 1], degrees 3, 7, 15        >= 24  [27.0, 26.8, 26.3]
+    sigmoid interpolant on [-8, 8], degree 15 (depth 5)        >= 23  [26.0]
+    cos on [0, 1], degree 15, level 4 -> 0                     >= 24  [26.7]
+    every degree 1..15, both bases, decaying random coeffs     >= 22  [24.5]
+    random Chebyshev coefficients on [-2, 2], degree 15        >= 19  [21.8]
+    random power-basis degree 7 on [-1, 1]                     >= 22  [24.8]
+    cubic sigmoid on [-8, 8]                                   >= 19  [21.9]
+    cubic sigmoid of a product (scale 2^80 / q_L)              >= 19  [22.6]
+  N = 2^11, L = 8 (a literal)
+    Chebyshev on [-1, 1], degrees 31, 63                       >= 22  [25.2, 25.7]
+    sigmoid interpolant on [-8, 8], degree 63 (depth 7)        >= 22  [27.3]
 """
 import math
 
