@@ -133,8 +133,8 @@ def _interpolate(f: Callable, a: float, b: float, degree: int) -> np.ndarray:
     """Chebyshev coefficients of the degree-``degree`` interpolant of f at degree + 1 nodes
     (discrete orthogonality of T_k at the roots of T_(degree+1))."""
     n = degree + 1
-    t = np.cos(np.pi * (np.arange(n) + 0.5) / n)
-    values = np.asarray(f((b - a) / 2 * t + (a + b) / 2), dtype=np.float64)
+    t = chebyshev_nodes(-1.0, 1.0, n)
+    values = np.asarray(f(chebyshev_nodes(a, b, n)), dtype=np.float64)
     if values.shape != (n,) or not np.all(np.isfinite(values)):
         raise ParameterError(f"chebyshev_interpolant: f must map a vector of {n} nodes to {n} finite reals")
     c = 2.0 / n * npcheb.chebvander(t, degree).T @ values
@@ -220,9 +220,11 @@ class SimEvaluator:
         return ct.level
 
     def add(self, a: SimCiphertext, b) -> SimCiphertext:
+        """Lower level of the two, a's scale; scales must agree to 1e-9. No level."""
         return self._add_or_sub(a, b, "add")
 
     def sub(self, a: SimCiphertext, b) -> SimCiphertext:
+        """As :meth:`add`."""
         return self._add_or_sub(a, b, "sub")
 
     def _add_or_sub(self, a: SimCiphertext, b, op: str) -> SimCiphertext:
@@ -234,6 +236,8 @@ class SimEvaluator:
         return replace(a, level=min(a.level, b.level))
 
     def mul(self, a: SimCiphertext, b, *, constant_scale: float | None = None) -> SimCiphertext:
+        """ct-ct: :meth:`mul_relin`. Constant: scale times constant_scale (1 for an integer,
+        default q_l otherwise). No level."""
         if isinstance(b, SimCiphertext):
             return self.mul_relin(a, b)
         level = self._level(a, "mul_const")
@@ -248,16 +252,19 @@ class SimEvaluator:
         return replace(a, scale=a.scale * float(constant_scale))
 
     def mul_relin(self, a: SimCiphertext, b: SimCiphertext) -> SimCiphertext:
+        """Lower level of the two, product of the scales. No level."""
         self._level(a, "mul_relin")
         return replace(a, level=min(a.level, b.level), scale=a.scale * b.scale)
 
     def rescale(self, ct: SimCiphertext) -> SimCiphertext:
+        """Level l -> l - 1, scale / q_l. One level."""
         level = self._level(ct, "rescale")
         if level == 0:
             raise LevelMismatchError("rescale: the ciphertext is at level 0, there is no prime left to divide by")
         return replace(ct, level=level - 1, scale=ct.scale / self.params.q_primes[level])
 
     def drop_level(self, ct: SimCiphertext, level: int) -> SimCiphertext:
+        """To a lower ``level``, same scale."""
         if not 0 <= level <= self._level(ct, "drop_level"):
             raise LevelMismatchError(f"drop_level: target level must be in [0, {ct.level}], got {level}")
         return replace(ct, level=level)
