@@ -44,6 +44,7 @@ class Case:
     params: str
     bytes: int
     run: Callable[[int], object]  # run(i): one call on input set i
+    reference_us: float | None = None  # a published number for the same op and size (see its suite)
 
 
 def random_residues(basis: RNSBasis, prefix=()) -> torch.Tensor:
@@ -145,6 +146,47 @@ def make_keyswitch_cases(device: str) -> list[Case]:
 
 # The reference design ("Over 100x Faster Bootstrapping", V100, N = 2^16, dnum = 3), in us.
 REFERENCE_V100_US = {"HMult + relin": 2960.0, "HRotate": 2550.0, "rescale": 490.0}
+# "Homomorphic Encryption on GPU" (BFV of SEAL, RTX 3060 Ti), in us, by log2 N.
+REFERENCE_3060TI_US = {
+    "multiply": {13: 202, 14: 768, 15: 3757},
+    "relinearize": {13: 88.5, 14: 377, 15: 3150},
+    "rotate_rows": {13: 103, 14: 459, 15: 3464},
+}
+BFV_SETS = ("BFVN13QP218L3D4T17", "BFVN14QP438L7D8T17", "BFVN15QP881L14D15T17")
+
+
+def make_bfv_cases(device: str, sets=BFV_SETS) -> list[Case]:
+    """BFV at SEAL's 128-bit default sets (t = 65537), top level. Bytes: ciphertext operands read
+    and the result written (key switching moves more; see the CKKS suite)."""
+    import numpy as np
+
+    from fhe_core import bfv, rlwe
+    from fhe_core.params import preset
+
+    cases = []
+    for name in sets:
+        ctx = bfv.BFVContext(preset(name, device=device, allow_insecure=name.endswith("Insecure")))
+        sk = rlwe.gen_secret_key(ctx.rlwe)
+        keys = rlwe.gen_eval_keys(ctx.rlwe, sk, bfv.galois_elements(ctx.n, [1]))
+        encoder, encryptor = bfv.BatchEncoder(ctx), bfv.Encryptor(ctx, sk)
+        rng = np.random.default_rng(2)
+        pa, pb = (encoder.encode(rng.integers(0, ctx.t, ctx.n)) for _ in range(2))
+        ev, ca, cb = bfv.Evaluator(ctx, keys), encryptor.encrypt(pa), encryptor.encrypt(pb)
+        product = ev.multiply(ca, cb)
+        ct_bytes = 2 * len(ctx.params.q_primes) * ctx.n * WORD
+        log_n = ctx.params.log_n
+        for op, fn, moved in (
+            ("add", lambda ev=ev, a=ca, b=cb: ev.add(a, b), 3 * ct_bytes),
+            ("multiply_plain", lambda ev=ev, a=ca, b=pb: ev.multiply_plain(a, b), 2 * ct_bytes),
+            ("multiply", lambda ev=ev, a=ca, b=cb: ev.multiply(a, b), 3.5 * ct_bytes),
+            ("relinearize", lambda ev=ev, p=product: ev.relinearize(p), 2.5 * ct_bytes),
+            ("multiply_relin", lambda ev=ev, a=ca, b=cb: ev.multiply_relin(a, b), 3 * ct_bytes),
+            ("rotate_rows", lambda ev=ev, a=ca: ev.rotate_rows(a, 1), 2 * ct_bytes),
+            ("mod_switch_to_next", lambda ev=ev, a=ca: ev.mod_switch_to_next(a), 2 * ct_bytes),
+        ):
+            cases.append(Case(f"bfv {op}", name, int(moved), lambda i, fn=fn: fn(),
+                              REFERENCE_3060TI_US.get(op, {}).get(log_n)))
+    return cases
 
 
 def make_ckks_cases(device: str) -> list[Case]:
@@ -178,9 +220,10 @@ def make_ckks_cases(device: str) -> list[Case]:
         Case("decrypt + decode", name, ct, lambda i: encoder.decode(decryptor.decrypt(a))),
         Case("HAdd", name, 3 * ct, lambda i: evaluator.add(a, b)),
         Case("CMult (ct x pt)", name, 2 * ct + ct // 2, lambda i: evaluator.mul(a, pt)),
-        Case("HMult + relin", name, 3 * ct + (765 - 124) * limb_poly, lambda i: evaluator.mul_relin(a, b)),
-        Case("rescale", name, 2 * ct, lambda i: evaluator.rescale(unscaled)),
-        Case("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1)),
+        Case("HMult + relin", name, 3 * ct + (765 - 124) * limb_poly, lambda i: evaluator.mul_relin(a, b),
+             REFERENCE_V100_US["HMult + relin"]),
+        Case("rescale", name, 2 * ct, lambda i: evaluator.rescale(unscaled), REFERENCE_V100_US["rescale"]),
+        Case("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1), REFERENCE_V100_US["HRotate"]),
         Case("hoisted, 8 rotations", name, 2 * ct + (157 + 8 * 732) * limb_poly,
              lambda i: evaluator.rotate_hoisted(a, steps)),
         Case("relin key generation", name, 2 * 3 * (11 + limbs) * limb_poly, lambda i: rlwe.gen_relin_key(ctx, sk)),
@@ -274,11 +317,11 @@ def run(device: str, threads: list[int], only: str | None = None) -> dict:
     sets = 4 if device == "cuda" else 2  # 4 sets of >= 15 MB exceed the 50-60 MB L2
     copy_bw = copy_bandwidth(device)
     rows = []
-    suites = {"keyswitch": make_keyswitch_cases, "ckks": make_ckks_cases}
+    suites = {"keyswitch": make_keyswitch_cases, "ckks": make_ckks_cases, "bfv": make_bfv_cases}
     if only in suites:
         cases = suites[only](device)
     else:
-        cases = make_cases(device, sets) + (make_keyswitch_cases(device) + make_ckks_cases(device) if not only else [])
+        cases = make_cases(device, sets) + ([c for make in suites.values() for c in make(device)] if not only else [])
     for case in cases:
         if only and only not in suites and only not in case.name:
             continue
@@ -288,7 +331,7 @@ def run(device: str, threads: list[int], only: str | None = None) -> dict:
             t = time_op(case.run, device, sets=sets, repeats=30 if device == "cuda" else 5)
             rows.append({"name": case.name, "params": case.params, "threads": nthreads,
                          "us": t["median"] * 1e6, "eager_us": t.get("eager", float("nan")) * 1e6,
-                         "graph": t.get("graph", False), "reference_us": REFERENCE_V100_US.get(case.name),
+                         "graph": t.get("graph", False), "reference_us": case.reference_us,
                          "bytes": case.bytes, "GBps": case.bytes / t["median"] / 1e9,
                          "of_copy": case.bytes / t["median"] / copy_bw})
     return {"device": device_name(device), "kind": device, "date": datetime.date.today().isoformat(),
@@ -301,7 +344,7 @@ def markdown(result: dict) -> str:
              f"(bytes read + written); 50-bit primes.", ""]
     if result["kind"] == "cuda":
         lines += ["| op | parameters | device time (µs) | eager call (µs) | bytes moved (MB) | GB/s | of copy bw "
-                  "| V100 reference (µs) |",
+                  "| reference (µs) |",
                   "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for r in result["rows"]:
             device_us = f"{r['us']:.1f}" if r["graph"] else "(eager only)"
@@ -324,7 +367,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, nargs="*", default=None,
                         help="CPU thread counts to measure (default: 1 and all)")
     parser.add_argument("--only", help="run only the ops whose name contains this text, or one suite: "
-                                         "'keyswitch', 'ckks'")
+                                         "'keyswitch', 'ckks', 'bfv' (references: CKKS, the V100 of 'Over 100x "
+                                         "Faster Bootstrapping'; BFV, the RTX 3060 Ti of 'Homomorphic Encryption "
+                                         "on GPU')")
     parser.add_argument("--json", help="append one JSON line per device to this file")
     parser.add_argument("--markdown", help="write the tables to this markdown file")
     args = parser.parse_args()
