@@ -57,6 +57,24 @@ struct BconvArgs {
   int64_t n;
 };
 
+// ModUp's basis extension of every digit at once (HK20): digit j holds Q rows [j*alpha, (j+1)*alpha)
+// (the last may be shorter); out[j][r] = sum_k [x_k * qhat_inv_k]_{q_k} * qhat_mod_p[j][k - j*alpha][r]
+// mod p_r over all rows r of QP_l. On the digit's own primes the sum is exact (it equals x).
+struct ModUpConvArgs {
+  const u64* in;             // [q_count, N] coefficients over Q_l
+  u64* out;                  // [dnum, rows, N]
+  const Modulus* src;        // [q_count]
+  const Modulus* dst;        // [rows]
+  const u64* qhat_inv;       // [q_count] (Q_j/q_k)^-1 mod q_k within k's digit
+  const u64* qhat_inv_shoup; // [q_count]
+  const u64* qhat_mod_p;     // [dnum, alpha, rows], zero past the last digit's primes
+  int q_count;
+  int alpha;
+  int dnum;
+  int rows;
+  int64_t n;
+};
+
 // Centered lift of one limb into other primes: out[b][i] = (x if x <= q/2 else x - q) mod p_i for
 // x = in[b] canonical mod q. The exact rounding step of rescaling (and of any division by q).
 struct CenterLiftArgs {
@@ -136,6 +154,7 @@ void elementwise(const ElementwiseArgs& args);
 void bconv(const BconvArgs& args);
 void ks_inner_product(const KsInnerProductArgs& args);
 void center_lift(const CenterLiftArgs& args);
+void mod_up_conv(const ModUpConvArgs& args);
 void automorphism_ntt(const AutomorphismArgs& args);
 void automorphism_coeff(const AutomorphismArgs& args);
 void sample(const SampleArgs& args);
@@ -155,6 +174,7 @@ void elementwise(const ElementwiseArgs& args, Stream stream);
 void bconv(const BconvArgs& args, Stream stream);
 void ks_inner_product(const KsInnerProductArgs& args, Stream stream);
 void center_lift(const CenterLiftArgs& args, Stream stream);
+void mod_up_conv(const ModUpConvArgs& args, Stream stream);
 void automorphism_ntt(const AutomorphismArgs& args, Stream stream);
 void automorphism_coeff(const AutomorphismArgs& args, Stream stream);
 void sample(const SampleArgs& args, Stream stream);

@@ -95,6 +95,7 @@ struct CpuBackend {
   static void bconv(const BconvArgs& a, const Tensor&) { cpu::bconv(a); }
   static void ks_inner_product(const KsInnerProductArgs& a, const Tensor&) { cpu::ks_inner_product(a); }
   static void center_lift(const CenterLiftArgs& a, const Tensor&) { cpu::center_lift(a); }
+  static void mod_up_conv(const ModUpConvArgs& a, const Tensor&) { cpu::mod_up_conv(a); }
   static void automorphism_ntt(const AutomorphismArgs& a, const Tensor&) { cpu::automorphism_ntt(a); }
   static void automorphism_coeff(const AutomorphismArgs& a, const Tensor&) { cpu::automorphism_coeff(a); }
   static void sample(const SampleArgs& a, const Tensor&) { cpu::sample(a); }
@@ -118,6 +119,7 @@ struct CudaBackend {
     cuda::ks_inner_product(a, current_stream(t));
   }
   static void center_lift(const CenterLiftArgs& a, const Tensor& t) { cuda::center_lift(a, current_stream(t)); }
+  static void mod_up_conv(const ModUpConvArgs& a, const Tensor& t) { cuda::mod_up_conv(a, current_stream(t)); }
   static void automorphism_ntt(const AutomorphismArgs& a, const Tensor& t) {
     cuda::automorphism_ntt(a, current_stream(t));
   }
@@ -356,6 +358,49 @@ Tensor ks_inner_product(const Tensor& digits, const Tensor& key, int64_t q_count
   return ks_inner_product_out<B>(digits, key, q_count, p_row, moduli, out);
 }
 
+// ---- ModUp basis extension of all digits -------------------------------------------------------
+
+template <class B>
+Tensor& mod_up_conv_out(const Tensor& coeffs, const Tensor& src_moduli, const Tensor& qhat_inv,
+                        const Tensor& qhat_inv_shoup, const Tensor& dst_moduli, const Tensor& qhat_mod_p, Tensor& out) {
+  const char* op = "mod_up_conv";
+  check_residues(coeffs, src_moduli, op, "coeffs");
+  FHE_CHECK(coeffs.dim() == 2, op, ": coeffs must be [q_count, N], got ", coeffs.sizes());
+  const int64_t q_count = coeffs.size(0), n = coeffs.size(1);
+  for (const Tensor* t : {&qhat_inv, &qhat_inv_shoup}) {
+    check_words(*t, op, "qhat_inv");
+    check_same_device(*t, coeffs, op, "qhat_inv");
+    FHE_CHECK(t->dim() == 1 && t->size(0) == q_count, op, ": qhat_inv must be [", q_count, "], got ", t->sizes());
+  }
+  check_words(dst_moduli, op, "dst_moduli");
+  check_same_device(dst_moduli, coeffs, op, "dst_moduli");
+  FHE_CHECK(dst_moduli.dim() == 2 && dst_moduli.size(1) == 4 && dst_moduli.size(0) > 0, op,
+            ": dst_moduli must be [rows, 4], got ", dst_moduli.sizes());
+  check_words(qhat_mod_p, op, "qhat_mod_p");
+  check_same_device(qhat_mod_p, coeffs, op, "qhat_mod_p");
+  FHE_CHECK(qhat_mod_p.dim() == 3 && qhat_mod_p.size(2) == dst_moduli.size(0), op,
+            ": qhat_mod_p must be [dnum, alpha, rows], got ", qhat_mod_p.sizes());
+  const int64_t dnum = qhat_mod_p.size(0), alpha = qhat_mod_p.size(1), rows = dst_moduli.size(0);
+  FHE_CHECK(alpha >= 1 && alpha <= kMaxBconvInputLimbs && dnum == (q_count + alpha - 1) / alpha, op, ": ", dnum,
+            " digits of ", alpha, " primes do not cover ", q_count, " primes (or alpha exceeds ",
+            kMaxBconvInputLimbs, ")");
+  const std::vector<int64_t> sizes{dnum, rows, n};
+  check_out(out, coeffs, sizes, op);
+  at::assert_no_overlap(out, coeffs);
+  const ModUpConvArgs args{words(coeffs), mutable_words(out), moduli_ptr(src_moduli), moduli_ptr(dst_moduli),
+                           words(qhat_inv), words(qhat_inv_shoup), words(qhat_mod_p), static_cast<int>(q_count),
+                           static_cast<int>(alpha), static_cast<int>(dnum), static_cast<int>(rows), n};
+  B::mod_up_conv(args, coeffs);
+  return out;
+}
+
+template <class B>
+Tensor mod_up_conv(const Tensor& coeffs, const Tensor& src_moduli, const Tensor& qhat_inv,
+                   const Tensor& qhat_inv_shoup, const Tensor& dst_moduli, const Tensor& qhat_mod_p) {
+  Tensor out = at::empty({qhat_mod_p.size(0), dst_moduli.size(0), coeffs.size(1)}, coeffs.options());
+  return mod_up_conv_out<B>(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, out);
+}
+
 // ---- centered lift -----------------------------------------------------------------------------
 
 template <class B>
@@ -532,6 +577,8 @@ void register_backend(torch::Library& m) {
   m.impl("bconv.out", &bconv_out<B>);
   m.impl("ks_inner_product", &ks_inner_product<B>);
   m.impl("ks_inner_product.out", &ks_inner_product_out<B>);
+  m.impl("mod_up_conv", &mod_up_conv<B>);
+  m.impl("mod_up_conv.out", &mod_up_conv_out<B>);
   m.impl("center_lift", &center_lift<B>);
   m.impl("center_lift.out", &center_lift_out<B>);
   m.impl("automorphism_ntt", &automorphism<B, true>);
@@ -572,6 +619,10 @@ TORCH_LIBRARY(fhe_core, m) {
   m.def("ks_inner_product(Tensor digits, Tensor key, int q_count, int p_row, Tensor moduli) -> Tensor");
   m.def("ks_inner_product.out(Tensor digits, Tensor key, int q_count, int p_row, Tensor moduli, *, "
         "Tensor(a!) out) -> Tensor(a!)");
+  m.def("mod_up_conv(Tensor coeffs, Tensor src_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, Tensor dst_moduli, "
+        "Tensor qhat_mod_p) -> Tensor");
+  m.def("mod_up_conv.out(Tensor coeffs, Tensor src_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, "
+        "Tensor dst_moduli, Tensor qhat_mod_p, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("center_lift(Tensor a, int q, Tensor dst_moduli) -> Tensor");
   m.def("center_lift.out(Tensor a, int q, Tensor dst_moduli, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("automorphism_ntt(Tensor a, Tensor moduli, int galois) -> Tensor");

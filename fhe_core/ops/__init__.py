@@ -17,7 +17,7 @@ _ops = torch.ops.fhe_core
 Tensor = torch.Tensor
 
 __all__ = [
-    "cuda_built", "ntt", "intt", "add", "sub", "neg", "mul", "mul_const", "sub_mul_const", "mul_add", "bconv", "center_lift", "ks_inner_product",
+    "cuda_built", "ntt", "intt", "add", "sub", "neg", "mul", "mul_const", "sub_mul_const", "mul_add", "bconv", "center_lift", "mod_up_conv", "ks_inner_product",
     "automorphism_ntt", "automorphism_coeff", "sample_uniform", "sample_cbd", "sample_ternary",
     "ntt_table", "seed_words",
 ]
@@ -95,6 +95,19 @@ def bconv(a: Tensor, src_moduli: Tensor, dst_moduli: Tensor, qhat_inv: Tensor, q
     return _call(_ops.bconv, (a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p), out)
 
 
+def mod_up_conv(coeffs: Tensor, src_moduli: Tensor, qhat_inv: Tensor, qhat_inv_shoup: Tensor,
+                dst_moduli: Tensor, qhat_mod_p: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """ModUp's fast basis extension of every digit at once (HK20), coefficient domain.
+
+    coeffs: ``[q_count, N]`` over Q_l; digit j is rows [j*alpha, (j+1)*alpha) (the last may be
+    shorter). qhat_inv: ``[q_count]`` (Q_j/q_k)^-1 mod q_k within each prime's digit;
+    qhat_mod_p: ``[dnum, alpha, rows]`` (Q_j/q_k) mod p_r, zero past the last digit's primes.
+    Returns ``[dnum, rows, N]``: digit j extended to every prime of the destination, exactly equal
+    to the input on the digit's own primes.
+    """
+    return _call(_ops.mod_up_conv, (coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p), out)
+
+
 def center_lift(a: Tensor, q: int, dst_moduli: Tensor, *, out: Tensor | None = None) -> Tensor:
     """The centered representative of one limb mod q, reduced mod each destination prime.
 
@@ -163,6 +176,10 @@ def _register_fakes() -> None:
     for name in ("ntt", "intt", "add", "sub", "neg", "mul", "mul_const", "sub_mul_const", "mul_add",
                  "automorphism_ntt", "automorphism_coeff"):
         torch.library.register_fake(f"fhe_core::{name}")(same_shape)
+
+    @torch.library.register_fake("fhe_core::mod_up_conv")
+    def _(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p):
+        return coeffs.new_empty((qhat_mod_p.shape[0], dst_moduli.shape[0], coeffs.shape[1]))
 
     @torch.library.register_fake("fhe_core::center_lift")
     def _(a, q, dst_moduli):

@@ -49,6 +49,10 @@ def decompose_mod_up(ctx: RLWEContext, d: torch.Tensor, level: int) -> torch.Ten
     t = ctx.tables(level)
     with _step("mod_up", ctx.device):
         coeffs = t.q.intt(d)
+        if t.batched_mod_up is not None:  # small digits: one extension kernel, one NTT
+            b = t.batched_mod_up
+            out = ops.mod_up_conv(coeffs, t.q.moduli, b.qhat_inv, b.qhat_inv_shoup, t.qp.moduli, b.qhat_mod_p)
+            return t.qp.ntt(out, out=out)
         out = torch.empty((len(t.digits), len(t.qp), ctx.n), dtype=torch.int64, device=ctx.device)
         for j, ext in enumerate(t.digits):
             out[j, ext.own_start:ext.own_start + ext.stop - ext.start].copy_(d[ext.start:ext.stop])

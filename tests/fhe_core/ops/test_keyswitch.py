@@ -1,9 +1,11 @@
 """Fused key-switching inner product against Python integers, on CPU and CUDA."""
+from math import prod
+
 import pytest
 import torch
 
 from fhe_core import ops
-from fhe_core.ring import RNSBasis, generate_primes
+from fhe_core.ring import RNSBasis, generate_primes, shoup_constants, words_tensor
 from fhe_reference import DEVICES, fresh_rng, random_residues, to_ints
 
 N = 1 << 10
@@ -56,3 +58,35 @@ def test_inner_product_rejects_bad_layouts(device):
         ops.ks_inner_product(digits, key, 4, 7, level_basis.moduli)
     with pytest.raises(RuntimeError, match="key must be"):
         ops.ks_inner_product(digits, key[:2], 4, q_total, level_basis.moduli)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("alpha", [1, 3])
+def test_mod_up_conv_matches_python_integers(device, alpha):
+    """Every digit of [d]_{Q_j} extended to all primes: sum_k [x_k (Q_j/q_k)^-1]_{q_k} (Q_j/q_k)
+    mod p_r, in Python integers; the digit's own rows reproduce the input exactly."""
+    rng, _ = fresh_rng()
+    q_primes = generate_primes([50] * 5, N)
+    p_primes = generate_primes([61] * alpha, N, exclude=q_primes)
+    rows = p_primes + q_primes
+    q_basis, out_basis = RNSBasis.get(q_primes, N, device), RNSBasis.get(rows, N, device)
+    x = random_residues(rng, q_primes, (), N, device)
+    digits = [q_primes[j:j + alpha] for j in range(0, len(q_primes), alpha)]
+    inverses, table = [], []
+    for digit in digits:
+        qhat = [prod(digit) // q for q in digit]
+        inverses += [pow(h % q, -1, q) for h, q in zip(qhat, digit)]
+        table += [h % r for h in qhat + [0] * (alpha - len(qhat)) for r in rows]
+    inv, inv_shoup = shoup_constants(inverses, q_primes, device)
+    qhat_mod_p = words_tensor(table, device).reshape(len(digits), alpha, len(rows))
+    out = to_ints(ops.mod_up_conv(x, q_basis.moduli, inv, inv_shoup, out_basis.moduli, qhat_mod_p))
+    xs = to_ints(x)
+    for j, digit in enumerate(digits):
+        first = j * alpha
+        for i in (0, 1, N - 1):
+            ys = [xs[first + k][i] * inverses[first + k] % q for k, q in enumerate(digit)]
+            qhat = [prod(digit) // q for q in digit]
+            for r, p in enumerate(rows):
+                assert out[j][r][i] == sum(y * h for y, h in zip(ys, qhat)) % p, f"digit {j}, row {r}"
+            for k, q in enumerate(digit):
+                assert out[j][rows.index(q)][i] == xs[first + k][i]  # exact on its own primes

@@ -82,6 +82,22 @@ def test_ks_inner_product_bit_identical():
 
 
 @pytest.mark.gpu
+def test_mod_up_conv_bit_identical():
+    """dnum = 8 digits of one prime (BFV-style) extended to 9 rows at N = 2^14."""
+    from fhe_core import rlwe
+    rng, _ = fresh_rng()
+    n = 1 << 14
+    primes = generate_primes([55] * 8 + [60], n)
+    results = []
+    for device in ("cpu", "cuda"):
+        ctx = rlwe.RLWEContext(n, primes[:8], primes[8:], device)
+        t, b = ctx.tables(7), ctx.tables(7).batched_mod_up
+        x = random_residues(rng, primes[:8], (), n, device) if not results else results[0][0].to(device)
+        results.append((x, ops.mod_up_conv(x, t.q.moduli, b.qhat_inv, b.qhat_inv_shoup, t.qp.moduli, b.qhat_mod_p)))
+    assert torch.equal(results[1][1].cpu(), results[0][1])
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("log_n", [10, 16])
 def test_samplers_bit_identical(log_n):
     n = 1 << log_n

@@ -4,11 +4,12 @@ rigorous noise bound, hoisted against non-hoisted rotations, and the typed error
 import math
 from math import prod
 
+import numpy as np
 import pytest
 import torch
 
 from fhe_core import ops, rlwe
-from fhe_core.ring import words_tensor
+from fhe_core.ring import generate_primes, words_tensor
 from fhe_core.errors import LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
 from fhe_reference import crt, fresh_rng, negacyclic_product, random_residues, substitute
 from rlwe_helpers import SHAPES, context, decode, encode, fixed_seed, max_diff, q_modulus, random_poly
@@ -236,3 +237,24 @@ def test_key_switching_entry_checks():
     with pytest.raises(ParamsMismatchError, match="EvalKeySet.add"):
         keys.add(other_keys.galois_key(5, "t"))
     assert keys.rotation_steps(ctx.n) == ([1], False) and 5 in keys and 25 not in keys
+
+
+def test_batched_and_per_digit_mod_up_agree_bit_for_bit(monkeypatch):
+    """The small-digit path (one ops.mod_up_conv + one NTT) and the per-digit path (own rows
+    copied, the rest converted and transformed) compute the same exact digit extensions."""
+    import fhe_core.rlwe.context as context_module
+
+    primes = generate_primes([50] * 6 + [61] * 2, 1 << 11)
+    batched_ctx = rlwe.RLWEContext(1 << 11, primes[:6], primes[6:])
+    for level in (5, 2):  # tables are built lazily: build these before switching the rule off
+        batched_ctx.tables(level)
+    monkeypatch.setattr(context_module, "BATCHED_MODUP_MAX_ALPHA", 0)
+    per_digit_ctx = rlwe.RLWEContext(1 << 11, primes[:6], primes[6:])
+    assert batched_ctx.tables(5).batched_mod_up is not None
+    assert per_digit_ctx.tables(5).batched_mod_up is None
+    rng = np.random.default_rng()
+    for level in (5, 2):
+        d = random_residues(rng, primes[:level + 1], (), 1 << 11)
+        d_ntt = batched_ctx.q_at(level).ntt(d)
+        assert torch.equal(rlwe.decompose_mod_up(batched_ctx, d_ntt, level),
+                           rlwe.decompose_mod_up(per_digit_ctx, d_ntt, level)), f"level {level}"
