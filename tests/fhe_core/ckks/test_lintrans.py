@@ -1,0 +1,320 @@
+"""CKKS linear transforms (L3 circuit): encrypt -> LinearTransform.evaluate -> decrypt against
+numpy ``M @ z`` on fresh random matrices and vectors; the BSGS plan and its Galois keys; the
+hoisted BSGS result against the naive diagonal method; typed errors before any work.
+
+Precision is -log2 of the largest absolute slot error, at scale 2^40 on N = 2^12 (preset
+N12QP483L6D3Insecure); in brackets the minimum (and mean) measured over 6 fresh key sets and
+inputs on CPU. M and z are uniform in the unit square, so |M z| reaches ~sqrt(n) (~80 for
+n = 2048). The error is the baby-step rotations' key-switching noise (a single rotation at full
+packing leaves ~2^-22.5, see test_evaluator) plus the fresh-encryption noise, weighted by the
+matrix entries and summed over a row: it grows like sqrt(#terms per row). Sparse packing gains
+more: decoding n < N/2 slots reads only 2n of the N noise coefficients. The giant-step key
+switches act at scale ~2^80 and the diagonals are rounded at scale q_l ~ 2^40: both negligible.
+Thresholds (about 2.5 bits under the measured minimum):
+  dense, 2048 slots   >= 16  [18.8, mean 19.8]      dense, 64 slots   >= 23  [26.1, 26.6]
+  dense, 16 slots     >= 25  [28.3, 28.8]           dense, 4 slots    >= 29  [31.9, 32.2]
+  banded (5 diagonals) and permutation-like (one entry per row), 2048 slots  >= 19  [21.6, 22.8]
+  the naive diagonal method on 10 random diagonals, and its difference to BSGS  >= 18
+"""
+import numpy as np
+import pytest
+
+from fhe_core import ckks, rlwe
+from fhe_core.ckks import Decryptor, Encoder, Encryptor, Evaluator, LinearTransform, SlotMismatchError
+from fhe_core.errors import LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
+from fhe_core.params import preset
+from fhe_reference import DEVICES, fresh_rng
+
+PRESET = "N12QP483L6D3Insecure"  # N = 2^12, L = 6, 40-bit scaling primes, scale 2^40, dnum = 3
+FULL = 2048                      # N/2: full packing
+
+# minimum bits (absolute error) per slot count for dense random matrices; see the module docstring
+PRECISION = {2048: 16, 64: 23, 16: 25, 4: 29}
+DICT_PRECISION = 19  # full packing, a few diagonals
+
+
+class Setup:
+    """Client side (encoder, encryptor, decryptor) and a key factory for the server's evaluator."""
+
+    def __init__(self, device: str):
+        self.params = params = preset(PRESET, allow_insecure=True, device=device)
+        self.rng, _ = fresh_rng()
+        self.ctx = ckks.rlwe_context(params)
+        self.sk = rlwe.gen_secret_key(self.ctx)
+        self.encoder = Encoder(params)
+        self.encryptor = Encryptor(params, self.sk)
+        self.decryptor = Decryptor(params, self.sk)
+
+    def evaluator(self, galois_elements, cls=Evaluator) -> Evaluator:
+        """An evaluator holding exactly the Galois keys of ``galois_elements`` (no relin key)."""
+        return cls(self.params, rlwe.gen_eval_keys(self.ctx, self.sk, galois_elements, relin=False))
+
+    def vector(self, n: int) -> np.ndarray:
+        return self.rng.uniform(-1, 1, n) + 1j * self.rng.uniform(-1, 1, n)
+
+    def matrix(self, n: int, *, real: bool = False) -> np.ndarray:
+        m = self.rng.uniform(-1, 1, (n, n))
+        return m if real else m + 1j * self.rng.uniform(-1, 1, (n, n))
+
+    def encrypt(self, z, *, level: int | None = None):
+        return self.encryptor.encrypt(self.encoder.encode(z, level=level, slots=len(z)))
+
+    def decrypt(self, ct) -> np.ndarray:
+        return self.encoder.decode(self.decryptor.decrypt(ct))
+
+
+@pytest.fixture(scope="module", params=DEVICES)
+def s(request) -> Setup:
+    return Setup(request.param)
+
+
+class RecordingEvaluator(Evaluator):
+    """An evaluator that records every rotation step it performs (hoisted or not)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.hoisted_calls: list[list[int]] = []
+        self.rotations: list[int] = []
+
+    def rotate_hoisted(self, ct, steps):
+        steps = list(steps)
+        self.hoisted_calls.append(steps)
+        return super().rotate_hoisted(ct, steps)
+
+    def rotate(self, ct, steps):
+        self.rotations.append(steps)
+        return super().rotate(ct, steps)
+
+
+def bits(got, expected) -> float:
+    return float(-np.log2(np.max(np.abs(np.asarray(got) - np.asarray(expected)))))
+
+
+def dense_from_diagonals(diagonals: dict[int, np.ndarray], n: int) -> np.ndarray:
+    """The numpy reference matrix: M[j, (j + k) mod n] = d_k[j] (independent of the module)."""
+    m = np.zeros((n, n), dtype=np.complex128)
+    rows = np.arange(n)
+    for k, d in diagonals.items():
+        m[rows, (rows + k) % n] += d
+    return m
+
+
+def check_apply(s: Setup, transform: LinearTransform, m: np.ndarray, need: float, *, level=None):
+    """Encrypt a fresh z, evaluate with exactly the reported keys, compare with M @ z."""
+    n = m.shape[0]
+    z = s.vector(n)
+    ct = s.encrypt(z, level=level)
+    out = transform.evaluate(s.evaluator(transform.galois_elements()), ct)
+    assert (out.level, out.slots, out.degree) == (ct.level - 1, n, 1)
+    assert abs(out.scale / ct.scale - 1) < 1e-15  # default scale q_l: the rescale restores it
+    precision = bits(s.decrypt(out), m @ z)
+    print(f"slots={n} diagonals={len(transform.diagonals)} n1={transform.baby_step}: {precision:.2f} bits")
+    assert precision >= need
+    return precision
+
+
+# ---- dense matrices -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("slots", [FULL, 64, 4])
+def test_dense_complex_matrix(s, slots):
+    m = s.matrix(slots)
+    transform = LinearTransform(s.params, m)
+    assert len(transform.diagonals) == slots
+    check_apply(s, transform, m, PRECISION[slots])
+
+
+def test_dense_real_matrix_sparse_slots(s):
+    m = s.matrix(64, real=True)
+    check_apply(s, LinearTransform(s.params, m), m, PRECISION[64])
+
+
+def test_dense_matrix_with_zero_diagonals_keeps_only_the_others(s):
+    """An upper-triangular band: the zero diagonals are dropped, so fewer keys are needed."""
+    n = 64
+    a = s.matrix(n)
+    m = np.triu(a) - np.triu(a, 5)  # nonzero only on diagonals 0..4 (no wrap-around)
+    transform = LinearTransform(s.params, m)
+    assert sorted(transform.diagonals) == [0, 1, 2, 3, 4]
+    check_apply(s, transform, m, PRECISION[64])
+
+
+# ---- diagonal dictionaries ------------------------------------------------------------------------
+
+def test_banded_matrix_from_diagonals(s):
+    """A pentadiagonal (cyclic) band given as {-2..2: d_k}: 5 diagonals instead of N/2."""
+    diagonals = {k: s.vector(FULL) for k in (-2, -1, 0, 1, 2)}
+    transform = LinearTransform(s.params, diagonals)
+    assert sorted(transform.diagonals) == [0, 1, 2, FULL - 2, FULL - 1]
+    check_apply(s, transform, dense_from_diagonals(diagonals, FULL), DICT_PRECISION)
+
+
+def test_permutation_like_matrix_from_diagonals(s):
+    """One nonzero per row, on one of 6 random diagonals: a scaled generalized permutation."""
+    offsets = [int(k) for k in s.rng.choice(FULL, 6, replace=False)]
+    choice = s.rng.integers(0, len(offsets), FULL)
+    values = s.vector(FULL)
+    diagonals = {k: np.where(choice == i, values, 0) for i, k in enumerate(offsets)}
+    transform = LinearTransform(s.params, diagonals)
+    m = dense_from_diagonals(diagonals, FULL)
+    assert np.count_nonzero(m, axis=1).max() == 1
+    check_apply(s, transform, m, DICT_PRECISION)
+
+
+@pytest.mark.parametrize("baby_step", [1, 4, 16])
+def test_any_baby_step_gives_the_product(s, baby_step):
+    """n1 = 1 (only giant steps), n1 = sqrt(n), n1 = n (only baby steps) on 16 slots."""
+    m = s.matrix(16)
+    transform = LinearTransform(s.params, m, baby_step=baby_step)
+    assert transform.baby_steps == list(range(baby_step))
+    assert transform.giant_steps == list(range(0, 16, baby_step))
+    check_apply(s, transform, m, PRECISION[16])
+
+
+# ---- the plan and its keys ------------------------------------------------------------------------
+
+def test_default_plan_for_a_dense_matrix(s):
+    """Full slots: n1 = 2^ceil(11/2) = 64 baby steps and 32 giant steps, 63 + 31 keys."""
+    transform = LinearTransform(s.params, {k: np.ones(FULL) for k in range(FULL)})
+    assert transform.baby_step == 64
+    assert transform.rotation_steps() == list(range(1, 64)) + list(range(64, FULL, 64))
+    assert transform.galois_elements() == ckks.galois_elements(s.params.n, transform.rotation_steps())
+    assert len(transform.galois_elements()) == 63 + 31
+
+
+def test_reported_steps_are_the_steps_used(s):
+    """Scattered random diagonals: the evaluator sees one hoisted call with the baby steps, then
+    one rotation per nonzero giant step, and nothing else."""
+    n = 256
+    ks = sorted(int(k) for k in s.rng.choice(n, 12, replace=False))
+    diagonals = {k: s.vector(n) for k in ks}
+    transform = LinearTransform(s.params, diagonals)
+    n1 = transform.baby_step
+    assert n1 == 4
+    assert transform.baby_steps == sorted({k % n1 for k in ks})
+    assert transform.giant_steps == sorted({k - k % n1 for k in ks})
+    evaluator = s.evaluator(transform.galois_elements(), RecordingEvaluator)
+    z = s.vector(n)
+    out = transform.evaluate(evaluator, s.encrypt(z))
+    assert evaluator.hoisted_calls == [transform.baby_steps]
+    assert evaluator.rotations == [g for g in transform.giant_steps if g]
+    used = {r for r in evaluator.hoisted_calls[0] + evaluator.rotations if r}
+    assert sorted(used) == transform.rotation_steps()
+    assert bits(s.decrypt(out), dense_from_diagonals(diagonals, n) @ z) >= DICT_PRECISION
+
+
+def test_missing_key_raises_before_any_work(s):
+    n = 64
+    transform = LinearTransform(s.params, s.matrix(n))
+    steps = transform.rotation_steps()
+    dropped = int(s.rng.choice(steps))
+    partial = ckks.galois_elements(s.params.n, [r for r in steps if r != dropped])
+    evaluator = s.evaluator(partial, RecordingEvaluator)
+    ct = s.encrypt(s.vector(n))
+    with pytest.raises(MissingKeyError, match=rf"^LinearTransform.evaluate: missing Galois keys for rotation steps \[{dropped}\]"):
+        transform.evaluate(evaluator, ct)
+    assert evaluator.hoisted_calls == [] and evaluator.rotations == []
+    with pytest.raises(MissingKeyError, match="^LinearTransform: "):
+        transform.check_keys(Evaluator(s.params))
+    transform.check_keys(s.evaluator(transform.galois_elements()))  # all present: no error
+
+
+# ---- against the naive diagonal method ------------------------------------------------------------
+
+def test_bsgs_equals_naive_diagonal_method(s):
+    """sum_k encode(d_k) * rotate(ct, k), then one rescale (no BSGS, no hoisting), on the same
+    ciphertext: both agree with each other and with M @ z to within the noise."""
+    n = FULL
+    ks = sorted(int(k) for k in s.rng.choice(n, 10, replace=False))
+    diagonals = {k: s.vector(n) for k in ks}
+    transform = LinearTransform(s.params, diagonals)
+    evaluator = s.evaluator(ckks.galois_elements(s.params.n, set(ks + transform.rotation_steps()) - {0}))
+    z = s.vector(n)
+    ct = s.encrypt(z)
+    q_l = float(s.params.q_primes[ct.level])
+    naive = None
+    for k, d in diagonals.items():
+        term = evaluator.mul(evaluator.rotate(ct, k), s.encoder.encode(d, level=ct.level, scale=q_l, slots=n))
+        naive = term if naive is None else evaluator.add(naive, term)
+    naive = evaluator.rescale(naive)
+    bsgs = transform.evaluate(evaluator, ct)
+    assert (bsgs.level, bsgs.scale) == (naive.level, naive.scale)
+    expected = dense_from_diagonals(diagonals, n) @ z
+    got_bsgs, got_naive = s.decrypt(bsgs), s.decrypt(naive)
+    assert bits(got_naive, expected) >= 18
+    assert bits(got_bsgs, expected) >= 18
+    assert bits(got_bsgs, got_naive) >= 18
+
+
+# ---- levels, scales and the rescale flag ----------------------------------------------------------
+
+def test_fixed_level_unrescaled_and_lower_levels(s):
+    """Diagonals pre-encoded at level 3: a ciphertext above is dropped to 3, one below uses the
+    first limbs of the diagonals (scale q_3 / q_l then stays in the bookkeeping)."""
+    n = 16
+    m = s.matrix(n)
+    transform = LinearTransform(s.params, m, level=3)
+    evaluator = s.evaluator(transform.galois_elements())
+    q = s.params.q_primes
+    z = s.vector(n)
+    high = s.encrypt(z)
+    raw = transform.evaluate(evaluator, high, rescale=False)
+    assert raw.level == 3 and raw.scale == high.scale * q[3]
+    assert bits(s.decrypt(raw), m @ z) >= PRECISION[n]
+    out = transform.evaluate(evaluator, high)
+    assert out.level == 2 and abs(out.scale / high.scale - 1) < 1e-15
+    assert bits(s.decrypt(out), m @ z) >= PRECISION[n]
+    low = s.encrypt(z, level=2)
+    out = transform.evaluate(evaluator, low)
+    assert out.level == 1 and abs(out.scale / (low.scale * q[3] / q[2]) - 1) < 1e-15
+    assert bits(s.decrypt(out), m @ z) >= PRECISION[n]
+
+
+def test_explicit_scale(s):
+    n = 16
+    m = s.matrix(n)
+    transform = LinearTransform(s.params, m, scale=2.0 ** 30)
+    z = s.vector(n)
+    ct = s.encrypt(z)
+    out = transform.evaluate(s.evaluator(transform.galois_elements()), ct)
+    assert abs(out.scale / (ct.scale * 2.0 ** 30 / s.params.q_primes[ct.level]) - 1) < 1e-15
+    assert bits(s.decrypt(out), m @ z) >= 20  # the diagonals' rounding error is now 2^-30
+
+
+# ---- errors ---------------------------------------------------------------------------------------
+
+def test_construction_errors(s):
+    p = s.params
+    with pytest.raises(ParameterError, match="square"):
+        LinearTransform(p, np.ones((4, 8)))
+    with pytest.raises(ParameterError, match="power of two"):
+        LinearTransform(p, np.ones((6, 6)))
+    with pytest.raises(ParameterError, match="power of two"):
+        LinearTransform(p, np.ones((2 * FULL, 2 * FULL)))
+    with pytest.raises(ParameterError, match="zero"):
+        LinearTransform(p, np.zeros((8, 8)))
+    with pytest.raises(ParameterError, match="finite"):
+        LinearTransform(p, {0: [1.0, np.nan]})
+    with pytest.raises(ParameterError, match="lengths"):
+        LinearTransform(p, {0: np.ones(8), 1: np.ones(4)})
+    with pytest.raises(ParameterError, match="repeats"):
+        LinearTransform(p, {-1: np.ones(8), 7: np.ones(8)})
+    with pytest.raises(ParameterError, match="empty"):
+        LinearTransform(p, {})
+    with pytest.raises(ParameterError, match="baby_step"):
+        LinearTransform(p, np.eye(8), baby_step=3)
+    with pytest.raises(ParameterError, match="baby_step"):
+        LinearTransform(p, np.eye(8), baby_step=16)
+    with pytest.raises(LevelMismatchError, match="level 0"):
+        LinearTransform(p, np.eye(8), level=0)
+
+
+def test_evaluation_errors(s):
+    transform = LinearTransform(s.params, s.matrix(8))
+    evaluator = s.evaluator(transform.galois_elements())
+    with pytest.raises(SlotMismatchError, match="^LinearTransform.evaluate: "):
+        transform.evaluate(evaluator, s.encrypt(s.vector(16)))
+    with pytest.raises(LevelMismatchError, match="^LinearTransform.evaluate: "):
+        transform.evaluate(evaluator, s.encrypt(s.vector(8), level=0))
+    other = preset("N10QP241L3D4Insecure", allow_insecure=True, device=s.params.device)
+    with pytest.raises(ParamsMismatchError, match="^LinearTransform.evaluate: "):
+        transform.evaluate(Evaluator(other), s.encrypt(s.vector(8)))
