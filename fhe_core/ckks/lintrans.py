@@ -21,6 +21,7 @@ the default n1 instead of #diagonals for the naive method.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -67,14 +68,18 @@ def matrix_diagonals(matrix) -> dict[int, np.ndarray]:
     """The nonzero generalized diagonals {k: d_k} of a square matrix, d_k[j] = M[j, (j+k) mod n].
 
     matrix: ``[n, n]`` real or complex array-like. Returns ``[n]`` complex128 vectors for the
-    k in [0, n) whose diagonal is not identically zero (one vectorised gather, no slot loop).
+    k in [0, n) whose diagonal is not identically zero (one vectorised gather per diagonal, so
+    the extra memory is O(n), not a second n x n array).
     """
     m = _square(matrix)
     n = m.shape[0]
     rows = np.arange(n)
-    all_diagonals = m[rows[None, :], (rows[None, :] + rows[:, None]) % n]  # [k, j] = M[j, j + k]
-    nonzero = np.flatnonzero(np.any(all_diagonals != 0, axis=1))
-    return {int(k): all_diagonals[k] for k in nonzero}
+    diagonals = {}
+    for k in range(n):
+        d = m[rows, (rows + k) % n]
+        if np.any(d != 0):
+            diagonals[k] = d
+    return diagonals
 
 
 class LinearTransform:
@@ -199,6 +204,9 @@ class LinearTransform:
         if evaluator.params.params_id != self.params.params_id:
             raise ParamsMismatchError(f"{op}: the evaluator belongs to params {evaluator.params.params_id[:12]!r}, "
                                       f"the transform to {self.params.params_id[:12]!r}")
+        if torch.device(evaluator.params.device) != torch.device(self.params.device):
+            raise ParameterError(f"{op}: the evaluator runs on {evaluator.params.device}, the transform's "
+                                 f"diagonals live on {self.params.device}")
         steps = self.rotation_steps()
         if not steps:
             return
@@ -230,13 +238,16 @@ class LinearTransform:
         op = "LinearTransform.evaluate"
         encoded, ct = self._prepare(evaluator, ct, rescale, op)
         moduli = rlwe_context(self.params).q_at(encoded.level).moduli
-        babies = evaluator.rotate_hoisted(ct, self.baby_steps)
+        device = ct.data.device
+        with _step("lintrans_baby_steps", device):
+            babies = evaluator.rotate_hoisted(ct, self.baby_steps)
         total = None
         for step in encoded.giant_steps:
-            acc = ct.replace(data=_multiply_accumulate(step, babies, moduli))
-            if step.giant:
-                acc = evaluator.rotate(acc, step.giant)
-            total = acc.data if total is None else ops.add(total, acc.data, moduli, out=total)
+            with _step(f"lintrans_giant_step_{step.giant}", device):
+                acc = ct.replace(data=_multiply_accumulate(step, babies, moduli))
+                if step.giant:
+                    acc = evaluator.rotate(acc, step.giant)
+                total = acc.data if total is None else ops.add(total, acc.data, moduli, out=total)
         out = ct.replace(data=total, scale=ct.scale * encoded.scale)
         return evaluator.rescale(out) if rescale else out
 
@@ -273,6 +284,11 @@ class LinearTransform:
 
 
 # ---- helpers -------------------------------------------------------------------------------------
+
+def _step(name: str, device: torch.device):
+    """An NVTX range named after the step on CUDA (profiles read as the algorithm), else nothing."""
+    return torch.cuda.nvtx.range(name) if device.type == "cuda" else contextlib.nullcontext()
+
 
 def _multiply_accumulate(step: _EncodedGiantStep, babies: dict[int, Ciphertext], moduli: torch.Tensor) -> torch.Tensor:
     """sum_j pt_j * rot_j(ct) for the baby steps j of one giant step: ``[2, l+1, N]`` int64,

@@ -21,6 +21,7 @@ import pytest
 
 from fhe_core import ckks, rlwe
 from fhe_core.ckks import Decryptor, Encoder, Encryptor, Evaluator, LinearTransform, SlotMismatchError
+from fhe_core.ckks.lintrans import matrix_diagonals
 from fhe_core.errors import LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
 from fhe_core.params import preset
 from fhe_reference import DEVICES, fresh_rng
@@ -171,6 +172,16 @@ def test_any_baby_step_gives_the_product(s, baby_step):
 
 
 # ---- the plan and its keys ------------------------------------------------------------------------
+
+def test_matrix_diagonals_round_trip(s):
+    """Extracting the diagonals of a dense matrix and scattering them back gives the matrix."""
+    m = s.matrix(32)
+    m[:, 5] = 0                      # a zero column: every diagonal keeps one zero, none vanishes
+    m[np.arange(32), (np.arange(32) + 7) % 32] = 0  # diagonal 7 vanishes
+    diagonals = matrix_diagonals(m)
+    assert sorted(diagonals) == [k for k in range(32) if k != 7]
+    np.testing.assert_array_equal(dense_from_diagonals(diagonals, 32), m)
+
 
 def test_default_plan_for_a_dense_matrix(s):
     """Full slots: n1 = 2^ceil(11/2) = 64 baby steps and 32 giant steps, 63 + 31 keys."""
