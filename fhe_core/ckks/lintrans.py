@@ -98,7 +98,9 @@ class LinearTransform:
         baby_step: n1, a power of two <= n (default :func:`default_baby_step`).
 
     Encoding costs one encode per nonzero diagonal (an FFT of length n and an NTT of
-    ``[l+1, N]``) and keeps ``[#diagonals, l+1, N]`` int64 on the device.
+    ``[l+1, N]``) and keeps ``[#diagonals, l+1, N]`` int64 on the device per encoded level.
+    Evaluation holds the n1 baby-step ciphertexts ``[n1, 2, l+1, N]`` at once. Not safe for
+    concurrent use from several threads (the per-level encodings are cached lazily).
     """
 
     def __init__(self, params: Params, matrix, *, level: int | None = None, scale: float | None = None,
@@ -173,6 +175,11 @@ class LinearTransform:
     def scale_at(self, level: int) -> float:
         """The scale of the diagonals encoded at ``level``: the given scale, or q_level."""
         return self._scale if self._scale is not None else float(self.params.q_primes[level])
+
+    @property
+    def encoded_levels(self) -> list[int]:
+        """The levels at which the diagonals are encoded (cached) so far."""
+        return sorted(self._encoded)
 
     def encode(self, level: int) -> None:
         """Pre-encode every rotated diagonal rot_-g(d_(g+j)) at ``level`` (cached; called by

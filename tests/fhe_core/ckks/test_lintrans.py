@@ -221,7 +221,8 @@ def test_missing_key_raises_before_any_work(s):
     partial = ckks.galois_elements(s.params.n, [r for r in steps if r != dropped])
     evaluator = s.evaluator(partial, RecordingEvaluator)
     ct = s.encrypt(s.vector(n))
-    with pytest.raises(MissingKeyError, match=rf"^LinearTransform.evaluate: missing Galois keys for rotation steps \[{dropped}\]"):
+    expected = rf"^LinearTransform.evaluate: missing Galois keys for rotation steps \[{dropped}\]"
+    with pytest.raises(MissingKeyError, match=expected):
         transform.evaluate(evaluator, ct)
     assert evaluator.hoisted_calls == [] and evaluator.rotations == []
     with pytest.raises(MissingKeyError, match="^LinearTransform: "):
@@ -264,6 +265,7 @@ def test_fixed_level_unrescaled_and_lower_levels(s):
     n = 16
     m = s.matrix(n)
     transform = LinearTransform(s.params, m, level=3)
+    assert transform.encoded_levels == [3]
     evaluator = s.evaluator(transform.galois_elements())
     q = s.params.q_primes
     z = s.vector(n)
@@ -278,6 +280,31 @@ def test_fixed_level_unrescaled_and_lower_levels(s):
     out = transform.evaluate(evaluator, low)
     assert out.level == 1 and abs(out.scale / (low.scale * q[3] / q[2]) - 1) < 1e-15
     assert bits(s.decrypt(out), m @ z) >= PRECISION[n]
+
+
+def test_lazy_encoding_per_level(s):
+    """Without a fixed level the diagonals are encoded at each ciphertext's level (cached), and
+    the default scale q_l restores the input scale at every level."""
+    n = 16
+    m = s.matrix(n)
+    transform = LinearTransform(s.params, m)
+    evaluator = s.evaluator(transform.galois_elements())
+    for level in (6, 4, 6, 1):
+        z = s.vector(n)
+        ct = s.encrypt(z, level=level)
+        out = transform.evaluate(evaluator, ct)
+        assert out.level == level - 1 and abs(out.scale / ct.scale - 1) < 1e-15
+        assert bits(s.decrypt(out), m @ z) >= PRECISION[n]
+    assert transform.encoded_levels == [1, 4, 6]
+
+
+def test_one_slot_needs_no_key(s):
+    """A 1 x 1 matrix is a plaintext multiplication: no rotation, an evaluator without keys."""
+    transform = LinearTransform(s.params, [[0.5 - 2j]])
+    assert transform.rotation_steps() == [] and transform.galois_elements() == []
+    z = s.vector(1)
+    out = transform.evaluate(Evaluator(s.params), s.encrypt(z))
+    assert bits(s.decrypt(out), (0.5 - 2j) * z) >= PRECISION[4]
 
 
 def test_explicit_scale(s):
