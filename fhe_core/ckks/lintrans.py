@@ -15,7 +15,8 @@ g = n1 * floor(k / n1) and the baby step j = k mod n1 < n1. Since d * rot_g(x) =
 the giant-step rotation is folded into the plaintext (d_(g+j) rotated right by g, encoded once),
 so evaluation needs one hoisted rotation call for the baby steps (one ModUp shared by all of
 them), then per giant step a multiply-accumulate of plaintexts with the baby-step ciphertexts
-and one key switch, and one rescale at the end. Keys: one Galois key per nonzero baby step and
+(fused into ``ops.ks_inner_product``: the same 128-bit-accumulating sum of products as the
+key-switching inner product) and one key switch, and one rescale at the end. Keys: one Galois key per nonzero baby step and
 per nonzero giant step (:meth:`LinearTransform.rotation_steps`), about 2 sqrt(#diagonals) for
 the default n1 instead of #diagonals for the naive method.
 """
@@ -39,12 +40,12 @@ from fhe_core.params import Params
 
 @dataclass(frozen=True, eq=False)
 class _EncodedGiantStep:
-    """The plaintexts of one giant step g: ``data[i]`` ``[l+1, N]`` int64 (NTT domain) encodes
-    d_(g + babies[i]) rotated right by g."""
+    """The plaintexts of one giant step g: ``data`` ``[m, l+1, N]`` int64 (NTT domain, contiguous),
+    ``data[i]`` encodes d_(g + babies[i]) rotated right by g."""
 
     giant: int
     babies: tuple[int, ...]
-    data: tuple[torch.Tensor, ...]
+    data: torch.Tensor
 
 
 @dataclass(frozen=True, eq=False)
@@ -197,7 +198,7 @@ class LinearTransform:
                 raise EncodingError(f"LinearTransform.encode: diagonal {k}: {exc}") from None
             by_giant[g].append((k - g, pt.data))
         self._encoded[level] = _Encoded(level, scale, tuple(
-            _EncodedGiantStep(g, tuple(j for j, _ in items), tuple(t for _, t in items))
+            _EncodedGiantStep(g, tuple(j for j, _ in items), torch.stack([t for _, t in items]))
             for g, items in by_giant.items()))
 
     # ---- evaluation ------------------------------------------------------------------------------
@@ -224,14 +225,18 @@ class LinearTransform:
             raise MissingKeyError(f"{op}: missing Galois keys for rotation steps {missing} "
                                   f"(elements {galois_elements(n, missing)}); the transform needs steps {steps}")
 
-    def evaluate(self, evaluator: Evaluator, ct: Ciphertext, *, rescale: bool = True) -> Ciphertext:
+    def evaluate(self, evaluator: Evaluator, ct: Ciphertext, *, rescale: bool = True,
+                 fused: bool = True) -> Ciphertext:
         """M z for the n slots z of ``ct``, by BSGS with hoisted baby steps.
 
         1. baby steps: rot_j(ct) for every baby step j, in one :meth:`Evaluator.rotate_hoisted`
            call (one ModUp);
-        2. for each giant step g: acc_g = sum_j pt_(g,j) * rot_j(ct), multiply-accumulated with
-           ``ops.mul`` / ``ops.mul_add`` on ``[2, l+1, N]`` tensors (plaintext ``[l+1, N]``
-           broadcast over both components), then one rotation rot_g(acc_g) (none for g = 0);
+        2. for each giant step g: acc_g = sum_j pt_(g,j) * rot_j(ct). With ``fused`` (default)
+           one ``ops.ks_inner_product`` per 63 baby steps: the plaintexts ``[m, l+1, N]`` as the
+           digits, the stacked baby-step ciphertexts ``[m, 2, l+1, N]`` as the key, 128-bit
+           accumulation and one reduction, each word read once. Else ``ops.mul`` then
+           ``ops.mul_add`` per baby step on ``[2, l+1, N]`` (the plaintext broadcast over both
+           components). Both give the same residues. Then one rotation rot_g(acc_g) (none for g = 0);
         3. the sum over g, then one rescale by q_l (unless ``rescale=False``).
 
         ct: degree 1, ``[2, l+1, N]`` NTT domain, ``slots == n``. Works at level
@@ -247,11 +252,13 @@ class LinearTransform:
         moduli = rlwe_context(self.params).q_at(encoded.level).moduli
         device = ct.data.device
         with _step("lintrans_baby_steps", device):
-            babies = evaluator.rotate_hoisted(ct, self.baby_steps)
+            rotated = evaluator.rotate_hoisted(ct, self.baby_steps)
+            babies = _BabySteps(rotated, self.baby_steps, stacked=fused)
         total = None
         for step in encoded.giant_steps:
             with _step(f"lintrans_giant_step_{step.giant}", device):
-                acc = ct.replace(data=_multiply_accumulate(step, babies, moduli))
+                mac = _fused_multiply_accumulate if fused else _multiply_accumulate
+                acc = ct.replace(data=mac(step, babies, moduli))
                 if step.giant:
                     acc = evaluator.rotate(acc, step.giant)
                 total = acc.data if total is None else ops.add(total, acc.data, moduli, out=total)
@@ -282,12 +289,13 @@ class LinearTransform:
 
     def _truncated(self, level: int) -> _Encoded:
         """The diagonals at ``level``: as encoded, or the first level+1 limbs of those encoded at
-        the fixed higher level (the same integers mod Q_level; the scale stays s_pt)."""
+        the fixed higher level (the same integers mod Q_level; the scale stays s_pt), copied
+        for this evaluation."""
         if level in self._encoded:
             return self._encoded[level]
         source = self._encoded[self.level]
         return _Encoded(level, source.scale, tuple(
-            _EncodedGiantStep(s.giant, s.babies, tuple(t[:level + 1] for t in s.data)) for s in source.giant_steps))
+            _EncodedGiantStep(s.giant, s.babies, s.data[:, :level + 1].contiguous()) for s in source.giant_steps))
 
 
 # ---- helpers -------------------------------------------------------------------------------------
@@ -297,13 +305,47 @@ def _step(name: str, device: torch.device):
     return torch.cuda.nvtx.range(name) if device.type == "cuda" else contextlib.nullcontext()
 
 
-def _multiply_accumulate(step: _EncodedGiantStep, babies: dict[int, Ciphertext], moduli: torch.Tensor) -> torch.Tensor:
-    """sum_j pt_j * rot_j(ct) for the baby steps j of one giant step: ``[2, l+1, N]`` int64,
-    NTT domain (each plaintext ``[l+1, N]`` broadcast over both components; one ``ops.mul`` then
-    ``ops.mul_add`` into the same buffer)."""
+class _BabySteps:
+    """The baby-step ciphertexts rot_j(ct): by step, and (``stacked``) as one contiguous
+    ``[n1', 2, l+1, N]`` tensor in the order of ``steps`` (the key operand of the fused MAC)."""
+
+    def __init__(self, rotated: dict[int, Ciphertext], steps: list[int], *, stacked: bool):
+        self.by_step = {j: rotated[j].data for j in steps}
+        self.position = {j: i for i, j in enumerate(steps)}
+        self.stack = torch.stack([self.by_step[j] for j in steps]) if stacked else None
+
+    def rows(self, babies: tuple[int, ...]) -> torch.Tensor:
+        """``[m, 2, l+1, N]`` contiguous: the ciphertexts of ``babies`` (a view when they are
+        consecutive in the stack, the usual case; else a gathered copy)."""
+        index = [self.position[j] for j in babies]
+        if index == list(range(index[0], index[0] + len(index))):
+            return self.stack[index[0]:index[0] + len(index)]
+        return self.stack[torch.tensor(index, device=self.stack.device)]
+
+
+MAX_FUSED_TERMS = 63  # products of two words < 2^61 that a 128-bit accumulator holds (ops.ks_inner_product)
+
+
+def _fused_multiply_accumulate(step: _EncodedGiantStep, babies: _BabySteps, moduli: torch.Tensor) -> torch.Tensor:
+    """sum_j pt_j * rot_j(ct) over the baby steps j of one giant step, ``[2, l+1, N]`` int64, NTT
+    domain, by ``ops.ks_inner_product`` (plaintexts as digits, ciphertexts as the key, every
+    row of Q_l, no special prime) on chunks of at most 63 terms, summed."""
+    limbs = step.data.shape[1]
+    rotated = babies.rows(step.babies)
+    acc = None
+    for start in range(0, len(step.babies), MAX_FUSED_TERMS):
+        chunk = slice(start, start + MAX_FUSED_TERMS)
+        part = ops.ks_inner_product(step.data[chunk], rotated[chunk], limbs, limbs, moduli)
+        acc = part if acc is None else ops.add(acc, part, moduli, out=acc)
+    return acc
+
+
+def _multiply_accumulate(step: _EncodedGiantStep, babies: _BabySteps, moduli: torch.Tensor) -> torch.Tensor:
+    """The same sum by one ``ops.mul`` and then ``ops.mul_add`` per baby step into one
+    ``[2, l+1, N]`` buffer (each plaintext ``[l+1, N]`` broadcast over both components)."""
     acc = None
     for j, pt in zip(step.babies, step.data):
-        rotated = babies[j].data  # [2, l+1, N], contiguous (fresh from the key switch or a clone)
+        rotated = babies.by_step[j]  # [2, l+1, N], contiguous (fresh from the key switch or a clone)
         acc = ops.mul(rotated, pt, moduli) if acc is None else ops.mul_add(rotated, pt, acc, moduli, out=acc)
     return acc
 

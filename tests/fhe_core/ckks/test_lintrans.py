@@ -1,6 +1,7 @@
 """CKKS linear transforms (L3 circuit): encrypt -> LinearTransform.evaluate -> decrypt against
 numpy ``M @ z`` on fresh random matrices and vectors; the BSGS plan and its Galois keys; the
-hoisted BSGS result against the naive diagonal method; typed errors before any work.
+hoisted BSGS result against the naive diagonal method; the fused multiply-accumulate
+(ops.ks_inner_product) against the mul/mul_add loop, bit for bit; typed errors before any work.
 
 Precision is -log2 of the largest absolute slot error, at scale 2^40 on N = 2^12 (preset
 N12QP483L6D3Insecure), with fresh keys and inputs on every run. M and z are uniform in the unit square, so |M z| reaches ~sqrt(n) (~80 for
@@ -21,13 +22,20 @@ Thresholds (2 to 3 bits under the minimum measured over 10 runs; [min, mean]):
 """
 import numpy as np
 import pytest
+import torch
 
 from fhe_core import ckks, rlwe
 from fhe_core.ckks import Decryptor, Encoder, Encryptor, Evaluator, LinearTransform, SlotMismatchError
-from fhe_core.ckks.lintrans import matrix_diagonals
+from fhe_core.ckks.lintrans import (
+    _BabySteps,
+    _EncodedGiantStep,
+    _fused_multiply_accumulate,
+    _multiply_accumulate,
+    matrix_diagonals,
+)
 from fhe_core.errors import LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
 from fhe_core.params import preset
-from fhe_reference import DEVICES, fresh_rng
+from fhe_reference import DEVICES, fresh_rng, random_residues
 
 PRESET = "N12QP483L6D3Insecure"  # N = 2^12, L = 6, 40-bit scaling primes, scale 2^40, dnum = 3
 FULL = 2048                      # N/2: full packing
@@ -258,6 +266,48 @@ def test_bsgs_equals_naive_diagonal_method(s):
     assert bits(got_naive, expected) >= 18
     assert bits(got_bsgs, expected) >= 18
     assert bits(got_bsgs, got_naive) >= 18
+
+
+# ---- the fused multiply-accumulate ----------------------------------------------------------------
+
+@pytest.mark.parametrize("baby_step", [8, 4])
+def test_fused_and_unfused_mac_give_the_same_residues(s, baby_step):
+    """ops.ks_inner_product over the stacked baby steps and the mul/mul_add loop compute the
+    same sums mod q: identical ciphertexts. Diagonals 0..7 with n1 = 8 use consecutive rows of
+    the stack (a view); scattered ones with n1 = 4 need a gathered copy."""
+    n = 64
+    ks = range(8) if baby_step == 8 else sorted(int(k) for k in s.rng.choice(n, 12, replace=False))
+    diagonals = {k: s.vector(n) for k in ks}
+    transform = LinearTransform(s.params, diagonals, baby_step=baby_step)
+    evaluator = s.evaluator(transform.galois_elements())
+    z = s.vector(n)
+    ct = s.encrypt(z)
+    fused = transform.evaluate(evaluator, ct, rescale=False)
+    loop = transform.evaluate(evaluator, ct, rescale=False, fused=False)
+    assert torch.equal(fused.data, loop.data)
+    assert bits(s.decrypt(evaluator.rescale(fused)), dense_from_diagonals(diagonals, n) @ z) >= PRECISION[n]
+
+
+def test_fused_mac_chunks_beyond_63_terms(s):
+    """70 terms (more than a 128-bit accumulator holds at once): the fused sum is computed in
+    chunks and equals the loop and a Python big-integer reference, on random residues."""
+    terms, level = 70, 2
+    primes = s.params.q_primes[:level + 1]
+    rng = np.random.default_rng(int(s.rng.integers(2 ** 63)))
+    shape = (level + 1, s.params.n)
+    pts = torch.stack([random_residues(rng, primes, n=s.params.n, device=s.params.device) for _ in range(terms)])
+    cts = [random_residues(rng, primes, (2,), n=s.params.n, device=s.params.device) for _ in range(terms)]
+    assert pts.shape == (terms, *shape)
+    step = _EncodedGiantStep(0, tuple(range(terms)), pts)
+    rotated = {j: ckks.Ciphertext(data=c, level=level, params_id=s.params.params_id, scale=1.0, slots=FULL)
+               for j, c in enumerate(cts)}
+    moduli = ckks.rlwe_context(s.params).q_at(level).moduli
+    fused = _fused_multiply_accumulate(step, _BabySteps(rotated, list(range(terms)), stacked=True), moduli)
+    loop = _multiply_accumulate(step, _BabySteps(rotated, list(range(terms)), stacked=False), moduli)
+    assert torch.equal(fused, loop)
+    for c, i, x in [(0, 0, 0), (1, level, s.params.n - 1), (1, 1, int(rng.integers(s.params.n)))]:
+        expected = sum(int(pts[j, i, x]) * int(cts[j][c, i, x]) for j in range(terms)) % primes[i]
+        assert int(fused[c, i, x]) == expected
 
 
 # ---- levels, scales and the rescale flag ----------------------------------------------------------
