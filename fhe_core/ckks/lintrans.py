@@ -15,10 +15,16 @@ g = n1 * floor(k / n1) and the baby step j = k mod n1 < n1. Since d * rot_g(x) =
 the giant-step rotation is folded into the plaintext (d_(g+j) rotated right by g, encoded once),
 so evaluation needs one hoisted rotation call for the baby steps (one ModUp shared by all of
 them), then per giant step a multiply-accumulate of plaintexts with the baby-step ciphertexts
-(fused into ``ops.ks_inner_product``: the same 128-bit-accumulating sum of products as the
-key-switching inner product) and one key switch, and one rescale at the end. Keys: one Galois key per nonzero baby step and
-per nonzero giant step (:meth:`LinearTransform.rotation_steps`), about 2 sqrt(#diagonals) for
-the default n1 instead of #diagonals for the naive method.
+(fused into ``ops.ks_inner_product``, the 128-bit-accumulating sum of products of the
+key-switching inner product) and one key switch, and one rescale at the end.
+
+**Keys.** One Galois key per nonzero baby step and per nonzero giant step
+(:meth:`LinearTransform.rotation_steps`): about 2 sqrt(#diagonals) for the default n1, instead
+of #diagonals for the naive method.
+
+**Noise.** The baby steps are key-switched at the input's scale, the giant steps after the
+plaintext product (scale ~ Delta * q_l), where their key-switching noise is negligible; so
+BSGS is also more precise than the naive method (tests/fhe_core/ckks/test_lintrans.py).
 """
 from __future__ import annotations
 
@@ -152,6 +158,11 @@ class LinearTransform:
         """The baby steps j = k mod n1 of the nonzero diagonals k, sorted (0 needs no key)."""
         return sorted({k % self.baby_step for k in self.diagonals})
 
+    @property
+    def depth(self) -> int:
+        """Levels that :meth:`evaluate` consumes (its one rescale): 1."""
+        return 1
+
     def rotation_steps(self) -> list[int]:
         """Every left-rotation step that :meth:`evaluate` performs: the nonzero baby and giant
         steps, in [1, n), sorted. These are the Galois keys the evaluator needs."""
@@ -252,8 +263,7 @@ class LinearTransform:
         moduli = rlwe_context(self.params).q_at(encoded.level).moduli
         device = ct.data.device
         with _step("lintrans_baby_steps", device):
-            rotated = evaluator.rotate_hoisted(ct, self.baby_steps)
-            babies = _BabySteps(rotated, self.baby_steps, stacked=fused)
+            babies = _BabySteps(evaluator.rotate_hoisted(ct, self.baby_steps), self.baby_steps, stacked=fused)
         total = None
         for step in encoded.giant_steps:
             with _step(f"lintrans_giant_step_{step.giant}", device):
@@ -310,9 +320,9 @@ class _BabySteps:
     ``[n1', 2, l+1, N]`` tensor in the order of ``steps`` (the key operand of the fused MAC)."""
 
     def __init__(self, rotated: dict[int, Ciphertext], steps: list[int], *, stacked: bool):
-        self.by_step = {j: rotated[j].data for j in steps}
         self.position = {j: i for i, j in enumerate(steps)}
-        self.stack = torch.stack([self.by_step[j] for j in steps]) if stacked else None
+        self.stack = torch.stack([rotated[j].data for j in steps]) if stacked else None
+        self.by_step = {} if stacked else {j: rotated[j].data for j in steps}  # one copy kept, not two
 
     def rows(self, babies: tuple[int, ...]) -> torch.Tensor:
         """``[m, 2, l+1, N]`` contiguous: the ciphertexts of ``babies`` (a view when they are

@@ -4,8 +4,8 @@ hoisted BSGS result against the naive diagonal method; the fused multiply-accumu
 (ops.ks_inner_product) against the mul/mul_add loop, bit for bit; typed errors before any work.
 
 Precision is -log2 of the largest absolute slot error, at scale 2^40 on N = 2^12 (preset
-N12QP483L6D3Insecure), with fresh keys and inputs on every run. M and z are uniform in the unit square, so |M z| reaches ~sqrt(n) (~80 for
-n = 2048). The error is the baby-step rotations' key-switching noise (a single rotation at full
+N12QP483L6D3Insecure), with fresh keys and inputs on every run. M and z are uniform in the
+unit square, so |M z| reaches ~sqrt(n) (~80 for n = 2048). The error is the baby-step rotations' key-switching noise (a single rotation at full
 packing leaves ~2^-22.5, see test_evaluator) plus the fresh-encryption noise, weighted by the
 matrix entries and summed over a row: it grows like sqrt(#terms per row). Sparse packing gains
 more: decoding n < N/2 slots reads only 2n of the N noise coefficients. The giant-step key
@@ -197,7 +197,7 @@ def test_matrix_diagonals_round_trip(s):
 def test_default_plan_for_a_dense_matrix(s):
     """Full slots: n1 = 2^ceil(11/2) = 64 baby steps and 32 giant steps, 63 + 31 keys."""
     transform = LinearTransform(s.params, {k: np.ones(FULL) for k in range(FULL)})
-    assert transform.baby_step == 64
+    assert transform.baby_step == 64 and transform.depth == 1
     assert transform.rotation_steps() == list(range(1, 64)) + list(range(64, FULL, 64))
     assert transform.galois_elements() == ckks.galois_elements(s.params.n, transform.rotation_steps())
     assert len(transform.galois_elements()) == 63 + 31
