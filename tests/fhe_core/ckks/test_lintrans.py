@@ -5,11 +5,12 @@ hoisted BSGS result against the naive diagonal method; the fused multiply-accumu
 
 Precision is -log2 of the largest absolute slot error, at scale 2^40 on N = 2^12 (preset
 N12QP483L6D3Insecure), with fresh keys and inputs on every run. M and z are uniform in the
-unit square, so |M z| reaches ~sqrt(n) (~80 for n = 2048). The error is the baby-step rotations' key-switching noise (a single rotation at full
-packing leaves ~2^-22.5, see test_evaluator) plus the fresh-encryption noise, weighted by the
-matrix entries and summed over a row: it grows like sqrt(#terms per row). Sparse packing gains
-more: decoding n < N/2 slots reads only 2n of the N noise coefficients. The giant-step key
-switches act at scale ~2^80 and the diagonals are rounded at scale q_l ~ 2^40: both negligible.
+unit square, so |M z| reaches ~sqrt(n) (~80 for n = 2048). The error is the baby-step
+rotations' key-switching noise (a single rotation at full packing leaves ~2^-22.5, see
+test_evaluator) plus the fresh-encryption noise, weighted by the matrix entries and summed over
+a row: it grows like sqrt(#terms per row). Sparse packing gains more: decoding n < N/2 slots
+reads only 2n of the N noise coefficients. The giant-step key switches act at scale ~2^80 and
+the diagonals are rounded at scale q_l ~ 2^40: both negligible.
 The choice of n1 shows it: on 16 slots n1 = 1 (15 giant rotations, all at scale 2^80) gives
 ~32 bits, n1 = 16 (15 hoisted baby rotations at scale 2^40) ~28.
 Thresholds (2 to 3 bits under the minimum measured over 10 runs; [min, mean]):
@@ -239,6 +240,19 @@ def test_missing_key_raises_before_any_work(s):
     with pytest.raises(MissingKeyError, match="^LinearTransform: "):
         transform.check_keys(Evaluator(s.params))
     transform.check_keys(s.evaluator(transform.galois_elements()))  # all present: no error
+
+
+def test_sparse_slots_accept_keys_of_the_negative_steps(s):
+    """On n < N/2 slots a rotation by r equals one by r - n: keys generated for the negative
+    steps serve the transform too (as they serve Evaluator.rotate)."""
+    n = 16
+    m = s.matrix(n)
+    transform = LinearTransform(s.params, m)
+    negative = [r - n for r in transform.rotation_steps()]
+    evaluator = s.evaluator(ckks.galois_elements(s.params.n, negative))
+    assert set(evaluator.keys.galois_elements).isdisjoint(transform.galois_elements())
+    z = s.vector(n)
+    assert bits(s.decrypt(transform.evaluate(evaluator, s.encrypt(z))), m @ z) >= PRECISION[n]
 
 
 # ---- against the naive diagonal method ------------------------------------------------------------
