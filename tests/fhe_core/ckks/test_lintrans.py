@@ -112,18 +112,17 @@ def dense_from_diagonals(diagonals: dict[int, np.ndarray], n: int) -> np.ndarray
     return m
 
 
-def check_apply(s: Setup, transform: LinearTransform, m: np.ndarray, need: float, *, level=None):
+def check_apply(s: Setup, transform: LinearTransform, m: np.ndarray, need: float) -> None:
     """Encrypt a fresh z, evaluate with exactly the reported keys, compare with M @ z."""
     n = m.shape[0]
     z = s.vector(n)
-    ct = s.encrypt(z, level=level)
+    ct = s.encrypt(z)
     out = transform.evaluate(s.evaluator(transform.galois_elements()), ct)
     assert (out.level, out.slots, out.degree) == (ct.level - 1, n, 1)
     assert abs(out.scale / ct.scale - 1) < 1e-15  # default scale q_l: the rescale restores it
     precision = bits(s.decrypt(out), m @ z)
     print(f"slots={n} diagonals={len(transform.diagonals)} n1={transform.baby_step}: {precision:.2f} bits")
     assert precision >= need
-    return precision
 
 
 # ---- dense matrices -------------------------------------------------------------------------------
