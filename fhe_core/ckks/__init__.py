@@ -18,9 +18,11 @@ from fhe_core.ckks.ciphertext import (
 )
 from fhe_core.ckks.encoder import Encoder, coefficients_to_slots, round_scaled, slots_to_coefficients
 from fhe_core.ckks.evaluator import Evaluator, galois_elements
+from fhe_core.ckks.lintrans import LinearTransform
 from fhe_core.ckks.plaintext import Plaintext
 from fhe_core.ckks.polynomial import Polynomial, PolynomialEvaluator, SimEvaluator, chebyshev_interpolant, depth, plan  # noqa: F401
 
 __all__ = ["Encoder", "Plaintext", "coefficients_to_slots", "slots_to_coefficients", "round_scaled",
            "Ciphertext", "Encryptor", "Decryptor", "ScaleMismatchError", "SlotMismatchError", "rlwe_context",
            "Evaluator", "galois_elements"]
+__all__ += ["LinearTransform"]

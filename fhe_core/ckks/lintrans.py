@@ -1,0 +1,414 @@
+"""Linear transforms: plaintext matrix x encrypted vector by the diagonal method, with
+baby-step giant-step (BSGS) and hoisting (Halevi-Shoup 2014/2018; Lattigo circuits/common/lintrans).
+
+**Diagonals.** For an n x n matrix M over the n slots (n a power of two dividing N/2), the
+k-th generalized diagonal is d_k[j] = M[j, (j + k) mod n], and with rot_k the left rotation
+(slot j receives z_(j+k), see :mod:`fhe_core.ckks.encoder`)
+
+    M z = sum_k d_k * rot_k(z).
+
+**Baby-step giant-step.** Write every nonzero diagonal index as k = g + j with the giant step
+g = n1 * floor(k / n1) and the baby step j = k mod n1 < n1. Since d * rot_g(x) = rot_g(rot_-g(d) * x),
+
+    M z = sum_g rot_g( sum_j rot_-g(d_(g+j)) * rot_j(z) ):
+
+the giant-step rotation is folded into the plaintext (d_(g+j) rotated right by g, encoded once),
+so evaluation needs one hoisted rotation call for the baby steps (one ModUp shared by all of
+them), then per giant step a multiply-accumulate of plaintexts with the baby-step ciphertexts
+(fused into ``ops.ks_inner_product``, the 128-bit-accumulating sum of products of the
+key-switching inner product) and one key switch, and one rescale at the end.
+
+**Keys.** One Galois key per nonzero baby step and per nonzero giant step
+(:meth:`LinearTransform.rotation_steps`): about 2 sqrt(#diagonals) for the default n1, instead
+of #diagonals for the naive method.
+
+**Noise.** The baby steps are key-switched at the input's scale, the giant steps after the
+plaintext product (scale ~ Delta * q_l), where their key-switching noise is negligible; so
+BSGS is also more precise than the naive method (tests/fhe_core/ckks/test_lintrans.py).
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from fhe_core import ops, rlwe
+from fhe_core.ckks.ciphertext import Ciphertext, SlotMismatchError, rlwe_context
+from fhe_core.ckks.encoder import Encoder
+from fhe_core.ckks.evaluator import Evaluator, galois_elements
+from fhe_core.errors import EncodingError, LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
+from fhe_core.params import Params
+
+
+@dataclass(frozen=True, eq=False)
+class _EncodedGiantStep:
+    """The plaintexts of one giant step g: ``data`` ``[m, l+1, N]`` int64 (NTT domain, contiguous),
+    ``data[i]`` encodes d_(g + babies[i]) rotated right by g."""
+
+    giant: int
+    babies: tuple[int, ...]
+    data: torch.Tensor
+
+
+@dataclass(frozen=True, eq=False)
+class _Encoded:
+    """Every rotated diagonal of the transform encoded at one level and scale."""
+
+    level: int
+    scale: float
+    giant_steps: tuple[_EncodedGiantStep, ...]
+
+
+def default_baby_step(diagonal_count: int, slots: int) -> int:
+    """n1 = 2^ceil(log2(#diagonals) / 2), at most ``slots``: about sqrt(#diagonals), rounded up
+    so that the cheaper hoisted baby steps outnumber the key-switched giant steps."""
+    if diagonal_count <= 1:
+        return 1
+    return min(slots, 1 << math.ceil(math.log2(diagonal_count) / 2))
+
+
+def matrix_diagonals(matrix) -> dict[int, np.ndarray]:
+    """The nonzero generalized diagonals {k: d_k} of a square matrix, d_k[j] = M[j, (j+k) mod n].
+
+    matrix: ``[n, n]`` real or complex array-like. Returns ``[n]`` complex128 vectors for the
+    k in [0, n) whose diagonal is not identically zero (one vectorised gather per diagonal, so
+    the extra memory is O(n), not a second n x n array).
+    """
+    m = _square(matrix)
+    n = m.shape[0]
+    rows = np.arange(n)
+    diagonals = {}
+    for k in range(n):
+        d = m[rows, (rows + k) % n]
+        if np.any(d != 0):
+            diagonals[k] = d
+    return diagonals
+
+
+class LinearTransform:
+    """A plaintext n x n matrix to apply to encrypted vectors of n slots (BSGS diagonal method).
+
+    Args:
+        params: the parameter set (the diagonals are encoded for it, on its device).
+        matrix: either a dense ``[n, n]`` real/complex array (its nonzero diagonals are used), or
+            a mapping {k: d_k} of generalized diagonals, d_k ``[n]`` with d_k[j] = M[j, (j+k) mod n]
+            (k any int, taken mod n), for structured transforms whose diagonals are few.
+        level: encode the diagonals now at this level (>= 1 for the default scale). Default:
+            encode lazily at the level of each evaluated ciphertext (cached per level).
+        scale: the scale of the encoded diagonals. Default q_l, the prime the final rescale
+            divides by, so that the output's scale equals the input's (as for constants in
+            :meth:`Evaluator.mul`).
+        baby_step: n1, a power of two <= n (default :func:`default_baby_step`).
+
+    Encoding costs one encode per nonzero diagonal (an FFT of length n and an NTT of
+    ``[l+1, N]``) and keeps ``[#diagonals, l+1, N]`` int64 on the device per encoded level.
+    Evaluation holds the n1 baby-step ciphertexts ``[n1, 2, l+1, N]`` at once. Not safe for
+    concurrent use from several threads (the per-level encodings are cached lazily).
+    """
+
+    def __init__(self, params: Params, matrix, *, level: int | None = None, scale: float | None = None,
+                 baby_step: int | None = None):
+        if not isinstance(params, Params):
+            raise ParameterError(f"LinearTransform: expected a Params, got {type(params).__name__}")
+        self.params = params
+        if isinstance(matrix, Mapping):
+            diagonals = _diagonal_dict(matrix)
+            self.slots = _check_slots(len(next(iter(diagonals.values()))), params)
+        else:
+            matrix = _square(matrix)
+            self.slots = _check_slots(matrix.shape[0], params)  # before the n^2 gather
+            diagonals = matrix_diagonals(matrix)
+        _check_entries(diagonals)
+        self.diagonals: dict[int, np.ndarray] = dict(sorted(diagonals.items()))
+        self.baby_step = self._check_baby_step(baby_step)
+        self._scale = None if scale is None else _check_scale(scale)
+        self._encoder = Encoder(params)
+        self._encoded: dict[int, _Encoded] = {}
+        self.level = level
+        if level is not None:
+            self.level = self._check_level(level, "LinearTransform")
+            self.encode(self.level)
+
+    def __repr__(self) -> str:
+        return (f"ckks.LinearTransform(slots={self.slots}, diagonals={len(self.diagonals)}, "
+                f"baby_step={self.baby_step}, giant_steps={len(self.giant_steps)}, level={self.level})")
+
+    # ---- the BSGS plan ---------------------------------------------------------------------------
+
+    def _check_baby_step(self, baby_step: int | None) -> int:
+        if baby_step is None:
+            return default_baby_step(len(self.diagonals), self.slots)
+        if isinstance(baby_step, bool) or not isinstance(baby_step, int) or baby_step < 1 \
+                or baby_step & (baby_step - 1) or baby_step > self.slots:
+            raise ParameterError(f"LinearTransform: baby_step must be a power of two in [1, {self.slots}], "
+                                 f"got {baby_step!r}")
+        return baby_step
+
+    @property
+    def giant_steps(self) -> list[int]:
+        """The giant steps g = n1 * floor(k / n1) of the nonzero diagonals k, sorted."""
+        return sorted({k - k % self.baby_step for k in self.diagonals})
+
+    @property
+    def baby_steps(self) -> list[int]:
+        """The baby steps j = k mod n1 of the nonzero diagonals k, sorted (0 needs no key)."""
+        return sorted({k % self.baby_step for k in self.diagonals})
+
+    @property
+    def depth(self) -> int:
+        """Levels that :meth:`evaluate` consumes (its one rescale): 1."""
+        return 1
+
+    def rotation_steps(self) -> list[int]:
+        """Every left-rotation step that :meth:`evaluate` performs: the nonzero baby and giant
+        steps, in [1, n), sorted. These are the Galois keys the evaluator needs."""
+        return sorted({s for s in self.baby_steps + self.giant_steps if s})
+
+    def galois_elements(self, n: int | None = None) -> list[int]:
+        """The Galois elements 5^r mod 2N of :meth:`rotation_steps` for a ring of degree ``n``
+        (default params.n): what to pass to :func:`fhe_core.rlwe.gen_eval_keys`."""
+        return galois_elements(self.params.n if n is None else n, self.rotation_steps())
+
+    # ---- encoding --------------------------------------------------------------------------------
+
+    def _check_level(self, level: int, op: str) -> int:
+        top = self.params.max_level
+        if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= top:
+            raise LevelMismatchError(f"{op}: level must be an int in [0, {top}], got {level!r}")
+        if level == 0 and self._scale is None:
+            raise LevelMismatchError(f"{op}: the default scale q_l needs a level to rescale by; "
+                                     f"level 0 needs an explicit scale")
+        return level
+
+    def scale_at(self, level: int) -> float:
+        """The scale of the diagonals encoded at ``level``: the given scale, or q_level."""
+        return self._scale if self._scale is not None else float(self.params.q_primes[level])
+
+    @property
+    def encoded_levels(self) -> list[int]:
+        """The levels at which the diagonals are encoded (cached) so far."""
+        return sorted(self._encoded)
+
+    def encode(self, level: int) -> None:
+        """Pre-encode every rotated diagonal rot_-g(d_(g+j)) at ``level`` (cached; called by
+        the constructor for a fixed level, else by :meth:`evaluate` on first use of a level)."""
+        level = self._check_level(level, "LinearTransform.encode")
+        if level in self._encoded:
+            return
+        scale = self.scale_at(level)
+        by_giant: dict[int, list[tuple[int, torch.Tensor]]] = {g: [] for g in self.giant_steps}
+        for k, d in self.diagonals.items():
+            g = k - k % self.baby_step
+            try:
+                pt = self._encoder.encode(np.roll(d, g), level=level, scale=scale, slots=self.slots)
+            except EncodingError as exc:
+                raise EncodingError(f"LinearTransform.encode: diagonal {k}: {exc}") from None
+            by_giant[g].append((k - g, pt.data))
+        self._encoded[level] = _Encoded(level, scale, tuple(
+            _EncodedGiantStep(g, tuple(j for j, _ in items), torch.stack([t for _, t in items]))
+            for g, items in by_giant.items()))
+
+    # ---- evaluation ------------------------------------------------------------------------------
+
+    def check_keys(self, evaluator: Evaluator, op: str = "LinearTransform") -> None:
+        """MissingKeyError listing every rotation step of :meth:`rotation_steps` whose Galois key
+        the evaluator lacks (a key of 5^r or 5^(r - n) mod 2N serves step r, as in
+        :meth:`Evaluator.rotate`); ParamsMismatchError for an evaluator of other parameters."""
+        if not isinstance(evaluator, Evaluator):
+            raise ParameterError(f"{op}: expected a ckks.Evaluator, got {type(evaluator).__name__}")
+        if evaluator.params.params_id != self.params.params_id:
+            raise ParamsMismatchError(f"{op}: the evaluator belongs to params {evaluator.params.params_id[:12]!r}, "
+                                      f"the transform to {self.params.params_id[:12]!r}")
+        if torch.device(evaluator.params.device) != torch.device(self.params.device):
+            raise ParameterError(f"{op}: the evaluator runs on {evaluator.params.device}, the transform's "
+                                 f"diagonals live on {self.params.device}")
+        steps = self.rotation_steps()
+        if not steps:
+            return
+        keys, n = evaluator.keys, self.params.n
+        missing = [r for r in steps if keys is None or not any(
+            rlwe.galois_element_for_rotation(s, n) in keys for s in (r, r - self.slots))]
+        if missing:
+            raise MissingKeyError(f"{op}: missing Galois keys for rotation steps {missing} "
+                                  f"(elements {galois_elements(n, missing)}); the transform needs steps {steps}")
+
+    def evaluate(self, evaluator: Evaluator, ct: Ciphertext, *, rescale: bool = True,
+                 fused: bool = True) -> Ciphertext:
+        """M z for the n slots z of ``ct``, by BSGS with hoisted baby steps.
+
+        1. baby steps: rot_j(ct) for every baby step j, in one :meth:`Evaluator.rotate_hoisted`
+           call (one ModUp);
+        2. for each giant step g: acc_g = sum_j pt_(g,j) * rot_j(ct). With ``fused`` (default)
+           one ``ops.ks_inner_product`` per 63 baby steps: the plaintexts ``[m, l+1, N]`` as the
+           digits, the stacked baby-step ciphertexts ``[m, 2, l+1, N]`` as the key, 128-bit
+           accumulation and one reduction, each word read once. Else ``ops.mul`` then
+           ``ops.mul_add`` per baby step on ``[2, l+1, N]`` (the plaintext broadcast over both
+           components). Both give the same residues. Then one rotation rot_g(acc_g) (none for g = 0);
+        3. the sum over g, then one rescale by q_l (unless ``rescale=False``).
+
+        ct: degree 1, ``[2, l+1, N]`` NTT domain, ``slots == n``. Works at level
+        l' = min(l, level of a fixed transform) (the ciphertext is dropped, or the pre-encoded
+        diagonals truncated to l'+1 limbs). Returns ``[2, l', N]`` at level l' - 1 with scale
+        ct.scale * s_pt / q_l' (= ct.scale for the default s_pt = q_l'); with ``rescale=False``
+        ``[2, l'+1, N]`` at level l' and scale ct.scale * s_pt. Consumes one level (the rescale).
+        Needs the Galois keys of :meth:`rotation_steps`, checked with the slots and levels before
+        any work (MissingKeyError, SlotMismatchError, LevelMismatchError).
+        """
+        op = "LinearTransform.evaluate"
+        encoded, ct = self._prepare(evaluator, ct, rescale, op)
+        moduli = rlwe_context(self.params).q_at(encoded.level).moduli
+        device = ct.data.device
+        with _step("lintrans_baby_steps", device):
+            babies = _BabySteps(evaluator.rotate_hoisted(ct, self.baby_steps), self.baby_steps, stacked=fused)
+        total = None
+        for step in encoded.giant_steps:
+            with _step(f"lintrans_giant_step_{step.giant}", device):
+                mac = _fused_multiply_accumulate if fused else _multiply_accumulate
+                acc = ct.replace(data=mac(step, babies, moduli))
+                if step.giant:
+                    acc = evaluator.rotate(acc, step.giant)
+                total = acc.data if total is None else ops.add(total, acc.data, moduli, out=total)
+        out = ct.replace(data=total, scale=ct.scale * encoded.scale)
+        return evaluator.rescale(out) if rescale else out
+
+    def _prepare(self, evaluator: Evaluator, ct: Ciphertext, rescale: bool, op: str) -> tuple[_Encoded, Ciphertext]:
+        """Check everything before any work; the encoded diagonals and ct at the working level."""
+        self.check_keys(evaluator, op)
+        if not isinstance(ct, Ciphertext):
+            raise ParameterError(f"{op}: expected a ckks.Ciphertext, got {type(ct).__name__}")
+        if ct.params_id != self.params.params_id:
+            raise ParamsMismatchError(f"{op}: the ciphertext belongs to params {ct.params_id[:12]!r}, "
+                                      f"the transform to {self.params.params_id[:12]!r}")
+        if ct.slots != self.slots:
+            raise SlotMismatchError(f"{op}: the transform acts on {self.slots} slots, the ciphertext packs {ct.slots}")
+        if ct.degree != 1:
+            raise ParameterError(f"{op}: expected a degree-1 ciphertext (relinearize first), got degree {ct.degree}")
+        level = ct.level if self.level is None else min(ct.level, self.level)
+        if rescale and level == 0:
+            raise LevelMismatchError(f"{op}: working level 0 leaves no prime to rescale by")
+        if self.level is None:
+            self.encode(self._check_level(level, op))
+        encoded = self._truncated(level)
+        if ct.level > level:
+            ct = evaluator.drop_level(ct, level)
+        return encoded, ct
+
+    def _truncated(self, level: int) -> _Encoded:
+        """The diagonals at ``level``: as encoded, or the first level+1 limbs of those encoded at
+        the fixed higher level (the same integers mod Q_level; the scale stays s_pt), copied
+        for this evaluation."""
+        if level in self._encoded:
+            return self._encoded[level]
+        source = self._encoded[self.level]
+        return _Encoded(level, source.scale, tuple(
+            _EncodedGiantStep(s.giant, s.babies, s.data[:, :level + 1].contiguous()) for s in source.giant_steps))
+
+
+# ---- helpers -------------------------------------------------------------------------------------
+
+def _step(name: str, device: torch.device):
+    """An NVTX range named after the step on CUDA (profiles read as the algorithm), else nothing."""
+    return torch.cuda.nvtx.range(name) if device.type == "cuda" else contextlib.nullcontext()
+
+
+class _BabySteps:
+    """The baby-step ciphertexts rot_j(ct): by step, and (``stacked``) as one contiguous
+    ``[n1', 2, l+1, N]`` tensor in the order of ``steps`` (the key operand of the fused MAC)."""
+
+    def __init__(self, rotated: dict[int, Ciphertext], steps: list[int], *, stacked: bool):
+        self.position = {j: i for i, j in enumerate(steps)}
+        self.stack = torch.stack([rotated[j].data for j in steps]) if stacked else None
+        self.by_step = {} if stacked else {j: rotated[j].data for j in steps}  # one copy kept, not two
+
+    def rows(self, babies: tuple[int, ...]) -> torch.Tensor:
+        """``[m, 2, l+1, N]`` contiguous: the ciphertexts of ``babies`` (a view when they are
+        consecutive in the stack, the usual case; else a gathered copy)."""
+        index = [self.position[j] for j in babies]
+        if index == list(range(index[0], index[0] + len(index))):
+            return self.stack[index[0]:index[0] + len(index)]
+        return self.stack[torch.tensor(index, device=self.stack.device)]
+
+
+MAX_FUSED_TERMS = 63  # products of two words < 2^61 that a 128-bit accumulator holds (ops.ks_inner_product)
+
+
+def _fused_multiply_accumulate(step: _EncodedGiantStep, babies: _BabySteps, moduli: torch.Tensor) -> torch.Tensor:
+    """sum_j pt_j * rot_j(ct) over the baby steps j of one giant step, ``[2, l+1, N]`` int64, NTT
+    domain, by ``ops.ks_inner_product`` (plaintexts as digits, ciphertexts as the key, every
+    row of Q_l, no special prime) on chunks of at most 63 terms, summed."""
+    limbs = step.data.shape[1]
+    rotated = babies.rows(step.babies)
+    acc = None
+    for start in range(0, len(step.babies), MAX_FUSED_TERMS):
+        chunk = slice(start, start + MAX_FUSED_TERMS)
+        part = ops.ks_inner_product(step.data[chunk], rotated[chunk], limbs, limbs, moduli)
+        acc = part if acc is None else ops.add(acc, part, moduli, out=acc)
+    return acc
+
+
+def _multiply_accumulate(step: _EncodedGiantStep, babies: _BabySteps, moduli: torch.Tensor) -> torch.Tensor:
+    """The same sum by one ``ops.mul`` and then ``ops.mul_add`` per baby step into one
+    ``[2, l+1, N]`` buffer (each plaintext ``[l+1, N]`` broadcast over both components)."""
+    acc = None
+    for j, pt in zip(step.babies, step.data):
+        rotated = babies.by_step[j]  # [2, l+1, N], contiguous (fresh from the key switch or a clone)
+        acc = ops.mul(rotated, pt, moduli) if acc is None else ops.mul_add(rotated, pt, acc, moduli, out=acc)
+    return acc
+
+
+def _diagonal_dict(diagonals: Mapping) -> dict[int, np.ndarray]:
+    """{k: ``[n]`` complex128} from a mapping of diagonals; refuses non-int indices, vectors of
+    different lengths or non-finite values. Indices are reduced mod n later."""
+    if not diagonals:
+        raise ParameterError("LinearTransform: the diagonal mapping is empty")
+    out = {}
+    for k, d in diagonals.items():
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+            raise ParameterError(f"LinearTransform: diagonal indices must be ints, got {k!r}")
+        vector = np.asarray(d, dtype=np.complex128)
+        if vector.ndim != 1:
+            raise ParameterError(f"LinearTransform: diagonal {k} must be a 1-D vector, got shape {vector.shape}")
+        out[int(k)] = vector
+    lengths = {v.size for v in out.values()}
+    if len(lengths) != 1:
+        raise ParameterError(f"LinearTransform: diagonals must all have n entries, got lengths {sorted(lengths)}")
+    n = lengths.pop()
+    reduced = {}
+    for k, v in out.items():
+        if k % n in reduced:
+            raise ParameterError(f"LinearTransform: diagonal {k} repeats diagonal {k % n} (indices are mod n = {n})")
+        reduced[k % n] = v
+    return reduced
+
+
+def _square(matrix) -> np.ndarray:
+    """``[n, n]`` complex128, or ParameterError."""
+    m = np.asarray(matrix, dtype=np.complex128)
+    if m.ndim != 2 or m.shape[0] != m.shape[1]:
+        raise ParameterError(f"LinearTransform: the matrix must be square [n, n], got shape {m.shape}")
+    return m
+
+
+def _check_slots(n: int, params: Params) -> int:
+    """n, the size of the matrix: a power of two <= N/2 (the slots it acts on)."""
+    if n < 1 or n & (n - 1) or n > params.slots:
+        raise ParameterError(f"LinearTransform: n must be a power of two <= N/2 = {params.slots}, got {n}")
+    return n
+
+
+def _check_entries(diagonals: dict[int, np.ndarray]) -> None:
+    if not diagonals:
+        raise ParameterError("LinearTransform: the matrix is zero (no nonzero diagonal)")
+    if not all(np.isfinite(d).all() for d in diagonals.values()):
+        raise ParameterError("LinearTransform: the matrix entries must be finite")
+
+
+def _check_scale(scale: float) -> float:
+    scale = float(scale)
+    if not (math.isfinite(scale) and scale >= 1):
+        raise ParameterError(f"LinearTransform: scale must be a finite float >= 1, got {scale}")
+    return scale
