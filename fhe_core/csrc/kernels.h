@@ -43,38 +43,29 @@ struct ElementwiseArgs {
   int64_t n;
 };
 
-struct BconvArgs {
-  const u64* in;             // [batch, l_in, N]
-  u64* out;                  // [batch, l_out, N]
-  const Modulus* src;        // [l_in]
-  const Modulus* dst;        // [l_out]
-  const u64* qhat_inv;       // [l_in]   (Q/q_i)^-1 mod q_i
-  const u64* qhat_inv_shoup; // [l_in]
-  const u64* qhat_mod_p;     // [l_in, l_out]   (Q/q_i) mod p_j
-  int64_t batch;
-  int l_in;
-  int l_out;
-  int64_t n;
-};
 
-// ModUp's basis extension of every digit at once (HK20): digit j holds Q rows [j*alpha, (j+1)*alpha)
-// (the last may be shorter); out[j][r] = sum_k [x_k * qhat_inv_k]_{q_k} * qhat_mod_p[j][k - j*alpha][r]
-// mod p_r over all rows r of QP_l. On the digit's own primes the sum is exact (it equals x).
-struct ModUpConvArgs {
-  const u64* in;             // [q_count, N] coefficients over Q_l
-  u64* out;                  // [dnum, rows, N]
-  const Modulus* src;        // [q_count]
-  const Modulus* dst;        // [rows]
-  const u64* qhat_inv;       // [q_count] (Q_j/q_k)^-1 mod q_k within k's digit
-  const u64* qhat_inv_shoup; // [q_count]
-  const u64* qhat_mod_p;     // [dnum, alpha, rows], zero past the last digit's primes
+// Fast basis conversion (HK20 / BEHZ "Conv"), of one or several digits at once. The input's
+// q_count limbs form dnum digits of alpha limbs (the last may be shorter); digit j is converted to
+// every destination prime:
+//   out[b][j][r] = sum_k [x_k * qhat_inv_k]_{q_k} * qhat_mod_p[j][k - j*alpha][r]  mod p_r,
+// with qhat_inv_k = (Q_j/q_k)^-1 mod q_k and qhat_mod_p = (Q_j/q_k) mod p_r (zero past the last
+// digit's primes). One digit of all the limbs is the plain Conv; dnum digits extended to QP_l is
+// ModUp. The result is x + u*Q_j (0 <= u < alpha) and is exact on primes the digit contains.
+struct ConvArgs {
+  const u64* in;              // [batch, q_count, N]
+  u64* out;                   // [batch, dnum, rows, N]
+  const Modulus* src;         // [q_count]
+  const Modulus* dst;         // [rows]
+  const u64* qhat_inv;        // [q_count]
+  const u64* qhat_inv_shoup;  // [q_count]
+  const u64* qhat_mod_p;      // [dnum, alpha, rows]
+  int64_t batch;
   int q_count;
   int alpha;
   int dnum;
   int rows;
   int64_t n;
 };
-
 // Centered lift of one limb into other primes: out[b][i] = (x if x <= q/2 else x - q) mod p_i for
 // x = in[b] canonical mod q. The exact rounding step of rescaling (and of any division by q).
 struct CenterLiftArgs {
@@ -151,10 +142,9 @@ namespace cpu {
 void ntt_forward(const NttArgs& args);
 void ntt_inverse(const NttArgs& args);
 void elementwise(const ElementwiseArgs& args);
-void bconv(const BconvArgs& args);
+void conv(const ConvArgs& args);
 void ks_inner_product(const KsInnerProductArgs& args);
 void center_lift(const CenterLiftArgs& args);
-void mod_up_conv(const ModUpConvArgs& args);
 void automorphism_ntt(const AutomorphismArgs& args);
 void automorphism_coeff(const AutomorphismArgs& args);
 void sample(const SampleArgs& args);
@@ -171,10 +161,9 @@ struct Stream {
 void ntt_forward(const NttArgs& args, Stream stream);
 void ntt_inverse(const NttArgs& args, Stream stream);
 void elementwise(const ElementwiseArgs& args, Stream stream);
-void bconv(const BconvArgs& args, Stream stream);
+void conv(const ConvArgs& args, Stream stream);
 void ks_inner_product(const KsInnerProductArgs& args, Stream stream);
 void center_lift(const CenterLiftArgs& args, Stream stream);
-void mod_up_conv(const ModUpConvArgs& args, Stream stream);
 void automorphism_ntt(const AutomorphismArgs& args, Stream stream);
 void automorphism_coeff(const AutomorphismArgs& args, Stream stream);
 void sample(const SampleArgs& args, Stream stream);

@@ -92,10 +92,9 @@ struct CpuBackend {
   static void ntt_forward(const NttArgs& a, const Tensor&) { cpu::ntt_forward(a); }
   static void ntt_inverse(const NttArgs& a, const Tensor&) { cpu::ntt_inverse(a); }
   static void elementwise(const ElementwiseArgs& a, const Tensor&) { cpu::elementwise(a); }
-  static void bconv(const BconvArgs& a, const Tensor&) { cpu::bconv(a); }
+  static void conv(const ConvArgs& a, const Tensor&) { cpu::conv(a); }
   static void ks_inner_product(const KsInnerProductArgs& a, const Tensor&) { cpu::ks_inner_product(a); }
   static void center_lift(const CenterLiftArgs& a, const Tensor&) { cpu::center_lift(a); }
-  static void mod_up_conv(const ModUpConvArgs& a, const Tensor&) { cpu::mod_up_conv(a); }
   static void automorphism_ntt(const AutomorphismArgs& a, const Tensor&) { cpu::automorphism_ntt(a); }
   static void automorphism_coeff(const AutomorphismArgs& a, const Tensor&) { cpu::automorphism_coeff(a); }
   static void sample(const SampleArgs& a, const Tensor&) { cpu::sample(a); }
@@ -114,12 +113,11 @@ struct CudaBackend {
   static void ntt_forward(const NttArgs& a, const Tensor& t) { cuda::ntt_forward(a, current_stream(t)); }
   static void ntt_inverse(const NttArgs& a, const Tensor& t) { cuda::ntt_inverse(a, current_stream(t)); }
   static void elementwise(const ElementwiseArgs& a, const Tensor& t) { cuda::elementwise(a, current_stream(t)); }
-  static void bconv(const BconvArgs& a, const Tensor& t) { cuda::bconv(a, current_stream(t)); }
+  static void conv(const ConvArgs& a, const Tensor& t) { cuda::conv(a, current_stream(t)); }
   static void ks_inner_product(const KsInnerProductArgs& a, const Tensor& t) {
     cuda::ks_inner_product(a, current_stream(t));
   }
   static void center_lift(const CenterLiftArgs& a, const Tensor& t) { cuda::center_lift(a, current_stream(t)); }
-  static void mod_up_conv(const ModUpConvArgs& a, const Tensor& t) { cuda::mod_up_conv(a, current_stream(t)); }
   static void automorphism_ntt(const AutomorphismArgs& a, const Tensor& t) {
     cuda::automorphism_ntt(a, current_stream(t));
   }
@@ -299,18 +297,11 @@ Tensor& bconv_out(const Tensor& a, const Tensor& src_moduli, const Tensor& dst_m
               ": qhat_mod_p must be [", l_in, ", ", l_out, "], got ", qhat_mod_p.sizes());
   const auto sizes = bconv_out_sizes(a, dst_moduli);
   check_out(out, a, sizes, op);
-  const BconvArgs args{words(a),
-                       mutable_words(out),
-                       moduli_ptr(src_moduli),
-                       moduli_ptr(dst_moduli),
-                       words(qhat_inv),
-                       words(qhat_inv_shoup),
-                       words(qhat_mod_p),
-                       a.numel() / (l_in * a.size(-1)),
-                       static_cast<int>(l_in),
-                       static_cast<int>(l_out),
-                       a.size(-1)};
-  B::bconv(args, a);
+  // One digit made of every input limb: the plain Conv.
+  const ConvArgs args{words(a), mutable_words(out), moduli_ptr(src_moduli), moduli_ptr(dst_moduli), words(qhat_inv),
+                      words(qhat_inv_shoup), words(qhat_mod_p), a.numel() / (l_in * a.size(-1)),
+                      static_cast<int>(l_in), static_cast<int>(l_in), 1, static_cast<int>(l_out), a.size(-1)};
+  B::conv(args, a);
   return out;
 }
 
@@ -387,10 +378,10 @@ Tensor& mod_up_conv_out(const Tensor& coeffs, const Tensor& src_moduli, const Te
   const std::vector<int64_t> sizes{dnum, rows, n};
   check_out(out, coeffs, sizes, op);
   at::assert_no_overlap(out, coeffs);
-  const ModUpConvArgs args{words(coeffs), mutable_words(out), moduli_ptr(src_moduli), moduli_ptr(dst_moduli),
-                           words(qhat_inv), words(qhat_inv_shoup), words(qhat_mod_p), static_cast<int>(q_count),
-                           static_cast<int>(alpha), static_cast<int>(dnum), static_cast<int>(rows), n};
-  B::mod_up_conv(args, coeffs);
+  const ConvArgs args{words(coeffs), mutable_words(out), moduli_ptr(src_moduli), moduli_ptr(dst_moduli),
+                      words(qhat_inv), words(qhat_inv_shoup), words(qhat_mod_p), 1, static_cast<int>(q_count),
+                      static_cast<int>(alpha), static_cast<int>(dnum), static_cast<int>(rows), n};
+  B::conv(args, coeffs);
   return out;
 }
 

@@ -1,9 +1,6 @@
 // CPU key-switching inner product: one (limb, output component) row per task.
 #include <ATen/Parallel.h>
 
-#include <algorithm>
-#include <vector>
-
 #include "../kernels.h"
 
 namespace fhe::cpu {
@@ -23,27 +20,6 @@ void ks_inner_product(const KsInnerProductArgs& a) {
           mac128(acc, d, k);
         }
         out[i] = reduce128(acc, m);
-      }
-    }
-  });
-}
-
-void mod_up_conv(const ModUpConvArgs& a) {
-  at::parallel_for(0, static_cast<int64_t>(a.dnum) * a.rows, 1, [&](int64_t begin, int64_t end) {
-    std::vector<u64> y(a.alpha);
-    for (int64_t task = begin; task < end; ++task) {
-      const int j = static_cast<int>(task / a.rows), r = static_cast<int>(task % a.rows);
-      const int first = j * a.alpha, count = std::min(a.alpha, a.q_count - first);
-      const Modulus p = a.dst[r];
-      u64* out = a.out + task * a.n;
-      for (int64_t i = 0; i < a.n; ++i) {
-        U128 acc{0, 0};
-        for (int k = 0; k < count; ++k) {
-          const int row = first + k;
-          const u64 yk = mul_shoup(a.in[row * a.n + i], a.qhat_inv[row], a.qhat_inv_shoup[row], a.src[row].value);
-          mac128(acc, yk, a.qhat_mod_p[(static_cast<int64_t>(j) * a.alpha + k) * a.rows + r]);
-        }
-        out[i] = reduce128(acc, p);
       }
     }
   });

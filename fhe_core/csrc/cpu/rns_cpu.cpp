@@ -1,6 +1,7 @@
 // CPU element-wise RNS ops, fast basis conversion and Galois automorphisms.
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "../common/ntt.h"
@@ -50,27 +51,29 @@ void elementwise(const ElementwiseArgs& a) {
   });
 }
 
-void bconv(const BconvArgs& a) {
-  constexpr int64_t kChunk = 256;  // coefficients per task: y[l_in][kChunk] stays in L1/L2
-  const int64_t chunks_per_poly = (a.n + kChunk - 1) / kChunk;
-  at::parallel_for(0, a.batch * chunks_per_poly, 1, [&](int64_t begin, int64_t end) {
-    std::vector<u64> y(static_cast<size_t>(a.l_in) * kChunk);
+void conv(const ConvArgs& a) {
+  constexpr int64_t kChunk = 256;  // coefficients per task: y[alpha][kChunk] stays in L1/L2
+  const int64_t chunks = (a.n + kChunk - 1) / kChunk;
+  at::parallel_for(0, a.batch * a.dnum * chunks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<u64> y(static_cast<size_t>(a.alpha) * kChunk);
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t b = task / chunks_per_poly;
-      const int64_t c0 = (task % chunks_per_poly) * kChunk;
-      const int64_t len = std::min(kChunk, a.n - c0);
-      const u64* in = a.in + b * a.l_in * a.n;
-      u64* out = a.out + b * a.l_out * a.n;
-      for (int i = 0; i < a.l_in; ++i) {
-        const u64 q = a.src[i].value, w = a.qhat_inv[i], ws = a.qhat_inv_shoup[i];
-        for (int64_t k = 0; k < len; ++k) y[i * kChunk + k] = mul_shoup(in[i * a.n + c0 + k], w, ws, q);
+      const int64_t b = task / (a.dnum * chunks);
+      const int j = static_cast<int>(task / chunks % a.dnum);
+      const int64_t c0 = (task % chunks) * kChunk, len = std::min(kChunk, a.n - c0);
+      const int first = j * a.alpha, count = std::min(a.alpha, a.q_count - first);
+      const u64* in = a.in + b * a.q_count * a.n;
+      u64* out = a.out + (b * a.dnum + j) * a.rows * a.n;
+      for (int k = 0; k < count; ++k) {
+        const int row = first + k;
+        for (int64_t i = 0; i < len; ++i)
+          y[k * kChunk + i] = mul_shoup(in[row * a.n + c0 + i], a.qhat_inv[row], a.qhat_inv_shoup[row], a.src[row].value);
       }
-      for (int j = 0; j < a.l_out; ++j) {
-        const Modulus p = a.dst[j];
-        for (int64_t k = 0; k < len; ++k) {
+      const u64* consts = a.qhat_mod_p + static_cast<int64_t>(j) * a.alpha * a.rows;
+      for (int r = 0; r < a.rows; ++r) {
+        for (int64_t i = 0; i < len; ++i) {
           U128 acc{0, 0};
-          for (int i = 0; i < a.l_in; ++i) mac128(acc, y[i * kChunk + k], a.qhat_mod_p[i * a.l_out + j]);
-          out[j * a.n + c0 + k] = reduce128(acc, p);
+          for (int k = 0; k < count; ++k) mac128(acc, y[k * kChunk + i], consts[k * a.rows + r]);
+          out[r * a.n + c0 + i] = reduce128(acc, a.dst[r]);
         }
       }
     }

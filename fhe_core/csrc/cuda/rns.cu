@@ -66,46 +66,50 @@ void launch_elementwise(const ElementwiseArgs& a, cudaStream_t s) {
   check_launch("elementwise_kernel");
 }
 
-// Fast basis conversion (HK20 / BEHZ "Conv"): out_j = sum_i [a_i * (Q/q_i)^-1]_{q_i} * (Q/q_i) mod p_j.
-// Grid: (N / 128, batch * output groups). A thread owns one coefficient and one group of
-// kBconvGroup output limbs. Both halves matter (see docs/performance.md): one thread per
-// coefficient leaves the GPU latency-bound (65,536 threads at N = 2^16, each with a long
-// dependent chain), and splitting the outputs only pays once each multiply-accumulate is cheap:
-// mac128 (two PTX instructions) on constants staged in shared memory (broadcast reads), with the
-// tail group's missing constants set to zero so the inner loop carries no predicates. The l_in
-// scaled inputs y_i are recomputed per group (l_in Shoup products against l_in * kBconvGroup MACs).
-constexpr int kBconvThreads = 128;
-constexpr int kBconvGroup = 4;
+// Fast basis conversion of one or several digits (see ConvArgs). Grid: (N / 128, batch * dnum *
+// output groups). A thread owns one coefficient, one digit and one group of kConvGroup output rows.
+// Both halves matter (docs/performance.md): one thread per coefficient alone leaves the GPU
+// latency-bound (65,536 threads at N = 2^16 with long dependent chains), and splitting the outputs
+// only pays once each multiply-accumulate is cheap: mac128 (two PTX instructions) on constants
+// staged in shared memory (broadcast reads), zero-padded so the inner loop carries no predicates.
+// The digit's scaled inputs y_k are recomputed per group (alpha Shoup products against
+// alpha * kConvGroup MACs).
+constexpr int kConvThreads = 128;
+constexpr int kConvGroup = 4;
 
-__global__ void bconv_kernel(BconvArgs a, int groups) {
+__global__ void conv_kernel(ConvArgs a, int groups) {
   extern __shared__ u64 smem[];
-  u64* y = smem;                                  // [l_in][kBconvThreads]
-  u64* consts = smem + a.l_in * kBconvThreads;     // [l_in][kBconvGroup]
-  const int64_t batch = blockIdx.y / groups;
-  const int j0 = (blockIdx.y % groups) * kBconvGroup;
-  const int count = min(kBconvGroup, a.l_out - j0);
-  for (int e = threadIdx.x; e < a.l_in * kBconvGroup; e += kBconvThreads) {
-    const int k = e / kBconvGroup, r = e % kBconvGroup;
-    consts[e] = r < count ? a.qhat_mod_p[k * a.l_out + j0 + r] : 0;
+  u64* y = smem;                                // [alpha][kConvThreads]
+  u64* consts = smem + a.alpha * kConvThreads;   // [alpha][kConvGroup]
+  const int64_t b = blockIdx.y / (a.dnum * groups);
+  const int j = blockIdx.y / groups % a.dnum;
+  const int r0 = (blockIdx.y % groups) * kConvGroup;
+  const int first = j * a.alpha, count = min(a.alpha, a.q_count - first);
+  const int width = min(kConvGroup, a.rows - r0);
+  for (int e = threadIdx.x; e < a.alpha * kConvGroup; e += kConvThreads) {
+    const int k = e / kConvGroup, r = e % kConvGroup;
+    consts[e] = (r < width) ? a.qhat_mod_p[(static_cast<int64_t>(j) * a.alpha + k) * a.rows + r0 + r] : 0;
   }
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * kBconvThreads + threadIdx.x;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kConvThreads + threadIdx.x;
   const bool active = i < a.n;
-  const u64* in = a.in + batch * a.l_in * a.n + i;
-  u64* out = a.out + batch * a.l_out * a.n + i;
+  const u64* in = a.in + b * a.q_count * a.n + i;
   if (active)
-    for (int k = 0; k < a.l_in; ++k)
-      y[k * kBconvThreads + threadIdx.x] = mul_shoup(in[k * a.n], a.qhat_inv[k], a.qhat_inv_shoup[k], a.src[k].value);
+    for (int k = 0; k < count; ++k) {
+      const int row = first + k;
+      y[k * kConvThreads + threadIdx.x] = mul_shoup(in[row * a.n], a.qhat_inv[row], a.qhat_inv_shoup[row], a.src[row].value);
+    }
   __syncthreads();
   if (!active) return;
-  U128 acc[kBconvGroup] = {};
-  for (int k = 0; k < a.l_in; ++k) {
-    const u64 yk = y[k * kBconvThreads + threadIdx.x];
+  U128 acc[kConvGroup] = {};
+  for (int k = 0; k < count; ++k) {
+    const u64 yk = y[k * kConvThreads + threadIdx.x];
 #pragma unroll
-    for (int r = 0; r < kBconvGroup; ++r) mac128(acc[r], yk, consts[k * kBconvGroup + r]);
+    for (int r = 0; r < kConvGroup; ++r) mac128(acc[r], yk, consts[k * kConvGroup + r]);
   }
+  u64* out = a.out + ((b * a.dnum + j) * a.rows + r0) * a.n + i;
 #pragma unroll
-  for (int r = 0; r < kBconvGroup; ++r)
-    if (r < count) out[(j0 + r) * a.n] = reduce128(acc[r], a.dst[j0 + r]);
+  for (int r = 0; r < kConvGroup; ++r)
+    if (r < width) out[r * a.n] = reduce128(acc[r], a.dst[r0 + r]);
 }
 
 // One thread per coefficient: read x once, write its lift into every output limb (coalesced).
@@ -155,16 +159,16 @@ void elementwise(const ElementwiseArgs& a, Stream stream) {
   }
 }
 
-void bconv(const BconvArgs& a, Stream stream) {
-  if (a.batch == 0) return;
+void conv(const ConvArgs& a, Stream stream) {
+  if (a.batch == 0 || a.dnum == 0) return;
   const DeviceScope scope(stream.device);
-  const size_t smem = static_cast<size_t>(a.l_in) * (kBconvThreads + kBconvGroup) * sizeof(u64);
-  check(cudaFuncSetAttribute(bconv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
-        "cudaFuncSetAttribute(bconv_kernel)");
-  const int groups = (a.l_out + kBconvGroup - 1) / kBconvGroup;
-  const dim3 grid(blocks_for(a.n, kBconvThreads), static_cast<unsigned>(a.batch * groups));
-  bconv_kernel<<<grid, kBconvThreads, smem, native(stream)>>>(a, groups);
-  check_launch("bconv_kernel");
+  const size_t smem = static_cast<size_t>(a.alpha) * (kConvThreads + kConvGroup) * sizeof(u64);
+  check(cudaFuncSetAttribute(conv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+        "cudaFuncSetAttribute(conv_kernel)");
+  const int groups = (a.rows + kConvGroup - 1) / kConvGroup;
+  const dim3 grid(blocks_for(a.n, kConvThreads), static_cast<unsigned>(a.batch * a.dnum * groups));
+  conv_kernel<<<grid, kConvThreads, smem, native(stream)>>>(a, groups);
+  check_launch("conv_kernel");
 }
 
 void center_lift(const CenterLiftArgs& a, Stream stream) {
