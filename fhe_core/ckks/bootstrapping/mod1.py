@@ -1,0 +1,2 @@
+class EvalModEvaluator: pass
+class EvalModParameters: pass
