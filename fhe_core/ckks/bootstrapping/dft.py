@@ -215,12 +215,14 @@ def merge(factors: list[Diagonals], levels: int, n: int) -> tuple[list[Diagonals
 
 
 def _spread(factors: list[Diagonals], scaling: complex) -> list[Diagonals]:
-    """Multiply each factor by scaling^(1/levels) (principal root) so the product gains ``scaling``."""
+    """Multiply each factor by scaling^(1/levels) (the real root for a positive real scaling, the
+    principal root otherwise), so that the product gains ``scaling``."""
     if scaling == 1:
         return factors
-    root = complex(scaling) ** (1.0 / len(factors))
-    if complex(scaling).imag == 0 and complex(scaling).real > 0:
-        root = complex(float(scaling.real if isinstance(scaling, complex) else scaling) ** (1.0 / len(factors)))
+    if scaling.imag == 0 and scaling.real > 0:
+        root: complex = scaling.real ** (1.0 / len(factors))
+    else:
+        root = scaling ** (1.0 / len(factors))
     return [{k: d * root for k, d in f.items()} for f in factors]
 
 
