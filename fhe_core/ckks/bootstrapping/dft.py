@@ -167,6 +167,13 @@ class DFTFactors:
         before any BSGS split; a BSGS evaluation needs its baby and giant steps instead)."""
         return sorted({k for f in self.factors for k in f if k})
 
+    def galois_elements(self, ring_degree: int) -> list[int]:
+        """The Galois elements 5^k mod 2N of :meth:`rotation_steps` in a ring of degree N =
+        ``ring_degree`` (rotations of an n-slot ciphertext; any k' = k mod n would do as well)."""
+        if ring_degree < 2 * self.slots:
+            raise ParameterError(f"galois_elements: {self.slots} slots do not fit a ring of degree {ring_degree}")
+        return [pow(5, k, 2 * ring_degree) for k in self.rotation_steps()]
+
     def __call__(self, v: np.ndarray) -> np.ndarray:
         """Apply the factors in order to a ``[n]`` vector (numpy reference)."""
         for f in self.factors:

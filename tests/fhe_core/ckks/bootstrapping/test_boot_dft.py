@@ -99,11 +99,13 @@ def test_merged_factors_have_exactly_the_diagonals_of_their_product(n, levels, i
         nonzero = {k for k in range(n) if np.abs(product[rows, (rows + k) % n]).max() > 1e-12}
         assert set(factor) == nonzero
         assert len(factor) <= 2 ** (size + 1) - 1
-        halves = [n >> (i + 1) for i in range(n.bit_length() - 1)] if inverse else [1 << i for i in range(n.bit_length() - 1)]
+        count = n.bit_length() - 1
+        halves = [n >> (i + 1) for i in range(count)] if inverse else [1 << i for i in range(count)]
         reachable = {sum(e * h for e, h in zip(signs, halves[start:start + size])) % n
                      for signs in itertools.product((-1, 0, 1), repeat=size)}
         assert set(factor) <= reachable
         start += size
+    assert f.galois_elements(2 * n) == [pow(5, k, 4 * n) for k in f.rotation_steps()]
     print(f"n={n} levels={levels} {'CtS' if inverse else 'StC'}: rotations per factor "
           f"{[len(r) for r in f.rotations()]}, all {len(f.rotation_steps())}")
 
