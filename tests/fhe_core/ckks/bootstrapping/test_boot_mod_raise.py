@@ -45,6 +45,7 @@ def test_mod_raise_decrypts_to_message_plus_q0_multiple(s, slots):
     integer_part = [(e - mi) // q0 for e, mi in zip(expected, m)]
     assert all(e - mi == q0 * i for e, mi, i in zip(expected, m, integer_part))
     h = params.hamming_weight
+    print(f"{slots} slots: max |I| = {max(abs(i) for i in integer_part)} (bound (h + 1) / 2 = {(h + 1) / 2})")
     assert max(abs(i) for i in integer_part) <= (h + 1) / 2
     assert max(abs(i) for i in integer_part) >= 1                 # the q_0 multiple is really there
     # the low part still decodes to the message (q_0 I only adds a multiple of q_0)
