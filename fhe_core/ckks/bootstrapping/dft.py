@@ -13,8 +13,9 @@ and
 * **CoeffsToSlots** ("inverse", CtS) applies E^-1: the slots z of a (mod-raised) plaintext ->
   its coefficients u, one complex slot per pair (c_k, c_(k+n)).
 
-**Radix-2 factorisation** (Cheon, Han, Kim, Kim and Song, "Improved bootstrapping for
-approximate HE", Eurocrypt 2019, the "special FFT"; our own derivation). Split
+**Radix-2 factorisation** (the "special FFT" of HEAAN, Cheon, Han, Kim, Kim and Song, SAC 2018;
+split into homomorphic levels by Chen, Chillotti and Song, Eurocrypt 2019, and Han and Ki,
+CT-RSA 2020; the derivation below is ours). Split
 U(x) = sum_k u_k x^k as U_e(x^2) + x U_o(x^2). The points w_j = xi^(5^j) satisfy
 w_(j + n/2) = -w_j (5^(n/2) = 1 + 2n mod 4n) and w_j^2 are the points of the half-size problem,
 so with the input in bit-reversed order, log2(n) butterfly stages of block length
@@ -44,8 +45,11 @@ hoisted rotations, ``fhe_core.ckks.lintrans.LinearTransform`` (being written sep
 consuming one level each; its diagonals are encoded at the scale of the prime that the following
 rescale divides by. :meth:`DFTFactors.rotation_steps` lists the rotation keys the factors need.
 The ``scaling`` argument multiplies the whole transform by a constant (spread evenly over the
-factors): CtS absorbs the 1/g of :func:`~fhe_core.ckks.bootstrapping.sub_sum` and the rescaling
-of the message into EvalMod's interval there.
+factors): CtS absorbs there the factor g of :func:`~fhe_core.ckks.bootstrapping.sub_sum` and the
+2 of the real/imaginary split (scaling = 1/(2g); the raised ciphertext itself is simply declared
+at scale q_0 so that its slots read (Delta c + q_0 I) / q_0, EvalMod's input). The test
+``tests/fhe_core/ckks/bootstrapping/test_boot_pieces_compose.py`` chains every piece, in both
+orders, with a plain diagonal-by-diagonal loop standing in for the linear transform.
 """
 from __future__ import annotations
 
@@ -134,7 +138,7 @@ def to_dense(diagonals: Diagonals, n: int) -> np.ndarray:
     return m
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DFTFactors:
     """A DFT factored into consecutive diagonal matrices, in the order they are applied.
 
