@@ -1,0 +1,24 @@
+"""CKKS bootstrapping, built from separately testable circuit pieces (Lattigo's layout):
+
+* :func:`mod_raise` (``mod_raise``): a level-0 ciphertext lifted to the full chain; decrypts to
+  m + q_0 I with a small integer polynomial I.
+* :func:`sub_sum` (``sub_sum``): for sparse packing, the trace onto the n-slot subring (message
+  times g = N/(2n)).
+* :mod:`~fhe_core.ckks.bootstrapping.dft` (``dft``): the special DFT factored into radix-2
+  diagonal stages and merged into a configurable number of levels, for CoeffsToSlots (E^-1) and
+  SlotsToCoeffs (E); plaintext side, evaluated by the BSGS ``LinearTransform``.
+* :class:`EvalModParameters` / :class:`EvalModEvaluator` (``mod1``): the scaled-cosine EvalMod
+  with double-angle steps, removing q_0 I.
+
+Order of a bootstrap (not assembled here yet): ModRaise -> SubSum -> CoeffsToSlots -> EvalMod
+-> SlotsToCoeffs (or SlotsToCoeffs first at the bottom level, the slim order). None of these
+objects holds a secret key.
+"""
+from fhe_core.ckks.bootstrapping import dft
+from fhe_core.ckks.bootstrapping.dft import DFTFactors, coeffs_to_slots_factors, slots_to_coeffs_factors
+from fhe_core.ckks.bootstrapping.mod1 import EvalModEvaluator, EvalModParameters
+from fhe_core.ckks.bootstrapping.mod_raise import mod_raise
+from fhe_core.ckks.bootstrapping.sub_sum import sub_sum, sub_sum_galois_elements, sub_sum_steps
+
+__all__ = ["dft", "DFTFactors", "coeffs_to_slots_factors", "slots_to_coeffs_factors", "EvalModEvaluator",
+           "EvalModParameters", "mod_raise", "sub_sum", "sub_sum_galois_elements", "sub_sum_steps"]

@@ -1,0 +1,52 @@
+"""ModRaise: a level-0 CKKS ciphertext lifted, unchanged as integer polynomials, to the full chain.
+
+A ciphertext (c_0, c_1) at level 0 decrypts to m = [c_0 + c_1 s]_(q_0) (centred). Taking the
+centred representatives of c_0 and c_1 in (-q_0/2, q_0/2] and reading them modulo
+Q_L = q_0 ... q_L instead gives a ciphertext that decrypts to
+
+    c_0 + c_1 s = m + q_0 * I(X)   over Q_L,   I an integer polynomial,
+
+exactly, as long as |m + q_0 I| < Q_L / 2. Since |c_1 s|_inf <= h * q_0 / 2 for a ternary secret
+of Hamming weight h (each coefficient of c_1 s is a signed sum of h coefficients of c_1),
+|c_0 + c_1 s| <= (h + 1) q_0 / 2 and |I|_inf <= (h + 1) / 2 + |m| / q_0: a worst case; for random
+c_1 the coefficients of I behave like sums of h uniform values, of size about sqrt(h / 12).
+EvalMod removes q_0 I afterwards.
+"""
+from __future__ import annotations
+
+from fhe_core import ops
+from fhe_core.ckks.ciphertext import Ciphertext, rlwe_context
+from fhe_core.errors import LevelMismatchError, ParameterError
+from fhe_core.params import Params
+from fhe_core.rlwe.checks import check_ciphertext
+
+
+def mod_raise(params: Params, ct: Ciphertext, level: int | None = None) -> Ciphertext:
+    """The same polynomials (centred mod q_0) read modulo Q_level (default Q_L).
+
+    ct: a degree-1 CKKS ciphertext at level 0, ``[2, 1, N]`` int64, NTT domain (drop it to level 0
+    first). Returns ``[2, level + 1, N]`` int64, NTT domain, at ``level``, with ct's scale and
+    slots, decrypting to m + q_0 I (module docstring). Exact, no key, no noise: one INTT over
+    q_0, :func:`fhe_core.ops.center_lift` onto q_0..q_level (the q_0 row is the input again) and
+    one NTT, each batched over both components. The message's scale is unchanged but the
+    plaintext now carries the multiple q_0 I, which decodes to slot values of size about
+    q_0 / scale * sqrt(h).
+    """
+    op = "mod_raise"
+    if not isinstance(params, Params):
+        raise ParameterError(f"{op}: expected a Params, got {type(params).__name__}")
+    if not isinstance(ct, Ciphertext):
+        raise ParameterError(f"{op}: expected a ckks.Ciphertext, got {type(ct).__name__}")
+    if check_ciphertext(rlwe_context(params), ct, op, degree=1) != 0:
+        raise LevelMismatchError(f"{op}: the ciphertext must be at level 0 (drop_level first), got level {ct.level}")
+    level = params.max_level if level is None else level
+    if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= params.max_level:
+        raise LevelMismatchError(f"{op}: target level must be an int in [0, {params.max_level}], got {level!r}")
+    q0 = params.q_basis(0)
+    target = params.q_basis(level)
+    coefficients = q0.intt(ct.data)                                             # [2, 1, N] mod q_0
+    lifted = ops.center_lift(coefficients, params.q_primes[0], target.moduli)  # [2, level + 1, N]
+    return ct.replace(data=target.ntt(lifted, out=lifted), level=level)
+
+
+__all__ = ["mod_raise"]
