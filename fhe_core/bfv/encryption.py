@@ -41,6 +41,7 @@ from fhe_core.bfv.encoder import Plaintext
 from fhe_core.errors import DecryptionError, ParameterError, ParamsMismatchError
 from fhe_core.ring import RNSBasis, shoup_constants
 from fhe_core.rlwe import Ciphertext, PublicKey, SecretKey
+from fhe_core.rlwe.checks import check_key
 
 MIN_BUDGET_BITS = 1.0
 
@@ -79,10 +80,7 @@ class Encryptor:
     """Encrypts BFV plaintexts under a public key (anyone) or a secret key (its owner)."""
 
     def __init__(self, ctx: BFVContext, key: PublicKey | SecretKey):
-        if not isinstance(key, (PublicKey, SecretKey)):
-            raise ParameterError(f"Encryptor: expected a PublicKey or SecretKey, got {type(key).__name__}")
-        if key.params_id != ctx.params_id:
-            raise ParamsMismatchError("Encryptor: the key belongs to other parameters")
+        check_key(key, (PublicKey, SecretKey), ctx.params_id, "Encryptor")
         self.ctx, self._key = ctx, key
 
     def encrypt(self, pt: Plaintext, *, level: int | None = None, seed: bytes | None = None) -> Ciphertext:
@@ -120,10 +118,7 @@ class Decryptor:
     key: client side only."""
 
     def __init__(self, ctx: BFVContext, sk: SecretKey):
-        if not isinstance(sk, SecretKey):
-            raise ParameterError(f"Decryptor: expected a SecretKey, got {type(sk).__name__}")
-        if sk.params_id != ctx.params_id:
-            raise ParamsMismatchError("Decryptor: the secret key belongs to other parameters")
+        check_key(sk, (SecretKey,), ctx.params_id, "Decryptor")
         self.ctx, self._sk = ctx, sk
 
     def _phase(self, ct: Ciphertext) -> tuple[np.ndarray, int]:

@@ -29,6 +29,7 @@ from fhe_core.errors import (  # noqa: F401  (the two mismatch errors are re-exp
     SlotMismatchError,
 )
 from fhe_core.params import Params
+from fhe_core.rlwe.checks import check_key
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -87,11 +88,7 @@ class Encryptor:
     """
 
     def __init__(self, params: Params, key: rlwe.SecretKey | rlwe.PublicKey):
-        if not isinstance(key, (rlwe.SecretKey, rlwe.PublicKey)):
-            raise ParameterError(f"Encryptor: expected a SecretKey or PublicKey, got {type(key).__name__}")
-        if key.params_id != params.params_id:
-            raise ParamsMismatchError(f"Encryptor: the key belongs to params {key.params_id[:12]!r}, "
-                                      f"not {params.params_id[:12]!r}")
+        check_key(key, (rlwe.SecretKey, rlwe.PublicKey), params.params_id, "Encryptor")
         self.params = params
         self._ctx = rlwe_context(params)
         self._key = key
@@ -117,11 +114,7 @@ class Decryptor:
     """Decrypts CKKS ciphertexts with the secret key (client side only)."""
 
     def __init__(self, params: Params, sk: rlwe.SecretKey):
-        if not isinstance(sk, rlwe.SecretKey):
-            raise ParameterError(f"Decryptor: expected a SecretKey, got {type(sk).__name__}")
-        if sk.params_id != params.params_id:
-            raise ParamsMismatchError(f"Decryptor: the key belongs to params {sk.params_id[:12]!r}, "
-                                      f"not {params.params_id[:12]!r}")
+        check_key(sk, (rlwe.SecretKey,), params.params_id, "Decryptor")
         self.params = params
         self._ctx = rlwe_context(params)
         self._sk = sk

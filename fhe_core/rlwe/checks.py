@@ -15,6 +15,16 @@ def check_params_id(ctx: RLWEContext, obj, op: str, what: str) -> None:
                                   f"the context to {ctx.params_id!r}")
 
 
+def check_key(key, kinds: tuple[type, ...], params_id: str, op: str) -> None:
+    """ParameterError unless ``key`` is one of ``kinds``; ParamsMismatchError unless it was made for
+    ``params_id``. For the encryptors and decryptors of every scheme."""
+    if not isinstance(key, kinds):
+        expected = " or ".join(k.__name__ for k in kinds)
+        raise ParameterError(f"{op}: expected a {expected}, got {type(key).__name__}")
+    if key.params_id != params_id:
+        raise ParamsMismatchError(f"{op}: the key belongs to params {key.params_id[:12]!r}, not {params_id[:12]!r}")
+
+
 def check_tensor(ctx: RLWEContext, t: torch.Tensor, shape: tuple[int, ...], op: str, what: str) -> None:
     """``t`` is an int64 tensor of ``shape`` on the context's device; a wrong limb count
     (dimension -2) is a LevelMismatchError, anything else a ParameterError."""
