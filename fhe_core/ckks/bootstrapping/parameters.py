@@ -149,7 +149,7 @@ class BootstrappingParameters:
         return Params.from_literal(self.literal, allow_insecure=allow_insecure, device=device)
 
     def describe(self) -> str:
-        """One line: ring, slots, order, levels (log2 of the modulus at each step)."""
+        """One line: ring, slots, order, depths and levels, log2 Q, h."""
         return (f"N=2^{self.literal.log_n} slots={self.slots} order={self.order} L={self.max_level} "
                 f"depth={self.depth} (CtS {self.cts_depth}, EvalMod {self.eval_mod_depth}, StC {self.stc_depth}) "
                 f"input>={self.min_input_level} output={self.output_level} "
