@@ -19,7 +19,7 @@ EvalMod and CoeffsToSlots need ~60-bit primes (EvalMod runs at scale q_0 ~ 2^60,
 :mod:`~fhe_core.ckks.bootstrapping.mod1`); SlotsToCoeffs and the levels left to the
 application run at the default scale (45-bit primes here).
 
-The presets at the bottom are tiny and **insecure** (N = 2^10, h = 32): CPU tests only.
+The presets at the bottom are tiny and **insecure** (N = 2^10 and 2^11, h = 32): CPU tests only.
 """
 from __future__ import annotations
 
@@ -158,10 +158,10 @@ class BootstrappingParameters:
 
 # ---- tiny insecure presets (CPU tests only) ------------------------------------------------------
 
-def _tiny_literal(levels_45: int, levels_60: int) -> ParamsLiteral:
-    """N = 2^10, h = 32, q_0 60 bits, then ``levels_45`` 45-bit primes (output levels and StC),
+def _tiny_literal(levels_45: int, levels_60: int, log_n: int = 10) -> ParamsLiteral:
+    """N = 2^log_n (default 2^10), h = 32, q_0 60 bits, then ``levels_45`` 45-bit primes (output levels and StC),
     then ``levels_60`` 60-bit primes (EvalMod and CtS), four 61-bit special primes. Insecure."""
-    return ParamsLiteral(log_n=10, log_q=[60] + [45] * levels_45 + [60] * levels_60, log_p=[61] * 4,
+    return ParamsLiteral(log_n=log_n, log_q=[60] + [45] * levels_45 + [60] * levels_60, log_p=[61] * 4,
                          log_default_scale=45, hamming_weight=32)
 
 
@@ -181,4 +181,9 @@ TINY_N10_SLIM = BootstrappingParameters(
 """N = 2^10, 64 slots, slim order: StC on the input from level 2 down to 0, output at level 3 (one
 level above the minimum input level, for a multiplication between bootstraps). Insecure."""
 
-__all__ = ["BootstrappingParameters", "ORDERS", "TINY_N10_FULL", "TINY_N10_SPARSE", "TINY_N10_SLIM"]
+TINY_N11_FULL = BootstrappingParameters(
+    literal=_tiny_literal(1 + 3, _EVALMOD_DEPTH + 3, log_n=11), slots=1024, cts_levels=3, stc_levels=3)
+"""N = 2^11, 1024 slots (full), CtS 3 + EvalMod 10 + StC 3, one 45-bit level left. Insecure."""
+
+__all__ = ["BootstrappingParameters", "ORDERS", "TINY_N10_FULL", "TINY_N10_SPARSE", "TINY_N10_SLIM",
+           "TINY_N11_FULL"]
