@@ -30,5 +30,5 @@ from fhe_core.ckks.bootstrapping.bootstrapper import (Bootstrapper, SecretKeyBoo
 
 __all__ = ["dft", "DFTFactors", "coeffs_to_slots_factors", "slots_to_coeffs_factors", "EvalModEvaluator",
            "EvalModParameters", "mod_raise", "sub_sum", "sub_sum_galois_elements", "sub_sum_steps",
-           "BootstrappingParameters", "TINY_N10_FULL", "TINY_N10_SPARSE", "TINY_N10_SLIM", "TINY_N11_FULL", "Bootstrapper",
-           "SecretKeyBootstrapper", "bootstrapping_galois_elements"]
+           "BootstrappingParameters", "TINY_N10_FULL", "TINY_N10_SPARSE", "TINY_N10_SLIM", "TINY_N11_FULL",
+           "Bootstrapper", "SecretKeyBootstrapper", "bootstrapping_galois_elements"]
