@@ -97,6 +97,7 @@ class Bootstrapper:
     def __init__(self, params: Params, bparams: BootstrappingParameters, keys: rlwe.EvalKeySet):
         _check_params(params, bparams)
         self.params, self.parameters = params, bparams
+        self._elements = tuple(bootstrapping_galois_elements(params, bparams))
         self._check_keys(keys)
         self.evaluator = Evaluator(params, keys)
         stc_top = bparams.min_input_level if bparams.order == "slim" else bparams.output_level + bparams.stc_depth
@@ -111,21 +112,24 @@ class Bootstrapper:
 
     @property
     def depth(self) -> int:
+        """Levels the circuit consumes (CtS + EvalMod + StC)."""
         return self.parameters.depth
 
     @property
     def min_input_level(self) -> int:
+        """The level :meth:`bootstrap` works from (higher inputs are dropped to it)."""
         return self.parameters.min_input_level
 
     @property
     def output_level(self) -> int:
+        """The level of every :meth:`bootstrap` result."""
         return self.parameters.output_level
 
     def galois_elements(self) -> list[int]:
         """Every Galois element :meth:`bootstrap` uses: CtS and StC rotations (BSGS steps),
         SubSum's full-ring rotations and the conjugation (plus the relinearization key). The
         check is exact: a key of 5^(r - n) does not stand in for 5^r here."""
-        return bootstrapping_galois_elements(self.params, self.parameters)
+        return list(self._elements)
 
     def _check_keys(self, keys) -> None:
         if keys is not None and not isinstance(keys, rlwe.EvalKeySet):

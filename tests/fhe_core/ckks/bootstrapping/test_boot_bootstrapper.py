@@ -281,6 +281,30 @@ def test_secret_key_bootstrapper():
         SecretKeyBootstrapper(client.params, client.sk, client.params.max_level + 1)
 
 
+def powers_of(bootstrapper, evaluator, ct, rounds: int):
+    """An application written against the bootstrapper interface: z -> z^2, then refresh, and again."""
+    for _ in range(rounds):
+        ct = evaluator.rescale(evaluator.mul_relin(ct, ct))
+        ct = bootstrapper.bootstrap(evaluator.drop_level(ct, bootstrapper.min_input_level))
+    return ct
+
+
+def test_the_double_stands_in_for_the_real_bootstrapper():
+    """The same application code against both: z^8 by three squarings, each followed by a
+    refresh, on unit-modulus z (so |z^8| = 1), against numpy."""
+    client = Client(TINY_N10_SPARSE)
+    real = Bootstrapper(client.params, client.bparams, client.keys)
+    double = SecretKeyBootstrapper(client.params, client.sk, real.output_level)
+    z = np.exp(2j * np.pi * client.rng.uniform(0, 1, client.bparams.slots))
+    ct = client.encrypt(z, level=real.output_level)
+    results = {name: client.decrypt(powers_of(b, real.evaluator, ct, 3)) for name, b in (("real", real),
+                                                                                      ("double", double))}
+    assert precision(results["double"], z ** 8)[0] >= 30
+    bits = precision(results["real"], z ** 8)
+    print(f"z^8 with three real refreshes: min {bits[0]:.2f}, mean {bits[1]:.2f} bits")
+    assert bits[0] >= NEEDS["sparse", 1][0] - 4  # each squaring doubles the error so far: <= 14 refresh errors
+
+
 # ---- GPU (for the lead) ----------------------------------------------------------------------------
 
 @pytest.mark.gpu
