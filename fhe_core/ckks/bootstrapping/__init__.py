@@ -10,15 +10,25 @@
 * :class:`EvalModParameters` / :class:`EvalModEvaluator` (``mod1``): the scaled-cosine EvalMod
   with double-angle steps, removing q_0 I.
 
-Order of a bootstrap (not assembled here yet): ModRaise -> SubSum -> CoeffsToSlots -> EvalMod
--> SlotsToCoeffs (or SlotsToCoeffs first at the bottom level, the slim order). None of these
-objects holds a secret key.
+* :class:`BootstrappingParameters` (``parameters``): the chain and the pieces' settings, with
+  ``depth``, ``min_input_level`` and ``output_level`` derived from the pieces; tiny insecure presets.
+* :class:`Bootstrapper` (``bootstrapper``): ModRaise -> SubSum -> CoeffsToSlots -> EvalMod
+  -> SlotsToCoeffs (or SlotsToCoeffs first, the slim order), keys checked at construction;
+  :class:`SecretKeyBootstrapper`, a decrypt/re-encrypt test double (tests only).
+
+Apart from the test double, none of these objects holds a secret key.
 """
 from fhe_core.ckks.bootstrapping import dft
 from fhe_core.ckks.bootstrapping.dft import DFTFactors, coeffs_to_slots_factors, slots_to_coeffs_factors
 from fhe_core.ckks.bootstrapping.mod1 import EvalModEvaluator, EvalModParameters
 from fhe_core.ckks.bootstrapping.mod_raise import mod_raise
 from fhe_core.ckks.bootstrapping.sub_sum import sub_sum, sub_sum_galois_elements, sub_sum_steps
+from fhe_core.ckks.bootstrapping.parameters import (TINY_N10_FULL, TINY_N10_SLIM, TINY_N10_SPARSE, TINY_N11_FULL,
+                                                    BootstrappingParameters)
+from fhe_core.ckks.bootstrapping.bootstrapper import (Bootstrapper, SecretKeyBootstrapper,
+                                                      bootstrapping_galois_elements)
 
 __all__ = ["dft", "DFTFactors", "coeffs_to_slots_factors", "slots_to_coeffs_factors", "EvalModEvaluator",
-           "EvalModParameters", "mod_raise", "sub_sum", "sub_sum_galois_elements", "sub_sum_steps"]
+           "EvalModParameters", "mod_raise", "sub_sum", "sub_sum_galois_elements", "sub_sum_steps",
+           "BootstrappingParameters", "TINY_N10_FULL", "TINY_N10_SPARSE", "TINY_N10_SLIM", "TINY_N11_FULL",
+           "Bootstrapper", "SecretKeyBootstrapper", "bootstrapping_galois_elements"]

@@ -1,0 +1,253 @@
+"""The CKKS Bootstrapper: the circuit pieces assembled (Lattigo's ``bootstrapping.Evaluator``,
+built from separate circuit evaluators; never a secret key).
+
+``bootstrap(ct)`` runs, in the order ``"cts_first"``,
+
+    ModRaise -> SubSum (sparse only) -> CoeffsToSlots -> Re/Im split -> EvalMod (x2)
+             -> recombine -> SlotsToCoeffs
+
+and in the order ``"slim"`` SlotsToCoeffs first (on the input, down to level 0), then the rest.
+Every step is also a public method. The levels are those of
+:class:`~fhe_core.ckks.bootstrapping.parameters.BootstrappingParameters` (``depth``,
+``min_input_level``, ``output_level``).
+
+**Scales.** An input at scale S (within a factor 2 of the default scale Delta) decrypts to
+S z. ModRaise keeps the polynomials and *declares* scale q_0, so the slots read S c / q_0 + I
+(c: the message's coefficients in units of S, I: ModRaise's integer). CoeffsToSlots and
+SlotsToCoeffs are linear transforms whose diagonals are encoded at the scale of the prime
+their rescale divides by, so they keep the scale; CoeffsToSlots is scaled by 1/(2g) to absorb
+SubSum's factor g and the 2 of the split. EvalMod returns (R / 2 pi) sin(2 pi y) at scale
+Delta with R = q_0 / Delta; for y = c / R' + I, R' = q_0 / S, that is c R / R' at scale Delta,
+the same plaintext as c at scale S: the result is relabelled to scale S (free, exact). The
+output's scale is therefore the input's, exactly up to float rounding of the bookkeeping
+(checked to 1e-9 relative, then set to S). The message error is EvalMod's
+sin(x) ~ x term (relative (2 pi c / R')^2 / 6 on the coefficients c) plus the amplified noise.
+"""
+from __future__ import annotations
+
+import math
+
+from fhe_core import rlwe
+from fhe_core.ckks.ciphertext import Ciphertext, Decryptor, Encryptor, ScaleMismatchError, SlotMismatchError
+from fhe_core.ckks.ciphertext import rlwe_context
+from fhe_core.ckks.encoder import Encoder
+from fhe_core.ckks.evaluator import SCALE_TOLERANCE, Evaluator
+from fhe_core.ckks.lintrans import LinearTransform
+from fhe_core.ckks.bootstrapping.dft import DFTFactors
+from fhe_core.ckks.bootstrapping.mod1 import EvalModEvaluator
+from fhe_core.ckks.bootstrapping.mod_raise import mod_raise
+from fhe_core.ckks.bootstrapping.parameters import BootstrappingParameters
+from fhe_core.ckks.bootstrapping.sub_sum import sub_sum, sub_sum_galois_elements
+from fhe_core.errors import LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
+from fhe_core.params import Params
+from fhe_core.rlwe.checks import check_ciphertext
+
+MAX_SCALE_RATIO = 2.0  # the input's scale must be within this factor of the default scale
+
+
+def _transforms(params: Params, factors: DFTFactors, top: int | None) -> list[LinearTransform]:
+    """One LinearTransform per DFT factor; with ``top``, factor i is encoded at level top - i
+    (scale q_(top - i), the prime its rescale divides by); without, nothing is encoded."""
+    return [LinearTransform(params, f, level=None if top is None else top - i) for i, f in enumerate(factors.factors)]
+
+
+def _key_elements(params: Params, slots: int, transforms: list[LinearTransform]) -> list[int]:
+    """CtS + StC rotations (BSGS baby and giant steps) + SubSum + conjugation, sorted."""
+    elements = set(sub_sum_galois_elements(params.n, slots))
+    for t in transforms:
+        elements.update(t.galois_elements())
+    elements.add(rlwe.galois_element_for_conjugation(params.n))
+    return sorted(elements)
+
+
+def bootstrapping_galois_elements(params: Params, bparams: BootstrappingParameters) -> list[int]:
+    """The Galois elements a :class:`Bootstrapper` of (params, bparams) needs, for key
+    generation on the client (nothing is encoded). A relinearization key is needed too."""
+    transforms = _transforms(params, bparams.cts_factors(), None) + _transforms(params, bparams.stc_factors(), None)
+    return _key_elements(params, bparams.slots, transforms)
+
+
+def _check_params(params: Params, bparams: BootstrappingParameters) -> None:
+    if not isinstance(params, Params):
+        raise ParameterError(f"Bootstrapper: expected a Params, got {type(params).__name__}")
+    if not isinstance(bparams, BootstrappingParameters):
+        raise ParameterError(f"Bootstrapper: expected BootstrappingParameters, got {type(bparams).__name__}")
+    literal = bparams.literal
+    if (params.log_n, list(params.log_q), params.hamming_weight) != (literal.log_n, list(literal.log_q),
+                                                                      literal.hamming_weight):
+        raise ParamsMismatchError("Bootstrapper: params were not built from the bootstrapping parameters' literal "
+                                  f"(log_n, log_q, h differ: {params.log_n}, {list(params.log_q)}, "
+                                  f"{params.hamming_weight})")
+
+
+class Bootstrapper:
+    """Refreshes CKKS ciphertexts: level ``min_input_level`` in, ``output_level`` out.
+
+    Args:
+        params: built from ``bparams.literal``.
+        bparams: the circuit (levels, slots, EvalMod, order).
+        keys: an :class:`fhe_core.rlwe.EvalKeySet` with the relinearization key and exactly the
+            Galois keys of :meth:`galois_elements` (all checked here: MissingKeyError lists every
+            missing element).
+
+    Holds a ckks :class:`Evaluator`, the DFT :class:`LinearTransform`\\ s (encoded once, at their
+    levels) and an :class:`EvalModEvaluator`; never a secret key. Not safe for concurrent use.
+    """
+
+    def __init__(self, params: Params, bparams: BootstrappingParameters, keys: rlwe.EvalKeySet):
+        _check_params(params, bparams)
+        self.params, self.parameters = params, bparams
+        self._elements = tuple(bootstrapping_galois_elements(params, bparams))
+        self._check_keys(keys)
+        self.evaluator = Evaluator(params, keys)
+        stc_top = bparams.min_input_level if bparams.order == "slim" else bparams.output_level + bparams.stc_depth
+        self._cts = _transforms(params, bparams.cts_factors(), bparams.max_level)
+        self._stc = _transforms(params, bparams.stc_factors(), stc_top)
+        self._eval_mod = EvalModEvaluator(self.evaluator, bparams.eval_mod_parameters(params))
+
+    def __repr__(self) -> str:
+        return f"ckks.Bootstrapper({self.parameters.describe()})"
+
+    # ---- what it needs and what it does to levels ------------------------------------------------
+
+    @property
+    def depth(self) -> int:
+        """Levels the circuit consumes (CtS + EvalMod + StC)."""
+        return self.parameters.depth
+
+    @property
+    def min_input_level(self) -> int:
+        """The level :meth:`bootstrap` works from (higher inputs are dropped to it)."""
+        return self.parameters.min_input_level
+
+    @property
+    def output_level(self) -> int:
+        """The level of every :meth:`bootstrap` result."""
+        return self.parameters.output_level
+
+    def galois_elements(self) -> list[int]:
+        """Every Galois element :meth:`bootstrap` uses: CtS and StC rotations (BSGS steps),
+        SubSum's full-ring rotations and the conjugation (plus the relinearization key). The
+        check is exact: a key of 5^(r - n) does not stand in for 5^r here."""
+        return list(self._elements)
+
+    def _check_keys(self, keys) -> None:
+        if keys is not None and not isinstance(keys, rlwe.EvalKeySet):
+            raise ParameterError(f"Bootstrapper: keys must be an EvalKeySet, got {type(keys).__name__}")
+        missing = [e for e in self.galois_elements() if keys is None or e not in keys]
+        relin = keys is not None and keys.has_relin
+        if missing or not relin:
+            raise MissingKeyError(f"Bootstrapper: missing Galois keys for elements {missing}"
+                                  + ("" if relin else " and the relinearization key"))
+
+    # ---- the steps -------------------------------------------------------------------------------
+
+    def mod_raise(self, ct: Ciphertext) -> Ciphertext:
+        """Level 0 -> level L, declared at scale q_0: slots read S c / q_0 + I (exact, no key)."""
+        raised = mod_raise(self.params, ct, self.parameters.max_level)
+        return raised.replace(scale=float(self.params.q_primes[0]))
+
+    def sub_sum(self, ct: Ciphertext) -> Ciphertext:
+        """The trace onto the n-slot subring (message times g); a no-op for full packing.
+        Consumes no level; SubSum's Galois keys."""
+        return ct if self.parameters.sparse_factor == 1 else sub_sum(self.evaluator, ct)
+
+    def coeffs_to_slots(self, ct: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
+        """The CtS linear transforms (``cts_depth`` levels, scale kept), then the split
+        (Re, Im) = (y + conj y, -i (y - conj y)): two ciphertexts of real slots. Consumes
+        ``cts_depth`` levels; CtS rotation keys and the conjugation key."""
+        for t in self._cts:
+            ct = t.evaluate(self.evaluator, ct)
+        ev = self.evaluator
+        conj = ev.conjugate(ct)
+        return ev.add(ct, conj), ev.mul(ev.sub(ct, conj), -1j)  # Gaussian integer: no level
+
+    def eval_mod(self, real: Ciphertext, imag: Ciphertext, scale: float) -> Ciphertext:
+        """EvalMod on both parts and the recombination re + i im, relabelled from Delta to
+        ``scale`` (module docstring). Consumes ``eval_mod_depth`` levels; relinearization key."""
+        ev, out = self.evaluator, [self._eval_mod.evaluate(part) for part in (real, imag)]
+        ct = ev.add(out[0], ev.mul(out[1], 1j))
+        return ct.replace(scale=ct.scale * scale / float(self.params.default_scale))
+
+    def slots_to_coeffs(self, ct: Ciphertext) -> Ciphertext:
+        """The StC linear transforms: ``stc_depth`` levels, scale kept; StC rotation keys."""
+        for t in self._stc:
+            ct = t.evaluate(self.evaluator, ct)
+        return ct
+
+    # ---- the whole circuit -----------------------------------------------------------------------
+
+    def bootstrap(self, ct: Ciphertext) -> Ciphertext:
+        """A fresh ciphertext of ct's message at :attr:`output_level`, with ct's scale.
+
+        ct: degree 1 with ``bparams.slots`` slots, at level >= :attr:`min_input_level` (dropped to
+        it first), scale S within a factor 2 of the default scale (else ScaleMismatchError:
+        ``set_scale`` first). Real and imaginary parts of the slots may have an integer part
+        as long as the message coefficients stay << R' = q_0 / S. Consumes :attr:`depth` levels
+        of the raised chain; needs the keys of :meth:`galois_elements` and the relinearization
+        key (checked at construction). Output scale: S (see the module docstring).
+        """
+        ct = self._check_input(ct)
+        scale = ct.scale
+        if self.parameters.order == "slim":
+            ct = self.slots_to_coeffs(ct)
+        out = self.eval_mod(*self.coeffs_to_slots(self.sub_sum(self.mod_raise(ct))), scale)
+        if self.parameters.order == "cts_first":
+            out = self.slots_to_coeffs(out)
+        return self._check_output(out, scale)
+
+    def _check_input(self, ct: Ciphertext) -> Ciphertext:
+        op = "bootstrap"
+        if not isinstance(ct, Ciphertext):
+            raise ParameterError(f"{op}: expected a ckks.Ciphertext, got {type(ct).__name__}")
+        level = check_ciphertext(rlwe_context(self.params), ct, op, degree=1)
+        if ct.slots != self.parameters.slots:
+            raise SlotMismatchError(f"{op}: the bootstrapper packs {self.parameters.slots} slots, the ciphertext "
+                                    f"{ct.slots}")
+        if level < self.min_input_level:
+            raise LevelMismatchError(f"{op}: the ciphertext is at level {level}, below the minimum input level "
+                                     f"{self.min_input_level}")
+        ratio = ct.scale / self.params.default_scale
+        if not 1 / MAX_SCALE_RATIO <= ratio <= MAX_SCALE_RATIO:
+            raise ScaleMismatchError(f"{op}: the scale 2^{math.log2(ct.scale):.3f} is not within a factor "
+                                     f"{MAX_SCALE_RATIO:g} of the default 2^{math.log2(self.params.default_scale):.3f}")
+        return self.evaluator.drop_level(ct, self.min_input_level) if level > self.min_input_level else ct
+
+    def _check_output(self, ct: Ciphertext, scale: float) -> Ciphertext:
+        if ct.level != self.output_level or abs(ct.scale - scale) > SCALE_TOLERANCE * scale:
+            raise RuntimeError(f"bootstrap: internal error: level {ct.level} (expected {self.output_level}), "
+                               f"scale 2^{math.log2(ct.scale):.9f} (expected 2^{math.log2(scale):.9f})")
+        return ct.replace(scale=scale)
+
+
+class SecretKeyBootstrapper:
+    """A test double for applications, **tests only**: decrypts and re-encrypts with the secret
+    key (Lattigo's ``SecretKeyBootstrapper``). It holds the secret key, so it must never be
+    given to an evaluation server.
+
+    ``bootstrap(ct)`` returns a fresh encryption of ct's decoded message at ``output_level``,
+    with ct's scale and slots (the decode/encode round trip adds ~2^-40 relative float error).
+    ``depth`` 0, ``min_input_level`` 0, no evaluation keys.
+    """
+
+    def __init__(self, params: Params, sk: rlwe.SecretKey, output_level: int):
+        if isinstance(output_level, bool) or not isinstance(output_level, int) \
+                or not 0 <= output_level <= params.max_level:
+            raise LevelMismatchError(f"SecretKeyBootstrapper: output_level must be in [0, {params.max_level}], "
+                                     f"got {output_level!r}")
+        self.params, self.output_level = params, output_level
+        self.depth, self.min_input_level = 0, 0
+        self._encoder = Encoder(params)
+        self._encryptor, self._decryptor = Encryptor(params, sk), Decryptor(params, sk)
+
+    def galois_elements(self) -> list[int]:
+        return []
+
+    def bootstrap(self, ct: Ciphertext) -> Ciphertext:
+        """Decrypt, decode, encode at ``output_level`` (scale and slots of ct), encrypt."""
+        z = self._encoder.decode(self._decryptor.decrypt(ct))
+        pt = self._encoder.encode(z, level=self.output_level, slots=ct.slots, scale=ct.scale)
+        return self._encryptor.encrypt(pt)
+
+
+__all__ = ["Bootstrapper", "SecretKeyBootstrapper", "bootstrapping_galois_elements"]

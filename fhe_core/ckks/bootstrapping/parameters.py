@@ -1,0 +1,189 @@
+"""Bootstrapping parameters: the ciphertext chain and the settings of every circuit piece, with
+the depth, the minimum input level and the output level derived from the pieces' own depth
+reports (Lattigo's ``bootstrapping.ParametersLiteral`` / ``Parameters``).
+
+**The chain.** Levels are numbered from the bottom (q_0) up. ModRaise lifts a level-0
+ciphertext to the top level L; then, in the order ``"cts_first"``,
+
+    CoeffsToSlots   levels L ... L - cts + 1        (one rescale per DFT factor)
+    EvalMod         the next ``EvalModParameters.depth`` levels
+    SlotsToCoeffs   the next ``stc`` levels
+    output          level L - cts - evalmod - stc
+
+and in the order ``"slim"`` SlotsToCoeffs runs first, on the input, from level ``stc`` down to
+level 0, and the output is EvalMod's, at level L - cts - evalmod. In both orders
+
+    depth = cts + evalmod + stc = L - output_level + min_input_level.
+
+EvalMod and CoeffsToSlots need ~60-bit primes (EvalMod runs at scale q_0 ~ 2^60, see
+:mod:`~fhe_core.ckks.bootstrapping.mod1`); SlotsToCoeffs and the levels left to the
+application run at the default scale (45-bit primes here).
+
+The presets at the bottom are tiny and **insecure** (N = 2^10 and 2^11, h = 32): CPU tests only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fhe_core.ckks.bootstrapping.dft import DFTFactors, coeffs_to_slots_factors, slots_to_coeffs_factors
+from fhe_core.ckks.bootstrapping.mod1 import EvalModParameters
+from fhe_core.errors import ParameterError
+from fhe_core.params import Params, ParamsLiteral
+
+ORDERS = ("cts_first", "slim")
+
+
+def _positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ParameterError(f"BootstrappingParameters: {name} must be an int >= 1, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class BootstrappingParameters:
+    """A bootstrappable parameter set.
+
+    Attributes:
+        literal: the CKKS chain (checked here for its depth; validated by ``Params.from_literal``).
+        slots: n, a power of two <= N/2 (n < N/2: sparse packing, SubSum runs).
+        cts_levels: levels (DFT factors, radix) of CoeffsToSlots, in [1, log2 n].
+        stc_levels: levels of SlotsToCoeffs, in [1, log2 n].
+        k: EvalMod's interval [-K, K] (|I| <= K - 1 after ModRaise; |I| ~ sqrt(h) in practice).
+        degree: degree of EvalMod's Chebyshev interpolant.
+        double_angles: EvalMod's double-angle steps r.
+        order: ``"cts_first"`` (ModRaise, SubSum, CtS, EvalMod, StC) or ``"slim"`` (StC first).
+    """
+
+    literal: ParamsLiteral
+    slots: int
+    cts_levels: int
+    stc_levels: int
+    k: float = 16.0
+    degree: int = 31
+    double_angles: int = 4
+    order: str = "cts_first"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.literal, ParamsLiteral) or self.literal.scheme != "ckks":
+            raise ParameterError("BootstrappingParameters: literal must be a CKKS ParamsLiteral")
+        n = _positive_int("slots", self.slots)
+        if n < 2 or n & (n - 1) or 2 * n > 1 << self.literal.log_n:
+            raise ParameterError(f"BootstrappingParameters: slots must be a power of two in [2, N/2], got {n}")
+        for name in ("cts_levels", "stc_levels"):
+            if _positive_int(name, getattr(self, name)) > n.bit_length() - 1:
+                raise ParameterError(f"BootstrappingParameters: {name} must be <= log2(slots) = {n.bit_length() - 1}")
+        if self.order not in ORDERS:
+            raise ParameterError(f"BootstrappingParameters: order must be one of {ORDERS}, got {self.order!r}")
+        EvalModParameters(k=self.k, degree=self.degree, double_angles=self.double_angles)  # checks the settings
+        if self.output_level < self.min_input_level:
+            raise ParameterError(f"BootstrappingParameters: the chain has L = {self.max_level} levels; bootstrapping "
+                                 f"needs {self.depth} (output level {self.output_level} below the minimum input "
+                                 f"level {self.min_input_level}): add levels to the literal")
+
+    # ---- the pieces ------------------------------------------------------------------------------
+
+    @property
+    def ring_degree(self) -> int:
+        return 1 << self.literal.log_n
+
+    @property
+    def max_level(self) -> int:
+        """L, the top of the chain (where ModRaise lands)."""
+        return len(self.literal.log_q) - 1
+
+    @property
+    def sparse_factor(self) -> int:
+        """g = N / (2 n): SubSum multiplies the message by g (1 for full packing)."""
+        return self.ring_degree // (2 * self.slots)
+
+    def cts_factors(self) -> DFTFactors:
+        """CoeffsToSlots' factors, scaled by 1 / (2 g): absorbs SubSum's g and the 2 of the
+        real/imaginary split (see :mod:`~fhe_core.ckks.bootstrapping.dft`)."""
+        return coeffs_to_slots_factors(self.slots, self.cts_levels, scaling=1 / (2 * self.sparse_factor))
+
+    def stc_factors(self) -> DFTFactors:
+        """SlotsToCoeffs' factors (unscaled)."""
+        return slots_to_coeffs_factors(self.slots, self.stc_levels)
+
+    def eval_mod_parameters(self, params: Params | None = None) -> EvalModParameters:
+        """EvalMod's settings; with ``params``, also R = q_0 / Delta, input scale q_0 and output
+        scale Delta (the default scale) from its primes (without, the defaults: depth only)."""
+        if params is None:
+            return EvalModParameters(k=self.k, degree=self.degree, double_angles=self.double_angles)
+        q0, delta = float(params.q_primes[0]), float(params.default_scale)
+        return EvalModParameters(k=self.k, degree=self.degree, double_angles=self.double_angles,
+                                 message_ratio=q0 / delta, input_scale=q0, output_scale=delta)
+
+    # ---- derived levels --------------------------------------------------------------------------
+
+    @property
+    def cts_depth(self) -> int:
+        return self.cts_factors().depth
+
+    @property
+    def stc_depth(self) -> int:
+        return self.stc_factors().depth
+
+    @property
+    def eval_mod_depth(self) -> int:
+        return self.eval_mod_parameters().depth
+
+    @property
+    def depth(self) -> int:
+        """Levels the whole circuit consumes: CtS + EvalMod + StC (in both orders)."""
+        return self.cts_depth + self.eval_mod_depth + self.stc_depth
+
+    @property
+    def min_input_level(self) -> int:
+        """0 for ``cts_first``; the StC depth for ``slim`` (StC runs on the input)."""
+        return self.stc_depth if self.order == "slim" else 0
+
+    @property
+    def output_level(self) -> int:
+        """L - CtS - EvalMod (- StC for ``cts_first``)."""
+        top = self.max_level - self.cts_depth - self.eval_mod_depth
+        return top - self.stc_depth if self.order == "cts_first" else top
+
+    def params(self, *, device: str = "cpu", allow_insecure: bool = False) -> Params:
+        """``Params.from_literal(literal)`` (``allow_insecure`` for the tiny presets)."""
+        return Params.from_literal(self.literal, allow_insecure=allow_insecure, device=device)
+
+    def describe(self) -> str:
+        """One line: ring, slots, order, depths and levels, log2 Q, h."""
+        return (f"N=2^{self.literal.log_n} slots={self.slots} order={self.order} L={self.max_level} "
+                f"depth={self.depth} (CtS {self.cts_depth}, EvalMod {self.eval_mod_depth}, StC {self.stc_depth}) "
+                f"input>={self.min_input_level} output={self.output_level} "
+                f"logQ={sum(self.literal.log_q)} h={self.literal.hamming_weight}")
+
+
+# ---- tiny insecure presets (CPU tests only) ------------------------------------------------------
+
+def _tiny_literal(levels_45: int, levels_60: int, log_n: int = 10) -> ParamsLiteral:
+    """N = 2^log_n (default 2^10), h = 32, q_0 60 bits, then ``levels_45`` 45-bit primes (output levels and StC),
+    then ``levels_60`` 60-bit primes (EvalMod and CtS), four 61-bit special primes. Insecure."""
+    return ParamsLiteral(log_n=log_n, log_q=[60] + [45] * levels_45 + [60] * levels_60, log_p=[61] * 4,
+                         log_default_scale=45, hamming_weight=32)
+
+
+# EvalMod: K = 16, degree 31, r = 4 -> depth 10 (ceil(log2 32) + 1 + 4); failure needs |I| >= 16.
+_EVALMOD_DEPTH = 10
+
+TINY_N10_FULL = BootstrappingParameters(
+    literal=_tiny_literal(1 + 3, _EVALMOD_DEPTH + 3), slots=512, cts_levels=3, stc_levels=3)
+"""N = 2^10, 512 slots (full), CtS 3 + EvalMod 10 + StC 3 levels, one 45-bit level left. Insecure."""
+
+TINY_N10_SPARSE = BootstrappingParameters(
+    literal=_tiny_literal(1 + 2, _EVALMOD_DEPTH + 2), slots=64, cts_levels=2, stc_levels=2)
+"""N = 2^10, 64 slots (sparse, g = 8), CtS 2 + EvalMod 10 + StC 2, one 45-bit level left. Insecure."""
+
+TINY_N10_SLIM = BootstrappingParameters(
+    literal=_tiny_literal(2 + 1, _EVALMOD_DEPTH + 2), slots=64, cts_levels=2, stc_levels=2, order="slim")
+"""N = 2^10, 64 slots, slim order: StC on the input from level 2 down to 0, output at level 3 (one
+level above the minimum input level, for a multiplication between bootstraps). Insecure."""
+
+TINY_N11_FULL = BootstrappingParameters(
+    literal=_tiny_literal(1 + 3, _EVALMOD_DEPTH + 3, log_n=11), slots=1024, cts_levels=3, stc_levels=3)
+"""N = 2^11, 1024 slots (full), CtS 3 + EvalMod 10 + StC 3, one 45-bit level left. Insecure."""
+
+__all__ = ["BootstrappingParameters", "ORDERS", "TINY_N10_FULL", "TINY_N10_SPARSE", "TINY_N10_SLIM",
+           "TINY_N11_FULL"]
