@@ -6,37 +6,45 @@ namespace fhe::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kPerThread = 4;  // two 16-byte loads per operand
-constexpr int kPerBlock = kThreads * kPerThread;
 
 struct alignas(16) Pair {
   u64 x, y;
 };
 
 // One row (limb) per blockIdx.y: the modulus is read once per block, no division per element.
-template <ElementwiseOp kOp>
+// kWidth = 4: each thread handles 4 consecutive words with 16-byte accesses, which needs rows of a
+// multiple of 4 words and 16-byte aligned pointers (checked at launch); kWidth = 1 handles any
+// shape (the ops accept any row length: the decoder works on [l, 2 * slots] tensors).
+template <ElementwiseOp kOp, int kWidth>
 __global__ void elementwise_kernel(ElementwiseArgs a) {
   const int64_t row = blockIdx.y;
   const int limb = static_cast<int>(row % a.limbs);
   const Modulus m = a.moduli[limb];
   const u64 q = m.value;
-  const int64_t i0 = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) * kPerThread;
+  const int64_t i0 = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) * kWidth;
   if (i0 >= a.n) return;
   const int64_t offset = row * a.n + i0;
   const int64_t b_offset = (row % a.b_rows) * a.n + i0;
-  u64 x[kPerThread], y[kPerThread], z[kPerThread], r[kPerThread];
+  constexpr bool kHasB = kOp != ElementwiseOp::kNeg && kOp != ElementwiseOp::kMulConst;
+  u64 x[kWidth], y[kWidth], z[kWidth], r[kWidth];
+  if (kWidth == 4) {
 #pragma unroll
-  for (int k = 0; k < kPerThread; k += 2) {
-    const Pair px = *reinterpret_cast<const Pair*>(a.a + offset + k);
-    x[k] = px.x; x[k + 1] = px.y;
-    if (kOp != ElementwiseOp::kNeg && kOp != ElementwiseOp::kMulConst) {
-      const Pair py = *reinterpret_cast<const Pair*>(a.b + b_offset + k);
-      y[k] = py.x; y[k + 1] = py.y;
+    for (int k = 0; k < kWidth; k += 2) {
+      const Pair px = *reinterpret_cast<const Pair*>(a.a + offset + k);
+      x[k] = px.x; x[k + 1] = px.y;
+      if (kHasB) {
+        const Pair py = *reinterpret_cast<const Pair*>(a.b + b_offset + k);
+        y[k] = py.x; y[k + 1] = py.y;
+      }
+      if (kOp == ElementwiseOp::kMulAdd) {
+        const Pair pz = *reinterpret_cast<const Pair*>(a.c + offset + k);
+        z[k] = pz.x; z[k + 1] = pz.y;
+      }
     }
-    if (kOp == ElementwiseOp::kMulAdd) {
-      const Pair pz = *reinterpret_cast<const Pair*>(a.c + offset + k);
-      z[k] = pz.x; z[k + 1] = pz.y;
-    }
+  } else {
+    x[0] = a.a[offset];
+    if (kHasB) y[0] = a.b[b_offset];
+    if (kOp == ElementwiseOp::kMulAdd) z[0] = a.c[offset];
   }
   u64 w = 0, ws = 0;
   if (kOp == ElementwiseOp::kMulConst || kOp == ElementwiseOp::kSubMulConst) {
@@ -44,7 +52,7 @@ __global__ void elementwise_kernel(ElementwiseArgs a) {
     ws = a.consts_shoup[limb];
   }
 #pragma unroll
-  for (int k = 0; k < kPerThread; ++k) {
+  for (int k = 0; k < kWidth; ++k) {
     switch (kOp) {
       case ElementwiseOp::kAdd: r[k] = add_mod(x[k], y[k], q); break;
       case ElementwiseOp::kSub: r[k] = sub_mod(x[k], y[k], q); break;
@@ -55,14 +63,23 @@ __global__ void elementwise_kernel(ElementwiseArgs a) {
       case ElementwiseOp::kSubMulConst: r[k] = mul_shoup(sub_mod(x[k], y[k], q), w, ws, q); break;
     }
   }
+  if (kWidth == 4) {
 #pragma unroll
-  for (int k = 0; k < kPerThread; k += 2) *reinterpret_cast<Pair*>(a.out + offset + k) = Pair{r[k], r[k + 1]};
+    for (int k = 0; k < kWidth; k += 2) *reinterpret_cast<Pair*>(a.out + offset + k) = Pair{r[k], r[k + 1]};
+  } else {
+    a.out[offset] = r[0];
+  }
 }
+
+bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <ElementwiseOp kOp>
 void launch_elementwise(const ElementwiseArgs& a, cudaStream_t s) {
-  const dim3 grid(blocks_for(a.n, kPerBlock), static_cast<unsigned>(a.rows));
-  elementwise_kernel<kOp><<<grid, kThreads, 0, s>>>(a);
+  const bool vector = a.n % 4 == 0 && aligned16(a.a) && aligned16(a.b) && aligned16(a.c) && aligned16(a.out);
+  const int width = vector ? 4 : 1;
+  const dim3 grid(blocks_for(a.n, kThreads * width), static_cast<unsigned>(a.rows));
+  if (vector) elementwise_kernel<kOp, 4><<<grid, kThreads, 0, s>>>(a);
+  else elementwise_kernel<kOp, 1><<<grid, kThreads, 0, s>>>(a);
   check_launch("elementwise_kernel");
 }
 

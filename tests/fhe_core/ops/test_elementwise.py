@@ -120,3 +120,45 @@ def test_elementwise_rejects_mismatches(device):
         ops.mul(a, b, basis.moduli[:2])
     with pytest.raises(RuntimeError, match="out must have shape"):
         ops.sub(a, b, basis.moduli, out=torch.empty_like(a[0]))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("n", [2, 7, 1026])
+def test_elementwise_ops_on_any_row_length(device, n):
+    """Rows that are not a multiple of 4 words (the decoder works on [l, 2 * slots]): no op may
+    read or write past its row. Each op is checked against Python integers on every element."""
+    rng, _ = fresh_rng()
+    basis = RNSBasis.get(PRIMES, N, device)
+    a, b, c = (random_residues(rng, PRIMES, (2,), n, device) for _ in range(3))
+    qs = [PRIMES[r % len(PRIMES)] for r in range(2 * len(PRIMES))]
+    flat = lambda t: t.cpu().reshape(-1, n).tolist()  # noqa: E731
+    constants = [int(rng.integers(0, q)) for q in PRIMES]
+    consts, shoup = shoup_constants(constants, PRIMES, device)
+    cases = {
+        "add": (ops.add(a, b, basis.moduli), lambda x, y, z, q, k: (x + y) % q),
+        "mul": (ops.mul(a, b, basis.moduli), lambda x, y, z, q, k: x * y % q),
+        "mul_add": (ops.mul_add(a, b, c, basis.moduli), lambda x, y, z, q, k: (x * y + z) % q),
+        "mul_const": (ops.mul_const(a, consts, shoup, basis.moduli), lambda x, y, z, q, k: x * k % q),
+        "sub_mul_const": (ops.sub_mul_const(a, b, consts, shoup, basis.moduli), lambda x, y, z, q, k: (x - y) * k % q),
+    }
+    for name, (got, ref) in cases.items():
+        rows = flat(got)
+        for r, (xs, ys, zs) in enumerate(zip(flat(a), flat(b), flat(c))):
+            q = qs[r]
+            k = constants[PRIMES.index(q)]
+            assert rows[r] == [ref(x, y, z, q, k) for x, y, z in zip(xs, ys, zs)], f"{name}, row {r}, n = {n}"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_elementwise_ops_on_unaligned_views(device):
+    """A contiguous view starting one word into a buffer is not 16-byte aligned."""
+    rng, _ = fresh_rng()
+    basis = RNSBasis.get(PRIMES, N, device)
+    rows, n = len(PRIMES), 1020
+    buffer = torch.empty(rows * n + 1, dtype=torch.int64, device=device)
+    view = buffer[1:].view(rows, n)
+    view.copy_(random_residues(rng, PRIMES, (), n, device))
+    b = random_residues(rng, PRIMES, (), n, device)
+    got = ops.add(view, b, basis.moduli).cpu().tolist()
+    for r, q in enumerate(PRIMES):
+        assert got[r] == [(x + y) % q for x, y in zip(view[r].cpu().tolist(), b[r].cpu().tolist())]
