@@ -24,11 +24,11 @@ from fhe_core.ckks.bootstrapping.mod1 import EvalModEvaluator, EvalModParameters
 from fhe_core.ckks.bootstrapping.mod_raise import mod_raise
 from fhe_core.ckks.bootstrapping.sub_sum import sub_sum, sub_sum_galois_elements, sub_sum_steps
 from fhe_core.ckks.bootstrapping.parameters import (TINY_N10_FULL, TINY_N10_SLIM, TINY_N10_SPARSE, TINY_N11_FULL,
-                                                    BootstrappingParameters)
+                                                    N16_H192_FULL, N16_H192_SPARSE, BootstrappingParameters)
 from fhe_core.ckks.bootstrapping.bootstrapper import (Bootstrapper, SecretKeyBootstrapper,
                                                       bootstrapping_galois_elements)
 
 __all__ = ["dft", "DFTFactors", "coeffs_to_slots_factors", "slots_to_coeffs_factors", "EvalModEvaluator",
            "EvalModParameters", "mod_raise", "sub_sum", "sub_sum_galois_elements", "sub_sum_steps",
            "BootstrappingParameters", "TINY_N10_FULL", "TINY_N10_SPARSE", "TINY_N10_SLIM", "TINY_N11_FULL",
-           "Bootstrapper", "SecretKeyBootstrapper", "bootstrapping_galois_elements"]
+           "N16_H192_FULL", "N16_H192_SPARSE", "Bootstrapper", "SecretKeyBootstrapper", "bootstrapping_galois_elements"]

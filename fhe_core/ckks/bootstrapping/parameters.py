@@ -19,7 +19,8 @@ EvalMod and CoeffsToSlots need ~60-bit primes (EvalMod runs at scale q_0 ~ 2^60,
 :mod:`~fhe_core.ckks.bootstrapping.mod1`); SlotsToCoeffs and the levels left to the
 application run at the default scale (45-bit primes here).
 
-The presets at the bottom are tiny and **insecure** (N = 2^10 and 2^11, h = 32): CPU tests only.
+The TINY_* presets at the bottom are tiny and **insecure** (N = 2^10 and 2^11, h = 32): CPU tests
+only. N16_H192_FULL / N16_H192_SPARSE are the 128-bit N = 2^16 presets (h = 192; see their comment).
 """
 from __future__ import annotations
 
@@ -185,5 +186,69 @@ TINY_N11_FULL = BootstrappingParameters(
     literal=_tiny_literal(1 + 3, _EVALMOD_DEPTH + 3, log_n=11), slots=1024, cts_levels=3, stc_levels=3)
 """N = 2^11, 1024 slots (full), CtS 3 + EvalMod 10 + StC 3, one 45-bit level left. Insecure."""
 
+# ---- 128-bit N = 2^16 presets (h = 192) ---------------------------------------------------------
+#
+# Security: a sparse ternary secret with h = 192 and log2(QP) <= 1546 at N = 2^16 is the 128-bit
+# set N16QP1546H192H32 of Bossuat, Troncoso-Pastoriza and Hubaux (ACNS 2022, eprint 2022/024;
+# bound from Bossuat, Mouchet, Troncoso-Pastoriza and Hubaux, Eurocrypt 2021), shipped as Lattigo
+# v6's circuits/ckks/bootstrapping/default_parameters.go; enforced by
+# fhe_core.params.security.check_security (no allow_insecure needed). We do NOT implement
+# Lattigo's sparse-secret encapsulation (its "H32"), so the bootstrapping circuit itself sees the
+# h = 192 secret.
+#
+# EvalMod interval: after ModRaise each coefficient's integer I is a sum of h terms uniform in
+# [-1/2, 1/2], standard deviation sqrt(h / 12) = 4 for h = 192. The tiny presets' K = 16
+# (|I| <= 15, 3.75 sigma) would fail on ~1.8e-4 of the 2^16 coefficients, i.e. ~12 coefficients
+# per full bootstrap. K = 32 (|I| <= 31, 7.75 sigma, ~1e-14 per coefficient, ~1e-9 per bootstrap)
+# with a degree-63 interpolant (4K / 2^r = 4 periods at r = 4, as degree 31 follows 2) costs one
+# level more: EvalMod depth = ceil(log2 64) + 1 + 4 = 11.
+#
+# The chain, bottom up (27 primes, L = 26; 1380 + 122 = 1502 bits of QP <= 1546):
+#   q_0                  60 bits  x 1   EvalMod's input scale (R = q_0 / Delta = 2^20); largest 60-bit prime
+#   application levels   40 bits  x 9   Delta = 2^40: the 9 levels left after bootstrapping
+#   SlotsToCoeffs        40 bits  x 3   runs at scale Delta (diagonals encoded at the prime's scale)
+#   EvalMod              60 bits  x 11  runs at scale ~q_0 (mod1: 45-bit primes lose ~12 bits)
+#   CoeffsToSlots        60 bits  x 3   input declared at scale q_0 after ModRaise
+#   special primes P     61 bits  x 2   alpha = 2, dnum = ceil(27 / 2) = 14; P (122 bits) covers
+#                                       each digit (2 primes of <= 60 bits = 120 bits)
+# Why these sizes: the application scale is the bottom of the 2^40..2^45 range because the budget
+# is exhausted: 60 + 12 x 40 + 14 x 60 = 1380 bits of Q leaves 166 bits, i.e. 2 special primes
+# (3 would give 1563 > 1546). With Delta = 2^45 Q alone would be 1440 bits and only one 61-bit
+# special prime would fit (dnum 27). Sparse variant: 89 keys, ~37.9 GB. With the tiny presets' K = 16 (depth 10) there would be
+# room for a third special prime (1503 bits, dnum 9), at the cost of the ModRaise failures above.
+# Output level: L - CtS - EvalMod - StC = 26 - 3 - 11 - 3 = 9 (ten levels counting level 0, of
+# which nine can be consumed by multiplications before the next bootstrap at level 0).
+#
+# Known limits (not verified here, see tests/fhe_core/ckks/bootstrapping/test_boot_n16_preset.py):
+# * rotation-key memory: 107 Galois keys for 2^15 slots with 3 + 3 DFT levels, each
+#   dnum x 2 x 29 limbs x N x 8 bytes = 426 MB: ~45.6 GB, above the issue's 16 GB. With P capped
+#   at 2 primes by the 1546-bit bound, fitting 16 GB needs fewer keys (more DFT levels, which the
+#   bound has no room for) or level-aware / compressed keys.
+# * precision: EvalMod amplifies errors by ~4^r R / (2 pi) = 2^25.4 with R = 2^20; the float64
+#   interpolation-error estimate (2^-41.7) gives a bound of 2^-16.4 on the max error. The GPU test
+#   measures the real figure.
+
+_N16_EVALMOD = dict(k=32.0, degree=63, double_angles=4)
+_N16_EVALMOD_DEPTH = 11
+_N16_LOG_P = [61, 61]
+
+
+def _n16_literal(cts: int, stc: int, output_levels: int = 9) -> ParamsLiteral:
+    """N = 2^16, h = 192: q_0 60, ``output_levels`` + ``stc`` 40-bit primes, EvalMod + ``cts``
+    60-bit primes, two 61-bit special primes (sizes justified above)."""
+    return ParamsLiteral(log_n=16, log_q=[60] + [40] * (output_levels + stc) + [60] * (_N16_EVALMOD_DEPTH + cts),
+                         log_p=list(_N16_LOG_P), log_default_scale=40, hamming_weight=192)
+
+
+N16_H192_FULL = BootstrappingParameters(
+    literal=_n16_literal(cts=3, stc=3), slots=1 << 15, cts_levels=3, stc_levels=3, **_N16_EVALMOD)
+"""N = 2^16, 2^15 slots (full), h = 192, 128-bit (log QP = 1502 <= 1546): CtS 3 + EvalMod 11 + StC 3
+= 17 levels, output level 9."""
+
+N16_H192_SPARSE = BootstrappingParameters(
+    literal=_n16_literal(cts=3, stc=3), slots=1 << 13, cts_levels=3, stc_levels=3, **_N16_EVALMOD)
+"""N = 2^16, 2^13 slots (sparse, g = 4, SubSum), h = 192, 128-bit: same chain as N16_H192_FULL, output
+level 9; 89 Galois keys."""
+
 __all__ = ["BootstrappingParameters", "ORDERS", "TINY_N10_FULL", "TINY_N10_SPARSE", "TINY_N10_SLIM",
-           "TINY_N11_FULL"]
+           "TINY_N11_FULL", "N16_H192_FULL", "N16_H192_SPARSE"]
