@@ -231,6 +231,66 @@ def make_ckks_cases(device: str) -> list[Case]:
     return cases
 
 
+BOOT_REFERENCE_V100_US = 328000  # "Over 100x Faster Bootstrapping": full-slot N = 2^16 bootstrapping, V100
+
+
+def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) -> list[Case]:
+    """CKKS bootstrapping at N16_H192_FULL (N = 2^16, 2^15 slots, h = 192, 128-bit): the whole
+    ``bootstrap(ct)`` (reference: the reference design's 328 ms on a V100) and each public step.
+    Builds the keys of ``bootstrapping_galois_elements`` once (~45.6 GB of rotation keys at dnum
+    14: a GPU with >= 80 GB). Prints the precision of one bootstrap (min/mean/max bits over all
+    slots, inputs uniform in [-1, 1]) and the rotation-key memory; both are in the params string
+    too. Bytes: the input and output ciphertexts only (the key switches' traffic is not counted).
+    Far too slow on a CPU: not in the default suites, run it with ``--only boot``. ``bparams`` /
+    ``allow_insecure``: another (tiny, insecure) preset, for the CPU test of this suite."""
+    import math
+
+    import numpy as np
+
+    from fhe_core import ckks, rlwe
+    from fhe_core.ckks.bootstrapping import N16_H192_FULL, Bootstrapper, bootstrapping_galois_elements
+
+    bparams = N16_H192_FULL if bparams is None else bparams
+    params = bparams.params(device=device, allow_insecure=allow_insecure)
+    ctx = ckks.rlwe_context(params)
+    sk = rlwe.gen_secret_key(ctx)
+    elements = bootstrapping_galois_elements(params, bparams)
+    keys = rlwe.gen_eval_keys(ctx, sk, elements)
+    boot = Bootstrapper(params, bparams, keys)
+    encoder, encryptor, decryptor = ckks.Encoder(params), ckks.Encryptor(params, sk), ckks.Decryptor(params, sk)
+    rng = np.random.default_rng(1)
+    n = bparams.slots
+    z = rng.uniform(-1, 1, n) + 1j * rng.uniform(-1, 1, n)
+    ct = encryptor.encrypt(encoder.encode(z, level=boot.min_input_level, slots=n))
+    out = boot.bootstrap(ct)
+    error = np.maximum(np.abs(encoder.decode(decryptor.decrypt(out)) - z), 2.0 ** -60)
+    bits = (-math.log2(error.max()), -math.log2(error.mean()), -math.log2(error.min()))
+    limbs_qp = len(params.q_primes) + len(params.p_primes)
+    key_bytes = len(elements) * params.dnum * 2 * limbs_qp * params.n * WORD
+    print(f"boot: {bparams.describe()}; {len(elements)} Galois keys, dnum {params.dnum}, "
+          f"rotation keys {key_bytes / 1e9:.1f} GB; precision min {bits[0]:.2f} / mean {bits[1]:.2f} / "
+          f"max {bits[2]:.2f} bits", flush=True)
+    # the steps' inputs, computed once
+    raised = boot.sub_sum(boot.mod_raise(ct))
+    real, imag = boot.coeffs_to_slots(raised)
+    modded = boot.eval_mod(real, imag, ct.scale)
+    name = (f"N=2^{params.log_n} {n} slots h={params.hamming_weight}, L={bparams.max_level}, "
+            f"out level {boot.output_level}, "
+            f"prec min/mean/max {bits[0]:.1f}/{bits[1]:.1f}/{bits[2]:.1f} b, "
+            f"{len(elements)} keys {key_bytes / 1e9:.1f} GB")
+    ct_bytes = 2 * params.n * WORD  # per limb
+    in_out = ct_bytes * (1 + boot.min_input_level) + ct_bytes * (1 + boot.output_level)
+    top = ct_bytes * (1 + bparams.max_level)
+    return [
+        Case("bootstrap", name, in_out, lambda i: boot.bootstrap(ct), BOOT_REFERENCE_V100_US),
+        Case("boot: mod_raise", name, ct_bytes + top, lambda i: boot.mod_raise(ct)),
+        Case("boot: coeffs_to_slots", name, 3 * top, lambda i: boot.coeffs_to_slots(raised)),
+        Case("boot: eval_mod", name, 3 * ct_bytes * (1 + real.level), lambda i: boot.eval_mod(real, imag, ct.scale)),
+        Case("boot: slots_to_coeffs", name, ct_bytes * (1 + modded.level) + ct_bytes * (1 + boot.output_level),
+             lambda i: boot.slots_to_coeffs(modded)),
+    ]
+
+
 def copy_bandwidth(device: str) -> float:
     """Bytes read + written per second by a large device-to-device (or host) copy: the best of
     several eager copies of 2 GiB (GPU) or 256 MiB (CPU), timed with events / the wall clock."""
@@ -313,15 +373,22 @@ def device_name(device: str) -> str:
     return f"{platform.processor() or platform.machine()}, {os.cpu_count()} logical CPUs"
 
 
+# suites that run only with --only NAME (far too slow for the default run, and on a CPU)
+OPT_IN_SUITES = ("boot",)
+
+
 def run(device: str, threads: list[int], only: str | None = None) -> dict:
     sets = 4 if device == "cuda" else 2  # 4 sets of >= 15 MB exceed the 50-60 MB L2
     copy_bw = copy_bandwidth(device)
     rows = []
-    suites = {"keyswitch": make_keyswitch_cases, "ckks": make_ckks_cases, "bfv": make_bfv_cases}
+    suites = {"keyswitch": make_keyswitch_cases, "ckks": make_ckks_cases, "bfv": make_bfv_cases,
+              "boot": make_boot_cases}
+    default_suites = [name for name in suites if name not in OPT_IN_SUITES]
     if only in suites:
         cases = suites[only](device)
     else:
-        cases = make_cases(device, sets) + ([c for make in suites.values() for c in make(device)] if not only else [])
+        cases = make_cases(device, sets) + ([c for name in default_suites for c in suites[name](device)]
+                                            if not only else [])
     for case in cases:
         if only and only not in suites and only not in case.name:
             continue
@@ -367,7 +434,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, nargs="*", default=None,
                         help="CPU thread counts to measure (default: 1 and all)")
     parser.add_argument("--only", help="run only the ops whose name contains this text, or one suite: "
-                                         "'keyswitch', 'ckks', 'bfv' (references: CKKS, the V100 of 'Over 100x "
+                                         "'keyswitch', 'ckks', 'bfv', 'boot' (bootstrapping at "
+                                         "N16_H192_FULL, only with --only boot) (references: CKKS and boot, "
+                                         "the V100 of 'Over 100x "
                                          "Faster Bootstrapping'; BFV, the RTX 3060 Ti of 'Homomorphic Encryption "
                                          "on GPU')")
     parser.add_argument("--json", help="append one JSON line per device to this file")

@@ -28,3 +28,17 @@ def test_bfv_suite_runs_on_a_tiny_set():
     table = bench.markdown({"device": "cpu", "kind": "cpu", "date": "today", "torch": "t", "copy_GBps": 1.0,
                             "rows": [row]})
     assert "| x | p | 1 |" in table
+
+
+def test_boot_suite_runs_on_a_tiny_preset_and_is_opt_in():
+    from fhe_core.ckks.bootstrapping import TINY_N10_FULL
+
+    bench = _bench()
+    assert "boot" in bench.OPT_IN_SUITES  # never in the default all-suites run
+    cases = bench.make_boot_cases("cpu", TINY_N10_FULL, allow_insecure=True)
+    assert [c.name for c in cases] == ["bootstrap", "boot: mod_raise", "boot: coeffs_to_slots", "boot: eval_mod",
+                                       "boot: slots_to_coeffs"]
+    assert cases[0].reference_us == 328000 and "prec min/mean/max" in cases[0].params and "GB" in cases[0].params
+    for case in cases:
+        case.run(0)
+        assert case.bytes > 0

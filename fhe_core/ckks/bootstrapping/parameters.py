@@ -200,7 +200,7 @@ TINY_N11_FULL = BootstrappingParameters(
 # [-1/2, 1/2], standard deviation sqrt(h / 12) = 4 for h = 192. The tiny presets' K = 16
 # (|I| <= 15, 3.75 sigma) would fail on ~1.8e-4 of the 2^16 coefficients, i.e. ~12 coefficients
 # per full bootstrap. K = 32 (|I| <= 31, 7.75 sigma, ~1e-14 per coefficient, ~1e-9 per bootstrap)
-# with a degree-63 interpolant (4K / 2^r = 4 periods at r = 4, as degree 31 follows 2) costs one
+# with a degree-63 interpolant (2K / 2^r = 4 periods at r = 4, where the tiny presets' degree 31 follows 2) costs one
 # level more: EvalMod depth = ceil(log2 64) + 1 + 4 = 11.
 #
 # The chain, bottom up (27 primes, L = 26; 1380 + 122 = 1502 bits of QP <= 1546):
@@ -214,16 +214,16 @@ TINY_N11_FULL = BootstrappingParameters(
 # Why these sizes: the application scale is the bottom of the 2^40..2^45 range because the budget
 # is exhausted: 60 + 12 x 40 + 14 x 60 = 1380 bits of Q leaves 166 bits, i.e. 2 special primes
 # (3 would give 1563 > 1546). With Delta = 2^45 Q alone would be 1440 bits and only one 61-bit
-# special prime would fit (dnum 27). Sparse variant: 89 keys, ~37.9 GB. With the tiny presets' K = 16 (depth 10) there would be
+# special prime would fit (dnum 27). With the tiny presets' K = 16 (depth 10) there would be
 # room for a third special prime (1503 bits, dnum 9), at the cost of the ModRaise failures above.
-# Output level: L - CtS - EvalMod - StC = 26 - 3 - 11 - 3 = 9 (ten levels counting level 0, of
-# which nine can be consumed by multiplications before the next bootstrap at level 0).
+# Output level: L - CtS - EvalMod - StC = 26 - 3 - 11 - 3 = 9: nine rescales (multiplications)
+# before the next bootstrap, which takes its input at level 0.
 #
 # Known limits (not verified here, see tests/fhe_core/ckks/bootstrapping/test_boot_n16_preset.py):
 # * rotation-key memory: 107 Galois keys for 2^15 slots with 3 + 3 DFT levels, each
 #   dnum x 2 x 29 limbs x N x 8 bytes = 426 MB: ~45.6 GB, above the issue's 16 GB. With P capped
 #   at 2 primes by the 1546-bit bound, fitting 16 GB needs fewer keys (more DFT levels, which the
-#   bound has no room for) or level-aware / compressed keys.
+#   bound has no room for) or level-aware / compressed keys. The 2^13-slot variant: 89 keys, ~37.9 GB.
 # * precision: EvalMod amplifies errors by ~4^r R / (2 pi) = 2^25.4 with R = 2^20; the float64
 #   interpolation-error estimate (2^-41.7) gives a bound of 2^-16.4 on the max error. The GPU test
 #   measures the real figure.
