@@ -104,6 +104,10 @@ def precision(out: np.ndarray, z: np.ndarray) -> tuple[float, float, float]:
 
 @pytest.mark.gpu
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 6 target not met yet: on an H200 (2026-11-21) this preset bootstraps to mean 13.6 / min 11.6 "
+    "bits (target 20 / 16): EvalMod amplifies its error by ~2^25 at R = q_0/Delta = 2^20 within the "
+    "1546-bit budget; see docs/performance.md"))
 def test_bootstrap_n16_full_on_cuda():
     bparams: BootstrappingParameters = N16_H192_FULL
     params = bparams.params(device="cuda")
