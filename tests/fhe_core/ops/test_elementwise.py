@@ -4,7 +4,7 @@ import torch
 
 from fhe_core import ops
 from fhe_core.ring import RNSBasis, generate_primes, shoup_constants
-from fhe_reference import DEVICES, fresh_rng, random_residues, to_ints
+from fhe_reference import DEVICES, fresh_rng, random_residues
 
 N = 1 << 10
 PRIMES = generate_primes([61, 58, 50, 40, 31], N)
