@@ -41,8 +41,6 @@ class ModSwitchTables:
 
     q_last: RNSBasis           # (q_l)
     q_rest: RNSBasis           # Q_{l-1}
-    half: int                  # floor(q_l / 2)
-    half_mod_rest: torch.Tensor  # [l] floor(q_l/2) mod q_i, as a [l, 1] column
     q_last_inv: torch.Tensor   # [l] q_l^-1 mod q_i
     q_last_inv_shoup: torch.Tensor
 
@@ -103,12 +101,10 @@ class BFVContext:
         if level not in self._mod_switch:
             q_last = self.params.q_primes[level]
             rest = self.rlwe.q_at(level - 1)
-            half = q_last // 2
             inv, inv_shoup = shoup_constants([pow(q_last % q, -1, q) for q in rest.primes], rest.primes,
                                              self.device)
-            half_mod = words_tensor([half % q for q in rest.primes], self.device).reshape(-1, 1)
             self._mod_switch[level] = ModSwitchTables(RNSBasis.get([q_last], self.n, self.device), rest,
-                                                      half, half_mod, inv, inv_shoup)
+                                                      inv, inv_shoup)
         return self._mod_switch[level]
 
     def behz(self, level: int):

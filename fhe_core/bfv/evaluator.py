@@ -203,13 +203,12 @@ class Evaluator:
         if level == 0:
             raise LevelMismatchError("mod_switch_to_next: the ciphertext is at level 0, no prime left to drop")
         tab = self.ctx.mod_switch(level)
-        last = tab.q_last.intt(a.data[:, level:].contiguous())             # [d+1, 1, N] coefficients
-        last = torch.remainder(last + tab.half, tab.q_last.primes[0])       # [c + floor(q_l/2)]_{q_l}
-        column = self.ctx.scaling(level - 1).prime_column
-        r = torch.remainder(torch.remainder(last, column) - tab.half_mod_rest, column)  # [d+1, l, N]
-        r = tab.q_rest.ntt(r)
-        diff = ops.sub(a.data[:, :level].contiguous(), r, tab.q_rest.moduli, out=r)
-        data = ops.mul_const(diff, tab.q_last_inv, tab.q_last_inv_shoup, tab.q_rest.moduli, out=diff)
+        # The same exact divide-and-round as CKKS rescale: the centred last limb lifted to the other
+        # primes, transformed, then (c - r) * q_l^-1 in one pass.
+        last = tab.q_last.intt(a.data[:, level:level + 1].contiguous())    # [d+1, 1, N] coefficients
+        r = tab.q_rest.ntt(ops.center_lift(last, tab.q_last.primes[0], tab.q_rest.moduli))  # [d+1, l, N]
+        data = ops.sub_mul_const(a.data[:, :level].contiguous(), r, tab.q_last_inv, tab.q_last_inv_shoup,
+                                 tab.q_rest.moduli, out=r)
         return a.replace(data=data, level=level - 1)
 
     def mod_switch_to(self, a: Ciphertext, level: int) -> Ciphertext:
