@@ -203,6 +203,20 @@ def test_default_plan_for_a_dense_matrix(s):
     assert len(transform.galois_elements()) == 63 + 31
 
 
+def test_default_plan_follows_the_stride_of_the_diagonals(s):
+    """A DFT factor's shape: 63 diagonals k = 32 m (m in -31..31, taken mod n). n1 = 32 * 8:
+    baby steps 32 j (j < 8) and giant steps 0, +-256, +-512, +-768, -1024: 7 + 7 keys (n1 = 8 alone would
+    make all 62 nonzero diagonals giant steps). The product is still M z."""
+    n = FULL
+    diagonals = {(32 * m) % n: s.vector(n) for m in range(-31, 32)}
+    transform = LinearTransform(s.params, diagonals)
+    assert transform.baby_step == 256
+    assert transform.baby_steps == [32 * j for j in range(8)]
+    assert transform.giant_steps == [0, 256, 512, 768] + [n - 256 * g for g in range(4, 0, -1)]
+    assert len(transform.rotation_steps()) == 14
+    check_apply(s, transform, dense_from_diagonals(diagonals, n), DICT_PRECISION - 2)
+
+
 def test_reported_steps_are_the_steps_used(s):
     """Scattered random diagonals: the evaluator sees one hoisted call with the baby steps, then
     one rotation per nonzero giant step, and nothing else."""
