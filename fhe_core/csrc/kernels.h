@@ -51,6 +51,11 @@ struct ElementwiseArgs {
 // with qhat_inv_k = (Q_j/q_k)^-1 mod q_k and qhat_mod_p = (Q_j/q_k) mod p_r (zero past the last
 // digit's primes). One digit of all the limbs is the plain Conv; dnum digits extended to QP_l is
 // ModUp. The result is x + u*Q_j (0 <= u < alpha) and is exact on primes the digit contains.
+// With neg_q_mod_p (one digit only) the conversion is exact and centred: v = round(sum_k y_k / q_k)
+// is computed in double precision (conv_rounded_overflow) and v * (-Q) added, so the result is the
+// centred representative of x, in (-Q/2, Q/2) (Halevi-Polyakov-Shoup). ModDown needs it: the fast
+// version's u is never negative, and its mean (alpha - 1) / 2 in every coefficient becomes a bias
+// that the CKKS slots near X = 1 amplify ~N times.
 struct ConvArgs {
   const u64* in;              // [batch, q_count, N]
   u64* out;                   // [batch, dnum, rows, N]
@@ -65,7 +70,29 @@ struct ConvArgs {
   int dnum;
   int rows;
   int64_t n;
+  const u64* neg_q_mod_p = nullptr;  // [rows] (-Q) mod p_r: exact centred conversion (dnum == 1); nullptr: fast
 };
+
+// round(sum_k y_k / q_k) over the count scaled residues y_k = [x_k (Q/q_k)^-1]_{q_k} (y_k at
+// y[k * stride]): since sum_k y_k Q/q_k = x + u Q with x/Q the fractional part of the sum, this is
+// u for x < Q/2 and u + 1 above, and x + (u - v) Q is the centred representative of x. Each
+// quotient and sum is correctly rounded in double on both targets (explicit _rn intrinsics on the
+// device, so nvcc cannot contract them into FMAs): the CPU and CUDA builds agree bit for bit. The
+// sum is within count * 2^-52 of the exact rational, so v can differ from the exact rounding only
+// for x within that relative distance of Q/2, where either representative (x or x - Q) is a
+// correct rounding of a division by Q.
+FHE_HD u64 conv_rounded_overflow(const u64* y, int64_t stride, const Modulus* src, int count) {
+  double sum = 0.5;
+  for (int k = 0; k < count; ++k) {
+#if defined(__CUDA_ARCH__)
+    sum = __dadd_rn(sum, __ddiv_rn(__ull2double_rn(y[k * stride]), __ull2double_rn(src[k].value)));
+#else
+    sum += static_cast<double>(y[k * stride]) / static_cast<double>(src[k].value);
+#endif
+  }
+  return static_cast<u64>(sum);  // sum > 0: truncation is the floor of (exact sum + 1/2)
+}
+
 // Centered lift of one limb into other primes: out[b][i] = (x if x <= q/2 else x - q) mod p_i for
 // x = in[b] canonical mod q. The exact rounding step of rescaling (and of any division by q).
 struct CenterLiftArgs {

@@ -14,6 +14,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -277,7 +278,8 @@ std::vector<int64_t> bconv_out_sizes(const Tensor& a, const Tensor& dst_moduli) 
 
 template <class B>
 Tensor& bconv_out(const Tensor& a, const Tensor& src_moduli, const Tensor& dst_moduli, const Tensor& qhat_inv,
-                  const Tensor& qhat_inv_shoup, const Tensor& qhat_mod_p, Tensor& out) {
+                  const Tensor& qhat_inv_shoup, const Tensor& qhat_mod_p, const std::optional<Tensor>& neg_q_mod_p,
+                  Tensor& out) {
   const char* op = "bconv";
   check_residues(a, src_moduli, op);
   check_words(dst_moduli, op, "dst_moduli");
@@ -295,21 +297,31 @@ Tensor& bconv_out(const Tensor& a, const Tensor& src_moduli, const Tensor& dst_m
   check_same_device(qhat_mod_p, a, op, "qhat_mod_p");
   FHE_CHECK(qhat_mod_p.dim() == 2 && qhat_mod_p.size(0) == l_in && qhat_mod_p.size(1) == l_out, op,
               ": qhat_mod_p must be [", l_in, ", ", l_out, "], got ", qhat_mod_p.sizes());
+  if (neg_q_mod_p.has_value()) {
+    const Tensor& neg = *neg_q_mod_p;
+    check_words(neg, op, "neg_q_mod_p");
+    check_same_device(neg, a, op, "neg_q_mod_p");
+    FHE_CHECK(neg.dim() == 1 && neg.size(0) == l_out, op, ": neg_q_mod_p must be [", l_out, "], got ", neg.sizes());
+    // u < l_in: one more product of < 2^(6 + 61) must still fit the 128-bit accumulator
+    FHE_CHECK(l_in < kMaxBconvInputLimbs, op, ": the exact conversion takes at most ", kMaxBconvInputLimbs - 1,
+              " input limbs, got ", l_in);
+  }
   const auto sizes = bconv_out_sizes(a, dst_moduli);
   check_out(out, a, sizes, op);
   // One digit made of every input limb: the plain Conv.
   const ConvArgs args{words(a), mutable_words(out), moduli_ptr(src_moduli), moduli_ptr(dst_moduli), words(qhat_inv),
                       words(qhat_inv_shoup), words(qhat_mod_p), a.numel() / (l_in * a.size(-1)),
-                      static_cast<int>(l_in), static_cast<int>(l_in), 1, static_cast<int>(l_out), a.size(-1)};
+                      static_cast<int>(l_in), static_cast<int>(l_in), 1, static_cast<int>(l_out), a.size(-1),
+                      neg_q_mod_p.has_value() ? words(*neg_q_mod_p) : nullptr};
   B::conv(args, a);
   return out;
 }
 
 template <class B>
 Tensor bconv(const Tensor& a, const Tensor& src_moduli, const Tensor& dst_moduli, const Tensor& qhat_inv,
-             const Tensor& qhat_inv_shoup, const Tensor& qhat_mod_p) {
+             const Tensor& qhat_inv_shoup, const Tensor& qhat_mod_p, const std::optional<Tensor>& neg_q_mod_p) {
   Tensor out = at::empty(bconv_out_sizes(a, dst_moduli), a.options());
-  return bconv_out<B>(a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, out);
+  return bconv_out<B>(a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, neg_q_mod_p, out);
 }
 
 // ---- key-switching inner product -----------------------------------------------------------
@@ -604,9 +616,9 @@ TORCH_LIBRARY(fhe_core, m) {
   m.def("mul_add(Tensor a, Tensor b, Tensor c, Tensor moduli) -> Tensor");
   m.def("mul_add.out(Tensor a, Tensor b, Tensor c, Tensor moduli, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("bconv(Tensor a, Tensor src_moduli, Tensor dst_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, "
-        "Tensor qhat_mod_p) -> Tensor");
+        "Tensor qhat_mod_p, Tensor? neg_q_mod_p=None) -> Tensor");
   m.def("bconv.out(Tensor a, Tensor src_moduli, Tensor dst_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, "
-        "Tensor qhat_mod_p, *, Tensor(a!) out) -> Tensor(a!)");
+        "Tensor qhat_mod_p, Tensor? neg_q_mod_p=None, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("ks_inner_product(Tensor digits, Tensor key, int q_count, int p_row, Tensor moduli) -> Tensor");
   m.def("ks_inner_product.out(Tensor digits, Tensor key, int q_count, int p_row, Tensor moduli, *, "
         "Tensor(a!) out) -> Tensor(a!)");

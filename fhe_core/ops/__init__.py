@@ -86,13 +86,17 @@ def mul_add(a: Tensor, b: Tensor, c: Tensor, moduli: Tensor, *, out: Tensor | No
 
 
 def bconv(a: Tensor, src_moduli: Tensor, dst_moduli: Tensor, qhat_inv: Tensor, qhat_inv_shoup: Tensor,
-          qhat_mod_p: Tensor, *, out: Tensor | None = None) -> Tensor:
-    """Fast basis conversion Conv_{Q->P} (HK20/BEHZ), coefficient or NTT-free domain.
+          qhat_mod_p: Tensor, neg_q_mod_p: Tensor | None = None, *, out: Tensor | None = None) -> Tensor:
+    """Basis conversion Conv_{Q->P} (HK20/BEHZ), coefficient domain.
 
-    a: ``[..., l_in, N]`` residues of x mod Q -> ``[..., l_out, N]`` residues of x + u*Q mod P
-    for some integer 0 <= u < l_in per coefficient. Constants from :class:`fhe_core.ring.BasisConverter`.
+    a: ``[..., l_in, N]`` residues of x mod Q, x in [0, Q) -> ``[..., l_out, N]`` residues of
+    x + u*Q mod P for some integer 0 <= u < l_in per coefficient (fast conversion), or, with
+    ``neg_q_mod_p`` (``[l_out]``, (-Q) mod p_j; l_in < 64), of the centred representative of x
+    (x if x < Q/2, else x - Q): the multiple of Q is computed in double precision and
+    subtracted (exact conversion; for x within ~l_in 2^-52 Q of Q/2 either representative may
+    come out). Constants from :class:`fhe_core.ring.BasisConverter`.
     """
-    return _call(_ops.bconv, (a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p), out)
+    return _call(_ops.bconv, (a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, neg_q_mod_p), out)
 
 
 def mod_up_conv(coeffs: Tensor, src_moduli: Tensor, qhat_inv: Tensor, qhat_inv_shoup: Tensor,
@@ -190,7 +194,7 @@ def _register_fakes() -> None:
         return digits.new_empty((2, digits.shape[1], digits.shape[2]))
 
     @torch.library.register_fake("fhe_core::bconv")
-    def _(a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p):
+    def _(a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, neg_q_mod_p=None):
         return a.new_empty((*a.shape[:-2], dst_moduli.shape[0], a.shape[-1]))
 
     def sampled(moduli, n, *args):

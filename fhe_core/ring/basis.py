@@ -152,7 +152,9 @@ class BasisConverter:
 
     For x with residues x_i mod q_i, Conv returns, modulo each p_j,
         sum_i [x_i * (Q/q_i)^-1]_{q_i} * (Q/q_i) = x + u*Q,   0 <= u < l_in,
-    that is x up to a small multiple of Q (the approximation the algorithm allows).
+    that is x up to a small multiple of Q (the approximation the algorithm allows); with
+    ``exact=True`` the multiple is computed (in double precision) so that the result is the
+    centred representative of x, in (-Q/2, Q/2).
     """
 
     def __init__(self, src: RNSBasis, dst: RNSBasis):
@@ -167,16 +169,17 @@ class BasisConverter:
         self.qhat_inv, self.qhat_inv_shoup = shoup_constants(qhat_inv, src.primes, src.device)
         self.qhat_mod_p = words_tensor([h % p for h in qhat for p in dst.primes], src.device).reshape(
             len(src), len(dst))
+        self.neg_q_mod_p = words_tensor([-big_q % p for p in dst.primes], src.device)
 
     @staticmethod
     def get(src: RNSBasis, dst: RNSBasis) -> BasisConverter:
         """The cached converter between two cached bases."""
         return _cached_converter(src, dst)
 
-    def __call__(self, a: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
-        """``[..., l_src, N]`` -> ``[..., l_dst, N]`` (coefficient domain)."""
+    def __call__(self, a: torch.Tensor, *, exact: bool = False, out: torch.Tensor | None = None) -> torch.Tensor:
+        """``[..., l_src, N]`` -> ``[..., l_dst, N]`` (coefficient domain): x + u*Q, or centred x if ``exact``."""
         return ops.bconv(a, self.src.moduli, self.dst.moduli, self.qhat_inv, self.qhat_inv_shoup,
-                         self.qhat_mod_p, out=out)
+                         self.qhat_mod_p, self.neg_q_mod_p if exact else None, out=out)
 
 
 @functools.lru_cache(maxsize=256)

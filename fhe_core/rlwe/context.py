@@ -84,7 +84,6 @@ class LevelTables:
     p_to_q: BasisConverter          # ModDown: Conv_{P -> Q_l}
     p_inv: torch.Tensor             # [l+1] P^-1 mod q_i
     p_inv_shoup: torch.Tensor
-    half_p: torch.Tensor            # [alpha + l + 1, N] floor(P/2) in every coefficient, rows of QP_l
                                     # (coefficient domain; a prefix view of one tensor): ModDown rounding
 
 
@@ -134,8 +133,6 @@ class RLWEContext:
         # P mod q_i for the gadget P * g_j of the switching keys (level independent per row)
         self.p_mod_q, self.p_mod_q_shoup = shoup_constants(
             [self.big_p % q for q in self.q_primes], self.q_primes, self.device)
-        half_p = words_tensor([self.big_p // 2 % r for r in self.qp_basis.primes], self.device)
-        self._half_p = half_p[:, None].expand(-1, self.n).contiguous()  # [alpha + L + 1, N]
         self._level_tables: dict[int, LevelTables] = {}
 
     @classmethod
@@ -196,8 +193,7 @@ class RLWEContext:
         return LevelTables(
             level=level, q=q, qp=qp, digits=self._digit_extensions(level, q, qp),
             batched_mod_up=self._batched_mod_up(level, q, qp) if self.alpha <= BATCHED_MODUP_MAX_ALPHA else None,
-            p_to_q=BasisConverter.get(self.p_basis, q), p_inv=p_inv_t, p_inv_shoup=p_inv_shoup,
-            half_p=self._half_p[:len(qp)])
+            p_to_q=BasisConverter.get(self.p_basis, q), p_inv=p_inv_t, p_inv_shoup=p_inv_shoup)
 
     def _digit_extensions(self, level: int, q: RNSBasis, qp: RNSBasis) -> tuple[DigitExtension, ...]:
         out = []

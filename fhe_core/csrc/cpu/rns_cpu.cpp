@@ -69,10 +69,16 @@ void conv(const ConvArgs& a) {
           y[k * kChunk + i] = mul_shoup(in[row * a.n + c0 + i], a.qhat_inv[row], a.qhat_inv_shoup[row], a.src[row].value);
       }
       const u64* consts = a.qhat_mod_p + static_cast<int64_t>(j) * a.alpha * a.rows;
+      std::vector<u64> overflow;
+      if (a.neg_q_mod_p != nullptr) {
+        overflow.resize(static_cast<size_t>(len));
+        for (int64_t i = 0; i < len; ++i) overflow[i] = conv_rounded_overflow(&y[i], kChunk, a.src + first, count);
+      }
       for (int r = 0; r < a.rows; ++r) {
         for (int64_t i = 0; i < len; ++i) {
           U128 acc{0, 0};
           for (int k = 0; k < count; ++k) mac128(acc, y[k * kChunk + i], consts[k * a.rows + r]);
+          if (a.neg_q_mod_p != nullptr) mac128(acc, overflow[i], a.neg_q_mod_p[r]);
           out[r * a.n + c0 + i] = reduce128(acc, a.dst[r]);
         }
       }

@@ -123,6 +123,12 @@ __global__ void conv_kernel(ConvArgs a, int groups) {
 #pragma unroll
     for (int r = 0; r < kConvGroup; ++r) mac128(acc[r], yk, consts[k * kConvGroup + r]);
   }
+  if (a.neg_q_mod_p != nullptr) {  // exact centred conversion: subtract v*Q (see ConvArgs)
+    const u64 u = conv_rounded_overflow(y + threadIdx.x, kConvThreads, a.src + first, count);
+#pragma unroll
+    for (int r = 0; r < kConvGroup; ++r)
+      if (r < width) mac128(acc[r], u, a.neg_q_mod_p[r0 + r]);
+  }
   u64* out = a.out + ((b * a.dnum + j) * a.rows + r0) * a.n + i;
 #pragma unroll
   for (int r = 0; r < kConvGroup; ++r)

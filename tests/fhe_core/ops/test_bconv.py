@@ -34,6 +34,35 @@ def test_bconv_is_crt_up_to_small_multiple_of_q(device, l_in, l_out):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("l_in,l_out", [(1, 3), (2, 5), (5, 27), (12, 4)])
+def test_exact_bconv_is_crt(device, l_in, l_out):
+    """With exact=True the result is the centred representative of x (x if x < Q/2, else x - Q)
+    mod every p_j, on random residues and on x = 0, 1, Q - 1, (Q -+ 1)/2 and (Q + 3)/2 (Q is
+    odd), where the double-precision sum is closest to an integer or to a half-integer (within
+    ~2^-50 Q of Q/2 either representative is a correct answer)."""
+    rng, _ = fresh_rng()
+    primes = generate_primes([59] * l_in + [55] * l_out, N)
+    src = RNSBasis.get(primes[:l_in], N, device)
+    dst = RNSBasis.get(primes[l_in:], N, device)
+    big_q = src.modulus
+    x = random_residues(rng, src.primes, shape_prefix=(2,), n=N, device=device)
+    special = [0, 1, big_q - 1, big_q // 2, big_q // 2 + 1, big_q // 2 + 2]
+    for i, v in enumerate(special):
+        x[1, :, i] = torch.tensor([v % q for q in src.primes])
+    out = BasisConverter.get(src, dst)(x, exact=True)
+    xs, outs = to_ints(x), to_ints(out)
+    for b in range(2):
+        for i in rng.integers(0, N, size=60).tolist() + list(range(len(special))):
+            value = crt([xs[b][k][i] for k in range(l_in)], list(src.primes))
+            centred = value - big_q if value > big_q // 2 else value
+            got = [outs[b][j][i] for j in range(l_out)]
+            if abs(2 * value - big_q) <= big_q >> 48:  # on the rounding boundary: either representative
+                assert got in ([value % p for p in dst.primes], [(value - big_q) % p for p in dst.primes])
+            else:
+                assert got == [centred % p for p in dst.primes], f"batch {b}, coefficient {i}"
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_bconv_rejects_mismatched_constants(device):
     primes = generate_primes([50] * 5, N)
     src = RNSBasis.get(primes[:2], N, device)
@@ -42,6 +71,9 @@ def test_bconv_rejects_mismatched_constants(device):
     x = torch.zeros(3, N, dtype=torch.int64, device=device)
     with pytest.raises(RuntimeError, match="bconv: a has 3 limbs but moduli has 2"):
         conv(x)
+    with pytest.raises(RuntimeError, match=r"bconv: neg_q_mod_p must be \[3\]"):
+        ops.bconv(x[:2], src.moduli, dst.moduli, conv.qhat_inv, conv.qhat_inv_shoup, conv.qhat_mod_p,
+                  conv.neg_q_mod_p[:2])
 
 
 @pytest.mark.parametrize("device", DEVICES)

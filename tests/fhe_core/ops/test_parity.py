@@ -64,6 +64,7 @@ def test_bconv_bit_identical(l_in, l_out):
             for d in ("cpu", "cuda")}
     x = random_residues(rng, primes[:l_in], (2,), n)
     assert torch.equal(conv["cuda"](x.cuda()).cpu(), conv["cpu"](x))
+    assert torch.equal(conv["cuda"](x.cuda(), exact=True).cpu(), conv["cpu"](x, exact=True))
 
 
 @pytest.mark.gpu
@@ -130,6 +131,8 @@ def test_opcheck(device):
         (torch.ops.fhe_core.mul_add.default, (a, b, c, m)),
         (torch.ops.fhe_core.bconv.default,
          (a, m, other.moduli, conv.qhat_inv, conv.qhat_inv_shoup, conv.qhat_mod_p)),
+        (torch.ops.fhe_core.bconv.default,
+         (a, m, other.moduli, conv.qhat_inv, conv.qhat_inv_shoup, conv.qhat_mod_p, conv.neg_q_mod_p)),
         (torch.ops.fhe_core.automorphism_ntt.default, (a, m, 5)),
         (torch.ops.fhe_core.ks_inner_product.default, (a, torch.stack([a, b]).transpose(0, 1).contiguous(), 2, 2, m)),
         (torch.ops.fhe_core.sample_cbd.default, (m, n, ops.seed_words(os.urandom(32)), 1, 21)),

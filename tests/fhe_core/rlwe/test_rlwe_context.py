@@ -34,8 +34,6 @@ def test_level_tables_layout_and_constants(shape):
         assert covered == list(t.q.primes) and len(t.digits) == -(-(level + 1) // alpha)
         assert all(ext.stop - ext.start == alpha for ext in t.digits[:-1])
         assert _u64(t.p_inv) == [pow(big_p, -1, q) for q in t.q.primes]
-        assert t.half_p.shape == (len(t.qp), ctx.n)
-        assert [set(_u64(row)) for row in t.half_p] == [{big_p // 2 % r} for r in t.qp.primes]
         for ext in t.digits:
             digit = ctx.q_primes[ext.start:ext.stop]
             q_j = prod(digit)

@@ -62,7 +62,9 @@ def test_mod_up_digits_reconstruct_the_input(shape):
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.id)
 def test_mod_down_is_rounded_division_by_p(shape):
-    """mod_down(x) = round(x/P) - u mod Q_l with 0 <= u < alpha (u = 0 when alpha = 1)."""
+    """mod_down(x) = round(x/P) mod Q_l exactly (the centred exact conversion of [x]_P). Within
+    ~2^-50 P of a tie (x = P/2 +- 1/2 mod P, coefficients 0, 1 and 3 here) both roundings are
+    correct; elsewhere, and at x = -1, the result is the exact rounding."""
     rng, _ = fresh_rng()
     ctx = context(shape)
     big_p = prod(ctx.p_primes)
@@ -75,17 +77,15 @@ def test_mod_down_is_rounded_division_by_p(shape):
         assert got.shape == (2, level + 1, ctx.n)
         big_q = t.q.modulus
         xs, gs = x.tolist(), got.tolist()
-        seen_u = set()
         for b in range(2):
             for i in [0, 1, 2, 3, *rng.integers(4, ctx.n, size=80).tolist()]:
                 value = crt([row[i] for row in xs[b]], list(t.qp.primes))
                 rounded = (value + big_p // 2) // big_p
                 y = crt([row[i] for row in gs[b]], list(t.q.primes))
-                u = (rounded - y) % big_q
-                assert 0 <= u < ctx.alpha, f"level {level}, batch {b}, coefficient {i}: u = {u}"
-                seen_u.add(u)
-        if ctx.alpha == 1:
-            assert seen_u == {0}
+                allowed = {rounded % big_q}
+                if b == 0 and i in (0, 1, 3):
+                    allowed |= {(rounded - 1) % big_q, (rounded + 1) % big_q}
+                assert y in allowed, f"level {level}, batch {b}, coefficient {i}: {y} vs round(x/P) = {rounded}"
 
 
 # ---- key switching -------------------------------------------------------------------------------
