@@ -16,9 +16,11 @@ S z. ModRaise keeps the polynomials and *declares* scale q_0, so the slots read 
 (c: the message's coefficients in units of S, I: ModRaise's integer). CoeffsToSlots and
 SlotsToCoeffs are linear transforms whose diagonals are encoded at the scale of the prime
 their rescale divides by, so they keep the scale; CoeffsToSlots is scaled by 1/(2g) to absorb
-SubSum's factor g and the 2 of the split. EvalMod returns (R / 2 pi) sin(2 pi y) at scale
-Delta with R = q_0 / Delta; for y = c / R' + I, R' = q_0 / S, that is c R / R' at scale Delta,
-the same plaintext as c at scale S: the result is relabelled to scale S (free, exact). The
+SubSum's factor g and the 2 of the split. With ``log_message_ratio`` the input is first
+multiplied by an integer k (scale k S), so that the slots read k S c / q_0 + I. EvalMod returns
+(R / 2 pi) sin(2 pi y) at scale Delta with R = q_0 / (k Delta); for y = c / R' + I,
+R' = q_0 / (k S), that is c R / R' = c S / Delta at scale Delta, the same plaintext as c at
+scale S: the result is relabelled to scale S (free, exact). The
 output's scale is therefore the input's, exactly up to float rounding of the bookkeeping
 (checked to 1e-9 relative, then set to S). The message error is EvalMod's
 sin(x) ~ x term (relative (2 pi c / R')^2 / 6 on the coefficients c) plus the amplified noise.
@@ -143,7 +145,12 @@ class Bootstrapper:
     # ---- the steps -------------------------------------------------------------------------------
 
     def mod_raise(self, ct: Ciphertext) -> Ciphertext:
-        """Level 0 -> level L, declared at scale q_0: slots read S c / q_0 + I (exact, no key)."""
+        """Level 0 -> level L, declared at scale q_0: slots read k S c / q_0 + I (exact, no key),
+        k the integer of :meth:`BootstrappingParameters.scale_up_factor` (1 by default) the input
+        is multiplied by first, which brings the message ratio down to R ~ 2^log_message_ratio."""
+        k = self.parameters.scale_up_factor(self.params)
+        if k > 1:
+            ct = self.evaluator.mul(ct, 1, constant_scale=k)  # the integer k, scale S -> k S
         raised = mod_raise(self.params, ct, self.parameters.max_level)
         return raised.replace(scale=float(self.params.q_primes[0]))
 
@@ -183,7 +190,7 @@ class Bootstrapper:
         ct: degree 1 with ``bparams.slots`` slots, at level >= :attr:`min_input_level` (dropped to
         it first), scale S within a factor 2 of the default scale (else ScaleMismatchError:
         ``set_scale`` first). Real and imaginary parts of the slots may have an integer part
-        as long as the message coefficients stay << R' = q_0 / S. Consumes :attr:`depth` levels
+        as long as the message coefficients stay << R' = q_0 / (k S). Consumes :attr:`depth` levels
         of the raised chain; needs the keys of :meth:`galois_elements` and the relinearization
         key (checked at construction). Output scale: S (see the module docstring).
         """

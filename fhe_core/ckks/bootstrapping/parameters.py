@@ -53,6 +53,13 @@ class BootstrappingParameters:
         degree: degree of EvalMod's Chebyshev interpolant.
         double_angles: EvalMod's double-angle steps r.
         order: ``"cts_first"`` (ModRaise, SubSum, CtS, EvalMod, StC) or ``"slim"`` (StC first).
+        log_message_ratio: log2 of R, the ratio q_0 / (message scale) EvalMod works with. None:
+            R = q_0 / Delta (the input as it is). Smaller: the level-0 input is first multiplied by
+            the integer k = round(q_0 / (Delta 2^log_message_ratio)) (no level, no noise relative to
+            the message), so R = q_0 / (k Delta) ~ 2^log_message_ratio. EvalMod's error is
+            amplified by ~4^r R / (2 pi), so each bit off R is a bit of precision, until the
+            sin(x) ~ x error, (2 pi m / R)^2 / 6 relative on a message m, takes over (Lattigo's
+            ``LogMessageRatio``; see :meth:`scale_up_factor`).
     """
 
     literal: ParamsLiteral
@@ -63,6 +70,7 @@ class BootstrappingParameters:
     degree: int = 31
     double_angles: int = 4
     order: str = "cts_first"
+    log_message_ratio: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.literal, ParamsLiteral) or self.literal.scheme != "ckks":
@@ -76,6 +84,11 @@ class BootstrappingParameters:
         if self.order not in ORDERS:
             raise ParameterError(f"BootstrappingParameters: order must be one of {ORDERS}, got {self.order!r}")
         EvalModParameters(k=self.k, degree=self.degree, double_angles=self.double_angles)  # checks the settings
+        if self.log_message_ratio is not None:
+            headroom = self.literal.log_q[0] - self.literal.log_default_scale
+            if _positive_int("log_message_ratio", self.log_message_ratio) > headroom:
+                raise ParameterError(f"BootstrappingParameters: log_message_ratio must be <= log2(q_0 / Delta) = "
+                                     f"{headroom}, got {self.log_message_ratio}")
         if self.output_level < self.min_input_level:
             raise ParameterError(f"BootstrappingParameters: the chain has L = {self.max_level} levels; bootstrapping "
                                  f"needs {self.depth} (output level {self.output_level} below the minimum input "
@@ -106,14 +119,23 @@ class BootstrappingParameters:
         """SlotsToCoeffs' factors (unscaled)."""
         return slots_to_coeffs_factors(self.slots, self.stc_levels)
 
+    def scale_up_factor(self, params: Params) -> int:
+        """k, the integer the level-0 input is multiplied by before ModRaise: 1 without
+        ``log_message_ratio``, else round(q_0 / (Delta 2^log_message_ratio)) (>= 1)."""
+        if self.log_message_ratio is None:
+            return 1
+        return max(1, round(params.q_primes[0] / (params.default_scale * 2.0 ** self.log_message_ratio)))
+
     def eval_mod_parameters(self, params: Params | None = None) -> EvalModParameters:
-        """EvalMod's settings; with ``params``, also R = q_0 / Delta, input scale q_0 and output
-        scale Delta (the default scale) from its primes (without, the defaults: depth only)."""
+        """EvalMod's settings; with ``params``, also R = q_0 / (k Delta) (k of
+        :meth:`scale_up_factor`), input scale q_0 and output scale Delta (the default scale) from
+        its primes (without, the defaults: depth only)."""
         if params is None:
             return EvalModParameters(k=self.k, degree=self.degree, double_angles=self.double_angles)
         q0, delta = float(params.q_primes[0]), float(params.default_scale)
         return EvalModParameters(k=self.k, degree=self.degree, double_angles=self.double_angles,
-                                 message_ratio=q0 / delta, input_scale=q0, output_scale=delta)
+                                 message_ratio=q0 / (delta * self.scale_up_factor(params)), input_scale=q0,
+                                 output_scale=delta)
 
     # ---- derived levels --------------------------------------------------------------------------
 

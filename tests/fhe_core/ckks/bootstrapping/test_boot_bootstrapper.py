@@ -29,6 +29,7 @@ slots) on this CPU.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -129,6 +130,38 @@ def test_bootstrap_against_numpy(preset, amplitude):
           f"mean {bits[1]:.2f}, max {bits[2]:.2f} bits, level {ct.level} -> {out.level}")
     need_min, need_mean = NEEDS[name, amplitude]
     assert bits[0] >= need_min and bits[1] >= need_mean
+
+
+def test_a_smaller_message_ratio_scales_the_input_up():
+    """log_message_ratio = 11 on TINY_N10_SPARSE (q_0 / Delta ~ 2^15): the input is multiplied by
+    the integer k = 16 before ModRaise, EvalMod works with R = q_0 / (16 Delta) ~ 2^11, the result
+    keeps the input's level contract and scale and the same precision bounds. (Here it gains
+    nothing: EvalMod's amplified noise shrinks with R, but with 64 slots the coefficients EvalMod
+    sees are large, |c| ~ 2^-3, and the sin(x) ~ x error (2 pi c / R)^2 / 6 grows as R shrinks:
+    measured mean ~25.8 bits against ~26.8 at R = 2^15. At N = 2^16 with 2^15 slots, |c| ~ 2^-8,
+    it is the other way round: see parameters.py.) Out-of-range ratios are refused."""
+    client = Client(TINY_N10_SPARSE)
+    bparams = dataclasses.replace(TINY_N10_SPARSE, log_message_ratio=11)
+    params, q0, delta = client.params, client.params.q_primes[0], client.params.default_scale
+    assert TINY_N10_SPARSE.scale_up_factor(params) == 1
+    assert bparams.scale_up_factor(params) == round(q0 / (delta * 2 ** 11)) == 16
+    assert bparams.eval_mod_parameters(params).message_ratio == q0 / (16 * delta)
+    boot = Bootstrapper(params, bparams, client.keys)  # same keys: the ratio changes no rotation
+    z = client.message()
+    ct = client.encrypt(z, level=0)
+    raised = boot.mod_raise(ct)
+    assert raised.scale == float(q0)
+    # slots of the raised ciphertext: 16 S c / q_0 + I; its coefficients mod q_0 are 16 times the input's
+    assert np.allclose(client.decrypt(boot.evaluator.drop_level(raised, 0).replace(scale=16 * ct.scale)), z,
+                       atol=2.0 ** -20)
+    out = boot.bootstrap(ct)
+    assert (out.level, out.scale) == (boot.output_level, ct.scale)
+    bits = precision(client.decrypt(out), z)
+    print(f"sparse, log R = 11: min {bits[0]:.2f}, mean {bits[1]:.2f}, max {bits[2]:.2f} bits")
+    assert bits[0] >= NEEDS["sparse", 1][0] and bits[1] >= NEEDS["sparse", 1][1]
+    for bad in (0, 16, 2.5):
+        with pytest.raises(ParameterError, match="log_message_ratio"):
+            dataclasses.replace(TINY_N10_SPARSE, log_message_ratio=bad)
 
 
 def test_levels_step_by_step_equal_the_reported_depth(preset):
