@@ -238,16 +238,27 @@ class Evaluator:
         """The plaintext of ``value`` in every slot at ``scale``: re + im X^(N/2), each part
         rounded as the encoder rounds (floor(scale * x + 1/2), exact), since
         zeta^(5^j N/2) = i for every slot j. Returns ``[l+1, N]`` int64, NTT domain."""
+        return self._constant_ntt(*self._rounded_constant(value, scale, level, op), level)
+
+    def _rounded_constant(self, value: complex, scale: float, level: int, op: str) -> tuple[int, int]:
+        """(re, im): the integer coefficients of X^0 and X^(N/2) of the constant's plaintext."""
         if not (math.isfinite(value.real) and math.isfinite(value.imag)):
             raise EncodingError(f"{op}: the constant must be finite, got {value}")
         re, im = _round_half_up(value.real, scale), _round_half_up(value.imag, scale)
-        basis = self._ctx.q_at(level)
-        if 2 * max(abs(re), abs(im)) + 1 >= basis.modulus:
+        if 2 * max(abs(re), abs(im)) + 1 >= self._ctx.q_at(level).modulus:
             raise EncodingError(f"{op}: the constant {value} at scale 2^{math.log2(scale):.1f} "
                                 f"does not fit in Q_{level}")
-        coefficients = torch.zeros((level + 1, self.params.n), dtype=torch.int64, device=self._ctx.device)
-        coefficients[:, 0] = words_tensor([re % q for q in basis.primes], self._ctx.device)
-        coefficients[:, self.params.n // 2] = words_tensor([im % q for q in basis.primes], self._ctx.device)
+        return re, im
+
+    def _constant_ntt(self, re: int, im: int, level: int) -> torch.Tensor:
+        """NTT(re + im X^(N/2)) over Q_level, ``[l+1, N]``. A real constant (im = 0) is re mod q_i
+        at every NTT point: filled directly, no transform."""
+        basis, n, device = self._ctx.q_at(level), self.params.n, self._ctx.device
+        if im == 0:
+            return words_tensor([re % q for q in basis.primes], device)[:, None].expand(-1, n).contiguous()
+        coefficients = torch.zeros((level + 1, n), dtype=torch.int64, device=device)
+        coefficients[:, 0] = words_tensor([re % q for q in basis.primes], device)
+        coefficients[:, n // 2] = words_tensor([im % q for q in basis.primes], device)
         return basis.ntt(coefficients)
 
     def _scalar(self, value, op: str) -> complex:
@@ -329,9 +340,15 @@ class Evaluator:
         constant_scale = float(constant_scale)
         if not (math.isfinite(constant_scale) and constant_scale >= 1):
             raise ParameterError(f"{op}: constant_scale must be a finite float >= 1, got {constant_scale}")
-        constant = self._constant(value, constant_scale, level, op)
-        return a.replace(data=ops.mul(_limbs(a.data, level), constant, self._ctx.q_at(level).moduli),
-                         scale=a.scale * constant_scale)
+        re, im = self._rounded_constant(value, constant_scale, level, op)
+        moduli = self._ctx.q_at(level).moduli
+        if im == 0:  # an integer in every slot and every NTT point: one Shoup product per limb
+            primes = self.params.q_primes[:level + 1]
+            consts, consts_shoup = shoup_constants([re % q for q in primes], primes, self._ctx.device)
+            data = ops.mul_const(_limbs(a.data, level), consts, consts_shoup, moduli)
+        else:
+            data = ops.mul(_limbs(a.data, level), self._constant_ntt(re, im, level), moduli)
+        return a.replace(data=data, scale=a.scale * constant_scale)
 
     def tensor(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
         """The tensor product (d0, d1, d2) = (a0 b0, a0 b1 + a1 b0, a1 b1), decrypting under

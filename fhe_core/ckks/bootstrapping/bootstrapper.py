@@ -99,6 +99,7 @@ class Bootstrapper:
     def __init__(self, params: Params, bparams: BootstrappingParameters, keys: rlwe.EvalKeySet):
         _check_params(params, bparams)
         self.params, self.parameters = params, bparams
+        self._depth, self._min_input_level, self._output_level = bparams.depth, bparams.min_input_level, bparams.output_level
         self._elements = tuple(bootstrapping_galois_elements(params, bparams))
         self._check_keys(keys)
         self.evaluator = Evaluator(params, keys)
@@ -115,17 +116,17 @@ class Bootstrapper:
     @property
     def depth(self) -> int:
         """Levels the circuit consumes (CtS + EvalMod + StC)."""
-        return self.parameters.depth
+        return self._depth
 
     @property
     def min_input_level(self) -> int:
         """The level :meth:`bootstrap` works from (higher inputs are dropped to it)."""
-        return self.parameters.min_input_level
+        return self._min_input_level
 
     @property
     def output_level(self) -> int:
         """The level of every :meth:`bootstrap` result."""
-        return self.parameters.output_level
+        return self._output_level
 
     def galois_elements(self) -> list[int]:
         """Every Galois element :meth:`bootstrap` uses: CtS and StC rotations (BSGS steps),

@@ -25,6 +25,7 @@ only. N16_H192_FULL / N16_H192_SPARSE are the 128-bit N = 2^16 presets (h = 192;
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from fhe_core.ckks.bootstrapping.dft import DFTFactors, coeffs_to_slots_factors, slots_to_coeffs_factors
 from fhe_core.ckks.bootstrapping.mod1 import EvalModParameters
@@ -141,14 +142,17 @@ class BootstrappingParameters:
 
     @property
     def cts_depth(self) -> int:
-        return self.cts_factors().depth
+        """``cts_levels``: one rescale per DFT factor (``cts_factors().depth``, without building them)."""
+        return self.cts_levels
 
     @property
     def stc_depth(self) -> int:
-        return self.stc_factors().depth
+        """``stc_levels`` (``stc_factors().depth``)."""
+        return self.stc_levels
 
-    @property
+    @cached_property
     def eval_mod_depth(self) -> int:
+        """EvalMod's depth (its interpolant is computed once per parameter set)."""
         return self.eval_mod_parameters().depth
 
     @property
@@ -219,58 +223,57 @@ TINY_N11_FULL = BootstrappingParameters(
 # h = 192 secret.
 #
 # EvalMod interval: after ModRaise each coefficient's integer I is a sum of h terms uniform in
-# [-1/2, 1/2], standard deviation sqrt(h / 12) = 4 for h = 192. The tiny presets' K = 16
-# (|I| <= 15, 3.75 sigma) would fail on ~1.8e-4 of the 2^16 coefficients, i.e. ~12 coefficients
-# per full bootstrap. K = 32 (|I| <= 31, 7.75 sigma, ~1e-14 per coefficient, ~1e-9 per bootstrap)
-# with a degree-63 interpolant (2K / 2^r = 4 periods at r = 4, where the tiny presets' degree 31 follows 2) costs one
-# level more: EvalMod depth = ceil(log2 64) + 1 + 4 = 11.
+# [-1/2, 1/2], standard deviation sqrt(h / 12) = 4 for h = 192. K = 16 (|I| <= 15, 3.75 sigma)
+# would fail on ~1.8e-4 of the 2^16 coefficients, ~12 per full bootstrap; K = 32 (|I| <= 31,
+# 7.75 sigma) fails on ~1e-14 per coefficient, ~1e-9 per bootstrap. With r = 3 double angles the
+# polynomial follows 2K / 2^r = 8 periods, which degree 63 resolves (Chebyshev coefficients
+# ~J_63(8 pi) ~ 2^-60): EvalMod depth = ceil(log2 64) + 1 + 3 = 10.
 #
-# The chain, bottom up (27 primes, L = 26; 1380 + 122 = 1502 bits of QP <= 1546):
-#   q_0                  60 bits  x 1   EvalMod's input scale (R = q_0 / Delta = 2^20); largest 60-bit prime
+# The chain, bottom up (26 primes, L = 25; 1292 + 244 = 1536 bits of QP <= 1546):
+#   q_0                  58 bits  x 1   EvalMod's input scale; R = q_0 / (k Delta) = 2^10 after the
+#                                       integer scale-up k ~ 2^8 (log_message_ratio = 10)
 #   application levels   40 bits  x 9   Delta = 2^40: the 9 levels left after bootstrapping
 #   SlotsToCoeffs        40 bits  x 3   runs at scale Delta (diagonals encoded at the prime's scale)
-#   EvalMod              60 bits  x 11  runs at scale ~q_0 (mod1: 45-bit primes lose ~12 bits)
-#   CoeffsToSlots        60 bits  x 3   input declared at scale q_0 after ModRaise
-#   special primes P     61 bits  x 2   alpha = 2, dnum = ceil(27 / 2) = 14; P (122 bits) covers
-#                                       each digit (2 primes of <= 60 bits = 120 bits)
-# Why these sizes: the application scale is the bottom of the 2^40..2^45 range because the budget
-# is exhausted: 60 + 12 x 40 + 14 x 60 = 1380 bits of Q leaves 166 bits, i.e. 2 special primes
-# (3 would give 1563 > 1546). With Delta = 2^45 Q alone would be 1440 bits and only one 61-bit
-# special prime would fit (dnum 27). With the tiny presets' K = 16 (depth 10) there would be
-# room for a third special prime (1503 bits, dnum 9), at the cost of the ModRaise failures above.
-# Output level: L - CtS - EvalMod - StC = 26 - 3 - 11 - 3 = 9: nine rescales (multiplications)
+#   EvalMod              58 bits  x 10  runs at scale ~q_0
+#   CoeffsToSlots        58 bits  x 3   input declared at scale q_0 after ModRaise
+#   special primes P     61 bits  x 4   alpha = 4, dnum = ceil(26 / 4) = 7; P (244 bits) exceeds
+#                                       every digit (<= 4 x 58 = 232 bits) by 2^12, so key-switching
+#                                       noise stays below the rounding noise of rescaling
+# Why these sizes (measured at N = 2^16 on an H200, 2026-11-21, scratch runs of this chain):
+# precision is EvalMod's noise amplified by ~4^r R / (2 pi) and spread over the slots by
+# SlotsToCoeffs. The first version of this preset (60-bit EvalMod primes, two special primes,
+# dnum 14, r = 4, R = 2^20) bootstrapped to only 13.6 bits mean: R = 2^20 and the key-switching
+# noise of a P barely larger than the digits. Here R = 2^10 (log_message_ratio) and r = 3 cut the
+# amplification by 2^12; 58 rather than 60 bits pays for four special primes. Measured: [-1, 1]
+# min 19.4 / mean 21.3 bits; [-8, 8] 19.5 / 21.2 (R = 2^8: 20.0 / 21.8 on [-1, 1] but 17.7 / 19.3
+# on [-8, 8], the sin(x) ~ x error of larger coefficients; 55-bit primes with five 59-bit special
+# primes: 18.5 / 20.5).
+# Output level: L - CtS - EvalMod - StC = 25 - 3 - 10 - 3 = 9: nine rescales (multiplications)
 # before the next bootstrap, which takes its input at level 0.
-#
-# Known limits (not verified here, see tests/fhe_core/ckks/bootstrapping/test_boot_n16_preset.py):
-# * rotation-key memory: 107 Galois keys for 2^15 slots with 3 + 3 DFT levels, each
-#   dnum x 2 x 29 limbs x N x 8 bytes = 426 MB: ~45.6 GB, above the issue's 16 GB. With P capped
-#   at 2 primes by the 1546-bit bound, fitting 16 GB needs fewer keys (more DFT levels, which the
-#   bound has no room for) or level-aware / compressed keys. The 2^13-slot variant: 89 keys, ~37.9 GB.
-# * precision: EvalMod amplifies errors by ~4^r R / (2 pi) = 2^25.4 with R = 2^20; the float64
-#   interpolation-error estimate (2^-41.7) gives a bound of 2^-16.4 on the max error. The GPU test
-#   measures the real figure.
+# Keys: the stride-aware BSGS plan needs 39 Galois keys (2^15 slots; 40 for 2^13), each
+# dnum x 2 x 30 limbs x N x 8 bytes = 220 MB: 8.6 GB, plus the relinearization key.
 
-_N16_EVALMOD = dict(k=32.0, degree=63, double_angles=4)
-_N16_EVALMOD_DEPTH = 11
-_N16_LOG_P = [61, 61]
+_N16_EVALMOD = dict(k=32.0, degree=63, double_angles=3, log_message_ratio=10)
+_N16_EVALMOD_DEPTH = 10
+_N16_LOG_P = [61] * 4
 
 
 def _n16_literal(cts: int, stc: int, output_levels: int = 9) -> ParamsLiteral:
-    """N = 2^16, h = 192: q_0 60, ``output_levels`` + ``stc`` 40-bit primes, EvalMod + ``cts``
-    60-bit primes, two 61-bit special primes (sizes justified above)."""
-    return ParamsLiteral(log_n=16, log_q=[60] + [40] * (output_levels + stc) + [60] * (_N16_EVALMOD_DEPTH + cts),
+    """N = 2^16, h = 192: q_0 58, ``output_levels`` + ``stc`` 40-bit primes, EvalMod + ``cts``
+    58-bit primes, four 61-bit special primes (sizes justified above)."""
+    return ParamsLiteral(log_n=16, log_q=[58] + [40] * (output_levels + stc) + [58] * (_N16_EVALMOD_DEPTH + cts),
                          log_p=list(_N16_LOG_P), log_default_scale=40, hamming_weight=192)
 
 
 N16_H192_FULL = BootstrappingParameters(
     literal=_n16_literal(cts=3, stc=3), slots=1 << 15, cts_levels=3, stc_levels=3, **_N16_EVALMOD)
-"""N = 2^16, 2^15 slots (full), h = 192, 128-bit (log QP = 1502 <= 1546): CtS 3 + EvalMod 11 + StC 3
-= 17 levels, output level 9."""
+"""N = 2^16, 2^15 slots (full), h = 192, 128-bit (log QP = 1536 <= 1546): CtS 3 + EvalMod 10 + StC 3
+= 16 levels, output level 9."""
 
 N16_H192_SPARSE = BootstrappingParameters(
     literal=_n16_literal(cts=3, stc=3), slots=1 << 13, cts_levels=3, stc_levels=3, **_N16_EVALMOD)
 """N = 2^16, 2^13 slots (sparse, g = 4, SubSum), h = 192, 128-bit: same chain as N16_H192_FULL, output
-level 9; 89 Galois keys."""
+level 9; 40 Galois keys."""
 
 __all__ = ["BootstrappingParameters", "ORDERS", "TINY_N10_FULL", "TINY_N10_SPARSE", "TINY_N10_SLIM",
            "TINY_N11_FULL", "N16_H192_FULL", "N16_H192_SPARSE"]
