@@ -234,13 +234,36 @@ def make_ckks_cases(device: str) -> list[Case]:
 BOOT_REFERENCE_V100_US = 328000  # "Over 100x Faster Bootstrapping": full-slot N = 2^16 bootstrapping, V100
 
 
+def count_key_switches(fn) -> tuple[int, int]:
+    """(key switches, bytes of switching key they read) during fn(): every key switch (relinearize,
+    rotate, hoisted rotation) goes through ``rlwe.keyswitch.inner_product``, which reads the
+    digits' rows of the key, ``[digits, 2, alpha + l + 1, N]``."""
+    from fhe_core.rlwe import keyswitch
+
+    inner = keyswitch.inner_product
+    seen = [0, 0]
+
+    def counting(ctx, digits, key, level):
+        seen[0] += 1
+        seen[1] += digits.shape[0] * 2 * digits.shape[1] * digits.shape[2] * WORD
+        return inner(ctx, digits, key, level)
+
+    keyswitch.inner_product = counting
+    try:
+        fn()
+    finally:
+        keyswitch.inner_product = inner
+    return seen[0], seen[1]
+
+
 def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) -> list[Case]:
     """CKKS bootstrapping at N16_H192_FULL (N = 2^16, 2^15 slots, h = 192, 128-bit): the whole
     ``bootstrap(ct)`` (reference: the reference design's 328 ms on a V100) and each public step.
-    Builds the keys of ``bootstrapping_galois_elements`` once (~45.6 GB of rotation keys at dnum
-    14: a GPU with >= 80 GB). Prints the precision of one bootstrap (min/mean/max bits over all
-    slots, inputs uniform in [-1, 1]) and the rotation-key memory; both are in the params string
-    too. Bytes: the input and output ciphertexts only (the key switches' traffic is not counted).
+    Builds the keys of ``bootstrapping_galois_elements`` once (8.6 GB of rotation keys at dnum
+    7). Prints the precision of one bootstrap (min/mean/max bits over all slots, inputs uniform in
+    [-1, 1] and in [-8, 8]), the rotation-key memory and the key switches (count, bytes of key they read); all are
+    in the params string too. Bytes: the input and output ciphertexts plus the key-switching keys
+    read (the lower bound on traffic that matters; digits and intermediates are not counted).
     Far too slow on a CPU: not in the default suites, run it with ``--only boot``. ``bparams`` /
     ``allow_insecure``: another (tiny, insecure) preset, for the CPU test of this suite."""
     import math
@@ -260,29 +283,38 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) 
     encoder, encryptor, decryptor = ckks.Encoder(params), ckks.Encryptor(params, sk), ckks.Decryptor(params, sk)
     rng = np.random.default_rng(1)
     n = bparams.slots
-    z = rng.uniform(-1, 1, n) + 1j * rng.uniform(-1, 1, n)
-    ct = encryptor.encrypt(encoder.encode(z, level=boot.min_input_level, slots=n))
-    out = boot.bootstrap(ct)
-    error = np.maximum(np.abs(encoder.decode(decryptor.decrypt(out)) - z), 2.0 ** -60)
-    bits = (-math.log2(error.max()), -math.log2(error.mean()), -math.log2(error.min()))
+
+    def precision(amplitude: float) -> tuple[float, float, float]:
+        """(min, mean, max) bits over all slots, real and imaginary parts uniform in [-a, a]."""
+        z = amplitude * (rng.uniform(-1, 1, n) + 1j * rng.uniform(-1, 1, n))
+        out = boot.bootstrap(encryptor.encrypt(encoder.encode(z, level=boot.min_input_level, slots=n)))
+        error = np.maximum(np.abs(encoder.decode(decryptor.decrypt(out)) - z), 2.0 ** -60)
+        return -math.log2(error.max()), -math.log2(error.mean()), -math.log2(error.min())
+
+    ct = encryptor.encrypt(encoder.encode(rng.uniform(-1, 1, n), level=boot.min_input_level, slots=n))
+    key_switches = count_key_switches(lambda: boot.bootstrap(ct))
+    bits, bits8 = precision(1.0), precision(8.0)
     limbs_qp = len(params.q_primes) + len(params.p_primes)
     key_bytes = len(elements) * params.dnum * 2 * limbs_qp * params.n * WORD
     print(f"boot: {bparams.describe()}; {len(elements)} Galois keys, dnum {params.dnum}, "
-          f"rotation keys {key_bytes / 1e9:.1f} GB; precision min {bits[0]:.2f} / mean {bits[1]:.2f} / "
-          f"max {bits[2]:.2f} bits", flush=True)
+          f"rotation keys {key_bytes / 1e9:.1f} GB; {key_switches[0]} key switches reading "
+          f"{key_switches[1] / 1e9:.1f} GB of keys; precision min {bits[0]:.2f} / mean {bits[1]:.2f} / "
+          f"max {bits[2]:.2f} bits on [-1, 1], {bits8[0]:.2f} / {bits8[1]:.2f} / {bits8[2]:.2f} on [-8, 8]",
+          flush=True)
     # the steps' inputs, computed once
     raised = boot.sub_sum(boot.mod_raise(ct))
     real, imag = boot.coeffs_to_slots(raised)
     modded = boot.eval_mod(real, imag, ct.scale)
     name = (f"N=2^{params.log_n} {n} slots h={params.hamming_weight}, L={bparams.max_level}, "
             f"out level {boot.output_level}, "
-            f"prec min/mean/max {bits[0]:.1f}/{bits[1]:.1f}/{bits[2]:.1f} b, "
-            f"{len(elements)} keys {key_bytes / 1e9:.1f} GB")
+            f"prec min/mean/max {bits[0]:.1f}/{bits[1]:.1f}/{bits[2]:.1f} b ([-8, 8]: "
+            f"{bits8[0]:.1f}/{bits8[1]:.1f}/{bits8[2]:.1f}), "
+            f"{len(elements)} keys {key_bytes / 1e9:.1f} GB, {key_switches[0]} key switches")
     ct_bytes = 2 * params.n * WORD  # per limb
     in_out = ct_bytes * (1 + boot.min_input_level) + ct_bytes * (1 + boot.output_level)
     top = ct_bytes * (1 + bparams.max_level)
     return [
-        Case("bootstrap", name, in_out, lambda i: boot.bootstrap(ct), BOOT_REFERENCE_V100_US),
+        Case("bootstrap", name, in_out + key_switches[1], lambda i: boot.bootstrap(ct), BOOT_REFERENCE_V100_US),
         Case("boot: mod_raise", name, ct_bytes + top, lambda i: boot.mod_raise(ct)),
         Case("boot: coeffs_to_slots", name, 3 * top, lambda i: boot.coeffs_to_slots(raised)),
         Case("boot: eval_mod", name, 3 * ct_bytes * (1 + real.level), lambda i: boot.eval_mod(real, imag, ct.scale)),

@@ -49,6 +49,7 @@ from fhe_core.rlwe.checks import check_ciphertext
 from fhe_core.ring import shoup_constants, words_tensor
 
 SCALE_TOLERANCE = 1e-9  # relative difference under which two scales count as equal
+INTEGER_CACHE_SIZE = 4096  # constants kept on the device per evaluator (see Evaluator._integer_residues)
 Operand = Ciphertext | Plaintext | int | float | complex
 
 
@@ -115,6 +116,7 @@ class Evaluator:
         self.keys = keys
         self._ctx = rlwe_context(params)
         self._rescale_tables: dict[int, _RescaleTables] = {}
+        self._integer_cache: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
 
     def __repr__(self) -> str:
         return f"ckks.Evaluator({self.params!r}, keys={self.keys!r})"
@@ -255,11 +257,25 @@ class Evaluator:
         at every NTT point: filled directly, no transform."""
         basis, n, device = self._ctx.q_at(level), self.params.n, self._ctx.device
         if im == 0:
-            return words_tensor([re % q for q in basis.primes], device)[:, None].expand(-1, n).contiguous()
+            return self._integer_residues(re, level)[0][:, None].expand(-1, n).contiguous()
         coefficients = torch.zeros((level + 1, n), dtype=torch.int64, device=device)
         coefficients[:, 0] = words_tensor([re % q for q in basis.primes], device)
         coefficients[:, n // 2] = words_tensor([im % q for q in basis.primes], device)
         return basis.ntt(coefficients)
+
+    def _integer_residues(self, value: int, level: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(value mod q_i, its Shoup constants) for i <= level, ``[l+1]`` each, on the device.
+        Cached (bounded): polynomial evaluation and EvalMod multiply by the same constants at the
+        same levels on every call, and each small host-to-device copy costs ~0.1 ms of host time."""
+        key = (value, level)
+        residues = self._integer_cache.get(key)
+        if residues is None:
+            if len(self._integer_cache) >= INTEGER_CACHE_SIZE:
+                self._integer_cache.clear()
+            primes = self.params.q_primes[:level + 1]
+            residues = self._integer_cache[key] = shoup_constants([value % q for q in primes], primes,
+                                                                  self._ctx.device)
+        return residues
 
     def _scalar(self, value, op: str) -> complex:
         try:
@@ -343,9 +359,7 @@ class Evaluator:
         re, im = self._rounded_constant(value, constant_scale, level, op)
         moduli = self._ctx.q_at(level).moduli
         if im == 0:  # an integer in every slot and every NTT point: one Shoup product per limb
-            primes = self.params.q_primes[:level + 1]
-            consts, consts_shoup = shoup_constants([re % q for q in primes], primes, self._ctx.device)
-            data = ops.mul_const(_limbs(a.data, level), consts, consts_shoup, moduli)
+            data = ops.mul_const(_limbs(a.data, level), *self._integer_residues(re, level), moduli)
         else:
             data = ops.mul(_limbs(a.data, level), self._constant_ntt(re, im, level), moduli)
         return a.replace(data=data, scale=a.scale * constant_scale)

@@ -42,3 +42,22 @@ def test_boot_suite_runs_on_a_tiny_preset_and_is_opt_in():
     for case in cases:
         case.run(0)
         assert case.bytes > 0
+
+
+def test_key_switches_are_counted_with_the_key_bytes_they_read():
+    """One relinearization at level l: one key switch reading dnum_l x 2 x (alpha + l + 1) x N words."""
+    from fhe_core import ckks, rlwe
+    from fhe_core.params import preset
+
+    bench = _bench()
+    params = preset("N12QP483L6D3Insecure", allow_insecure=True)
+    ctx = ckks.rlwe_context(params)
+    sk = rlwe.gen_secret_key(ctx)
+    evaluator = ckks.Evaluator(params, rlwe.gen_eval_keys(ctx, sk))
+    encoder, encryptor = ckks.Encoder(params), ckks.Encryptor(params, sk)
+    ct = encryptor.encrypt(encoder.encode([0.5] * 8, slots=8))
+    level = ct.level
+    count, key_bytes = bench.count_key_switches(lambda: evaluator.mul_relin(ct, ct))
+    digits = -(-(level + 1) // params.alpha)
+    assert (count, key_bytes) == (1, digits * 2 * (params.alpha + level + 1) * params.n * 8)
+    assert bench.count_key_switches(lambda: evaluator.add(ct, ct)) == (0, 0)
