@@ -4,7 +4,7 @@
 # GPU image lacks), then the benchmarks. Results land in $OUT (the device tool's
 # output folder) or ./bench-out.
 #
-#   bash scripts/device.sh            # build + gpu tests + benchmarks
+#   bash scripts/device.sh            # build + gpu tests + benchmarks (engine, CKKS, BFV, then bootstrapping)
 #   bash scripts/device.sh --no-bench # build + gpu tests
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,5 +29,6 @@ tests_rc=${PIPESTATUS[0]}
 if [ "${1:-}" != "--no-bench" ]; then
     echo "==> benchmarks"
     python3 scripts/bench.py --device cuda --json "$out/bench.jsonl" --markdown "$out/bench-gpu.md"
+    python3 scripts/bench.py --device cuda --only boot --json "$out/bench.jsonl" --markdown "$out/bench-boot.md"
 fi
 exit "$tests_rc"
