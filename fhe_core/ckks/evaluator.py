@@ -46,10 +46,10 @@ from fhe_core.errors import (
 )
 from fhe_core.params import Params
 from fhe_core.rlwe.checks import check_ciphertext
-from fhe_core.ring import shoup_constants, words_tensor
+from fhe_core.ring import primitive_root_2n, shoup_constants
 
 SCALE_TOLERANCE = 1e-9  # relative difference under which two scales count as equal
-INTEGER_CACHE_SIZE = 4096  # constants kept on the device per evaluator (see Evaluator._integer_residues)
+CONSTANT_CACHE_SIZE = 4096  # constants kept on the device per evaluator (see Evaluator._constant_halves)
 Operand = Ciphertext | Plaintext | int | float | complex
 
 
@@ -116,7 +116,8 @@ class Evaluator:
         self.keys = keys
         self._ctx = rlwe_context(params)
         self._rescale_tables: dict[int, _RescaleTables] = {}
-        self._integer_cache: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+        self._constant_cache: dict[tuple[int, int, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+        self._sqrt_minus_one = [pow(primitive_root_2n(q, params.n), params.n // 2, q) for q in params.q_primes]
 
     def __repr__(self) -> str:
         return f"ckks.Evaluator({self.params!r}, keys={self.keys!r})"
@@ -253,29 +254,34 @@ class Evaluator:
         return re, im
 
     def _constant_ntt(self, re: int, im: int, level: int) -> torch.Tensor:
-        """NTT(re + im X^(N/2)) over Q_level, ``[l+1, N]``. A real constant (im = 0) is re mod q_i
-        at every NTT point: filled directly, no transform."""
-        basis, n, device = self._ctx.q_at(level), self.params.n, self._ctx.device
-        if im == 0:
-            return self._integer_residues(re, level)[0][:, None].expand(-1, n).contiguous()
-        coefficients = torch.zeros((level + 1, n), dtype=torch.int64, device=device)
-        coefficients[:, 0] = words_tensor([re % q for q in basis.primes], device)
-        coefficients[:, n // 2] = words_tensor([im % q for q in basis.primes], device)
-        return basis.ntt(coefficients)
+        """NTT(re + im X^(N/2)) over Q_level, ``[l+1, N]``, filled from :meth:`_constant_halves`
+        (no transform, no host-to-device copy once cached)."""
+        consts = self._constant_halves(re, im, level)[0]
+        return consts.view(level + 1, 2, 1).expand(-1, -1, self.params.n // 2).reshape(level + 1, self.params.n)
 
-    def _integer_residues(self, value: int, level: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(value mod q_i, its Shoup constants) for i <= level, ``[l+1]`` each, on the device.
-        Cached (bounded): polynomial evaluation and EvalMod multiply by the same constants at the
-        same levels on every call, and each small host-to-device copy costs ~0.1 ms of host time."""
-        key = (value, level)
-        residues = self._integer_cache.get(key)
-        if residues is None:
-            if len(self._integer_cache) >= INTEGER_CACHE_SIZE:
-                self._integer_cache.clear()
+    def _constant_halves(self, re: int, im: int, level: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The NTT-domain values of the constant plaintext re + im X^(N/2): X^(N/2) is psi^(N/2) =: I
+        (a square root of -1 mod q) at the point psi^(2 brv(k) + 1) of NTT slot k when k < N/2 and
+        -I when k >= N/2 (brv(k) is odd exactly then), so the transform takes two values per limb,
+        re + im I and re - im I. Returns (values, Shoup constants, moduli), ``[2 (l+1)]``,
+        ``[2 (l+1)]`` and ``[2 (l+1), 4]``, in rows (limb, half): a multiplication by the constant
+        is one Shoup product per row of a ``[..., 2 (l+1), N/2]`` view. Cached on the device
+        (bounded): polynomial evaluation and EvalMod use the same constants at the same levels on
+        every call, and each small host-to-device copy costs ~0.1 ms of host time."""
+        key = (re, im, level)
+        entry = self._constant_cache.get(key)
+        if entry is None:
+            if len(self._constant_cache) >= CONSTANT_CACHE_SIZE:
+                self._constant_cache.clear()
             primes = self.params.q_primes[:level + 1]
-            residues = self._integer_cache[key] = shoup_constants([value % q for q in primes], primes,
-                                                                  self._ctx.device)
-        return residues
+            values = []
+            for q, i_q in zip(primes, self._sqrt_minus_one[:level + 1]):
+                values += [(re + im * i_q) % q, (re - im * i_q) % q]
+            halves = [q for q in primes for _ in range(2)]
+            consts, consts_shoup = shoup_constants(values, halves, self._ctx.device)
+            moduli = self._ctx.q_at(level).moduli.repeat_interleave(2, dim=0)
+            entry = self._constant_cache[key] = (consts, consts_shoup, moduli)
+        return entry
 
     def _scalar(self, value, op: str) -> complex:
         try:
@@ -357,11 +363,10 @@ class Evaluator:
         if not (math.isfinite(constant_scale) and constant_scale >= 1):
             raise ParameterError(f"{op}: constant_scale must be a finite float >= 1, got {constant_scale}")
         re, im = self._rounded_constant(value, constant_scale, level, op)
-        moduli = self._ctx.q_at(level).moduli
-        if im == 0:  # an integer in every slot and every NTT point: one Shoup product per limb
-            data = ops.mul_const(_limbs(a.data, level), *self._integer_residues(re, level), moduli)
-        else:
-            data = ops.mul(_limbs(a.data, level), self._constant_ntt(re, im, level), moduli)
+        data = _limbs(a.data, level)
+        halves = data.view(*data.shape[:-2], 2 * (level + 1), self.params.n // 2)  # rows: (limb, half)
+        consts, consts_shoup, moduli = self._constant_halves(re, im, level)
+        data = ops.mul_const(halves, consts, consts_shoup, moduli).view(data.shape)
         return a.replace(data=data, scale=a.scale * constant_scale)
 
     def tensor(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:

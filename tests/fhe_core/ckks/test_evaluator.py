@@ -134,6 +134,24 @@ def test_constant_is_encoded_as_the_encoder_encodes_it(s):
     assert torch.equal(ev.add(a, c).data, ev.add(a, pt).data)
 
 
+def test_constant_products_equal_the_plaintext_product(s):
+    """mul(ct, c) (one Shoup product per limb and half-ring, see Evaluator._constant_halves) gives
+    the residues of mul(ct, encode([c] * slots)) at the constant's scale, for complex, real and
+    Gaussian-integer c; and the filled NTT-domain constant is NTT(re + im X^(N/2)) exactly."""
+    ev, a = s.evaluator, s.encrypt(s.message(), level=4)
+    q4 = float(s.params.q_primes[4])
+    for c in (complex(s.rng.uniform(-2, 2), s.rng.uniform(-2, 2)), complex(s.rng.uniform(-2, 2), 0), 3 - 2j):
+        scale = 1.0 if c == 3 - 2j else q4
+        pt = s.encoder.encode(np.full(s.params.slots, c), level=4, scale=scale)
+        assert torch.equal(ev.mul(a, c, constant_scale=scale).data, ev.mul(a, pt).data)
+    basis = s.params.q_basis(4)
+    re, im = int(s.rng.integers(-2 ** 62, 2 ** 62)) * 2 ** 20, int(s.rng.integers(-2 ** 62, 2 ** 62))
+    poly = torch.zeros((5, s.params.n), dtype=torch.int64, device=a.data.device)
+    poly[:, 0] = torch.tensor([re % q for q in basis.primes])
+    poly[:, s.params.n // 2] = torch.tensor([im % q for q in basis.primes])
+    assert torch.equal(ev._constant_ntt(re, im, 4), basis.ntt(poly))
+
+
 def test_addition_aligns_levels(s):
     ev, z, w = s.evaluator, s.message(), s.message()
     high, low = s.encrypt(z), s.encrypt(w, level=3)
