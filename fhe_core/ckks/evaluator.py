@@ -184,7 +184,7 @@ class Evaluator:
         current = self._check_ct(ct, op, degree=None)
         if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= current:
             raise LevelMismatchError(f"{op}: target level must be an int in [0, {current}], got {level!r}")
-        return ct.replace(data=_limbs(ct.data, level).clone(), level=level)
+        return ct.replace(data=ct.data[:, :level + 1].clone(memory_format=torch.contiguous_format), level=level)
 
     def rescale(self, ct: Ciphertext) -> Ciphertext:
         """Divide by the last prime q_l with rounding: c -> round(c / q_l) over Q_(l-1).
@@ -205,8 +205,10 @@ class Evaluator:
         with _step("rescale", self._ctx.device):
             last = ops.intt(ct.data[:, level:level + 1].contiguous(), q.moduli[level:], q.ntt_table[level:])
             correction = lower.ntt(ops.center_lift(last, t.q_last, lower.moduli))  # [d+1, l, N]: [c_l] centred
-            out = ops.sub_mul_const(_limbs(ct.data, level - 1), correction, t.q_last_inv, t.q_last_inv_shoup,
-                                    lower.moduli)
+            out = torch.empty_like(correction)
+            for c in range(ct.data.shape[0]):  # per component: contiguous views of the lower limbs, no copy
+                ops.sub_mul_const(ct.data[c, :level], correction[c], t.q_last_inv, t.q_last_inv_shoup, lower.moduli,
+                                  out=out[c])
         return ct.replace(data=out, level=level - 1, scale=ct.scale / t.q_last)
 
     def set_scale(self, ct: Ciphertext, scale: float) -> Ciphertext:
