@@ -12,13 +12,15 @@ import torch
 
 from fhe_core.errors import ParameterError
 from fhe_core.params.literal import ParamsLiteral
-from fhe_core.params.security import check_security
+from fhe_core.params.security import check_security, max_log_qp
 from fhe_core.ring.basis import MAX_LOG_N, MIN_LOG_N, RNSBasis, resolve_device
 from fhe_core.ring.primes import MAX_PRIME_BITS, MIN_PRIME_BITS, generate_primes, is_prime, scaling_primes
 
 MAX_LOG_SCALE = 60      # exact encoding is tested up to 2^60
 MAX_ERROR_ETA = 32      # the centered-binomial sampler's limit
 MAX_PLAINTEXT_BITS = 60  # BFV's t: below the q primes (at most 61 bits)
+MAX_DIGITS = 63         # dnum: the key-switching inner product accumulates dnum 122-bit products in 128 bits
+MAX_SPECIAL_PRIMES = 63  # alpha: ModDown's exact P -> Q conversion accumulates alpha + 1 products
 _ID_FORMAT = "fhe_core.params/1"
 
 
@@ -66,7 +68,13 @@ class Params:
         """
         if not isinstance(literal, ParamsLiteral):
             raise ParameterError(f"expected a ParamsLiteral, got {type(literal).__name__}")
-        params = _from_canonical(_normalise(literal).to_json(), str(resolve_device(device)))
+        normal = _normalise(literal)
+        if not allow_insecure:  # refuse before generating primes when even the smallest outcome is insecure
+            sizes = normal.log_q + normal.log_p  # every b-bit prime exceeds 2^(b-1)
+            bound = max_log_qp(normal.log_n, normal.hamming_weight)
+            if bound is None or sum(sizes) - len(sizes) > bound:
+                check_security(normal.log_n, float(sum(sizes)), normal.hamming_weight)  # raises (nominal size)
+        params = _from_canonical(normal.to_json(), str(resolve_device(device)))
         if not allow_insecure:
             check_security(params.log_n, params.log_qp, params.hamming_weight)
         return params
@@ -186,7 +194,12 @@ def _normalise(lit: ParamsLiteral) -> ParamsLiteral:
         raise ParameterError(f"log_default_scale {scale} leaves no room in log2(Q) = {sum(log_q)}")
     weight = _int_field("hamming_weight", lit.hamming_weight, 0, 1 << log_n)
     eta = _int_field("error_eta", lit.error_eta, 1, MAX_ERROR_ETA)
+    if len(log_p) > MAX_SPECIAL_PRIMES:
+        raise ParameterError(f"log_p has {len(log_p)} special primes; at most {MAX_SPECIAL_PRIMES} are supported")
     dnum = -(-len(log_q) // len(log_p))
+    if dnum > MAX_DIGITS:
+        raise ParameterError(f"{len(log_q)} q-primes in digits of alpha = {len(log_p)} make dnum = {dnum} digits; at "
+                             f"most {MAX_DIGITS} are supported (add special primes or use fewer, larger q-primes)")
     if lit.dnum is not None and _int_field("dnum", lit.dnum, 1, len(log_q)) != dnum:
         raise ParameterError(f"dnum={lit.dnum} does not match {len(log_q)} q-primes in digits of "
                              f"alpha = len(log_p) = {len(log_p)} primes (dnum = {dnum}); "

@@ -135,6 +135,30 @@ def test_non_literal_is_refused():
         Params.from_literal(TINY.to_dict(), allow_insecure=True)
 
 
+def test_literals_beyond_the_kernels_limits_are_refused():
+    """At most 63 special primes (ModDown's exact conversion) and 63 digits (the key-switching
+    inner product's 128-bit accumulator), before any prime is generated."""
+    with pytest.raises(ParameterError, match="at most 63 are supported"):
+        Params.from_literal(_lit(log_p=[40] * 64), allow_insecure=True)
+    with pytest.raises(ParameterError, match="dnum = 64 digits"):
+        Params.from_literal(_lit(log_q=[50] * 64, log_p=[60]), allow_insecure=True)
+
+
+def test_a_huge_insecure_literal_is_refused_before_prime_generation(monkeypatch):
+    """3000 q-primes (within the kernels' limits) fail the bound on their nominal sizes: refused
+    without generating a prime (a request of that size must not cost the server minutes)."""
+    import fhe_core.params.params as params_module
+
+    def no_primes(*args, **kwargs):
+        raise AssertionError("primes were generated")
+
+    monkeypatch.setattr(params_module, "generate_primes", no_primes)
+    monkeypatch.setattr(params_module, "scaling_primes", no_primes)
+    lit = ParamsLiteral(log_n=16, log_q=[60] * 3000, log_p=[60] * 63, log_default_scale=40)
+    with pytest.raises(SecurityError, match="183780"):  # 3063 x 60 bits
+        Params.from_literal(lit)
+
+
 def test_too_many_primes_of_one_size_are_refused():
     with pytest.raises(ParameterError, match="only"):  # few 20-bit primes are 1 mod 2^18
         Params.from_literal(ParamsLiteral(log_n=17, log_q=[30], log_p=[20] * 8, log_default_scale=20),
