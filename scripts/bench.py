@@ -262,8 +262,9 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) 
     Builds the keys of ``bootstrapping_galois_elements`` once (8.6 GB of rotation keys at dnum
     7). Prints the precision of one bootstrap (min/mean/max bits over all slots, inputs uniform in
     [-1, 1] and in [-8, 8]), the rotation-key memory and the key switches (count, bytes of key they read); all are
-    in the params string too. Bytes: the input and output ciphertexts plus the key-switching keys
-    read (the lower bound on traffic that matters; digits and intermediates are not counted).
+    in the params string too. Bytes, for the whole bootstrap and for each step: the input and
+    output ciphertexts plus the key-switching keys read (the lower bound on traffic that matters;
+    digits and intermediates are not counted).
     Far too slow on a CPU: not in the default suites, run it with ``--only boot``. ``bparams`` /
     ``allow_insecure``: another (tiny, insecure) preset, for the CPU test of this suite."""
     import math
@@ -313,14 +314,15 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) 
     ct_bytes = 2 * params.n * WORD  # per limb
     in_out = ct_bytes * (1 + boot.min_input_level) + ct_bytes * (1 + boot.output_level)
     top = ct_bytes * (1 + bparams.max_level)
-    return [
-        Case("bootstrap", name, in_out + key_switches[1], lambda i: boot.bootstrap(ct), BOOT_REFERENCE_V100_US),
-        Case("boot: mod_raise", name, ct_bytes + top, lambda i: boot.mod_raise(ct)),
-        Case("boot: coeffs_to_slots", name, 3 * top, lambda i: boot.coeffs_to_slots(raised)),
-        Case("boot: eval_mod", name, 3 * ct_bytes * (1 + real.level), lambda i: boot.eval_mod(real, imag, ct.scale)),
-        Case("boot: slots_to_coeffs", name, ct_bytes * (1 + modded.level) + ct_bytes * (1 + boot.output_level),
-             lambda i: boot.slots_to_coeffs(modded)),
-    ]
+    steps = {  # name: (run, ciphertext bytes in and out)
+        "boot: mod_raise": (lambda i: boot.mod_raise(ct), ct_bytes + top),
+        "boot: coeffs_to_slots": (lambda i: boot.coeffs_to_slots(raised), 3 * top),
+        "boot: eval_mod": (lambda i: boot.eval_mod(real, imag, ct.scale), 3 * ct_bytes * (1 + real.level)),
+        "boot: slots_to_coeffs": (lambda i: boot.slots_to_coeffs(modded),
+                                  ct_bytes * (1 + modded.level) + ct_bytes * (1 + boot.output_level)),
+    }
+    return [Case("bootstrap", name, in_out + key_switches[1], lambda i: boot.bootstrap(ct), BOOT_REFERENCE_V100_US)] + [
+        Case(step, name, io + count_key_switches(lambda: run(0))[1], run) for step, (run, io) in steps.items()]
 
 
 def copy_bandwidth(device: str) -> float:
