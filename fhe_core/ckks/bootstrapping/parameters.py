@@ -15,9 +15,11 @@ level 0, and the output is EvalMod's, at level L - cts - evalmod. In both orders
 
     depth = cts + evalmod + stc = L - output_level + min_input_level.
 
-EvalMod and CoeffsToSlots need ~60-bit primes (EvalMod runs at scale q_0 ~ 2^60, see
+EvalMod and CoeffsToSlots need large primes, 55-60 bits (EvalMod runs at scale q_0, see
 :mod:`~fhe_core.ckks.bootstrapping.mod1`); SlotsToCoeffs and the levels left to the
-application run at the default scale (45-bit primes here).
+application run at the default scale (45-bit primes in the tiny presets, 40-bit at N = 2^16).
+EvalMod's error is amplified by ~4^r R / (2 pi), R = q_0 / Delta the message ratio, which
+``log_message_ratio`` lowers by scaling the input up by an integer before ModRaise.
 
 The TINY_* presets at the bottom are tiny and **insecure** (N = 2^10 and 2^11, h = 32): CPU tests
 only. N16_H192_FULL / N16_H192_SPARSE are the 128-bit N = 2^16 presets (h = 192; see their comment).
