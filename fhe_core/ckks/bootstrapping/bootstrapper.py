@@ -99,7 +99,6 @@ class Bootstrapper:
     def __init__(self, params: Params, bparams: BootstrappingParameters, keys: rlwe.EvalKeySet):
         _check_params(params, bparams)
         self.params, self.parameters = params, bparams
-        self._depth, self._min_input_level, self._output_level = bparams.depth, bparams.min_input_level, bparams.output_level
         self._elements = tuple(bootstrapping_galois_elements(params, bparams))
         self._check_keys(keys)
         self.evaluator = Evaluator(params, keys)
@@ -116,17 +115,17 @@ class Bootstrapper:
     @property
     def depth(self) -> int:
         """Levels the circuit consumes (CtS + EvalMod + StC)."""
-        return self._depth
+        return self.parameters.depth
 
     @property
     def min_input_level(self) -> int:
         """The level :meth:`bootstrap` works from (higher inputs are dropped to it)."""
-        return self._min_input_level
+        return self.parameters.min_input_level
 
     @property
     def output_level(self) -> int:
         """The level of every :meth:`bootstrap` result."""
-        return self._output_level
+        return self.parameters.output_level
 
     def galois_elements(self) -> list[int]:
         """Every Galois element :meth:`bootstrap` uses: CtS and StC rotations (BSGS steps),
