@@ -6,6 +6,8 @@ API::
     obj  = loads(blob, params, *, device=None, max_bytes=DEFAULT_MAX_BYTES, expect=None,
                  allow_insecure=False)
     info = peek(blob, *, max_bytes=..., expect=None) -> RecordInfo(kind, params_id, metadata, size)
+    blob = dumps_many(objs) / objs = loads_many(blob, params, *, expect=, max_count=, ...)
+                                  a sequence (e.g. a batch of ciphertexts): records back to back
     dump(obj, path, ...) / load(path, params, ...)   atomic write; size checked before reading
 
 Objects: :class:`~fhe_core.params.Params`, :class:`~fhe_core.ckks.Plaintext`,
@@ -96,8 +98,8 @@ generated); with ``params`` given, its literal must be theirs before anything is
 
 No pickle, no eval: metadata is JSON with a fixed schema, payloads are raw words.
 """
-from fhe_core.serialize.api import RecordInfo, dump, dumps, load, loads, peek
+from fhe_core.serialize.api import RecordInfo, dump, dumps, dumps_many, load, loads, loads_many, peek
 from fhe_core.serialize.record import DEFAULT_MAX_BYTES, FORMAT_VERSION, HEADER_BYTES, MAGIC, Kind
 
-__all__ = ["dumps", "loads", "dump", "load", "peek", "RecordInfo", "Kind", "DEFAULT_MAX_BYTES",
+__all__ = ["dumps", "loads", "dumps_many", "loads_many", "dump", "load", "peek", "RecordInfo", "Kind", "DEFAULT_MAX_BYTES",
            "FORMAT_VERSION", "HEADER_BYTES", "MAGIC"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from fhe_core.params import Params
 from fhe_core.ring import resolve_device
 from fhe_core.rlwe import Ciphertext, EvalKeySet, GaloisKey, PublicKey, RelinKey, SecretKey, SwitchingKey
 from fhe_core.serialize import codecs
-from fhe_core.serialize.record import DEFAULT_MAX_BYTES, Kind, Record, decode_metadata, pack, parse
+from fhe_core.serialize.record import DEFAULT_MAX_BYTES, Kind, Record, as_view, decode_metadata, pack, parse
 
 # exact types only: a subclass (e.g. a CKKS ciphertext with a scale) must get its own kind, never
 # be written silently as its base class
@@ -98,12 +98,56 @@ def loads(data: bytes | bytearray | memoryview, params: Params | None = None, *,
     if params is not None and not isinstance(params, Params):
         raise SerializationError(f"loads: params must be a Params, got {type(params).__name__}")
     record = parse(data, max_bytes=max_bytes, expect=_expected_kinds(expect))
-    if params is not None and record.params_id != params.params_id:
-        raise SerializedParamsMismatchError(f"{record.kind.name.lower()}: belongs to params_id {record.params_id}, "
-                                            f"expected {params.params_id}")
+    _check_params_id(record, params)
     if record.kind == Kind.PARAMS:
         return _load_params(record, params, device, allow_insecure)
     return _load_object(record, params, device)
+
+
+def dumps_many(objs: Iterable[object], *, compress: bool = True, packed: bool = False) -> bytes:
+    """Serialize a sequence of objects (e.g. a batch of ciphertexts) as their :func:`dumps`
+    records back to back. Each record states its own length, so no framing is added; an empty
+    sequence is refused (a reader could not tell it from a truncated one)."""
+    blobs = [dumps(obj, compress=compress, packed=packed) for obj in objs]
+    if not blobs:
+        raise SerializationError("dumps_many: nothing to serialize (an empty sequence)")
+    return b"".join(blobs)
+
+
+def loads_many(data: bytes | bytearray | memoryview, params: Params, *,
+               device: torch.device | str | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+               expect: type | tuple[type, ...] | None = None, max_count: int = 4096) -> list[Any]:
+    """Read what :func:`dumps_many` wrote: a list of objects of ``params``.
+
+    Every record is checked (sizes, magic, version, kind against ``expect``, checksum,
+    params_id), and their number against ``max_count``, before any tensor is built; then each
+    is loaded as :func:`loads` would (metadata, shapes, residue ranges). ``max_bytes`` bounds
+    the whole input. Params records are not accepted in a sequence.
+    """
+    if not isinstance(params, Params):
+        raise SerializationError(f"loads_many: params must be a Params, got {type(params).__name__}")
+    if isinstance(max_count, bool) or not isinstance(max_count, int) or max_count < 1:
+        raise SerializationError(f"loads_many: max_count must be a positive int, got {max_count!r}")
+    view = as_view(data)
+    if len(view) > max_bytes:
+        raise SizeLimitError(f"loads_many: input of {len(view)} bytes exceeds max_bytes={max_bytes}")
+    kinds = _expected_kinds(expect)
+    kinds = [k for k in (kinds if kinds is not None else _DECODERS) if k != Kind.PARAMS]
+    records, offset = [], 0
+    while offset < len(view) or not records:
+        if len(records) == max_count:
+            raise SizeLimitError(f"loads_many: more than max_count={max_count} records")
+        record = parse(view[offset:], max_bytes=max_bytes, expect=kinds, exact=False)
+        _check_params_id(record, params)
+        records.append(record)
+        offset += record.size
+    return [_load_object(record, params, device) for record in records]
+
+
+def _check_params_id(record: Record, params: Params | None) -> None:
+    if params is not None and record.params_id != params.params_id:
+        raise SerializedParamsMismatchError(f"{record.kind.name.lower()}: belongs to params_id {record.params_id}, "
+                                            f"expected {params.params_id}")
 
 
 def _load_params(record: Record, params: Params | None, device: torch.device | str | None,
