@@ -1,0 +1,158 @@
+"""Content-addressed files: a blob is stored once under its SHA-256, whoever uploads it.
+
+Every file is written to a temporary name in the same file system, flushed to disk, then
+renamed into place, so a blob path either holds the full verified content or does not exist
+(a kill -9 leaves at most a stray temporary file, removed at the next start).
+"""
+from __future__ import annotations
+
+import asyncio
+import gc
+import hashlib
+import mmap
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from server.errors import BadRequestError, HashMismatchError, PayloadTooLargeError, RequestTimeoutError
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+CHUNK = 1 << 20
+
+
+def is_sha256(text: object) -> bool:
+    return isinstance(text, str) and _SHA256.match(text) is not None
+
+
+class BlobStore:
+    """Files named by their SHA-256 under ``root/ab/abcdef...``; temporary files under ``tmp``."""
+
+    def __init__(self, root: Path, tmp: Path):
+        self.root, self.tmp = root, tmp
+        root.mkdir(parents=True, exist_ok=True)
+        tmp.mkdir(parents=True, exist_ok=True)
+
+    def path(self, sha256: str) -> Path:
+        if not is_sha256(sha256):
+            raise BadRequestError(f"not a SHA-256 hex digest: {sha256!r}")
+        return self.root / sha256[:2] / sha256
+
+    def exists(self, sha256: str) -> bool:
+        return self.path(sha256).is_file()
+
+    def temp_path(self, prefix: str) -> Path:
+        fd, name = tempfile.mkstemp(dir=self.tmp, prefix=prefix, suffix=".tmp")
+        os.close(fd)
+        return Path(name)
+
+    def adopt(self, tmp_file: Path, sha256: str) -> Path:
+        """Move a verified temporary file into the store under ``sha256``; if that blob is
+        already there (deduplication) the temporary file is dropped."""
+        target = self.path(sha256)
+        if target.is_file():
+            tmp_file.unlink(missing_ok=True)
+            return target
+        target.parent.mkdir(exist_ok=True)
+        os.replace(tmp_file, target)
+        _fsync_dir(target.parent)
+        return target
+
+    def put_bytes(self, data: bytes) -> str:
+        """Store ``data``; returns its SHA-256."""
+        sha = hashlib.sha256(data).hexdigest()
+        if self.exists(sha):
+            return sha
+        tmp = self.temp_path("put-")
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        self.adopt(tmp, sha)
+        return sha
+
+    def read_bytes(self, sha256: str) -> bytes:
+        return self.path(sha256).read_bytes()
+
+    def delete(self, sha256: str) -> None:
+        self.path(sha256).unlink(missing_ok=True)
+
+    def clear_tmp(self) -> None:
+        """Drop temporary files a previous run left behind (called once at start-up)."""
+        for entry in self.tmp.iterdir():
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+
+
+async def receive_to_file(chunks: AsyncIterator[bytes], target: Path, *, limit: int,
+                          expected_size: int | None = None, expected_sha256: str | None = None,
+                          idle_timeout: float | None = None, what: str = "body") -> str:
+    """Stream ``chunks`` into ``target`` (a new file) while hashing; never holds the body in
+    memory. Returns the SHA-256. Raises PayloadTooLargeError past ``limit`` (or
+    ``expected_size``), BadRequestError if shorter than ``expected_size``, HashMismatchError if
+    the digest is not ``expected_sha256``, RequestTimeoutError when no chunk arrives for
+    ``idle_timeout`` seconds; ``target`` is removed on any failure."""
+    digest, size = hashlib.sha256(), 0
+    cap = min(limit, expected_size) if expected_size is not None else limit
+    try:
+        with open(target, "wb") as f:
+            async for chunk in _idle_limited(chunks, idle_timeout, what):
+                size += len(chunk)
+                if size > cap:
+                    raise PayloadTooLargeError(f"{what}: more than {cap} bytes"
+                                               + (" (its declared size)" if cap == expected_size else ""))
+                digest.update(chunk)
+                f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+        if expected_size is not None and size != expected_size:
+            raise BadRequestError(f"{what}: truncated, {size} of {expected_size} bytes received")
+        sha = digest.hexdigest()
+        if expected_sha256 is not None and sha != expected_sha256:
+            raise HashMismatchError(f"{what}: SHA-256 {sha} does not match the declared {expected_sha256}")
+        return sha
+    except BaseException:
+        target.unlink(missing_ok=True)
+        raise
+
+
+async def _idle_limited(chunks: AsyncIterator[bytes], seconds: float | None, what: str) -> AsyncIterator[bytes]:
+    iterator = chunks.__aiter__()
+    while True:
+        try:
+            chunk = await asyncio.wait_for(iterator.__anext__(), seconds)
+        except StopAsyncIteration:
+            return
+        except asyncio.TimeoutError:
+            raise RequestTimeoutError(f"{what}: no data for {seconds} s") from None
+        yield chunk
+
+
+@contextmanager
+def mapped(path: Path) -> Iterator[memoryview]:
+    """A read-only memory map of a file as a memoryview: the page cache, not a copy in the
+    heap, backs it (a multi-GB key set is parsed without reading it into Python bytes)."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            yield memoryview(b"")
+            return
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            view = memoryview(m)
+            try:
+                yield view
+            finally:
+                gc.collect()  # numpy views of the map made while parsing must be gone before it closes
+                view.release()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

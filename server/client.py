@@ -1,0 +1,241 @@
+"""Typed Python client of the service (httpx). The secret key stays here: the client sends
+evaluation keys and ciphertexts, and decrypts what comes back with the application's client
+half (``ForestClient``, ``HELRClient``), which it is given and never serializes.
+
+    api = ServiceClient("http://127.0.0.1:8000", token)
+    keyset = api.register_keys(forest_client.eval_keys())          # parts, resumable, progress bar
+    scores = api.predict_scores("srbct", keyset, forest_client, x)  # encrypt, POST, decrypt
+    dataset = api.upload_dataset(helr_client.encrypt_dataset(x, y))
+    job = api.train(config, keyset, dataset); api.wait(job)          # progress bar: iteration i of n
+    w = helr_client.decrypt_weights(api.download_model(job, params))
+
+Uploads: the serialized object is cut into parts (``part_bytes``, default 8 MiB); the manifest
+(every part's SHA-256 and size, and the whole's) is declared first, then each missing part is
+PUT. A dropped connection is retried (``retries``) and, failing that, the next call with the
+same bytes resumes: the client finds its unfinished upload of the same content and sends only
+the parts the server lacks.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from tqdm.auto import tqdm
+
+from fhe_core.errors import FHEError
+from fhe_core.params import Params
+from fhe_core.rlwe import Ciphertext, EvalKeySet, SecretKey
+from fhe_core.serialize import dumps, dumps_many, loads, loads_many
+
+DEFAULT_PART_BYTES = 8 << 20
+
+
+class APIError(FHEError):
+    """The service answered with an error: ``status`` (HTTP), ``error`` (its type name) and
+    ``detail`` (its message)."""
+
+    def __init__(self, status: int, error: str, detail: str):
+        super().__init__(f"HTTP {status} {error}: {detail}")
+        self.status, self.error, self.detail = status, error, detail
+
+
+class JobFailedError(FHEError):
+    """A training job ended as failed or cancelled (``state``, ``reason``)."""
+
+    def __init__(self, job_id: str, state: str, reason: str | None):
+        super().__init__(f"job {job_id} {state}: {reason or 'no reason given'}")
+        self.job_id, self.state, self.reason = job_id, state, reason
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """Part hashes and sizes of a blob, and the whole's hash and size."""
+
+    parts: list[dict[str, Any]]
+    sha256: str
+    size: int
+
+    @staticmethod
+    def of(blob: bytes | memoryview, part_bytes: int) -> Manifest:
+        view = memoryview(blob)
+        parts = [{"sha256": hashlib.sha256(view[i:i + part_bytes]).hexdigest(),
+                  "size": len(view[i:i + part_bytes])} for i in range(0, len(view), part_bytes)]
+        return Manifest(parts, hashlib.sha256(view).hexdigest(), len(view))
+
+
+class ServiceClient:
+    """One tenant's session with the service (a bearer token)."""
+
+    def __init__(self, base_url: str, token: str, *, timeout: float = 600.0, part_bytes: int = DEFAULT_PART_BYTES,
+                 retries: int = 3, progress: bool = True, transport: httpx.BaseTransport | None = None):
+        if part_bytes < 1:
+            raise ValueError("part_bytes must be >= 1")
+        self.part_bytes, self.retries, self.progress = part_bytes, retries, progress
+        self.http = httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {token}"},
+                                 timeout=timeout, transport=transport)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> ServiceClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- plumbing ------------------------------------------------------------------------
+
+    def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        response = self.http.request(method, url, **kwargs)
+        if response.is_error:
+            try:
+                body = response.json()
+                error, detail = body.get("error", "HTTPError"), body.get("detail", response.text)
+            except ValueError:
+                error, detail = "HTTPError", response.text
+            raise APIError(response.status_code, str(error), str(detail))
+        return response
+
+    def _json(self, method: str, url: str, **kwargs: Any) -> Any:
+        return self._request(method, url, **kwargs).json()
+
+    def health(self) -> dict[str, Any]:
+        return self._json("GET", "/health")
+
+    # ---- uploads in parts ------------------------------------------------------------------
+
+    def _upload(self, kind: str, blob: bytes, params: Params, *, desc: str) -> dict[str, Any]:
+        """Create (or find and resume) an upload of ``blob`` and send its missing parts."""
+        route = f"/{kind}s"
+        manifest = Manifest.of(blob, self.part_bytes)
+        status = self._find_unfinished(route, manifest, params) or self._json(
+            "POST", route, json={"params": params.literal.to_dict(), "parts": manifest.parts,
+                                 "sha256": manifest.sha256, "size": manifest.size})
+        missing = status["missing_parts"]
+        with tqdm(total=manifest.size, unit="B", unit_scale=True, desc=desc, disable=not self.progress or not missing,
+                  initial=manifest.size - sum(manifest.parts[n]["size"] for n in missing)) as bar:
+            for n in missing:
+                start = n * self.part_bytes
+                self._put_part(f"{route}/{status['id']}/parts/{n}", blob[start:start + self.part_bytes])
+                bar.update(manifest.parts[n]["size"])
+        if status["state"] != "ready":
+            status = self._json("POST", f"{route}/{status['id']}/complete")
+        return status
+
+    def _find_unfinished(self, route: str, manifest: Manifest, params: Params) -> dict[str, Any] | None:
+        for status in self._json("GET", route):
+            if (status["state"] == "uploading" and status["sha256"] == manifest.sha256
+                    and status["params_id"] == params.params_id and status["parts"] == len(manifest.parts)):
+                return status
+        return None
+
+    def _put_part(self, url: str, data: bytes) -> None:
+        for attempt in range(self.retries + 1):
+            try:
+                self._request("PUT", url, content=data, headers={"Content-Type": "application/octet-stream"})
+                return
+            except httpx.TransportError:
+                if attempt == self.retries:
+                    raise
+                time.sleep(0.2 * 2**attempt)
+
+    # ---- key sets ----------------------------------------------------------------------------
+
+    def register_keys(self, keys: EvalKeySet, params: Params) -> str:
+        """Upload evaluation keys (never a secret key) in parts; returns the key-set id. The
+        same keys uploaded again, or an interrupted upload repeated, send only missing parts."""
+        if isinstance(keys, SecretKey) or not isinstance(keys, EvalKeySet):
+            raise TypeError(f"register_keys takes an EvalKeySet, not {type(keys).__name__}: "
+                            "the secret key never leaves the client")
+        return self._upload("keyset", dumps(keys), params, desc="keys")["id"]
+
+    def keyset_status(self, keyset_id: str, model: str | None = None) -> dict[str, Any]:
+        return self._json("GET", f"/keysets/{keyset_id}", params={"model": model} if model else None)
+
+    def delete_keyset(self, keyset_id: str) -> None:
+        self._request("DELETE", f"/keysets/{keyset_id}")
+
+    # ---- models and predictions ----------------------------------------------------------
+
+    def models(self) -> list[dict[str, Any]]:
+        return self._json("GET", "/models")
+
+    def model(self, name: str) -> dict[str, Any]:
+        """A model's public part: its parameters and what a client needs to encrypt for it."""
+        return self._json("GET", f"/models/{name}")
+
+    def add_model(self, name: str, model: bytes, params: Params, *, kind: str = "xgboost",
+                  replace: bool = False) -> dict[str, Any]:
+        """Register a model (the token must be an administrator's)."""
+        import base64
+        return self._json("POST", "/models", params={"replace": replace},
+                          json={"name": name, "kind": kind, "params": params.literal.to_dict(),
+                                "model_b64": base64.b64encode(model).decode()})
+
+    def predict(self, model: str, keyset_id: str, cts: Sequence[Ciphertext], params: Params) -> list[Ciphertext]:
+        """Encrypted scores of a batch of ciphertexts (sent and received as ``dumps_many``)."""
+        response = self._request("POST", "/predictions", params={"model": model, "keyset": keyset_id},
+                                 content=dumps_many(cts), headers={"Content-Type": "application/octet-stream"})
+        return loads_many(response.content, params, expect=Ciphertext)
+
+    def predict_scores(self, model: str, keyset_id: str, forest_client: Any, x: Any):
+        """Encrypt ``x`` with the ForestClient, predict on the server, decrypt locally:
+        the class scores ``[n, C]`` int64."""
+        cts = forest_client.encrypt(x)
+        scores = self.predict(model, keyset_id, cts, forest_client.params)
+        return forest_client.decrypt_scores(scores, len(x))
+
+    # ---- datasets and training jobs ------------------------------------------------------
+
+    def upload_dataset(self, dataset: Any, params: Params) -> str:
+        """Upload an encrypted dataset (its ``to_bytes()``, or the bytes) in parts; returns its id."""
+        blob = dataset if isinstance(dataset, (bytes, bytearray)) else dataset.to_bytes()
+        return self._upload("dataset", bytes(blob), params, desc="dataset")["id"]
+
+    def train(self, config: Any, keyset_id: str, dataset_id: str) -> str:
+        """Submit a HELR training job (``config``: an HELRConfig or its JSON object); returns the job id."""
+        body = config if isinstance(config, dict) else _json_object(config.to_json())
+        return self._json("POST", "/jobs", json={"kind": "helr", "config": body, "keyset": keyset_id,
+                                                 "dataset": dataset_id})["id"]
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return self._json("GET", f"/jobs/{job_id}")
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        return self._json("POST", f"/jobs/{job_id}/cancel")
+
+    def wait(self, job_id: str, *, timeout: float = 3600.0, poll: float = 0.5,
+             on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """Poll until the job ends (tqdm bar: iteration i of n, ETA); raises JobFailedError
+        if it failed or was cancelled, TimeoutError after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        status = self.job(job_id)
+        with tqdm(total=status["iterations"], unit="it", desc=f"job {job_id[:12]}", disable=not self.progress) as bar:
+            while True:
+                bar.update(status["iteration"] - bar.n)
+                if on_progress is not None:
+                    on_progress(status)
+                if status["state"] == "succeeded":
+                    return status
+                if status["state"] in ("failed", "cancelled"):
+                    raise JobFailedError(job_id, status["state"], status["error"])
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"job {job_id} still {status['state']} after {timeout} s")
+                time.sleep(poll)
+                status = self.job(job_id)
+
+    def download_model(self, job_id: str, params: Params) -> Any:
+        """The encrypted trained model of a succeeded job (a ciphertext, to decrypt locally)."""
+        return loads(self._request("GET", f"/jobs/{job_id}/result").content, params)
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    import json
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise TypeError("config.to_json() must give a JSON object")
+    return value

@@ -1,0 +1,125 @@
+"""The service's errors and how every FHEError becomes an HTTP answer.
+
+Each error the service raises on purpose is a :class:`ServiceError` (an ``FHEError``) that
+carries its HTTP status. Errors from fhe_core and the apps keep their own types and are mapped
+here by class, most specific first. The body is always ``{"error": <type name>, "detail": <message>}``.
+"""
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from fhe_core.errors import (
+    FHEError, LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError, ScaleMismatchError,
+    SerializationError, SizeLimitError, SlotMismatchError, TruncatedError,
+)
+
+
+class ServiceError(FHEError):
+    """Root of the service's own errors; ``status`` is the HTTP status code it answers with."""
+
+    status = 400
+
+
+class BadRequestError(ServiceError, ValueError):
+    """The request is malformed (fields, manifest, part numbers)."""
+
+
+class AuthenticationError(ServiceError):
+    """No bearer token, or one the service does not know."""
+
+    status = 401
+
+
+class ForbiddenError(ServiceError):
+    """The token is valid but may not do this (e.g. an admin call)."""
+
+    status = 403
+
+
+class NotFoundError(ServiceError, KeyError):
+    """The resource does not exist, or belongs to another tenant (the two look the same)."""
+
+    status = 404
+
+    def __str__(self) -> str:  # KeyError's str() would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class ConflictError(ServiceError):
+    """The resource is not in a state that allows this (an incomplete key set, a finished job)."""
+
+    status = 409
+
+
+class PayloadTooLargeError(ServiceError):
+    """A body, part or declared size exceeds a limit."""
+
+    status = 413
+
+
+class HashMismatchError(ServiceError, ValueError):
+    """An uploaded part or whole does not hash to what its manifest declared."""
+
+    status = 422
+
+
+class UnprocessableError(ServiceError, ValueError):
+    """Well-formed but unusable input: a secret key, parameters the service refuses, a model
+    that does not fit its parameters, a key set without the keys a model needs."""
+
+    status = 422
+
+
+class QueueFullError(ServiceError):
+    """The job queue (or the tenant's share of it) is full; try again later."""
+
+    status = 429
+
+
+class RequestTimeoutError(ServiceError):
+    """A body arrived too slowly, or a computation took longer than allowed."""
+
+    status = 408
+
+
+# fhe_core / app errors by class, most specific first; anything else FHEError is 422
+_FHE_STATUS: tuple[tuple[type[FHEError], int], ...] = (
+    (SizeLimitError, 413),
+    (TruncatedError, 400),
+    (ParamsMismatchError, 422),
+    (SerializationError, 400),
+    (MissingKeyError, 422),
+    (LevelMismatchError, 422),
+    (ScaleMismatchError, 422),
+    (SlotMismatchError, 422),
+    (ParameterError, 422),
+)
+
+
+def status_of(exc: FHEError) -> int:
+    """The HTTP status for an FHEError."""
+    if isinstance(exc, ServiceError):
+        return exc.status
+    for cls, status in _FHE_STATUS:
+        if isinstance(exc, cls):
+            return status
+    return 422
+
+
+def error_body(exc: BaseException) -> dict[str, str]:
+    return {"error": type(exc).__name__, "detail": str(exc)}
+
+
+def install_handlers(app: FastAPI) -> None:
+    """FHEError -> its status with the JSON body; request validation -> 422 in the same shape."""
+
+    @app.exception_handler(FHEError)
+    async def _fhe_error(_: Request, exc: FHEError) -> JSONResponse:
+        return JSONResponse(error_body(exc), status_code=status_of(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        return JSONResponse({"error": "RequestValidationError", "detail": problems}, status_code=422)

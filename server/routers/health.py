@@ -1,0 +1,20 @@
+"""/health: liveness and a few gauges (queue, cache, memory) for operators and the load test."""
+from __future__ import annotations
+
+import psutil
+from fastapi import APIRouter
+
+from server.deps import ServiceDep
+from server.schemas import Health
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/health", response_model=Health)
+def health(service: ServiceDep) -> Health:
+    counts = {row["state"]: row["n"] for row in
+              service.db.query("SELECT state, COUNT(*) AS n FROM jobs WHERE state IN ('queued', 'running') "
+                               "GROUP BY state")}
+    return Health(status="ok", device=service.settings.device, queued_jobs=counts.get("queued", 0),
+                  running_jobs=counts.get("running", 0), cached_keysets=len(service.keysets),
+                  rss_bytes=psutil.Process().memory_info().rss)

@@ -1,0 +1,80 @@
+"""The service's state, one object per app: settings, database, blob store, uploads, the
+key-set cache and the job worker. Routers reach it through :func:`server.deps.get_service`.
+"""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from fhe_core.params import Params, ParamsLiteral
+from fhe_core.rlwe import EvalKeySet
+from fhe_core.serialize import loads
+
+from server.blobs import BlobStore, mapped
+from server.db import Database
+from server.keycache import LRUCache
+from server.settings import Settings
+from server.uploads import Upload, UploadStore
+
+
+class Service:
+    """Everything a request or the worker needs; built by ``create_app`` (or a test)."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        settings.jobs_dir.mkdir(parents=True, exist_ok=True)
+        self.db = Database(settings.db_path)
+        self.blobs = BlobStore(settings.blob_dir, settings.tmp_dir)
+        self.blobs.clear_tmp()  # partial writes of a previous run; verified parts live under tmp/parts
+        self.uploads = UploadStore(settings, self.db, self.blobs)
+        self.keysets: LRUCache[EvalKeySet] = LRUCache(settings.keyset_cache_size)
+        self.worker: Any = None  # server.worker.JobWorker, attached by create_app
+
+    # ---- parameters ----------------------------------------------------------------------
+
+    def params(self, literal: dict[str, Any] | str) -> Params:
+        """Validated Params from a literal (dict or canonical JSON) on the service's device.
+        Below 128-bit security they are refused unless the service allows insecure sets."""
+        if isinstance(literal, dict):
+            text = ParamsLiteral.from_dict(literal).to_json()
+        else:
+            text = ParamsLiteral.from_json(literal).to_json()
+        return _params(text, self.settings.allow_insecure, self.settings.device)
+
+    # ---- key sets --------------------------------------------------------------------------
+
+    def verify_keyset(self, sha256: str):
+        """A verifier for :meth:`UploadStore.complete`: the file must load as an EvalKeySet of
+        the declared parameters (every check of ``serialize.loads``); the loaded set goes
+        straight into the device cache under its content hash."""
+
+        def verify(path: Path, params: Params) -> dict[str, Any]:
+            keys = self._load_keyset(path, params)
+            self.keysets.put(sha256, keys)
+            return {"relin": keys.has_relin, "galois_elements": sorted(keys.galois_elements)}
+
+        return verify
+
+    def keyset(self, upload: Upload) -> tuple[Params, EvalKeySet]:
+        """The parameters and loaded keys of a ready key set (from the cache when it can)."""
+        params = self.params(upload.params_json)
+        path = self.uploads.blob_path(upload)
+        return params, self.keysets.get(upload.sha256, lambda: self._load_keyset(path, params))
+
+    def _load_keyset(self, path: Path, params: Params) -> EvalKeySet:
+        with mapped(path) as view:
+            return loads(view, params, expect=EvalKeySet, device=self.settings.device,
+                         max_bytes=self.settings.max_upload_bytes)
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+        self.db.close()
+
+
+@functools.lru_cache(maxsize=32)
+def _params(literal_json: str, allow_insecure: bool, device: str) -> Params:
+    """Prime generation is slow: one Params per literal (ParameterError/SecurityError -> 422)."""
+    return Params.from_literal(ParamsLiteral.from_json(literal_json), allow_insecure=allow_insecure, device=device)
