@@ -141,13 +141,17 @@ def mapped(path: Path) -> Iterator[memoryview]:
         if os.fstat(f.fileno()).st_size == 0:
             yield memoryview(b"")
             return
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            view = memoryview(m)
-            try:
-                yield view
-            finally:
-                gc.collect()  # numpy views of the map made while parsing must be gone before it closes
-                view.release()
+        m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    view = memoryview(m)
+    try:
+        yield view
+    finally:
+        gc.collect()  # numpy views of the map made while parsing must be gone before it closes
+        try:
+            view.release()
+            m.close()
+        except BufferError:
+            pass  # an exception's traceback still holds views; the map closes when they are collected
 
 
 def _fsync_dir(path: Path) -> None:

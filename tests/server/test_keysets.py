@@ -1,0 +1,219 @@
+"""Key-set uploads through a real uvicorn server and the real client: parts, resume, status,
+deduplication, tenant isolation, and every bad upload refused with a specific 4xx and nothing
+kept (tiny insecure BFV keys)."""
+from __future__ import annotations
+
+import hashlib
+
+import httpx
+import numpy as np
+import pytest
+
+from fhe_core import bfv, rlwe
+from fhe_core.params import preset
+from fhe_core.serialize import dumps
+from server.client import APIError, Manifest
+
+BFV_SMALL = "BFVN10QP205L2D3T17Insecure"
+OTHER = "N10QP241L3D4Insecure"  # a CKKS set: other parameters
+
+
+def fixed_seed(label: str) -> bytes:
+    return label.encode().ljust(32, b"\0")[:32]
+
+
+@pytest.fixture(scope="module")
+def bfv_keys():
+    """A BFV secret key (stays here) and its evaluation keys (relin + two rotations)."""
+    ctx = bfv.BFVContext(preset(BFV_SMALL, allow_insecure=True))
+    sk = rlwe.gen_secret_key(ctx.rlwe, seed=fixed_seed("keysets/sk"))
+    keys = rlwe.gen_eval_keys(ctx.rlwe, sk, bfv.galois_elements(ctx.n, (1, 2)), seed=fixed_seed("keysets/evk"))
+    return ctx.params, sk, keys
+
+
+def state_snapshot(live_server) -> tuple:
+    """What must not change after a refused upload: rows and stored files."""
+    db = live_server.service.db
+    rows = tuple(tuple(sorted(r.items())) for r in db.query("SELECT * FROM uploads ORDER BY id"))
+    files = tuple(sorted(str(p.relative_to(live_server.settings.data_dir))
+                         for p in live_server.settings.blob_dir.rglob("*") if p.is_file()))
+    return rows, files
+
+
+def raw(live_server, tenant="alice") -> httpx.Client:
+    return httpx.Client(base_url=live_server.url, headers={"Authorization": f"Bearer {live_server.tokens[tenant]}"})
+
+
+def declare(http: httpx.Client, blob: bytes, params, part_bytes: int, **override) -> dict:
+    manifest = Manifest.of(blob, part_bytes)
+    body = {"params": params.literal.to_dict(), "parts": manifest.parts, "sha256": manifest.sha256,
+            "size": manifest.size}
+    body.update(override)
+    response = http.post("/keysets", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def test_register_in_parts_then_status_lists_the_keys(live_server, bfv_keys):
+    params, _, keys = bfv_keys
+    with live_server.client(part_bytes=100_000) as api:
+        keyset = api.register_keys(keys, params)
+        status = api.keyset_status(keyset)
+    blob = dumps(keys)
+    assert status["state"] == "ready" and status["missing_parts"] == []
+    assert status["parts"] == -(-len(blob) // 100_000) > 1
+    assert status["sha256"] == hashlib.sha256(blob).hexdigest()
+    assert status["info"] == {"relin": True, "galois_elements": sorted(keys.galois_elements)}
+    stored = live_server.service.blobs.path(status["sha256"]).read_bytes()
+    assert stored == blob  # content-addressed: the file is the verified bytes
+
+
+def test_interrupted_upload_resumes_with_only_missing_parts(live_server, bfv_keys):
+    params, _, keys = bfv_keys
+    blob = dumps(keys, packed=True)  # other bytes than the other tests' uploads
+    part = 64_000
+    with raw(live_server) as http:
+        status = declare(http, blob, params, part)
+        n_parts = status["parts"]
+        for n in (0, 2):  # some parts arrive, then the connection "drops"
+            assert http.put(f"/keysets/{status['id']}/parts/{n}", content=blob[n * part:(n + 1) * part]).status_code == 200
+        # a part cut short mid-way is not kept
+        response = http.put(f"/keysets/{status['id']}/parts/1", content=blob[part:part + 1000])
+        assert response.status_code == 400 and "truncated" in response.json()["detail"]
+        missing = http.get(f"/keysets/{status['id']}").json()["missing_parts"]
+        assert missing == [n for n in range(n_parts) if n not in (0, 2)]
+        # completing early names the missing parts
+        response = http.post(f"/keysets/{status['id']}/complete")
+        assert response.status_code == 409 and "missing" in response.json()["detail"]
+    sent = []
+    with live_server.client(part_bytes=part) as api:
+        original = api._put_part
+        api._put_part = lambda url, data: (sent.append(int(url.rsplit("/", 1)[1])), original(url, data))
+        keyset = api.register_keys(keys, params, packed=True)
+    assert keyset == status["id"] and sent == missing
+    assert live_server.client().keyset_status(keyset)["state"] == "ready"
+
+
+def test_same_keys_are_stored_once_and_ready_at_once(live_server, bfv_keys):
+    params, _, keys = bfv_keys
+    with live_server.client("alice") as alice, live_server.client("bob") as bob:
+        first = alice.keyset_status(alice.register_keys(keys, params))
+        sent = []
+        bob._put_part = lambda url, data: sent.append(url)
+        second = bob.keyset_status(bob.register_keys(keys, params))
+    assert second["state"] == "ready" and sent == []  # nothing sent: the content is known
+    assert second["id"] != first["id"] and second["sha256"] == first["sha256"]
+    assert len(list(live_server.settings.blob_dir.rglob(first["sha256"]))) == 1
+
+
+def test_another_tenant_gets_404(live_server, bfv_keys):
+    params, _, keys = bfv_keys
+    with live_server.client("alice") as alice, live_server.client("bob") as bob:
+        keyset = alice.register_keys(keys, params)
+        for call in (lambda: bob.keyset_status(keyset), lambda: bob.delete_keyset(keyset)):
+            with pytest.raises(APIError) as err:
+                call()
+            assert err.value.status == 404
+        assert keyset not in [k["id"] for k in bob._json("GET", "/keysets")]
+        assert alice.keyset_status(keyset)["state"] == "ready"
+
+
+def test_missing_or_unknown_token_is_401(live_server):
+    assert httpx.get(f"{live_server.url}/keysets").status_code == 401
+    response = httpx.get(f"{live_server.url}/keysets", headers={"Authorization": "Bearer fhe_nope"})
+    assert response.status_code == 401 and response.json()["error"] == "AuthenticationError"
+
+
+def _refused(live_server, blob: bytes, params, part: int, expected_status: int, expected_error: str,
+             *, tamper_part: bytes | None = None, manifest_override: dict | None = None, at: str = "part") -> dict:
+    """Send ``blob`` as a key set (declared at creation, then parts, then completion) and check
+    it is refused with ``expected_status``/``expected_error`` and that no row or file remains."""
+    before = state_snapshot(live_server)
+    manifest = Manifest.of(blob, part)
+    body = {"params": params.literal.to_dict(), "parts": manifest.parts, "sha256": manifest.sha256,
+            "size": manifest.size, **(manifest_override or {})}
+    with raw(live_server) as http:
+        response = http.post("/keysets", json=body)
+        if at != "create":
+            assert response.status_code == 201, response.text
+            keyset = response.json()["id"]
+            for n in range(len(manifest.parts)):
+                data = tamper_part if (n == 0 and tamper_part is not None) else blob[n * part:(n + 1) * part]
+                response = http.put(f"/keysets/{keyset}/parts/{n}", content=data)
+                if response.status_code != 200:
+                    break
+            else:
+                response = http.post(f"/keysets/{keyset}/complete")
+            if response.status_code != 422 or expected_error != "HashMismatchError" or "part" not in response.text:
+                assert http.get(f"/keysets/{keyset}").status_code == 404  # the refused upload is gone
+            else:
+                http.delete(f"/keysets/{keyset}")  # a bad part is dropped; the client may re-send it or give up
+    assert response.status_code == expected_status, response.text
+    assert response.json()["error"] == expected_error, response.json()
+    assert state_snapshot(live_server) == before  # nothing stored
+    return response.json()
+
+
+def test_secret_key_is_refused_before_anything_is_stored(live_server, bfv_keys):
+    params, sk, _ = bfv_keys
+    body = _refused(live_server, dumps(sk), params, 1 << 20, 422, "UnprocessableError")
+    assert "SECRET KEY" in body["detail"]
+
+
+def test_keys_of_other_parameters_are_refused(live_server, bfv_keys):
+    params, _, keys = bfv_keys
+    other = preset(OTHER, allow_insecure=True)
+    body = _refused(live_server, dumps(keys), other, 1 << 20, 422, "UnprocessableError")
+    assert "params_id" in body["detail"]
+
+
+def test_garbage_is_refused(live_server, bfv_keys):
+    params, _, _ = bfv_keys
+    garbage = np.random.default_rng(1).bytes(5000)
+    body = _refused(live_server, garbage, params, 4096, 422, "UnprocessableError")
+    assert "magic" in body["detail"]
+
+
+def test_corrupted_record_is_refused_at_completion(live_server, bfv_keys):
+    params, _, keys = bfv_keys
+    blob = bytearray(dumps(keys, compress=False))
+    blob[len(blob) // 2] ^= 0x40  # hashes declared for the corrupted bytes: only the record checksum catches it
+    _refused(live_server, bytes(blob), params, 200_000, 400, "ChecksumError")
+    truncated = dumps(keys, compress=False)[:-8]
+    _refused(live_server, truncated, params, 200_000, 400, "TruncatedError")
+
+
+def test_part_not_matching_its_hash_is_refused_and_not_kept(live_server, bfv_keys):
+    params, _, keys = bfv_keys
+    blob = dumps(keys, compress=False)
+    wrong = bytearray(blob[:200_000])
+    wrong[100] ^= 1
+    body = _refused(live_server, blob, params, 200_000, 422, "HashMismatchError", tamper_part=bytes(wrong))
+    assert "part 0" in body["detail"]
+
+
+def test_whole_not_matching_the_declared_hash_is_refused(live_server, bfv_keys):
+    params, _, keys = bfv_keys
+    blob = dumps(keys, compress=False)
+    _refused(live_server, blob, params, 200_000, 422, "HashMismatchError",
+             manifest_override={"sha256": hashlib.sha256(b"something else").hexdigest()})
+
+
+def test_limits_and_bad_manifests(live_server, bfv_keys):
+    params, _, keys = bfv_keys
+    blob = dumps(keys)
+    limit = live_server.settings.max_part_bytes
+    cases = [  # (manifest override, part size, status, error)
+        ({}, limit + 1, 413, "PayloadTooLargeError"),                     # a part above the part limit
+        ({"size": 1 << 40}, 1 << 20, 413, "PayloadTooLargeError"),        # the whole above the upload limit
+        ({"size": len(blob) + 1}, 1 << 20, 400, "BadRequestError"),       # parts do not add up
+        ({"sha256": "xyz"}, 1 << 20, 422, "RequestValidationError"),      # not a digest
+        ({"params": {"log_n": 10}}, 1 << 20, 422, "ParameterError"),      # incomplete parameters
+    ]
+    for override, part, status, error in cases:
+        if part > limit:
+            manifest = Manifest.of(blob + bytes(part), part)
+            override = {"parts": manifest.parts, "sha256": manifest.sha256, "size": manifest.size}
+        _refused(live_server, blob, params, part, status, error, manifest_override=override, at="create")
+    secure_required = preset(BFV_SMALL, allow_insecure=True)
+    assert secure_required.params_id  # insecure sets are accepted only because the test server allows them
