@@ -18,8 +18,11 @@ from typing import Any
 from fhe_core.params import Params
 from fhe_core.rlwe import EvalKeySet
 
+from fhe_core.serialize import dumps
+
 from server.blobs import mapped
 from server.errors import UnprocessableError
+from server.uploads import Upload
 
 
 class XGBoostKind:
@@ -53,22 +56,25 @@ class HELRTraining:
         self.service = service
 
     def parse_config(self, config: dict[str, Any]) -> Any:
+        """An HELRConfig from its JSON object (HELRConfigError, a ParameterError, is a 422)."""
         from apps.logreg.config import HELRConfig
 
-        try:
-            return HELRConfig.from_json(json.dumps(config))
-        except (ValueError, TypeError, KeyError) as exc:
-            raise UnprocessableError(f"config: {exc}") from exc
+        return HELRConfig.from_json(json.dumps(config))
 
     def params(self, config: Any) -> Params:
-        return self.service.params(config.params_literal().to_dict())
+        """The CKKS parameters of the config's bootstrapping preset (refused below 128 bits
+        unless the service allows insecure sets)."""
+        return self.service.params(config.bootstrapping_parameters.literal.to_dict())
 
     def iterations(self, config: Any) -> int:
         return int(config.iterations)
 
     def missing_keys(self, config: Any, keyset_info: dict[str, Any]) -> dict[str, Any]:
-        needed = set(config.galois_elements())
-        lacking = sorted(needed - set(keyset_info.get("galois_elements", [])))
+        """The keys training with ``config`` needs that the key set lacks (empty: none)."""
+        from apps.logreg.trainer import required_galois_elements
+
+        needed = required_galois_elements(config, self.params(config))
+        lacking = sorted(set(needed) - set(keyset_info.get("galois_elements", [])))
         missing: dict[str, Any] = {}
         if not keyset_info.get("relin"):
             missing["relin"] = True
@@ -76,12 +82,67 @@ class HELRTraining:
             missing["galois_elements"] = lacking
         return missing
 
+    def check_dataset(self, config: Any, dataset_info: dict[str, Any]) -> None:
+        """The dataset must be packed for this config: its batch size, block count and width."""
+        expected_blocks = config.schedule(dataset_info["samples"]).n_blocks
+        problems = []
+        if dataset_info["batch_size"] != config.batch_size:
+            problems.append(f"batch size {dataset_info['batch_size']} (config: {config.batch_size})")
+        if dataset_info["blocks"] != expected_blocks:
+            problems.append(f"{dataset_info['blocks']} blocks (config's schedule: {expected_blocks})")
+        if dataset_info["features"] > config.columns:
+            problems.append(f"{dataset_info['features']} features (config: {config.columns} columns)")
+        if problems:
+            raise UnprocessableError("dataset does not match the config: " + "; ".join(problems))
+
     def verify_dataset(self, path: Path, params: Params) -> dict[str, Any]:
-        from apps.logreg.client import EncryptedDataset
+        """Every ciphertext of the dataset loads for ``params``; returns its shape facts."""
+        from apps.logreg.dataset import EncryptedDataset
 
         with mapped(path) as view:
-            dataset = EncryptedDataset.from_bytes(bytes(view), params)
-        return {"samples": int(dataset.n_samples)}
+            dataset = EncryptedDataset.from_bytes(view, params, device="cpu",
+                                                  max_bytes=self.service.settings.max_upload_bytes)
+        return {"samples": dataset.samples, "features": dataset.features, "batch_size": dataset.batch_size,
+                "blocks": dataset.n_blocks}
 
-    def open(self, job: dict[str, Any], checkpoint: bytes | None) -> Any:
-        raise NotImplementedError
+    def open(self, job: dict[str, Any], checkpoint: bytes | None) -> HELRSession:
+        """The job's trainer on the service's device: fresh, or resumed bit for bit from the
+        last checkpoint."""
+        from apps.logreg.dataset import EncryptedDataset
+        from apps.logreg.trainer import EncryptedHELRTrainer
+
+        service = self.service
+        config = self.parse_config(json.loads(job["config_json"]))
+        keyset = Upload.from_row(service.db.one("SELECT * FROM uploads WHERE id = ?", (job["keyset_id"],)))
+        dataset_row = Upload.from_row(service.db.one("SELECT * FROM uploads WHERE id = ?", (job["dataset_id"],)))
+        params, keys = service.keyset(keyset)
+        with mapped(service.uploads.blob_path(dataset_row)) as view:
+            dataset = EncryptedDataset.from_bytes(view, params, device=service.settings.device,
+                                                  max_bytes=service.settings.max_upload_bytes)
+        schedule = config.schedule(dataset.samples)
+        if checkpoint is None:
+            trainer = EncryptedHELRTrainer(config, keys, dataset, schedule, params=params)
+        else:
+            trainer = EncryptedHELRTrainer.resume(config, keys, dataset, schedule, checkpoint)
+        return HELRSession(trainer)
+
+
+class HELRSession:
+    """A running HELR job (:class:`server.worker.TrainingSession`); the result is the encrypted
+    weights w as one serialized CKKS ciphertext."""
+
+    def __init__(self, trainer: Any):
+        self.trainer = trainer
+
+    @property
+    def iteration(self) -> int:
+        return self.trainer.iteration
+
+    def step(self) -> None:
+        self.trainer.step()
+
+    def checkpoint(self) -> bytes:
+        return self.trainer.checkpoint()
+
+    def result(self) -> bytes:
+        return dumps(self.trainer.weights)

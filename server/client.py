@@ -75,6 +75,7 @@ class ServiceClient:
         if part_bytes < 1:
             raise ValueError("part_bytes must be >= 1")
         self.part_bytes, self.retries, self.progress = part_bytes, retries, progress
+        self._limits: dict[str, int] | None = None
         self.http = httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {token}"},
                                  timeout=timeout, transport=transport)
 
@@ -106,12 +107,19 @@ class ServiceClient:
     def health(self) -> dict[str, Any]:
         return self._json("GET", "/health")
 
+    def limits(self) -> dict[str, int]:
+        """The server's size limits (parts are cut to its ``max_part_bytes``)."""
+        if self._limits is None:
+            self._limits = self._json("GET", "/limits")
+        return self._limits
+
     # ---- uploads in parts ------------------------------------------------------------------
 
     def _upload(self, kind: str, blob: bytes, params: Params, *, desc: str) -> dict[str, Any]:
         """Create (or find and resume) an upload of ``blob`` and send its missing parts."""
         route = f"/{kind}s"
-        manifest = Manifest.of(blob, self.part_bytes)
+        part_bytes = min(self.part_bytes, self.limits()["max_part_bytes"])
+        manifest = Manifest.of(blob, part_bytes)
         status = self._find_unfinished(route, manifest, params) or self._json(
             "POST", route, json={"params": params.literal.to_dict(), "parts": manifest.parts,
                                  "sha256": manifest.sha256, "size": manifest.size})
@@ -119,8 +127,8 @@ class ServiceClient:
         with tqdm(total=manifest.size, unit="B", unit_scale=True, desc=desc, disable=not self.progress or not missing,
                   initial=manifest.size - sum(manifest.parts[n]["size"] for n in missing)) as bar:
             for n in missing:
-                start = n * self.part_bytes
-                self._put_part(f"{route}/{status['id']}/parts/{n}", blob[start:start + self.part_bytes])
+                start = n * part_bytes
+                self._put_part(f"{route}/{status['id']}/parts/{n}", blob[start:start + part_bytes])
                 bar.update(manifest.parts[n]["size"])
         if status["state"] != "ready":
             status = self._json("POST", f"{route}/{status['id']}/complete")

@@ -92,3 +92,13 @@ class Health(BaseModel):
     running_jobs: int
     cached_keysets: int
     rss_bytes: int
+
+
+class Limits(BaseModel):
+    """The service's size limits, so a client can cut its uploads to fit."""
+
+    max_part_bytes: int
+    max_upload_bytes: int
+    max_parts: int
+    max_body_bytes: int
+    max_batch: int

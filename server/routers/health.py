@@ -5,7 +5,7 @@ import psutil
 from fastapi import APIRouter
 
 from server.deps import ServiceDep
-from server.schemas import Health
+from server.schemas import Health, Limits
 
 router = APIRouter(tags=["health"])
 
@@ -18,3 +18,10 @@ def health(service: ServiceDep) -> Health:
     return Health(status="ok", device=service.settings.device, queued_jobs=counts.get("queued", 0),
                   running_jobs=counts.get("running", 0), cached_keysets=len(service.keysets),
                   rss_bytes=psutil.Process().memory_info().rss)
+
+
+@router.get("/limits", response_model=Limits)
+def limits(service: ServiceDep) -> Limits:
+    s = service.settings
+    return Limits(max_part_bytes=s.max_part_bytes, max_upload_bytes=s.max_upload_bytes, max_parts=s.max_parts,
+                  max_body_bytes=s.max_body_bytes, max_batch=s.max_batch)

@@ -48,6 +48,7 @@ def submit_job(body: JobCreate, service: ServiceDep, tenant: TenantDep) -> JobSt
         if upload.params_id != params_id:
             raise UnprocessableError(f"{upload.kind} {upload.id} belongs to params_id {upload.params_id}, "
                                      f"the config's parameters are {params_id}")
+    service.training.check_dataset(config, dataset.info or {})
     missing = service.training.missing_keys(config, keyset.info or {})
     if missing:
         raise UnprocessableError(f"key set {keyset.id} lacks keys the training needs: {missing}")

@@ -1,0 +1,119 @@
+"""HELR training jobs through a real uvicorn server and the real client (tiny insecure CKKS
+with bootstrapping): the downloaded encrypted model equals the in-process run bit for bit;
+progress, cancel, queue bounds, mismatched inputs and tenant isolation."""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+import pytest
+
+from fhe_core.serialize import dumps
+from helr_helpers import config, local_run, session
+from server.client import APIError, JobFailedError
+
+
+@pytest.fixture(scope="module")
+def uploaded(live_server):
+    """Alice's key set and dataset on the server: (keyset id, dataset id)."""
+    client, keys, dataset = session()
+    with live_server.client() as api:
+        return api.register_keys(keys, client.params), api.upload_dataset(dataset, client.params)
+
+
+def wait_for(predicate, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_training_job_matches_the_local_run_bit_for_bit(live_server, uploaded):
+    keyset, dataset = uploaded
+    client, _, _ = session()
+    seen = []
+    with live_server.client() as api:
+        job = api.train(config(4), keyset, dataset)
+        final = api.wait(job, timeout=120, poll=0.05, on_progress=lambda s: seen.append(s["iteration"]))
+        model = api.download_model(job, client.params)
+    assert final["state"] == "succeeded" and final["iteration"] == final["iterations"] == 4
+    assert seen == sorted(seen) and seen[-1] == 4
+    local = local_run(4)
+    assert dumps(model) == dumps(local.weights)  # the same ciphertext, bit for bit
+    w = client.decrypt_weights(model)
+    assert w.shape == (dataset_features(),) and np.array_equal(w, client.decrypt_weights(local.weights))
+
+
+def dataset_features() -> int:
+    return session()[2].features
+
+
+def test_progress_then_cancel(live_server, uploaded):
+    keyset, dataset = uploaded
+    with live_server.client() as api:
+        job = api.train(config(400), keyset, dataset)
+        wait_for(lambda: api.job(job)["iteration"] >= 2)
+        status = api.job(job)
+        assert status["state"] == "running" and status["iterations"] == 400
+        assert status["seconds_per_iteration"] > 0 and status["eta_seconds"] > 0
+        assert api.cancel(job)["cancel_requested"]
+        with pytest.raises(JobFailedError) as err:
+            api.wait(job, timeout=60, poll=0.05)
+        assert err.value.state == "cancelled"
+        with pytest.raises(APIError) as err:  # no result for a cancelled job
+            api.download_model(job, session()[0].params)
+        assert err.value.status == 409
+        with pytest.raises(APIError) as err:
+            api.cancel(job)
+        assert err.value.status == 409
+
+
+def test_queue_bound_per_tenant(live_server, uploaded):
+    keyset, dataset = uploaded
+    limit = live_server.settings.max_jobs_per_tenant
+    with live_server.client() as api:
+        jobs = [api.train(config(400), keyset, dataset) for _ in range(limit)]
+        with pytest.raises(APIError) as err:
+            api.train(config(400), keyset, dataset)
+        assert err.value.status == 429 and err.value.error == "QueueFullError"
+        for job in jobs:
+            api.cancel(job)
+        for job in jobs:
+            wait_for(lambda: api.job(job)["state"] == "cancelled")
+
+
+def test_mismatched_inputs_are_refused(live_server, uploaded):
+    keyset, dataset = uploaded
+    with live_server.client() as api:
+        before = len(api._json("GET", "/jobs"))
+        cases = [  # (config, keyset, dataset, status, error, words in the detail)
+            (dataclasses.replace(config(4), batch_size=8), keyset, dataset, 422, "UnprocessableError", "batch size"),
+            (config(4).__class__(bootstrapping="TINY_N10_FULL", allow_insecure=True, iterations=2, batch_size=16),
+             keyset, dataset, 422, "UnprocessableError", "params_id"),
+            ({"bootstrapping": "N16_H192_FULL", "iterations": -1}, keyset, dataset, 422, "HELRConfigError", "iterations"),
+            ({"nonsense": 1}, keyset, dataset, 422, "HELRConfigError", "fields"),
+            (config(4), "ke_nope", dataset, 404, "NotFoundError", "ke_nope"),
+            (config(4), keyset, keyset, 404, "NotFoundError", keyset),  # a key set is not a dataset
+            (config(20_000), keyset, dataset, 422, "UnprocessableError", "iterations"),
+        ]
+        for cfg, ks, ds, status, error, words in cases:
+            with pytest.raises(APIError) as err:
+                api.train(cfg, ks, ds)
+            assert (err.value.status, err.value.error) == (status, error), err.value
+            assert words in err.value.detail
+        assert len(api._json("GET", "/jobs")) == before  # nothing queued
+
+
+def test_another_tenant_cannot_see_or_touch_a_job(live_server, uploaded):
+    keyset, dataset = uploaded
+    with live_server.client("alice") as alice, live_server.client("bob") as bob:
+        job = alice.train(config(2), keyset, dataset)
+        for call in (lambda: bob.job(job), lambda: bob.cancel(job),
+                     lambda: bob.download_model(job, session()[0].params),
+                     lambda: bob.train(config(2), keyset, dataset)):  # nor use alice's uploads
+            with pytest.raises(APIError) as err:
+                call()
+            assert err.value.status == 404
+        assert alice.wait(job, timeout=60, poll=0.05)["state"] == "succeeded"
+        assert job not in [j["id"] for j in bob._json("GET", "/jobs")]
