@@ -214,6 +214,11 @@ TINY_N11_FULL = BootstrappingParameters(
     literal=_tiny_literal(1 + 3, _EVALMOD_DEPTH + 3, log_n=11), slots=1024, cts_levels=3, stc_levels=3)
 """N = 2^11, 1024 slots (full), CtS 3 + EvalMod 10 + StC 3, one 45-bit level left. Insecure."""
 
+TINY_N11_HELR = BootstrappingParameters(
+    literal=_tiny_literal(9 + 3, _EVALMOD_DEPTH + 3, log_n=11), slots=1024, cts_levels=3, stc_levels=3)
+"""N = 2^11, 1024 slots (full), CtS 3 + EvalMod 10 + StC 3, nine 45-bit levels left (the output level of
+the N = 2^16 presets, for CPU tests of encrypted HELR training: two iterations per bootstrap). Insecure."""
+
 # ---- 128-bit N = 2^16 presets (h = 192) ---------------------------------------------------------
 #
 # Security: a sparse ternary secret with h = 192 and log2(QP) <= 1546 at N = 2^16 is the 128-bit
@@ -278,4 +283,5 @@ N16_H192_SPARSE = BootstrappingParameters(
 level 9; 40 Galois keys."""
 
 __all__ = ["BootstrappingParameters", "ORDERS", "TINY_N10_FULL", "TINY_N10_SPARSE", "TINY_N10_SLIM",
-           "TINY_N11_FULL", "N16_H192_FULL", "N16_H192_SPARSE"]
+           "TINY_N11_FULL", "TINY_N11_HELR", "N16_H192_FULL",
+           "N16_H192_SPARSE"]
