@@ -8,7 +8,8 @@ API::
     info = peek(blob, *, max_bytes=..., expect=None) -> RecordInfo(kind, params_id, metadata, size)
     blob = dumps_many(objs) / objs = loads_many(blob, params, *, expect=, max_count=, ...)
                                   a sequence (e.g. a batch of ciphertexts): records back to back
-    dump(obj, path, ...) / load(path, params, ...)   atomic write; size checked before reading
+    dump(obj, path, ...) / load(path, params, ...)   atomic write; size checked, then memory-mapped
+    dump_eval_keys(keys, path, params)   an eval key set streamed from keys made one at a time
 
 Objects: :class:`~fhe_core.params.Params`, :class:`~fhe_core.ckks.Plaintext`,
 :class:`~fhe_core.rlwe.Ciphertext` (degree 1 or 2), :class:`~fhe_core.rlwe.SecretKey`,
@@ -98,8 +99,8 @@ generated); with ``params`` given, its literal must be theirs before anything is
 
 No pickle, no eval: metadata is JSON with a fixed schema, payloads are raw words.
 """
-from fhe_core.serialize.api import RecordInfo, dump, dumps, dumps_many, load, loads, loads_many, peek
+from fhe_core.serialize.api import RecordInfo, dump, dump_eval_keys, dumps, dumps_many, load, loads, loads_many, peek
 from fhe_core.serialize.record import DEFAULT_MAX_BYTES, FORMAT_VERSION, HEADER_BYTES, MAGIC, Kind
 
-__all__ = ["dumps", "loads", "dumps_many", "loads_many", "dump", "load", "peek", "RecordInfo", "Kind", "DEFAULT_MAX_BYTES",
+__all__ = ["dumps", "loads", "dumps_many", "loads_many", "dump", "dump_eval_keys", "load", "peek", "RecordInfo", "Kind", "DEFAULT_MAX_BYTES",
            "FORMAT_VERSION", "HEADER_BYTES", "MAGIC"]

@@ -341,15 +341,24 @@ def encode_eval_key_set(keys: EvalKeySet, *, compress: bool = True, packed: bool
     keys by element); metadata: one {kind, length[, galois_element]} entry per record."""
     members = ([keys.relin_key("dumps")] if keys.has_relin else []) + \
               [keys.galois_key(k, "dumps") for k in sorted(keys.galois_elements)]
-    entries, blobs = [], []
-    for key in members:
-        kind = Kind.GALOIS_KEY if isinstance(key, GaloisKey) else Kind.RELIN_KEY
-        blobs.append(pack(kind, key.params_id, *bit_packed(*encode_switching_key(key, compress=compress), packed)))
-        entry = {"kind": int(kind), "length": len(blobs[-1])}
-        if kind == Kind.GALOIS_KEY:
-            entry["galois_element"] = int(key.galois_element)
-        entries.append(entry)
-    return {"records": entries}, blobs
+    pairs = [encode_key_set_member(key, compress=compress, packed=packed) for key in members]
+    return {"records": [entry for entry, _ in pairs]}, [blob for _, blob in pairs]
+
+
+def encode_key_set_member(key: RelinKey | GaloisKey, *, compress: bool, packed: bool) -> tuple[dict[str, int], bytes]:
+    """One member of an eval key set: its metadata entry {kind, length[, galois_element]} and
+    its complete record."""
+    if isinstance(key, GaloisKey):
+        kind = Kind.GALOIS_KEY
+    elif isinstance(key, RelinKey):
+        kind = Kind.RELIN_KEY
+    else:
+        raise SerializationError(f"eval key set: a member must be a RelinKey or GaloisKey, got {type(key).__name__}")
+    blob = pack(kind, key.params_id, *bit_packed(*encode_switching_key(key, compress=compress), packed))
+    entry = {"kind": int(kind), "length": len(blob)}
+    if kind == Kind.GALOIS_KEY:
+        entry["galois_element"] = int(key.galois_element)
+    return entry, blob
 
 
 def decode_eval_key_set(record: Record, meta: dict[str, Any], env: Env) -> Pending:

@@ -13,7 +13,7 @@ import math
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 from fhe_core.errors import (
     BadMagicError, ChecksumError, MetadataError, SerializationError, SizeLimitError, TrailingDataError,
@@ -93,18 +93,56 @@ def params_id_bytes(params_id: object, what: str) -> bytes:
 def pack(kind: Kind, params_id: str, meta: dict[str, Any], payload: Sequence[bytes | memoryview]) -> bytes:
     """One record: header, canonical metadata, the concatenated payload parts, checksum filled in.
     The parts are hashed in place and copied once, into the result."""
+    parts = [memoryview(p).cast("B") for p in payload]
+    fields, meta_bytes = _prefix(kind, params_id, meta, sum(p.nbytes for p in parts))
+    h = _hasher(fields, meta_bytes)
+    for part in parts:
+        h.update(part)
+    return b"".join((_FIXED.pack(*fields, h.digest()), meta_bytes, *parts))
+
+
+def write_streamed(out: BinaryIO, kind: Kind, params_id: str, meta: dict[str, Any], payload: BinaryIO,
+                   payload_bytes: int, *, chunk_bytes: int = 64 << 20) -> int:
+    """Write one record to the seekable file ``out``, its payload copied from the file ``payload``
+    (``payload_bytes`` long) in chunks: the checksum is computed on the way and the header
+    rewritten at the end, so memory holds one chunk, never the record. Returns the record size."""
+    fields, meta_bytes = _prefix(kind, params_id, meta, payload_bytes)
+    h = _hasher(fields, meta_bytes)
+    start = out.tell()
+    out.write(_FIXED.pack(*fields, bytes(CHECKSUM_BYTES)))
+    out.write(meta_bytes)
+    copied = 0
+    while chunk := payload.read(chunk_bytes):
+        h.update(chunk)
+        out.write(chunk)
+        copied += len(chunk)
+    if copied != payload_bytes:
+        raise SerializationError(f"{kind.name.lower()}: the payload file holds {copied} bytes, "
+                                 f"{payload_bytes} were declared")
+    end = out.tell()
+    out.seek(start)
+    out.write(_FIXED.pack(*fields, h.digest()))
+    out.seek(end)
+    return end - start
+
+
+def _prefix(kind: Kind, params_id: str, meta: dict[str, Any], payload_bytes: int) -> tuple[tuple, bytes]:
+    """The header fields (all but the checksum) and the padded canonical metadata."""
     meta_bytes = padded(canonical_json(meta))
     if len(meta_bytes) > MAX_METADATA_BYTES:
         raise SizeLimitError(f"{kind.name.lower()}: metadata of {len(meta_bytes)} bytes exceeds "
                              f"{MAX_METADATA_BYTES}")
-    parts = [memoryview(p).cast("B") for p in (meta_bytes, *payload)]
-    fields = (MAGIC, FORMAT_VERSION, int(kind), len(meta_bytes), sum(p.nbytes for p in parts[1:]),
+    fields = (MAGIC, FORMAT_VERSION, int(kind), len(meta_bytes), payload_bytes,
               params_id_bytes(params_id, kind.name.lower()))
+    return fields, meta_bytes
+
+
+def _hasher(fields: tuple, meta_bytes: bytes):
+    """BLAKE2b over the header's bytes before the checksum field, then the metadata."""
     h = hashlib.blake2b(_FIXED.pack(*fields, bytes(CHECKSUM_BYTES))[:_CHECKSUM_AT],
                         digest_size=CHECKSUM_BYTES, person=_PERSON)
-    for part in parts:
-        h.update(part)
-    return b"".join((_FIXED.pack(*fields, h.digest()), *parts))
+    h.update(meta_bytes)
+    return h
 
 
 def _checksum(view: memoryview) -> bytes:
