@@ -24,9 +24,11 @@ Nesterov weight, f = 1 - gamma_t; z . v -> t_i; FoldedCubic T = mu t, T (T^2 + b
                                                                    constant for free (scale only)
 
 so an iteration consumes **4 levels** (the inner product 1, the mask 1, the cubic and the
-product with z 2; the Nesterov combination and every constant ride along for free) and
-2 columns + log2(rows) rotations... precisely log2(columns) rotations per block ciphertext for
-the sum, log2(columns) for the replicate and log2(rows) per iteration for the row sum.
+product with z 2; the Nesterov combination and every constant ride along for free). Work per
+iteration, for c block ciphertexts: 4c ciphertext products (Z V, T^2, T Z, (T^2 + b) T Z),
+c plaintext products (mask), 2 c log2(columns) + log2(rows) rotations (sum and replicate per
+block ciphertext, one row sum), a handful of constant products. Secure preset, batch 1024:
+c = 8, 32 products, 135 rotations (16 log2 256 + 7).
 
 **Bootstrapping**: w and v are refreshed together, packed as w + i v in one ciphertext (each
 brought to scale Delta by one constant product: **1 level**), bootstrapped once and split with a
@@ -269,8 +271,9 @@ class EncryptedHELRTrainer:
 
     @classmethod
     def resume(cls, config: HELRConfig, keys: rlwe.EvalKeySet, dataset: EncryptedDataset,
-               schedule: MiniBatchSchedule, checkpoint: bytes) -> EncryptedHELRTrainer:
-        trainer = cls(config, keys, dataset, schedule)
+               schedule: MiniBatchSchedule, checkpoint: bytes, *, params: Params | None = None) -> EncryptedHELRTrainer:
+        """A trainer in the state of ``checkpoint`` (same config, keys, dataset and schedule)."""
+        trainer = cls(config, keys, dataset, schedule, params=params)
         iteration, w, v = read_checkpoint(checkpoint, trainer.params)
         if iteration > schedule.iterations:
             raise SerializationError(f"resume: checkpoint at iteration {iteration} beyond the schedule's "
