@@ -72,7 +72,8 @@ def _add_model(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m server", description=__doc__.splitlines()[0])
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--data-dir", type=Path, default=None, help="default: $FHE_SERVER_DATA_DIR or ./fhe-server-data")
+    common.add_argument("--data-dir", type=Path, default=None,
+                        help="default: $FHE_SERVER_DATA_DIR or ./fhe-server-data")
     common.add_argument("--device", default=None, help="torch device (default: $FHE_SERVER_DEVICE or cpu)")
     common.add_argument("--allow-insecure", action="store_true", help="accept tiny insecure parameters (tests)")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -20,27 +20,27 @@ from fhe_core.rlwe import EvalKeySet
 
 from fhe_core.serialize import dumps
 
-from server.blobs import mapped
+from server.mapping import mapped
 from server.errors import UnprocessableError
 from server.uploads import Upload
 
 
 class XGBoostKind:
-    """Model kind 'xgboost' (see :class:`server.models.ModelKind`)."""
+    """Model kind 'xgboost' (see :class:`server.models.ModelKind`): ``HEForest.to_bytes()``."""
 
     def check(self, model: bytes, params: Params) -> dict[str, Any]:
+        """The model loads and its plan fits ``params`` (PlanError otherwise); returns the
+        public model (parameters, level, layout, binning, Galois elements; no tree structure)."""
         from apps.xgboost.export import HEForest
-        from apps.xgboost.plan import ForestPlan, public_model
+        from apps.xgboost.plan import ForestPlan
 
-        forest = HEForest.from_bytes(model)
-        ForestPlan(forest, params)  # raises PlanError when the parameters cannot evaluate it exactly
-        return json.loads(public_model(forest, params).to_json())
+        plan = ForestPlan.build(HEForest.from_bytes(model), params)
+        return json.loads(plan.public_model().to_json())
 
     def required_keys(self, public: dict[str, Any], params: Params) -> tuple[bool, set[int]]:
         from apps.xgboost.plan import PublicModel
 
-        model = PublicModel.from_json(json.dumps(public))
-        return True, set(model.galois_elements)
+        return True, set(PublicModel.from_json(json.dumps(public)).galois_elements(params.n))
 
     def evaluator(self, model: bytes, params: Params, keys: EvalKeySet) -> Any:
         from apps.xgboost.export import HEForest
@@ -123,7 +123,7 @@ class HELRTraining:
         if checkpoint is None:
             trainer = EncryptedHELRTrainer(config, keys, dataset, schedule, params=params)
         else:
-            trainer = EncryptedHELRTrainer.resume(config, keys, dataset, schedule, checkpoint)
+            trainer = EncryptedHELRTrainer.resume(config, keys, dataset, schedule, checkpoint, params=params)
         return HELRSession(trainer)
 
 

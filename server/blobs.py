@@ -7,15 +7,12 @@ renamed into place, so a blob path either holds the full verified content or doe
 from __future__ import annotations
 
 import asyncio
-import gc
 import hashlib
-import mmap
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from server.errors import BadRequestError, HashMismatchError, PayloadTooLargeError, RequestTimeoutError
@@ -131,27 +128,6 @@ async def _idle_limited(chunks: AsyncIterator[bytes], seconds: float | None, wha
         except asyncio.TimeoutError:
             raise RequestTimeoutError(f"{what}: no data for {seconds} s") from None
         yield chunk
-
-
-@contextmanager
-def mapped(path: Path) -> Iterator[memoryview]:
-    """A read-only memory map of a file as a memoryview: the page cache, not a copy in the
-    heap, backs it (a multi-GB key set is parsed without reading it into Python bytes)."""
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            yield memoryview(b"")
-            return
-        m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    view = memoryview(m)
-    try:
-        yield view
-    finally:
-        gc.collect()  # numpy views of the map made while parsing must be gone before it closes
-        try:
-            view.release()
-            m.close()
-        except BufferError:
-            pass  # an exception's traceback still holds views; the map closes when they are collected
 
 
 def _fsync_dir(path: Path) -> None:

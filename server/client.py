@@ -18,6 +18,7 @@ the parts the server lacks.
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,7 +30,8 @@ from tqdm.auto import tqdm
 from fhe_core.errors import FHEError
 from fhe_core.params import Params
 from fhe_core.rlwe import Ciphertext, EvalKeySet, SecretKey
-from fhe_core.serialize import dumps, dumps_many, loads, loads_many
+from fhe_core.serialize import dumps, dumps_many, loads, loads_many, peek
+from server.mapping import mapped
 
 DEFAULT_PART_BYTES = 8 << 20
 
@@ -115,7 +117,7 @@ class ServiceClient:
 
     # ---- uploads in parts ------------------------------------------------------------------
 
-    def _upload(self, kind: str, blob: bytes, params: Params, *, desc: str) -> dict[str, Any]:
+    def _upload(self, kind: str, blob: bytes | memoryview, params: Params, *, desc: str) -> dict[str, Any]:
         """Create (or find and resume) an upload of ``blob`` and send its missing parts."""
         route = f"/{kind}s"
         part_bytes = min(self.part_bytes, self.limits()["max_part_bytes"])
@@ -128,7 +130,7 @@ class ServiceClient:
                   initial=manifest.size - sum(manifest.parts[n]["size"] for n in missing)) as bar:
             for n in missing:
                 start = n * part_bytes
-                self._put_part(f"{route}/{status['id']}/parts/{n}", blob[start:start + part_bytes])
+                self._put_part(f"{route}/{status['id']}/parts/{n}", bytes(blob[start:start + part_bytes]))
                 bar.update(manifest.parts[n]["size"])
         if status["state"] != "ready":
             status = self._json("POST", f"{route}/{status['id']}/complete")
@@ -153,10 +155,19 @@ class ServiceClient:
 
     # ---- key sets ----------------------------------------------------------------------------
 
-    def register_keys(self, keys: EvalKeySet, params: Params, *, packed: bool = False) -> str:
+    def register_keys(self, keys: EvalKeySet | str | os.PathLike, params: Params, *, packed: bool = False) -> str:
         """Upload evaluation keys (never a secret key) in parts; returns the key-set id. The
         same keys uploaded again, or an interrupted upload repeated, send only missing parts.
-        ``packed``: residues at their primes' bit widths (about 2/3 of the bytes at 40-bit primes)."""
+
+        ``keys``: an EvalKeySet, or the path of its serialized file (e.g. written key by key
+        with ``fhe_core.serialize.dump_eval_keys``; memory-mapped, never read whole).
+        ``packed``: residues at their primes' bit widths (for an EvalKeySet)."""
+        if isinstance(keys, (str, os.PathLike)):
+            with mapped(keys) as view:
+                info = peek(view, expect=EvalKeySet)  # a secret-key file fails here, on this side
+                if info.params_id != params.params_id:
+                    raise TypeError(f"{os.fspath(keys)}: keys of params_id {info.params_id}, not {params.params_id}")
+                return self._upload("keyset", view, params, desc="keys")["id"]
         if isinstance(keys, SecretKey) or not isinstance(keys, EvalKeySet):
             raise TypeError(f"register_keys takes an EvalKeySet, not {type(keys).__name__}: "
                             "the secret key never leaves the client")

@@ -11,7 +11,8 @@ from fhe_core.params import Params, ParamsLiteral
 from fhe_core.rlwe import EvalKeySet
 from fhe_core.serialize import loads
 
-from server.blobs import BlobStore, mapped
+from server.blobs import BlobStore
+from server.mapping import mapped
 from server.db import Database
 from server.keycache import LRUCache
 from server.settings import Settings

@@ -208,7 +208,8 @@ class UploadStore:
         """Remove an upload's row and part files (its blob stays if another row names it)."""
         self.db.execute("DELETE FROM uploads WHERE id = ?", (upload.id,))
         shutil.rmtree(self.parts_root / upload.id, ignore_errors=True)
-        if upload.state == "ready" and self.db.one("SELECT 1 AS x FROM uploads WHERE sha256 = ?", (upload.sha256,)) is None:
+        still_named = self.db.one("SELECT 1 AS x FROM uploads WHERE sha256 = ?", (upload.sha256,))
+        if upload.state == "ready" and still_named is None:
             self.blobs.delete(upload.sha256)
 
     def blob_path(self, upload: Upload) -> Path:

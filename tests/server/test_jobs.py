@@ -91,7 +91,8 @@ def test_mismatched_inputs_are_refused(live_server, uploaded):
             (dataclasses.replace(config(4), batch_size=8), keyset, dataset, 422, "UnprocessableError", "batch size"),
             (config(4).__class__(bootstrapping="TINY_N10_FULL", allow_insecure=True, iterations=2, batch_size=16),
              keyset, dataset, 422, "UnprocessableError", "params_id"),
-            ({"bootstrapping": "N16_H192_FULL", "iterations": -1}, keyset, dataset, 422, "HELRConfigError", "iterations"),
+            ({"bootstrapping": "N16_H192_FULL", "iterations": -1}, keyset, dataset, 422, "HELRConfigError",
+             "iterations"),
             ({"nonsense": 1}, keyset, dataset, 422, "HELRConfigError", "fields"),
             (config(4), "ke_nope", dataset, 404, "NotFoundError", "ke_nope"),
             (config(4), keyset, keyset, 404, "NotFoundError", keyset),  # a key set is not a dataset

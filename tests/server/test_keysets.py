@@ -76,7 +76,8 @@ def test_interrupted_upload_resumes_with_only_missing_parts(live_server, bfv_key
         status = declare(http, blob, params, part)
         n_parts = status["parts"]
         for n in (0, 2):  # some parts arrive, then the connection "drops"
-            assert http.put(f"/keysets/{status['id']}/parts/{n}", content=blob[n * part:(n + 1) * part]).status_code == 200
+            response = http.put(f"/keysets/{status['id']}/parts/{n}", content=blob[n * part:(n + 1) * part])
+            assert response.status_code == 200
         # a part cut short mid-way is not kept
         response = http.put(f"/keysets/{status['id']}/parts/1", content=blob[part:part + 1000])
         assert response.status_code == 400 and "truncated" in response.json()["detail"]
@@ -217,3 +218,25 @@ def test_limits_and_bad_manifests(live_server, bfv_keys):
         _refused(live_server, blob, params, part, status, error, manifest_override=override, at="create")
     secure_required = preset(BFV_SMALL, allow_insecure=True)
     assert secure_required.params_id  # insecure sets are accepted only because the test server allows them
+
+
+def test_register_from_a_key_file_and_the_client_never_sends_a_secret_key(live_server, bfv_keys, tmp_path):
+    from fhe_core.errors import WrongKindError
+    from fhe_core.serialize import dump, dump_eval_keys
+
+    params, sk, keys = bfv_keys
+    path = tmp_path / "keys.fhe"
+    members = [keys.relin_key("test")] + [keys.galois_key(k, "test") for k in sorted(keys.galois_elements)]
+    dump_eval_keys(iter(members), path, params, packed=True)  # written key by key, as for multi-GB sets
+    with live_server.client(part_bytes=50_000) as api:
+        status = api.keyset_status(api.register_keys(path, params))
+        assert status["state"] == "ready" and status["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+        assert status["info"]["galois_elements"] == sorted(keys.galois_elements)
+        before = state_snapshot(live_server)
+        secret = tmp_path / "secret.fhe"
+        dump(sk, secret)
+        with pytest.raises(WrongKindError):
+            api.register_keys(secret, params)
+        with pytest.raises(TypeError):
+            api.register_keys(sk, params)
+        assert state_snapshot(live_server) == before
