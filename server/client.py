@@ -259,3 +259,11 @@ def _json_object(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise TypeError("config.to_json() must give a JSON object")
     return value
+
+
+if __name__ == "__main__":  # python -m server.client ...: the command line in server.client_cli
+    import sys
+
+    from server.client_cli import main
+
+    sys.exit(main())
