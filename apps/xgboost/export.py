@@ -13,16 +13,28 @@ binary:logistic) plus the sum of the class's leaves.
 """
 from __future__ import annotations
 
+import io
 import json
 import math
+import zipfile
 from dataclasses import dataclass
 
 import numpy as np
 import xgboost
 
+from fhe_core.errors import FHEError
+
 from .encoding import ExportError, PublicBinning
 
 _MARGIN_OBJECTIVES = ("multi:softprob", "multi:softmax", "reg:squarederror")
+FOREST_FORMAT = "fhe-ml/he-forest/1"
+MAX_FOREST_BYTES = 1 << 30
+MAX_DEPTH = 16
+_NODE_ARRAYS = ("feature", "threshold", "bit", "default_left", "is_padding")
+
+
+class ModelFormatError(ExportError, FHEError):
+    """Serialized forest bytes that are not a valid HEForest (format, shapes, dtypes, ranges)."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +57,31 @@ class HEForest:
     base: np.ndarray
     base_float: np.ndarray
     binning: PublicBinning
+
+    def to_bytes(self) -> bytes:
+        """An npz archive (no pickle): the arrays plus a JSON header of the scalars."""
+        header = json.dumps({"format": FOREST_FORMAT, "depth": self.depth, "n_classes": self.n_classes,
+                             "frac_bits": self.frac_bits}, sort_keys=True)
+        arrays = {name: getattr(self, name) for name in _NODE_ARRAYS + (
+            "leaves", "leaves_float", "tree_class", "base", "base_float")}
+        buffer = io.BytesIO()
+        np.savez(buffer, header=np.frombuffer(header.encode(), dtype=np.uint8), cuts=self.binning.cuts,
+                 offsets=self.binning.offsets, **arrays)
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, *, max_bytes: int = MAX_FOREST_BYTES) -> HEForest:
+        """Read :meth:`to_bytes`; ModelFormatError unless every field is consistent."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise ModelFormatError(f"HEForest.from_bytes: expected bytes, got {type(data).__name__}")
+        if len(data) > max_bytes:
+            raise ModelFormatError(f"HEForest.from_bytes: {len(data)} bytes exceed max_bytes={max_bytes}")
+        try:
+            with np.load(io.BytesIO(bytes(data)), allow_pickle=False) as archive:
+                arrays = {name: archive[name] for name in archive.files}
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+            raise ModelFormatError(f"HEForest.from_bytes: not an npz archive ({exc})") from None
+        return _forest_from_arrays(arrays)
 
     @property
     def score_bound(self) -> int:
@@ -141,3 +178,57 @@ def _base_margin(model: dict, n_classes: int) -> np.ndarray:
 def required_plaintext_bits(forest: HEForest) -> int:
     """Bits of a signed plaintext modulus that holds every class score without wrapping."""
     return math.ceil(math.log2(forest.score_bound + 1)) + 1
+
+
+def _forest_from_arrays(arrays: dict[str, np.ndarray]) -> HEForest:
+    """Validate the arrays of a serialized forest and build it."""
+    names = set(_NODE_ARRAYS) | {"header", "cuts", "offsets", "leaves", "leaves_float", "tree_class", "base",
+                                 "base_float"}
+    if set(arrays) != names:
+        raise ModelFormatError(f"HEForest.from_bytes: expected the arrays {sorted(names)}, got {sorted(arrays)}")
+    try:
+        header = json.loads(arrays["header"].astype(np.uint8).tobytes())
+    except (ValueError, UnicodeDecodeError):
+        raise ModelFormatError("HEForest.from_bytes: the header is not JSON") from None
+    if not isinstance(header, dict) or header.get("format") != FOREST_FORMAT:
+        raise ModelFormatError(f"HEForest.from_bytes: not a {FOREST_FORMAT} archive")
+    depth, n_classes, frac_bits = (header.get(k) for k in ("depth", "n_classes", "frac_bits"))
+    for name, value, low, high in (("depth", depth, 0, MAX_DEPTH), ("n_classes", n_classes, 1, 1 << 16),
+                                   ("frac_bits", frac_bits, 0, 62)):
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ModelFormatError(f"HEForest.from_bytes: {name} must be an int in [{low}, {high}], got {value!r}")
+    n_trees = len(arrays["tree_class"])
+    nodes, leaves = 2**depth - 1, 2**depth
+    expect = {"feature": ((n_trees, nodes), "i"), "threshold": ((n_trees, nodes), "f"),
+              "bit": ((n_trees, nodes), "i"), "default_left": ((n_trees, nodes), "i"),
+              "is_padding": ((n_trees, nodes), "b"), "leaves": ((n_trees, leaves), "i"),
+              "leaves_float": ((n_trees, leaves), "f"), "tree_class": ((n_trees,), "i"),
+              "base": ((n_classes,), "i"), "base_float": ((n_classes,), "f"), "cuts": (None, "f"),
+              "offsets": (None, "i")}
+    for name, (shape, kind) in expect.items():
+        a = arrays[name]
+        if a.dtype.kind != kind or (shape is not None and a.shape != shape) or (shape is None and a.ndim != 1):
+            raise ModelFormatError(f"HEForest.from_bytes: {name} has shape {a.shape} and dtype {a.dtype}, "
+                                   f"expected {shape or '1-D'} of kind {kind!r}")
+    cuts, offsets = arrays["cuts"].astype(np.float32), arrays["offsets"].astype(np.int64)
+    if len(offsets) < 2 or offsets[0] != 0 or offsets[-1] != len(cuts) or (np.diff(offsets) < 0).any():
+        raise ModelFormatError("HEForest.from_bytes: the binning offsets do not index the cuts")
+    binning = PublicBinning(cuts, offsets)
+    feature, bit, live = arrays["feature"], arrays["bit"], ~arrays["is_padding"]
+    if ((feature < 0) | (feature >= binning.n_features)).any() or ((bit < 0) | (bit >= len(cuts))).any():
+        raise ModelFormatError("HEForest.from_bytes: a node's feature or bit is out of range")
+    if (binning.bit_feature[bit[live]] != feature[live]).any():
+        raise ModelFormatError("HEForest.from_bytes: a node's bit does not belong to its feature")
+    if not np.isin(arrays["default_left"], (0, 1)).all():
+        raise ModelFormatError("HEForest.from_bytes: default_left must be 0 or 1")
+    if ((arrays["tree_class"] < 0) | (arrays["tree_class"] >= n_classes)).any():
+        raise ModelFormatError("HEForest.from_bytes: a tree's class is out of range")
+    if np.abs(arrays["leaves"]).max(initial=0) >= 1 << 62 or np.abs(arrays["base"]).max(initial=0) >= 1 << 62:
+        raise ModelFormatError("HEForest.from_bytes: leaf values beyond 2^62")
+    return HEForest(depth=depth, n_classes=n_classes, frac_bits=frac_bits,
+                    feature=feature.astype(np.int64), threshold=arrays["threshold"].astype(np.float32),
+                    bit=bit.astype(np.int64), default_left=arrays["default_left"].astype(np.int64),
+                    is_padding=arrays["is_padding"].astype(bool), leaves=arrays["leaves"].astype(np.int64),
+                    leaves_float=arrays["leaves_float"].astype(np.float64),
+                    tree_class=arrays["tree_class"].astype(np.int64), base=arrays["base"].astype(np.int64),
+                    base_float=arrays["base_float"].astype(np.float64), binning=binning)

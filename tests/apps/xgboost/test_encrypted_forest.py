@@ -1,0 +1,163 @@
+"""Encrypted forest inference on tiny insecure rings: decrypted scores equal the twin's exactly.
+
+Expected values come from the integer twin (apps.xgboost.twin), which is checked against
+xgboost itself in test_export.py; nothing from the encrypted path builds an expected value.
+"""
+import functools
+
+import numpy as np
+import pytest
+import xgboost
+
+from apps.xgboost.client import ForestClient
+from apps.xgboost.encoding import PublicBinning
+from apps.xgboost.export import export_booster
+from apps.xgboost.plan import MARGIN_BITS, ForestPlan, PlanError, PublicModel, named_params
+from apps.xgboost.server import ForestEvaluator
+from apps.xgboost.twin import predict_forest
+from fhe_core import serialize
+from fhe_core.errors import LevelMismatchError, ParamsMismatchError
+from fhe_core.rlwe import Ciphertext
+
+WIDE = "BFVN11QP335L4D5T20Insecure"   # N = 2^11, t = 786433, five 55-bit primes
+SMALL = "BFVN10QP205L2D3T17Insecure"  # N = 2^10, t = 65537, three 50-bit primes
+
+
+def seed(label: str) -> bytes:
+    return label.encode().ljust(32, b"\0")[:32]
+
+
+def synthetic(n, n_features, n_classes, rng_seed, missing=0.15):
+    rng = np.random.default_rng(rng_seed)
+    x = rng.normal(size=(n, n_features))
+    if n_classes > 2:
+        y = np.digitize(x[:, 0] + x[:, 1] - x[:, 2] ** 2, np.quantile(x[:, 0], [0.3, 0.6]))
+    else:
+        y = (x[:, 0] + x[:, 1] ** 2 - x[:, 2] * x[:, 3] > 0.5).astype(int)
+    x[rng.random(x.shape) < missing] = np.nan
+    return x, y
+
+
+@functools.lru_cache(maxsize=None)
+def trained(objective, n_classes, depth, rounds=4, frac_bits=12):
+    """(forest, booster, held-out samples) of a small model trained on synthetic data."""
+    x, y = synthetic(260, 6, n_classes, rng_seed=depth)
+    train = xgboost.DMatrix(x[:200], label=y[:200])
+    params = {"objective": objective, "max_depth": depth, "tree_method": "hist", "seed": 1, "nthread": 2,
+              "max_bin": 16}
+    if n_classes > 2:
+        params["num_class"] = n_classes
+    booster = xgboost.train(params, train, num_boost_round=rounds)
+    return export_booster(booster, PublicBinning.from_dmatrix(train), frac_bits), booster, x[200:]
+
+
+def run_encrypted(forest, x, preset=WIDE, width=None, label="run", wire=True):
+    """Client -> (bytes) -> server -> (bytes) -> client; returns (scores, client, plan, results)."""
+    params = named_params(preset, allow_insecure=True)
+    plan = ForestPlan.build(forest, params, width=width or len(x))
+    public = PublicModel.from_json(plan.public_model(preset).to_json())
+    client = ForestClient(public, seed=seed(label), allow_insecure=True)
+    keys, cts = client.eval_keys(), client.encrypt(x)
+    if wire:
+        keys = serialize.loads(serialize.dumps(keys), params, expect=serialize.api.EvalKeySet)
+        cts = serialize.loads_many(serialize.dumps_many(cts), params, expect=Ciphertext)
+    server = ForestEvaluator(params, keys, forest, plan=plan)
+    results = server.evaluate(cts)
+    if wire:
+        results = serialize.loads_many(serialize.dumps_many(results), client.params, expect=Ciphertext)
+    return client.decrypt_scores(results, len(x)), client, plan, results
+
+
+@pytest.mark.parametrize("objective,n_classes,depth,frac_bits,preset", [
+    ("multi:softprob", 3, 2, 12, WIDE), ("binary:logistic", 2, 1, 12, WIDE), ("multi:softmax", 3, 3, 12, WIDE),
+    ("binary:logistic", 2, 4, 12, WIDE), ("binary:logistic", 2, 4, 8, SMALL),  # SMALL: 12 bits to spare
+])
+def test_scores_equal_twin(objective, n_classes, depth, frac_bits, preset):
+    forest, booster, x = trained(objective, n_classes, depth, frac_bits=frac_bits)
+    x = x[:24] if preset == WIDE else x[:8]
+    scores, client, plan, results = run_encrypted(forest, x, preset, label=f"{objective}{depth}{preset}")
+    twin = predict_forest(forest, forest.binning.encode(x))
+    np.testing.assert_array_equal(scores, twin.scores)
+    np.testing.assert_array_equal(client.predict(results, len(x)), twin.predicted)
+    library = booster.predict(xgboost.DMatrix(x), output_margin=True).reshape(len(x), -1)
+    expected = library.argmax(axis=1) if library.shape[1] > 1 else (library[:, 0] > 0).astype(int)
+    np.testing.assert_array_equal(client.predict(results, len(x)), expected)
+    assert forest.depth == depth and np.isnan(x).any()  # missing values went through
+    budget = min(client.noise_budget(ct) for ct in results)
+    assert budget >= plan.budget_left >= MARGIN_BITS  # the plan's estimate is conservative
+
+
+def test_several_batches_and_partial_batch():
+    forest, _, x = trained("multi:softprob", 3, 2)
+    scores, _, plan, results = run_encrypted(forest, x[:23], width=10, label="batches", wire=False)
+    assert len(results) == 3 and plan.layout.width == 10
+    np.testing.assert_array_equal(scores, predict_forest(forest, forest.binning.encode(x[:23])).scores)
+
+
+def test_missing_values_follow_default_direction():
+    forest, _, x = trained("multi:softprob", 3, 2)
+    x = np.full((6, 6), np.nan)
+    x[1:, 0] = np.linspace(-2, 2, 5)  # one feature present, the rest missing
+    scores, *_ = run_encrypted(forest, x, label="missing", wire=False)
+    np.testing.assert_array_equal(scores, predict_forest(forest, forest.binning.encode(x)).scores)
+
+
+def test_public_model_says_nothing_about_the_trees():
+    """Two models on the same binning publish the same client information."""
+    x, y = synthetic(260, 6, 3, rng_seed=7)
+    cuts = xgboost.QuantileDMatrix(x[:200], label=y[:200], max_bin=16)
+    binning = PublicBinning.from_dmatrix(cuts)
+    texts, forests = [], []
+    for label_seed in (1, 2):
+        labels = np.random.default_rng(label_seed).permutation(y[:200])
+        train = xgboost.QuantileDMatrix(x[:200], label=labels, max_bin=16, ref=cuts)
+        booster = xgboost.train({"objective": "multi:softprob", "num_class": 3, "max_depth": 2,
+                                 "tree_method": "hist", "nthread": 2, "max_bin": 16}, train, num_boost_round=3)
+        forest = export_booster(booster, binning)
+        forests.append(forest)
+        plan = ForestPlan.build(forest, named_params(WIDE, allow_insecure=True), width=16)
+        texts.append(plan.public_model(WIDE).to_json())
+    assert not np.array_equal(forests[0].bit, forests[1].bit)  # different trees...
+    assert texts[0] == texts[1]                                # ...the same public model
+
+
+def test_plan_refuses_what_it_cannot_evaluate_exactly():
+    forest, _, _ = trained("multi:softprob", 3, 2, frac_bits=12)
+    with pytest.raises(PlanError, match="plaintext modulus"):
+        ForestPlan.build(trained("multi:softprob", 3, 2, frac_bits=20)[0], named_params(WIDE, allow_insecure=True))
+    with pytest.raises(PlanError, match="width"):
+        ForestPlan.build(forest, named_params(WIDE, allow_insecure=True), width=1024 // 3 + 1)
+    deep, _, _ = trained("binary:logistic", 2, 5, frac_bits=8)  # products of depth 3
+    with pytest.raises(PlanError, match="noise budget"):
+        ForestPlan.build(deep, named_params(SMALL, allow_insecure=True), width=8)
+
+
+def test_plan_states_depth_keys_and_budget():
+    forest, _, _ = trained("binary:logistic", 2, 4)
+    plan = ForestPlan.build(forest, named_params(WIDE, allow_insecure=True), width=16)
+    assert (plan.depth, plan.schedule.mult_depth, plan.schedule.products) == (4, 2, 9)
+    assert plan.budget_needed > 0 and plan.fresh_budget - plan.budget_needed >= MARGIN_BITS
+    assert plan.rotation_steps == [1 << i for i in range(10)] and plan.column_swap
+    assert plan.ops["multiply"] == 9 * plan.n_groups
+
+
+def test_evaluator_checks_its_inputs():
+    forest, _, x = trained("multi:softprob", 3, 2)
+    params = named_params(WIDE, allow_insecure=True)
+    plan = ForestPlan.build(forest, params, width=8)
+    client = ForestClient(plan.public_model(), seed=seed("checks"), allow_insecure=True)
+    keys = client.eval_keys()
+    server = ForestEvaluator(params, keys, forest, plan=plan)
+    cts = client.encrypt(x[:8])
+    with pytest.raises(PlanError, match="multiple of"):
+        server.evaluate(cts[:-1])
+    with pytest.raises(PlanError, match="non-empty"):
+        server.evaluate([])
+    with pytest.raises(LevelMismatchError, match="level"):
+        server.evaluate([cts[0].replace(data=cts[0].data[:, :-1], level=cts[0].level - 1)] + cts[1:])
+    with pytest.raises(ParamsMismatchError):
+        server.evaluate([cts[0].replace(params_id="0" * 64)] + cts[1:])
+    with pytest.raises(PlanError, match="Galois"):
+        from fhe_core.rlwe import EvalKeySet
+
+        ForestEvaluator(params, EvalKeySet(params.params_id, relin=keys.relin_key("test")), forest, plan=plan)
