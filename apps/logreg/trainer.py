@@ -5,16 +5,19 @@ ciphertexts only.
 **Layout** (:class:`ml.packing.RowMajorLayout`): a block ciphertext Z holds ``rows`` samples
 z_i = y_i x_i of ``columns`` (zero-padded) features; w and v are kept replicated in every row.
 
-**One iteration** (v, w at level l, the block's Z at level >= l; eta = lr / B, gamma_t the
-Nesterov weight, f = 1 - gamma_t; z . v -> t_i; FoldedCubic T = mu t, T (T^2 + b) = f eta (p(t) - 1/2)):
+**One iteration** (v, w at level l; the block's Z fresh at the bootstrapping output level;
+eta = lr / B, gamma_t the Nesterov weight, f = 1 - gamma_t; t_i = z_i . v; the
+:class:`ml.activations.FoldedCubic` of eta p: T = mu t, T (T^2 + b) = eta (p(t) - 1/2)):
 
     level l-1  ZV   = rescale(Z * V)                               ct x ct
                S    = rotate_sum over the columns (steps 1..columns/2)   t_i in column 0
     level l-2  T    = rescale(S * mask)                            mask: mu in column 0, encoded at
                                                                    the scale that makes T's scale Delta
+                                                                   (cached: a few encodings per run)
                T    = replicate over the columns (steps -1..-columns/2)
-    level l-3  T^2, T Z                                            (parallel)
-    level l-4  P    = (T^2 + b) (T Z)                              ml.activations.odd_cubic_times
+    level l-3  T^2, T (f Z)                                        (parallel; f Z: a constant product
+                                                                   of the fresh Z, off the critical path)
+    level l-4  P    = (T^2 + b) (T f Z)                            ml.activations.odd_cubic_times
                P    = sum of the block's P + f eta (1/2) sum_i z_i (one constant product of sum Z)
                G    = rotate_sum over the rows (steps columns .. slots/2): f eta sum_i p(t_i) z_i,
                       replicated in every row (the rotation is cyclic over all slots)
@@ -24,11 +27,12 @@ Nesterov weight, f = 1 - gamma_t; z . v -> t_i; FoldedCubic T = mu t, T (T^2 + b
                                                                    constant for free (scale only)
 
 so an iteration consumes **4 levels** (the inner product 1, the mask 1, the cubic and the
-product with z 2; the Nesterov combination and every constant ride along for free). Work per
-iteration, for c block ciphertexts: 4c ciphertext products (Z V, T^2, T Z, (T^2 + b) T Z),
-c plaintext products (mask), 2 c log2(columns) + log2(rows) rotations (sum and replicate per
-block ciphertext, one row sum), a handful of constant products. Secure preset, batch 1024:
-c = 8, 32 products, 135 rotations (16 log2 256 + 7).
+product with z 2; the Nesterov combination and every constant ride along for free). v' keeps
+G's scale (about Delta, whatever gamma is), so the mask's scale repeats and its encoding is
+reused. Work per iteration, for c block ciphertexts: 4c ciphertext products (Z V, T^2, T Z,
+(T^2 + b) T Z), c plaintext products (mask), 2 c log2(columns) + log2(rows) rotations (sum and
+replicate per block ciphertext, one row sum), c + 3 constant products. Secure preset, batch
+1024: c = 8, 32 products, 135 rotations (16 log2 256 + 7).
 
 **Bootstrapping**: w and v are refreshed together, packed as w + i v in one ciphertext (each
 brought to scale Delta by one constant product: **1 level**), bootstrapped once and split with a
@@ -110,6 +114,8 @@ class EncryptedHELRTrainer:
         self._encoder = Encoder(self.params)
         self._gammas = nesterov_gammas(config.lambda0, schedule.iterations)
         self._step_size = config.learning_rate / config.batch_size
+        self._cubic = FoldedCubic.from_coefficients(HELR_CUBIC, self._step_size)
+        self._masks: dict[tuple[int, float], object] = {}
         self._top = self._bootstrapper.output_level
         self._cancel = threading.Event()
         self.bootstraps = 0
@@ -206,29 +212,36 @@ class EncryptedHELRTrainer:
         return w_next, v_next
 
     def _gradient(self, block, factor: float, v: Ciphertext) -> Ciphertext:
-        """factor * eta * sum_i p(z_i . v) z_i over the block, replicated per row: level l - 4."""
-        ev, layout = self.evaluator, self.config.layout
-        cubic = FoldedCubic.from_coefficients(HELR_CUBIC, factor * self._step_size)
-        total, mask = None, None
+        """factor * eta * sum_i p(z_i . v) z_i over the block, replicated per row: level l - 4.
+
+        The cubic's constants are fixed (eta only: the mask is encoded once per level and scale);
+        ``factor`` multiplies the z of T z (f Z: one constant product of the fresh Z, off the
+        critical path) and the constant term."""
+        ev, layout, cubic = self.evaluator, self.config.layout, self._cubic
+        total = None
         for z in block:
             sums = rotate_sum(ev, ev.rescale(ev.mul_relin(z, v)), layout.columns)   # t_i in column 0
-            mask = mask if mask is not None else self._mask(sums, cubic.mu)
-            t = replicate(ev, ev.rescale(ev.mul(sums, mask)), layout.columns)        # mu t_i, whole row
-            term = odd_cubic_times(ev, t, z, cubic)
+            t = replicate(ev, ev.rescale(ev.mul(sums, self._mask(sums))), layout.columns)  # mu t_i, whole row
+            term = odd_cubic_times(ev, t, self._times_constant(z, factor, z.scale), cubic)
             total = term if total is None else ev.add(total, term)
         z_sum = block[0]
         for z in block[1:]:
             z_sum = ev.add(z_sum, z)
-        total = ev.add(total, self._times_constant(z_sum, cubic.constant, total.scale))
+        total = ev.add(total, self._times_constant(z_sum, factor * cubic.constant, total.scale))
         return rotate_sum(ev, total, layout.rows, layout.columns)
 
-    def _mask(self, sums: Ciphertext, mu: float):
-        """mu in column 0 of every row, encoded at the scale that gives the product, once
-        rescaled, the default scale Delta (keeps scales from drifting across iterations)."""
+    def _mask(self, sums: Ciphertext):
+        """mu in column 0 of every row at the scale (rounded to 24 bits, so that it is cached
+        and reused) that gives the product, once rescaled, the default scale Delta: keeps the
+        scales from drifting across iterations."""
         q = self.params.q_primes[sums.level]
-        scale = self.params.default_scale * q / sums.scale
-        return self._encoder.encode(self.config.layout.column_mask(0, mu), level=sums.level, scale=scale,
-                                    slots=sums.slots)
+        mantissa, exponent = math.frexp(self.params.default_scale * q / sums.scale)
+        scale = math.ldexp(round(mantissa * 2 ** 24), exponent - 24)
+        key = (sums.level, scale)
+        if key not in self._masks:
+            values = self.config.layout.column_mask(0, self._cubic.mu)
+            self._masks[key] = self._encoder.encode(values, level=sums.level, scale=scale, slots=sums.slots)
+        return self._masks[key]
 
     def _times_constant(self, ct: Ciphertext, value: complex, scale: float) -> Ciphertext:
         """value * ct at (almost exactly) ``scale``: one constant product and a rescale (1 level)."""

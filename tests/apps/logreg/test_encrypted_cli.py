@@ -22,7 +22,7 @@ def test_train_command_prints_the_comparison_and_writes_the_plot(mnist_dir, tmp_
 
 
 def test_run_records_each_iteration_against_the_twin(mnist_dir):
-    run = run_encrypted_helr(HELRConfig.tiny(iterations=3), mnist_dir, samples=64, progress=False)
+    run = run_encrypted_helr(HELRConfig.tiny(iterations=3), mnist_dir, samples=48, progress=False)
     assert len(run.errors) == len(run.accuracy) == len(run.auroc) == 3 and run.bootstraps == 1
     assert max(run.errors) < 2.0 ** -10
     twin = run.twin.records
