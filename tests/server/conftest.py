@@ -4,10 +4,8 @@ sessions whose evaluation keys the tests upload."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,21 +13,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
-from server.app import create_app
 from server.client import ServiceClient
 from server.db import Database
+from server.embedded import background_server, free_port
 from server.settings import Settings
 from server.tenants import create_token
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tiny_settings(data_dir: Path, **overrides) -> Settings:
@@ -70,21 +61,8 @@ def live_server(tmp_path_factory) -> Iterator[LiveServer]:
     """One uvicorn server (thread) per test module, on 127.0.0.1 and a free port."""
     settings = tiny_settings(tmp_path_factory.mktemp("server-data"))
     tokens = make_tokens(settings)
-    app = create_app(settings)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.05)
-    try:
-        yield LiveServer(f"http://127.0.0.1:{port}", settings, app, tokens)
-    finally:
-        server.should_exit = True
-        thread.join(30)
+    with background_server(settings) as server:
+        yield LiveServer(server.url, settings, server.app, tokens)
 
 
 def start_subprocess_server(data_dir: Path, port: int, log: Path) -> subprocess.Popen:

@@ -1,0 +1,62 @@
+"""A real uvicorn server in a background thread of this process, on a free loopback port:
+for notebooks, examples and tests (production runs ``python -m server serve``)."""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import uvicorn
+from fastapi import FastAPI
+
+from server.app import create_app
+from server.db import Database
+from server.settings import Settings
+from server.tenants import create_token
+
+
+@dataclass
+class EmbeddedServer:
+    url: str
+    settings: Settings
+    app: FastAPI
+
+    @property
+    def service(self):
+        return self.app.state.service
+
+    def create_token(self, tenant: str, *, admin: bool = False) -> str:
+        """What ``python -m server create-token`` does, for this server's database."""
+        return create_token(self.service.db, tenant, admin=admin)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def background_server(settings: Settings, *, port: int | None = None, log_level: str = "warning",
+                      start_timeout: float = 60.0) -> Iterator[EmbeddedServer]:
+    """Start the service on 127.0.0.1 (``port`` or a free one), yield it, stop it on exit."""
+    Database(settings.db_path).close()  # create the schema before the first token
+    app = create_app(settings)
+    port = port or free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level=log_level))
+    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + start_timeout
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            server.should_exit = True
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield EmbeddedServer(f"http://127.0.0.1:{port}", settings, app)
+    finally:
+        server.should_exit = True
+        thread.join(30)
