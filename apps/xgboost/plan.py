@@ -33,7 +33,7 @@ two in a row.
 below its top d1 levels (their indicators ind_i sum to 1); the indicators split the same way.
 d1 = 1 everywhere is the textbook V = V_r + s (V_l - V_r): 2^(D-1) - 1 products, depth D - 1.
 The plan picks per level the split with the fewest products among those of the least
-multiplicative depth, ceil(log2 D) (D = 2: 1 product; 4: 9 products, depth 2; 6: 41, depth 3).
+multiplicative depth, ceil(log2 D) (D = 2: 1 product; 4: 9 products, depth 2; 6: 37, depth 3).
 The products of the root's last step are summed unrelinearized over all groups: one
 relinearization per batch.
 
@@ -396,6 +396,7 @@ class ForestPlan:
     binning: PublicBinning | None = None
     chunks: list[tuple[int, int]] | None = None  # thermometer: (first input, cut count K) per chunk
     trees_per_class: int | None = None  # idash: the public tree layout
+    placement: dict | None = None  # thermometer: tree -> (group, row, block, class); server only
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -604,7 +605,7 @@ def _thermometer_plan(forest: HEForest, params: Params, layout: Layout) -> Fores
     steps = [1 << i for i in range(int(math.log2(half)))]
     return ForestPlan("thermometer", params, layout, depth, PathSchedule.for_depth(depth), n_groups, n_inputs,
                       forms, base, forest.score_bound, layout.blocks > 1, steps, True, binning=binning,
-                      chunks=chunks)
+                      chunks=chunks, placement=placement)
 
 
 def _place_trees(forest: HEForest, live: np.ndarray, layout: Layout, n_groups: int, chunks) -> dict:

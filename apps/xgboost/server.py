@@ -135,8 +135,9 @@ class ForestEvaluator:
             raise PlanError(f"ForestEvaluator: keys must be an EvalKeySet, got {type(keys).__name__}")
         missing = sorted(set(self.plan.galois_elements) - keys.galois_elements)
         if missing or not keys.has_relin:
-            raise PlanError(f"ForestEvaluator: the key set lacks {'the relinearization key and ' if not keys.has_relin else ''}"
-                            f"Galois keys for elements {missing}; generate exactly the public model's keys")
+            relin = "" if keys.has_relin else "the relinearization key and "
+            raise PlanError(f"ForestEvaluator: the key set lacks {relin}Galois keys for elements {missing}; "
+                            "generate exactly the public model's keys")
 
     def _final_plaintexts(self):
         """(mask or None, base) plaintexts of the result's score slots."""

@@ -17,7 +17,7 @@ from apps.xgboost.server import ForestEvaluator
 from apps.xgboost.twin import predict_forest
 from fhe_core import serialize
 from fhe_core.errors import LevelMismatchError, ParamsMismatchError
-from fhe_core.rlwe import Ciphertext
+from fhe_core.rlwe import Ciphertext, EvalKeySet
 
 WIDE = "BFVN11QP335L4D5T20Insecure"   # N = 2^11, t = 786433, five 55-bit primes
 SMALL = "BFVN10QP205L2D3T17Insecure"  # N = 2^10, t = 65537, three 50-bit primes
@@ -59,7 +59,7 @@ def run_encrypted(forest, x, preset=WIDE, width=None, label="run", wire=True):
     client = ForestClient(public, seed=seed(label), allow_insecure=True)
     keys, cts = client.eval_keys(), client.encrypt(x)
     if wire:
-        keys = serialize.loads(serialize.dumps(keys), params, expect=serialize.api.EvalKeySet)
+        keys = serialize.loads(serialize.dumps(keys), params, expect=EvalKeySet)
         cts = serialize.loads_many(serialize.dumps_many(cts), params, expect=Ciphertext)
     server = ForestEvaluator(params, keys, forest, plan=plan)
     results = server.evaluate(cts)
@@ -158,6 +158,4 @@ def test_evaluator_checks_its_inputs():
     with pytest.raises(ParamsMismatchError):
         server.evaluate([cts[0].replace(params_id="0" * 64)] + cts[1:])
     with pytest.raises(PlanError, match="Galois"):
-        from fhe_core.rlwe import EvalKeySet
-
         ForestEvaluator(params, EvalKeySet(params.params_id, relin=keys.relin_key("test")), forest, plan=plan)

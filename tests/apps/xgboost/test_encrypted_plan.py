@@ -1,0 +1,138 @@
+"""The plan's pieces in the clear: path schedules against trees.tree_values, forms against the
+twin's node tests, the public model's JSON, and the forest's bytes."""
+import dataclasses
+
+import numpy as np
+import pytest
+import xgboost
+
+from apps.xgboost.export import HEForest, ModelFormatError, export_booster
+from apps.xgboost.encoding import PublicBinning
+from apps.xgboost.plan import PathSchedule, ForestPlan, PlanError, PublicModel, named_params, tree_value, unmove
+from apps.xgboost.trees import tree_values
+from apps.xgboost.twin import node_tests
+
+
+class ClearAlgebra:
+    """tree_value's operations on int64 arrays `[n, T]`: node tests and leaves given directly."""
+
+    def __init__(self, tests, leaves):
+        self.tests, self.leaves = tests, leaves  # [n, T, 2^D - 1], [T, 2^D]
+        self.products = 0
+
+    def depth1(self, group, node):
+        first = self.tests.shape[-1] // 2
+        left, right = self.leaves[:, 2 * (node - first)], self.leaves[:, 2 * (node - first) + 1]
+        return right + self.tests[..., node] * (left - right)
+
+    def test(self, group, node):
+        return self.tests[..., node]
+
+    def mul(self, a, b, final):
+        self.products += 1
+        return a * b
+
+    def add(self, a, b):
+        return a + b
+
+    def sub(self, a, b):
+        return a - b
+
+    def one_minus(self, a):
+        return 1 - a
+
+
+@pytest.mark.parametrize("depth,mult_depth,products", [(1, 0, 0), (2, 1, 1), (3, 2, 3), (4, 2, 9), (5, 3, 17),
+                                                       (6, 3, 37)])
+def test_path_schedule_matches_tree_values(depth, mult_depth, products):
+    rng = np.random.default_rng(depth)
+    tests = rng.integers(0, 2, (30, 5, 2**depth - 1))
+    leaves = rng.integers(-1000, 1000, (5, 2**depth))
+    schedule = PathSchedule.for_depth(depth)
+    alg = ClearAlgebra(tests, leaves)
+    np.testing.assert_array_equal(tree_value(alg, schedule, 0), tree_values(tests, leaves))
+    assert (schedule.mult_depth, schedule.products, alg.products) == (mult_depth, products, products)
+
+
+def small_forest(depth=3, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(200, 5))
+    x[rng.random(x.shape) < 0.1] = np.nan
+    y = (x[:, 0] - x[:, 1] ** 2 > 0).astype(int)
+    train = xgboost.DMatrix(x, label=y)
+    booster = xgboost.train({"objective": "binary:logistic", "max_depth": depth, "tree_method": "hist",
+                             "nthread": 2, "max_bin": 8}, train, num_boost_round=3)
+    return export_booster(booster, PublicBinning.from_dmatrix(train), 10), x
+
+
+def test_forms_give_the_twins_node_tests():
+    """A test form evaluated on the packed slot vectors equals the twin's node tests."""
+    from apps.xgboost.client import ForestClient
+
+    forest, x = small_forest()
+    params = named_params("BFVN11QP335L4D5T20Insecure", allow_insecure=True)
+    plan = ForestPlan.build(forest, params, width=16)
+    packed = ForestClient(plan.public_model(), seed=b"f" * 32, allow_insecure=True).pack(x[:16])
+    tests = node_tests(forest, forest.binning.encode(x[:16]))  # [n, T, nodes]
+    t, layout = params.plaintext_modulus, plan.layout
+    seen = 0
+    for (g, p, kind), form in plan.forms.items():
+        if kind != "test" or form.is_plain:
+            continue
+        value = form.const.copy()
+        for (r, swap), by_source in form.terms.items():
+            moved = sum(coef * packed[k] for k, coef in by_source.items())
+            matrix = np.roll(moved.reshape(2, -1), -r, axis=1)
+            value = value + (matrix[::-1] if swap else matrix).reshape(-1)
+        value %= t
+        for tree, (group, row, block, cls) in plan.placement.items():
+            if group == g and not forest.is_padding[tree, p]:
+                slots = layout.lane_slots(row, layout.tree_column(block, cls))
+                np.testing.assert_array_equal(value[slots][:16], tests[:, tree, p])
+                seen += 1
+    assert seen == (~forest.is_padding).sum()
+
+
+def test_unmove_inverts_a_move():
+    values = np.arange(16)
+    for move in [(3, False), (5, True), (0, True)]:
+        back = unmove(values, move)
+        r, swap = move
+        moved = np.roll((back.reshape(2, -1)[::-1] if swap else back.reshape(2, -1)), -r, axis=1)
+        np.testing.assert_array_equal(moved.reshape(-1), values)
+
+
+def test_public_model_json_round_trip_and_errors():
+    forest, _ = small_forest()
+    plan = ForestPlan.build(forest, named_params("BFVN11QP335L4D5T20Insecure", allow_insecure=True), width=16)
+    public = plan.public_model("BFVN11QP335L4D5T20Insecure")
+    again = PublicModel.from_json(public.to_json())
+    assert again.to_json() == public.to_json()
+    np.testing.assert_array_equal(again.binning.cuts, forest.binning.cuts)
+    assert again.params(allow_insecure=True).params_id == plan.params.params_id
+    for bad in ["not json", "[]", public.to_json().replace('"version":1', '"version":2'),
+                public.to_json().replace('"kind":"thermometer"', '"kind":"other"')]:
+        with pytest.raises(PlanError):
+            PublicModel.from_json(bad)
+
+
+def test_forest_bytes_round_trip_and_validation():
+    forest, _ = small_forest(depth=4)
+    again = HEForest.from_bytes(forest.to_bytes())
+    for name in ("feature", "bit", "default_left", "is_padding", "leaves", "tree_class", "base"):
+        np.testing.assert_array_equal(getattr(again, name), getattr(forest, name))
+    np.testing.assert_array_equal(again.threshold, forest.threshold)
+    np.testing.assert_array_equal(again.binning.cuts, forest.binning.cuts)
+    assert (again.depth, again.n_classes, again.frac_bits) == (forest.depth, forest.n_classes, forest.frac_bits)
+    with pytest.raises(ModelFormatError, match="npz"):
+        HEForest.from_bytes(b"garbage")
+    with pytest.raises(ModelFormatError, match="max_bytes"):
+        HEForest.from_bytes(forest.to_bytes(), max_bytes=100)
+
+    tree, node = np.argwhere(~forest.is_padding)[0]
+    wrong_bit = forest.bit.copy()
+    wrong_bit[tree, node] = np.flatnonzero(forest.binning.bit_feature != forest.feature[tree, node])[0]
+    with pytest.raises(ModelFormatError, match="bit"):
+        HEForest.from_bytes(dataclasses.replace(forest, bit=wrong_bit).to_bytes())
+    with pytest.raises(ModelFormatError, match="leaves"):
+        HEForest.from_bytes(dataclasses.replace(forest, leaves=forest.leaves[:, :-1]).to_bytes())

@@ -1,0 +1,56 @@
+"""SRBCT (Khan 2001) encrypted: the 20 test samples' decrypted scores equal the twin's exactly and
+their argmax equals xgboost's own prediction on every sample.
+
+CI runs a model on 150 genes on a tiny insecure ring; the full 2,308-gene model at the 128-bit
+preset is `slow` on the CPU and `gpu` on a device.
+"""
+import numpy as np
+import pytest
+import xgboost
+
+from apps.xgboost.client import ForestClient
+from apps.xgboost.encoding import PublicBinning
+from apps.xgboost.export import export_booster
+from apps.xgboost.plan import MARGIN_BITS, ForestPlan, PublicModel, named_params
+from apps.xgboost.server import ForestEvaluator
+from apps.xgboost.twin import predict_forest
+from data.genomics import load_khan
+from ml.baselines import XGBoostParams, xgboost_baseline
+
+
+def run_srbct(srbct_dir, preset, genes=None, device="cpu", allow_insecure=False, depth=2):
+    data = load_khan(srbct_dir)
+    keep = slice(None) if genes is None else np.argsort(-data.x_train.var(axis=0))[:genes]
+    x_train, x_test = data.x_train[:, keep], data.x_test[:, keep]
+    baseline = xgboost_baseline(x_train, data.y_train, x_test, data.y_test, 4,
+                                XGBoostParams(rounds=30, max_depth=depth))
+    binning = PublicBinning.from_dmatrix(baseline.train_matrix)
+    forest = export_booster(baseline.booster, binning)
+    params = named_params(preset, allow_insecure=allow_insecure, device=device)
+    plan = ForestPlan.build(forest, params, width=len(x_test))
+    client = ForestClient(PublicModel.from_json(plan.public_model(preset).to_json()), device=device,
+                          allow_insecure=allow_insecure)
+    server = ForestEvaluator(params, client.eval_keys(), forest, plan=plan)
+    results = server.evaluate(client.encrypt(x_test))
+    scores = client.decrypt_scores(results, len(x_test))
+    np.testing.assert_array_equal(scores, predict_forest(forest, binning.encode(x_test)).scores)
+    margins = baseline.booster.predict(xgboost.DMatrix(x_test), output_margin=True)
+    np.testing.assert_array_equal(client.predict(results, len(x_test)), margins.argmax(axis=1))
+    assert min(client.noise_budget(ct) for ct in results) >= plan.budget_left >= MARGIN_BITS
+    return plan
+
+
+def test_srbct_150_genes(srbct_dir):
+    plan = run_srbct(srbct_dir, "BFVN11QP335L4D5T20Insecure", genes=150, allow_insecure=True)
+    assert len(plan.chunks) == 2  # 150 genes in 102 lanes per ciphertext
+
+
+@pytest.mark.slow
+def test_srbct_full_128_bit(srbct_dir):
+    plan = run_srbct(srbct_dir, "BFVN13QP218L3D4T20")
+    assert plan.n_inputs == sum(k + 1 for _, k in plan.chunks)
+
+
+@pytest.mark.gpu
+def test_srbct_full_gpu(srbct_dir):
+    run_srbct(srbct_dir, "BFVN13QP218L3D4T20", device="cuda")
