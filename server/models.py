@@ -7,11 +7,13 @@ part) and which evaluation keys it needs, and evaluates a batch of ciphertexts.
 Predictions run synchronously in the request, in the threadpool: one prediction is short (one
 batch through the evaluator), the loaded key set and evaluator come from LRU caches shared
 with the other requests, and a queue round trip would only add latency. Long work (training)
-goes through the worker.
+goes through the worker. An evaluator keeps state while it evaluates, so calls on one cached
+evaluator (one model and key set) take turns; different key sets run side by side.
 """
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any, Protocol
 
 from fhe_core.params import Params
@@ -96,7 +98,10 @@ class ModelRegistry:
         settings = self.service.settings
         cts = loads_many(body, params, expect=Ciphertext, device=settings.device, max_bytes=settings.max_body_bytes,
                          max_count=settings.max_batch)
-        evaluator = self._evaluators.get(
+        evaluator, lock = self._evaluators.get(
             f"{row['blob']}:{keyset.sha256}",
-            lambda: self._kind(row["kind"]).evaluator(self.service.blobs.read_bytes(row["blob"]), params, keys))
-        return dumps_many(evaluator.evaluate(cts))
+            lambda: (self._kind(row["kind"]).evaluator(self.service.blobs.read_bytes(row["blob"]), params, keys),
+                     threading.Lock()))
+        with lock:  # an evaluator keeps per-call state: one batch at a time per (model, key set)
+            scores = evaluator.evaluate(cts)
+        return dumps_many(scores)

@@ -163,3 +163,20 @@ def test_client_command_line_predicts_the_twins_classes(live_server, model, tmp_
     twin = predict_forest(forest(), forest().binning.encode(x))
     assert printed["classes"] == twin.predicted.tolist()
     np.testing.assert_array_equal(np.load(tmp_path / "scores.npy"), twin.scores)
+
+
+def test_concurrent_predictions_on_one_key_set_are_all_exact(live_server, alice):
+    from concurrent.futures import ThreadPoolExecutor
+
+    client, keyset = alice
+    x = samples(8, seed=5)
+    cts = client.encrypt(x)
+    expected = dumps_many(ForestEvaluator(client.params, client.eval_keys(), forest()).evaluate(cts))
+
+    def one(_):
+        with live_server.client() as api:
+            return dumps_many(api.predict(MODEL, keyset, cts, client.params))
+
+    with ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(one, range(12)))
+    assert all(answer == expected for answer in answers)
