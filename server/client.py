@@ -188,6 +188,18 @@ class ServiceClient:
         """A model's public part: its parameters and what a client needs to encrypt for it."""
         return self._json("GET", f"/models/{name}")
 
+    def forest_client(self, name: str, *, device: str = "cpu", seed: bytes | None = None,
+                      allow_insecure: bool = False) -> Any:
+        """A new ForestClient (its own secret key) for model ``name``, built from the model's
+        public part: parameters, level, layout, public binning."""
+        import json
+
+        from apps.xgboost.client import ForestClient
+        from apps.xgboost.plan import PublicModel
+
+        public = PublicModel.from_json(json.dumps(self.model(name)["public"]))
+        return ForestClient(public, device=device, seed=seed, allow_insecure=allow_insecure)
+
     def add_model(self, name: str, model: bytes, params: Params, *, kind: str = "xgboost",
                   replace: bool = False) -> dict[str, Any]:
         """Register a model (the token must be an administrator's)."""
