@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from tqdm import tqdm
 
 from fhe_core import bfv, rlwe
 from fhe_core.rlwe import Ciphertext, EvalKeySet
@@ -112,11 +113,12 @@ class ForestClient:
 
     # ---- encryption ------------------------------------------------------------------------------
 
-    def encrypt(self, data) -> list[Ciphertext]:
+    def encrypt(self, data, *, progress: bool = False) -> list[Ciphertext]:
         """Ciphertexts of the samples (raw features `[n, F]` with NaN = missing, EncodedFeatures,
-        or IdashSamples), ``n_inputs`` per batch of up to ``width`` samples, at the plan's level."""
+        or IdashSamples), ``n_inputs`` per batch of up to ``width`` samples, at the plan's level.
+        ``progress``: a tqdm bar (on a terminal)."""
         out = []
-        for vector in self.pack(data):
+        for vector in tqdm(self.pack(data), desc="encrypt", unit="ct", disable=None if progress else True):
             seed = sub_seed(self._seed, f"enc/{self._count}")
             self._count += 1
             out.append(self._encryptor.encrypt(self.encoder.encode(vector), level=self.model.level, seed=seed))

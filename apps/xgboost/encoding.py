@@ -13,9 +13,12 @@ feature nor the threshold. Comparisons use float32, as XGBoost does.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import xgboost
+
+if TYPE_CHECKING:  # xgboost is needed to train and export, not to evaluate
+    import xgboost
 
 
 class ExportError(ValueError):

@@ -18,13 +18,16 @@ import json
 import math
 import zipfile
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import xgboost
 
 from fhe_core.errors import FHEError
 
 from .encoding import ExportError, PublicBinning
+
+if TYPE_CHECKING:  # xgboost is needed to train and export, not to evaluate
+    import xgboost
 
 _MARGIN_OBJECTIVES = ("multi:softprob", "multi:softmax", "reg:squarederror")
 FOREST_FORMAT = "fhe-ml/he-forest/1"
