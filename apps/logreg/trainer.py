@@ -25,11 +25,13 @@ eta = lr / B, gamma_t the Nesterov weight, f = 1 - gamma_t; t_i = z_i . v; the
                                                                    rescaled to G's scale
                w'   = G relabelled by 1/f + v                      relabelling = multiplying by a
                                                                    constant for free (scale only)
+               (for f < 1, i.e. only the first iteration, f = 0.015, G is computed without f and
+               relabelled by f for v' instead, which does not amplify its error)
 
 so an iteration consumes **4 levels** (the inner product 1, the mask 1, the cubic and the
 product with z 2; the Nesterov combination and every constant ride along for free). v' keeps
-G's scale (about Delta, whatever gamma is), so the mask's scale repeats and its encoding is
-reused. Work per iteration, for c block ciphertexts: 4c ciphertext products (Z V, T^2, T Z,
+G's scale (about Delta, whatever gamma is, after the first iteration), so the mask's scale
+repeats and its encoding is reused (four encodings in a run). Work per iteration, for c block ciphertexts: 4c ciphertext products (Z V, T^2, T Z,
 (T^2 + b) T Z), c plaintext products (mask), 2 c log2(columns) + log2(rows) rotations (sum and
 replicate per block ciphertext, one row sum), c + 3 constant products. Secure preset, batch
 1024: c = 8, 32 products, 135 rotations (16 log2 256 + 7).
@@ -204,11 +206,18 @@ class EncryptedHELRTrainer:
         self.iteration = t + 1
 
     def _nesterov(self, block, gamma: float, w: Ciphertext, v: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
-        """(w', v') = (v + g, (1 - gamma) w' + gamma w), g = eta sum p(z_i . v) z_i (module docstring)."""
+        """(w', v') = (v + g, f w' + gamma w), f = 1 - gamma, g = eta sum p(z_i . v) z_i.
+
+        The gradient is computed once as phi g, phi = max(f, 1), and relabelled twice: to g for
+        w' and to f g for v' (module docstring). Relabelling divides the absolute error by the
+        factor it divides the value by, so phi >= f and phi >= 1 keep both copies' errors at most
+        phi g's (f = 0.015 at the first iteration would otherwise amplify w's error 66 times)."""
         ev, f = self.evaluator, 1.0 - gamma
-        g = self._gradient(block, f, v)                      # f g at scale S, level l - 4
-        w_next = ev.add(g.replace(scale=g.scale * f), self._at_scale(v, g.scale * f))
-        v_next = ev.add(g, self._combine(v, f, w, gamma, g.scale))
+        phi = max(f, 1.0)
+        g = self._gradient(block, phi, v)                    # phi g at scale S, level l - 4
+        w_scale, v_scale = g.scale * phi, g.scale * phi / f
+        w_next = ev.add(g.replace(scale=w_scale), self._at_scale(v, w_scale))
+        v_next = ev.add(g.replace(scale=v_scale), self._combine(v, f, w, gamma, v_scale))
         return w_next, v_next
 
     def _gradient(self, block, factor: float, v: Ciphertext) -> Ciphertext:
