@@ -7,9 +7,11 @@ trained model (w is replicated in every row; the client averages the rows).
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
-from fhe_core import ckks, rlwe
+from fhe_core import ckks, rlwe, serialize
 from fhe_core.ckks import Ciphertext
 from fhe_core.errors import ParameterError
 from fhe_core.rlwe.sampling import sub_seed
@@ -59,6 +61,20 @@ class HELRClient:
             self._keys = rlwe.gen_eval_keys(self._ctx, self._sk, self.galois_elements(),
                                             seed=sub_seed(self._seed, "helr/eval-keys"))
         return self._keys
+
+    def write_eval_keys(self, path: str | os.PathLike) -> int:
+        """The keys of :meth:`eval_keys`, written to ``path`` one at a time (bytes written):
+        the 128-bit set is about 10 GB in memory, the file half of that (seed-compressed), and
+        memory holds one key. Upload the file with ``ServiceClient.register_keys(path, ...)``.
+        With a test seed the file holds exactly the keys :meth:`eval_keys` returns."""
+        keys_seed = sub_seed(self._seed, "helr/eval-keys")
+
+        def one_at_a_time():
+            yield rlwe.gen_relin_key(self._ctx, self._sk, seed=sub_seed(keys_seed, "relin"))
+            for k in sorted(set(self.galois_elements())):
+                yield rlwe.gen_galois_key(self._ctx, self._sk, k, seed=sub_seed(keys_seed, f"galois/{k}"))
+
+        return serialize.dump_eval_keys(one_at_a_time(), path, self.params)
 
     def encrypt_dataset(self, x: np.ndarray, y: np.ndarray,
                         schedule: MiniBatchSchedule | None = None) -> EncryptedDataset:
