@@ -10,12 +10,14 @@ the op counts.
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from fhe_core import bfv
 from fhe_core.errors import LevelMismatchError, ParamsMismatchError
 from fhe_core.params import Params
 from fhe_core.rlwe import Ciphertext, EvalKeySet
 
+from .batched import StackedAlgebra
 from .export import HEForest
 from .plan import ForestPlan, IdashModel, LinearForm, PlanError, fold_program, power_steps, tree_value
 
@@ -113,12 +115,14 @@ class ForestEvaluator:
         model: an :class:`HEForest` or an :class:`IdashModel`.
         width: samples per batch (must match the client's public model); default the most the
             slots hold. ``plan``: a prebuilt plan instead.
+        stacked: run the tree stage on all groups at once (:mod:`batched`); False runs it group
+            by group through the evaluator (the reference path; both give the same words).
 
     Holds no secret key. ``plan`` states the level, noise budget, keys and op counts.
     """
 
     def __init__(self, params: Params, keys: EvalKeySet, model: HEForest | IdashModel, *,
-                 width: int | None = None, plan: ForestPlan | None = None):
+                 width: int | None = None, plan: ForestPlan | None = None, stacked: bool = True):
         self.plan = plan if plan is not None else ForestPlan.build(model, params, width=width)
         if self.plan.params.params_id != params.params_id:
             raise ParamsMismatchError("ForestEvaluator: the plan belongs to other parameters")
@@ -128,6 +132,7 @@ class ForestEvaluator:
         self.encoder = bfv.BatchEncoder(self.ctx)
         forms = {key: _Encoded(form, self.encoder) for key, form in self.plan.forms.items()}
         self._alg = _CipherAlgebra(self.evaluator, self.encoder, forms, self.ctx.t)
+        self._stacked = StackedAlgebra(self.plan, self.evaluator, self.encoder, self._alg) if stacked else None
         self._finish = self._final_plaintexts()
 
     def _check_keys(self, keys: EvalKeySet) -> None:
@@ -184,12 +189,18 @@ class ForestEvaluator:
         ev, alg, plan = self.evaluator, self._alg, self.plan
         alg.inputs = list(inputs)
         try:
-            acc = None
-            for g in range(plan.n_groups):
-                value = tree_value(alg, plan.schedule, g)
-                acc = value if acc is None else ev.add(acc, value)
+            if self._stacked is not None:
+                self._stacked.inputs = torch.stack([ct.data for ct in inputs], dim=1)
+                acc = self._stacked.sum_groups(tree_value(self._stacked, plan.schedule, 0))
+            else:
+                acc = None
+                for g in range(plan.n_groups):
+                    value = tree_value(alg, plan.schedule, g)
+                    acc = value if acc is None else ev.add(acc, value)
         finally:
             alg.inputs = []
+            if self._stacked is not None:
+                self._stacked.inputs = None
         acc = alg._linear(acc)
         result = None
         for op, r in fold_program(plan.layout):

@@ -159,3 +159,19 @@ def test_evaluator_checks_its_inputs():
         server.evaluate([cts[0].replace(params_id="0" * 64)] + cts[1:])
     with pytest.raises(PlanError, match="Galois"):
         ForestEvaluator(params, EvalKeySet(params.params_id, relin=keys.relin_key("test")), forest, plan=plan)
+
+
+@pytest.mark.parametrize("objective,n_classes,depth", [("multi:softprob", 3, 2), ("multi:softmax", 3, 4)])
+def test_stacked_and_per_group_paths_agree_word_for_word(objective, n_classes, depth):
+    """All groups at once (the default) and group by group through the evaluator: same ciphertext."""
+    forest, _, x = trained(objective, n_classes, depth)
+    params = named_params(WIDE, allow_insecure=True)
+    plan = ForestPlan.build(forest, params, width=300)  # one block per row: several groups
+    assert plan.n_groups > 1
+    client = ForestClient(plan.public_model(), seed=seed("paths"), allow_insecure=True)
+    keys, cts = client.eval_keys(), client.encrypt(x[:30])
+    stacked = ForestEvaluator(params, keys, forest, plan=plan).evaluate(cts)
+    per_group = ForestEvaluator(params, keys, forest, plan=plan, stacked=False).evaluate(cts)
+    assert stacked[0].data.equal(per_group[0].data)
+    twin = predict_forest(forest, forest.binning.encode(x[:30])).scores
+    np.testing.assert_array_equal(client.decrypt_scores(stacked, 30), twin)

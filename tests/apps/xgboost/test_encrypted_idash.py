@@ -45,6 +45,19 @@ def test_idash_subset_exact(idash_dir):
     assert plan.n_groups == 16 and plan.n_inputs == 16 * 6
 
 
+def test_idash_stacked_equals_per_group(idash_dir):
+    workload = load_idash(idash_dir)
+    samples, _, _ = repeated(workload, 90)  # one block per row: 64 groups
+    model = IdashModel.from_workload(workload)
+    params = named_params("BFVN11QP335L4D5T20Insecure", allow_insecure=True)
+    plan = ForestPlan.build(model, params, width=90)
+    client = ForestClient(plan.public_model(), seed=b"s" * 32, allow_insecure=True)
+    keys, cts = client.eval_keys(), client.encrypt(samples)
+    stacked = ForestEvaluator(params, keys, model, plan=plan).evaluate(cts)
+    per_group = ForestEvaluator(params, keys, model, plan=plan, stacked=False).evaluate(cts)
+    assert plan.n_groups == 64 and stacked[0].data.equal(per_group[0].data)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("n", [99, 258])
 def test_idash_full_128_bit(idash_dir, n):
