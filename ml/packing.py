@@ -1,5 +1,15 @@
 """Slot layouts of a samples x features matrix in CKKS ciphertexts (plaintext side).
 
+Two layouts of ``rows`` samples x ``columns`` (zero-padded, a power of two) features per
+ciphertext of n = rows x columns slots:
+
+* :class:`ColumnMajorLayout` (feature-major): feature f of sample i at slot f * rows + i. A
+  rotate-and-sum over the features (steps rows * 2^k) is cyclic over all n slots, so it leaves
+  each sample's inner product in *every* one of its slots, with no mask and no replicate; the
+  sum over the samples (steps 2^k) leaves it in sample 0 of each feature: one mask and one
+  replicate per batch (not per ciphertext) put it back in every sample. Encrypted HELR uses it.
+* :class:`RowMajorLayout` (sample-major, the HELR paper's): the converse; described below.
+
 :class:`RowMajorLayout` is HELR's layout (Han et al., AAAI 2019): a ciphertext of n slots holds
 ``rows = n / columns`` consecutive samples, sample i of the ciphertext in slots
 [i * columns, (i + 1) * columns), feature f at slot i * columns + f; features are zero-padded to
@@ -90,3 +100,58 @@ class RowMajorLayout:
     def row_stride(self) -> int:
         """The rotation step from one row to the next: ``columns``."""
         return self.columns
+
+
+@dataclass(frozen=True)
+class ColumnMajorLayout:
+    """``rows`` samples of ``columns`` (padded) features per ciphertext of ``slots`` slots,
+    feature f of sample i at slot ``f * rows + i`` (module docstring)."""
+
+    slots: int
+    columns: int
+
+    def __post_init__(self) -> None:
+        RowMajorLayout(self.slots, self.columns)  # the same checks
+
+    @property
+    def rows(self) -> int:
+        """Samples per ciphertext: slots / columns."""
+        return self.slots // self.columns
+
+    @property
+    def feature_stride(self) -> int:
+        """The rotation step from one feature to the next: ``rows``."""
+        return self.rows
+
+    def ciphertexts_for(self, samples: int) -> int:
+        """Ciphertexts that hold ``samples`` rows: ceil(samples / rows)."""
+        return -(-samples // self.rows)
+
+    def pack(self, matrix: np.ndarray, ciphertexts: int | None = None) -> np.ndarray:
+        """``[m, d]`` (d <= columns) -> ``[ciphertexts, slots]`` float64, zero-padded."""
+        grid = RowMajorLayout(self.slots, self.columns).pack(matrix, ciphertexts)
+        return grid.reshape(-1, self.rows, self.columns).transpose(0, 2, 1).reshape(-1, self.slots)
+
+    def unpack(self, vectors: np.ndarray, samples: int, features: int) -> np.ndarray:
+        """Inverse of :meth:`pack`: ``[c, slots]`` -> the first ``[samples, features]`` entries."""
+        grid = np.asarray(vectors).reshape(-1, self.columns, self.rows).transpose(0, 2, 1)
+        return grid.reshape(-1, self.columns)[:samples, :features]
+
+    def replicated(self, vector: np.ndarray) -> np.ndarray:
+        """A ``[<= columns]`` vector repeated for every sample: ``[slots]``."""
+        padded = np.zeros(self.columns)
+        padded[: len(vector)] = vector
+        return np.repeat(padded, self.rows)
+
+    def row_mean(self, slots: np.ndarray, features: int) -> np.ndarray:
+        """The ``[features]`` vector read back from a replicated slot vector (mean over the
+        samples' copies)."""
+        return np.asarray(slots).reshape(self.columns, self.rows)[:features].mean(axis=1)
+
+    def row_mask(self, row: int = 0, value: float = 1.0) -> np.ndarray:
+        """``[slots]``: ``value`` at sample ``row`` of every feature, 0 elsewhere."""
+        if not 0 <= row < self.rows:
+            raise ParameterError(f"row_mask: row must be in [0, {self.rows}), got {row}")
+        mask = np.zeros((self.columns, self.rows))
+        mask[:, row] = value
+        return mask.reshape(self.slots)

@@ -3,7 +3,7 @@
 It generates the secret key and exactly the evaluation keys training needs (relinearization,
 the layout's rotations, the bootstrapping keys: :func:`apps.logreg.trainer.required_galois_elements`),
 packs z = y x block by block along the public schedule and encrypts it, and decrypts the
-trained model (w is replicated in every row; the client averages the rows).
+trained model (w is replicated for every sample; the client averages the copies).
 """
 from __future__ import annotations
 
@@ -78,15 +78,17 @@ class HELRClient:
 
     def encrypt_dataset(self, x: np.ndarray, y: np.ndarray,
                         schedule: MiniBatchSchedule | None = None) -> EncryptedDataset:
-        """Encrypt z = y x (``x``: the ``[n, d]`` design matrix of the twin, bias column first,
-        entries in [-1, 1]; ``y``: 0/1 labels) block by block along ``schedule`` (default
-        ``config.schedule(n)``), at the bootstrapping output level and the default scale."""
+        """Encrypt mu z = mu y x (``x``: the ``[n, d]`` design matrix of the twin, bias column
+        first, entries in [-1, 1]; ``y``: 0/1 labels; mu = ``config.cubic.mu``, public) block by
+        block along ``schedule`` (default ``config.schedule(n)``), feature-major
+        (:class:`ml.packing.ColumnMajorLayout`), at the bootstrapping output level and the
+        default scale."""
         x, y = self._check_data(x, y)
         schedule = self.config.schedule(len(x)) if schedule is None else schedule
         if len(schedule.permutation) != len(x) or schedule.batch_size != self.config.batch_size:
             raise ParameterError(f"encrypt_dataset: the schedule is for {len(schedule.permutation)} rows in batches "
                                  f"of {schedule.batch_size}; got {len(x)} rows and batch {self.config.batch_size}")
-        z = signed_rows(x, y)
+        z = signed_rows(x, y) * self.config.cubic.mu  # mu z: z . v is then T = mu t (trainer docstring)
         layout, per_block = self.config.layout, self.config.ciphertexts_per_batch
         level = self.config.bootstrapping_parameters.output_level
         blocks = []

@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass, fields
 from fhe_core.ckks.bootstrapping import parameters as boot_presets
 from fhe_core.ckks.bootstrapping.parameters import BootstrappingParameters
 from fhe_core.errors import ParameterError
-from ml.packing import RowMajorLayout
+from ml.activations import FoldedCubic
+from ml.packing import ColumnMajorLayout
 from ml.sigmoid import HELR_CUBIC
 
 from .schedule import MiniBatchSchedule
@@ -78,9 +79,15 @@ class HELRConfig:
         return getattr(boot_presets, self.bootstrapping)
 
     @property
-    def layout(self) -> RowMajorLayout:
-        """``rows = slots / columns`` samples of ``columns`` features per ciphertext."""
-        return RowMajorLayout(self.bootstrapping_parameters.slots, self.columns)
+    def layout(self) -> ColumnMajorLayout:
+        """``rows = slots / columns`` samples of ``columns`` features per ciphertext, feature-major."""
+        return ColumnMajorLayout(self.bootstrapping_parameters.slots, self.columns)
+
+    @property
+    def cubic(self) -> FoldedCubic:
+        """HELR's cubic times the step eta = lr / B, folded: T = mu t, eta p(t) = T (T^2 + b) + c.
+        The client encrypts mu z (so that z . v is T); the trainer uses b and c."""
+        return FoldedCubic.from_coefficients(HELR_CUBIC, self.learning_rate / self.batch_size)
 
     @property
     def rows_per_ciphertext(self) -> int:

@@ -2,39 +2,38 @@
 bootstrapping, replaying the twin's public schedule. Holds parameters, evaluation keys and
 ciphertexts only.
 
-**Layout** (:class:`ml.packing.RowMajorLayout`): a block ciphertext Z holds ``rows`` samples
-z_i = y_i x_i of ``columns`` (zero-padded) features; w and v are kept replicated in every row.
+**Layout** (:class:`ml.packing.ColumnMajorLayout`, feature-major): a block ciphertext Z holds
+``rows`` samples of ``columns`` (zero-padded) features, feature f of sample i at slot
+f * rows + i; the client encrypts mu z_i, z_i = y_i x_i, mu from the folded cubic (below). w and
+v are kept replicated over the samples.
 
-**One iteration** (v, w at level l; the block's Z fresh at the bootstrapping output level;
-eta = lr / B, gamma_t the Nesterov weight, f = 1 - gamma_t; t_i = z_i . v; the
-:class:`ml.activations.FoldedCubic` of eta p: T = mu t, T (T^2 + b) = eta (p(t) - 1/2)):
+**One iteration** (v, w at level l; Z fresh at the bootstrapping output level; eta = lr / B,
+gamma_t the Nesterov weight, f = 1 - gamma_t; t_i = z_i . v; ``config.cubic``, the
+:class:`ml.activations.FoldedCubic` of eta p: T = mu t, T (T^2 + b) + c = eta p(t)):
 
-    level l-1  ZV   = rescale(Z * V)                               ct x ct
-               S    = rotate_sum over the columns (steps 1..columns/2)   t_i in column 0
-    level l-2  T    = rescale(S * mask)                            mask: mu in column 0, encoded at
-                                                                   the scale that makes T's scale Delta
-                                                                   (cached: a few encodings per run)
-               T    = replicate over the columns (steps -1..-columns/2)
-    level l-3  T^2, T (f Z)                                        (parallel; f Z: a constant product
-                                                                   of the fresh Z, off the critical path)
-    level l-4  P    = (T^2 + b) (T f Z)                            ml.activations.odd_cubic_times
-               P    = sum of the block's P + f eta (1/2) sum_i z_i (one constant product of sum Z)
-               G    = rotate_sum over the rows (steps columns .. slots/2): f eta sum_i p(t_i) z_i,
-                      replicated in every row (the rotation is cyclic over all slots)
-               v'   = G + [f v + gamma w]                          bracket: constants at level l,
-                                                                   rescaled to G's scale
-               w'   = G relabelled by 1/f + v                      relabelling = multiplying by a
-                                                                   constant for free (scale only)
-               (for f < 1, i.e. only the first iteration, f = 0.015, G is computed without f and
-               relabelled by f for v' instead, which does not amplify its error)
+    level l-1  T    = rotate_sum(rescale(Z * V)) over the features  mu t_i in every slot of sample i
+                      (steps rows * 2^k: cyclic over all slots, so no mask and no replicate)
+    level l-2  T^2, T (f Z)                                   (parallel; f Z = (f / mu) (mu Z): a
+                                                              constant product of the fresh Z, off
+                                                              the critical path)
+    level l-3  P    = (T^2 + b) (T f Z)                       ml.activations.odd_cubic_times
+               P    = sum of the batch's P + f c sum_i z_i    (one constant product of sum Z)
+               S    = rotate_sum over the samples (steps 2^k): sum_i in sample 0 of each feature
+    level l-4  G    = replicate(rescale(S * mask)) over the samples (steps -2^k): f eta sum_i p(t_i) z_i
+                      in every sample; the mask (1 at sample 0) is encoded at the scale that brings
+                      G's scale to Delta (so scales never drift; cached: a few encodings per run)
+               v'   = G + [f v + gamma w]                     bracket: constants at level l,
+                                                              rescaled to G's scale
+               w'   = G relabelled by 1/f + v                 relabelling = multiplying by a
+                                                              constant for free (scale only)
+               (for f < 1, i.e. only the first iteration, f = 0.015: G without f and f G by two
+               masks of the same sums, so that w's error is not amplified by 1/f)
 
-so an iteration consumes **4 levels** (the inner product 1, the mask 1, the cubic and the
-product with z 2; the Nesterov combination and every constant ride along for free). v' keeps
-G's scale (about Delta, whatever gamma is, after the first iteration), so the mask's scale
-repeats and its encoding is reused (four encodings in a run). Work per iteration, for c block ciphertexts: 4c ciphertext products (Z V, T^2, T Z,
-(T^2 + b) T Z), c plaintext products (mask), 2 c log2(columns) + log2(rows) rotations (sum and
-replicate per block ciphertext, one row sum), c + 3 constant products. Secure preset, batch
-1024: c = 8, 32 products, 135 rotations (16 log2 256 + 7).
+so an iteration consumes **4 levels** (inner product, cubic (2), mask; the Nesterov update and
+every constant ride along). Work per iteration for c ciphertexts per batch: 4c ciphertext
+products (Z V, T^2, T f Z, (T^2 + b) T f Z), one plaintext product (the mask), c log2(columns) +
+2 log2(rows) rotations, c + 3 constant products. Secure preset, batch 1024: c = 8, 32 products,
+78 rotations (8 x 8 + 7 + 7; the sample-major layout of the HELR paper needs 135).
 
 **Bootstrapping**: w and v are refreshed together, packed as w + i v in one ciphertext (each
 brought to scale Delta by one constant product: **1 level**), bootstrapped once and split with a
@@ -42,9 +41,9 @@ conjugation: w = (X + conj X) / 2, v = -i (X - conj X) / 2 (the halves are relab
 It runs when v is below level 4 + 1 before an iteration. With the N16_H192_* presets (9 levels
 after bootstrapping) that is 9 -> 5 -> 1 -> bootstrap: **two iterations per bootstrap**.
 
-**Galois keys**: the bootstrapping keys (CtS/StC BSGS steps, conjugation) plus steps
-2^k (k < log2 columns), -2^k and columns * 2^k (k < log2 rows), minus those the bootstrapping
-set already holds (:func:`required_galois_elements`), and the relinearization key.
+**Galois keys**: the bootstrapping keys (CtS/StC BSGS steps, conjugation) plus rows * 2^k
+(k < log2 columns), 2^k and -2^k (k < log2 rows), those the bootstrapping set lacks
+(:func:`required_galois_elements`; 5 extra keys for N16_H192_FULL), and the relinearization key.
 """
 from __future__ import annotations
 
@@ -61,16 +60,15 @@ from fhe_core.ckks.bootstrapping import Bootstrapper, bootstrapping_galois_eleme
 from fhe_core.errors import LevelMismatchError, ParameterError, ParamsMismatchError, SerializationError
 from fhe_core.params import Params
 from ml.activations import DEPTH as CUBIC_DEPTH
-from ml.activations import FoldedCubic, odd_cubic_times
+from ml.activations import odd_cubic_times
 from ml.rotsum import replicate, replicate_steps, rotate_sum, rotation_steps
-from ml.sigmoid import HELR_CUBIC
 
 from .config import HELRConfig
 from .dataset import EncryptedDataset
 from .schedule import MiniBatchSchedule
 from .twin import nesterov_gammas
 
-ITERATION_DEPTH = 2 + CUBIC_DEPTH  # inner product + mask, then the cubic times z
+ITERATION_DEPTH = 1 + CUBIC_DEPTH + 1  # inner product, the cubic times z, the mask
 PACK_DEPTH = 1                     # w + i v brought to scale Delta before bootstrapping
 CHECKPOINT_MAGIC = b"HELRCKPT"
 _CHECKPOINT_HEADER = struct.Struct("<8sII")  # magic, version, iteration
@@ -82,10 +80,10 @@ class HELRTrainingError(ParameterError):
 
 
 def layout_rotation_steps(config: HELRConfig) -> list[int]:
-    """Rotation steps the iterations use: sum and replicate along a row, sum over the rows."""
+    """Rotation steps the iterations use: sum over the features, sum and replicate over the samples."""
     layout = config.layout
-    return list(dict.fromkeys(rotation_steps(layout.columns, 1) + replicate_steps(layout.columns, 1)
-                              + rotation_steps(layout.rows, layout.columns)))
+    return list(dict.fromkeys(rotation_steps(layout.columns, layout.feature_stride) + rotation_steps(layout.rows)
+                              + replicate_steps(layout.rows)))
 
 
 def required_galois_elements(config: HELRConfig, params: Params) -> list[int]:
@@ -115,9 +113,8 @@ class EncryptedHELRTrainer:
         self.evaluator = self._bootstrapper.evaluator
         self._encoder = Encoder(self.params)
         self._gammas = nesterov_gammas(config.lambda0, schedule.iterations)
-        self._step_size = config.learning_rate / config.batch_size
-        self._cubic = FoldedCubic.from_coefficients(HELR_CUBIC, self._step_size)
-        self._masks: dict[tuple[int, float], object] = {}
+        self._cubic = config.cubic
+        self._masks: dict[tuple[int, float, float], object] = {}
         self._top = self._bootstrapper.output_level
         self._cancel = threading.Event()
         self.bootstraps = 0
@@ -208,47 +205,53 @@ class EncryptedHELRTrainer:
     def _nesterov(self, block, gamma: float, w: Ciphertext, v: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
         """(w', v') = (v + g, f w' + gamma w), f = 1 - gamma, g = eta sum p(z_i . v) z_i.
 
-        The gradient is computed once as phi g, phi = max(f, 1), and relabelled twice: to g for
-        w' and to f g for v' (module docstring). Relabelling divides the absolute error by the
-        factor it divides the value by, so phi >= f and phi >= 1 keep both copies' errors at most
-        phi g's (f = 0.015 at the first iteration would otherwise amplify w's error 66 times)."""
+        f >= 1 (every iteration but the first): f g is computed and relabelled to g for w'
+        (relabelling divides the error by f too). f < 1 (the first iteration, f = 0.015): g and
+        f g are spread from the same sums by two masks (values 1 and f), so that neither w's error
+        is amplified by 1/f nor v's scale inflated by 1/f (module docstring)."""
         ev, f = self.evaluator, 1.0 - gamma
-        phi = max(f, 1.0)
-        g = self._gradient(block, phi, v)                    # phi g at scale S, level l - 4
-        w_scale, v_scale = g.scale * phi, g.scale * phi / f
-        w_next = ev.add(g.replace(scale=w_scale), self._at_scale(v, w_scale))
-        v_next = ev.add(g.replace(scale=v_scale), self._combine(v, f, w, gamma, v_scale))
+        if f >= 1.0:
+            g = self._spread(self._sums(block, f, v), 1.0)        # f g, scale ~ Delta, level l - 4
+            w_next = ev.add(g.replace(scale=g.scale * f), self._at_scale(v, g.scale * f))
+            v_next = ev.add(g, self._combine(v, f, w, gamma, g.scale))
+        else:
+            sums = self._sums(block, 1.0, v)
+            g, f_g = self._spread(sums, 1.0), self._spread(sums, f)
+            w_next = ev.add(g, self._at_scale(v, g.scale))
+            v_next = ev.add(f_g, self._combine(v, f, w, gamma, f_g.scale))
         return w_next, v_next
 
-    def _gradient(self, block, factor: float, v: Ciphertext) -> Ciphertext:
-        """factor * eta * sum_i p(z_i . v) z_i over the block, replicated per row: level l - 4.
-
-        The cubic's constants are fixed (eta only: the mask is encoded once per level and scale);
-        ``factor`` multiplies the z of T z (f Z: one constant product of the fresh Z, off the
-        critical path) and the constant term."""
+    def _sums(self, block, factor: float, v: Ciphertext) -> Ciphertext:
+        """factor * eta * sum_i p(z_i . v) z_i over the batch, in sample 0 of each feature (the
+        other samples hold partial sums): level l - 3. ``factor`` rides on f Z and the constant
+        term (module docstring)."""
         ev, layout, cubic = self.evaluator, self.config.layout, self._cubic
         total = None
-        for z in block:
-            sums = rotate_sum(ev, ev.rescale(ev.mul_relin(z, v)), layout.columns)   # t_i in column 0
-            t = replicate(ev, ev.rescale(ev.mul(sums, self._mask(sums))), layout.columns)  # mu t_i, whole row
-            term = odd_cubic_times(ev, t, self._times_constant(z, factor, z.scale), cubic)
+        for z in block:                                         # z holds mu z
+            t = rotate_sum(ev, ev.rescale(ev.mul_relin(z, v)), layout.columns, layout.feature_stride)
+            term = odd_cubic_times(ev, t, self._times_constant(z, factor / cubic.mu, z.scale), cubic)
             total = term if total is None else ev.add(total, term)
         z_sum = block[0]
         for z in block[1:]:
             z_sum = ev.add(z_sum, z)
-        total = ev.add(total, self._times_constant(z_sum, factor * cubic.constant, total.scale))
-        return rotate_sum(ev, total, layout.rows, layout.columns)
+        total = ev.add(total, self._times_constant(z_sum, factor * cubic.constant / cubic.mu, total.scale))
+        return rotate_sum(ev, total, layout.rows)
 
-    def _mask(self, sums: Ciphertext):
-        """mu in column 0 of every row at the scale (rounded to 24 bits, so that it is cached
-        and reused) that gives the product, once rescaled, the default scale Delta: keeps the
-        scales from drifting across iterations."""
+    def _spread(self, sums: Ciphertext, value: float) -> Ciphertext:
+        """value * (sample 0 of each feature of ``sums``) in every sample, at scale ~Delta: level - 1."""
+        ev = self.evaluator
+        return replicate(ev, ev.rescale(ev.mul(sums, self._mask(sums, value))), self.config.layout.rows)
+
+    def _mask(self, sums: Ciphertext, value: float):
+        """``value`` at sample 0 of every feature, encoded at the scale (rounded to 24 bits, so
+        that it is cached and reused) that gives the product, once rescaled, the default scale
+        Delta: keeps the scales from drifting across iterations."""
         q = self.params.q_primes[sums.level]
         mantissa, exponent = math.frexp(self.params.default_scale * q / sums.scale)
         scale = math.ldexp(round(mantissa * 2 ** 24), exponent - 24)
-        key = (sums.level, scale)
+        key = (sums.level, scale, value)
         if key not in self._masks:
-            values = self.config.layout.column_mask(0, self._cubic.mu)
+            values = self.config.layout.row_mask(0, value)
             self._masks[key] = self._encoder.encode(values, level=sums.level, scale=scale, slots=sums.slots)
         return self._masks[key]
 

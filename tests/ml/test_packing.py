@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from fhe_core.errors import ParameterError
-from ml.packing import RowMajorLayout
+from ml.packing import ColumnMajorLayout, RowMajorLayout
 
 
 def test_pack_puts_row_i_feature_f_at_slot_i_columns_plus_f():
@@ -51,3 +51,25 @@ def test_column_mask():
 def test_bad_layouts_are_refused(slots, columns):
     with pytest.raises(ParameterError):
         RowMajorLayout(slots, columns)
+
+
+def test_column_major_puts_feature_f_of_sample_i_at_slot_f_rows_plus_i():
+    rng = np.random.default_rng(2)
+    layout = ColumnMajorLayout(slots=64, columns=16)
+    matrix = rng.normal(size=(9, 11))
+    vectors = layout.pack(matrix)
+    assert layout.rows == layout.feature_stride == 4 and vectors.shape == (3, 64)
+    for i in range(9):
+        for f in range(16):
+            assert vectors[i // 4, f * 4 + i % 4] == (matrix[i, f] if f < 11 else 0.0)
+    np.testing.assert_array_equal(layout.unpack(vectors, 9, 11), matrix)
+    w = np.arange(1.0, 6.0)
+    slots = layout.replicated(w)
+    np.testing.assert_array_equal(layout.unpack(slots[None], 4, 5), np.tile(w, (4, 1)))
+    np.testing.assert_array_equal(layout.row_mean(slots, 5), w)
+    mask = layout.row_mask(1, 0.5)
+    assert mask.sum() == 8.0 and (mask[1::4] == 0.5).all()
+    with pytest.raises(ParameterError):
+        layout.row_mask(4)
+    with pytest.raises(ParameterError):
+        ColumnMajorLayout(48, 16)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from fhe_core.errors import MissingKeyError, ParameterError
-from ml.packing import RowMajorLayout
+from ml.packing import ColumnMajorLayout, RowMajorLayout
 from ml.rotsum import replicate, replicate_steps, rotate_sum, rotation_steps
 from tests.ml.encrypted_helpers import TinyCkks
 
@@ -32,7 +32,7 @@ def test_key_accounts():
 @pytest.fixture(scope="module")
 def ckks_setup():
     steps = (rotation_steps(64) + rotation_steps(64, radix=4) + replicate_steps(64)
-             + rotation_steps(16, 64))
+             + rotation_steps(16, 64) + rotation_steps(64, 16) + rotation_steps(16) + replicate_steps(16))
     return TinyCkks(steps=steps)
 
 
@@ -67,3 +67,21 @@ def test_missing_keys_are_named(ckks_setup):
     ct = ckks_setup.encrypt(np.zeros(4))
     with pytest.raises(MissingKeyError, match="rotation steps"):
         rotate_sum(ckks_setup.evaluator, ct, 16, 3)
+
+
+def test_feature_major_inner_products_and_sample_sums(ckks_setup):
+    """ColumnMajorLayout, 16 samples x 64 features: the feature sum leaves each sample's inner
+    product in all its slots; the sample sum, a mask and a replicate give the column sums in
+    every sample (what encrypted HELR does)."""
+    rng = np.random.default_rng()
+    layout = ColumnMajorLayout(1024, 64)
+    x, v = rng.uniform(-1, 1, (16, 64)), rng.uniform(-1, 1, 64)
+    ev = ckks_setup.evaluator
+    product = ckks_setup.encrypt(layout.pack(x)[0] * layout.replicated(v))
+    inner = ckks_setup.decrypt(rotate_sum(ev, product, 64, layout.feature_stride)).real
+    assert np.abs(inner - np.tile(x @ v, 64)).max() < TOLERANCE
+    sums = rotate_sum(ev, ckks_setup.encrypt(layout.pack(x)[0]), 16)
+    masked = ev.rescale(ev.mul(sums, ckks_setup.encoder.encode(layout.row_mask(0), level=sums.level,
+                                                                 scale=float(ckks_setup.params.q_primes[sums.level]))))
+    spread = ckks_setup.decrypt(replicate(ev, masked, 16)).real
+    assert np.abs(spread - layout.replicated(x.sum(axis=0))).max() < TOLERANCE
