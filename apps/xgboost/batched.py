@@ -38,6 +38,7 @@ class StackedForms:
             for s, (k, coef) in enumerate(sorted(form.terms.get((0, False), {}).items())):
                 self.sources[g, s] = k
                 self.coefs[g, s] = lifted_message(ctx, encoder.encode(np.mod(coef, ctx.t)), level)
+        self.source_list = self.sources.reshape(-1).tolist()
         self.const = None
         if any(f.const.any() for f in forms):
             self.const = torch.stack([scaled_message(ctx, encoder.encode(np.mod(f.const, ctx.t)), level)
@@ -63,14 +64,16 @@ class StackedAlgebra:
             if all(set(f.terms) <= {(0, False)} for f in forms) and not all(f.is_plain for f in forms):
                 self.stacked[p, kind] = StackedForms(forms, self.ctx, encoder, self.level)
         self._ones = scaled_message(self.ctx, encoder.encode(np.ones(self.ctx.n, dtype=np.int64)), self.level)
-        self.inputs: torch.Tensor | None = None  # [2, n_inputs, l+1, N]
+        self.inputs: list[Ciphertext] = []
 
     # ---- node tests -----------------------------------------------------------------------------
 
     def _materialize(self, node, kind):
         if (node, kind) in self.stacked:
             forms = self.stacked[node, kind]
-            products = ops.mul(self.inputs[:, forms.sources], forms.coefs, self.moduli)  # [2, G, S, l+1, N]
+            gathered = torch.stack([self.inputs[k].data for k in forms.source_list], dim=1)
+            shape = (2,) + tuple(forms.sources.shape) + tuple(gathered.shape[-2:])
+            products = ops.mul(gathered.view(shape), forms.coefs, self.moduli)  # [2, G, S, l+1, N]
             acc = products[:, :, 0].contiguous()
             for s in range(1, products.shape[2]):
                 ops.add(acc, products[:, :, s].contiguous(), self.moduli, out=acc)

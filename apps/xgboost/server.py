@@ -10,7 +10,6 @@ the op counts.
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from fhe_core import bfv
 from fhe_core.errors import LevelMismatchError, ParamsMismatchError
@@ -190,7 +189,7 @@ class ForestEvaluator:
         alg.inputs = list(inputs)
         try:
             if self._stacked is not None:
-                self._stacked.inputs = torch.stack([ct.data for ct in inputs], dim=1)
+                self._stacked.inputs = alg.inputs
                 acc = self._stacked.sum_groups(tree_value(self._stacked, plan.schedule, 0))
             else:
                 acc = None
@@ -200,7 +199,7 @@ class ForestEvaluator:
         finally:
             alg.inputs = []
             if self._stacked is not None:
-                self._stacked.inputs = None
+                self._stacked.inputs = []
         acc = alg._linear(acc)
         result = None
         for op, r in fold_program(plan.layout):
