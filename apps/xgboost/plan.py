@@ -66,6 +66,7 @@ from .encoding import PublicBinning
 from .export import HEForest
 
 MARGIN_BITS = 10.0
+DEFAULT_THERMOMETER_WIDTH = 32
 PUBLIC_MODEL_VERSION = 1
 
 
@@ -190,6 +191,18 @@ def unmove(values: np.ndarray, move: tuple[int, bool]) -> np.ndarray:
     r, swap = move
     matrix = np.roll(values.reshape(2, -1), r, axis=1)
     return (matrix[::-1] if swap else matrix).reshape(-1)
+
+
+def rotation_plan(shifts: list[int]) -> tuple[int, int]:
+    """(rotations, additions) of sum_r rot_r(x_r) over distinct ``shifts`` with power-of-two
+    rotations taken lowest bit first, terms with equal remaining shifts added before moving on."""
+    rotations, adds, pending, bit = 0, 0, set(shifts), 1
+    while len(pending) > 1 or 0 not in pending:
+        rotations += sum(1 for r in pending if r & bit)
+        merged = {r & ~bit for r in pending}
+        adds += len(pending) - len(merged)
+        pending, bit = merged, bit << 1
+    return rotations, adds
 
 
 def power_steps(r: int) -> list[int]:
@@ -320,11 +333,16 @@ class CountingAlgebra:
         if form.is_plain:
             return None
         sources = sum(len(s) for s in form.terms.values())
-        moves = [m for m in form.terms if m != (0, False)]
         self.ops["multiply_plain"] += sources
-        self.ops["add"] += sources - 1 + (len(form.terms) > 1)
-        self.ops["rotate"] += sum(len(power_steps(r)) + swap for r, swap in moves)
-        steps = max((len(power_steps(r)) + swap for r, swap in moves), default=0)
+        self.ops["add"] += sources - 1
+        for swap in (False, True):
+            shifts = [r for r, s in form.terms if s == swap]
+            if shifts:
+                rotations, adds = rotation_plan(shifts)
+                self.ops["rotate"] += rotations + swap
+                self.ops["add"] += adds
+        self.ops["add"] += all(any(s == swap for _, s in form.terms) for swap in (False, True))
+        steps = max(len(power_steps(r)) + swap for r, swap in form.terms)
         return self.noise.plain + math.log2(sources) + math.log2(1 + steps)
 
     def depth1(self, group, node):
@@ -403,7 +421,8 @@ class ForestPlan:
     @classmethod
     def build(cls, model: HEForest | IdashModel, params: Params, *, width: int | None = None) -> ForestPlan:
         """The plan of ``model`` under ``params`` for batches of up to ``width`` samples
-        (default: as many as the slots hold). PlanError if they cannot evaluate it exactly."""
+        (default: ``DEFAULT_THERMOMETER_WIDTH`` for an HEForest, as many as the slots hold for
+        the iDASH model). PlanError if they cannot evaluate it exactly."""
         if not isinstance(params, Params) or params.scheme != "bfv":
             raise PlanError(f"ForestPlan: needs BFV Params, got {params!r}")
         if not isinstance(model, (HEForest, IdashModel)):
@@ -414,7 +433,9 @@ class ForestPlan:
                             f"t = {t} holds only +-{(t - 1) // 2}: use a larger t (e.g. BFVN13QP218L3D4T20) "
                             "or fewer fractional bits")
         most = half // model.n_classes
-        width = most if width is None else width
+        if width is None:  # thermometer: batches of a few dozen (the upload per sample does not
+            # depend on the width, the rounding up to a whole batch does); iDASH: all the slots
+            width = most if isinstance(model, IdashModel) else min(most, DEFAULT_THERMOMETER_WIDTH)
         if isinstance(width, bool) or not isinstance(width, int) or not 1 <= width <= most:
             raise PlanError(f"ForestPlan: width (samples per batch) must be an int in [1, {most}] "
                             f"(N/2 = {half} columns for {model.n_classes} classes), got {width!r}")

@@ -45,15 +45,33 @@ class _CipherAlgebra:
     def _materialize(self, enc: _Encoded):
         if enc.plain is not None:
             return enc.plain
-        total = None
-        for move, sources in enc.terms:
+        buckets: dict[bool, dict[int, Ciphertext]] = {False: {}, True: {}}  # swap -> {r: ct}
+        for (r, swap), sources in enc.terms:
             acc = None
             for k, pt in sources:
                 product = self.ev.multiply_plain(self.inputs[k], pt)
                 acc = product if acc is None else self.ev.add(acc, product)
-            acc = self.move(acc, move)
-            total = acc if total is None else self.ev.add(total, acc)
+            buckets[swap][r] = acc
+        total = None
+        for swap, items in buckets.items():
+            if items:
+                moved = self.rotate_sum(items)
+                moved = self.ev.swap_columns(moved) if swap else moved
+                total = moved if total is None else self.ev.add(total, moved)
         return total if enc.const is None else self.ev.add_plain(total, enc.const)
+
+    def rotate_sum(self, items: dict[int, Ciphertext]) -> Ciphertext:
+        """sum over r of rot_r(items[r]) with power-of-two rotations, lowest bit first: items
+        whose remaining shifts become equal are added before they move on (``rotation_plan``)."""
+        bit = 1
+        while len(items) > 1 or 0 not in items:
+            merged: dict[int, Ciphertext] = {}
+            for r, ct in items.items():
+                if r & bit:
+                    ct, r = self.ev.rotate_rows(ct, bit), r - bit
+                merged[r] = self.ev.add(merged[r], ct) if r in merged else ct
+            items, bit = merged, bit << 1
+        return items[0]
 
     def move(self, ct: Ciphertext, move: tuple[int, bool]) -> Ciphertext:
         r, swap = move

@@ -175,3 +175,25 @@ def test_stacked_and_per_group_paths_agree_word_for_word(objective, n_classes, d
     assert stacked[0].data.equal(per_group[0].data)
     twin = predict_forest(forest, forest.binning.encode(x[:30])).scores
     np.testing.assert_array_equal(client.decrypt_scores(stacked, 30), twin)
+
+
+@pytest.mark.parametrize("depth", [2, 3])
+def test_plan_counts_the_operations_the_evaluator_runs(depth, monkeypatch):
+    """plan.ops (per batch) against the evaluator's calls on the per-group path."""
+    from fhe_core import bfv
+
+    forest, _, x = trained("multi:softprob", 3, depth)
+    params = named_params(WIDE, allow_insecure=True)
+    plan = ForestPlan.build(forest, params, width=16)
+    client = ForestClient(plan.public_model(), seed=seed("count"), allow_insecure=True)
+    server = ForestEvaluator(params, client.eval_keys(), forest, plan=plan, stacked=False)
+    calls = {name: 0 for name in ("multiply_plain", "multiply", "relinearize", "rotate_rows", "swap_columns")}
+    for name in calls:
+        def counted(self, *args, _name=name, _orig=getattr(bfv.Evaluator, name)):
+            calls[_name] += 1
+            return _orig(self, *args)
+        monkeypatch.setattr(bfv.Evaluator, name, counted)
+    server.evaluate(client.encrypt(x[:16]))
+    assert calls["rotate_rows"] + calls["swap_columns"] == plan.ops["rotate"]
+    for name in ("multiply_plain", "multiply", "relinearize"):
+        assert calls[name] == plan.ops.get(name, 0), name
