@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from fhe_core.errors import FHEError
 from fhe_core.params import Params
 from fhe_core.rlwe import EvalKeySet
 
@@ -59,7 +60,12 @@ class HELRTraining:
         """An HELRConfig from its JSON object (HELRConfigError, a ParameterError, is a 422)."""
         from apps.logreg.config import HELRConfig
 
-        return HELRConfig.from_json(json.dumps(config))
+        try:
+            return HELRConfig.from_json(json.dumps(config))
+        except FHEError:
+            raise
+        except (TypeError, ValueError, ArithmeticError) as exc:  # a field of the wrong type slipped past
+            raise UnprocessableError(f"config: {type(exc).__name__}: {exc}") from None
 
     def params(self, config: Any) -> Params:
         """The CKKS parameters of the config's bootstrapping preset (refused below 128 bits
@@ -92,6 +98,16 @@ class HELRTraining:
             problems.append(f"{dataset_info['blocks']} blocks (config's schedule: {expected_blocks})")
         if dataset_info["features"] > config.columns:
             problems.append(f"{dataset_info['features']} features (config: {config.columns} columns)")
+        top = config.bootstrapping_parameters.output_level
+        if min(dataset_info["levels"]) < top:
+            problems.append(f"ciphertexts at level {min(dataset_info['levels'])} (training needs >= {top})")
+        if dataset_info["slots"] != [config.layout.slots]:
+            problems.append(f"ciphertexts of {dataset_info['slots']} slots (config: {config.layout.slots})")
+        scale = float(2.0 ** config.bootstrapping_parameters.literal.log_default_scale)
+        if dataset_info["scales"] != [scale]:
+            problems.append(f"ciphertexts at scales {dataset_info['scales']} (training needs the default {scale})")
+        if dataset_info["degrees"] != [1]:
+            problems.append(f"ciphertexts of degree {dataset_info['degrees']} (training needs degree 1)")
         if problems:
             raise UnprocessableError("dataset does not match the config: " + "; ".join(problems))
 
@@ -102,8 +118,11 @@ class HELRTraining:
         with mapped(path) as view:
             dataset = EncryptedDataset.from_bytes(view, params, device="cpu",
                                                   max_bytes=self.service.settings.max_upload_bytes)
+        cts = dataset.ciphertexts
         return {"samples": dataset.samples, "features": dataset.features, "batch_size": dataset.batch_size,
-                "blocks": dataset.n_blocks}
+                "blocks": dataset.n_blocks, "ciphertexts": len(cts), "levels": sorted({ct.level for ct in cts}),
+                "slots": sorted({ct.slots for ct in cts}), "scales": sorted({float(ct.scale) for ct in cts}),
+                "degrees": sorted({ct.degree for ct in cts})}
 
     def open(self, job: dict[str, Any], checkpoint: bytes | None) -> HELRSession:
         """The job's trainer on the service's device: fresh, or resumed bit for bit from the

@@ -118,3 +118,26 @@ def test_another_tenant_cannot_see_or_touch_a_job(live_server, uploaded):
             assert err.value.status == 404
         assert alice.wait(job, timeout=60, poll=0.05)["state"] == "succeeded"
         assert job not in [j["id"] for j in bob._json("GET", "/jobs")]
+
+
+def test_datasets_at_the_wrong_level_or_scale_are_refused_at_submission(live_server, uploaded):
+    from apps.logreg.dataset import EncryptedDataset
+    from fhe_core.ckks import Evaluator
+
+    keyset, _ = uploaded
+    client, _, dataset = session()
+    top = config(4).bootstrapping_parameters.output_level
+    evaluator = Evaluator(client.params)
+
+    def altered(change) -> EncryptedDataset:
+        blocks = tuple(tuple(change(ct) for ct in block) for block in dataset.blocks)
+        return EncryptedDataset(blocks, dataset.samples, dataset.features, dataset.batch_size)
+
+    cases = [(altered(lambda ct: evaluator.drop_level(ct, top - 1)), f"level {top - 1}"),
+             (altered(lambda ct: ct.replace(scale=ct.scale * 2)), "scales")]
+    with live_server.client() as api:
+        for bad, words in cases:
+            bad_id = api.upload_dataset(bad, client.params)  # well-formed ciphertexts: the upload is fine
+            with pytest.raises(APIError) as err:
+                api.train(config(4), keyset, bad_id)
+            assert err.value.status == 422 and words in err.value.detail, err.value

@@ -1,0 +1,82 @@
+"""Storage pieces on their own: streamed receipt of a body (limits, idle timeout, hash), the
+content-addressed blob store and the LRU cache with load-once semantics."""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+import time
+
+import pytest
+
+from server.blobs import BlobStore, receive_to_file
+from server.errors import BadRequestError, HashMismatchError, PayloadTooLargeError, RequestTimeoutError
+from server.keycache import LRUCache
+
+
+async def chunks(*parts: bytes, pause: float = 0.0):
+    for part in parts:
+        if pause:
+            await asyncio.sleep(pause)
+        yield part
+
+
+def receive(tmp_path, body, **kwargs):
+    target = tmp_path / "out"
+    return asyncio.run(receive_to_file(body, target, **kwargs)), target
+
+
+def test_receive_hashes_and_writes_the_body(tmp_path):
+    sha, target = receive(tmp_path, chunks(b"abc", b"def"), limit=10, expected_size=6,
+                          expected_sha256=hashlib.sha256(b"abcdef").hexdigest())
+    assert sha == hashlib.sha256(b"abcdef").hexdigest() and target.read_bytes() == b"abcdef"
+
+
+@pytest.mark.parametrize("body, kwargs, error", [
+    (lambda: chunks(b"x" * 6, b"x" * 6), {"limit": 10}, PayloadTooLargeError),
+    (lambda: chunks(b"x" * 6, b"x"), {"limit": 100, "expected_size": 6}, PayloadTooLargeError),
+    (lambda: chunks(b"x" * 5), {"limit": 100, "expected_size": 6}, BadRequestError),
+    (lambda: chunks(b"x" * 6), {"limit": 100, "expected_sha256": "0" * 64}, HashMismatchError),
+    (lambda: chunks(b"x", b"y", pause=0.3), {"limit": 100, "idle_timeout": 0.05}, RequestTimeoutError),
+])
+def test_receive_refuses_and_leaves_no_file(tmp_path, body, kwargs, error):
+    with pytest.raises(error):
+        receive(tmp_path, body(), **kwargs)
+    assert not (tmp_path / "out").exists()
+
+
+def test_blob_store_deduplicates(tmp_path):
+    store = BlobStore(tmp_path / "blobs", tmp_path / "tmp")
+    first = store.put_bytes(b"payload")
+    tmp = store.temp_path("x-")
+    tmp.write_bytes(b"payload")
+    assert store.adopt(tmp, first) == store.path(first) and not tmp.exists()
+    assert store.read_bytes(first) == b"payload"
+    assert [p.name for p in (tmp_path / "blobs").rglob("*") if p.is_file()] == [first]
+    with pytest.raises(BadRequestError):
+        store.path("../../etc/passwd")
+
+
+def test_lru_cache_loads_once_and_evicts_the_oldest():
+    cache: LRUCache[int] = LRUCache(2)
+    loads = []
+
+    def slow_load(key: str, value: int):
+        def load() -> int:
+            loads.append(key)
+            time.sleep(0.05)
+            return value
+        return load
+
+    threads = [threading.Thread(target=cache.get, args=("a", slow_load("a", 1))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert loads == ["a"]  # four concurrent requests, one load
+    cache.get("b", slow_load("b", 2))
+    assert cache.get("a", slow_load("a", 9)) == 1  # a is now the most recent
+    cache.get("c", slow_load("c", 3))  # evicts b
+    assert "b" not in cache and "a" in cache and "c" in cache and len(cache) == 2
+    with pytest.raises(ValueError):
+        LRUCache(0)
