@@ -2,7 +2,9 @@
 # Set everything up in a local virtual environment, build the fhe_core extension from source,
 # then run one job:
 #
-#   bash scripts/quickstart.sh demo       # the main job (CPU is enough)
+#   bash scripts/quickstart.sh demo       # the main job: encrypted predictions and training over
+#                                         # HTTP against plaintext baselines, with a report (CPU is enough)
+#   bash scripts/quickstart.sh engine-demo  # the engine alone: an RNS product checked against Python integers
 #   bash scripts/quickstart.sh test       # the test suite without the `slow` tests (what CI runs)
 #   bash scripts/quickstart.sh test-all   # every test, `slow` ones included
 #   bash scripts/quickstart.sh bench      # the benchmark tables (CPU, and GPU where present)
@@ -38,10 +40,26 @@ fi
 echo "==> building fhe_core (CPU kernels; CUDA kernels too when nvcc is present)"
 "$py" -m pip install -q --disable-pip-version-check --no-build-isolation -e ".[test]"
 
+# The SRBCT profiles come from the islp package's wheel on PyPI, read as a zip (the package itself
+# pulls in a large stack, so it is not installed); --islp DIR|WHEEL overrides it.
+islp_wheel() {
+    local dir=".cache/data"
+    if ! ls "$dir"/islp-*.whl >/dev/null 2>&1; then
+        echo "==> fetching the SRBCT data (islp wheel, 16 MB) into $dir" >&2
+        "$py" -m pip download -q --disable-pip-version-check --no-deps -d "$dir" "islp==0.6.0" >&2
+    fi
+    ls "$dir"/islp-*.whl | head -1
+}
+
 case "$job" in
-    demo)     exec "$py" -m fhe_core.demo "$@" ;;
+    demo)
+        case " $* " in
+            *" --islp"*) exec "$py" -m demo "$@" ;;
+            *)           exec "$py" -m demo --islp "$(islp_wheel)" "$@" ;;
+        esac ;;
+    engine-demo) exec "$py" -m fhe_core.demo "$@" ;;
     test)     exec "$py" -m pytest -m "not slow" "$@" ;;
     test-all) exec "$py" -m pytest "$@" ;;
     bench)    exec "$py" scripts/bench.py "$@" ;;
-    *) echo "usage: bash scripts/quickstart.sh [demo|test|test-all|bench] [args...]" >&2; exit 2 ;;
+    *) echo "usage: bash scripts/quickstart.sh [demo|engine-demo|test|test-all|bench] [args...]" >&2; exit 2 ;;
 esac
