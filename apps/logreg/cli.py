@@ -48,6 +48,7 @@ class EncryptedRun:
     auroc: list[float] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     bootstraps: int = 0
+    scored: BinaryReport | None = None                       # test set scored under encryption
 
 
 def _synced(device: str) -> float:
@@ -57,13 +58,16 @@ def _synced(device: str) -> float:
 
 
 def run_encrypted_helr(config: HELRConfig, mnist: str | Path | None = None, source: str = "auto",
-                       device: str = "cpu", samples: int | None = None, progress: bool = True) -> EncryptedRun:
-    """Load MNIST, fit sklearn, run the twin, then the encrypted training on the same schedule."""
+                       device: str = "cpu", samples: int | None = None, progress: bool = True,
+                       score: bool = False, test_samples: int | None = None) -> EncryptedRun:
+    """Load MNIST, fit sklearn, run the twin, then the encrypted training on the same schedule;
+    with ``score``, also the test set encrypted and scored under the encrypted model."""
     mnist_data = load_mnist(mnist, source)
     data = helr_dataset(mnist_data)
     n = min(samples or len(data.x_train), len(data.x_train))
     x, y = design_matrix(data.x_train[:n], data.levels), data.y_train[:n]
-    x_test, y_test = design_matrix(data.x_test, data.levels), data.y_test
+    n_test = min(test_samples or len(data.x_test), len(data.x_test))
+    x_test, y_test = design_matrix(data.x_test[:n_test], data.levels), data.y_test[:n_test]
     seconds = {}
     start = time.perf_counter()
     baseline = logreg_baseline(x[:, 1:], y, x_test[:, 1:], y_test)
@@ -98,21 +102,28 @@ def run_encrypted_helr(config: HELRConfig, mnist: str | Path | None = None, sour
                          "acc": f"{report.accuracy:.4f}"})
     run.encrypted = binary_report(y_test, x_test @ w) if config.iterations else run.encrypted
     run.bootstraps = trainer.bootstraps
+    if score and config.iterations:
+        begin = _synced(device)
+        margins = client.decrypt_margins(trainer.score(client.encrypt_features(x_test)), len(x_test))
+        seconds["score"] = _synced(device) - begin
+        run.scored = binary_report(y_test, margins)
     return run
 
 
 def comparison_table(run: EncryptedRun) -> str:
     twin = run.twin.records[-1] if run.twin.records else None
     s = run.seconds
-    return format_table(["model", "test accuracy", "AUROC", "time (s)"], [
-        (f"encrypted HELR ({run.config.bootstrapping}, {run.config.iterations} it., {run.bootstraps} bootstraps)",
-         run.encrypted.accuracy, run.encrypted.auroc,
-         f"{s['encrypted']:.1f} (+ keys {s['keygen']:.1f}, encryption {s['encrypt']:.1f})"),
-        ("plaintext twin (same schedule)", twin.test_accuracy if twin else float("nan"),
-         twin.test_auroc if twin else float("nan"), f"{s['twin']:.2f}"),
-        ("sklearn LogisticRegression", run.baseline.report.accuracy, run.baseline.report.auroc,
-         f"{s['sklearn']:.2f}"),
-    ])
+    rows = [(f"encrypted HELR ({run.config.bootstrapping}, {run.config.iterations} it., {run.bootstraps} bootstraps)",
+             run.encrypted.accuracy, run.encrypted.auroc,
+             f"{s['encrypted']:.1f} (+ keys {s['keygen']:.1f}, encryption {s['encrypt']:.1f})")]
+    if run.scored is not None:
+        rows.append(("  the same model scoring the encrypted test set", run.scored.accuracy, run.scored.auroc,
+                     f"{s['score']:.1f} (encrypt, score, decrypt)"))
+    rows.append(("plaintext twin (same schedule)", twin.test_accuracy if twin else float("nan"),
+                 twin.test_auroc if twin else float("nan"), f"{s['twin']:.2f}"))
+    rows.append(("sklearn LogisticRegression", run.baseline.report.accuracy, run.baseline.report.auroc,
+                 f"{s['sklearn']:.2f}"))
+    return format_table(["model", "test accuracy", "AUROC", "time (s)"], rows)
 
 
 def plot_run(run: EncryptedRun, path: str | Path) -> Path:
@@ -157,7 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--preset", default="N16_H192_FULL", choices=("N16_H192_FULL", "N16_H192_SPARSE"))
     train.add_argument("--batch-size", type=int, help="default 1024 (16 with --tiny)")
     train.add_argument("--samples", type=int, help="use the first N training rows (default all)")
+    train.add_argument("--test-samples", type=int, help="use the first N test rows (default all 1,984)")
     train.add_argument("--seed", type=int, default=0, help="seed of the public mini-batch schedule")
+    train.add_argument("--score-encrypted", action="store_true",
+                       help="also encrypt the test set and score it under the encrypted model")
     train.add_argument("--plot", type=Path, help="write accuracy and AUROC per iteration to this PNG")
     train.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return parser
@@ -169,7 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.batch_size:
         changes["batch_size"] = args.batch_size
     config = HELRConfig.tiny(**changes) if args.tiny else HELRConfig.secure(bootstrapping=args.preset, **changes)
-    run = run_encrypted_helr(config, args.mnist, args.source, args.device, args.samples, not args.no_progress)
+    run = run_encrypted_helr(config, args.mnist, args.source, args.device, args.samples, not args.no_progress,
+                             args.score_encrypted, args.test_samples)
     layout = config.layout
     print(f"\nMNIST 3 vs 8 from {run.source}: {run.samples} training rows, {config.iterations} iterations, batch "
           f"{config.batch_size} ({config.ciphertexts_per_batch} ciphertexts of {layout.rows} rows x "

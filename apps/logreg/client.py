@@ -113,6 +113,20 @@ class HELRClient:
         pt = self._encoder.encode(values, level=level, slots=self.config.layout.slots)
         return self._encryptor.encrypt(pt, seed=sub_seed(self._seed, label))
 
+    def encrypt_features(self, x: np.ndarray) -> list[Ciphertext]:
+        """Test samples for encrypted scoring (:meth:`EncryptedHELRTrainer.score`): the ``[n, d]``
+        design matrix, feature-major, ceil(n / rows) ciphertexts at the bootstrapping output level."""
+        x, _ = self._check_data(x, np.zeros(len(np.asarray(x)), dtype=np.int64))
+        level = self.config.bootstrapping_parameters.output_level
+        return [self._encrypt(vec, level, f"helr/score/{i}") for i, vec in enumerate(self.config.layout.pack(x))]
+
+    def decrypt_margins(self, cts: list[Ciphertext], samples: int) -> np.ndarray:
+        """The ``[samples]`` margins x_i . w of :meth:`EncryptedHELRTrainer.score`'s output (each
+        sample's copies averaged)."""
+        layout = self.config.layout
+        vectors = np.stack([self._encoder.decode(self._decryptor.decrypt(ct)).real for ct in cts])
+        return layout.unpack(vectors, samples, layout.columns).mean(axis=1)
+
     # ---- decryption --------------------------------------------------------------------------------
 
     def decrypt_weights(self, ct: Ciphertext, features: int | None = None) -> np.ndarray:

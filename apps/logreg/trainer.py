@@ -286,6 +286,20 @@ class EncryptedHELRTrainer:
         return (ev.add(fresh, conj).replace(scale=half),
                 ev.mul(ev.sub(fresh, conj), -1j).replace(scale=half))
 
+    # ---- scoring -----------------------------------------------------------------------------------
+
+    def score(self, features: list[Ciphertext]) -> list[Ciphertext]:
+        """Margins x_i . w of samples the client encrypted with :meth:`HELRClient.encrypt_features`
+        under the encrypted model: per ciphertext one product with w, one rescale (1 level: w
+        must be at level >= 1, as it always is after a step) and log2(columns) rotations; every
+        slot of sample i then holds its margin."""
+        ev, layout = self.evaluator, self.config.layout
+        for ct in features:
+            if not isinstance(ct, Ciphertext) or ct.params_id != self.params.params_id or ct.slots != layout.slots:
+                raise HELRTrainingError("score: expected ciphertexts of encrypt_features for these parameters")
+        return [rotate_sum(ev, ev.rescale(ev.mul_relin(ct, self._w)), layout.columns, layout.feature_stride)
+                for ct in features]
+
     # ---- checkpoints -------------------------------------------------------------------------------
 
     def checkpoint(self) -> bytes:

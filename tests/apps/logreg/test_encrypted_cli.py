@@ -11,10 +11,12 @@ from apps.logreg.config import HELRConfig
 def test_train_command_prints_the_comparison_and_writes_the_plot(mnist_dir, tmp_path, capsys):
     plot = tmp_path / "helr.png"
     assert main(["train", "--tiny", "--mnist", str(mnist_dir), "--samples", "96", "--iterations", "2",
-                 "--plot", str(plot), "--no-progress"]) == 0
+                 "--plot", str(plot), "--no-progress", "--score-encrypted",
+                 "--test-samples", "200"]) == 0
     out = capsys.readouterr().out
     assert "96 training rows, 2 iterations, batch 16 (4 ciphertexts of 4 rows x 256); TINY_N11_HELR" in out
-    for row in ("encrypted HELR (TINY_N11_HELR, 2 it., 0 bootstraps)", "plaintext twin", "sklearn"):
+    for row in ("encrypted HELR (TINY_N11_HELR, 2 it., 0 bootstraps)", "plaintext twin", "sklearn",
+                "the same model scoring the encrypted test set"):
         assert row in out
     exponent = float(re.search(r"over the iterations: \S+ \(2\^(-?[\d.]+)\)", out).group(1))
     assert exponent < -10

@@ -77,6 +77,20 @@ def test_decrypted_model_scores_like_the_twin(tiny_run):
     assert abs(ours.auroc - twin.test_auroc) < 1e-3
 
 
+def test_encrypted_scoring_matches_the_decrypted_model(tiny_run):
+    run = tiny_run
+    x = run["x_test"][:50]
+    scored = run["trainer"].score(run["client"].encrypt_features(x))
+    assert len(scored) == 13 and scored[0].level == run["trainer"].weights.level - 1
+    margins = run["client"].decrypt_margins(scored, 50)
+    np.testing.assert_allclose(margins, x @ run["history"][-1]["w"], atol=2.0 ** -15)
+    twin_margins = x @ run["twin"].records[-1].w
+    clear = np.abs(twin_margins) > 2.0 ** -10   # the predictions agree wherever the sign is not a tie
+    assert clear.sum() > 40 and ((margins > 0) == (twin_margins > 0))[clear].all()
+    with pytest.raises(HELRTrainingError, match="score"):
+        run["trainer"].score([run["trainer"].weights.replace(slots=512)])
+
+
 def test_checkpoint_resumes_bit_for_bit(tiny_run):
     run = tiny_run
     middle = run["history"][2]["checkpoint"]   # after 3 iterations (w, v at level 5, one bootstrap done)
