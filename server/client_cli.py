@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +54,10 @@ def _train(api: ServiceClient, args: argparse.Namespace) -> None:
         config = HELRConfig.secure(iterations=args.iterations)
     x, y = np.load(args.x, allow_pickle=False), np.load(args.y, allow_pickle=False)
     client = HELRClient(config, device=args.device)
-    keyset = api.register_keys(client.eval_keys(), client.params)
+    with tempfile.TemporaryDirectory(prefix="fhe-keys-") as tmp:  # keys written and sent one file, never all in memory
+        path = Path(tmp) / "eval-keys.fhe"
+        client.write_eval_keys(path)
+        keyset = api.register_keys(path, client.params)
     dataset = api.upload_dataset(client.encrypt_dataset(x, y), client.params)
     job = api.train(config, keyset, dataset)
     api.wait(job, timeout=args.timeout)

@@ -4,6 +4,7 @@ progress, cancel, queue bounds, mismatched inputs and tenant isolation."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 
 import numpy as np
@@ -141,3 +142,44 @@ def test_datasets_at_the_wrong_level_or_scale_are_refused_at_submission(live_ser
             with pytest.raises(APIError) as err:
                 api.train(config(4), keyset, bad_id)
             assert err.value.status == 422 and words in err.value.detail, err.value
+
+
+def test_bad_dataset_uploads_are_refused_and_nothing_kept(live_server, uploaded):
+    from fhe_core import rlwe
+    from fhe_core.params import preset
+    from fhe_core.serialize import dumps as dump_object
+
+    client, _, dataset = session()
+    other = preset("N10QP241L3D4Insecure", allow_insecure=True)  # declared parameters the data are not for
+    secret = dump_object(rlwe.gen_secret_key(client._ctx, seed=b"s" * 32))
+    cases = [(b"HELRDATA" + b"\xff" * 500, client.params, 400, "SerializationError"),
+             (secret, client.params, 422, "UnprocessableError"),
+             (dataset.to_bytes(), other, 422, "SerializedParamsMismatchError"),
+             (dataset.to_bytes()[:-10], client.params, 400, "TruncatedError")]
+    with live_server.client() as api:
+        before = len(api._json("GET", "/datasets"))
+        for blob, params, status, error in cases:
+            with pytest.raises(APIError) as err:
+                api.upload_dataset(blob, params)
+            assert (err.value.status, err.value.error) == (status, error), err.value
+        assert len(api._json("GET", "/datasets")) == before
+
+
+def test_client_command_line_trains_like_the_twin(live_server, tmp_path, capsys):
+    from apps.logreg.twin import train_helr
+    from helr_helpers import design
+    from server.client_cli import main
+
+    x, y = design()
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    code = main(["--url", live_server.url, "--token", live_server.tokens["bob"], "--quiet", "train",
+                 "--x", str(tmp_path / "x.npy"), "--y", str(tmp_path / "y.npy"), "--tiny", "--iterations", "2",
+                 "--out", str(tmp_path / "w.npy")])
+    assert code == 0
+    printed = json.loads(capsys.readouterr().out)
+    cfg = config(2)
+    twin = train_helr(x, y, cfg.twin_config(), schedule=cfg.schedule(len(x)))
+    w = np.load(tmp_path / "w.npy")
+    assert np.abs(w - twin.w).max() < 2**-10 and np.abs(twin.w).max() > 1e-3
+    assert printed["weights"] == w.tolist()
