@@ -7,7 +7,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server.apps import HELRTraining, XGBoostKind
@@ -45,12 +44,17 @@ def create_app(settings: Settings | None = None, *, start_worker: bool = True) -
     app = FastAPI(title="fhe-ml service", version="0.1.0", lifespan=lifespan,
                   description="Encrypted predictions (XGBoost on BFV) and encrypted training (HELR on CKKS). "
                               "The server never receives a secret key.",
-                  generate_unique_id_function=lambda route: route.name if isinstance(route, APIRoute) else "")
+                  generate_unique_id_function=_operation_id)
     install_handlers(app)
     for module in (health, keysets, datasets, models, predictions, jobs):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, limit=max(settings.max_part_bytes, settings.max_body_bytes))
     return app
+
+
+def _operation_id(route) -> str:
+    """Stable operation ids for client generators: the handler's name (unique in this app)."""
+    return route.name
 
 
 class BodyLimit:

@@ -240,3 +240,34 @@ def test_register_from_a_key_file_and_the_client_never_sends_a_secret_key(live_s
         with pytest.raises(TypeError):
             api.register_keys(sk, params)
         assert state_snapshot(live_server) == before
+
+
+class FlakyTransport(httpx.HTTPTransport):
+    """Drops the connection on the first attempt of every part upload (a flaky network)."""
+
+    def __init__(self):
+        super().__init__()
+        self.dropped: list[str] = []
+
+    def handle_request(self, request):
+        if request.method == "PUT" and request.url.path not in self.dropped:
+            self.dropped.append(request.url.path)
+            raise httpx.ConnectError("connection dropped (test)", request=request)
+        return super().handle_request(request)
+
+
+def test_client_retries_dropped_part_uploads(live_server, bfv_keys):
+    params, _, _ = bfv_keys
+    ctx = bfv.BFVContext(params)
+    sk = rlwe.gen_secret_key(ctx.rlwe, seed=fixed_seed("keysets/flaky"))
+    keys = rlwe.gen_eval_keys(ctx.rlwe, sk, bfv.galois_elements(ctx.n, (3,)), seed=fixed_seed("keysets/flaky-evk"))
+    transport = FlakyTransport()
+    with live_server.client(part_bytes=100_000, transport=transport) as api:
+        status = api.keyset_status(api.register_keys(keys, params))
+    assert status["state"] == "ready" and len(transport.dropped) == status["parts"] > 1
+
+
+def test_openapi_docs_are_served(live_server):
+    assert httpx.get(f"{live_server.url}/docs").status_code == 200
+    paths = httpx.get(f"{live_server.url}/openapi.json").json()["paths"]
+    assert {"/keysets/{keyset_id}/parts/{n}", "/predictions", "/jobs/{job_id}/result"} <= set(paths)
