@@ -260,6 +260,11 @@ class ServiceClient:
                 time.sleep(poll)
                 status = self.job(job_id)
 
+    def checkpoint(self, job_id: str, iteration: int) -> bytes:
+        """The job's encrypted state after ``iteration`` steps (decrypt it with the
+        application's client half, e.g. ``HELRClient.decrypt_checkpoint``)."""
+        return self._request("GET", f"/jobs/{job_id}/checkpoints/{iteration}").content
+
     def download_model(self, job_id: str, params: Params) -> Any:
         """The encrypted trained model of a succeeded job (a ciphertext, to decrypt locally)."""
         return loads(self._request("GET", f"/jobs/{job_id}/result").content, params)

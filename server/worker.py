@@ -82,7 +82,12 @@ class JobWorker:
     def checkpoint_path(self, job_id: str) -> Path:
         return self.service.settings.jobs_dir / job_id / "checkpoint.bin"
 
-    def _write_checkpoint(self, job_id: str, data: bytes) -> None:
+    def history_path(self, job_id: str, iteration: int) -> Path:
+        """The checkpoint after ``iteration`` steps, kept for the job's owner (who can decrypt
+        the model of every iteration) when ``settings.keep_checkpoints``."""
+        return self.service.settings.jobs_dir / job_id / f"iteration-{iteration:06d}.bin"
+
+    def _write_checkpoint(self, job_id: str, data: bytes, iteration: int) -> None:
         path = self.checkpoint_path(job_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
@@ -90,6 +95,9 @@ class JobWorker:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        if self.service.settings.keep_checkpoints:  # a second name for the same bytes, no copy
+            self.history_path(job_id, iteration).unlink(missing_ok=True)
+            os.link(tmp, self.history_path(job_id, iteration))
         os.replace(tmp, path)
 
     def _read_checkpoint(self, job_id: str) -> bytes | None:
@@ -142,7 +150,7 @@ class JobWorker:
     def _advance(self, job_id: str, session: TrainingSession, iterations: int) -> None:
         start = time.perf_counter()
         session.step()
-        self._write_checkpoint(job_id, session.checkpoint())
+        self._write_checkpoint(job_id, session.checkpoint(), session.iteration)
         elapsed = time.perf_counter() - start
         row = self.service.db.one("SELECT seconds_per_iteration FROM jobs WHERE id = ?", (job_id,))
         previous = row["seconds_per_iteration"] if row else None

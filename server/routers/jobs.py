@@ -103,3 +103,16 @@ def job_result(job_id: str, service: ServiceDep, tenant: TenantDep) -> Response:
     if row["state"] != "succeeded":
         raise ConflictError(f"job {job_id} is {row['state']}; a result exists once it has succeeded")
     return Response(service.blobs.read_bytes(row["result_blob"]), media_type="application/octet-stream")
+
+
+@router.get("/{job_id}/checkpoints/{iteration}", response_class=Response,
+            responses={200: {"content": {"application/octet-stream": {}}}})
+def job_checkpoint(job_id: str, iteration: int, service: ServiceDep, tenant: TenantDep) -> Response:
+    """The encrypted state (w, v and the iteration) after ``iteration`` steps, kept when the
+    service keeps checkpoints: the job's owner decrypts it to follow training."""
+    row = _job(service, tenant, job_id)
+    path = service.worker.history_path(job_id, iteration)
+    if not 1 <= iteration <= row["iteration"] or not path.is_file():
+        raise NotFoundError(f"job {job_id} has no checkpoint of iteration {iteration} (done: {row['iteration']}"
+                            f"{'' if service.settings.keep_checkpoints else '; the service keeps none'})")
+    return Response(path.read_bytes(), media_type="application/octet-stream")
