@@ -39,6 +39,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import psutil
+import torch
 import xgboost
 
 REPO = Path(__file__).resolve().parents[1]
@@ -101,11 +102,14 @@ def overhead(api: ServiceClient, model: str, keyset: str, client: ForestClient, 
              repeat: int):
     """Median seconds: in-process evaluate vs the same prediction over HTTP."""
     evaluator = ForestEvaluator(client.params, keys, forest)
+    sync = torch.cuda.synchronize if client.params.device.type == "cuda" else (lambda: None)
     evaluator.evaluate(cts)  # warm-up (plaintext caches)
     local = []
     for _ in range(repeat):
+        sync()
         start = time.perf_counter()
         evaluator.evaluate(cts)
+        sync()  # the kernels have finished (the HTTP path waits for them when it serializes)
         local.append(time.perf_counter() - start)
     api.predict(model, keyset, cts, client.params)  # warm-up (server caches)
     remote = []
