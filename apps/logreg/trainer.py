@@ -69,7 +69,7 @@ from .schedule import MiniBatchSchedule
 from .twin import nesterov_gammas
 
 ITERATION_DEPTH = 1 + CUBIC_DEPTH + 1  # inner product, the cubic times z, the mask
-PACK_DEPTH = 1                     # w + i v brought to scale Delta before bootstrapping
+PACK_DEPTH = 1                         # w + i v brought to scale Delta before bootstrapping
 CHECKPOINT_MAGIC = b"HELRCKPT"
 _CHECKPOINT_HEADER = struct.Struct("<8sII")  # magic, version, iteration
 CHECKPOINT_VERSION = 1
@@ -137,6 +137,9 @@ class EncryptedHELRTrainer:
             raise HELRTrainingError(f"EncryptedHELRTrainer: the schedule ({len(schedule.permutation)} rows, batch "
                                     f"{schedule.batch_size}, {schedule.n_blocks} blocks) does not match the dataset "
                                     f"({data.samples} rows, batch {data.batch_size}, {data.n_blocks} blocks)")
+        if any(len(block) != config.ciphertexts_per_batch for block in data.blocks):
+            raise HELRTrainingError(f"EncryptedHELRTrainer: every block must hold {config.ciphertexts_per_batch} "
+                                    f"ciphertexts, got {sorted({len(b) for b in data.blocks})}")
         if data.features > config.columns:
             raise HELRTrainingError(f"EncryptedHELRTrainer: {data.features} features exceed {config.columns} columns")
         top = config.bootstrapping_parameters.output_level
@@ -154,7 +157,7 @@ class EncryptedHELRTrainer:
 
     @property
     def weights(self) -> Ciphertext:
-        """The encrypted w (replicated per row; the client decrypts it)."""
+        """The encrypted w (replicated over the samples; the client decrypts it)."""
         return self._w
 
     @property
@@ -317,6 +320,12 @@ class EncryptedHELRTrainer:
         if iteration > schedule.iterations:
             raise SerializationError(f"resume: checkpoint at iteration {iteration} beyond the schedule's "
                                      f"{schedule.iterations}")
+        for ct in (w, v):
+            if ct.slots != config.layout.slots or ct.degree != 1 or not PACK_DEPTH <= ct.level <= trainer._top \
+                    or ct.level != w.level:
+                raise SerializationError(f"resume: the checkpoint's w and v must be degree 1 with "
+                                         f"{config.layout.slots} slots at one level in [{PACK_DEPTH}, {trainer._top}]; "
+                                         f"got {w!r} and {v!r}")
         trainer.iteration, trainer._w, trainer._v = iteration, w, v
         return trainer
 
