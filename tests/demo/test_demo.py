@@ -1,0 +1,62 @@
+"""The main job's code path on tiny insecure rings (what `python -m demo` does at 128 bits): a
+real service in a child process, the real clients, and a report whose numbers are checked
+against computations made here, in the clear."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from apps.logreg.config import HELRConfig
+from apps.logreg.twin import train_helr
+from apps.xgboost.encrypted import srbct_job
+from demo.__main__ import main
+from demo.training import load_helr_data
+
+SAMPLES, ITERATIONS = 64, 3
+
+
+@pytest.fixture(scope="module")
+def report(srbct_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo")
+    assert main(["--insecure-tiny", "--samples", str(SAMPLES), "--iterations", str(ITERATIONS),
+                 "--islp", str(srbct_dir), "--out", str(out), "--no-progress"]) == 0
+    return out, json.loads((out / "report.json").read_text())
+
+
+def test_report_files_are_written(report):
+    out, numbers = report
+    text = (out / "report.md").read_text()
+    assert "Tiny insecure parameters" in text and "Encrypted training over HTTP" in text
+    for png in ("confusion-srbct.png", "helr-per-iteration.png"):
+        assert (out / png).stat().st_size > 1000 and f"]({png})" in text
+    assert numbers["environment"]["secure"] is False
+    assert numbers["environment"]["peak_server_bytes"] > 0 and numbers["environment"]["peak_client_bytes"] > 0
+
+
+def test_predictions_equal_the_integer_twin_and_xgboost(report, srbct_dir):
+    _, numbers = report
+    (forest,) = numbers["forests"]
+    job = srbct_job(srbct_dir, rounds=10, genes=150)  # the demo's tiny model, retrained here
+    scores = np.asarray(forest["scores"])
+    assert forest["exact"] and np.array_equal(scores, job.twin_scores)
+    assert forest["predicted"] == scores.argmax(axis=1).tolist()
+    assert forest["correct"] == int((scores.argmax(axis=1) == job.labels).sum())
+    assert forest["same_as_library"] == int((scores.argmax(axis=1) == job.library_predicted).sum()) == 20
+
+
+def test_training_follows_the_twin_at_every_iteration(report):
+    _, numbers = report
+    training = numbers["training"]
+    data = load_helr_data(None, SAMPLES)
+    config = HELRConfig.tiny(iterations=ITERATIONS)
+    twin = train_helr(data.x, data.y, config.twin_config(), data.x_test, data.y_test,
+                      schedule=config.schedule(len(data.x)))
+    assert training["iterations"] == ITERATIONS and training["bootstraps"] == 1  # 9 -> 5 -> 1 -> bootstrap
+    assert training["twin_accuracy"] == [r.test_accuracy for r in twin.records]
+    assert max(training["max_error"]) < 2.0**-10
+    # decrypted w agrees with the twin to ~2^-20: no test prediction may flip
+    assert training["accuracy"] == training["twin_accuracy"]
+    assert training["final_accuracy"] == training["accuracy"][-1]
+    assert abs(training["final_auroc"] - twin.records[-1].test_auroc) < 1e-9
