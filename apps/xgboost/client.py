@@ -59,11 +59,23 @@ class ForestClient:
         if self.model.kind == "idash":
             if not isinstance(data, IdashSamples):
                 raise PlanError("ForestClient: an iDASH model takes IdashSamples(x0, x2)")
-            return self._pack_batches(len(data.x0), lambda rows: self._pack_idash(data, rows))
-        encoded = data if isinstance(data, EncodedFeatures) else self.model.binning.encode(data)
-        if encoded.bits.shape[1] != len(self.model.binning.cuts):
-            raise PlanError(f"ForestClient: {encoded.bits.shape[1]} bits per sample, the binning has "
-                            f"{len(self.model.binning.cuts)}")
+            x0, x2 = np.asarray(data.x0), np.asarray(data.x2)
+            if x0.shape != x2.shape or x0.ndim != 3 or not (np.isin(x0, (0, 1)).all() and np.isin(x2, (0, 1)).all()):
+                raise PlanError("ForestClient: x0 and x2 must be 0/1 arrays of one shape [n, trees, 3]")
+            return self._pack_batches(len(x0), lambda rows: self._pack_idash(data, rows))
+        binning = self.model.binning
+        if isinstance(data, EncodedFeatures):
+            encoded = data
+        else:
+            x = np.asarray(data, dtype=np.float64)
+            if x.ndim != 2 or x.shape[1] != binning.n_features:
+                raise PlanError(f"ForestClient: expected samples [n, {binning.n_features}], got {list(x.shape)}")
+            encoded = binning.encode(x)
+        bits, missing = np.asarray(encoded.bits), np.asarray(encoded.missing)
+        if bits.ndim != 2 or bits.shape[1] != len(binning.cuts) or missing.shape != (len(bits), binning.n_features) \
+                or not (np.isin(bits, (0, 1)).all() and np.isin(missing, (0, 1)).all()):
+            raise PlanError(f"ForestClient: encoded features must be 0/1 bits [n, {len(binning.cuts)}] and "
+                            f"missing flags [n, {binning.n_features}]")
         return self._pack_batches(len(encoded.bits), lambda rows: self._pack_bits(encoded, rows))
 
     def _pack_batches(self, n: int, pack_one) -> np.ndarray:

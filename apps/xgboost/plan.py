@@ -732,9 +732,14 @@ class PublicModel:
             raise PlanError(f"PublicModel: version {data['version']!r} is not {PUBLIC_MODEL_VERSION}")
         if data["kind"] not in ("thermometer", "idash"):
             raise PlanError(f"PublicModel: unknown kind {data['kind']!r}")
-        for name in ("level", "width", "n_classes", "n_inputs"):
-            if isinstance(data[name], bool) or not isinstance(data[name], int) or data[name] < 0:
-                raise PlanError(f"PublicModel: {name} must be a non-negative int")
+        for name, low in (("level", 0), ("width", 1), ("n_classes", 1), ("n_inputs", 1)):
+            if isinstance(data[name], bool) or not isinstance(data[name], int) or data[name] < low:
+                raise PlanError(f"PublicModel: {name} must be an int >= {low}, got {data[name]!r}")
+        if not isinstance(data["params_literal"], str) or not isinstance(data["params_id"], str):
+            raise PlanError("PublicModel: params_literal and params_id must be strings")
+        if not isinstance(data["rotation_steps"], list) or not all(
+                isinstance(r, int) and not isinstance(r, bool) and r > 0 for r in data["rotation_steps"]):
+            raise PlanError("PublicModel: rotation_steps must be a list of positive ints")
         binning = None
         if data["binning"] is not None:
             cuts = np.asarray(data["binning"]["cuts"], dtype=np.float32)
@@ -743,9 +748,18 @@ class PublicModel:
                     or (np.diff(offsets) < 0).any():
                 raise PlanError("PublicModel: binning offsets do not index the cuts")
             binning = PublicBinning(cuts, offsets)
-        if data["kind"] == "thermometer" and (binning is None or data["chunks"] is None):
-            raise PlanError("PublicModel: a thermometer model needs its binning and chunks")
-        chunks = None if data["chunks"] is None else [tuple(int(v) for v in c) for c in data["chunks"]]
+        chunks = None
+        if data["kind"] == "thermometer":
+            try:
+                chunks = [(int(first), int(k)) for first, k in data["chunks"]]
+            except (TypeError, ValueError):
+                raise PlanError("PublicModel: chunks must be [first input, cut count] pairs") from None
+            if binning is None or sum(k + 1 for _, k in chunks) != data["n_inputs"] \
+                    or [first for first, _ in chunks] != list(np.cumsum([0] + [k + 1 for _, k in chunks[:-1]])):
+                raise PlanError("PublicModel: a thermometer model needs its binning and chunks that cover "
+                                "its inputs")
+        elif not isinstance(data["trees_per_class"], int) or data["trees_per_class"] < 1:
+            raise PlanError("PublicModel: an idash model needs trees_per_class")
         return cls(kind=data["kind"], params_literal=data["params_literal"], params_id=data["params_id"],
                    level=data["level"], width=data["width"], n_classes=data["n_classes"],
                    n_inputs=data["n_inputs"], rotation_steps=[int(r) for r in data["rotation_steps"]],

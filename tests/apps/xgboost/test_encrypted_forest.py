@@ -10,7 +10,7 @@ import pytest
 import xgboost
 
 from apps.xgboost.client import ForestClient
-from apps.xgboost.encoding import PublicBinning
+from apps.xgboost.encoding import EncodedFeatures, PublicBinning
 from apps.xgboost.export import export_booster
 from apps.xgboost.plan import MARGIN_BITS, ForestPlan, PlanError, PublicModel, named_params
 from apps.xgboost.server import ForestEvaluator
@@ -197,3 +197,22 @@ def test_plan_counts_the_operations_the_evaluator_runs(depth, monkeypatch):
     assert calls["rotate_rows"] + calls["swap_columns"] == plan.ops["rotate"]
     for name in ("multiply_plain", "multiply", "relinearize"):
         assert calls[name] == plan.ops.get(name, 0), name
+
+
+def test_client_checks_its_inputs():
+    forest, _, x = trained("multi:softprob", 3, 2)
+    plan = ForestPlan.build(forest, named_params(WIDE, allow_insecure=True), width=8)
+    client = ForestClient(plan.public_model(), seed=seed("client"), allow_insecure=True)
+    with pytest.raises(PlanError, match="samples"):
+        client.encrypt(x[:4, :-1])
+    with pytest.raises(PlanError, match="no samples"):
+        client.encrypt(x[:0])
+    not_bits = EncodedFeatures(np.full((4, len(forest.binning.cuts)), 2), np.zeros((4, 6), dtype=np.int64))
+    with pytest.raises(PlanError, match="0/1"):
+        client.encrypt(not_bits)
+    with pytest.raises(PlanError, match="result ciphertexts"):
+        client.decrypt_scores([], 4)
+    with pytest.raises(PlanError, match="chunks"):
+        PublicModel.from_json(plan.public_model().to_json().replace('"n_inputs":', '"n_inputs":1'))
+    with pytest.raises(PlanError, match="width"):
+        PublicModel.from_json(plan.public_model().to_json().replace('"width":8', '"width":0'))
