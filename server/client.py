@@ -240,6 +240,10 @@ class ServiceClient:
     def cancel(self, job_id: str) -> dict[str, Any]:
         return self._json("POST", f"/jobs/{job_id}/cancel")
 
+    def delete_job(self, job_id: str) -> None:
+        """Forget a finished job and its encrypted result on the server."""
+        self._request("DELETE", f"/jobs/{job_id}")
+
     def wait(self, job_id: str, *, timeout: float = 3600.0, poll: float = 0.5,
              on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         """Poll until the job ends (tqdm bar: iteration i of n, ETA); raises JobFailedError

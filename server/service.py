@@ -30,6 +30,7 @@ class Service:
         self.blobs = BlobStore(settings.blob_dir, settings.tmp_dir)
         self.blobs.clear_tmp()  # partial writes of a previous run; verified parts live under tmp/parts
         self.uploads = UploadStore(settings, self.db, self.blobs)
+        self.uploads.expire(settings.upload_ttl_s)
         self.keysets: LRUCache[EvalKeySet] = LRUCache(settings.keyset_cache_size)
         self.worker: Any = None  # server.worker.JobWorker, attached by create_app
 

@@ -212,6 +212,19 @@ class UploadStore:
         if upload.state == "ready" and still_named is None:
             self.blobs.delete(upload.sha256)
 
+    def expire(self, ttl_s: float) -> int:
+        """Remove unfinished uploads created more than ``ttl_s`` seconds ago whose parts have not
+        changed for as long (abandoned uploads); returns how many."""
+        cutoff = now() - ttl_s
+        expired = 0
+        for row in self.db.query("SELECT * FROM uploads WHERE state = 'uploading' AND created < ?", (cutoff,)):
+            folder = self.parts_root / row["id"]
+            touched = max((p.stat().st_mtime for p in folder.iterdir()), default=0.0) if folder.is_dir() else 0.0
+            if touched < cutoff:
+                self.discard(Upload.from_row(row))
+                expired += 1
+        return expired
+
     def blob_path(self, upload: Upload) -> Path:
         if upload.state != "ready":
             raise ConflictError(f"{upload.kind} {upload.id} is not complete (missing parts: "

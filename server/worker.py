@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from server.db import now
 
 log = logging.getLogger("server.worker")
+HOUSEKEEPING_S = 600.0
 
 
 class TrainingSession(Protocol):
@@ -113,7 +114,11 @@ class JobWorker:
                 or db.one("SELECT * FROM jobs WHERE state = 'queued' ORDER BY created LIMIT 1"))
 
     def _loop(self) -> None:
+        housekeeping = time.monotonic()
         while not self._stop.is_set():
+            if time.monotonic() - housekeeping > HOUSEKEEPING_S:  # abandoned uploads go
+                self.service.uploads.expire(self.service.settings.upload_ttl_s)
+                housekeeping = time.monotonic()
             job = self._next_job()
             if job is None:
                 self._wake.wait(self.poll_s)

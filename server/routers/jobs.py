@@ -95,6 +95,19 @@ def cancel_job(job_id: str, service: ServiceDep, tenant: TenantDep) -> JobStatus
     return _status(_job(service, tenant, job_id))
 
 
+@router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_job(job_id: str, service: ServiceDep, tenant: TenantDep) -> Response:
+    """Forget a finished job and its result (cancel a queued or running one first)."""
+    row = _job(service, tenant, job_id)
+    if row["state"] in ("queued", "running"):
+        raise ConflictError(f"job {job_id} is {row['state']}; cancel it first")
+    service.db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+    blob = row["result_blob"]
+    if blob and service.db.one("SELECT id FROM jobs WHERE result_blob = ?", (blob,)) is None:
+        service.blobs.delete(blob)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
 @router.get("/{job_id}/result", response_class=Response,
             responses={200: {"content": {"application/octet-stream": {}}}})
 def job_result(job_id: str, service: ServiceDep, tenant: TenantDep) -> Response:

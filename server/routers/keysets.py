@@ -65,4 +65,6 @@ def delete_keyset(keyset_id: str, service: ServiceDep, tenant: TenantDep) -> Res
     if service.db.one("SELECT id FROM jobs WHERE keyset_id = ? AND state IN ('queued', 'running')", (upload.id,)):
         raise ConflictError(f"key set {upload.id} is used by a queued or running job")
     service.uploads.discard(upload)
+    if not service.blobs.exists(upload.sha256):  # no other key set has these bytes: free the device too
+        service.keysets.discard(upload.sha256)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -183,3 +183,35 @@ def test_client_command_line_trains_like_the_twin(live_server, tmp_path, capsys)
     w = np.load(tmp_path / "w.npy")
     assert np.abs(w - twin.w).max() < 2**-10 and np.abs(twin.w).max() > 1e-3
     assert printed["weights"] == w.tolist()
+
+
+def test_finished_jobs_can_be_deleted_with_their_result(live_server, uploaded):
+    keyset, dataset = uploaded
+    with live_server.client() as api:
+        job = api.train(config(1), keyset, dataset)
+        with pytest.raises(APIError) as err:
+            api.delete_job(job)  # queued or running
+        assert err.value.status == 409
+        api.wait(job, timeout=60, poll=0.05)
+        blob = live_server.service.db.one("SELECT result_blob FROM jobs WHERE id = ?", (job,))["result_blob"]
+        assert live_server.service.blobs.exists(blob)
+        api.delete_job(job)
+        with pytest.raises(APIError) as err:
+            api.job(job)
+        assert err.value.status == 404
+        assert not live_server.service.blobs.exists(blob)
+
+
+def test_abandoned_uploads_expire(live_server):
+    client, _, _ = session()
+    with live_server.client() as api:
+        manifest = {"params": client.params.literal.to_dict(), "parts": [{"sha256": "0" * 64, "size": 1000}],
+                    "sha256": "1" * 64, "size": 1000}
+        upload = api._json("POST", "/datasets", json=manifest)["id"]
+        uploads = live_server.service.uploads
+        assert uploads.expire(3600.0) == 0  # young: kept
+        live_server.service.db.execute("UPDATE uploads SET created = created - 7200 WHERE id = ?", (upload,))
+        assert uploads.expire(3600.0) == 1
+        with pytest.raises(APIError) as err:
+            api._json("GET", f"/datasets/{upload}")
+        assert err.value.status == 404
