@@ -1,10 +1,12 @@
-"""Classification metrics shared by the baselines and the twins (thin wrappers over sklearn)."""
+"""Classification metrics shared by the baselines and the twins (thin wrappers over sklearn).
+
+sklearn is imported where it is used, so that code needing only ``logistic_loss`` (the HELR twin
+without a test set, e.g. on a GPU image without scikit-learn) imports this module without it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, log_loss, roc_auc_score
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,8 @@ def binary_report(
     y_true: np.ndarray, scores: np.ndarray, threshold: float = 0.0
 ) -> BinaryReport:
     """Report for 0/1 labels and real scores (margins by default: predict 1 when score > 0)."""
+    from sklearn.metrics import accuracy_score, confusion_matrix, roc_auc_score
+
     predicted = (np.asarray(scores) > threshold).astype(np.int64)
     return BinaryReport(
         accuracy=float(accuracy_score(y_true, predicted)),
@@ -41,6 +45,8 @@ def multiclass_report(
     y_true: np.ndarray, predicted: np.ndarray, n_classes: int
 ) -> MulticlassReport:
     """Report for class ids 0..n_classes-1."""
+    from sklearn.metrics import accuracy_score, confusion_matrix, f1_score
+
     labels = list(range(n_classes))
     return MulticlassReport(
         accuracy=float(accuracy_score(y_true, predicted)),
@@ -59,4 +65,6 @@ def logistic_loss(y_true: np.ndarray, margins: np.ndarray) -> float:
 
 def multiclass_loss(y_true: np.ndarray, probabilities: np.ndarray) -> float:
     """Mean multi-class cross-entropy (sklearn's log_loss)."""
+    from sklearn.metrics import log_loss
+
     return float(log_loss(y_true, probabilities, labels=list(range(probabilities.shape[1]))))
