@@ -1,34 +1,88 @@
 #!/usr/bin/env bash
 # One call on the lent GPU machine (see README, "GPU"): build the extension from this tree with its
-# CUDA kernels, run every `gpu` test (all live under tests/fhe_core; the app tests need packages the
-# GPU image lacks), then the benchmarks. Results land in $OUT (the device tool's
-# output folder) or ./bench-out.
+# CUDA kernels, run every `gpu` test, the benchmarks, and the main job on the GPU. Results land in
+# ./bench-out, or, under the device tool, packed as $OUT/results.tgz (it returns only a few files).
 #
-#   bash scripts/device.sh            # build + gpu tests + benchmarks (engine, CKKS, BFV, then bootstrapping)
-#   bash scripts/device.sh --no-bench # build + gpu tests
+#   bash scripts/device.sh                       # every stage
+#   bash scripts/device.sh --no-bench            # build + gpu tests
+#   bash scripts/device.sh --only "build apps"   # chosen stages, in this order:
+#       build   the extension (CUDA kernels for sm_90)
+#       tests   every `gpu` test (engine, schemes, bootstrapping, the applications at 128 bits;
+#               FHE_GPU_TESTS="tests/apps" narrows it)
+#       bench   engine, CKKS, BFV and bootstrapping benchmarks (scripts/bench.py)
+#       apps    HELR (30 iterations, full MNIST) and XGBoost (iDASH, SRBCT) benchmarks
+#       demo    the main job (python -m demo) on the GPU, full MNIST, iDASH included
+#
+# The GPU image lacks some packages and the data: carry them in (both are git-ignored here):
+#   .whl/   wheels of xgboost-cpu, mlxtend, fastapi, pydantic, uvicorn, ... (README "GPU" lists them)
+#   .data/  copies of ../shared/data/{mnist,srbct_khan2001,idash2020_sabanci_xgb}
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out="${OUT:-bench-out}"
+if [ -n "${OUT:-}" ]; then
+    out="$(mktemp -d)"
+    trap 'tar -czf "$OUT/results.tgz" -C "$out" .' EXIT
+else
+    out="bench-out"
+fi
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 MAX_JOBS="${MAX_JOBS:-16}" FHE_CORE_CUDA=1 FHE_CORE_PTXAS_VERBOSE=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
+stages="build tests bench apps demo"
+case "${1:-}" in
+    --no-bench) stages="build tests" ;;
+    --only) stages="${2:?--only needs a list of stages}" ;;
+    "") ;;
+    *) echo "usage: bash scripts/device.sh [--no-bench | --only 'build tests bench apps demo']" >&2; exit 2 ;;
+esac
+has() { case " $stages " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
+if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        && export PYTHONPATH="/tmp/site:$PYTHONPATH"
+fi
+data="$PWD/.data"
+[ -d "$data" ] && export FHE_SHARED_DATA="$data"
+
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" | tee -a "$out/gpu.txt"
+rc=0
 
-echo "==> build"
-rm -rf build fhe_core/_C*.so
-if ! python3 setup.py build_ext --inplace > "$out/build.log" 2>&1; then
-    tail -40 "$out/build.log"; exit 1
+if has build; then
+    echo "==> build"
+    rm -rf build fhe_core/_C*.so
+    if ! python3 setup.py build_ext --inplace > "$out/build.log" 2>&1; then
+        tail -40 "$out/build.log"; exit 1
+    fi
+    grep -E "Compiling entry|registers|spill" "$out/build.log" | sed 's/ptxas info *://' | head -60 || true
 fi
-grep -E "Compiling entry|registers|spill" "$out/build.log" | sed 's/ptxas info *://' | head -60 || true
 
-echo "==> gpu tests"
-python3 -m pytest -m gpu -q -p no:cacheprovider tests/fhe_core 2>&1 | tee "$out/gpu-tests.log"
-tests_rc=${PIPESTATUS[0]}
+if has tests; then
+    echo "==> gpu tests"
+    python3 -m pytest -m gpu -q -p no:cacheprovider ${FHE_GPU_TESTS:-tests} 2>&1 | tee "$out/gpu-tests.log"
+    rc=${PIPESTATUS[0]}
+fi
 
-if [ "${1:-}" != "--no-bench" ]; then
+if has bench; then
     echo "==> benchmarks"
     python3 scripts/bench.py --device cuda --json "$out/bench.jsonl" --markdown "$out/bench-gpu.md"
     python3 scripts/bench.py --device cuda --only boot --json "$out/bench.jsonl" --markdown "$out/bench-boot.md"
 fi
-exit "$tests_rc"
+
+if has apps; then
+    echo "==> application benchmarks"
+    python3 scripts/bench_xgboost.py --device cuda ${data:+--idash "$data/idash2020_sabanci_xgb" --islp "$data/srbct_khan2001"} \
+        --json "$out/apps.jsonl" --markdown "$out/bench-apps.md"
+    python3 scripts/bench_helr.py --device cuda --iterations 30 ${data:+--mnist "$data/mnist"} \
+        --json "$out/apps.jsonl" --markdown "$out/bench-helr.md"
+fi
+
+if has demo; then
+    echo "==> the main job on the GPU"
+    start=$(date +%s)
+    python3 -m demo --device cuda --no-progress --out "$out/demo" \
+        ${data:+--mnist "$data/mnist" --islp "$data/srbct_khan2001" --idash "$data/idash2020_sabanci_xgb"} \
+        2>&1 | tee "$out/demo.log"
+    echo "main job wall time: $(( $(date +%s) - start )) s" | tee -a "$out/demo.log"
+    rm -rf "$out/demo/server-data"
+fi
+exit "$rc"

@@ -1,11 +1,13 @@
 """Shared pytest configuration: `gpu` tests are skipped where no CUDA device is present; the full
 data copies in <repo root>/../shared/data (tests that need one are skipped when it is absent)."""
+import os
 from pathlib import Path
 
 import pytest
 import torch
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+# $FHE_SHARED_DATA overrides it (the GPU machine gets a copy inside the working tree)
+SHARED_DATA = Path(os.environ.get("FHE_SHARED_DATA") or Path(__file__).resolve().parents[1].parent / "shared" / "data")
 
 
 def _shared(name: str) -> Path:
