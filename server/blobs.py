@@ -15,10 +15,12 @@ import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
+
 from server.errors import BadRequestError, HashMismatchError, PayloadTooLargeError, RequestTimeoutError
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-CHUNK = 1 << 20
+WRITE_BATCH = 4 << 20  # bytes gathered before one hash-and-write in a worker thread
 
 
 def is_sha256(text: object) -> bool:
@@ -89,24 +91,33 @@ class BlobStore:
 async def receive_to_file(chunks: AsyncIterator[bytes], target: Path, *, limit: int,
                           expected_size: int | None = None, expected_sha256: str | None = None,
                           idle_timeout: float | None = None, what: str = "body") -> str:
-    """Stream ``chunks`` into ``target`` (a new file) while hashing; never holds the body in
-    memory. Returns the SHA-256. Raises PayloadTooLargeError past ``limit`` (or
-    ``expected_size``), BadRequestError if shorter than ``expected_size``, HashMismatchError if
-    the digest is not ``expected_sha256``, RequestTimeoutError when no chunk arrives for
-    ``idle_timeout`` seconds; ``target`` is removed on any failure."""
-    digest, size = hashlib.sha256(), 0
+    """Stream ``chunks`` into ``target`` (a new file) while hashing; holds at most
+    ``WRITE_BATCH`` bytes of the body in memory. Returns the SHA-256. Raises
+    PayloadTooLargeError past ``limit`` (or ``expected_size``), BadRequestError if shorter than
+    ``expected_size``, HashMismatchError if the digest is not ``expected_sha256``,
+    RequestTimeoutError when no chunk arrives for ``idle_timeout`` seconds; ``target`` is
+    removed on any failure. Hashing, writing and fsync run in a worker thread (hashlib and file
+    writes release the GIL), so a multi-GB upload does not stall the event loop."""
+    digest, size, pending = hashlib.sha256(), 0, bytearray()
     cap = min(limit, expected_size) if expected_size is not None else limit
     try:
         with open(target, "wb") as f:
+
+            def write(data: bytes) -> None:
+                digest.update(data)
+                f.write(data)
+
             async for chunk in _idle_limited(chunks, idle_timeout, what):
                 size += len(chunk)
                 if size > cap:
                     raise PayloadTooLargeError(f"{what}: more than {cap} bytes"
                                                + (" (its declared size)" if cap == expected_size else ""))
-                digest.update(chunk)
-                f.write(chunk)
-            f.flush()
-            os.fsync(f.fileno())
+                pending += chunk
+                if len(pending) >= WRITE_BATCH:
+                    await anyio.to_thread.run_sync(write, bytes(pending))
+                    pending.clear()
+            await anyio.to_thread.run_sync(write, bytes(pending))
+            await anyio.to_thread.run_sync(_flush, f)
         if expected_size is not None and size != expected_size:
             raise BadRequestError(f"{what}: truncated, {size} of {expected_size} bytes received")
         sha = digest.hexdigest()
@@ -116,6 +127,11 @@ async def receive_to_file(chunks: AsyncIterator[bytes], target: Path, *, limit: 
     except BaseException:
         target.unlink(missing_ok=True)
         raise
+
+
+def _flush(f) -> None:
+    f.flush()
+    os.fsync(f.fileno())
 
 
 async def _idle_limited(chunks: AsyncIterator[bytes], seconds: float | None, what: str) -> AsyncIterator[bytes]:

@@ -60,9 +60,12 @@ def test_predictions_equal_the_local_evaluation_and_the_twin(live_server, alice)
     client, keyset = alice
     x = samples(50, seed=7)
     cts = client.encrypt(x)
+    cache = live_server.service.keysets
     with live_server.client() as api:
         remote = api.predict(MODEL, keyset, cts, client.params)
+        misses = cache.misses
         scores = api.predict_scores(MODEL, keyset, client, x)
+    assert cache.misses == misses and cache.hits >= 1  # the second request found the keys loaded
     local = ForestEvaluator(client.params, client.eval_keys(), forest()).evaluate(cts)
     assert dumps_many(remote) == dumps_many(local)  # the same ciphertexts, bit for bit
     expected = predict_forest(forest(), forest().binning.encode(x)).scores

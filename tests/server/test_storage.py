@@ -32,6 +32,15 @@ def test_receive_hashes_and_writes_the_body(tmp_path):
     assert sha == hashlib.sha256(b"abcdef").hexdigest() and target.read_bytes() == b"abcdef"
 
 
+def test_receive_a_body_larger_than_one_write_batch(tmp_path):
+    from server.blobs import WRITE_BATCH
+
+    parts = [bytes([i]) * (1 << 20) for i in range(WRITE_BATCH // (1 << 20) + 2)]
+    whole = b"".join(parts)
+    sha, target = receive(tmp_path, chunks(*parts), limit=len(whole), expected_size=len(whole))
+    assert sha == hashlib.sha256(whole).hexdigest() and target.read_bytes() == whole
+
+
 @pytest.mark.parametrize("body, kwargs, error", [
     (lambda: chunks(b"x" * 6, b"x" * 6), {"limit": 10}, PayloadTooLargeError),
     (lambda: chunks(b"x" * 6, b"x"), {"limit": 100, "expected_size": 6}, PayloadTooLargeError),
