@@ -230,6 +230,7 @@ class EncryptedHELRTrainer:
         term (module docstring)."""
         ev, layout, cubic = self.evaluator, self.config.layout, self._cubic
         total = None
+        block = [z if z.level <= v.level else ev.drop_level(z, v.level) for z in block]  # cheaper f Z, sum Z
         for z in block:                                         # z holds mu z
             t = rotate_sum(ev, ev.rescale(ev.mul_relin(z, v)), layout.columns, layout.feature_stride)
             term = odd_cubic_times(ev, t, self._times_constant(z, factor / cubic.mu, z.scale), cubic)
