@@ -1,7 +1,7 @@
 """Settings of encrypted HELR training, shared by the client and the server halves.
 
 A :class:`HELRConfig` names the bootstrapping preset (whose CKKS chain is the parameter set),
-the slot layout (``columns`` padded features per row; the rows per ciphertext follow from the
+the slot layout (``columns`` padded features per sample; the samples per ciphertext follow from the
 preset's slots) and the training settings of the plaintext twin (iterations, batch size,
 lambda_0, learning rate, the seed and order of the public mini-batch schedule). It round-trips
 through JSON so a server can check that it trains what the client prepared.
@@ -111,13 +111,13 @@ class HELRConfig:
 
     @classmethod
     def tiny(cls, **changes) -> HELRConfig:
-        """Insecure N = 2^11 (1024 slots = 4 rows of 256), batch 16, 4 iterations: CPU tests."""
+        """Insecure N = 2^11 (1024 slots = 4 samples x 256 features), batch 16, 4 iterations: CPU tests."""
         settings = dict(bootstrapping="TINY_N11_HELR", allow_insecure=True, iterations=4, batch_size=16)
         return cls(**(settings | changes))
 
     @classmethod
     def secure(cls, **changes) -> HELRConfig:
-        """128-bit N = 2^16, h = 192, 2^15 slots = 128 rows of 256, batch 1024, 30 iterations."""
+        """128-bit N = 2^16, h = 192, 2^15 slots = 128 samples x 256 features, batch 1024, 30 iterations."""
         return cls(**({"bootstrapping": "N16_H192_FULL"} | changes))
 
     def to_json(self) -> str:
