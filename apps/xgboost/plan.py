@@ -37,16 +37,25 @@ multiplicative depth, ceil(log2 D) (D = 2: 1 product; 4: 9 products, depth 2; 6:
 The products of the root's last step are summed unrelinearized over all groups: one
 relinearization per batch.
 
-**Op counts per batch** (ciphertext operations; every one of them serves all lanes):
-idash, 258 samples, N = 2^13: W = 258, L = 15, B = 1, 64 groups; per group 6 plaintext
-products, 1 ciphertext product, 5 additions; then 1 relinearization, 1 row swap, 1 addition:
-384 input ciphertexts, 64 products in all. With 99 samples: B = 3, 22 groups and a block fold.
+**Op counts per batch** (``plan.ops``, checked against the evaluator's calls in the tests;
+every ciphertext operation serves all lanes; the stacked evaluator (``batched``) issues each
+one once for all groups):
+* iDASH, 258 samples, N = 2^13: W = 258, L = 15, B = 1, 64 groups, 384 input ciphertexts; per
+  group 6 plaintext products, 1 ciphertext product, 6 additions; then 1 relinearization, 1 row
+  swap: 384 plaintext products, 64 ciphertext products, 1 rotation in all.
+* iDASH, 99 samples: B = 3, 22 groups, 132 inputs: 22 products, 133 plaintext products (one
+  masks the result), 7 rotations (the block fold).
+* SRBCT (50 rounds, depth 2; 69 of the 200 trees are not a single leaf), 20 samples: 1 group, 390
+  inputs: 1 product, 99 plaintext products, 172 rotations (moving 98 node tests).
+The client uploads one ciphertext per (chunk, cut index) for a thermometer model: about
+F K / (2 L) ciphertexts per batch (F features, K cuts each), the same per sample at any W.
 
 **Noise.** The plan walks the circuit with a conservative per-operation model (bits of
 invariant-noise budget: fresh log2(Q_l/t) - log2(N)/2 - 5, plaintext product log2(t) +
-log2(N)/2 + 2, ciphertext product log2(t) + log2(N)/2 + 8, sums log2(terms), key switches a
-bit), picks the lowest level whose fresh budget leaves ``MARGIN_BITS``, and refuses the model
-(PlanError) when even the top level cannot: the tests check the measured budget against it.
+log2(N)/2 + 1, ciphertext product log2(t) + log2(N)/2 + 6, sums add noise magnitudes, a chain
+of k key switches log2(1 + k)), picks the lowest level whose fresh budget leaves
+``MARGIN_BITS``, and refuses the model (PlanError) when even the top level cannot; the tests
+check the measured budget left against the plan's estimate (measured 9-35 bits above it).
 """
 from __future__ import annotations
 
