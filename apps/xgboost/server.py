@@ -6,6 +6,10 @@ and then evaluates batches: ``evaluate(cts)`` takes the client's ciphertexts (``
 per batch, any number of batches back to back) and returns one ciphertext of class scores per
 batch (scores of sample s, class c in row 0, column c W + s). See ``plan`` for the layout and
 the op counts.
+
+What the client sees: its scores, and nothing of the other slots (zero, a copy of the scores,
+or masked to zero after a block fold). Circuit privacy in the strong sense (noise flooding, so
+that the result's noise says nothing about the circuit) is not provided.
 """
 from __future__ import annotations
 

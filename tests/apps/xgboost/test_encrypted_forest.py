@@ -3,6 +3,7 @@
 Expected values come from the integer twin (apps.xgboost.twin), which is checked against
 xgboost itself in test_export.py; nothing from the encrypted path builds an expected value.
 """
+import dataclasses
 import functools
 
 import numpy as np
@@ -127,6 +128,9 @@ def test_plan_refuses_what_it_cannot_evaluate_exactly():
         ForestPlan.build(trained("multi:softprob", 3, 2, frac_bits=20)[0], named_params(WIDE, allow_insecure=True))
     with pytest.raises(PlanError, match="width"):
         ForestPlan.build(forest, named_params(WIDE, allow_insecure=True), width=1024 // 3 + 1)
+    stumps = dataclasses.replace(forest, is_padding=np.ones_like(forest.is_padding))
+    with pytest.raises(PlanError, match="single leaf"):
+        ForestPlan.build(stumps, named_params(WIDE, allow_insecure=True))
     deep, _, _ = trained("binary:logistic", 2, 5, frac_bits=8)  # products of depth 3
     with pytest.raises(PlanError, match="noise budget"):
         ForestPlan.build(deep, named_params(SMALL, allow_insecure=True), width=8)
