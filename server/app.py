@@ -2,6 +2,7 @@
 (database, blobs, caches, worker), so tests can run several side by side. OpenAPI at /docs."""
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -10,7 +11,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server.apps import HELRTraining, XGBoostKind
-from server.errors import error_body, install_handlers, PayloadTooLargeError
+from server.errors import PayloadTooLargeError, error_body, install_handlers
 from server.models import ModelRegistry
 from server.routers import datasets, health, jobs, keysets, models, predictions
 from server.service import Service
@@ -75,7 +76,6 @@ class BodyLimit:
 
 
 async def _json(send: Send, status: int, body: dict[str, Any]) -> None:
-    import json
     data = json.dumps(body).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})

@@ -17,7 +17,9 @@ the parts the server lacks.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -192,8 +194,6 @@ class ServiceClient:
                       allow_insecure: bool = False) -> Any:
         """A new ForestClient (its own secret key) for model ``name``, built from the model's
         public part: parameters, level, layout, public binning."""
-        import json
-
         from apps.xgboost.client import ForestClient
         from apps.xgboost.plan import PublicModel
 
@@ -203,7 +203,6 @@ class ServiceClient:
     def add_model(self, name: str, model: bytes, params: Params, *, kind: str = "xgboost",
                   replace: bool = False) -> dict[str, Any]:
         """Register a model (the token must be an administrator's)."""
-        import base64
         return self._json("POST", "/models", params={"replace": replace},
                           json={"name": name, "kind": kind, "params": params.literal.to_dict(),
                                 "model_b64": base64.b64encode(model).decode()})
@@ -275,7 +274,6 @@ class ServiceClient:
 
 
 def _json_object(text: str) -> dict[str, Any]:
-    import json
     value = json.loads(text)
     if not isinstance(value, dict):
         raise TypeError("config.to_json() must give a JSON object")

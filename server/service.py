@@ -12,9 +12,9 @@ from fhe_core.rlwe import EvalKeySet
 from fhe_core.serialize import loads
 
 from server.blobs import BlobStore
-from server.mapping import mapped
 from server.db import Database
 from server.keycache import LRUCache
+from server.mapping import mapped
 from server.settings import Settings
 from server.uploads import Upload, UploadStore
 
@@ -32,7 +32,10 @@ class Service:
         self.uploads = UploadStore(settings, self.db, self.blobs)
         self.uploads.expire(settings.upload_ttl_s)
         self.keysets: LRUCache[EvalKeySet] = LRUCache(settings.keyset_cache_size)
-        self.worker: Any = None  # server.worker.JobWorker, attached by create_app
+        # attached by server.app.build_service: the app adapters and the job worker
+        self.models: Any = None    # server.models.ModelRegistry
+        self.training: Any = None  # server.apps.HELRTraining
+        self.worker: Any = None    # server.worker.JobWorker
 
     # ---- parameters ----------------------------------------------------------------------
 

@@ -34,7 +34,8 @@ class Settings(BaseSettings):
     keyset_cache_size: int = Field(4, gt=0, description="key sets kept loaded on the device (LRU)")
     request_timeout_s: float = Field(600.0, gt=0, description="a prediction that takes longer is refused")
     upload_idle_timeout_s: float = Field(60.0, gt=0, description="a part whose body stalls this long is dropped")
-    upload_ttl_s: float = Field(7 * 24 * 3600.0, gt=0, description="an unfinished upload untouched this long is removed")
+    upload_ttl_s: float = Field(7 * 24 * 3600.0, gt=0,
+                                description="an unfinished upload untouched this long is removed")
     keep_checkpoints: bool = Field(True, description="keep every iteration's encrypted state of a training job "
                                                      "(its owner may download and decrypt each)")
 

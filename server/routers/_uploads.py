@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from server.schemas import PartReceipt, PartSpecIn, UploadCreate, UploadStatus
+from server.schemas import PartReceipt, UploadCreate, UploadStatus
 from server.service import Service
 from server.tenants import Tenant
 from server.uploads import PartSpec, Upload

@@ -21,6 +21,7 @@ from server.settings import Settings
 from server.tenants import create_token
 
 REPO = Path(__file__).resolve().parents[2]
+__all__ = ["LiveServer", "free_port", "make_tokens", "start_subprocess_server", "tiny_settings"]
 
 
 def tiny_settings(data_dir: Path, **overrides) -> Settings:
