@@ -72,6 +72,7 @@ def run_encrypted(forest, x, preset=WIDE, width=None, label="run", wire=True):
 @pytest.mark.parametrize("objective,n_classes,depth,frac_bits,preset", [
     ("multi:softprob", 3, 2, 12, WIDE), ("binary:logistic", 2, 1, 12, WIDE), ("multi:softmax", 3, 3, 12, WIDE),
     ("binary:logistic", 2, 4, 12, WIDE), ("binary:logistic", 2, 4, 8, SMALL),  # SMALL: 12 bits to spare
+    pytest.param("multi:softprob", 3, 6, 10, WIDE, marks=pytest.mark.slow),
 ])
 def test_scores_equal_twin(objective, n_classes, depth, frac_bits, preset):
     forest, booster, x = trained(objective, n_classes, depth, frac_bits=frac_bits)
