@@ -80,7 +80,7 @@ class StackedAlgebra:
             if forms.const is not None:
                 ops.add(acc[0], forms.const, self.moduli, out=acc[0])
             return acc
-        values = [self.per_group._materialize(self.per_group.forms[g, node, kind]) for g in range(self.groups)]
+        values = [self.per_group._materialize(self.per_group.encoded((g, node, kind))) for g in range(self.groups)]
         if all(isinstance(v, np.ndarray) for v in values):
             return np.stack(values)
         return torch.stack([self._as_ciphertext_data(v) for v in values], dim=1)

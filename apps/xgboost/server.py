@@ -41,11 +41,18 @@ class _CipherAlgebra:
 
     def __init__(self, evaluator: bfv.Evaluator, encoder: bfv.BatchEncoder, forms: dict, t: int):
         self.ev, self.encoder, self.t = evaluator, encoder, t
-        self.forms = forms
+        self.forms = forms  # (group, node, kind) -> LinearForm
+        self._encoded: dict = {}
         self.inputs: list[Ciphertext] = []
         self._ones = None
 
     # values: Ciphertext or np.ndarray (slots mod t)
+    def encoded(self, key) -> _Encoded:
+        """The form's plaintexts, encoded on first use (the stacked path needs only some)."""
+        if key not in self._encoded:
+            self._encoded[key] = _Encoded(self.forms[key], self.encoder)
+        return self._encoded[key]
+
     def _materialize(self, enc: _Encoded):
         if enc.plain is not None:
             return enc.plain
@@ -86,10 +93,10 @@ class _CipherAlgebra:
         return ct
 
     def depth1(self, group, node):
-        return self._materialize(self.forms[group, node, "value"])
+        return self._materialize(self.encoded((group, node, "value")))
 
     def test(self, group, node):
-        return self._materialize(self.forms[group, node, "test"])
+        return self._materialize(self.encoded((group, node, "test")))
 
     def _pt(self, values: np.ndarray):
         return self.encoder.encode(np.mod(values, self.t))
@@ -151,8 +158,7 @@ class ForestEvaluator:
         self.evaluator = bfv.Evaluator(self.ctx, keys)
         self._check_keys(keys)
         self.encoder = bfv.BatchEncoder(self.ctx)
-        forms = {key: _Encoded(form, self.encoder) for key, form in self.plan.forms.items()}
-        self._alg = _CipherAlgebra(self.evaluator, self.encoder, forms, self.ctx.t)
+        self._alg = _CipherAlgebra(self.evaluator, self.encoder, self.plan.forms, self.ctx.t)
         self._stacked = StackedAlgebra(self.plan, self.evaluator, self.encoder, self._alg) if stacked else None
         self._finish = self._final_plaintexts()
 
