@@ -151,7 +151,8 @@ def markdown(r: dict) -> str:
         ("ms per iteration, bootstrapping amortised", f"{r['ms_per_iteration_amortised']:.1f}"),
         ("ms per iteration without bootstrapping", f"{r['ms_per_iteration_without_bootstrap']:.1f} (after the first: "
          + ("-" if r["ms_per_iteration_steady"] is None else f"{r['ms_per_iteration_steady']:.1f}") + ")"),
-        ("ms per bootstrap (w + i v, with split)", "-" if r["ms_per_bootstrap"] is None else f"{r['ms_per_bootstrap']:.1f}"),
+        ("ms per bootstrap (w + i v, with split)", "-" if r["ms_per_bootstrap"] is None
+         else f"{r['ms_per_bootstrap']:.1f}"),
         ("key generation", f"{r['s_keygen']:.1f} s"),
         ("evaluation keys", f"{kb['keys']} keys: {kb['serialized_compressed'] / 1e9:.2f} GB serialized "
                             f"({kb['serialized_packed'] / 1e9:.2f} GB packed), {kb['device'] / 1e9:.2f} GB in memory"),

@@ -56,7 +56,8 @@ class HELRConfig:
         if self.bootstrapping not in PRESETS:
             raise HELRConfigError(f"HELRConfig: bootstrapping must be one of {PRESETS}, got {self.bootstrapping!r}")
         if self.bootstrapping not in SECURE_PRESETS and not self.allow_insecure:
-            raise HELRConfigError(f"HELRConfig: {self.bootstrapping} is insecure (tests only): pass allow_insecure=True")
+            raise HELRConfigError(f"HELRConfig: {self.bootstrapping} is insecure (tests only): "
+                                  "pass allow_insecure=True")
         for name in ("iterations", "batch_size", "seed"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name != "batch_size" else 1):
@@ -99,9 +100,9 @@ class HELRConfig:
 
     def twin_config(self) -> HelrConfig:
         """The plaintext twin's settings (same schedule, step and sigmoid)."""
-        return HelrConfig(iterations=self.iterations, batch_size=self.batch_size, learning_rate=float(self.learning_rate),
-                          lambda0=float(self.lambda0), seed=self.seed, block_order=self.block_order,
-                          sigmoid=HELR_CUBIC)
+        return HelrConfig(iterations=self.iterations, batch_size=self.batch_size,
+                          learning_rate=float(self.learning_rate), lambda0=float(self.lambda0), seed=self.seed,
+                          block_order=self.block_order, sigmoid=HELR_CUBIC)
 
     def schedule(self, samples: int) -> MiniBatchSchedule:
         """The public mini-batch schedule for ``samples`` training rows."""
@@ -132,5 +133,6 @@ class HELRConfig:
         names = {f.name for f in fields(cls)}
         if not isinstance(data, dict) or set(data) - names:
             unknown = sorted(set(data) - names) if isinstance(data, dict) else type(data).__name__
-            raise HELRConfigError(f"HELRConfig.from_json: expected an object with fields {sorted(names)}, got {unknown}")
+            raise HELRConfigError(f"HELRConfig.from_json: expected an object with fields {sorted(names)}, "
+                                  f"got {unknown}")
         return cls(**data)
