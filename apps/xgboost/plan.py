@@ -337,6 +337,7 @@ class CountingAlgebra:
     def __init__(self, forms: dict, noise: NoiseModel):
         self.forms, self.noise = forms, noise
         self.ops: dict[str, int] = defaultdict(int)
+        self.unrelinearized = False  # a final product left degree 2: one relinearization per batch
 
     def _form(self, form: LinearForm):
         if form.is_plain:
@@ -368,6 +369,7 @@ class CountingAlgebra:
             return (a if b is None else b) + self.noise.plain
         self.ops["multiply"] += 1
         self.ops["relinearize"] += not final
+        self.unrelinearized |= final
         return max(a, b) + self.noise.product
 
     def add(self, a, b):
@@ -385,10 +387,6 @@ class CountingAlgebra:
 
 
 # ---- the plan ---------------------------------------------------------------------------------------
-
-
-def params_literal_json(params: Params) -> str:
-    return params.literal.to_json()
 
 
 @dataclass
@@ -461,7 +459,7 @@ class ForestPlan:
         counter = CountingAlgebra(self.forms, noise)
         worst = max(tree_value(counter, self.schedule, g) or 0.0 for g in range(self.n_groups))
         counter.ops["add"] += self.n_groups - 1
-        counter.ops["relinearize"] += self.schedule.products > 0
+        counter.ops["relinearize"] += counter.unrelinearized
         fold = sum(len(power_steps(r)) for r in self.fold_rotations())
         counter.ops["rotate"] += fold + 1
         counter.ops["add"] += len(self.fold_rotations()) + 1
@@ -500,7 +498,7 @@ class ForestPlan:
 
     def public_model(self, params_name: str | None = None) -> PublicModel:
         return PublicModel(
-            kind=self.kind, params_name=params_name, params_literal=params_literal_json(self.params),
+            kind=self.kind, params_name=params_name, params_literal=self.params.literal.to_json(),
             params_id=self.params.params_id, level=self.level, width=self.layout.width,
             n_classes=self.layout.n_classes, n_inputs=self.n_inputs,
             rotation_steps=list(self.rotation_steps), column_swap=self.column_swap,
