@@ -96,6 +96,7 @@ def run(args) -> dict:
         return out
 
     trainer._bootstrap = timed_bootstrap
+    phases = instrument_phases(trainer, device) if args.phases else {}
     step_times, errors = [], []
     for t in range(config.iterations):
         _, seconds = timed(device, trainer.step)
@@ -121,10 +122,27 @@ def run(args) -> dict:
         "dataset_bytes": len(serialize.dumps(dataset.ciphertexts[0])) * len(dataset.ciphertexts),  # equal shapes
         "peak_device_bytes": torch.cuda.max_memory_allocated() if device.startswith("cuda") else None,
         "max_abs_w_error": max(errors), "errors_per_iteration": errors,
+        "ms_per_iteration_by_phase": {name: 1e3 * sum(times) / config.iterations for name, times in phases.items()},
         "encrypted": test_report(y_test, x_test @ w),
         "twin": test_report(y_test, x_test @ twin.w),
     }
     return result
+
+
+def instrument_phases(trainer, device: str) -> dict[str, list[float]]:
+    """Wrap the trainer's phases with synchronised timers (adds a sync per phase: --phases only):
+    sums (z.v, cubic, sample sums: the per-ciphertext work), spread (mask + replicate)."""
+    times: dict[str, list[float]] = {"sums (z.v, cubic x z, sample sum)": [], "spread (mask, replicate)": []}
+    for (name, attr) in zip(times, ("_sums", "_spread")):
+        inner = getattr(trainer, attr)
+
+        def wrapped(*a, _inner=inner, _name=name):
+            out, seconds = timed(device, lambda: _inner(*a))
+            times[_name].append(seconds)
+            return out
+
+        setattr(trainer, attr, wrapped)
+    return times
 
 
 def test_report(y: np.ndarray, margins: np.ndarray) -> dict:
@@ -168,6 +186,7 @@ def markdown(r: dict) -> str:
         ("test accuracy / AUROC: encrypted", f"{r['encrypted']['accuracy']:.4f} / {_maybe(r['encrypted']['auroc'])}"),
         ("test accuracy / AUROC: twin", f"{r['twin']['accuracy']:.4f} / {_maybe(r['twin']['auroc'])}"),
     ]
+    rows += [(f"ms per iteration in {name}", f"{ms:.1f}") for name, ms in r["ms_per_iteration_by_phase"].items()]
     rows += [(f"reference: {name}", f"{ms} ms per iteration") for name, ms in REFERENCES.items()]
     return "| quantity | value |\n| --- | --- |\n" + "\n".join(f"| {a} | {b} |" for a, b in rows) + "\n"
 
@@ -181,6 +200,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, help="default: the preset's config (1024; 16 with --tiny)")
     parser.add_argument("--samples", type=int, help="first N training rows (default: all 11,982)")
     parser.add_argument("--mnist", type=Path, default=DEFAULT_MNIST)
+    parser.add_argument("--phases", action="store_true",
+                        help="also time the trainer's phases (one synchronisation each)")
     parser.add_argument("--json", type=Path, help="append the result as one JSON line")
     parser.add_argument("--markdown", type=Path, help="write the table to this file")
     args = parser.parse_args()
