@@ -27,18 +27,19 @@ from .plan import ForestPlan, LinearForm
 
 class StackedForms:
     """The plaintexts of one node position's forms for all groups, pre-lifted at the plan level:
-    sources ``[G, S]`` input indices, coefs ``[G, S, l+1, N]`` (zeros pad unequal S), const
-    ``[G, l+1, N]`` scaled (or None)."""
+    source_list (the ``[G, S]`` input indices, flat), coefs ``[G, S, l+1, N]`` (zeros pad
+    unequal S), const ``[G, l+1, N]`` scaled (or None)."""
 
     def __init__(self, forms: list[LinearForm], ctx: bfv.BFVContext, encoder: bfv.BatchEncoder, level: int):
         width = max(len(f.terms.get((0, False), {})) for f in forms)
-        self.sources = torch.zeros((len(forms), width), dtype=torch.int64, device=ctx.device)
+        sources = np.zeros((len(forms), width), dtype=np.int64)  # padding: input 0 times a zero coef
         self.coefs = torch.zeros((len(forms), width, level + 1, ctx.n), dtype=torch.int64, device=ctx.device)
         for g, form in enumerate(forms):
             for s, (k, coef) in enumerate(sorted(form.terms.get((0, False), {}).items())):
-                self.sources[g, s] = k
+                sources[g, s] = k
                 self.coefs[g, s] = lifted_message(ctx, encoder.encode(np.mod(coef, ctx.t)), level)
-        self.source_list = self.sources.reshape(-1).tolist()
+        self.shape = sources.shape
+        self.source_list = sources.reshape(-1).tolist()
         self.const = None
         if any(f.const.any() for f in forms):
             self.const = torch.stack([scaled_message(ctx, encoder.encode(np.mod(f.const, ctx.t)), level)
@@ -72,7 +73,7 @@ class StackedAlgebra:
         if (node, kind) in self.stacked:
             forms = self.stacked[node, kind]
             gathered = torch.stack([self.inputs[k].data for k in forms.source_list], dim=1)
-            shape = (2,) + tuple(forms.sources.shape) + tuple(gathered.shape[-2:])
+            shape = (2,) + forms.shape + tuple(gathered.shape[-2:])
             products = ops.mul(gathered.view(shape), forms.coefs, self.moduli)  # [2, G, S, l+1, N]
             acc = products[:, :, 0].contiguous()
             for s in range(1, products.shape[2]):
