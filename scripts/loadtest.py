@@ -104,20 +104,19 @@ def overhead(api: ServiceClient, model: str, keyset: str, client: ForestClient, 
     evaluator = ForestEvaluator(client.params, keys, forest)
     sync = torch.cuda.synchronize if client.params.device.type == "cuda" else (lambda: None)
     evaluator.evaluate(cts)  # warm-up (plaintext caches)
-    local = []
-    for _ in range(repeat):
+    api.predict(model, keyset, cts, client.params)  # warm-up (server caches)
+    local, remote = [], []
+    for _ in range(repeat):  # interleaved, so that a busy moment of the machine hits both alike
         sync()
         start = time.perf_counter()
         evaluator.evaluate(cts)
         sync()  # the kernels have finished (the HTTP path waits for them when it serializes)
         local.append(time.perf_counter() - start)
-    api.predict(model, keyset, cts, client.params)  # warm-up (server caches)
-    remote = []
-    for _ in range(repeat):
         start = time.perf_counter()
         api.predict(model, keyset, cts, client.params)
         remote.append(time.perf_counter() - start)
-    return statistics.median(local), statistics.median(remote)
+    ratio = statistics.median(r / x for r, x in zip(remote, local))
+    return statistics.median(local), statistics.median(remote), ratio
 
 
 def load(url: str, token: str, model: str, keyset: str, body: bytes, client: ForestClient, n: int, expected,
@@ -204,7 +203,7 @@ def main() -> int:
                 body = dumps_many(cts)
                 expected = predict_forest(forest, forest.binning.encode(x)).scores
                 answer = dumps_many(api.predict("load", keyset, cts, client.params))
-                local_s, http_s = overhead(api, "load", keyset, client, keys, forest, cts, args.repeat)
+                local_s, http_s, ratio = overhead(api, "load", keyset, client, keys, forest, cts, args.repeat)
             latencies, errors, rss, wall = load(url, tokens["load"], "load", keyset, body, client, args.samples,
                                                 expected, args.clients, args.duration, proc.pid)
         finally:
@@ -213,19 +212,23 @@ def main() -> int:
 
     rss_mb = [r / 2**20 for _, r in rss]
     settle = [r for t, r in zip((t for t, _ in rss), rss_mb) if t >= min(30.0, args.duration / 5)] or rss_mb
+    third = max(len(settle) // 3, 1)  # a leak shows as a trend: the last third against the first
+    trend = 100 * (statistics.median(settle[-third:]) / statistics.median(settle[:third]) - 1)
     report = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "host": platform.node(),
         "cpus": os.cpu_count(), "device": args.device, "preset": args.preset, "samples_per_request": args.samples,
         "ciphertexts_per_request": len(cts), "request_bytes": len(body), "response_bytes": len(answer),
         "overhead": {"in_process_ms": local_s * 1e3, "http_ms": http_s * 1e3,
-                     "overhead_pct": 100 * (http_s / local_s - 1)},
+                     "overhead_pct": 100 * (http_s / local_s - 1), "paired_overhead_pct": 100 * (ratio - 1)},
         "load": {"clients": args.clients, "duration_s": wall, "requests": len(latencies), "errors": len(errors),
                  "throughput_rps": len(latencies) / wall, "samples_per_s": len(latencies) * args.samples / wall,
                  "latency_ms": {q: percentile(latencies, q) * 1e3 for q in (50, 90, 99)},
                  "latency_max_ms": max(latencies, default=float("nan")) * 1e3,
                  "rss_mb": {"first": rss_mb[0], "max": max(rss_mb), "last": rss_mb[-1],
                             "settled_min": min(settle), "settled_max": max(settle),
-                            "settled_drift_pct": 100 * (max(settle) / min(settle) - 1)}},
+                            "settled_drift_pct": 100 * (max(settle) / min(settle) - 1),
+                            "settled_trend_pct": trend},
+                 "rss_series_mb": [[round(t, 1), round(r / 2**20, 1)] for t, r in rss]},
         "first_errors": errors[:5],
     }
     o, ld = report["overhead"], report["load"]
@@ -235,7 +238,8 @@ def main() -> int:
     print("| measure | value |\n| --- | --- |")
     print(f"| in process (evaluate only), median | {o['in_process_ms']:.1f} ms |")
     print(f"| over HTTP (serialize, POST, server load+evaluate+dump, parse), median | {o['http_ms']:.1f} ms |")
-    print(f"| HTTP + serialization overhead | {o['overhead_pct']:+.1f} % |")
+    print(f"| HTTP + serialization overhead: of the medians / median of paired runs | "
+          f"{o['overhead_pct']:+.1f} % / {o['paired_overhead_pct']:+.1f} % |")
     print(f"| clients x duration | {args.clients} x {ld['duration_s']:.0f} s |")
     print(f"| requests, errors | {ld['requests']}, {ld['errors']} |")
     print(f"| throughput | {ld['throughput_rps']:.2f} req/s ({ld['samples_per_s']:.0f} samples/s) |")
@@ -244,8 +248,10 @@ def main() -> int:
           f"{ld['latency_max_ms']:.0f} ms |")
     r = ld["rss_mb"]
     print(f"| server RSS first / max / last | {r['first']:.0f} / {r['max']:.0f} / {r['last']:.0f} MiB |")
-    print(f"| server RSS after warm-up: min / max (drift) | {r['settled_min']:.0f} / {r['settled_max']:.0f} MiB "
+    print(f"| server RSS after warm-up: min / max (range) | {r['settled_min']:.0f} / {r['settled_max']:.0f} MiB "
           f"({r['settled_drift_pct']:.1f} %) |")
+    print(f"| server RSS trend after warm-up (median of the last third vs the first) | "
+          f"{r['settled_trend_pct']:+.1f} % |")
     for line in errors[:5]:
         print(f"error: {line}")
     if args.json:

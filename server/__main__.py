@@ -1,6 +1,6 @@
 """Command line of the service (administration happens here, on the server's own machine)::
 
-    python -m server serve [--host 127.0.0.1 --port 8000 --data-dir DIR --device cuda]
+    python -m server [serve] [--host 127.0.0.1 --port 8000 --data-dir DIR --device cuda]
     python -m server create-token TENANT [--admin]       prints a new bearer token once
     python -m server revoke-tokens TENANT
     python -m server add-model NAME --model forest.bin --params params.json|--preset NAME [--replace]
@@ -103,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     model.add_argument("--replace", action="store_true")
     model.set_defaults(run=_add_model)
 
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+        argv.insert(0, "serve")  # `python -m server [options]` serves
     args = parser.parse_args(argv)
     try:
         args.run(args)

@@ -88,7 +88,7 @@ class ModelRegistry:
         return {"relin": bool(relin and not info.get("relin")),
                 "galois_elements": sorted(galois - set(info.get("galois_elements", [])))}
 
-    def predict(self, name: str, keyset: Upload, body: bytes) -> bytes:
+    def predict(self, name: str, keyset: Upload, body: bytes | bytearray) -> bytes:
         """Encrypted scores for a batch of ciphertexts (``dumps_many`` bytes in and out)."""
         row = self.get(name)
         missing = self.missing_keys(name, keyset)
@@ -96,12 +96,13 @@ class ModelRegistry:
             raise UnprocessableError(f"key set {keyset.id} lacks keys model {name!r} needs: {missing}")
         params, keys = self.service.keyset(keyset)
         settings = self.service.settings
-        cts = loads_many(body, params, expect=Ciphertext, device=settings.device, max_bytes=settings.max_body_bytes,
-                         max_count=settings.max_batch)
         evaluator, lock = self._evaluators.get(
             f"{row['blob']}:{keyset.sha256}",
             lambda: (self._kind(row["kind"]).evaluator(self.service.blobs.read_bytes(row["blob"]), params, keys),
                      threading.Lock()))
-        with lock:  # an evaluator keeps per-call state: one batch at a time per (model, key set)
-            scores = evaluator.evaluate(cts)
-        return dumps_many(scores)
+        # an evaluator keeps per-call state: one batch at a time per (model, key set). The batch
+        # is parsed inside the turn, so a waiting request holds its raw body only, not tensors.
+        with lock:
+            cts = loads_many(body, params, expect=Ciphertext, device=settings.device,
+                             max_bytes=settings.max_body_bytes, max_count=settings.max_batch)
+            return dumps_many(evaluator.evaluate(cts))

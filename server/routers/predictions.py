@@ -3,7 +3,9 @@
 ``POST /predictions?model=NAME&keyset=ID`` with the body ``fhe_core.serialize.dumps_many(cts)``
 (application/octet-stream) answers with ``dumps_many`` of the encrypted class scores. It runs
 in the threadpool with the cached key set and evaluator (see :mod:`server.models` for why not
-through the worker), bounded by the body limit, the batch limit and the request timeout.
+through the worker), bounded by the body limit, the batch limit and the request timeout. A
+request over the timeout is answered 408 at once; its computation cannot be interrupted
+mid-kernel, so it finishes in the background (holding that evaluator) and its result is dropped.
 """
 from __future__ import annotations
 

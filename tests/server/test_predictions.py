@@ -183,3 +183,20 @@ def test_concurrent_predictions_on_one_key_set_are_all_exact(live_server, alice)
     with ThreadPoolExecutor(6) as pool:
         answers = list(pool.map(one, range(12)))
     assert all(answer == expected for answer in answers)
+
+
+def test_a_prediction_over_the_request_timeout_is_408(live_server, alice):
+    client, keyset = alice
+    cts = client.encrypt(samples(4, seed=13))
+    settings = live_server.settings
+    saved = settings.request_timeout_s
+    settings.request_timeout_s = 1e-4
+    try:
+        with live_server.client() as api:
+            with pytest.raises(APIError) as err:
+                api.predict(MODEL, keyset, cts, client.params)
+    finally:
+        settings.request_timeout_s = saved
+    assert err.value.status == 408 and err.value.error == "RequestTimeoutError"
+    with live_server.client() as api:  # the server goes on answering
+        assert len(api.predict(MODEL, keyset, cts, client.params)) >= 1
