@@ -80,9 +80,16 @@ class HEForest:
         if len(data) > max_bytes:
             raise ModelFormatError(f"HEForest.from_bytes: {len(data)} bytes exceed max_bytes={max_bytes}")
         try:
+            with zipfile.ZipFile(io.BytesIO(bytes(data))) as archive:  # sizes before anything is inflated
+                inflated = sum(info.file_size for info in archive.infolist())
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+            raise ModelFormatError(f"HEForest.from_bytes: not an npz archive ({exc})") from None
+        if inflated > max_bytes:
+            raise ModelFormatError(f"HEForest.from_bytes: the arrays take {inflated} bytes, over max_bytes={max_bytes}")
+        try:
             with np.load(io.BytesIO(bytes(data)), allow_pickle=False) as archive:
                 arrays = {name: archive[name] for name in archive.files}
-        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        except (ValueError, OSError, EOFError, MemoryError, zipfile.BadZipFile) as exc:  # a lying .npy header
             raise ModelFormatError(f"HEForest.from_bytes: not an npz archive ({exc})") from None
         return _forest_from_arrays(arrays)
 

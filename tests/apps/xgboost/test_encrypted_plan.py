@@ -1,6 +1,7 @@
 """The plan's pieces in the clear: path schedules against trees.tree_values, forms against the
 twin's node tests, the public model's JSON, and the forest's bytes."""
 import dataclasses
+import io
 
 import numpy as np
 import pytest
@@ -131,6 +132,10 @@ def test_forest_bytes_round_trip_and_validation():
         HEForest.from_bytes(b"garbage")
     with pytest.raises(ModelFormatError, match="max_bytes"):
         HEForest.from_bytes(forest.to_bytes(), max_bytes=100)
+    bomb = io.BytesIO()  # 1 KB compressed, 100 MB inflated
+    np.savez_compressed(bomb, header=np.zeros(100_000_000, dtype=np.uint8))
+    with pytest.raises(ModelFormatError, match="arrays take"):
+        HEForest.from_bytes(bomb.getvalue(), max_bytes=1 << 20)
 
     tree, node = np.argwhere(~forest.is_padding)[0]
     wrong_bit = forest.bit.copy()
