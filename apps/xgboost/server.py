@@ -1,8 +1,8 @@
 """The server half of encrypted tree-ensemble inference: the evaluator (no secret key).
 
 ``ForestEvaluator(params, keys, model)`` builds the :class:`~apps.xgboost.plan.ForestPlan`
-(layout, node-test forms, path schedule, level), encodes every plaintext of the circuit once,
-and then evaluates batches: ``evaluate(cts)`` takes the client's ciphertexts (``plan.n_inputs``
+(layout, node-test forms, path schedule, level), encodes the circuit's plaintexts once (on first
+use), and then evaluates batches: ``evaluate(cts)`` takes the client's ciphertexts (``plan.n_inputs``
 per batch, any number of batches back to back) and returns one ciphertext of class scores per
 batch (scores of sample s, class c in row 0, column c W + s). See ``plan`` for the layout and
 the op counts.
