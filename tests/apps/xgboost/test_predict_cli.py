@@ -3,7 +3,7 @@ import re
 
 from apps.xgboost.__main__ import main
 
-TINY = ["--preset", "BFVN11QP335L4D5T20Insecure", "--allow-insecure", "--no-progress"]
+TINY = ["--preset", "BFVN11QP335L4D5T20Insecure", "--allow-insecure", "--no-progress", "--repeats", "1"]
 
 
 def test_predict_idash(idash_dir, tmp_path, capsys):
