@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from server.apps import HELRTraining, XGBoostKind
+from server.apps import ForestKind, HELRTraining
 from server.errors import PayloadTooLargeError, error_body, install_handlers
 from server.models import ModelRegistry
 from server.routers import datasets, health, jobs, keysets, models, predictions
@@ -22,7 +22,7 @@ from server.worker import JobWorker
 def build_service(settings: Settings, *, start_worker: bool = True) -> Service:
     """The service with its app adapters and (unless told not to) a running job worker."""
     service = Service(settings)
-    service.models = ModelRegistry(service, {"xgboost": XGBoostKind()})
+    service.models = ModelRegistry(service, {"xgboost": ForestKind("HEForest"), "idash": ForestKind("IdashModel")})
     service.training = HELRTraining(service)
     if start_worker:
         service.worker = JobWorker(service, {"helr": service.training})

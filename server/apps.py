@@ -1,7 +1,8 @@
 """Adapters from the service to the applications' server halves.
 
-- :class:`XGBoostKind`: encrypted tree-ensemble inference on BFV (apps.xgboost): models are
-  ``HEForest.to_bytes()``; the plan checks that the parameters evaluate the model exactly.
+- :class:`ForestKind`: encrypted tree-ensemble inference on BFV (apps.xgboost): models are
+  ``HEForest.to_bytes()`` (kind 'xgboost') or ``IdashModel.to_bytes()`` (kind 'idash'); the plan
+  checks that the parameters evaluate the model exactly.
 - :class:`HELRTraining`: encrypted logistic-regression training on CKKS with bootstrapping
   (apps.logreg): datasets are ``EncryptedDataset.to_bytes()``; a job is an
   ``EncryptedHELRTrainer`` advanced one iteration at a time, checkpointed after each.
@@ -26,16 +27,26 @@ from server.errors import UnprocessableError
 from server.uploads import Upload
 
 
-class XGBoostKind:
-    """Model kind 'xgboost' (see :class:`server.models.ModelKind`): ``HEForest.to_bytes()``."""
+class ForestKind:
+    """A tree-ensemble model kind (see :class:`server.models.ModelKind`) over apps.xgboost's
+    server half. ``model_class``: the class whose ``from_bytes`` reads the model files of this
+    kind (HEForest for any exported XGBoost model, IdashModel for the iDASH 2020 encoding)."""
+
+    def __init__(self, model_class: str):
+        self.model_class = model_class
+
+    def _load(self, model: bytes) -> Any:
+        from apps.xgboost import export, plan
+
+        cls = {"HEForest": export.HEForest, "IdashModel": plan.IdashModel}[self.model_class]
+        return cls.from_bytes(model)
 
     def check(self, model: bytes, params: Params) -> dict[str, Any]:
         """The model loads and its plan fits ``params`` (PlanError otherwise); returns the
         public model (parameters, level, layout, binning, Galois elements; no tree structure)."""
-        from apps.xgboost.export import HEForest
         from apps.xgboost.plan import ForestPlan
 
-        plan = ForestPlan.build(HEForest.from_bytes(model), params)
+        plan = ForestPlan.build(self._load(model), params)
         return json.loads(plan.public_model().to_json())
 
     def required_keys(self, public: dict[str, Any], params: Params) -> tuple[bool, set[int]]:
@@ -44,10 +55,9 @@ class XGBoostKind:
         return True, set(PublicModel.from_json(json.dumps(public)).galois_elements(params.n))
 
     def evaluator(self, model: bytes, params: Params, keys: EvalKeySet) -> Any:
-        from apps.xgboost.export import HEForest
         from apps.xgboost.server import ForestEvaluator
 
-        return ForestEvaluator(params, keys, HEForest.from_bytes(model))
+        return ForestEvaluator(params, keys, self._load(model))
 
 
 class HELRTraining:

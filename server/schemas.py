@@ -50,9 +50,9 @@ class ModelCreate(BaseModel):
     """An admin registers a model: its kind, parameter set and the app's model bytes (base64)."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-    kind: Literal["xgboost"] = "xgboost"
+    kind: Literal["xgboost", "idash"] = "xgboost"
     params: dict[str, Any]
-    model_b64: str = Field(description="HEForest.to_bytes(), base64")
+    model_b64: str = Field(description="HEForest.to_bytes() (kind xgboost) or IdashModel.to_bytes() (kind idash), base64")
 
 
 class ModelPublic(BaseModel):

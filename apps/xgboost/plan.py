@@ -60,6 +60,7 @@ check the measured budget left against the plan's estimate (measured 9-35 bits a
 from __future__ import annotations
 
 import functools
+import io
 import json
 import math
 from collections import defaultdict
@@ -72,7 +73,8 @@ from fhe_core.params import Params, ParamsLiteral, preset_literal
 from fhe_core.params.presets import BFV_PRESETS
 
 from .encoding import PublicBinning
-from .export import HEForest
+from .archive import ModelFormatError, read_archive
+from .export import MAX_FOREST_BYTES, HEForest
 
 MARGIN_BITS = 10.0
 DEFAULT_THERMOMETER_WIDTH = 32
@@ -85,6 +87,9 @@ class PlanError(FHEError, ValueError):
 
 
 # ---- the model's trees, as the plan needs them ---------------------------------------------------
+
+
+IDASH_FORMAT = "fhe-ml/idash-model/1"
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,38 @@ class IdashModel:
 
         return cls(np.asarray(workload.thresholds, np.int64), np.asarray(workload.leaves, np.int64),
                    N_CLASSES)
+
+    def to_bytes(self) -> bytes:
+        """An npz archive (no pickle) of the thresholds and leaves, with a JSON header."""
+        header = json.dumps({"format": IDASH_FORMAT, "n_classes": self.n_classes})
+        buffer = io.BytesIO()
+        np.savez(buffer, header=np.frombuffer(header.encode(), dtype=np.uint8), thresholds=self.thresholds,
+                 leaves=self.leaves)
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, *, max_bytes: int = MAX_FOREST_BYTES) -> IdashModel:
+        """Read :meth:`to_bytes`; ModelFormatError unless the arrays form depth-2 trees with 0/1
+        thresholds, dealt evenly to the classes."""
+        arrays = read_archive(data, "IdashModel.from_bytes", max_bytes)
+        if set(arrays) != {"header", "thresholds", "leaves"}:
+            raise ModelFormatError(f"IdashModel.from_bytes: expected header, thresholds and leaves, got {sorted(arrays)}")
+        try:
+            header = json.loads(arrays["header"].astype(np.uint8).tobytes())
+        except (ValueError, UnicodeDecodeError):
+            raise ModelFormatError("IdashModel.from_bytes: the header is not JSON") from None
+        if not isinstance(header, dict) or header.get("format") != IDASH_FORMAT:
+            raise ModelFormatError(f"IdashModel.from_bytes: not a {IDASH_FORMAT} archive")
+        thresholds, leaves, n_classes = arrays["thresholds"], arrays["leaves"], header.get("n_classes")
+        n_trees = len(leaves)
+        if isinstance(n_classes, bool) or not isinstance(n_classes, int) or not 1 <= n_classes <= n_trees:
+            raise ModelFormatError(f"IdashModel.from_bytes: n_classes must be an int in [1, {n_trees}], got {n_classes!r}")
+        if thresholds.dtype.kind != "i" or leaves.dtype.kind != "i" or thresholds.shape != (n_trees, 3) \
+                or leaves.shape != (n_trees, 4) or n_trees % n_classes or not np.isin(thresholds, (0, 1)).all():
+            raise ModelFormatError(f"IdashModel.from_bytes: expected integer thresholds [T, 3] in {{0, 1}} and leaves "
+                                   f"[T, 4] with T a multiple of {n_classes}; got {thresholds.shape} {thresholds.dtype}, "
+                                   f"{leaves.shape} {leaves.dtype}")
+        return cls(thresholds.astype(np.int64), leaves.astype(np.int64), n_classes)
 
     @property
     def trees_per_class(self) -> int:
