@@ -6,8 +6,9 @@ import zipfile
 
 import numpy as np
 
-from .encoding import ExportError
 from fhe_core.errors import FHEError
+
+from .encoding import ExportError
 
 
 class ModelFormatError(ExportError, FHEError):
@@ -24,9 +25,12 @@ def read_archive(data: bytes | bytearray | memoryview, what: str, max_bytes: int
     try:
         with zipfile.ZipFile(io.BytesIO(bytes(data))) as archive:
             inflated = sum(info.file_size for info in archive.infolist())
-            if inflated > max_bytes:
-                raise ModelFormatError(f"{what}: the arrays take {inflated} bytes, over max_bytes={max_bytes}")
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise ModelFormatError(f"{what}: not an npz archive ({exc})") from None
+    if inflated > max_bytes:
+        raise ModelFormatError(f"{what}: the arrays take {inflated} bytes, over max_bytes={max_bytes}")
+    try:
         with np.load(io.BytesIO(bytes(data)), allow_pickle=False) as archive:
             return {name: archive[name] for name in archive.files}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+    except (ValueError, OSError, EOFError, MemoryError, zipfile.BadZipFile) as exc:  # MemoryError: a lying .npy header
         raise ModelFormatError(f"{what}: not an npz archive ({exc})") from None

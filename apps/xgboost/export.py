@@ -16,14 +16,12 @@ from __future__ import annotations
 import io
 import json
 import math
-import zipfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fhe_core.errors import FHEError
-
+from .archive import ModelFormatError, read_archive
 from .encoding import ExportError, PublicBinning
 
 if TYPE_CHECKING:  # xgboost is needed to train and export, not to evaluate
@@ -35,9 +33,6 @@ MAX_FOREST_BYTES = 1 << 30
 MAX_DEPTH = 16
 _NODE_ARRAYS = ("feature", "threshold", "bit", "default_left", "is_padding")
 
-
-class ModelFormatError(ExportError, FHEError):
-    """Serialized forest bytes that are not a valid HEForest (format, shapes, dtypes, ranges)."""
 
 
 @dataclass(frozen=True)
@@ -75,22 +70,7 @@ class HEForest:
     @classmethod
     def from_bytes(cls, data: bytes, *, max_bytes: int = MAX_FOREST_BYTES) -> HEForest:
         """Read :meth:`to_bytes`; ModelFormatError unless every field is consistent."""
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise ModelFormatError(f"HEForest.from_bytes: expected bytes, got {type(data).__name__}")
-        if len(data) > max_bytes:
-            raise ModelFormatError(f"HEForest.from_bytes: {len(data)} bytes exceed max_bytes={max_bytes}")
-        try:
-            with zipfile.ZipFile(io.BytesIO(bytes(data))) as archive:  # sizes before anything is inflated
-                inflated = sum(info.file_size for info in archive.infolist())
-        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
-            raise ModelFormatError(f"HEForest.from_bytes: not an npz archive ({exc})") from None
-        if inflated > max_bytes:
-            raise ModelFormatError(f"HEForest.from_bytes: the arrays take {inflated} bytes, over max_bytes={max_bytes}")
-        try:
-            with np.load(io.BytesIO(bytes(data)), allow_pickle=False) as archive:
-                arrays = {name: archive[name] for name in archive.files}
-        except (ValueError, OSError, EOFError, MemoryError, zipfile.BadZipFile) as exc:  # a lying .npy header
-            raise ModelFormatError(f"HEForest.from_bytes: not an npz archive ({exc})") from None
+        arrays = read_archive(data, "HEForest.from_bytes", max_bytes)
         return _forest_from_arrays(arrays)
 
     @property
