@@ -6,6 +6,7 @@ iterations; ``GET /jobs/{id}/result`` is the encrypted model (application/octet-
 """
 from __future__ import annotations
 
+import shutil
 import uuid
 from typing import Any
 
@@ -97,11 +98,13 @@ def cancel_job(job_id: str, service: ServiceDep, tenant: TenantDep) -> JobStatus
 
 @router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_job(job_id: str, service: ServiceDep, tenant: TenantDep) -> Response:
-    """Forget a finished job and its result (cancel a queued or running one first)."""
+    """Forget a finished job, its result and its kept checkpoints (cancel a queued or running
+    one first)."""
     row = _job(service, tenant, job_id)
     if row["state"] in ("queued", "running"):
         raise ConflictError(f"job {job_id} is {row['state']}; cancel it first")
     service.db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+    shutil.rmtree(service.settings.jobs_dir / job_id, ignore_errors=True)
     blob = row["result_blob"]
     if blob and service.db.one("SELECT id FROM jobs WHERE result_blob = ?", (blob,)) is None:
         service.blobs.delete(blob)

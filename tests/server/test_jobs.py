@@ -200,6 +200,7 @@ def test_finished_jobs_can_be_deleted_with_their_result(live_server, uploaded):
             api.job(job)
         assert err.value.status == 404
         assert not live_server.service.blobs.exists(blob)
+        assert not (live_server.settings.jobs_dir / job).exists()  # kept checkpoints go too
 
 
 def test_abandoned_uploads_expire(live_server):
