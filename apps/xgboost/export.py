@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .archive import ModelFormatError, read_archive
+from .archive import ModelFormatError, read_archive, write_archive
 from .encoding import ExportError, PublicBinning
 
 if TYPE_CHECKING:  # xgboost is needed to train and export, not to evaluate
@@ -32,6 +32,7 @@ FOREST_FORMAT = "fhe-ml/he-forest/1"
 MAX_FOREST_BYTES = 1 << 30
 MAX_DEPTH = 16
 _NODE_ARRAYS = ("feature", "threshold", "bit", "default_left", "is_padding")
+_ARRAYS = _NODE_ARRAYS + ("leaves", "leaves_float", "tree_class", "base", "base_float")
 
 
 
@@ -58,20 +59,17 @@ class HEForest:
 
     def to_bytes(self) -> bytes:
         """An npz archive (no pickle): the arrays plus a JSON header of the scalars."""
-        header = json.dumps({"format": FOREST_FORMAT, "depth": self.depth, "n_classes": self.n_classes,
-                             "frac_bits": self.frac_bits}, sort_keys=True)
-        arrays = {name: getattr(self, name) for name in _NODE_ARRAYS + (
-            "leaves", "leaves_float", "tree_class", "base", "base_float")}
-        buffer = io.BytesIO()
-        np.savez(buffer, header=np.frombuffer(header.encode(), dtype=np.uint8), cuts=self.binning.cuts,
-                 offsets=self.binning.offsets, **arrays)
-        return buffer.getvalue()
+        header = {"format": FOREST_FORMAT, "depth": self.depth, "n_classes": self.n_classes,
+                  "frac_bits": self.frac_bits}
+        arrays = {name: getattr(self, name) for name in _ARRAYS}
+        return write_archive(header, {**arrays, "cuts": self.binning.cuts, "offsets": self.binning.offsets})
 
     @classmethod
     def from_bytes(cls, data: bytes, *, max_bytes: int = MAX_FOREST_BYTES) -> HEForest:
         """Read :meth:`to_bytes`; ModelFormatError unless every field is consistent."""
-        arrays = read_archive(data, "HEForest.from_bytes", max_bytes)
-        return _forest_from_arrays(arrays)
+        header, arrays = read_archive(data, "HEForest.from_bytes", max_bytes, FOREST_FORMAT,
+                                      _ARRAYS + ("cuts", "offsets"))
+        return _forest_from_arrays(header, arrays)
 
     @property
     def score_bound(self) -> int:
@@ -170,18 +168,8 @@ def required_plaintext_bits(forest: HEForest) -> int:
     return math.ceil(math.log2(forest.score_bound + 1)) + 1
 
 
-def _forest_from_arrays(arrays: dict[str, np.ndarray]) -> HEForest:
-    """Validate the arrays of a serialized forest and build it."""
-    names = set(_NODE_ARRAYS) | {"header", "cuts", "offsets", "leaves", "leaves_float", "tree_class", "base",
-                                 "base_float"}
-    if set(arrays) != names:
-        raise ModelFormatError(f"HEForest.from_bytes: expected the arrays {sorted(names)}, got {sorted(arrays)}")
-    try:
-        header = json.loads(arrays["header"].astype(np.uint8).tobytes())
-    except (ValueError, UnicodeDecodeError):
-        raise ModelFormatError("HEForest.from_bytes: the header is not JSON") from None
-    if not isinstance(header, dict) or header.get("format") != FOREST_FORMAT:
-        raise ModelFormatError(f"HEForest.from_bytes: not a {FOREST_FORMAT} archive")
+def _forest_from_arrays(header: dict, arrays: dict[str, np.ndarray]) -> HEForest:
+    """Validate the header and arrays of a serialized forest and build it."""
     depth, n_classes, frac_bits = (header.get(k) for k in ("depth", "n_classes", "frac_bits"))
     for name, value, low, high in (("depth", depth, 0, MAX_DEPTH), ("n_classes", n_classes, 1, 1 << 16),
                                    ("frac_bits", frac_bits, 0, 62)):

@@ -73,7 +73,7 @@ from fhe_core.params import Params, ParamsLiteral, preset_literal
 from fhe_core.params.presets import BFV_PRESETS
 
 from .encoding import PublicBinning
-from .archive import ModelFormatError, read_archive
+from .archive import ModelFormatError, read_archive, write_archive
 from .export import MAX_FOREST_BYTES, HEForest
 
 MARGIN_BITS = 10.0
@@ -110,25 +110,14 @@ class IdashModel:
 
     def to_bytes(self) -> bytes:
         """An npz archive (no pickle) of the thresholds and leaves, with a JSON header."""
-        header = json.dumps({"format": IDASH_FORMAT, "n_classes": self.n_classes})
-        buffer = io.BytesIO()
-        np.savez(buffer, header=np.frombuffer(header.encode(), dtype=np.uint8), thresholds=self.thresholds,
-                 leaves=self.leaves)
-        return buffer.getvalue()
+        return write_archive({"format": IDASH_FORMAT, "n_classes": self.n_classes},
+                             {"thresholds": self.thresholds, "leaves": self.leaves})
 
     @classmethod
     def from_bytes(cls, data: bytes, *, max_bytes: int = MAX_FOREST_BYTES) -> IdashModel:
         """Read :meth:`to_bytes`; ModelFormatError unless the arrays form depth-2 trees with 0/1
         thresholds, dealt evenly to the classes."""
-        arrays = read_archive(data, "IdashModel.from_bytes", max_bytes)
-        if set(arrays) != {"header", "thresholds", "leaves"}:
-            raise ModelFormatError(f"IdashModel.from_bytes: expected header, thresholds and leaves, got {sorted(arrays)}")
-        try:
-            header = json.loads(arrays["header"].astype(np.uint8).tobytes())
-        except (ValueError, UnicodeDecodeError):
-            raise ModelFormatError("IdashModel.from_bytes: the header is not JSON") from None
-        if not isinstance(header, dict) or header.get("format") != IDASH_FORMAT:
-            raise ModelFormatError(f"IdashModel.from_bytes: not a {IDASH_FORMAT} archive")
+        header, arrays = read_archive(data, "IdashModel.from_bytes", max_bytes, IDASH_FORMAT, ("thresholds", "leaves"))
         thresholds, leaves, n_classes = arrays["thresholds"], arrays["leaves"], header.get("n_classes")
         n_trees = len(leaves)
         if isinstance(n_classes, bool) or not isinstance(n_classes, int) or not 1 <= n_classes <= n_trees:
