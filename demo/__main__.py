@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
+import httpx
 import torch
 
 from apps.logreg.config import HELRConfig
@@ -25,12 +26,12 @@ from apps.logreg.trainer import ITERATION_DEPTH, PACK_DEPTH
 from apps.table import format_table
 from apps.xgboost.encrypted import idash_job, srbct_job
 from data.errors import DataError
-from server.client import ServiceClient
+from server.client import APIError, JobFailedError, ServiceClient
 
 from .forest import ForestOutcome, register_model, score_through_service
-from .report import FOREST_HEADERS, Environment, describe_machine, forest_rows, training_rows, write_report
-from .service import MemoryWatch, ServiceProcess
-from .training import load_helr_data, train_through_service
+from .report import FOREST_HEADERS, describe_machine, forest_rows, training_rows, write_report
+from .service import MemoryWatch, ServiceProcess, ServiceStartError
+from .training import TrainingOutcome, load_helr_data, train_through_service
 
 SECURE_BFV, TINY_BFV = "BFVN13QP218L3D4T20", "BFVN11QP335L4D5T20Insecure"
 GPU_ITERATIONS = 30
@@ -93,31 +94,42 @@ def run(args: argparse.Namespace) -> Path:
     if not device.startswith("cuda") and not args.insecure_tiny and args.iterations is None:
         env.notes.append(f"CPU run: HELR trains {config.iterations} of the study's 30 iterations (one bootstrapping "
                          "included) and is compared with the twin at that iteration; a GPU runs all 30.")
-    forests: list[ForestOutcome] = []
-    training = None
-    progress = not args.no_progress
     with MemoryWatch() as watch, ServiceProcess(out / "server-data", device, allow_insecure=not secure) as service:
         watch.server_pid = service.process.pid
         print(f"==> service on {service.url} (device {device}, data in {service.data_dir})", flush=True)
+        progress = not args.no_progress
         with ServiceClient(service.url, service.tokens.lab, progress=progress) as lab, \
                 ServiceClient(service.url, service.tokens.user, progress=progress) as user:
-            if not args.skip_predictions:
-                for name, job in forest_jobs(args):
-                    print(f"==> encrypted predictions: {job.name}", flush=True)
-                    preset = TINY_BFV if args.insecure_tiny else SECURE_BFV
-                    register_model(lab, name, job, preset, not secure)
-                    forests.append(score_through_service(user, name, job, preset, device=device,
-                                                         allow_insecure=not secure, out_dir=out))
-                print(format_table(FOREST_HEADERS, forest_rows(forests)), flush=True)
-            if not args.skip_training:
-                print(f"==> encrypted training: HELR, {config.bootstrapping}, {config.iterations} iterations", flush=True)
-                data = load_helr_data(args.mnist, args.samples)
-                training = train_through_service(user, config, data, device=device, work_dir=out, progress=progress)
-                print(format_table(["model", "test accuracy", "AUROC", "time"], training_rows(training)), flush=True)
+            forests = [] if args.skip_predictions else predictions(args, lab, user, device, out)
+            training = None if args.skip_training else train(args, user, config, device, out)
     env.wall_seconds = time.perf_counter() - started
     env.peak_client_bytes, env.peak_server_bytes = watch.peak_client, watch.peak_server
     env.peak_total_bytes = watch.peak_total
     return write_report(out, env, forests, training)
+
+
+def predictions(args: argparse.Namespace, lab: ServiceClient, user: ServiceClient, device: str,
+                out: Path) -> list[ForestOutcome]:
+    """Each tree model: the lab registers it, the clinic scores its samples through the service."""
+    secure = not args.insecure_tiny
+    preset = SECURE_BFV if secure else TINY_BFV
+    outcomes = []
+    for name, job in forest_jobs(args):
+        print(f"==> encrypted predictions: {job.name}", flush=True)
+        register_model(lab, name, job, preset, not secure)
+        outcomes.append(score_through_service(user, name, job, preset, device=device, allow_insecure=not secure,
+                                              out_dir=out))
+    print(format_table(FOREST_HEADERS, forest_rows(outcomes)), flush=True)
+    return outcomes
+
+
+def train(args: argparse.Namespace, user: ServiceClient, config: HELRConfig, device: str,
+          out: Path) -> TrainingOutcome:
+    print(f"==> encrypted training: HELR, {config.bootstrapping}, {config.iterations} iterations", flush=True)
+    data = load_helr_data(args.mnist, args.samples)
+    outcome = train_through_service(user, config, data, device=device, work_dir=out, progress=not args.no_progress)
+    print(format_table(["model", "test accuracy", "AUROC", "time"], training_rows(outcome)), flush=True)
+    return outcome
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -127,6 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except (APIError, JobFailedError, ServiceStartError, httpx.TransportError) as exc:
+        log = args.out.resolve() / "server-data" / "server.log"
+        print(f"error: {exc}\n(the service's log: {log})", file=sys.stderr)
+        return 1
     print(f"\nreport: {report}")
     return 0
 

@@ -11,7 +11,6 @@ import numpy as np
 import torch
 
 from apps.logreg.cli import plot_run
-from apps.table import format_table
 
 from .forest import ForestOutcome
 from .training import TrainingOutcome

@@ -60,3 +60,19 @@ def test_training_follows_the_twin_at_every_iteration(report):
     assert training["accuracy"] == training["twin_accuracy"]
     assert training["final_accuracy"] == training["accuracy"][-1]
     assert abs(training["final_auroc"] - twin.records[-1].test_auroc) < 1e-9
+
+
+def test_bad_data_path_is_a_clear_error_and_no_report(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["--insecure-tiny", "--skip-predictions", "--mnist", str(tmp_path / "missing"),
+                 "--out", str(out), "--no-progress"]) == 2
+    assert "error:" in capsys.readouterr().err and not (out / "report.md").exists()
+
+
+def test_cuda_without_a_gpu_is_refused_up_front(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(SystemExit, match="no usable CUDA device"):
+        main(["--device", "cuda", "--out", str(tmp_path)])
