@@ -38,8 +38,13 @@ def plot_curves(
     for ax in (ax_acc, ax_loss):
         ax.grid(alpha=0.3)
         ax.legend()
+    return save_figure(fig, path)
+
+
+def save_figure(fig, path: str | Path, dpi: int = 100) -> Path:
+    """Write ``fig`` as a PNG (creating its folder) and free it; returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path

@@ -128,10 +128,7 @@ def comparison_table(run: EncryptedRun) -> str:
 
 def plot_run(run: EncryptedRun, path: str | Path) -> Path:
     """Accuracy and AUROC per iteration: encrypted (markers) beside the twin (line), sklearn dashed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from ml.plots import plt, save_figure  # pyplot with the Agg backend (no display)
     from matplotlib.ticker import MaxNLocator
 
     steps = np.arange(1, len(run.accuracy) + 1)
@@ -147,11 +144,7 @@ def plot_run(run: EncryptedRun, path: str | Path) -> Path:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def build_parser() -> argparse.ArgumentParser:

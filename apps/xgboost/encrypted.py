@@ -175,10 +175,7 @@ def _argmax(scores: np.ndarray) -> np.ndarray:
 
 def plot_confusion(run: Run, path: str | Path) -> Path:
     """Confusion matrix (true rows, predicted columns) of the encrypted predictions, as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from ml.plots import plt, save_figure  # pyplot with the Agg backend (no display)
 
     n_classes = run.scores.shape[1] if run.scores.shape[1] > 1 else 2
     matrix = np.zeros((n_classes, n_classes), dtype=np.int64)
@@ -195,7 +192,4 @@ def plot_confusion(run: Run, path: str | Path) -> Path:
     ax.set_ylabel("true")
     ax.set_title(f"{run.job.name}: {run.correct}/{run.job.n_samples}", fontsize=9)
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)
