@@ -80,7 +80,7 @@ def train_through_service(user: ServiceClient, config: HELRConfig, data: HelrDat
     outcome = TrainingOutcome(config, data.source, len(data.x), baseline, twin, seconds=seconds)
 
     client = HELRClient(config, device=device)
-    keyset = _register_keys(user, client, work_dir, outcome)
+    keyset = _register_keys(user, client, work_dir, outcome, progress)
     start = time.perf_counter()
     dataset = client.encrypt_dataset(data.x, data.y, schedule).to_bytes()
     seconds["encrypt dataset"] = time.perf_counter() - start
@@ -102,13 +102,14 @@ def train_through_service(user: ServiceClient, config: HELRConfig, data: HelrDat
     return outcome
 
 
-def _register_keys(user: ServiceClient, client: HELRClient, work_dir: Path, outcome: TrainingOutcome) -> str:
+def _register_keys(user: ServiceClient, client: HELRClient, work_dir: Path, outcome: TrainingOutcome,
+                   progress: bool) -> str:
     """Keys are written to a file one at a time (a 128-bit bootstrapping key set is about 10 GB
     in memory), uploaded from it in parts, and the file is removed."""
     with tempfile.TemporaryDirectory(dir=work_dir, prefix="helr-keys-") as tmp:
         path = Path(tmp) / "eval-keys.bin"
         start = time.perf_counter()
-        outcome.bytes["keys"] = client.write_eval_keys(path)
+        outcome.bytes["keys"] = client.write_eval_keys(path, progress=progress)
         outcome.seconds["keygen"] = time.perf_counter() - start
         start = time.perf_counter()
         keyset = user.register_keys(path, client.params)
