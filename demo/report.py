@@ -73,7 +73,7 @@ def training_rows(t: TrainingOutcome) -> list[tuple]:
     server = t.seconds.get("training job (server)", float("nan"))
     return [
         (f"encrypted HELR, decrypted after iteration {last}", f"{t.final_accuracy:.4f}", f"{t.final_auroc:.4f}",
-         f"{server:.1f} s (job, {t.bootstraps} bootstraps)"),
+         f"{server:.1f} s (job, {t.bootstraps} bootstrap{'' if t.bootstraps == 1 else 's'})"),
         (f"plaintext twin, iteration {last} (same schedule)", f"{record.test_accuracy:.4f}",
          f"{record.test_auroc:.4f}", f"{t.seconds['twin']:.2f} s (all {len(t.twin.records)} iterations)"),
         ("scikit-learn LogisticRegression", f"{t.baseline.report.accuracy:.4f}", f"{t.baseline.report.auroc:.4f}",
