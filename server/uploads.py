@@ -2,8 +2,9 @@
 
 1. ``create``: the client declares the parameter set, every part's SHA-256 and size, and the
    whole's SHA-256 and size (the manifest). Limits are checked here, before any byte arrives.
-   If a verified upload of the same content, kind and parameters exists, the new one is ready
-   at once (content-addressed deduplication: nothing is sent twice).
+   If the tenant already has a verified upload of the same content, kind and parameters, the
+   new one is ready at once (nothing is sent twice); another tenant's copy does not count (that
+   would reveal it), but the blob on disk is content-addressed and stored once.
 2. ``receive_part``: ``PUT .../parts/{n}`` streams part n to a temporary file while hashing it;
    only a part that has its declared size and hash is renamed into place, so a dropped
    connection leaves nothing half-written and the client re-sends just the parts that
@@ -85,8 +86,10 @@ class UploadStore:
         """A new upload of ``kind`` for ``params``; ready at once if the content is known."""
         self._check_manifest(parts, sha256, size)
         upload_id = f"{kind[:2]}_{uuid.uuid4().hex}"
+        # only the tenant's own uploads count: "ready at once" for another tenant's bytes would tell
+        # it that someone else holds them (they still share one file on disk once sent)
         twin = self.db.one("SELECT info_json FROM uploads WHERE sha256 = ? AND kind = ? AND params_id = ? "
-                           "AND state = 'ready' LIMIT 1", (sha256, kind, params.params_id))
+                           "AND tenant_id = ? AND state = 'ready' LIMIT 1", (sha256, kind, params.params_id, tenant_id))
         ready = twin is not None and self.blobs.exists(sha256)
         self.db.execute(
             "INSERT INTO uploads (id, tenant_id, kind, params_json, params_id, parts_json, sha256, size, state, "

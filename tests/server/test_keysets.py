@@ -95,15 +95,23 @@ def test_interrupted_upload_resumes_with_only_missing_parts(live_server, bfv_key
     assert live_server.client().keyset_status(keyset)["state"] == "ready"
 
 
-def test_same_keys_are_stored_once_and_ready_at_once(live_server, bfv_keys):
+def test_same_keys_are_stored_once_and_ready_at_once_for_their_tenant(live_server, bfv_keys):
     params, _, keys = bfv_keys
     with live_server.client("alice") as alice, live_server.client("bob") as bob:
         first = alice.keyset_status(alice.register_keys(keys, params))
         sent = []
-        bob._put_part = lambda url, data: sent.append(url)
-        second = bob.keyset_status(bob.register_keys(keys, params))
-    assert second["state"] == "ready" and sent == []  # nothing sent: the content is known
-    assert second["id"] != first["id"] and second["sha256"] == first["sha256"]
+        put = alice._put_part
+        alice._put_part = lambda url, data: sent.append(url)
+        again = alice.keyset_status(alice.register_keys(keys, params))
+        assert again["state"] == "ready" and sent == []  # nothing sent: alice's own content is known
+        alice._put_part = put
+        bob_sent = []
+        bob_put = bob._put_part
+        bob._put_part = lambda url, data: (bob_sent.append(url), bob_put(url, data))
+        other = bob.keyset_status(bob.register_keys(keys, params))
+    # bob learns nothing of alice's upload: he sends every part, then shares the one stored file
+    assert other["state"] == "ready" and len(bob_sent) == other["parts"] > 0
+    assert len({first["id"], again["id"], other["id"]}) == 3 and other["sha256"] == first["sha256"]
     assert len(list(live_server.settings.blob_dir.rglob(first["sha256"]))) == 1
 
 
