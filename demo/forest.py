@@ -55,10 +55,11 @@ class ForestOutcome:
 
 
 def register_model(lab: ServiceClient, name: str, job: Job, preset: str, allow_insecure: bool) -> None:
-    """The model owner's side: the exported forest goes to the server once (admin call)."""
+    """The model owner's side: the exported forest goes to the server once (admin call), laid out
+    for batches of the workload's size (fewer ciphertexts than the default width's)."""
     params = named_params(preset, allow_insecure=allow_insecure)
     kind = "idash" if isinstance(job.model, IdashModel) else "xgboost"
-    lab.add_model(name, job.model.to_bytes(), params, kind=kind, replace=True)
+    lab.add_model(name, job.model.to_bytes(), params, kind=kind, width=job.n_samples, replace=True)
 
 
 def score_through_service(user: ServiceClient, name: str, job: Job, preset: str, *, device: str,

@@ -63,7 +63,8 @@ def _add_model(args: argparse.Namespace) -> None:
     literal = json.loads(Path(args.params).read_text()) if args.params else preset_literal(args.preset).to_dict()
     service = build_service(_settings(args), start_worker=False)
     try:
-        row = service.models.add(args.name, args.kind, literal, Path(args.model).read_bytes(), replace=args.replace)
+        row = service.models.add(args.name, args.kind, literal, Path(args.model).read_bytes(), width=args.width,
+                                 replace=args.replace)
     finally:
         service.close()
     print(f"model {row['name']!r} ({row['kind']}) for params_id {row['params_id']}")
@@ -97,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     model = sub.add_parser("add-model", parents=[common], help="register a model file (HEForest.to_bytes())")
     model.add_argument("name")
     model.add_argument("--model", required=True, help="the model file")
-    model.add_argument("--kind", default="xgboost")
+    model.add_argument("--kind", default="xgboost", choices=("xgboost", "idash"))
+    model.add_argument("--width", type=int, help="most samples per prediction batch (default: the plan's)")
     model.add_argument("--params", help="a ParamsLiteral JSON file")
     model.add_argument("--preset", help="a preset name (fhe_core.params.presets)")
     model.add_argument("--replace", action="store_true")

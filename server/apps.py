@@ -41,12 +41,13 @@ class ForestKind:
         cls = {"HEForest": export.HEForest, "IdashModel": plan.IdashModel}[self.model_class]
         return cls.from_bytes(model)
 
-    def check(self, model: bytes, params: Params) -> dict[str, Any]:
-        """The model loads and its plan fits ``params`` (PlanError otherwise); returns the
-        public model (parameters, level, layout, binning, Galois elements; no tree structure)."""
+    def check(self, model: bytes, params: Params, width: int | None) -> dict[str, Any]:
+        """The model loads and its plan fits ``params`` and batches of ``width`` samples
+        (PlanError otherwise); returns the public model (parameters, level, layout, binning,
+        Galois elements; no tree structure)."""
         from apps.xgboost.plan import ForestPlan
 
-        plan = ForestPlan.build(self._load(model), params)
+        plan = ForestPlan.build(self._load(model), params, width=width)
         return json.loads(plan.public_model().to_json())
 
     def required_keys(self, public: dict[str, Any], params: Params) -> tuple[bool, set[int]]:
@@ -54,10 +55,10 @@ class ForestKind:
 
         return True, set(PublicModel.from_json(json.dumps(public)).galois_elements(params.n))
 
-    def evaluator(self, model: bytes, params: Params, keys: EvalKeySet) -> Any:
+    def evaluator(self, model: bytes, params: Params, keys: EvalKeySet, public: dict[str, Any]) -> Any:
         from apps.xgboost.server import ForestEvaluator
 
-        return ForestEvaluator(params, keys, self._load(model))
+        return ForestEvaluator(params, keys, self._load(model), width=public["width"])
 
 
 class HELRTraining:

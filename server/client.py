@@ -201,11 +201,12 @@ class ServiceClient:
         return ForestClient(public, device=device, seed=seed, allow_insecure=allow_insecure)
 
     def add_model(self, name: str, model: bytes, params: Params, *, kind: str = "xgboost",
-                  replace: bool = False) -> dict[str, Any]:
-        """Register a model (the token must be an administrator's)."""
+                  width: int | None = None, replace: bool = False) -> dict[str, Any]:
+        """Register a model (the token must be an administrator's), served in batches of up to
+        ``width`` samples (default: the plan's)."""
         return self._json("POST", "/models", params={"replace": replace},
                           json={"name": name, "kind": kind, "params": params.literal.to_dict(),
-                                "model_b64": base64.b64encode(model).decode()})
+                                "model_b64": base64.b64encode(model).decode(), "width": width})
 
     def predict(self, model: str, keyset_id: str, cts: Sequence[Ciphertext], params: Params) -> list[Ciphertext]:
         """Encrypted scores of a batch of ciphertexts (sent and received as ``dumps_many``)."""

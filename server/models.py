@@ -29,14 +29,16 @@ from server.uploads import Upload
 class ModelKind(Protocol):
     """What the registry needs from an application's server half."""
 
-    def check(self, model: bytes, params: Params) -> dict[str, Any]:
-        """Validate ``model`` for ``params`` (raising an FHEError); return its public description."""
+    def check(self, model: bytes, params: Params, width: int | None) -> dict[str, Any]:
+        """Validate ``model`` for ``params`` and batches of up to ``width`` samples (None: the
+        kind's default), raising an FHEError; return its public description."""
 
     def required_keys(self, public: dict[str, Any], params: Params) -> tuple[bool, set[int]]:
         """(needs a relinearization key, the Galois elements it needs)."""
 
-    def evaluator(self, model: bytes, params: Params, keys: EvalKeySet) -> Any:
-        """An object with ``evaluate(list[Ciphertext]) -> list[Ciphertext]``."""
+    def evaluator(self, model: bytes, params: Params, keys: EvalKeySet, public: dict[str, Any]) -> Any:
+        """An object with ``evaluate(list[Ciphertext]) -> list[Ciphertext]`` for the layout the
+        public description (what :meth:`check` returned) promised the clients."""
 
 
 class ModelRegistry:
@@ -50,10 +52,11 @@ class ModelRegistry:
         return self.kinds[name]
 
     def add(self, name: str, kind: str, params_literal: dict[str, Any], model: bytes, *,
-            replace: bool = False) -> dict[str, Any]:
-        """Check and store a model; a name in use is a 409 unless ``replace``."""
+            width: int | None = None, replace: bool = False) -> dict[str, Any]:
+        """Check and store a model served in batches of up to ``width`` samples; a name in use
+        is a 409 unless ``replace``."""
         params = self.service.params(params_literal)
-        public = self._kind(kind).check(model, params)
+        public = self._kind(kind).check(model, params, width)
         if not replace and self.service.db.one("SELECT name FROM models WHERE name = ?", (name,)):
             raise ConflictError(f"model {name!r} exists (delete it first, or replace it)")
         blob = self.service.blobs.put_bytes(model)
@@ -98,7 +101,8 @@ class ModelRegistry:
         settings = self.service.settings
         evaluator, lock = self._evaluators.get(
             f"{row['blob']}:{keyset.sha256}",
-            lambda: (self._kind(row["kind"]).evaluator(self.service.blobs.read_bytes(row["blob"]), params, keys),
+            lambda: (self._kind(row["kind"]).evaluator(self.service.blobs.read_bytes(row["blob"]), params, keys,
+                                                       json.loads(row["public_json"])),
                      threading.Lock()))
         # an evaluator keeps per-call state: one batch at a time per (model, key set). The batch
         # is parsed inside the turn, so a waiting request holds its raw body only, not tensors.

@@ -29,7 +29,8 @@ def add_model(body: ModelCreate, service: ServiceDep, _: AdminDep, replace: bool
         model = base64.b64decode(body.model_b64, validate=True)
     except binascii.Error as exc:
         raise BadRequestError(f"model_b64 is not base64: {exc}") from None
-    return public_view(service.models.add(body.name, body.kind, body.params, model, replace=replace))
+    return public_view(service.models.add(body.name, body.kind, body.params, model, width=body.width,
+                                          replace=replace))
 
 
 @router.get("", response_model=list[ModelPublic])

@@ -32,8 +32,8 @@ def test_idash_predictions_through_the_service_equal_the_twin(live_server, idash
     workload = small_workload(idash_dir)
     with live_server.client("admin") as admin:
         row = admin.add_model("idash", IdashModel.from_workload(workload).to_bytes(),
-                              named_params(PRESET, allow_insecure=True), kind="idash")
-    assert row["kind"] == "idash" and row["public"]["kind"] == "idash"
+                              named_params(PRESET, allow_insecure=True), kind="idash", width=SAMPLES)
+    assert row["kind"] == "idash" and row["public"]["kind"] == "idash" and row["public"]["width"] == SAMPLES
     with live_server.client() as api:
         client = ForestClient(PublicModel.from_json(json.dumps(api.model("idash")["public"])), allow_insecure=True)
         keyset = api.register_keys(client.eval_keys(), client.params)
@@ -50,3 +50,12 @@ def test_a_file_that_is_not_an_idash_model_is_refused(live_server):
                             kind="idash")
         assert 400 <= err.value.status < 500
         assert all(m["name"] != "not-idash" for m in admin.models())
+
+
+def test_a_width_the_slots_cannot_hold_is_refused(live_server, idash_dir):
+    model = IdashModel.from_workload(small_workload(idash_dir))
+    with live_server.client("admin") as admin:
+        with pytest.raises(APIError) as err:
+            admin.add_model("too-wide", model.to_bytes(), named_params(PRESET, allow_insecure=True), kind="idash",
+                            width=1 << 20)
+        assert 400 <= err.value.status < 500 and "width" in err.value.detail
