@@ -18,8 +18,8 @@ from fhe_core.params import Params
 from fhe_core.ring import resolve_device
 from fhe_core.rlwe import Ciphertext, EvalKeySet, GaloisKey, PublicKey, RelinKey, SecretKey, SwitchingKey
 from fhe_core.serialize import codecs
-from fhe_core.serialize.record import (DEFAULT_MAX_BYTES, Kind, Record, as_view, decode_metadata, pack, parse,
-                                      write_streamed)
+from fhe_core.serialize.record import (DEFAULT_MAX_BYTES, Kind, Record, as_view, decode_metadata, pack_parts,
+                                      parse, write_streamed)
 
 # exact types only: a subclass (e.g. a CKKS ciphertext with a scale) must get its own kind, never
 # be written silently as its base class
@@ -62,6 +62,11 @@ def dumps(obj: object, *, compress: bool = True, packed: bool = False) -> bytes:
     A SecretKey serializes like the rest, but its bytes are the secret: never send them to a
     server or store them beside evaluation keys.
     """
+    return b"".join(_record_parts(obj, compress, packed))
+
+
+def _record_parts(obj: object, compress: bool, packed: bool) -> list[bytes | memoryview]:
+    """The unjoined pieces of ``obj``'s record (see :func:`record.pack_parts`)."""
     entry = _ENCODERS.get(type(obj))
     if entry is None:
         raise SerializationError(f"dumps: no format for {type(obj).__module__}.{type(obj).__qualname__} "
@@ -72,7 +77,7 @@ def dumps(obj: object, *, compress: bool = True, packed: bool = False) -> bytes:
     else:
         meta, payload = encode(obj, compress=compress) if kind in _COMPRESSIBLE else encode(obj)
         meta, payload = codecs.bit_packed(meta, payload, packed)
-    return pack(kind, obj.params_id, meta, payload)
+    return pack_parts(kind, obj.params_id, meta, payload)
 
 
 def loads(data: bytes | bytearray | memoryview, params: Params | None = None, *,
@@ -110,10 +115,10 @@ def dumps_many(objs: Iterable[object], *, compress: bool = True, packed: bool = 
     """Serialize a sequence of objects (e.g. a batch of ciphertexts) as their :func:`dumps`
     records back to back. Each record states its own length, so no framing is added; an empty
     sequence is refused (a reader could not tell it from a truncated one)."""
-    blobs = [dumps(obj, compress=compress, packed=packed) for obj in objs]
-    if not blobs:
+    parts = [part for obj in objs for part in _record_parts(obj, compress, packed)]
+    if not parts:
         raise SerializationError("dumps_many: nothing to serialize (an empty sequence)")
-    return b"".join(blobs)
+    return b"".join(parts)  # the payloads are copied once, here
 
 
 def loads_many(data: bytes | bytearray | memoryview, params: Params, *,

@@ -93,12 +93,19 @@ def params_id_bytes(params_id: object, what: str) -> bytes:
 def pack(kind: Kind, params_id: str, meta: dict[str, Any], payload: Sequence[bytes | memoryview]) -> bytes:
     """One record: header, canonical metadata, the concatenated payload parts, checksum filled in.
     The parts are hashed in place and copied once, into the result."""
+    return b"".join(pack_parts(kind, params_id, meta, payload))
+
+
+def pack_parts(kind: Kind, params_id: str, meta: dict[str, Any],
+               payload: Sequence[bytes | memoryview]) -> list[bytes | memoryview]:
+    """The pieces of :func:`pack`'s record (header with its checksum, metadata, the payload
+    views), not yet joined: a sequence of records is then copied once, not twice."""
     parts = [memoryview(p).cast("B") for p in payload]
     fields, meta_bytes = _prefix(kind, params_id, meta, sum(p.nbytes for p in parts))
     h = _hasher(fields, meta_bytes)
     for part in parts:
         h.update(part)
-    return b"".join((_FIXED.pack(*fields, h.digest()), meta_bytes, *parts))
+    return [_FIXED.pack(*fields, h.digest()), meta_bytes, *parts]
 
 
 def write_streamed(out: BinaryIO, kind: Kind, params_id: str, meta: dict[str, Any], payload: BinaryIO,
