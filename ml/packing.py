@@ -34,24 +34,26 @@ import numpy as np
 from fhe_core.errors import ParameterError
 
 
-def _power_of_two(name: str, value) -> int:
+def _power_of_two(owner: str, name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1 or value & (value - 1):
-        raise ParameterError(f"RowMajorLayout: {name} must be a positive power of two, got {value!r}")
+        raise ParameterError(f"{owner}: {name} must be a positive power of two, got {value!r}")
     return int(value)
 
 
 @dataclass(frozen=True)
-class RowMajorLayout:
-    """``rows`` samples of ``columns`` (padded) features per ciphertext of ``slots`` slots."""
+class _SlotGrid:
+    """What both layouts share: ``rows = slots / columns`` samples of ``columns`` (padded)
+    features per ciphertext, checked once at construction."""
 
     slots: int
     columns: int
 
     def __post_init__(self) -> None:
-        _power_of_two("slots", self.slots)
-        _power_of_two("columns", self.columns)
+        owner = type(self).__name__
+        _power_of_two(owner, "slots", self.slots)
+        _power_of_two(owner, "columns", self.columns)
         if self.columns > self.slots:
-            raise ParameterError(f"RowMajorLayout: {self.columns} columns do not fit in {self.slots} slots")
+            raise ParameterError(f"{owner}: {self.columns} columns do not fit in {self.slots} slots")
 
     @property
     def rows(self) -> int:
@@ -62,9 +64,8 @@ class RowMajorLayout:
         """Ciphertexts that hold ``samples`` rows: ceil(samples / rows)."""
         return -(-samples // self.rows)
 
-    def pack(self, matrix: np.ndarray, ciphertexts: int | None = None) -> np.ndarray:
-        """``[m, d]`` (d <= columns) -> ``[ciphertexts, slots]`` float64 slot vectors, zero-padded
-        (default ``ciphertexts_for(m)``; more pads with zero ciphertexts)."""
+    def _padded(self, matrix: np.ndarray, ciphertexts: int | None) -> np.ndarray:
+        """``[m, d]`` (d <= columns) -> ``[ciphertexts, rows, columns]`` float64, zero-padded."""
         matrix = np.asarray(matrix, dtype=np.float64)
         if matrix.ndim != 2 or matrix.shape[1] > self.columns:
             raise ParameterError(f"pack: expected a [samples, <= {self.columns}] matrix, got shape {matrix.shape}")
@@ -73,7 +74,17 @@ class RowMajorLayout:
             raise ParameterError(f"pack: {len(matrix)} rows do not fit in {count} ciphertexts of {self.rows} rows")
         out = np.zeros((count * self.rows, self.columns))
         out[: len(matrix), : matrix.shape[1]] = matrix
-        return out.reshape(count, self.slots)
+        return out.reshape(count, self.rows, self.columns)
+
+
+@dataclass(frozen=True)
+class RowMajorLayout(_SlotGrid):
+    """``rows`` samples of ``columns`` (padded) features per ciphertext of ``slots`` slots."""
+
+    def pack(self, matrix: np.ndarray, ciphertexts: int | None = None) -> np.ndarray:
+        """``[m, d]`` (d <= columns) -> ``[ciphertexts, slots]`` float64 slot vectors, zero-padded
+        (default ``ciphertexts_for(m)``; more pads with zero ciphertexts)."""
+        return self._padded(matrix, ciphertexts).reshape(-1, self.slots)
 
     def unpack(self, vectors: np.ndarray, samples: int, features: int) -> np.ndarray:
         """Inverse of :meth:`pack`: ``[c, slots]`` -> the first ``[samples, features]`` entries."""
@@ -103,34 +114,18 @@ class RowMajorLayout:
 
 
 @dataclass(frozen=True)
-class ColumnMajorLayout:
+class ColumnMajorLayout(_SlotGrid):
     """``rows`` samples of ``columns`` (padded) features per ciphertext of ``slots`` slots,
     feature f of sample i at slot ``f * rows + i`` (module docstring)."""
-
-    slots: int
-    columns: int
-
-    def __post_init__(self) -> None:
-        RowMajorLayout(self.slots, self.columns)  # the same checks
-
-    @property
-    def rows(self) -> int:
-        """Samples per ciphertext: slots / columns."""
-        return self.slots // self.columns
 
     @property
     def feature_stride(self) -> int:
         """The rotation step from one feature to the next: ``rows``."""
         return self.rows
 
-    def ciphertexts_for(self, samples: int) -> int:
-        """Ciphertexts that hold ``samples`` rows: ceil(samples / rows)."""
-        return -(-samples // self.rows)
-
     def pack(self, matrix: np.ndarray, ciphertexts: int | None = None) -> np.ndarray:
         """``[m, d]`` (d <= columns) -> ``[ciphertexts, slots]`` float64, zero-padded."""
-        grid = RowMajorLayout(self.slots, self.columns).pack(matrix, ciphertexts)
-        return grid.reshape(-1, self.rows, self.columns).transpose(0, 2, 1).reshape(-1, self.slots)
+        return self._padded(matrix, ciphertexts).transpose(0, 2, 1).reshape(-1, self.slots)
 
     def unpack(self, vectors: np.ndarray, samples: int, features: int) -> np.ndarray:
         """Inverse of :meth:`pack`: ``[c, slots]`` -> the first ``[samples, features]`` entries."""
