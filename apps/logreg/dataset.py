@@ -1,7 +1,7 @@
 """The encrypted training set a client sends to the server: z = y x packed block by block.
 
 Block b of the public mini-batch schedule (``MiniBatchSchedule.block_rows(b)``) is packed in
-``ciphertexts_per_batch`` ciphertexts of :class:`ml.packing.RowMajorLayout` (zero rows pad a short
+``ciphertexts_per_batch`` ciphertexts of :class:`ml.packing.ColumnMajorLayout` (zero rows pad a short
 last block). Serialized as a small JSON header (a length-prefixed record) followed by every
 ciphertext through :func:`fhe_core.serialize.dumps_many`.
 """

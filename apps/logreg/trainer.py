@@ -349,8 +349,7 @@ def _dataset_params(config: HELRConfig, dataset: EncryptedDataset) -> Params:
     cts = dataset.ciphertexts
     if not cts:
         raise HELRTrainingError("EncryptedHELRTrainer: the dataset holds no ciphertext")
-    params = config.bootstrapping_parameters.params(device=str(cts[0].device), allow_insecure=config.allow_insecure)
-    return params
+    return config.bootstrapping_parameters.params(device=str(cts[0].device), allow_insecure=config.allow_insecure)
 
 
 __all__ = ["EncryptedHELRTrainer", "HELRTrainingError", "ITERATION_DEPTH", "PACK_DEPTH", "layout_rotation_steps",
