@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -56,6 +55,7 @@ from fhe_core.serialize import dumps_many, loads_many  # noqa: E402
 from fhe_core.rlwe import Ciphertext  # noqa: E402
 from server.client import ServiceClient  # noqa: E402
 from server.db import Database  # noqa: E402
+from server.embedded import free_port, serve_subprocess  # noqa: E402
 from server.tenants import create_token  # noqa: E402
 
 
@@ -73,25 +73,9 @@ def demo_forest(features: int = 8, classes: int = 3, depth: int = 3, rounds: int
     return export_booster(booster, PublicBinning.from_dmatrix(train), frac_bits=frac_bits)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_server(data_dir: Path, port: int, device: str, insecure: bool) -> subprocess.Popen:
-    env = dict(os.environ, FHE_SERVER_DEVICE=device, FHE_SERVER_ALLOW_INSECURE="1" if insecure else "0")
-    proc = subprocess.Popen([sys.executable, "-m", "server", "serve", "--data-dir", str(data_dir), "--port",
-                             str(port), "--log-level", "warning"], cwd=REPO, env=env)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("the server did not start")
+    env = {"FHE_SERVER_DEVICE": device, "FHE_SERVER_ALLOW_INSECURE": "1" if insecure else "0"}
+    return serve_subprocess(data_dir, port, env=env, start_timeout=120)
 
 
 def percentile(values: list[float], q: float) -> float:

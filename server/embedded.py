@@ -2,13 +2,19 @@
 for notebooks, examples and tests (production runs ``python -m server serve``)."""
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
 
+import httpx
 import uvicorn
 from fastapi import FastAPI
 
@@ -16,6 +22,8 @@ from server.app import create_app
 from server.db import Database
 from server.settings import Settings
 from server.tenants import create_token
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 @dataclass
@@ -60,3 +68,25 @@ def background_server(settings: Settings, *, port: int | None = None, log_level:
     finally:
         server.should_exit = True
         thread.join(30)
+
+
+def serve_subprocess(data_dir: Path, port: int, *, env: dict[str, str] | None = None, log: IO[bytes] | None = None,
+                     start_timeout: float = 60.0) -> subprocess.Popen:
+    """``python -m server serve`` on 127.0.0.1:``port`` in its own process (``env`` added to this
+    process's environment; output to ``log`` or inherited); returns it once ``/health`` answers."""
+    proc = subprocess.Popen([sys.executable, "-m", "server", "serve", "--data-dir", str(data_dir),
+                             "--port", str(port), "--log-level", "warning"], cwd=REPO,
+                            env=dict(os.environ, **(env or {})), stdout=log,
+                            stderr=subprocess.STDOUT if log is not None else None)
+    deadline = time.monotonic() + start_timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1.0).status_code == 200:
+                return proc
+        except httpx.TransportError:
+            time.sleep(0.1)
+    proc.kill()
+    proc.wait(10)
+    raise RuntimeError(f"server did not answer /health within {start_timeout:.0f} s")

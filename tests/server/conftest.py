@@ -3,24 +3,19 @@ the test process, or a subprocess for the restart test), tenants with tokens, an
 sessions whose evaluation keys the tests upload."""
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
 from server.client import ServiceClient
 from server.db import Database
-from server.embedded import background_server, free_port
+from server.embedded import background_server, free_port, serve_subprocess
 from server.settings import Settings
 from server.tenants import create_token
 
-REPO = Path(__file__).resolve().parents[2]
 __all__ = ["LiveServer", "free_port", "make_tokens", "start_subprocess_server", "tiny_settings"]
 
 
@@ -69,19 +64,9 @@ def live_server(tmp_path_factory) -> Iterator[LiveServer]:
 
 def start_subprocess_server(data_dir: Path, port: int, log: Path) -> subprocess.Popen:
     """``python -m server serve`` in its own process (what the restart test kills with -9)."""
-    env = dict(os.environ, FHE_SERVER_ALLOW_INSECURE="1", PYTHONUNBUFFERED="1")
     with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "server", "serve", "--data-dir", str(data_dir),
-                                 "--port", str(port), "--log-level", "warning"],
-                                cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}: {log.read_text()[-2000:]}")
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1.0).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("server did not answer /health within 60 s")
+            return serve_subprocess(data_dir, port, env={"FHE_SERVER_ALLOW_INSECURE": "1", "PYTHONUNBUFFERED": "1"},
+                                    log=out)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}: {log.read_text()[-2000:]}") from exc
