@@ -71,5 +71,7 @@ def test_column_major_puts_feature_f_of_sample_i_at_slot_f_rows_plus_i():
     assert mask.sum() == 8.0 and (mask[1::4] == 0.5).all()
     with pytest.raises(ParameterError):
         layout.row_mask(4)
-    with pytest.raises(ParameterError):
+    with pytest.raises(ParameterError, match="ColumnMajorLayout: slots"):
         ColumnMajorLayout(48, 16)
+    with pytest.raises(ParameterError, match="ColumnMajorLayout: 32 columns do not fit"):
+        ColumnMajorLayout(16, 32)

@@ -102,7 +102,9 @@ def test_checkpoint_resumes_bit_for_bit(tiny_run):
     assert torch.equal(resumed.velocity.data, run["trainer"].velocity.data)
     assert resumed.weights.scale == run["trainer"].weights.scale
     it, w_dec, v_dec = run["client"].decrypt_checkpoint(middle)
+    assert it == 3
     np.testing.assert_array_equal(w_dec, run["history"][2]["w"])
+    np.testing.assert_array_equal(v_dec, run["history"][2]["v"])
     with pytest.raises(SerializationError):
         read_checkpoint(b"HELRCKPX" + middle[8:], run["trainer"].params)
     with pytest.raises(HELRTrainingError, match="all done"):
