@@ -283,5 +283,4 @@ N16_H192_SPARSE = BootstrappingParameters(
 level 9; 40 Galois keys."""
 
 __all__ = ["BootstrappingParameters", "ORDERS", "TINY_N10_FULL", "TINY_N10_SPARSE", "TINY_N10_SLIM",
-           "TINY_N11_FULL", "TINY_N11_HELR", "N16_H192_FULL",
-           "N16_H192_SPARSE"]
+           "TINY_N11_FULL", "TINY_N11_HELR", "N16_H192_FULL", "N16_H192_SPARSE"]
