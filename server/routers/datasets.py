@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response, status
 
 from server.deps import ServiceDep, TenantDep
-from server.errors import ConflictError
 from server.routers import _uploads
 from server.schemas import PartReceipt, UploadCreate, UploadStatus
 
@@ -46,8 +45,5 @@ def complete_dataset(dataset_id: str, service: ServiceDep, tenant: TenantDep) ->
 
 @router.delete("/{dataset_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_dataset(dataset_id: str, service: ServiceDep, tenant: TenantDep) -> Response:
-    upload = service.uploads.get(tenant.id, KIND, dataset_id)
-    if service.db.one("SELECT id FROM jobs WHERE dataset_id = ? AND state IN ('queued', 'running')", (upload.id,)):
-        raise ConflictError(f"dataset {upload.id} is used by a queued or running job")
-    service.uploads.discard(upload)
+    _uploads.discard_unused(service, tenant, KIND, dataset_id, job_column="dataset_id", what="dataset")
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -8,7 +8,6 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response, status
 
 from server.deps import ServiceDep, TenantDep
-from server.errors import ConflictError
 from server.routers import _uploads
 from server.schemas import KeysetStatus, PartReceipt, UploadCreate
 
@@ -61,10 +60,7 @@ def complete_keyset(keyset_id: str, service: ServiceDep, tenant: TenantDep) -> K
 
 @router.delete("/{keyset_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_keyset(keyset_id: str, service: ServiceDep, tenant: TenantDep) -> Response:
-    upload = service.uploads.get(tenant.id, KIND, keyset_id)
-    if service.db.one("SELECT id FROM jobs WHERE keyset_id = ? AND state IN ('queued', 'running')", (upload.id,)):
-        raise ConflictError(f"key set {upload.id} is used by a queued or running job")
-    service.uploads.discard(upload)
+    upload = _uploads.discard_unused(service, tenant, KIND, keyset_id, job_column="keyset_id", what="key set")
     if not service.blobs.exists(upload.sha256):  # no other key set has these bytes: free the device too
         service.keysets.discard(upload.sha256)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
