@@ -13,7 +13,6 @@ binary:logistic) plus the sum of the class's leaves.
 """
 from __future__ import annotations
 
-import io
 import json
 import math
 from dataclasses import dataclass
