@@ -60,7 +60,6 @@ check the measured budget left against the plan's estimate (measured 9-35 bits a
 from __future__ import annotations
 
 import functools
-import io
 import json
 import math
 from collections import defaultdict
@@ -565,9 +564,7 @@ def _idash_plan(model: IdashModel, params: Params, layout: Layout) -> ForestPlan
         for p in range(3):
             forms[g, p, "test"] = LinearForm(n)
     for tree in range(len(model.leaves)):
-        cls, j = divmod(tree, per_class)
-        g, lane = divmod(j, per_group)
-        row, block = divmod(lane, layout.blocks)
+        g, row, block, cls = _idash_position(tree, per_class, per_group, layout)
         slots = layout.lane_slots(row, layout.tree_column(block, cls))
         for p in range(3):
             y = int(model.thresholds[tree, p])
@@ -587,7 +584,8 @@ def _idash_plan(model: IdashModel, params: Params, layout: Layout) -> ForestPlan
                       _fold_steps(layout), True, trees_per_class=per_class)
 
 
-def _idash_position(tree: int, per_class: int, per_group: int, layout: Layout):
+def _idash_position(tree: int, per_class: int, per_group: int, layout: Layout) -> tuple[int, int, int, int]:
+    """(group, row, block, class) of an iDASH tree: the trees of a class fill the groups' lanes in order."""
     cls, j = divmod(tree, per_class)
     g, lane = divmod(j, per_group)
     row, block = divmod(lane, layout.blocks)
