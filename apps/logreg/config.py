@@ -45,12 +45,13 @@ class HELRConfig:
     bootstrapping: str = "N16_H192_FULL"
     allow_insecure: bool = False
     columns: int = 256
-    iterations: int = 30
-    batch_size: int = 1024
-    learning_rate: float = 1.0
-    lambda0: float = 0.01
-    seed: int = 0
-    block_order: str = "cycle"
+    # the twin's defaults (the study's values), taken from it so that the two cannot drift apart
+    iterations: int = HelrConfig.iterations
+    batch_size: int = HelrConfig.batch_size
+    learning_rate: float = HelrConfig.learning_rate
+    lambda0: float = HelrConfig.lambda0
+    seed: int = HelrConfig.seed
+    block_order: str = HelrConfig.block_order
 
     def __post_init__(self) -> None:
         if self.bootstrapping not in PRESETS:
