@@ -57,7 +57,7 @@ BFV_PRESETS: dict[str, ParamsLiteral] = {
     "BFVN15QP881L14D15T17": ParamsLiteral(log_n=15, log_q=[55] * 15, log_p=[56],
                                           log_default_scale=0, scheme="bfv", plaintext_modulus=65537),
     # Tree-ensemble inference (apps.xgboost): the same chains with the 20-bit prime
-    # t = 786433 = 3 * 2^18 + 1 (1 mod 2^19, batching up to N = 2^18), so exact fixed-point class
+    # t = 786433 = 3 * 2^18 + 1 (1 mod 2^18, batching up to N = 2^17), so exact fixed-point class
     # scores up to (t - 1)/2 = 393,216 fit (the iDASH 2020 model's worst case is 228,995).
     "BFVN13QP218L3D4T20": ParamsLiteral(log_n=13, log_q=[43, 43, 44, 44], log_p=[44], log_default_scale=0,
                                         scheme="bfv", plaintext_modulus=786433),

@@ -36,6 +36,16 @@ def test_secure_presets_are_seals_defaults(name):
     assert content_name(params) == name
 
 
+@pytest.mark.parametrize("name,chain_of", [("BFVN13QP218L3D4T20", "BFVN13QP218L3D4T17"),
+                                           ("BFVN14QP438L7D8T20", "BFVN14QP438L7D8T17")])
+def test_secure_t20_presets_keep_seals_chain(name, chain_of):
+    params = preset(name)  # no allow_insecure: passes the 128-bit check
+    assert list(params.q_primes + params.p_primes) == SEAL_DEFAULT_128[chain_of]
+    t = params.plaintext_modulus
+    assert t == 786433 and t % (2 * params.n) == 1 and all(t % d for d in range(2, math.isqrt(t) + 1))
+    assert content_name(params) == name
+
+
 @pytest.mark.parametrize("name", [n for n in BFV_PRESETS if n.endswith("Insecure")])
 def test_tiny_presets_need_allow_insecure(name):
     with pytest.raises(SecurityError):
