@@ -47,7 +47,7 @@ def test_idash_subset_exact(idash_dir):
 
 def test_idash_stacked_equals_per_group(idash_dir):
     workload = load_idash(idash_dir)
-    samples, _, _ = repeated(workload, 90)  # one block per row: 64 groups
+    samples, _, reps = repeated(workload, 90)  # one block per row: 64 groups
     model = IdashModel.from_workload(workload)
     params = named_params("BFVN11QP335L4D5T20Insecure", allow_insecure=True)
     plan = ForestPlan.build(model, params, width=90)
@@ -56,6 +56,8 @@ def test_idash_stacked_equals_per_group(idash_dir):
     stacked = ForestEvaluator(params, keys, model, plan=plan).evaluate(cts)
     per_group = ForestEvaluator(params, keys, model, plan=plan, stacked=False).evaluate(cts)
     assert plan.n_groups == 64 and stacked[0].data.equal(per_group[0].data)
+    twin = np.concatenate([evaluate_idash(workload).scores] * reps)[:90]
+    np.testing.assert_array_equal(client.decrypt_scores(stacked, 90), twin)
 
 
 @pytest.mark.slow
