@@ -58,6 +58,11 @@ def test_progress_then_cancel(live_server, uploaded):
         status = api.job(job)
         assert status["state"] == "running" and status["iterations"] == 400
         assert status["seconds_per_iteration"] > 0 and status["eta_seconds"] > 0
+        for in_use in (f"/keysets/{keyset}", f"/datasets/{dataset}"):  # the running job holds both
+            with pytest.raises(APIError) as err:
+                api._request("DELETE", in_use)
+            assert err.value.status == 409 and err.value.error == "ConflictError"
+            assert api._json("GET", in_use)["state"] == "ready"  # refused, not half-removed
         assert api.cancel(job)["cancel_requested"]
         with pytest.raises(JobFailedError) as err:
             api.wait(job, timeout=60, poll=0.05)
