@@ -16,6 +16,7 @@ from data.errors import DataError
 
 from ..table import format_table
 from .encrypted import idash_job, plot_confusion, run_job, srbct_job
+from .twin import predicted_classes
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,7 +55,7 @@ def predict(args: argparse.Namespace) -> None:
             ("scores equal the integer twin", "yes" if run.exact else "NO"),
             ("argmax equals xgboost" if run.same_as_library is not None else "argmax equals the twin",
              f"{run.same_as_library}/{n}" if run.same_as_library is not None
-             else f"{int((run.predicted == job.twin_scores.argmax(axis=1)).sum())}/{n}"),
+             else f"{int((run.predicted == predicted_classes(job.twin_scores)).sum())}/{n}"),
             ("server latency (median, warm)", f"{run.seconds['evaluate'] * 1e3:.1f} ms"),
             ("throughput", f"{run.throughput:.1f} samples/s"),
             ("client: keys / encrypt / decrypt", " / ".join(f"{run.seconds[k]:.2f} s" for k in ("keys", "encrypt",

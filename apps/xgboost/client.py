@@ -18,6 +18,7 @@ from fhe_core.rlwe.sampling import sub_seed
 
 from .encoding import EncodedFeatures
 from .plan import Layout, PlanError, PublicModel
+from .twin import predicted_classes
 
 
 @dataclass(frozen=True)
@@ -152,5 +153,4 @@ class ForestClient:
 
     def predict(self, cts: list[Ciphertext], n_samples: int) -> np.ndarray:
         """Class ids `[n]`: argmax of the scores (score > 0 for a binary model)."""
-        scores = self.decrypt_scores(cts, n_samples)
-        return (scores[:, 0] > 0).astype(np.int64) if scores.shape[1] == 1 else scores.argmax(axis=1)
+        return predicted_classes(self.decrypt_scores(cts, n_samples))

@@ -21,6 +21,7 @@ from fhe_core.rlwe import Ciphertext, EvalKeySet
 from .client import ForestClient, IdashSamples
 from .plan import ForestPlan, IdashModel, PublicModel, named_params
 from .server import ForestEvaluator
+from .twin import predict_forest, predicted_classes
 
 
 @dataclass
@@ -97,7 +98,6 @@ def srbct_job(directory: str | Path | None = None, rounds: int = 50, depth: int 
 
     from .encoding import PublicBinning
     from .export import export_booster
-    from .twin import predict_forest
 
     data = load_khan(directory)
     if genes is not None:
@@ -163,14 +163,10 @@ def run_job(job: Job, preset: str = "BFVN13QP218L3D4T20", *, device: str = "cpu"
     back = serialize.loads_many(download, client.params, expect=Ciphertext)
     scores = client.decrypt_scores(back, job.n_samples)
     seconds["decrypt"] = time.perf_counter() - start
-    predicted = _argmax(scores)
+    predicted = predicted_classes(scores)
     return Run(job, plan, scores, predicted, seconds,
                {"keys": len(keys), "upload": len(upload), "download": len(download)},
                min(client.noise_budget(ct) for ct in back))
-
-
-def _argmax(scores: np.ndarray) -> np.ndarray:
-    return (scores[:, 0] > 0).astype(np.int64) if scores.shape[1] == 1 else scores.argmax(axis=1)
 
 
 def plot_confusion(run: Run, path: str | Path) -> Path:

@@ -45,8 +45,9 @@ def predict_forest(forest: HEForest, encoded: EncodedFeatures) -> ForestPredicti
         tree_values(tests.astype(np.float64), forest.leaves_float), forest.tree_class,
         forest.n_classes,
     )
-    if forest.n_classes == 1:
-        predicted = (scores[:, 0] > 0).astype(np.int64)
-    else:
-        predicted = scores.argmax(axis=1)
-    return ForestPrediction(scores, scores / 2.0**forest.frac_bits, exact, predicted)
+    return ForestPrediction(scores, scores / 2.0**forest.frac_bits, exact, predicted_classes(scores))
+
+
+def predicted_classes(scores: np.ndarray) -> np.ndarray:
+    """Class ids `[n]` of scores `[n, C]`: the argmax, or score > 0 for a binary model (C = 1)."""
+    return (scores[:, 0] > 0).astype(np.int64) if scores.shape[1] == 1 else scores.argmax(axis=1)
