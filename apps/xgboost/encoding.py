@@ -56,6 +56,14 @@ class PublicBinning:
         return len(self.offsets) - 1
 
     @property
+    def offsets_index_cuts(self) -> bool:
+        """Whether offsets (1-D, at least one feature) run from 0 to len(cuts) without decreasing
+        (the check of a binning read from bytes or JSON)."""
+        cuts, offsets = self.cuts, self.offsets
+        return (cuts.ndim == 1 and offsets.ndim == 1 and len(offsets) >= 2 and offsets[0] == 0
+                and offsets[-1] == len(cuts) and not (np.diff(offsets) < 0).any())
+
+    @property
     def bit_feature(self) -> np.ndarray:
         """Feature of each bit, `[total_bits]` int64."""
         return np.repeat(np.arange(self.n_features), np.diff(self.offsets))

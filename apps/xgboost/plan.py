@@ -773,12 +773,10 @@ class PublicModel:
             raise PlanError("PublicModel: rotation_steps must be a list of positive ints")
         binning = None
         if data["binning"] is not None:
-            cuts = np.asarray(data["binning"]["cuts"], dtype=np.float32)
-            offsets = np.asarray(data["binning"]["offsets"], dtype=np.int64)
-            if offsets.ndim != 1 or len(offsets) < 2 or offsets[0] != 0 or offsets[-1] != len(cuts) \
-                    or (np.diff(offsets) < 0).any():
+            binning = PublicBinning(np.asarray(data["binning"]["cuts"], dtype=np.float32),
+                                    np.asarray(data["binning"]["offsets"], dtype=np.int64))
+            if not binning.offsets_index_cuts:
                 raise PlanError("PublicModel: binning offsets do not index the cuts")
-            binning = PublicBinning(cuts, offsets)
         chunks = None
         if data["kind"] == "thermometer":
             try:

@@ -118,6 +118,12 @@ def test_public_model_json_round_trip_and_errors():
                 public.to_json().replace('"kind":"thermometer"', '"kind":"other"')]:
         with pytest.raises(PlanError):
             PublicModel.from_json(bad)
+    offsets = [int(o) for o in forest.binning.offsets]
+    for bad_offsets in (offsets[:-1], offsets[::-1], offsets[:1], [offsets]):
+        text = public.to_json().replace(f'"offsets":{offsets}'.replace(" ", ""), f'"offsets":{bad_offsets}')
+        assert text != public.to_json()
+        with pytest.raises(PlanError, match="offsets"):
+            PublicModel.from_json(text)
 
 
 def test_forest_bytes_round_trip_and_validation():
@@ -144,3 +150,7 @@ def test_forest_bytes_round_trip_and_validation():
         HEForest.from_bytes(dataclasses.replace(forest, bit=wrong_bit).to_bytes())
     with pytest.raises(ModelFormatError, match="leaves"):
         HEForest.from_bytes(dataclasses.replace(forest, leaves=forest.leaves[:, :-1]).to_bytes())
+    for offsets in (forest.binning.offsets[:-1], forest.binning.offsets[::-1], forest.binning.offsets[:1]):
+        binning = PublicBinning(forest.binning.cuts, offsets)
+        with pytest.raises(ModelFormatError, match="offsets"):
+            HEForest.from_bytes(dataclasses.replace(forest, binning=binning).to_bytes())
