@@ -12,6 +12,7 @@ evaluator (one model and key set) take turns; different key sets run side by sid
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from typing import Any, Protocol
@@ -81,11 +82,13 @@ class ModelRegistry:
 
     def missing_keys(self, name: str, keyset: Upload) -> dict[str, Any]:
         """The keys model ``name`` needs that ``keyset`` lacks: {"relin": bool, "galois_elements": [...]}."""
-        row = self.get(name)
-        params = self.service.params(row["params_json"])
+        return self._missing_keys(self.get(name), keyset)
+
+    def _missing_keys(self, row: dict[str, Any], keyset: Upload) -> dict[str, Any]:
         if keyset.params_id != row["params_id"]:
             raise UnprocessableError(f"key set {keyset.id} belongs to params_id {keyset.params_id}, "
-                                     f"model {name!r} to {row['params_id']}")
+                                     f"model {row['name']!r} to {row['params_id']}")
+        params = self.service.params(row["params_json"])
         relin, galois = self._kind(row["kind"]).required_keys(json.loads(row["public_json"]), params)
         info = keyset.info or {}
         return {"relin": bool(relin and not info.get("relin")),
@@ -94,13 +97,16 @@ class ModelRegistry:
     def predict(self, name: str, keyset: Upload, body: bytes | bytearray) -> bytes:
         """Encrypted scores for a batch of ciphertexts (``dumps_many`` bytes in and out)."""
         row = self.get(name)
-        missing = self.missing_keys(name, keyset)
+        missing = self._missing_keys(row, keyset)
         if missing["relin"] or missing["galois_elements"]:
             raise UnprocessableError(f"key set {keyset.id} lacks keys model {name!r} needs: {missing}")
         params, keys = self.service.keyset(keyset)
         settings = self.service.settings
+        # one evaluator per model bytes, public part (it fixes the batch width) and key set: the
+        # same bytes registered twice with different widths must not share one
+        public_sha = hashlib.sha256(row["public_json"].encode()).hexdigest()
         evaluator, lock = self._evaluators.get(
-            f"{row['blob']}:{keyset.sha256}",
+            f"{row['blob']}:{public_sha}:{keyset.sha256}",
             lambda: (self._kind(row["kind"]).evaluator(self.service.blobs.read_bytes(row["blob"]), params, keys,
                                                        json.loads(row["public_json"])),
                      threading.Lock()))

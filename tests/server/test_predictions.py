@@ -200,3 +200,21 @@ def test_a_prediction_over_the_request_timeout_is_408(live_server, alice):
     assert err.value.status == 408 and err.value.error == "RequestTimeoutError"
     with live_server.client() as api:  # the server goes on answering
         assert len(api.predict(MODEL, keyset, cts, client.params)) >= 1
+
+
+def test_the_same_model_bytes_at_two_widths_get_their_own_evaluators(live_server, alice):
+    """One key set, one model file registered twice (default width and width 4): each name is
+    evaluated for the width its public part promised, exactly as the twin."""
+    client, keyset = alice
+    with live_server.client("admin") as admin:
+        admin.add_model("toy-w4", forest().to_bytes(), params(), width=4)
+    x = samples(4, seed=11)
+    expected = predict_forest(forest(), forest().binning.encode(x)).scores
+    with live_server.client() as api:
+        narrow = ForestClient(PublicModel.from_json(json.dumps(api.model("toy-w4")["public"])),
+                              seed=fixed_seed("server/xgb/alice"), allow_insecure=True)
+        assert narrow.layout.width == 4 != client.layout.width
+        again = api.register_keys(narrow.eval_keys(), narrow.params)
+        assert api.keyset_status(again)["sha256"] == api.keyset_status(keyset)["sha256"]  # the same keys
+        for name, who in ((MODEL, client), ("toy-w4", narrow), (MODEL, client)):
+            np.testing.assert_array_equal(api.predict_scores(name, keyset, who, x), expected)
