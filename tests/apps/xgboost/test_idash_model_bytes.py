@@ -35,7 +35,10 @@ def test_bad_archives_are_refused(model):
                  _archive(header=header, thresholds=model.thresholds[:-1], leaves=model.leaves),
                  _archive(header=header, thresholds=model.thresholds, leaves=model.leaves.astype(np.float64)),
                  _archive(header=np.frombuffer(b"{}", dtype=np.uint8), thresholds=model.thresholds,
-                          leaves=model.leaves)):
+                          leaves=model.leaves),
+                 *(_archive(header=np.frombuffer(b'{"format": "fhe-ml/idash-model/1", "n_classes": %s}' % n,
+                                                 dtype=np.uint8), thresholds=model.thresholds, leaves=model.leaves)
+                   for n in (b"0", b"true", b"3", b"11.0"))):  # 1408 trees: 3 classes do not divide them
         with pytest.raises(ModelFormatError):
             IdashModel.from_bytes(data)
     with pytest.raises(ModelFormatError, match="max_bytes"):
