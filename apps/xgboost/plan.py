@@ -773,8 +773,11 @@ class PublicModel:
             raise PlanError("PublicModel: rotation_steps must be a list of positive ints")
         binning = None
         if data["binning"] is not None:
-            binning = PublicBinning(np.asarray(data["binning"]["cuts"], dtype=np.float32),
-                                    np.asarray(data["binning"]["offsets"], dtype=np.int64))
+            try:
+                binning = PublicBinning(np.asarray(data["binning"]["cuts"], dtype=np.float32),
+                                        np.asarray(data["binning"]["offsets"], dtype=np.int64))
+            except (KeyError, TypeError, ValueError):
+                raise PlanError("PublicModel: binning must be {cuts: [numbers], offsets: [ints]}") from None
             if not binning.offsets_index_cuts:
                 raise PlanError("PublicModel: binning offsets do not index the cuts")
         chunks = None

@@ -2,6 +2,7 @@
 twin's node tests, the public model's JSON, and the forest's bytes."""
 import dataclasses
 import io
+import json
 
 import numpy as np
 import pytest
@@ -124,6 +125,9 @@ def test_public_model_json_round_trip_and_errors():
         assert text != public.to_json()
         with pytest.raises(PlanError, match="offsets"):
             PublicModel.from_json(text)
+    for binning in ({"cuts": [1.0]}, [1], {"cuts": ["a"], "offsets": [0, 1]}, {"cuts": [1.0], "offsets": [[0], [1, 2]]}):
+        with pytest.raises(PlanError, match="binning"):
+            PublicModel.from_json(json.dumps(json.loads(public.to_json()) | {"binning": binning}))
 
 
 def test_forest_bytes_round_trip_and_validation():
