@@ -31,34 +31,40 @@ class LRUCache(Generic[V]):
         """The cached value of ``key``, or ``load()`` stored under it (evicting the oldest)."""
         with self._lock:
             if key in self._items:
-                self._items.move_to_end(key)
-                self.hits += 1
-                return self._items[key]
+                return self._hit(key)
             key_lock = self._loading.setdefault(key, threading.Lock())
         with key_lock:
             with self._lock:  # another thread may have loaded it while we waited
                 if key in self._items:
-                    self._items.move_to_end(key)
-                    self.hits += 1
-                    return self._items[key]
+                    return self._hit(key)
             try:
                 value = load()
-            finally:
+            except BaseException:
                 with self._lock:
                     self._loading.pop(key, None)
-            with self._lock:
+                raise
+            with self._lock:  # stored in the same turn as the loading lock is dropped: no second load
+                self._loading.pop(key, None)
                 self.misses += 1
-                self._items[key] = value
-                while len(self._items) > self.capacity:
-                    self._items.popitem(last=False)
+                self._store(key, value)
             return value
 
     def put(self, key: str, value: V) -> None:
         with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self.capacity:
-                self._items.popitem(last=False)
+            self._store(key, value)
+
+    def _hit(self, key: str) -> V:
+        """Under the lock: ``key``'s value, now the most recently used."""
+        self._items.move_to_end(key)
+        self.hits += 1
+        return self._items[key]
+
+    def _store(self, key: str, value: V) -> None:
+        """Under the lock: insert as the most recently used, evict past the capacity."""
+        self._items[key] = value
+        self._items.move_to_end(key)
+        while len(self._items) > self.capacity:
+            self._items.popitem(last=False)
 
     def discard(self, key: str) -> None:
         with self._lock:

@@ -87,5 +87,8 @@ def test_lru_cache_loads_once_and_evicts_the_oldest():
     assert cache.get("a", slow_load("a", 9)) == 1  # a is now the most recent
     cache.get("c", slow_load("c", 3))  # evicts b
     assert "b" not in cache and "a" in cache and "c" in cache and len(cache) == 2
+    with pytest.raises(ZeroDivisionError):  # a failed load stores nothing; the next get loads again
+        cache.get("d", lambda: 1 // 0)
+    assert "d" not in cache and cache.get("d", slow_load("d", 4)) == 4 and loads[-1] == "d"
     with pytest.raises(ValueError):
         LRUCache(0)
