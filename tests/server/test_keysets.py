@@ -9,10 +9,13 @@ import httpx
 import numpy as np
 import pytest
 
+from conftest import tiny_settings
 from fhe_core import bfv, rlwe
+from fhe_core.errors import SecurityError
 from fhe_core.params import preset
 from fhe_core.serialize import dumps
 from server.client import APIError, Manifest
+from server.service import Service
 
 BFV_SMALL = "BFVN10QP205L2D3T17Insecure"
 OTHER = "N10QP241L3D4Insecure"  # a CKKS set: other parameters
@@ -208,7 +211,7 @@ def test_whole_not_matching_the_declared_hash_is_refused(live_server, bfv_keys):
              manifest_override={"sha256": hashlib.sha256(b"something else").hexdigest()})
 
 
-def test_limits_and_bad_manifests(live_server, bfv_keys):
+def test_limits_and_bad_manifests(live_server, bfv_keys, tmp_path):
     params, _, keys = bfv_keys
     blob = dumps(keys)
     limit = live_server.settings.max_part_bytes
@@ -224,8 +227,12 @@ def test_limits_and_bad_manifests(live_server, bfv_keys):
             manifest = Manifest.of(blob + bytes(part), part)
             override = {"parts": manifest.parts, "sha256": manifest.sha256, "size": manifest.size}
         _refused(live_server, blob, params, part, status, error, manifest_override=override, at="create")
-    secure_required = preset(BFV_SMALL, allow_insecure=True)
-    assert secure_required.params_id  # insecure sets are accepted only because the test server allows them
+    strict = Service(tiny_settings(tmp_path / "strict", allow_insecure=False))
+    try:  # insecure sets are accepted only because the test server allows them
+        with pytest.raises(SecurityError):
+            strict.params(params.literal.to_dict())
+    finally:
+        strict.close()
 
 
 def test_register_from_a_key_file_and_the_client_never_sends_a_secret_key(live_server, bfv_keys, tmp_path):
