@@ -48,7 +48,7 @@ def test_a_file_that_is_not_an_idash_model_is_refused(live_server):
         with pytest.raises(APIError) as err:
             admin.add_model("not-idash", b"PK\x03\x04 not an archive", named_params(PRESET, allow_insecure=True),
                             kind="idash")
-        assert 400 <= err.value.status < 500
+        assert (err.value.status, err.value.error) == (422, "ModelFormatError")
         assert all(m["name"] != "not-idash" for m in admin.models())
 
 
@@ -58,4 +58,4 @@ def test_a_width_the_slots_cannot_hold_is_refused(live_server, idash_dir):
         with pytest.raises(APIError) as err:
             admin.add_model("too-wide", model.to_bytes(), named_params(PRESET, allow_insecure=True), kind="idash",
                             width=1 << 20)
-        assert 400 <= err.value.status < 500 and "width" in err.value.detail
+        assert (err.value.status, err.value.error) == (422, "PlanError") and "width" in err.value.detail
