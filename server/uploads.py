@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import struct
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -29,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from fhe_core.params import Params
-from fhe_core.serialize import HEADER_BYTES, MAGIC, Kind
+from fhe_core.errors import SerializationError
+from fhe_core.serialize import HEADER_BYTES, Kind, read_header
 
 from server.blobs import BlobStore, is_sha256, receive_to_file
 from server.db import Database, dumps_json, now
@@ -235,7 +235,6 @@ class UploadStore:
         return self.blobs.path(upload.sha256)
 
 
-_HEADER = struct.Struct("<8sHH")
 
 
 def check_record_start(path: Path, kind: str, params_id: str) -> None:
@@ -243,20 +242,21 @@ def check_record_start(path: Path, kind: str, params_id: str) -> None:
     not an evaluation key set of ``params_id``. Full checks happen at completion."""
     with open(path, "rb") as f:
         head = f.read(HEADER_BYTES)
-    if len(head) < _HEADER.size or head[:8] != MAGIC:
+    try:
+        header = read_header(head)
+    except SerializationError:
         if kind == "keyset":
-            raise UnprocessableError("keyset: part 0 does not start with a serialized record (bad magic)")
+            raise UnprocessableError("keyset: part 0 does not start with a serialized record (bad magic)") from None
         return
-    record_kind = _HEADER.unpack_from(head)[2]
-    if record_kind == Kind.SECRET_KEY:
+    if header.kind == Kind.SECRET_KEY:
         raise UnprocessableError(f"{kind}: the upload is a SECRET KEY; the server never accepts one "
                                  "(send only evaluation keys: EvalKeySet)")
     if kind == "keyset":
-        if record_kind != Kind.EVAL_KEY_SET:
-            name = Kind(record_kind).name if record_kind in Kind._value2member_map_ else str(record_kind)
+        if header.kind != Kind.EVAL_KEY_SET:
+            name = Kind(header.kind).name if header.kind in set(Kind) else str(header.kind)
             raise UnprocessableError(f"keyset: the upload is a {name} record, expected EVAL_KEY_SET")
-        if len(head) == HEADER_BYTES and head[24:56].hex() != params_id:
-            raise UnprocessableError(f"keyset: the keys belong to params_id {head[24:56].hex()}, "
+        if header.params_id != params_id:
+            raise UnprocessableError(f"keyset: the keys belong to params_id {header.params_id}, "
                                      f"the key set was declared for {params_id}")
 
 

@@ -6,6 +6,7 @@ API::
     obj  = loads(blob, params, *, device=None, max_bytes=DEFAULT_MAX_BYTES, expect=None,
                  allow_insecure=False)
     info = peek(blob, *, max_bytes=..., expect=None) -> RecordInfo(kind, params_id, metadata, size)
+    head = read_header(first_88_bytes) -> Header(kind, params_id, ...)   no checksum: a record's start
     blob = dumps_many(objs) / objs = loads_many(blob, params, *, expect=, max_count=, ...)
                                   a sequence (e.g. a batch of ciphertexts): records back to back
     dump(obj, path, ...) / load(path, params, ...)   atomic write; size checked, then memory-mapped
@@ -100,7 +101,7 @@ generated); with ``params`` given, its literal must be theirs before anything is
 No pickle, no eval: metadata is JSON with a fixed schema, payloads are raw words.
 """
 from fhe_core.serialize.api import RecordInfo, dump, dump_eval_keys, dumps, dumps_many, load, loads, loads_many, peek
-from fhe_core.serialize.record import DEFAULT_MAX_BYTES, FORMAT_VERSION, HEADER_BYTES, MAGIC, Kind
+from fhe_core.serialize.record import DEFAULT_MAX_BYTES, FORMAT_VERSION, HEADER_BYTES, MAGIC, Header, Kind, read_header
 
-__all__ = ["dumps", "loads", "dumps_many", "loads_many", "dump", "dump_eval_keys", "load", "peek", "RecordInfo", "Kind", "DEFAULT_MAX_BYTES",
+__all__ = ["dumps", "loads", "dumps_many", "loads_many", "dump", "dump_eval_keys", "load", "peek", "read_header", "Header", "RecordInfo", "Kind", "DEFAULT_MAX_BYTES",
            "FORMAT_VERSION", "HEADER_BYTES", "MAGIC"]

@@ -182,18 +182,41 @@ def parse(data: object, *, max_bytes: int = DEFAULT_MAX_BYTES, expect: Iterable[
     view = as_view(data)
     meta_len, payload_len = _check_sizes(view, max_bytes, exact)
     view = view[:HEADER_BYTES + meta_len + payload_len]
-    magic, version, kind, _, _, raw_id, stored = _FIXED.unpack_from(view)
+    header = read_header(view)
+    kind = _check_kind(header.kind, expect)
+    if _checksum(view) != bytes(view[_CHECKSUM_AT:_CHECKSUM_AT + CHECKSUM_BYTES]):
+        raise ChecksumError(f"{kind.name.lower()}: checksum mismatch over {len(view)} bytes "
+                            "(the data is corrupted or was altered)")
+    meta_end = HEADER_BYTES + meta_len
+    return Record(kind, header.params_id, view[HEADER_BYTES:meta_end], view[meta_end:])
+
+
+@dataclass(frozen=True)
+class Header:
+    """The fixed header of a record, read from its first bytes alone (see :func:`read_header`).
+    ``kind`` is the raw number (it may name no known kind)."""
+
+    kind: int
+    params_id: str
+    metadata_bytes: int
+    payload_bytes: int
+
+
+def read_header(data: object) -> Header:
+    """The header of a record whose first :data:`HEADER_BYTES` bytes are ``data`` (more may
+    follow): magic and version are checked, nothing else; the checksum needs the whole record.
+    For a receiver that must refuse an upload (a secret key, foreign parameters) from its first
+    part, before the rest arrives. TruncatedError, BadMagicError, UnsupportedVersionError."""
+    view = as_view(data)
+    if len(view) < HEADER_BYTES:
+        raise TruncatedError(f"{len(view)} bytes are shorter than the {HEADER_BYTES}-byte header")
+    magic, version, kind, meta_len, payload_len, raw_id, _ = _FIXED.unpack_from(view)
     if magic != MAGIC:
         raise BadMagicError(f"not a serialized fhe_core object: magic bytes {magic!r}, expected {MAGIC!r}")
     if version != FORMAT_VERSION:
         raise UnsupportedVersionError(f"format version {version} is not supported (this build reads "
                                       f"version {FORMAT_VERSION})")
-    kind = _check_kind(kind, expect)
-    if _checksum(view) != stored:
-        raise ChecksumError(f"{kind.name.lower()}: checksum mismatch over {len(view)} bytes "
-                            "(the data is corrupted or was altered)")
-    meta_end = HEADER_BYTES + meta_len
-    return Record(kind, raw_id.hex(), view[HEADER_BYTES:meta_end], view[meta_end:])
+    return Header(kind, raw_id.hex(), meta_len, payload_len)
 
 
 def _check_sizes(view: memoryview, max_bytes: int, exact: bool) -> tuple[int, int]:

@@ -56,3 +56,18 @@ def test_refuses_empty_truncated_corrupt_foreign_and_unexpected_input(batch):
     other = preset("N11QP342L4D3Insecure", allow_insecure=True)
     with pytest.raises(SerializedParamsMismatchError):
         serialize.loads_many(blob, other)
+
+
+def test_read_header_from_a_records_first_bytes(batch):
+    """A receiver can tell a record's kind and parameters from its first 88 bytes (no checksum)."""
+    params, sk, _, _, cts = batch
+    head = serialize.read_header(serialize.dumps(cts[1])[:serialize.HEADER_BYTES])
+    assert head.kind == serialize.Kind.CKKS_CIPHERTEXT and head.params_id == params.params_id
+    blob = serialize.dumps(sk)
+    assert serialize.read_header(blob[:200]).kind == serialize.Kind.SECRET_KEY
+    assert serialize.read_header(blob).payload_bytes + serialize.read_header(blob).metadata_bytes \
+        + serialize.HEADER_BYTES == len(blob)
+    with pytest.raises(TruncatedError):
+        serialize.read_header(blob[:serialize.HEADER_BYTES - 1])
+    with pytest.raises(SerializationError, match="magic"):
+        serialize.read_header(b"\0" * serialize.HEADER_BYTES)
