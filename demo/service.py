@@ -6,14 +6,12 @@ import resource
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import psutil
 
-from server.embedded import free_port
+from server.embedded import free_port, serve_subprocess
 
 
 class ServiceStartError(RuntimeError):
@@ -40,37 +38,27 @@ class ServiceProcess:
         self.process: subprocess.Popen | None = None
         self.tokens: Tokens | None = None
 
-    def _command(self, *args: str) -> list[str]:
-        flags = ["--data-dir", str(self.data_dir), "--device", self.device]
-        return [sys.executable, "-m", "server", *args, *flags] + (["--allow-insecure"] if self.allow_insecure else [])
+    def _env(self) -> dict[str, str]:
+        """The service's settings (server.settings.Settings reads FHE_SERVER_*)."""
+        return {"FHE_SERVER_DATA_DIR": str(self.data_dir), "FHE_SERVER_DEVICE": self.device,
+                "FHE_SERVER_ALLOW_INSECURE": "true" if self.allow_insecure else "false"}
 
     def _token(self, tenant: str, admin: bool) -> str:
-        out = subprocess.run(self._command("create-token", tenant, *(["--admin"] if admin else [])),
-                             check=True, capture_output=True, text=True)
+        out = subprocess.run([sys.executable, "-m", "server", "create-token", tenant, *(["--admin"] if admin else [])],
+                             env=dict(os.environ, **self._env()), check=True, capture_output=True, text=True)
         return out.stdout.strip().splitlines()[-1]
 
     def __enter__(self) -> ServiceProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.tokens = Tokens(lab=self._token("lab", True), user=self._token("user", False))
         self._log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(self._command("serve", "--host", "127.0.0.1", "--port", str(self.port)),
-                                        stdout=self._log, stderr=subprocess.STDOUT)
-        self._wait_ready()
+        try:
+            self.process = serve_subprocess(self.data_dir, self.port, env=self._env(), log=self._log,
+                                            start_timeout=self.start_timeout)
+        except RuntimeError as exc:
+            self.stop()
+            raise ServiceStartError(f"{exc}; see {self.log_path}") from None
         return self
-
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise ServiceStartError(f"the service exited with {self.process.returncode}; see {self.log_path}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2.0).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise ServiceStartError(f"no answer on {self.url} after {self.start_timeout:.0f} s; see {self.log_path}")
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
