@@ -47,6 +47,14 @@ class Case:
     reference_us: float | None = None  # a published number for the same op and size (see its suite)
 
 
+def with_variant(name: str, value: int, fn: Callable[[int], object]) -> Callable[[int], object]:
+    """fn run with a CUDA kernel variant (ops.kernel_variant), for side-by-side cases."""
+    def run(i: int):
+        with ops.use_kernel_variant(name, value):
+            return fn(i)
+    return run
+
+
 def random_residues(basis: RNSBasis, prefix=()) -> torch.Tensor:
     q = basis.moduli[:, 0].view(*([1] * len(prefix)), -1, 1)
     raw = torch.randint(0, 2 ** 62, (*prefix, len(basis), basis.n), dtype=torch.int64, device=basis.device)
@@ -107,7 +115,19 @@ def make_cases(device: str, sets: int) -> list[Case]:
     conv = BasisConverter.get(src, dst)
     ins = [random_residues(src) for _ in range(sets)]
     conv_outs = [torch.empty(30, n, dtype=torch.int64, device=device) for _ in range(sets)]
-    cases.append(Case("bconv 10->30", "N=2^16", 40 * n * WORD, lambda i: conv(ins[i], out=conv_outs[i])))
+    run_conv = lambda i: conv(ins[i], out=conv_outs[i])  # noqa: E731
+    cases.append(Case("bconv 10->30", "N=2^16", 40 * n * WORD, run_conv))
+    cases.append(Case("bconv 10->30 [conv v0: mac128]", "N=2^16", 40 * n * WORD, with_variant("conv", 0, run_conv)))
+    # ModDown's shape: 11 special primes -> 31, exact (centred), both components
+    primes = generate_primes([46] * 11 + [41] * 31, n)
+    src, dst = RNSBasis.get(primes[:11], n, device), RNSBasis.get(primes[11:], n, device)
+    conv_down = BasisConverter.get(src, dst)
+    ins_down = [random_residues(src, (2,)) for _ in range(sets)]
+    outs_down = [torch.empty(2, 31, n, dtype=torch.int64, device=device) for _ in range(sets)]
+    run_down = lambda i: conv_down(ins_down[i], exact=True, out=outs_down[i])  # noqa: E731
+    cases.append(Case("bconv 11->31 exact x2", "N=2^16", 2 * 42 * n * WORD, run_down))
+    cases.append(Case("bconv 11->31 exact x2 [conv v0: mac128]", "N=2^16", 2 * 42 * n * WORD,
+                      with_variant("conv", 0, run_down)))
     return cases
 
 
@@ -133,12 +153,18 @@ def make_keyswitch_cases(device: str) -> list[Case]:
     extended = rlwe.inner_product(ctx, digits, key, level)
     limb_poly = params.n * WORD
     name = "N=2^16, L=30, dnum=3"
+    mod_up = lambda i: rlwe.decompose_mod_up(ctx, ct.data[1], level)  # noqa: E731
+    mod_down = lambda i: rlwe.mod_down(ctx, extended, level)  # noqa: E731
+    rotate = lambda i: rlwe.apply_galois(ctx, ct, galois[0], keys)  # noqa: E731
+    reference = "[conv v0: mac128]"
     return [
-        Case("mod_up", name, 157 * limb_poly, lambda i: rlwe.decompose_mod_up(ctx, ct.data[1], level)),
+        Case("mod_up", name, 157 * limb_poly, mod_up),
+        Case(f"mod_up {reference}", name, 157 * limb_poly, with_variant("conv", 0, mod_up)),
         Case("inner_product (fused)", name, 462 * limb_poly, lambda i: rlwe.inner_product(ctx, digits, key, level)),
-        Case("mod_down", name, 146 * limb_poly, lambda i: rlwe.mod_down(ctx, extended, level)),
-        Case("HRotate (apply_galois)", name, (765 + 124) * limb_poly,
-             lambda i: rlwe.apply_galois(ctx, ct, galois[0], keys)),
+        Case("mod_down", name, 146 * limb_poly, mod_down),
+        Case(f"mod_down {reference}", name, 146 * limb_poly, with_variant("conv", 0, mod_down)),
+        Case("HRotate (apply_galois)", name, (765 + 124) * limb_poly, rotate),
+        Case(f"HRotate (apply_galois) {reference}", name, (765 + 124) * limb_poly, with_variant("conv", 0, rotate)),
         Case("hoisted rotation x4 (all 4)", name, (157 + 4 * (608 + 124)) * limb_poly,
              lambda i: rlwe.apply_galois_hoisted(ctx, ct, galois, keys)),
     ]
@@ -222,6 +248,8 @@ def make_ckks_cases(device: str) -> list[Case]:
         Case("CMult (ct x pt)", name, 2 * ct + ct // 2, lambda i: evaluator.mul(a, pt)),
         Case("HMult + relin", name, 3 * ct + (765 - 124) * limb_poly, lambda i: evaluator.mul_relin(a, b),
              REFERENCE_V100_US["HMult + relin"]),
+        Case("HMult + relin [conv v0: mac128]", name, 3 * ct + (765 - 124) * limb_poly,
+             with_variant("conv", 0, lambda i: evaluator.mul_relin(a, b))),
         Case("rescale", name, 2 * ct, lambda i: evaluator.rescale(unscaled), REFERENCE_V100_US["rescale"]),
         Case("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1), REFERENCE_V100_US["HRotate"]),
         Case("hoisted, 8 rotations", name, 2 * ct + (157 + 8 * 732) * limb_poly,

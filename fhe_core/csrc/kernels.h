@@ -165,6 +165,16 @@ struct FixedWeightArgs {
   int64_t hamming_weight;
 };
 
+// Alternative CUDA kernels that can be chosen at run time, so that benchmarks time them side by side
+// and tests check them bit for bit against each other (the CPU build has only the reference path).
+// Values: 0 = the reference kernel; 1 (default) = the faster one where it applies. Set through
+// ops.kernel_variant from Python; read by the CUDA launchers when they enqueue a kernel.
+enum class Variant : int {
+  kConv = 0,  // 1: Conv as a byte-sliced integer matrix product on the tensor cores (rns.cu)
+  kCount
+};
+int& kernel_variant(Variant v);  // defined in ops.cpp
+
 namespace cpu {
 void ntt_forward(const NttArgs& args);
 void ntt_inverse(const NttArgs& args);

@@ -23,6 +23,12 @@
 #include "kernels.h"
 
 namespace fhe {
+
+int& kernel_variant(Variant v) {
+  static int variants[static_cast<int>(Variant::kCount)] = {1};
+  return variants[static_cast<int>(v)];
+}
+
 namespace {
 
 using at::Tensor;
@@ -554,6 +560,25 @@ Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n) {
   return table;
 }
 
+// ---- run-time kernel variants (see kernels.h) -------------------------------------------------
+
+constexpr const char* kVariantNames[] = {"conv"};
+static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
+
+// Sets a variant, returns the previous value; a negative value only reads it.
+int64_t set_kernel_variant(const std::string& name, int64_t value) {
+  for (int i = 0; i < static_cast<int>(Variant::kCount); ++i) {
+    if (name != kVariantNames[i]) continue;
+    int& slot = kernel_variant(static_cast<Variant>(i));
+    const int previous = slot;
+    FHE_CHECK(value <= 1, "kernel_variant: ", name, " is 0 (reference) or 1, got ", value);
+    if (value >= 0) slot = static_cast<int>(value);
+    return previous;
+  }
+  FHE_CHECK(false, "kernel_variant: unknown kernel '", name, "' (known: conv)");
+  return 0;
+}
+
 // ---- registration ----------------------------------------------------------------------------
 
 template <class B>
@@ -636,6 +661,7 @@ TORCH_LIBRARY(fhe_core, m) {
   m.def("sample_cbd(Tensor moduli, int n, int[] key, int nonce, int eta) -> Tensor");
   m.def("sample_ternary(Tensor moduli, int n, int[] key, int nonce, int hamming_weight) -> Tensor");
   m.def("ntt_table(Tensor moduli, Tensor roots, int log_n) -> Tensor");
+  m.def("kernel_variant(str name, int value) -> int", &fhe::set_kernel_variant);
   m.def("cuda_built() -> bool", []() {
 #ifdef FHE_CORE_WITH_CUDA
     return true;

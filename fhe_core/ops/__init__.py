@@ -9,6 +9,8 @@ both. Functional forms return new tensors; pass ``out=`` to reuse a buffer.
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from fhe_core.ops import _extension  # noqa: F401  (loads the extension)
@@ -19,13 +21,36 @@ Tensor = torch.Tensor
 __all__ = [
     "cuda_built", "ntt", "intt", "add", "sub", "neg", "mul", "mul_const", "sub_mul_const", "mul_add", "bconv", "center_lift", "mod_up_conv", "ks_inner_product",
     "automorphism_ntt", "automorphism_coeff", "sample_uniform", "sample_cbd", "sample_ternary",
-    "ntt_table", "seed_words",
+    "ntt_table", "seed_words", "kernel_variant", "use_kernel_variant",
 ]
 
 
 def cuda_built() -> bool:
     """True when the extension was compiled with its CUDA kernels."""
     return bool(_ops.cuda_built())
+
+
+def kernel_variant(name: str, value: int | None = None) -> int:
+    """Read (``value=None``) or set the CUDA kernel variant ``name``; returns the previous value.
+
+    0 is the reference kernel, 1 (the default) the faster alternative where it applies. Known names:
+    ``"conv"`` (1: basis conversion as a byte-sliced integer matrix product on the tensor cores).
+    Both variants give the same residues bit for bit; the switch exists so that tests compare them
+    and benchmarks time them side by side. The CPU kernels have one variant and ignore it. A launch
+    reads the setting when it is enqueued (so a captured CUDA graph keeps the variant it was
+    captured with).
+    """
+    return int(_ops.kernel_variant(name, -1 if value is None else int(value)))
+
+
+@contextlib.contextmanager
+def use_kernel_variant(name: str, value: int):
+    """``with use_kernel_variant("conv", 0): ...`` runs the block with that variant, then restores it."""
+    previous = kernel_variant(name, value)
+    try:
+        yield
+    finally:
+        kernel_variant(name, previous)
 
 
 def _call(op, args, out):

@@ -135,6 +135,207 @@ __global__ void conv_kernel(ConvArgs a, int groups) {
     if (r < width) out[r * a.n] = reduce128(acc[r], a.dst[r0 + r]);
 }
 
+// ---- Conv on the tensor cores ---------------------------------------------------------------------
+//
+// Conv is a matrix product with one small constant matrix: out[c][r] = sum_k y_k[c] C[k][r] mod p_r.
+// Cut every y into bytes and move the byte's weight into the constant: with
+//   D[k][a][r] = 2^(8a) C[k][r] mod p_r   (8 bytes D_b each, a, b < 8),
+//   sum_k y_k C[k][r] = sum_{k,a} ybyte_a(y_k) D[k][a][r] = sum_b 2^(8b) T_b   (mod p_r),
+//   T_b = sum_{k,a} ybyte_a(y_k) * byte_b(D[k][a][r]),
+// and T is an exact integer product of a [coefficients x 8 slots] byte matrix by an [8 slots x 8]
+// byte matrix per output prime: one mma.sync m16n8k32 (u8 x u8 -> s32) per 16 coefficients, 4 slots
+// and prime, with K = (k, a) and N = b. T_b <= 8 * slots * 255^2 < 2^23 for slots <= 16, so
+// V = sum_b 2^(8b) T_b < 2^80 and one reduce128 per output finishes: the result is the canonical
+// residue of the same sum the reference kernel computes, bit for bit. The exact (centred) conversion
+// is one more slot: y = u (the rounded multiple of Q, computed from the y_k as in conv_kernel) with
+// C = (-Q) mod p_r. Per output this costs ~2 slots/4 MMAs and ~60 integer instructions (the byte
+// sums' recombination across a lane quad and the reduction) instead of ~21 per multiply-accumulate.
+//
+// Fragment layouts (PTX ISA, mma.m16n8k32 with 8-bit operands), lane = 4 g + t:
+//   A (16 x 32, row-major): a0 = row g, K 4t..4t+3; a1 = row g+8, same K; a2/a3 = K + 16.
+//   B (32 x 8, column):     b0 = K 4t..4t+3 of column g; b1 = K + 16.
+//   C (16 x 8, s32):        c0, c1 = row g, columns 2t, 2t+1; c2, c3 = row g+8.
+// With K = 8 k_local + a (k_local < 4 slots per K tile), the four bytes a0 holds are one 32-bit half
+// of one y: a0 = half (t & 1) of y[4 kt + (t >> 1)] of coefficient g, a2 the same for slot + 2.
+constexpr int kMmaWarps = 4;
+constexpr int kMmaTile = 32 * kMmaWarps;   // coefficients per tile: two m16 tiles per warp
+constexpr int kMmaRows = 8;                // output primes per block (grid.y groups)
+constexpr int kMmaMaxSlots = 16;           // y slots (input limbs, + 1 for the exact conversion)
+constexpr int kMmaYStride = kMmaTile + 8;  // u64 per slot row in shared memory: 272 words = 16 mod 32 banks,
+                                           // so the A-fragment reads of a warp hit 32 distinct banks
+
+__device__ __forceinline__ void mma_u8(int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// (x * 256) mod q for x < q < 2^61. The quotient (< 256) from a double estimate is off by at most
+// one (relative error ~2^-52 of a value below 256), so the remainder before correction lies in
+// [-q, 2q), which a signed word holds; the wrap-around of x << 8 cancels modulo 2^64.
+__device__ __forceinline__ u64 times256_mod(u64 x, u64 q, double scale) {
+  const u64 estimate = static_cast<u64>(__dmul_rn(__ull2double_rn(x), scale));
+  int64_t r = static_cast<int64_t>((x << 8) - estimate * q);
+  if (r < 0) r += static_cast<int64_t>(q);
+  else if (r >= static_cast<int64_t>(q)) r -= static_cast<int64_t>(q);
+  return static_cast<u64>(r);
+}
+
+// Builds the B fragments of one (slot k, output row rr) in shared memory: D[k][a] for a < 8, and
+// for every byte b the two words that lane 4b + 2 (k & 1) + h (h = a / 4) holds in register
+// (k & 3) / 2 of K tile k / 4. bfrag: [kMmaRows][KT][32 lanes][2].
+template <int KT>
+__device__ void build_b_fragments(u32* bfrag, int k, int rr, u64 c, u64 q) {
+  u64 d[8];
+  d[0] = c;
+  const double scale = 256.0 / static_cast<double>(q);
+#pragma unroll
+  for (int a = 1; a < 8; ++a) d[a] = times256_mod(d[a - 1], q, scale);
+  const int kt = k / 4, reg = (k & 3) / 2;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int b = 0; b < 8; ++b) {
+      const int shift = (b & 3);
+      u32 w[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) w[e] = static_cast<u32>(d[4 * h + e] >> (b < 4 ? 0 : 32));
+      // bytes `shift` of w[0..3], in that order
+      const u32 lo = __byte_perm(w[0], w[1], shift | ((4 + shift) << 4));
+      const u32 hi = __byte_perm(w[2], w[3], shift | ((4 + shift) << 4));
+      const u32 word = __byte_perm(lo, hi, 0x5410);
+      const int lane = 4 * b + 2 * (k & 1) + h;
+      bfrag[((rr * KT + kt) * 32 + lane) * 2 + reg] = word;
+    }
+  }
+}
+
+// Grid: (N / (kMmaTile * tiles), batch * dnum * groups of kMmaRows output rows); kMmaTile threads.
+// The block builds its rows' B fragments once, then for each of its coefficient tiles stages the
+// y_k in shared memory and runs every row through the tensor cores.
+template <int KT>
+__global__ void __launch_bounds__(kMmaTile) conv_mma_kernel(ConvArgs a, int groups, int tiles) {
+  __shared__ u64 ys[4 * KT][kMmaYStride];
+  __shared__ uint2 bfrag2[kMmaRows * KT * 32];
+  u32* bfrag = reinterpret_cast<u32*>(bfrag2);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int g = lane / 4, t = lane % 4;
+  const int64_t b = blockIdx.y / (a.dnum * groups);
+  const int j = blockIdx.y / groups % a.dnum;
+  const int r0 = (blockIdx.y % groups) * kMmaRows;
+  const int first = j * a.alpha, count = min(a.alpha, a.q_count - first);
+  const int width = min(kMmaRows, a.rows - r0);
+  const bool exact = a.neg_q_mod_p != nullptr;
+
+  if (tid < 4 * KT * kMmaRows) {  // one (slot, row) chain per thread
+    const int k = tid / kMmaRows, rr = tid % kMmaRows;
+    u64 c = 0, q = 1;
+    if (rr < width) {
+      q = a.dst[r0 + rr].value;
+      if (k < count) c = a.qhat_mod_p[(static_cast<int64_t>(j) * a.alpha + k) * a.rows + r0 + rr];
+      else if (exact && k == count) c = a.neg_q_mod_p[r0 + rr];
+    }
+    build_b_fragments<KT>(bfrag, k, rr, c, q);
+  }
+
+  const u64* in = a.in + b * a.q_count * a.n;
+  u64* out = a.out + ((b * a.dnum + j) * a.rows + r0) * a.n;
+  const u32* ys32 = reinterpret_cast<const u32*>(&ys[0][0]);
+  for (int tile = 0; tile < tiles; ++tile) {
+    const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * tiles + tile) * kMmaTile;
+    if (tile > 0) __syncthreads();  // the previous tile's A fragments are read
+    for (int k = 0; k < 4 * KT; ++k) {
+      u64 y = 0;
+      if (k < count) {
+        const int row = first + k;
+        y = mul_shoup(in[row * a.n + c0 + tid], a.qhat_inv[row], a.qhat_inv_shoup[row], a.src[row].value);
+      } else if (exact && k == count) {
+        y = conv_rounded_overflow(&ys[0][tid], kMmaYStride, a.src + first, count);
+      }
+      ys[k][tid] = y;
+    }
+    __syncthreads();
+
+    u32 af[2][KT][4];
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+      const int cb = 32 * warp + 16 * m + g;
+#pragma unroll
+      for (int kt = 0; kt < KT; ++kt) {
+        const int k0 = 4 * kt + (t >> 1), k1 = k0 + 2;
+        af[m][kt][0] = ys32[(k0 * kMmaYStride + cb) * 2 + (t & 1)];
+        af[m][kt][1] = ys32[(k0 * kMmaYStride + cb + 8) * 2 + (t & 1)];
+        af[m][kt][2] = ys32[(k1 * kMmaYStride + cb) * 2 + (t & 1)];
+        af[m][kt][3] = ys32[(k1 * kMmaYStride + cb + 8) * 2 + (t & 1)];
+      }
+    }
+    // Lane (g, t) finishes coefficient 32 warp + 16 (t >> 1) + g + 8 (t & 1) of every row.
+    const int64_t coefficient = c0 + 32 * warp + 16 * (t >> 1) + g + 8 * (t & 1);
+    for (int rr = 0; rr < width; ++rr) {
+      int acc[2][4] = {};
+#pragma unroll
+      for (int kt = 0; kt < KT; ++kt) {
+        const uint2 bf = bfrag2[(rr * KT + kt) * 32 + lane];
+        mma_u8(acc[0], af[0][kt], bf.x, bf.y);
+        mma_u8(acc[1], af[1][kt], bf.x, bf.y);
+      }
+      // P[m][h] = T_2t + 2^8 T_2t+1 of row g + 8h: weight 2^(16 t) in V (< 2^32, see above).
+      u32 p[2][2];
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          p[m][h] = static_cast<u32>(acc[m][2 * h]) + (static_cast<u32>(acc[m][2 * h + 1]) << 8);
+      // Lanes t, t ^ 1: lane t keeps row half h = t & 1 and pairs its piece with the partner's.
+      const int h = t & 1;
+      u64 pair[2];
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {
+        const u32 mine = h ? p[m][1] : p[m][0];
+        const u32 other = __shfl_xor_sync(0xffffffffu, h ? p[m][0] : p[m][1], 1);
+        pair[m] = h ? other + (static_cast<u64>(mine) << 16) : mine + (static_cast<u64>(other) << 16);
+      }
+      // Lanes t, t ^ 2: lane t keeps tile m = t >> 1; the lane with t < 2 holds the low 32-bit half.
+      const int keep = t >> 1;
+      const u64 mine = keep ? pair[1] : pair[0];
+      const u64 other = __shfl_xor_sync(0xffffffffu, keep ? pair[0] : pair[1], 2);
+      const u64 low = keep ? other : mine, high = keep ? mine : other;
+      U128 v;
+      v.lo = low + (high << 32);
+      v.hi = (high >> 32) + (v.lo < low ? 1u : 0u);
+      out[rr * a.n + coefficient] = reduce128(v, a.dst[r0 + rr]);
+    }
+  }
+}
+
+template <int KT>
+void launch_conv_mma(const ConvArgs& a, cudaStream_t s) {
+  const int groups = (a.rows + kMmaRows - 1) / kMmaRows;
+  const int64_t tile_count = a.n / kMmaTile;
+  const int64_t blocks_y = a.batch * a.dnum * groups;
+  // Several tiles per block amortise the B fragments, but keep >= ~8 blocks per SM of work.
+  int tiles = 1;
+  while (tiles < 4 && tile_count % (2 * tiles) == 0 && (tile_count / (2 * tiles)) * blocks_y >= 1024) tiles *= 2;
+  const dim3 grid(static_cast<unsigned>(tile_count / tiles), static_cast<unsigned>(blocks_y));
+  conv_mma_kernel<KT><<<grid, kMmaTile, 0, s>>>(a, groups, tiles);
+  check_launch("conv_mma_kernel");
+}
+
+// The tensor-core path applies to N a multiple of the tile and up to 16 slots; else conv_kernel.
+bool launch_conv_mma_if_applicable(const ConvArgs& a, cudaStream_t s) {
+  const int slots = a.alpha + (a.neg_q_mod_p != nullptr ? 1 : 0);
+  if (kernel_variant(Variant::kConv) != 1 || a.n % kMmaTile != 0 || slots > kMmaMaxSlots) return false;
+  switch ((slots + 3) / 4) {
+    case 1: launch_conv_mma<1>(a, s); break;
+    case 2: launch_conv_mma<2>(a, s); break;
+    case 3: launch_conv_mma<3>(a, s); break;
+    default: launch_conv_mma<4>(a, s); break;
+  }
+  return true;
+}
+
 // One thread per coefficient: read x once, write its lift into every output limb (coalesced).
 __global__ void center_lift_kernel(CenterLiftArgs a) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
@@ -185,6 +386,7 @@ void elementwise(const ElementwiseArgs& a, Stream stream) {
 void conv(const ConvArgs& a, Stream stream) {
   if (a.batch == 0 || a.dnum == 0) return;
   const DeviceScope scope(stream.device);
+  if (launch_conv_mma_if_applicable(a, native(stream))) return;
   const size_t smem = static_cast<size_t>(a.alpha) * (kConvThreads + kConvGroup) * sizeof(u64);
   check(cudaFuncSetAttribute(conv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
         "cudaFuncSetAttribute(conv_kernel)");

@@ -1,0 +1,117 @@
+"""The alternative CUDA kernels (ops.kernel_variant) against the reference kernels, the CPU build and
+Python integers, bit for bit; and the variant switch itself."""
+import numpy as np
+import pytest
+import torch
+
+from fhe_core import ops
+from fhe_core.ring import BasisConverter, RNSBasis, generate_primes
+from fhe_reference import fresh_rng, random_residues, to_ints
+
+
+def test_kernel_variant_is_read_set_and_restored():
+    before = ops.kernel_variant("conv")
+    assert before in (0, 1)
+    with ops.use_kernel_variant("conv", 1 - before):
+        assert ops.kernel_variant("conv") == 1 - before
+    assert ops.kernel_variant("conv") == before
+
+
+def test_kernel_variant_rejects_unknown_names_and_values():
+    with pytest.raises(RuntimeError, match="unknown kernel 'fft'"):
+        ops.kernel_variant("fft", 0)
+    with pytest.raises(RuntimeError, match="conv is 0 \\(reference\\) or 1, got 2"):
+        ops.kernel_variant("conv", 2)
+
+
+def _conv_expected(x, src, dst, exact):
+    """out[b][r][i] from Python integers: sum_k [x_k (Q/q_k)^-1]_{q_k} (Q/q_k) mod p_r, minus v Q for
+    the exact conversion (v = the rounding of sum_k y_k / q_k, computed in exact rationals here)."""
+    big_q = src.modulus
+    qhat = [big_q // q for q in src.primes]
+    qhat_inv = [pow(h % q, -1, q) for h, q in zip(qhat, src.primes)]
+    xs = to_ints(x)
+    out = []
+    for xb in xs:
+        rows = [[0] * len(xb[0]) for _ in dst.primes]
+        for i in range(len(xb[0])):
+            y = [xb[k][i] * qhat_inv[k] % q for k, q in enumerate(src.primes)]
+            total = sum(yk * h for yk, h in zip(y, qhat))
+            if exact:  # floor(sum y_k / q_k + 1/2) = floor((2 total + Q) / 2Q)
+                total -= ((2 * total + big_q) // (2 * big_q)) * big_q
+            for r, p in enumerate(dst.primes):
+                rows[r][i] = total % p
+        out.append(rows)
+    return out
+
+
+def _convert_on(device, x, primes_in, primes_out, exact):
+    """ops.bconv of x ([..., l_in, any length]) with the constants of a converter built at N = 1024."""
+    src, dst = RNSBasis.get(primes_in, 1024, device), RNSBasis.get(primes_out, 1024, device)
+    conv = BasisConverter.get(src, dst)
+    return ops.bconv(x.to(device), src.moduli, dst.moduli, conv.qhat_inv, conv.qhat_inv_shoup, conv.qhat_mod_p,
+                     conv.neg_q_mod_p if exact else None).cpu()
+
+
+# (input limbs, output limbs, exact, N): slots = inputs (+1 exact) in 1..16 take the tensor cores
+# (1, 2, 3 or 4 K tiles), 17 falls back to the reference kernel; output counts not a multiple of the
+# 8-row block; an N that is no multiple of the 128-coefficient tile falls back too.
+CONV_SHAPES = [(1, 3, False, 1024), (4, 9, True, 1024), (11, 31, False, 4096), (11, 31, True, 2048),
+               (15, 20, True, 1024), (16, 8, False, 1024), (16, 5, True, 1024), (5, 27, False, 96)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("l_in,l_out,exact,n", CONV_SHAPES)
+def test_tensor_core_conv_is_bit_identical(l_in, l_out, exact, n):
+    """Variant 1 (tensor cores) == variant 0 (mac128) == the CPU build on every coefficient, and ==
+    Python integers on a sample of coefficients; 61-bit destination primes (every byte of the shifted
+    constants in use) and inputs at q - 1 included."""
+    rng, _ = fresh_rng()
+    primes = generate_primes([60] * l_in + [61] * (l_out // 2) + [46] * (l_out - l_out // 2), 1024)
+    primes_in, primes_out = primes[:l_in], primes[l_in:]
+    x = random_residues(rng, primes_in, (2,), n)
+    x[0, :, :16] = torch.tensor([q - 1 for q in primes_in]).unsqueeze(1)
+    expected = _convert_on("cpu", x, primes_in, primes_out, exact)
+    for variant in (0, 1):
+        with ops.use_kernel_variant("conv", variant):
+            got = _convert_on("cuda", x, primes_in, primes_out, exact)
+        assert torch.equal(got, expected), f"variant {variant}: {(got != expected).nonzero()[:8].tolist()}"
+    columns = np.unique(np.concatenate([np.arange(16), rng.integers(0, n, size=24)]))
+    ints = _conv_expected(x[..., columns], RNSBasis.get(primes_in, 1024), RNSBasis.get(primes_out, 1024), exact)
+    # (the exact conversion may round either way within ~2^-50 Q of Q/2: not hit by random inputs)
+    assert to_ints(expected[..., columns]) == ints
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("alpha,q_count", [(1, 7), (3, 8), (11, 31)])
+def test_tensor_core_mod_up_conv_is_bit_identical(alpha, q_count):
+    """ModUp's batched extension (dnum digits, the last one shorter) on both variants and the CPU."""
+    rng, _ = fresh_rng()
+    n = 1024
+    primes = generate_primes([58] * q_count + [61] * alpha, n)
+    q_primes = primes[:q_count]
+    dnum = -(-q_count // alpha)
+    rows = alpha + q_count
+    qp = RNSBasis.get(primes[q_count:] + q_primes, n, "cpu")
+    inv, table = [], []
+    for j in range(dnum):
+        digit = q_primes[j * alpha:(j + 1) * alpha]
+        big_q = 1
+        for q in digit:
+            big_q *= q
+        inv += [pow(big_q // q % q, -1, q) for q in digit]
+        block = [[(big_q // q) % p for p in qp.primes] for q in digit] + [[0] * rows] * (alpha - len(digit))
+        table += block
+    q_basis = RNSBasis.get(q_primes, n, "cpu")
+    inv_t = torch.tensor(inv, dtype=torch.int64)
+    inv_shoup = torch.tensor([((w << 64) // q) - (1 << 64 if ((w << 64) // q) >= 1 << 63 else 0)
+                              for w, q in zip(inv, q_primes)], dtype=torch.int64)
+    table_t = torch.tensor([[v - (1 << 64) if v >= 1 << 63 else v for v in row] for row in table],
+                           dtype=torch.int64).reshape(dnum, alpha, rows)
+    x = random_residues(rng, q_primes, (), n)
+    args = (q_basis.moduli, inv_t, inv_shoup, qp.moduli, table_t)
+    expected = ops.mod_up_conv(x, *args)
+    for variant in (0, 1):
+        with ops.use_kernel_variant("conv", variant):
+            got = ops.mod_up_conv(x.cuda(), *(t.cuda() for t in args)).cpu()
+        assert torch.equal(got, expected), f"variant {variant}"
