@@ -70,10 +70,14 @@ def make_cases(device: str, sets: int) -> list[Case]:
         ys = [torch.empty_like(x) for x in xs]
         data = LIMBS * n * WORD
         table = 2 * LIMBS * n * WORD  # one twiddle row + its Shoup row per direction
-        cases.append(Case("ntt", f"N=2^{log_n}, l={LIMBS}", 2 * data + table,
-                          lambda i, b=basis, xs=xs, ys=ys: b.ntt(xs[i], out=ys[i])))
-        cases.append(Case("intt", f"N=2^{log_n}, l={LIMBS}", 2 * data + table,
-                          lambda i, b=basis, xs=xs, ys=ys: b.intt(xs[i], out=ys[i])))
+        forward = lambda i, b=basis, xs=xs, ys=ys: b.ntt(xs[i], out=ys[i])  # noqa: E731
+        inverse = lambda i, b=basis, xs=xs, ys=ys: b.intt(xs[i], out=ys[i])  # noqa: E731
+        cases.append(Case("ntt", f"N=2^{log_n}, l={LIMBS}", 2 * data + table, forward))
+        cases.append(Case("ntt [ntt v0: Harvey]", f"N=2^{log_n}, l={LIMBS}", 2 * data + table,
+                          with_variant("ntt", 0, forward)))
+        cases.append(Case("intt", f"N=2^{log_n}, l={LIMBS}", 2 * data + table, inverse))
+        cases.append(Case("intt [ntt v0: Harvey]", f"N=2^{log_n}, l={LIMBS}", 2 * data + table,
+                          with_variant("ntt", 0, inverse)))
 
     n = 1 << 16
     basis = RNSBasis.get(generate_primes([50] * LIMBS, n), n, device)
@@ -157,6 +161,7 @@ def make_keyswitch_cases(device: str) -> list[Case]:
     mod_down = lambda i: rlwe.mod_down(ctx, extended, level)  # noqa: E731
     rotate = lambda i: rlwe.apply_galois(ctx, ct, galois[0], keys)  # noqa: E731
     reference = "[conv v0: mac128]"
+    both = lambda fn: with_variant("ntt", 0, with_variant("conv", 0, fn))  # noqa: E731
     return [
         Case("mod_up", name, 157 * limb_poly, mod_up),
         Case(f"mod_up {reference}", name, 157 * limb_poly, with_variant("conv", 0, mod_up)),
@@ -165,6 +170,7 @@ def make_keyswitch_cases(device: str) -> list[Case]:
         Case(f"mod_down {reference}", name, 146 * limb_poly, with_variant("conv", 0, mod_down)),
         Case("HRotate (apply_galois)", name, (765 + 124) * limb_poly, rotate),
         Case(f"HRotate (apply_galois) {reference}", name, (765 + 124) * limb_poly, with_variant("conv", 0, rotate)),
+        Case("HRotate (apply_galois) [conv v0, ntt v0: before issue 14]", name, (765 + 124) * limb_poly, both(rotate)),
         Case("hoisted rotation x4 (all 4)", name, (157 + 4 * (608 + 124)) * limb_poly,
              lambda i: rlwe.apply_galois_hoisted(ctx, ct, galois, keys)),
     ]
@@ -250,6 +256,8 @@ def make_ckks_cases(device: str) -> list[Case]:
              REFERENCE_V100_US["HMult + relin"]),
         Case("HMult + relin [conv v0: mac128]", name, 3 * ct + (765 - 124) * limb_poly,
              with_variant("conv", 0, lambda i: evaluator.mul_relin(a, b))),
+        Case("HMult + relin [conv v0, ntt v0: before issue 14]", name, 3 * ct + (765 - 124) * limb_poly,
+             with_variant("ntt", 0, with_variant("conv", 0, lambda i: evaluator.mul_relin(a, b)))),
         Case("rescale", name, 2 * ct, lambda i: evaluator.rescale(unscaled), REFERENCE_V100_US["rescale"]),
         Case("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1), REFERENCE_V100_US["HRotate"]),
         Case("hoisted, 8 rotations", name, 2 * ct + (157 + 8 * 732) * limb_poly,

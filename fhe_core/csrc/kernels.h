@@ -171,6 +171,7 @@ struct FixedWeightArgs {
 // ops.kernel_variant from Python; read by the CUDA launchers when they enqueue a kernel.
 enum class Variant : int {
   kConv = 0,  // 1: Conv as a byte-sliced integer matrix product on the tensor cores (rns.cu)
+  kNtt = 1,   // 1: NTT butterflies with a truncated Shoup quotient and wider lazy ranges (ntt.cu)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp
