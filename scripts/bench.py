@@ -55,6 +55,14 @@ def with_variant(name: str, value: int, fn: Callable[[int], object]) -> Callable
     return run
 
 
+def before_issue_14(fn: Callable[[int], object]) -> Callable[[int], object]:
+    """fn with every reference variant: the kernels and compositions as they were before issue 14."""
+    return with_variant("mod_up", 0, with_variant("ntt", 0, with_variant("conv", 0, fn)))
+
+
+BEFORE = "[all v0: before issue 14]"
+
+
 def random_residues(basis: RNSBasis, prefix=()) -> torch.Tensor:
     q = basis.moduli[:, 0].view(*([1] * len(prefix)), -1, 1)
     raw = torch.randint(0, 2 ** 62, (*prefix, len(basis), basis.n), dtype=torch.int64, device=basis.device)
@@ -160,17 +168,18 @@ def make_keyswitch_cases(device: str) -> list[Case]:
     mod_up = lambda i: rlwe.decompose_mod_up(ctx, ct.data[1], level)  # noqa: E731
     mod_down = lambda i: rlwe.mod_down(ctx, extended, level)  # noqa: E731
     rotate = lambda i: rlwe.apply_galois(ctx, ct, galois[0], keys)  # noqa: E731
-    reference = "[conv v0: mac128]"
-    both = lambda fn: with_variant("ntt", 0, with_variant("conv", 0, fn))  # noqa: E731
     return [
         Case("mod_up", name, 157 * limb_poly, mod_up),
-        Case(f"mod_up {reference}", name, 157 * limb_poly, with_variant("conv", 0, mod_up)),
+        Case("mod_up [conv v0: mac128]", name, 157 * limb_poly, with_variant("conv", 0, mod_up)),
+        Case("mod_up [ntt v0: Harvey]", name, 157 * limb_poly, with_variant("ntt", 0, mod_up)),
+        Case("mod_up [mod_up v0: per digit]", name, 157 * limb_poly, with_variant("mod_up", 0, mod_up)),
+        Case(f"mod_up {BEFORE}", name, 157 * limb_poly, before_issue_14(mod_up)),
         Case("inner_product (fused)", name, 462 * limb_poly, lambda i: rlwe.inner_product(ctx, digits, key, level)),
         Case("mod_down", name, 146 * limb_poly, mod_down),
-        Case(f"mod_down {reference}", name, 146 * limb_poly, with_variant("conv", 0, mod_down)),
+        Case("mod_down [conv v0: mac128]", name, 146 * limb_poly, with_variant("conv", 0, mod_down)),
+        Case(f"mod_down {BEFORE}", name, 146 * limb_poly, before_issue_14(mod_down)),
         Case("HRotate (apply_galois)", name, (765 + 124) * limb_poly, rotate),
-        Case(f"HRotate (apply_galois) {reference}", name, (765 + 124) * limb_poly, with_variant("conv", 0, rotate)),
-        Case("HRotate (apply_galois) [conv v0, ntt v0: before issue 14]", name, (765 + 124) * limb_poly, both(rotate)),
+        Case(f"HRotate (apply_galois) {BEFORE}", name, (765 + 124) * limb_poly, before_issue_14(rotate)),
         Case("hoisted rotation x4 (all 4)", name, (157 + 4 * (608 + 124)) * limb_poly,
              lambda i: rlwe.apply_galois_hoisted(ctx, ct, galois, keys)),
     ]
@@ -254,12 +263,11 @@ def make_ckks_cases(device: str) -> list[Case]:
         Case("CMult (ct x pt)", name, 2 * ct + ct // 2, lambda i: evaluator.mul(a, pt)),
         Case("HMult + relin", name, 3 * ct + (765 - 124) * limb_poly, lambda i: evaluator.mul_relin(a, b),
              REFERENCE_V100_US["HMult + relin"]),
-        Case("HMult + relin [conv v0: mac128]", name, 3 * ct + (765 - 124) * limb_poly,
-             with_variant("conv", 0, lambda i: evaluator.mul_relin(a, b))),
-        Case("HMult + relin [conv v0, ntt v0: before issue 14]", name, 3 * ct + (765 - 124) * limb_poly,
-             with_variant("ntt", 0, with_variant("conv", 0, lambda i: evaluator.mul_relin(a, b)))),
+        Case(f"HMult + relin {BEFORE}", name, 3 * ct + (765 - 124) * limb_poly,
+             before_issue_14(lambda i: evaluator.mul_relin(a, b))),
         Case("rescale", name, 2 * ct, lambda i: evaluator.rescale(unscaled), REFERENCE_V100_US["rescale"]),
         Case("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1), REFERENCE_V100_US["HRotate"]),
+        Case(f"HRotate {BEFORE}", name, 2 * ct + 765 * limb_poly, before_issue_14(lambda i: evaluator.rotate(a, 1))),
         Case("hoisted, 8 rotations", name, 2 * ct + (157 + 8 * 732) * limb_poly,
              lambda i: evaluator.rotate_hoisted(a, steps)),
         Case("relin key generation", name, 2 * 3 * (11 + limbs) * limb_poly, lambda i: rlwe.gen_relin_key(ctx, sk)),

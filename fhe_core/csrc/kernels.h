@@ -15,6 +15,20 @@
 
 namespace fhe {
 
+// Rows an NTT leaves alone (their output is not written): in batch b (row / limbs), the rows r
+// (row % limbs) with begin + b * stride <= r < begin + b * stride + length. ModUp transforms every
+// extended digit but its own primes' rows, which it copies from the NTT-domain input.
+struct NttSkip {
+  int begin = 0;
+  int stride = 0;
+  int length = 0;  // 0: transform every row
+};
+
+FHE_HD bool ntt_row_skipped(const NttSkip& skip, int64_t row, int limbs) {
+  const int64_t rel = row % limbs - skip.begin - (row / limbs) * skip.stride;
+  return rel >= 0 && rel < skip.length;
+}
+
 struct NttArgs {
   const u64* in;
   u64* out;               // may equal in
@@ -23,6 +37,7 @@ struct NttArgs {
   int64_t rows;           // batch * limbs
   int limbs;
   int log_n;
+  NttSkip skip = {};
 };
 
 // kSubMulConst: (a - b) * c_i, the shape of ModDown's and rescale's last step.
@@ -172,6 +187,7 @@ struct FixedWeightArgs {
 enum class Variant : int {
   kConv = 0,  // 1: Conv as a byte-sliced integer matrix product on the tensor cores (rns.cu)
   kNtt = 1,   // 1: NTT butterflies with a truncated Shoup quotient and wider lazy ranges (ntt.cu)
+  kModUp = 2, // 1: ModUp extends all digits in one Conv and one NTT launch (read by rlwe/keyswitch.py)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

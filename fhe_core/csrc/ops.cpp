@@ -4,6 +4,7 @@
 // the CPU instance and (in CUDA builds) the CUDA instance, and PyTorch's dispatcher picks one
 // from the tensors' device. Caller errors raise through FHE_CHECK (check.h) with the op's name.
 #include <ATen/MemoryOverlap.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
@@ -25,7 +26,7 @@
 namespace fhe {
 
 int& kernel_variant(Variant v) {
-  static int variants[static_cast<int>(Variant::kCount)] = {1, 1};
+  static int variants[static_cast<int>(Variant::kCount)] = {1, 1, 1};
   return variants[static_cast<int>(v)];
 }
 
@@ -95,9 +96,25 @@ ChaChaKey chacha_key(at::IntArrayRef key, const char* op) {
 
 // ---- backends --------------------------------------------------------------------------------
 
+// Rows with a skip (NttSkip): the CPU kernels transform whole row ranges, so each row that is not
+// skipped becomes a one-row transform, in parallel over rows.
+template <void (*kTransform)(const NttArgs&)>
+void cpu_ntt(const NttArgs& a) {
+  if (a.skip.length == 0) return kTransform(a);
+  const int64_t n = int64_t{1} << a.log_n;
+  at::parallel_for(0, a.rows, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      if (ntt_row_skipped(a.skip, row, a.limbs)) continue;
+      const int limb = static_cast<int>(row % a.limbs);
+      kTransform(NttArgs{a.in + row * n, a.out + row * n, a.moduli + limb, a.table + limb * kNttTableRows * n, 1,
+                         1, a.log_n});
+    }
+  });
+}
+
 struct CpuBackend {
-  static void ntt_forward(const NttArgs& a, const Tensor&) { cpu::ntt_forward(a); }
-  static void ntt_inverse(const NttArgs& a, const Tensor&) { cpu::ntt_inverse(a); }
+  static void ntt_forward(const NttArgs& a, const Tensor&) { cpu_ntt<cpu::ntt_forward>(a); }
+  static void ntt_inverse(const NttArgs& a, const Tensor&) { cpu_ntt<cpu::ntt_inverse>(a); }
   static void elementwise(const ElementwiseArgs& a, const Tensor&) { cpu::elementwise(a); }
   static void conv(const ConvArgs& a, const Tensor&) { cpu::conv(a); }
   static void ks_inner_product(const KsInnerProductArgs& a, const Tensor&) { cpu::ks_inner_product(a); }
@@ -141,7 +158,8 @@ struct CudaBackend {
 // ---- NTT -------------------------------------------------------------------------------------
 
 template <class B, bool kForward>
-Tensor& ntt_out(const Tensor& a, const Tensor& moduli, const Tensor& table, Tensor& out) {
+Tensor& ntt_out(const Tensor& a, const Tensor& moduli, const Tensor& table, at::OptionalIntArrayRef skip,
+                Tensor& out) {
   const char* op = kForward ? "ntt" : "intt";
   const int64_t rows = check_residues(a, moduli, op);
   const int log_n = log2_exact(a.size(-1), op);
@@ -153,17 +171,26 @@ Tensor& ntt_out(const Tensor& a, const Tensor& moduli, const Tensor& table, Tens
               table.sizes());
   check_out(out, a, a.sizes(), op);
   if (!out.is_same(a)) at::assert_no_partial_overlap(out, a);
-  const NttArgs args{words(a), mutable_words(out), moduli_ptr(moduli), words(table), rows,
-                     static_cast<int>(moduli.size(0)), log_n};
+  NttArgs args{words(a), mutable_words(out), moduli_ptr(moduli), words(table), rows,
+               static_cast<int>(moduli.size(0)), log_n};
+  if (skip.has_value()) {
+    const auto s = *skip;
+    const int64_t limbs = moduli.size(0);
+    FHE_CHECK(s.size() == 3 && s[0] >= 0 && s[1] >= 0 && s[2] >= 0 && s[0] <= limbs && s[1] <= limbs &&
+                  s[2] <= limbs,
+              op, ": skip must be (begin, stride, length), each in [0, ", limbs, "], got ", s);
+    args.skip = NttSkip{static_cast<int>(s[0]), static_cast<int>(s[1]), static_cast<int>(s[2])};
+  }
   if (kForward) B::ntt_forward(args, a);
   else B::ntt_inverse(args, a);
   return out;
 }
 
 template <class B, bool kForward>
-Tensor ntt(const Tensor& a, const Tensor& moduli, const Tensor& table) {
-  Tensor out = at::empty_like(a, at::MemoryFormat::Contiguous);
-  return ntt_out<B, kForward>(a, moduli, table, out);
+Tensor ntt(const Tensor& a, const Tensor& moduli, const Tensor& table, at::OptionalIntArrayRef skip) {
+  // skipped rows are not written: they are copied from a so that the result is fully defined
+  Tensor out = skip.has_value() ? a.clone(at::MemoryFormat::Contiguous) : at::empty_like(a, at::MemoryFormat::Contiguous);
+  return ntt_out<B, kForward>(a, moduli, table, skip, out);
 }
 
 // ---- element-wise ----------------------------------------------------------------------------
@@ -562,7 +589,7 @@ Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n) {
 
 // ---- run-time kernel variants (see kernels.h) -------------------------------------------------
 
-constexpr const char* kVariantNames[] = {"conv", "ntt"};
+constexpr const char* kVariantNames[] = {"conv", "ntt", "mod_up"};
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 
 // Sets a variant, returns the previous value; a negative value only reads it.
@@ -575,7 +602,7 @@ int64_t set_kernel_variant(const std::string& name, int64_t value) {
     if (value >= 0) slot = static_cast<int>(value);
     return previous;
   }
-  FHE_CHECK(false, "kernel_variant: unknown kernel '", name, "' (known: conv, ntt)");
+  FHE_CHECK(false, "kernel_variant: unknown kernel '", name, "' (known: conv, ntt, mod_up)");
   return 0;
 }
 
@@ -622,10 +649,10 @@ void register_backend(torch::Library& m) {
 }  // namespace fhe
 
 TORCH_LIBRARY(fhe_core, m) {
-  m.def("ntt(Tensor a, Tensor moduli, Tensor table) -> Tensor");
-  m.def("ntt.out(Tensor a, Tensor moduli, Tensor table, *, Tensor(a!) out) -> Tensor(a!)");
-  m.def("intt(Tensor a, Tensor moduli, Tensor table) -> Tensor");
-  m.def("intt.out(Tensor a, Tensor moduli, Tensor table, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("ntt(Tensor a, Tensor moduli, Tensor table, int[]? skip=None) -> Tensor");
+  m.def("ntt.out(Tensor a, Tensor moduli, Tensor table, int[]? skip=None, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("intt(Tensor a, Tensor moduli, Tensor table, int[]? skip=None) -> Tensor");
+  m.def("intt.out(Tensor a, Tensor moduli, Tensor table, int[]? skip=None, *, Tensor(a!) out) -> Tensor(a!)");
   for (const char* name : {"add", "sub", "mul"}) {
     m.def((std::string(name) + "(Tensor a, Tensor b, Tensor moduli) -> Tensor").c_str());
     m.def((std::string(name) + ".out(Tensor a, Tensor b, Tensor moduli, *, Tensor(a!) out) -> Tensor(a!)").c_str());

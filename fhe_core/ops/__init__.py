@@ -34,9 +34,12 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     """Read (``value=None``) or set the CUDA kernel variant ``name``; returns the previous value.
 
     0 is the reference kernel, 1 (the default) the faster alternative where it applies. Known names:
-    ``"conv"`` (1: basis conversion as a byte-sliced integer matrix product on the tensor cores).
+    ``"conv"`` (1: basis conversion as a byte-sliced integer matrix product on the tensor cores),
+    ``"ntt"`` (1: butterflies with a truncated Shoup quotient), ``"mod_up"`` (1: ModUp of large
+    digits as one Conv and one NTT over every digit; read by ``rlwe.keyswitch``, on both devices).
     Both variants give the same residues bit for bit; the switch exists so that tests compare them
-    and benchmarks time them side by side. The CPU kernels have one variant and ignore it. A launch
+    and benchmarks time them side by side. The CPU kernels have one variant and ignore the first
+    two. A launch
     reads the setting when it is enqueued (so a captured CUDA graph keeps the variant it was
     captured with).
     """
@@ -57,18 +60,23 @@ def _call(op, args, out):
     return op(*args) if out is None else op.out(*args, out=out)
 
 
-def ntt(a: Tensor, moduli: Tensor, table: Tensor, *, out: Tensor | None = None) -> Tensor:
+def ntt(a: Tensor, moduli: Tensor, table: Tensor, *, skip: tuple[int, int, int] | None = None,
+        out: Tensor | None = None) -> Tensor:
     """Forward negacyclic NTT of every limb.
 
     a: ``[..., l, N]`` coefficients -> ``[..., l, N]`` NTT domain (slot k holds the value at
     psi^(2*brv(k)+1)). N in [2^10, 2^17]. ``out`` may be ``a`` (in place).
+    skip = (begin, stride, length): in batch b of ``[..., l, N]`` (flattened leading dims), limbs
+    ``begin + b*stride <= i < begin + b*stride + length`` are not transformed: ``out`` keeps what it
+    held there (the functional form copies a's rows). ModUp leaves each digit's own primes alone.
     """
-    return _call(_ops.ntt, (a, moduli, table), out)
+    return _call(_ops.ntt, (a, moduli, table, skip), out)
 
 
-def intt(a: Tensor, moduli: Tensor, table: Tensor, *, out: Tensor | None = None) -> Tensor:
-    """Inverse of :func:`ntt` (including the 1/N factor). ``out`` may be ``a`` (in place)."""
-    return _call(_ops.intt, (a, moduli, table), out)
+def intt(a: Tensor, moduli: Tensor, table: Tensor, *, skip: tuple[int, int, int] | None = None,
+         out: Tensor | None = None) -> Tensor:
+    """Inverse of :func:`ntt` (including the 1/N factor); ``skip`` as there. ``out`` may be ``a``."""
+    return _call(_ops.intt, (a, moduli, table, skip), out)
 
 
 def add(a: Tensor, b: Tensor, moduli: Tensor, *, out: Tensor | None = None) -> Tensor:

@@ -80,7 +80,7 @@ class LevelTables:
     q: RNSBasis                     # Q_l
     qp: RNSBasis                    # QP_l (P first)
     digits: tuple[DigitExtension, ...]  # ModUp: one per digit meeting Q_l
-    batched_mod_up: BatchedModUp | None  # set when alpha <= BATCHED_MODUP_MAX_ALPHA
+    batched_mod_up: BatchedModUp    # ModUp of every digit in one Conv (rlwe.keyswitch picks the path)
     p_to_q: BasisConverter          # ModDown: Conv_{P -> Q_l}
     p_inv: torch.Tensor             # [l+1] P^-1 mod q_i
     p_inv_shoup: torch.Tensor
@@ -192,7 +192,7 @@ class RLWEContext:
         p_inv_t, p_inv_shoup = shoup_constants(p_inv, q.primes, self.device)
         return LevelTables(
             level=level, q=q, qp=qp, digits=self._digit_extensions(level, q, qp),
-            batched_mod_up=self._batched_mod_up(level, q, qp) if self.alpha <= BATCHED_MODUP_MAX_ALPHA else None,
+            batched_mod_up=self._batched_mod_up(level, q, qp),
             p_to_q=BasisConverter.get(self.p_basis, q), p_inv=p_inv_t, p_inv_shoup=p_inv_shoup)
 
     def _digit_extensions(self, level: int, q: RNSBasis, qp: RNSBasis) -> tuple[DigitExtension, ...]:

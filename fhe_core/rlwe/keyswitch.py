@@ -25,6 +25,7 @@ from fhe_core import ops
 from fhe_core.errors import ParameterError
 from fhe_core.rlwe.checks import check_ciphertext, check_params_id, check_tensor
 from fhe_core.rlwe.ciphertext import Ciphertext
+from fhe_core.rlwe import context as _context
 from fhe_core.rlwe.context import RLWEContext
 from fhe_core.rlwe.galois import check_galois_element
 from fhe_core.rlwe.keys import EvalKeySet, SwitchingKey, check_switching_key
@@ -49,10 +50,12 @@ def decompose_mod_up(ctx: RLWEContext, d: torch.Tensor, level: int) -> torch.Ten
     t = ctx.tables(level)
     with _step("mod_up", ctx.device):
         coeffs = t.q.intt(d)
-        if t.batched_mod_up is not None:  # small digits: one extension kernel, one NTT
+        if ctx.alpha <= _context.BATCHED_MODUP_MAX_ALPHA:  # small digits: one extension kernel, one NTT
             b = t.batched_mod_up
             out = ops.mod_up_conv(coeffs, t.q.moduli, b.qhat_inv, b.qhat_inv_shoup, t.qp.moduli, b.qhat_mod_p)
             return t.qp.ntt(out, out=out)
+        if _mod_up_all_digits_at_once(ctx):
+            return _mod_up_all_digits(ctx, t, d, coeffs)
         out = torch.empty((len(t.digits), len(t.qp), ctx.n), dtype=torch.int64, device=ctx.device)
         for j, ext in enumerate(t.digits):
             out[j, ext.own_start:ext.own_start + ext.stop - ext.start].copy_(d[ext.start:ext.stop])
@@ -62,6 +65,26 @@ def decompose_mod_up(ctx: RLWEContext, d: torch.Tensor, level: int) -> torch.Ten
                           ext.qhat_inv_shoup, part.qhat_mod_p, out=rows)
                 part.basis.ntt(rows, out=rows)
         return out
+
+
+def _mod_up_all_digits_at_once(ctx: RLWEContext) -> bool:
+    """On CUDA (ops.kernel_variant "mod_up" = 1, the default) one Conv and one NTT launch over all
+    digits beat ~7 small launches per digit. The CPU keeps the per-digit path: there the Conv is
+    compute-bound and converting the digits' own rows too would cost more than the launches saved."""
+    return ctx.device.type == "cuda" and ops.kernel_variant("mod_up") == 1
+
+
+def _mod_up_all_digits(ctx: RLWEContext, t, d: torch.Tensor, coeffs: torch.Tensor) -> torch.Tensor:
+    """ModUp of large digits in three launches instead of ~7 per digit: one Conv of every digit to
+    every row (ops.mod_up_conv), the digits' own rows overwritten by d's (NTT domain, exact), one NTT
+    over all digits that skips those rows. The Conv's own rows are wasted work (alpha of alpha + l + 1
+    rows), cheap next to the NTTs they would otherwise cost; equal to the per-digit path bit for bit."""
+    b = t.batched_mod_up
+    out = ops.mod_up_conv(coeffs, t.q.moduli, b.qhat_inv, b.qhat_inv_shoup, t.qp.moduli, b.qhat_mod_p)
+    for j, ext in enumerate(t.digits):
+        out[j, ext.own_start:ext.own_start + ext.stop - ext.start].copy_(d[ext.start:ext.stop])
+    alpha = ctx.alpha  # digit j's own rows: alpha + j * alpha onwards, alpha of them (fewer in the last)
+    return ops.ntt(out, t.qp.moduli, t.qp.ntt_table, skip=(alpha, alpha, alpha), out=out)
 
 
 def inner_product(ctx: RLWEContext, digits: torch.Tensor, key: SwitchingKey, level: int) -> torch.Tensor:

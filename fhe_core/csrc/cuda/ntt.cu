@@ -232,10 +232,12 @@ __device__ __forceinline__ Twiddles global_twiddles(const u64* table, int limb, 
 // at most 256 threads; 64 registers keep four blocks resident per SM.
 template <bool kForward, bool kTrunc>
 __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, const Modulus* __restrict__ moduli,
-                                                      const u64* __restrict__ table, int limbs, int log_n, int k1) {
+                                                      const u64* __restrict__ table, int limbs, int log_n, int k1,
+                                                      NttSkip skip) {
   extern __shared__ u64 smem[];
   const u32 n = 1u << log_n;
   const int row = blockIdx.y;
+  if (ntt_row_skipped(skip, row, limbs)) return;  // the whole block: no barrier is left waiting
   const int limb = row % limbs;
   const u64 q = moduli[limb].value;
   const Twiddles t = global_twiddles(table, limb, n, kForward, 1u);
@@ -252,12 +254,13 @@ __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, c
 template <bool kForward, bool kTrunc>
 __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                                            const u64* __restrict__ table, int limbs, int log_n,
-                                                           int k1, int rows_per_block) {
+                                                           int k1, int rows_per_block, NttSkip skip) {
   extern __shared__ u64 smem[];
   const u32 n = 1u << log_n;
   const int k2 = log_n - k1;
   const u32 len = 1u << k2;
   const int row = blockIdx.y;
+  if (ntt_row_skipped(skip, row, limbs)) return;
   const int limb = row % limbs;
   const u64 q = moduli[limb].value;
   const u32 threads_per_row = len / kPerThread;
@@ -300,17 +303,18 @@ void launch_ntt(const NttArgs& a, Stream stream) {
   cudaStream_t s = native(stream);
   const int rpb = static_cast<int>(rows_per_block);
   if (kForward) {
-    ntt_columns<true, kTrunc><<<col_grid, col_threads, col_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1);
+    ntt_columns<true, kTrunc><<<col_grid, col_threads, col_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1,
+                                                                   a.skip);
     check_launch("ntt_columns<forward>");
     ntt_rows<true, kTrunc><<<row_grid, row_threads, row_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1,
-                                                           rpb);
+                                                                   rpb, a.skip);
     check_launch("ntt_rows<forward>");
   } else {
     ntt_rows<false, kTrunc><<<row_grid, row_threads, row_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1,
-                                                            rpb);
+                                                                    rpb, a.skip);
     check_launch("ntt_rows<inverse>");
     ntt_columns<false, kTrunc><<<col_grid, col_threads, col_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n,
-                                                               g.k1);
+                                                                       g.k1, a.skip);
     check_launch("ntt_columns<inverse>");
   }
 }

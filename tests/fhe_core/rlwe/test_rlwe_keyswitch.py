@@ -240,21 +240,24 @@ def test_key_switching_entry_checks():
 
 
 def test_batched_and_per_digit_mod_up_agree_bit_for_bit(monkeypatch):
-    """The small-digit path (one ops.mod_up_conv + one NTT) and the per-digit path (own rows
-    copied, the rest converted and transformed) compute the same exact digit extensions."""
+    """The small-digit path (one ops.mod_up_conv + one NTT, own rows recomputed), the per-digit path
+    (own rows copied, the rest converted and transformed) and the large-digit path (one Conv, own
+    rows copied, one NTT that skips them) compute the same exact digit extensions."""
     import fhe_core.rlwe.context as context_module
+    from fhe_core.rlwe import keyswitch
 
     primes = generate_primes([50] * 6 + [61] * 2, 1 << 11)
-    batched_ctx = rlwe.RLWEContext(1 << 11, primes[:6], primes[6:])
-    for level in (5, 2):  # tables are built lazily: build these before switching the rule off
-        batched_ctx.tables(level)
-    monkeypatch.setattr(context_module, "BATCHED_MODUP_MAX_ALPHA", 0)
-    per_digit_ctx = rlwe.RLWEContext(1 << 11, primes[:6], primes[6:])
-    assert batched_ctx.tables(5).batched_mod_up is not None
-    assert per_digit_ctx.tables(5).batched_mod_up is None
+    ctx = rlwe.RLWEContext(1 << 11, primes[:6], primes[6:])
     rng = np.random.default_rng()
     for level in (5, 2):
         d = random_residues(rng, primes[:level + 1], (), 1 << 11)
-        d_ntt = batched_ctx.q_at(level).ntt(d)
-        assert torch.equal(rlwe.decompose_mod_up(batched_ctx, d_ntt, level),
-                           rlwe.decompose_mod_up(per_digit_ctx, d_ntt, level)), f"level {level}"
+        d_ntt = ctx.q_at(level).ntt(d)
+        batched = rlwe.decompose_mod_up(ctx, d_ntt, level)
+        with monkeypatch.context() as patch:  # alpha = 2 taken as a large digit
+            patch.setattr(context_module, "BATCHED_MODUP_MAX_ALPHA", 0)
+            patch.setattr(keyswitch, "_mod_up_all_digits_at_once", lambda ctx: False)
+            per_digit = rlwe.decompose_mod_up(ctx, d_ntt, level)
+            patch.setattr(keyswitch, "_mod_up_all_digits_at_once", lambda ctx: True)
+            all_digits = rlwe.decompose_mod_up(ctx, d_ntt, level)
+        assert torch.equal(batched, per_digit), f"level {level}"
+        assert torch.equal(batched, all_digits), f"level {level}"

@@ -1,0 +1,87 @@
+"""The two compositions of ModUp for large digits (ops.kernel_variant "mod_up": 1 = one Conv and one
+NTT over every digit, 0 = per digit and per run of rows) give the same digits bit for bit, on the
+CPU and against the CUDA build; and the NTT's row skipping that the first one relies on."""
+import pytest
+import torch
+
+from fhe_core import ops, rlwe
+from fhe_core.rlwe import keyswitch
+from fhe_core.ring import RNSBasis, generate_primes
+from fhe_reference import fresh_rng, random_residues
+from rlwe_helpers import Shape, context, fixed_seed
+
+# alpha = 5 > BATCHED_MODUP_MAX_ALPHA: 12 primes of Q in digits of 5, 5, 2
+LARGE_DIGITS = Shape(10, (40,) * 12, (50,) * 5)
+
+
+def _key_switch_outputs(ctx, d, key, level, *, mod_up: int, conv: int = 1, ntt: int = 1):
+    """(digits, key switch) with the given variants; mod_up = 1 takes the all-digit path on the CPU
+    as well (which by itself uses it on CUDA only)."""
+    with ops.use_kernel_variant("mod_up", mod_up), ops.use_kernel_variant("conv", conv), \
+            ops.use_kernel_variant("ntt", ntt), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(keyswitch, "_mod_up_all_digits_at_once", lambda ctx: mod_up == 1)
+        return (rlwe.decompose_mod_up(ctx, d, level).cpu(), rlwe.key_switch(ctx, d, key, level).cpu())
+
+
+def _inputs(ctx, level, rng):
+    t = ctx.tables(level)
+    d = random_residues(rng, t.q.primes, n=ctx.n)
+    d[:, 0] = t.q.moduli[:, 0] - 1
+    return t.q.ntt(d.to(ctx.device))
+
+
+@pytest.mark.parametrize("level", [11, 10, 6, 4, 0])
+def test_mod_up_paths_are_bit_identical_on_cpu(level):
+    """At the top level, with a short last digit of every length, with one digit only (level 4)."""
+    rng, _ = fresh_rng()
+    ctx = context(LARGE_DIGITS)
+    assert ctx.alpha == 5 and ctx.digit_count(level) == -(-(level + 1) // 5)
+    sk = rlwe.gen_secret_key(ctx, seed=fixed_seed("paths/sk"))
+    key = rlwe.gen_eval_keys(ctx, sk, [], seed=fixed_seed("paths/evk")).relin_key("t")
+    d = _inputs(ctx, level, rng)
+    fused = _key_switch_outputs(ctx, d, key, level, mod_up=1)
+    per_digit = _key_switch_outputs(ctx, d, key, level, mod_up=0)
+    assert torch.equal(fused[0], per_digit[0]) and torch.equal(fused[1], per_digit[1])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("level", [11, 10, 6, 0])
+def test_mod_up_paths_are_bit_identical_on_cuda(level):
+    """Every combination of the CUDA variants against the CPU's per-digit composition."""
+    rng, _ = fresh_rng()
+    cpu, gpu = context(LARGE_DIGITS), context(LARGE_DIGITS, "cuda")
+    sk = rlwe.gen_secret_key(cpu, seed=fixed_seed("paths/sk"))
+    keys = rlwe.gen_eval_keys(cpu, sk, [], seed=fixed_seed("paths/evk"))
+    sk_gpu = rlwe.gen_secret_key(gpu, seed=fixed_seed("paths/sk"))
+    keys_gpu = rlwe.gen_eval_keys(gpu, sk_gpu, [], seed=fixed_seed("paths/evk"))
+    d = _inputs(cpu, level, rng)
+    expected = _key_switch_outputs(cpu, d, keys.relin_key("t"), level, mod_up=0)
+    for mod_up, conv, ntt in [(1, 1, 1), (0, 1, 1), (1, 0, 0), (0, 0, 0)]:
+        got = _key_switch_outputs(gpu, d.cuda(), keys_gpu.relin_key("t"), level, mod_up=mod_up, conv=conv, ntt=ntt)
+        assert torch.equal(got[0], expected[0]), f"mod_up {mod_up}, conv {conv}, ntt {ntt}: digits"
+        assert torch.equal(got[1], expected[1]), f"mod_up {mod_up}, conv {conv}, ntt {ntt}: key switch"
+
+
+@pytest.mark.parametrize("device", [pytest.param("cpu"), pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("forward", [True, False])
+def test_ntt_skip_leaves_rows_alone(device, forward):
+    """skip = (begin, stride, length): per batch b, rows begin + b*stride ... + length - 1 keep out's
+    values (in place: the input's); every other row equals the plain transform."""
+    rng, _ = fresh_rng()
+    n = 1024
+    basis = RNSBasis.get(generate_primes([50] * 7, n), n, device)
+    x = random_residues(rng, basis.primes, (3,), n, device)
+    transform = basis.ntt if forward else basis.intt
+    fn = ops.ntt if forward else ops.intt
+    full = transform(x)
+    skip = (2, 2, 3)  # batch 0: rows 2-4, batch 1: rows 4-6, batch 2: rows 6-8 (only 6 exists)
+    skipped = {(0, 2), (0, 3), (0, 4), (1, 4), (1, 5), (1, 6), (2, 6)}
+    in_place = x.clone()
+    fn(in_place, basis.moduli, basis.ntt_table, skip=skip, out=in_place)
+    functional = fn(x, basis.moduli, basis.ntt_table, skip=skip)
+    for b in range(3):
+        for r in range(7):
+            want = x[b, r] if (b, r) in skipped else full[b, r]
+            assert torch.equal(in_place[b, r], want) and torch.equal(functional[b, r], want), (b, r)
+    with pytest.raises(RuntimeError, match="skip must be \\(begin, stride, length\\)"):
+        fn(x, basis.moduli, basis.ntt_table, skip=(1, 2))
