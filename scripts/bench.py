@@ -57,7 +57,9 @@ def with_variant(name: str, value: int, fn: Callable[[int], object]) -> Callable
 
 def before_issue_14(fn: Callable[[int], object]) -> Callable[[int], object]:
     """fn with every reference variant: the kernels and compositions as they were before issue 14."""
-    return with_variant("mod_up", 0, with_variant("ntt", 0, with_variant("conv", 0, fn)))
+    for name in ("conv", "ntt", "mod_up", "mod_down"):
+        fn = with_variant(name, 0, fn)
+    return fn
 
 
 BEFORE = "[all v0: before issue 14]"
@@ -177,6 +179,8 @@ def make_keyswitch_cases(device: str) -> list[Case]:
         Case("inner_product (fused)", name, 462 * limb_poly, lambda i: rlwe.inner_product(ctx, digits, key, level)),
         Case("mod_down", name, 146 * limb_poly, mod_down),
         Case("mod_down [conv v0: mac128]", name, 146 * limb_poly, with_variant("conv", 0, mod_down)),
+        Case("mod_down [mod_down v0: separate (c - x) P^-1 pass]", name, 146 * limb_poly,
+             with_variant("mod_down", 0, mod_down)),
         Case(f"mod_down {BEFORE}", name, 146 * limb_poly, before_issue_14(mod_down)),
         Case("HRotate (apply_galois)", name, (765 + 124) * limb_poly, rotate),
         Case(f"HRotate (apply_galois) {BEFORE}", name, (765 + 124) * limb_poly, before_issue_14(rotate)),

@@ -29,6 +29,15 @@ FHE_HD bool ntt_row_skipped(const NttSkip& skip, int64_t row, int limbs) {
   return rel >= 0 && rel < skip.length;
 }
 
+// ModDown's last step fused into a forward NTT's output: out = (sub_from - NTT(in)) * consts, per limb
+// (Shoup), with sub_from row (b, i) at b * batch_stride + i * N. One pass fewer over the result.
+struct NttEpilogue {
+  const u64* sub_from = nullptr;  // nullptr: plain NTT
+  int64_t batch_stride = 0;
+  const u64* consts = nullptr;        // [limbs]
+  const u64* consts_shoup = nullptr;  // [limbs]
+};
+
 struct NttArgs {
   const u64* in;
   u64* out;               // may equal in
@@ -38,6 +47,7 @@ struct NttArgs {
   int limbs;
   int log_n;
   NttSkip skip = {};
+  NttEpilogue epilogue = {};  // forward only
 };
 
 // kSubMulConst: (a - b) * c_i, the shape of ModDown's and rescale's last step.
@@ -188,6 +198,7 @@ enum class Variant : int {
   kConv = 0,  // 1: Conv as a byte-sliced integer matrix product on the tensor cores (rns.cu)
   kNtt = 1,   // 1: NTT butterflies with a truncated Shoup quotient and wider lazy ranges (ntt.cu)
   kModUp = 2, // 1: ModUp extends all digits in one Conv and one NTT launch (read by rlwe/keyswitch.py)
+  kModDown = 3,  // 1: ModDown's (c - x) * P^-1 in the NTT's last store (ops.mod_down_ntt; rlwe/keyswitch.py)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

@@ -26,7 +26,7 @@
 namespace fhe {
 
 int& kernel_variant(Variant v) {
-  static int variants[static_cast<int>(Variant::kCount)] = {1, 1, 1};
+  static int variants[static_cast<int>(Variant::kCount)] = {1, 1, 1, 1};
   return variants[static_cast<int>(v)];
 }
 
@@ -98,8 +98,25 @@ ChaChaKey chacha_key(at::IntArrayRef key, const char* op) {
 
 // Rows with a skip (NttSkip): the CPU kernels transform whole row ranges, so each row that is not
 // skipped becomes a one-row transform, in parallel over rows.
+// ModDown's epilogue (NttEpilogue) on the CPU: the plain transform, then (c - x) * consts per batch.
+void cpu_ntt_epilogue(const NttArgs& a) {
+  const int64_t n = int64_t{1} << a.log_n;
+  const NttEpilogue& e = a.epilogue;
+  for (int64_t b = 0; b < a.rows / a.limbs; ++b) {
+    u64* x = a.out + b * a.limbs * n;
+    cpu::elementwise(ElementwiseArgs{ElementwiseOp::kSubMulConst, e.sub_from + b * e.batch_stride, x, nullptr,
+                                     e.consts, e.consts_shoup, x, a.moduli, a.limbs, a.limbs, a.limbs, n});
+  }
+}
+
 template <void (*kTransform)(const NttArgs&)>
 void cpu_ntt(const NttArgs& a) {
+  if (a.epilogue.sub_from != nullptr) {
+    NttArgs plain = a;
+    plain.epilogue = NttEpilogue{};
+    cpu_ntt<kTransform>(plain);
+    return cpu_ntt_epilogue(a);
+  }
   if (a.skip.length == 0) return kTransform(a);
   const int64_t n = int64_t{1} << a.log_n;
   at::parallel_for(0, a.rows, 1, [&](int64_t begin, int64_t end) {
@@ -157,18 +174,22 @@ struct CudaBackend {
 
 // ---- NTT -------------------------------------------------------------------------------------
 
-template <class B, bool kForward>
-Tensor& ntt_out(const Tensor& a, const Tensor& moduli, const Tensor& table, at::OptionalIntArrayRef skip,
-                Tensor& out) {
-  const char* op = kForward ? "ntt" : "intt";
-  const int64_t rows = check_residues(a, moduli, op);
-  const int log_n = log2_exact(a.size(-1), op);
+void check_ntt_table(const Tensor& table, const Tensor& a, const Tensor& moduli, const char* op) {
   check_words(table, op, "table");
   check_same_device(table, a, op, "table");
   FHE_CHECK(table.dim() == 3 && table.size(0) == moduli.size(0) && table.size(1) == kNttTableRows &&
                   table.size(2) == a.size(-1),
               op, ": table must be [limbs, 4, N] = [", moduli.size(0), ", 4, ", a.size(-1), "], got ",
               table.sizes());
+}
+
+template <class B, bool kForward>
+Tensor& ntt_out(const Tensor& a, const Tensor& moduli, const Tensor& table, at::OptionalIntArrayRef skip,
+                Tensor& out) {
+  const char* op = kForward ? "ntt" : "intt";
+  const int64_t rows = check_residues(a, moduli, op);
+  const int log_n = log2_exact(a.size(-1), op);
+  check_ntt_table(table, a, moduli, op);
   check_out(out, a, a.sizes(), op);
   if (!out.is_same(a)) at::assert_no_partial_overlap(out, a);
   NttArgs args{words(a), mutable_words(out), moduli_ptr(moduli), words(table), rows,
@@ -184,6 +205,42 @@ Tensor& ntt_out(const Tensor& a, const Tensor& moduli, const Tensor& table, at::
   if (kForward) B::ntt_forward(args, a);
   else B::ntt_inverse(args, a);
   return out;
+}
+
+// The forward NTT of ModDown's conversion with its last step: out[b] = (c[b, p_rows:] - NTT(x[b])) * consts.
+template <class B>
+Tensor& mod_down_ntt_out(const Tensor& x, const Tensor& c, int64_t p_rows, const Tensor& consts,
+                         const Tensor& consts_shoup, const Tensor& moduli, const Tensor& table, Tensor& out) {
+  const char* op = "mod_down_ntt";
+  const int64_t rows = check_residues(x, moduli, op, "x");
+  const int log_n = log2_exact(x.size(-1), op);
+  check_ntt_table(table, x, moduli, op);
+  const int64_t limbs = moduli.size(0), n = x.size(-1);
+  FHE_CHECK(x.dim() == 3, op, ": x must be [batch, limbs, N], got ", x.sizes());
+  check_words(c, op, "c");
+  check_same_device(c, x, op, "c");
+  FHE_CHECK(p_rows >= 0 && c.dim() == 3 && c.size(0) == x.size(0) && c.size(1) == p_rows + limbs && c.size(2) == n,
+            op, ": c must be [", x.size(0), ", ", p_rows, " + ", limbs, ", ", n, "], got ", c.sizes());
+  for (const Tensor* t : {&consts, &consts_shoup}) {
+    check_words(*t, op, "consts");
+    check_same_device(*t, x, op, "consts");
+    FHE_CHECK(t->dim() == 1 && t->size(0) == limbs, op, ": per-limb constants must be [", limbs, "], got ",
+              t->sizes());
+  }
+  check_out(out, x, x.sizes(), op);
+  if (!out.is_same(x)) at::assert_no_partial_overlap(out, x);
+  at::assert_no_overlap(out, c);
+  NttArgs args{words(x), mutable_words(out), moduli_ptr(moduli), words(table), rows, static_cast<int>(limbs), log_n};
+  args.epilogue = NttEpilogue{words(c) + p_rows * n, c.size(1) * n, words(consts), words(consts_shoup)};
+  B::ntt_forward(args, x);
+  return out;
+}
+
+template <class B>
+Tensor mod_down_ntt(const Tensor& x, const Tensor& c, int64_t p_rows, const Tensor& consts,
+                    const Tensor& consts_shoup, const Tensor& moduli, const Tensor& table) {
+  Tensor out = at::empty_like(x, at::MemoryFormat::Contiguous);
+  return mod_down_ntt_out<B>(x, c, p_rows, consts, consts_shoup, moduli, table, out);
 }
 
 template <class B, bool kForward>
@@ -589,7 +646,7 @@ Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n) {
 
 // ---- run-time kernel variants (see kernels.h) -------------------------------------------------
 
-constexpr const char* kVariantNames[] = {"conv", "ntt", "mod_up"};
+constexpr const char* kVariantNames[] = {"conv", "ntt", "mod_up", "mod_down"};
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 
 // Sets a variant, returns the previous value; a negative value only reads it.
@@ -602,7 +659,7 @@ int64_t set_kernel_variant(const std::string& name, int64_t value) {
     if (value >= 0) slot = static_cast<int>(value);
     return previous;
   }
-  FHE_CHECK(false, "kernel_variant: unknown kernel '", name, "' (known: conv, ntt, mod_up)");
+  FHE_CHECK(false, "kernel_variant: unknown kernel '", name, "' (known: conv, ntt, mod_up, mod_down)");
   return 0;
 }
 
@@ -614,6 +671,8 @@ void register_backend(torch::Library& m) {
   m.impl("ntt.out", &ntt_out<B, true>);
   m.impl("intt", &ntt<B, false>);
   m.impl("intt.out", &ntt_out<B, false>);
+  m.impl("mod_down_ntt", &mod_down_ntt<B>);
+  m.impl("mod_down_ntt.out", &mod_down_ntt_out<B>);
   m.impl("add", &binary<B, ElementwiseOp::kAdd>);
   m.impl("add.out", &binary_out<B, ElementwiseOp::kAdd>);
   m.impl("sub", &binary<B, ElementwiseOp::kSub>);
@@ -653,6 +712,10 @@ TORCH_LIBRARY(fhe_core, m) {
   m.def("ntt.out(Tensor a, Tensor moduli, Tensor table, int[]? skip=None, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("intt(Tensor a, Tensor moduli, Tensor table, int[]? skip=None) -> Tensor");
   m.def("intt.out(Tensor a, Tensor moduli, Tensor table, int[]? skip=None, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("mod_down_ntt(Tensor x, Tensor c, int p_rows, Tensor consts, Tensor consts_shoup, Tensor moduli, "
+        "Tensor table) -> Tensor");
+  m.def("mod_down_ntt.out(Tensor x, Tensor c, int p_rows, Tensor consts, Tensor consts_shoup, Tensor moduli, "
+        "Tensor table, *, Tensor(a!) out) -> Tensor(a!)");
   for (const char* name : {"add", "sub", "mul"}) {
     m.def((std::string(name) + "(Tensor a, Tensor b, Tensor moduli) -> Tensor").c_str());
     m.def((std::string(name) + ".out(Tensor a, Tensor b, Tensor moduli, *, Tensor(a!) out) -> Tensor(a!)").c_str());

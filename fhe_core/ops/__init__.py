@@ -19,7 +19,7 @@ _ops = torch.ops.fhe_core
 Tensor = torch.Tensor
 
 __all__ = [
-    "cuda_built", "ntt", "intt", "add", "sub", "neg", "mul", "mul_const", "sub_mul_const", "mul_add", "bconv", "center_lift", "mod_up_conv", "ks_inner_product",
+    "cuda_built", "ntt", "intt", "mod_down_ntt", "add", "sub", "neg", "mul", "mul_const", "sub_mul_const", "mul_add", "bconv", "center_lift", "mod_up_conv", "ks_inner_product",
     "automorphism_ntt", "automorphism_coeff", "sample_uniform", "sample_cbd", "sample_ternary",
     "ntt_table", "seed_words", "kernel_variant", "use_kernel_variant",
 ]
@@ -36,7 +36,8 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     0 is the reference kernel, 1 (the default) the faster alternative where it applies. Known names:
     ``"conv"`` (1: basis conversion as a byte-sliced integer matrix product on the tensor cores),
     ``"ntt"`` (1: butterflies with a truncated Shoup quotient), ``"mod_up"`` (1: ModUp of large
-    digits as one Conv and one NTT over every digit; read by ``rlwe.keyswitch``, on both devices).
+    digits as one Conv and one NTT over every digit, CUDA only), ``"mod_down"`` (1: ModDown's last
+    step in the NTT's store, ``mod_down_ntt``); the last two are read by ``rlwe.keyswitch``.
     Both variants give the same residues bit for bit; the switch exists so that tests compare them
     and benchmarks time them side by side. The CPU kernels have one variant and ignore the first
     two. A launch
@@ -77,6 +78,17 @@ def intt(a: Tensor, moduli: Tensor, table: Tensor, *, skip: tuple[int, int, int]
          out: Tensor | None = None) -> Tensor:
     """Inverse of :func:`ntt` (including the 1/N factor); ``skip`` as there. ``out`` may be ``a``."""
     return _call(_ops.intt, (a, moduli, table, skip), out)
+
+
+def mod_down_ntt(x: Tensor, c: Tensor, p_rows: int, consts: Tensor, consts_shoup: Tensor, moduli: Tensor,
+                 table: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """ModDown's tail in one pass: ``out[b] = (c[b, p_rows:] - NTT(x[b])) * consts`` mod q_i.
+
+    x: ``[B, l, N]`` coefficients (the conversion of c's P part); c: ``[B, p_rows + l, N]`` NTT
+    domain over (P, Q_l); consts, consts_shoup: ``[l]`` (P^-1 mod q_i, Shoup). On CUDA the
+    subtraction and scaling happen in the NTT's last store; ``out`` may be ``x``.
+    """
+    return _call(_ops.mod_down_ntt, (x, c, p_rows, consts, consts_shoup, moduli, table), out)
 
 
 def add(a: Tensor, b: Tensor, moduli: Tensor, *, out: Tensor | None = None) -> Tensor:
@@ -213,6 +225,10 @@ def _register_fakes() -> None:
     for name in ("ntt", "intt", "add", "sub", "neg", "mul", "mul_const", "sub_mul_const", "mul_add",
                  "automorphism_ntt", "automorphism_coeff"):
         torch.library.register_fake(f"fhe_core::{name}")(same_shape)
+
+    @torch.library.register_fake("fhe_core::mod_down_ntt")
+    def _(x, c, p_rows, consts, consts_shoup, moduli, table):
+        return torch.empty_like(x)
 
     @torch.library.register_fake("fhe_core::mod_up_conv")
     def _(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p):

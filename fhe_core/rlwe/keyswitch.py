@@ -130,10 +130,13 @@ def mod_down(ctx: RLWEContext, c: torch.Tensor, level: int) -> torch.Tensor:
         for b in range(batch.shape[0]):                                 # the P rows of each component
             ctx.p_basis.intt(batch[b, :alpha], out=c_p[b])
         conv = t.p_to_q(c_p, exact=True)                                # [c]_P, centred, over Q_l
-        conv = t.q.ntt(conv, out=conv)
-        for b in range(batch.shape[0]):                                 # (c - conv) * P^-1, one pass
-            ops.sub_mul_const(batch[b, alpha:], conv[b], t.p_inv, t.p_inv_shoup, t.q.moduli, out=conv[b])
-        out = conv
+        if ops.kernel_variant("mod_down") == 1:                         # NTT and (c - conv) * P^-1, one pass
+            out = ops.mod_down_ntt(conv, batch, alpha, t.p_inv, t.p_inv_shoup, t.q.moduli, t.q.ntt_table, out=conv)
+        else:
+            conv = t.q.ntt(conv, out=conv)
+            for b in range(batch.shape[0]):                             # (c - conv) * P^-1, one pass
+                ops.sub_mul_const(batch[b, alpha:], conv[b], t.p_inv, t.p_inv_shoup, t.q.moduli, out=conv[b])
+            out = conv
     return out.reshape(*c.shape[:-2], level + 1, ctx.n)
 
 

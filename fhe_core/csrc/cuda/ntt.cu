@@ -254,7 +254,8 @@ __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, c
 template <bool kForward, bool kTrunc>
 __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                                            const u64* __restrict__ table, int limbs, int log_n,
-                                                           int k1, int rows_per_block, NttSkip skip) {
+                                                           int k1, int rows_per_block, NttSkip skip,
+                                                           NttEpilogue epilogue) {
   extern __shared__ u64 smem[];
   const u32 n = 1u << log_n;
   const int k2 = log_n - k1;
@@ -278,8 +279,16 @@ __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* o
     __syncthreads();
   }
   local_transform<kForward, kTrunc>(kForward, !kForward, in + origin, out + origin, smem, layout, tcol, k2, t, false, q);
-  if (kForward) {  // coalesced store of the whole tile, reduced to [0, q)
+  if (kForward && epilogue.sub_from == nullptr) {  // coalesced store of the whole tile, reduced to [0, q)
     for (u32 i = threadIdx.x; i < tile_len; i += blockDim.x) out[tile + i] = Butterflies<kTrunc>::reduce_out(smem[i + (i >> 3)], q);
+  } else if (kForward) {  // the same store through ModDown's (c - x) * P^-1
+    const u64* c = epilogue.sub_from + (row / limbs) * epilogue.batch_stride + static_cast<int64_t>(limb) * n +
+                   static_cast<int64_t>(first_row) * len;
+    const u64 w = epilogue.consts[limb], ws = epilogue.consts_shoup[limb];
+    for (u32 i = threadIdx.x; i < tile_len; i += blockDim.x) {
+      const u64 x = Butterflies<kTrunc>::reduce_out(smem[i + (i >> 3)], q);
+      out[tile + i] = mul_shoup(sub_mod(c[i], x, q), w, ws, q);
+    }
   }
 }
 
@@ -307,11 +316,11 @@ void launch_ntt(const NttArgs& a, Stream stream) {
                                                                    a.skip);
     check_launch("ntt_columns<forward>");
     ntt_rows<true, kTrunc><<<row_grid, row_threads, row_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1,
-                                                                   rpb, a.skip);
+                                                                   rpb, a.skip, a.epilogue);
     check_launch("ntt_rows<forward>");
   } else {
     ntt_rows<false, kTrunc><<<row_grid, row_threads, row_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1,
-                                                                    rpb, a.skip);
+                                                                    rpb, a.skip, a.epilogue);
     check_launch("ntt_rows<inverse>");
     ntt_columns<false, kTrunc><<<col_grid, col_threads, col_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n,
                                                                        g.k1, a.skip);

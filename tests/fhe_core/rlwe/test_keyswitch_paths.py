@@ -14,11 +14,12 @@ from rlwe_helpers import Shape, context, fixed_seed
 LARGE_DIGITS = Shape(10, (40,) * 12, (50,) * 5)
 
 
-def _key_switch_outputs(ctx, d, key, level, *, mod_up: int, conv: int = 1, ntt: int = 1):
+def _key_switch_outputs(ctx, d, key, level, *, mod_up: int, conv: int = 1, ntt: int = 1, mod_down: int = 1):
     """(digits, key switch) with the given variants; mod_up = 1 takes the all-digit path on the CPU
     as well (which by itself uses it on CUDA only)."""
     with ops.use_kernel_variant("mod_up", mod_up), ops.use_kernel_variant("conv", conv), \
-            ops.use_kernel_variant("ntt", ntt), pytest.MonkeyPatch.context() as patch:
+            ops.use_kernel_variant("ntt", ntt), ops.use_kernel_variant("mod_down", mod_down), \
+            pytest.MonkeyPatch.context() as patch:
         patch.setattr(keyswitch, "_mod_up_all_digits_at_once", lambda ctx: mod_up == 1)
         return (rlwe.decompose_mod_up(ctx, d, level).cpu(), rlwe.key_switch(ctx, d, key, level).cpu())
 
@@ -39,8 +40,8 @@ def test_mod_up_paths_are_bit_identical_on_cpu(level):
     sk = rlwe.gen_secret_key(ctx, seed=fixed_seed("paths/sk"))
     key = rlwe.gen_eval_keys(ctx, sk, [], seed=fixed_seed("paths/evk")).relin_key("t")
     d = _inputs(ctx, level, rng)
-    fused = _key_switch_outputs(ctx, d, key, level, mod_up=1)
-    per_digit = _key_switch_outputs(ctx, d, key, level, mod_up=0)
+    fused = _key_switch_outputs(ctx, d, key, level, mod_up=1, mod_down=1)
+    per_digit = _key_switch_outputs(ctx, d, key, level, mod_up=0, mod_down=0)
     assert torch.equal(fused[0], per_digit[0]) and torch.equal(fused[1], per_digit[1])
 
 
@@ -55,11 +56,39 @@ def test_mod_up_paths_are_bit_identical_on_cuda(level):
     sk_gpu = rlwe.gen_secret_key(gpu, seed=fixed_seed("paths/sk"))
     keys_gpu = rlwe.gen_eval_keys(gpu, sk_gpu, [], seed=fixed_seed("paths/evk"))
     d = _inputs(cpu, level, rng)
-    expected = _key_switch_outputs(cpu, d, keys.relin_key("t"), level, mod_up=0)
-    for mod_up, conv, ntt in [(1, 1, 1), (0, 1, 1), (1, 0, 0), (0, 0, 0)]:
-        got = _key_switch_outputs(gpu, d.cuda(), keys_gpu.relin_key("t"), level, mod_up=mod_up, conv=conv, ntt=ntt)
-        assert torch.equal(got[0], expected[0]), f"mod_up {mod_up}, conv {conv}, ntt {ntt}: digits"
-        assert torch.equal(got[1], expected[1]), f"mod_up {mod_up}, conv {conv}, ntt {ntt}: key switch"
+    expected = _key_switch_outputs(cpu, d, keys.relin_key("t"), level, mod_up=0, mod_down=0)
+    for variants in [(1, 1, 1, 1), (0, 1, 1, 0), (1, 0, 0, 1), (0, 0, 0, 0), (1, 1, 0, 1)]:
+        mod_up, conv, ntt, mod_down = variants
+        got = _key_switch_outputs(gpu, d.cuda(), keys_gpu.relin_key("t"), level, mod_up=mod_up, conv=conv, ntt=ntt,
+                                  mod_down=mod_down)
+        assert torch.equal(got[0], expected[0]), f"(mod_up, conv, ntt, mod_down) = {variants}: digits"
+        assert torch.equal(got[1], expected[1]), f"(mod_up, conv, ntt, mod_down) = {variants}: key switch"
+
+
+@pytest.mark.parametrize("device", [pytest.param("cpu"), pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_mod_down_ntt_is_ntt_then_sub_mul_const(device):
+    """ops.mod_down_ntt == NTT, then (c - .) * consts per batch, in place and not; on CUDA with both
+    NTT variants."""
+    rng, _ = fresh_rng()
+    n, p_rows = 2048, 3
+    primes = generate_primes([61] * p_rows + [50] * 5, n)
+    basis = RNSBasis.get(primes[p_rows:], n, device)
+    x = random_residues(rng, basis.primes, (2,), n, device)
+    c = random_residues(rng, primes, (2,), n, device)
+    consts = torch.tensor([int(rng.integers(1, q)) for q in basis.primes], dtype=torch.int64)
+    shoup = torch.tensor([((int(w) << 64) // q) - (1 << 64 if ((int(w) << 64) // q) >= 1 << 63 else 0)
+                          for w, q in zip(consts.tolist(), basis.primes)], dtype=torch.int64)
+    consts, shoup = consts.to(device), shoup.to(device)
+    ntt_x = basis.ntt(x)
+    expected = torch.stack([ops.sub_mul_const(c[b, p_rows:], ntt_x[b], consts, shoup, basis.moduli) for b in range(2)])
+    for variant in (0, 1):
+        with ops.use_kernel_variant("ntt", variant):
+            got = ops.mod_down_ntt(x, c, p_rows, consts, shoup, basis.moduli, basis.ntt_table)
+            in_place = x.clone()
+            ops.mod_down_ntt(in_place, c, p_rows, consts, shoup, basis.moduli, basis.ntt_table, out=in_place)
+        assert torch.equal(got, expected) and torch.equal(in_place, expected), f"ntt variant {variant}"
+    with pytest.raises(RuntimeError, match="mod_down_ntt: c must be"):
+        ops.mod_down_ntt(x, c[:, 1:], p_rows, consts, shoup, basis.moduli, basis.ntt_table)
 
 
 @pytest.mark.parametrize("device", [pytest.param("cpu"), pytest.param("cuda", marks=pytest.mark.gpu)])
