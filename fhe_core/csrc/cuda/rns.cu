@@ -323,10 +323,11 @@ void launch_conv_mma(const ConvArgs& a, cudaStream_t s) {
   check_launch("conv_mma_kernel");
 }
 
-// The tensor-core path applies to N a multiple of the tile and up to 16 slots; else conv_kernel.
+// The tensor-core path applies to N a multiple of the tile and 2 to 16 slots; else conv_kernel (with
+// one slot, as in BFV's digits of one prime, each output is a single product: nothing to batch).
 bool launch_conv_mma_if_applicable(const ConvArgs& a, cudaStream_t s) {
   const int slots = a.alpha + (a.neg_q_mod_p != nullptr ? 1 : 0);
-  if (kernel_variant(Variant::kConv) != 1 || a.n % kMmaTile != 0 || slots > kMmaMaxSlots) return false;
+  if (kernel_variant(Variant::kConv) != 1 || a.n % kMmaTile != 0 || slots < 2 || slots > kMmaMaxSlots) return false;
   switch ((slots + 3) / 4) {
     case 1: launch_conv_mma<1>(a, s); break;
     case 2: launch_conv_mma<2>(a, s); break;

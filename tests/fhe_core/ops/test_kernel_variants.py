@@ -55,11 +55,12 @@ def _convert_on(device, x, primes_in, primes_out, exact):
                      conv.neg_q_mod_p if exact else None).cpu()
 
 
-# (input limbs, output limbs, exact, N): slots = inputs (+1 exact) in 1..16 take the tensor cores
-# (1, 2, 3 or 4 K tiles), 17 falls back to the reference kernel; output counts not a multiple of the
-# 8-row block; an N that is no multiple of the 128-coefficient tile falls back too.
-CONV_SHAPES = [(1, 3, False, 1024), (4, 9, True, 1024), (11, 31, False, 4096), (11, 31, True, 2048),
-               (15, 20, True, 1024), (16, 8, False, 1024), (16, 5, True, 1024), (5, 27, False, 96)]
+# (input limbs, output limbs, exact, N): slots = inputs (+1 exact) in 2..16 take the tensor cores
+# (1, 2, 3 or 4 K tiles), 1 and 17 fall back to the reference kernel; output counts not a multiple
+# of the 8-row block; an N that is no multiple of the 128-coefficient tile falls back too.
+CONV_SHAPES = [(1, 3, False, 1024), (1, 4, True, 1024), (2, 3, False, 1024), (4, 9, True, 1024),
+               (11, 31, False, 4096), (11, 31, True, 2048), (15, 20, True, 1024), (16, 8, False, 1024),
+               (16, 5, True, 1024), (5, 27, False, 96)]
 
 
 @pytest.mark.gpu
