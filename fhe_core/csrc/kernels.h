@@ -48,7 +48,14 @@ struct NttArgs {
   int log_n;
   NttSkip skip = {};
   NttEpilogue epilogue = {};  // forward only
+  int64_t in_batch_stride = 0;  // words between batches of `in` (0: contiguous, batch * limbs * N)
 };
+
+// Where row r of an NTT's input starts (in words from `in`).
+FHE_HD int64_t ntt_in_offset(const NttArgs& a, int64_t row) {
+  const int64_t n = int64_t{1} << a.log_n;
+  return a.in_batch_stride == 0 ? row * n : (row / a.limbs) * a.in_batch_stride + (row % a.limbs) * n;
+}
 
 // kSubMulConst: (a - b) * c_i, the shape of ModDown's and rescale's last step.
 enum class ElementwiseOp : int { kAdd, kSub, kNeg, kMul, kMulConst, kMulAdd, kSubMulConst };

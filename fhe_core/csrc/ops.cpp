@@ -96,8 +96,8 @@ ChaChaKey chacha_key(at::IntArrayRef key, const char* op) {
 
 // ---- backends --------------------------------------------------------------------------------
 
-// Rows with a skip (NttSkip): the CPU kernels transform whole row ranges, so each row that is not
-// skipped becomes a one-row transform, in parallel over rows.
+// Rows with a skip (NttSkip) or a strided input: the CPU kernels transform whole contiguous row
+// ranges, so each row that is not skipped becomes a one-row transform, in parallel over rows.
 // ModDown's epilogue (NttEpilogue) on the CPU: the plain transform, then (c - x) * consts per batch.
 void cpu_ntt_epilogue(const NttArgs& a) {
   const int64_t n = int64_t{1} << a.log_n;
@@ -117,14 +117,14 @@ void cpu_ntt(const NttArgs& a) {
     cpu_ntt<kTransform>(plain);
     return cpu_ntt_epilogue(a);
   }
-  if (a.skip.length == 0) return kTransform(a);
+  if (a.skip.length == 0 && a.in_batch_stride == 0) return kTransform(a);
   const int64_t n = int64_t{1} << a.log_n;
   at::parallel_for(0, a.rows, 1, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       if (ntt_row_skipped(a.skip, row, a.limbs)) continue;
       const int limb = static_cast<int>(row % a.limbs);
-      kTransform(NttArgs{a.in + row * n, a.out + row * n, a.moduli + limb, a.table + limb * kNttTableRows * n, 1,
-                         1, a.log_n});
+      kTransform(NttArgs{a.in + ntt_in_offset(a, row), a.out + row * n, a.moduli + limb,
+                         a.table + limb * kNttTableRows * n, 1, 1, a.log_n});
     }
   });
 }
@@ -187,13 +187,20 @@ template <class B, bool kForward>
 Tensor& ntt_out(const Tensor& a, const Tensor& moduli, const Tensor& table, at::OptionalIntArrayRef skip,
                 Tensor& out) {
   const char* op = kForward ? "ntt" : "intt";
-  const int64_t rows = check_residues(a, moduli, op);
+  // A strided batch of contiguous [limbs, N] blocks is read in place (ModDown's P rows of each component).
+  const bool strided = !a.is_contiguous();
+  FHE_CHECK(!strided || (a.dim() == 3 && a.stride(2) == 1 && a.stride(1) == a.size(2) &&
+                         a.stride(0) >= a.size(1) * a.size(2) && !skip.has_value() && !out.is_same(a)),
+            op, ": a must be contiguous, or [batch, limbs, N] with contiguous [limbs, N] blocks (not in place, no "
+            "skip); got shape ", a.sizes(), " and strides ", a.strides());
+  const int64_t rows = check_residues(strided ? a.select(0, 0) : a, moduli, op) * (strided ? a.size(0) : 1);
   const int log_n = log2_exact(a.size(-1), op);
   check_ntt_table(table, a, moduli, op);
   check_out(out, a, a.sizes(), op);
   if (!out.is_same(a)) at::assert_no_partial_overlap(out, a);
   NttArgs args{words(a), mutable_words(out), moduli_ptr(moduli), words(table), rows,
                static_cast<int>(moduli.size(0)), log_n};
+  if (strided) args.in_batch_stride = a.stride(0);
   if (skip.has_value()) {
     const auto s = *skip;
     const int64_t limbs = moduli.size(0);

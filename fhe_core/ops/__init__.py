@@ -70,6 +70,8 @@ def ntt(a: Tensor, moduli: Tensor, table: Tensor, *, skip: tuple[int, int, int] 
     skip = (begin, stride, length): in batch b of ``[..., l, N]`` (flattened leading dims), limbs
     ``begin + b*stride <= i < begin + b*stride + length`` are not transformed: ``out`` keeps what it
     held there (the functional form copies a's rows). ModUp leaves each digit's own primes alone.
+    ``a`` may also be a strided ``[B, l, N]`` view of contiguous ``[l, N]`` blocks (e.g. the first l
+    rows of each component, ``c[:, :l]``), read in place into a new or separate ``out``.
     """
     return _call(_ops.ntt, (a, moduli, table, skip), out)
 

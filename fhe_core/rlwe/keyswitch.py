@@ -126,11 +126,15 @@ def mod_down(ctx: RLWEContext, c: torch.Tensor, level: int) -> torch.Tensor:
     check_tensor(ctx, c, (*c.shape[:-2], rows, ctx.n), op, "c")
     batch = c.reshape(-1, rows, ctx.n).contiguous()  # a view unless c was strided
     with _step("mod_down", ctx.device):
-        c_p = torch.empty((batch.shape[0], alpha, ctx.n), dtype=torch.int64, device=ctx.device)
-        for b in range(batch.shape[0]):                                 # the P rows of each component
-            ctx.p_basis.intt(batch[b, :alpha], out=c_p[b])
+        fused = ops.kernel_variant("mod_down") == 1
+        if fused:                                                       # every component's P rows, one launch
+            c_p = ctx.p_basis.intt(batch[:, :alpha])
+        else:
+            c_p = torch.empty((batch.shape[0], alpha, ctx.n), dtype=torch.int64, device=ctx.device)
+            for b in range(batch.shape[0]):                             # the P rows of each component
+                ctx.p_basis.intt(batch[b, :alpha], out=c_p[b])
         conv = t.p_to_q(c_p, exact=True)                                # [c]_P, centred, over Q_l
-        if ops.kernel_variant("mod_down") == 1:                         # NTT and (c - conv) * P^-1, one pass
+        if fused:                                                       # NTT and (c - conv) * P^-1, one pass
             out = ops.mod_down_ntt(conv, batch, alpha, t.p_inv, t.p_inv_shoup, t.q.moduli, t.q.ntt_table, out=conv)
         else:
             conv = t.q.ntt(conv, out=conv)

@@ -233,7 +233,7 @@ __device__ __forceinline__ Twiddles global_twiddles(const u64* table, int limb, 
 template <bool kForward, bool kTrunc>
 __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                                       const u64* __restrict__ table, int limbs, int log_n, int k1,
-                                                      NttSkip skip) {
+                                                      NttSkip skip, int64_t in_batch_stride) {
   extern __shared__ u64 smem[];
   const u32 n = 1u << log_n;
   const int row = blockIdx.y;
@@ -243,9 +243,13 @@ __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, c
   const Twiddles t = global_twiddles(table, limb, n, kForward, 1u);
   const u32 col = threadIdx.x % kColumnsPerBlock;
   const u32 tcol = threadIdx.x / kColumnsPerBlock;
-  const size_t origin = static_cast<size_t>(row) * n + blockIdx.x * kColumnsPerBlock + col;
+  const size_t column = blockIdx.x * kColumnsPerBlock + col;
+  const size_t origin = static_cast<size_t>(row) * n + column;
+  const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
+                                              : (row / limbs) * in_batch_stride + static_cast<int64_t>(limb) * n;
   const ColumnLayout layout{n >> k1, col};
-  local_transform<kForward, kTrunc>(true, true, in + origin, out + origin, smem, layout, tcol, k1, t, !kForward, q);
+  local_transform<kForward, kTrunc>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, t,
+                                    !kForward, q);
 }
 
 // Last k2 forward stages / first k2 inverse stages on whole rows. Grid: (2^k1 / rows_per_block,
@@ -255,7 +259,7 @@ template <bool kForward, bool kTrunc>
 __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                                            const u64* __restrict__ table, int limbs, int log_n,
                                                            int k1, int rows_per_block, NttSkip skip,
-                                                           NttEpilogue epilogue) {
+                                                           NttEpilogue epilogue, int64_t in_batch_stride) {
   extern __shared__ u64 smem[];
   const u32 n = 1u << log_n;
   const int k2 = log_n - k1;
@@ -275,7 +279,10 @@ __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* o
   const size_t origin = tile + static_cast<size_t>(sub) * len;
 
   if (!kForward) {  // coalesced load of the whole tile
-    for (u32 i = threadIdx.x; i < tile_len; i += blockDim.x) smem[i + (i >> 3)] = in[tile + i];
+    const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
+                                                : (row / limbs) * in_batch_stride + static_cast<int64_t>(limb) * n;
+    const u64* in_tile = in + in_row + static_cast<size_t>(first_row) * len;
+    for (u32 i = threadIdx.x; i < tile_len; i += blockDim.x) smem[i + (i >> 3)] = in_tile[i];
     __syncthreads();
   }
   local_transform<kForward, kTrunc>(kForward, !kForward, in + origin, out + origin, smem, layout, tcol, k2, t, false, q);
@@ -313,17 +320,17 @@ void launch_ntt(const NttArgs& a, Stream stream) {
   const int rpb = static_cast<int>(rows_per_block);
   if (kForward) {
     ntt_columns<true, kTrunc><<<col_grid, col_threads, col_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1,
-                                                                   a.skip);
+                                                                   a.skip, a.in_batch_stride);
     check_launch("ntt_columns<forward>");
     ntt_rows<true, kTrunc><<<row_grid, row_threads, row_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1,
-                                                                   rpb, a.skip, a.epilogue);
+                                                                   rpb, a.skip, a.epilogue, 0);
     check_launch("ntt_rows<forward>");
   } else {
     ntt_rows<false, kTrunc><<<row_grid, row_threads, row_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1,
-                                                                    rpb, a.skip, a.epilogue);
+                                                                    rpb, a.skip, a.epilogue, a.in_batch_stride);
     check_launch("ntt_rows<inverse>");
     ntt_columns<false, kTrunc><<<col_grid, col_threads, col_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n,
-                                                                       g.k1, a.skip);
+                                                                       g.k1, a.skip, 0);
     check_launch("ntt_columns<inverse>");
   }
 }

@@ -114,3 +114,22 @@ def test_ntt_skip_leaves_rows_alone(device, forward):
             assert torch.equal(in_place[b, r], want) and torch.equal(functional[b, r], want), (b, r)
     with pytest.raises(RuntimeError, match="skip must be \\(begin, stride, length\\)"):
         fn(x, basis.moduli, basis.ntt_table, skip=(1, 2))
+
+
+@pytest.mark.parametrize("device", [pytest.param("cpu"), pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("forward", [True, False])
+def test_ntt_reads_a_strided_batch(device, forward):
+    """ops.ntt / intt of c[:, :l] (a strided batch of contiguous [l, N] blocks) == of its contiguous
+    copy; in place on a strided view is refused."""
+    rng, _ = fresh_rng()
+    n = 1024
+    basis = RNSBasis.get(generate_primes([50] * 3, n), n, device)
+    c = random_residues(rng, list(basis.primes) * 3, (2,), n, device)  # [2, 9, N]; rows 0-2 are the view
+    fn = ops.ntt if forward else ops.intt
+    for variant in (0, 1):
+        with ops.use_kernel_variant("ntt", variant):
+            got = fn(c[:, :3], basis.moduli, basis.ntt_table)
+            assert torch.equal(got, fn(c[:, :3].contiguous(), basis.moduli, basis.ntt_table)), f"variant {variant}"
+    view = c[:, :3]
+    with pytest.raises(RuntimeError, match="contiguous \\[limbs, N\\] blocks"):
+        fn(view, basis.moduli, basis.ntt_table, out=view)
