@@ -103,7 +103,19 @@ struct ConvArgs {
   int rows;
   int64_t n;
   const u64* neg_q_mod_p = nullptr;  // [rows] (-Q) mod p_r: exact centred conversion (dnum == 1); nullptr: fast
+  // ModUp (batch 1): digit j's own rows own_begin + j * alpha + k (k < its length) are copied from
+  // own[(j * alpha + k) * N + i] instead of converted: the NTT-domain input, exact on those primes.
+  const u64* own = nullptr;
+  int own_begin = 0;
 };
+
+// k >= 0 when output row r of digit j is the digit's own prime k (see ConvArgs::own), else -1.
+FHE_HD int conv_own_index(const ConvArgs& a, int j, int r) {
+  if (a.own == nullptr) return -1;
+  const int k = r - a.own_begin - j * a.alpha;
+  const int count = a.q_count - j * a.alpha < a.alpha ? a.q_count - j * a.alpha : a.alpha;
+  return k >= 0 && k < count ? k : -1;
+}
 
 // round(sum_k y_k / q_k) over the count scaled residues y_k = [x_k (Q/q_k)^-1]_{q_k} (y_k at
 // y[k * stride]): since sum_k y_k Q/q_k = x + u Q with x/Q the fractional part of the sum, this is

@@ -15,6 +15,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -133,7 +134,16 @@ struct CpuBackend {
   static void ntt_forward(const NttArgs& a, const Tensor&) { cpu_ntt<cpu::ntt_forward>(a); }
   static void ntt_inverse(const NttArgs& a, const Tensor&) { cpu_ntt<cpu::ntt_inverse>(a); }
   static void elementwise(const ElementwiseArgs& a, const Tensor&) { cpu::elementwise(a); }
-  static void conv(const ConvArgs& a, const Tensor&) { cpu::conv(a); }
+  static void conv(const ConvArgs& a, const Tensor&) {
+    cpu::conv(a);
+    if (a.own == nullptr) return;
+    for (int j = 0; j < a.dnum; ++j)  // ModUp's own rows: copied over the converted ones
+      for (int r = 0; r < a.rows; ++r) {
+        const int k = conv_own_index(a, j, r);
+        if (k >= 0) std::memcpy(a.out + (static_cast<int64_t>(j) * a.rows + r) * a.n,
+                                a.own + (static_cast<int64_t>(j) * a.alpha + k) * a.n, a.n * sizeof(u64));
+      }
+  }
   static void ks_inner_product(const KsInnerProductArgs& a, const Tensor&) { cpu::ks_inner_product(a); }
   static void center_lift(const CenterLiftArgs& a, const Tensor&) { cpu::center_lift(a); }
   static void automorphism_ntt(const AutomorphismArgs& a, const Tensor&) { cpu::automorphism_ntt(a); }
@@ -462,7 +472,8 @@ Tensor ks_inner_product(const Tensor& digits, const Tensor& key, int64_t q_count
 
 template <class B>
 Tensor& mod_up_conv_out(const Tensor& coeffs, const Tensor& src_moduli, const Tensor& qhat_inv,
-                        const Tensor& qhat_inv_shoup, const Tensor& dst_moduli, const Tensor& qhat_mod_p, Tensor& out) {
+                        const Tensor& qhat_inv_shoup, const Tensor& dst_moduli, const Tensor& qhat_mod_p,
+                        const std::optional<Tensor>& own, Tensor& out) {
   const char* op = "mod_up_conv";
   check_residues(coeffs, src_moduli, op, "coeffs");
   FHE_CHECK(coeffs.dim() == 2, op, ": coeffs must be [q_count, N], got ", coeffs.sizes());
@@ -487,18 +498,28 @@ Tensor& mod_up_conv_out(const Tensor& coeffs, const Tensor& src_moduli, const Te
   const std::vector<int64_t> sizes{dnum, rows, n};
   check_out(out, coeffs, sizes, op);
   at::assert_no_overlap(out, coeffs);
-  const ConvArgs args{words(coeffs), mutable_words(out), moduli_ptr(src_moduli), moduli_ptr(dst_moduli),
-                      words(qhat_inv), words(qhat_inv_shoup), words(qhat_mod_p), 1, static_cast<int>(q_count),
-                      static_cast<int>(alpha), static_cast<int>(dnum), static_cast<int>(rows), n};
+  ConvArgs args{words(coeffs), mutable_words(out), moduli_ptr(src_moduli), moduli_ptr(dst_moduli),
+                words(qhat_inv), words(qhat_inv_shoup), words(qhat_mod_p), 1, static_cast<int>(q_count),
+                static_cast<int>(alpha), static_cast<int>(dnum), static_cast<int>(rows), n};
+  if (own.has_value()) {  // the digits' own rows, the last q_count rows of (P, Q), copied from `own`
+    check_words(*own, op, "own");
+    check_same_device(*own, coeffs, op, "own");
+    FHE_CHECK(own->sizes() == coeffs.sizes() && rows >= q_count, op, ": own must be [", q_count, ", ", n,
+              "] over the last ", q_count, " of the ", rows, " rows, got ", own->sizes());
+    at::assert_no_overlap(out, *own);
+    args.own = words(*own);
+    args.own_begin = static_cast<int>(rows - q_count);
+  }
   B::conv(args, coeffs);
   return out;
 }
 
 template <class B>
 Tensor mod_up_conv(const Tensor& coeffs, const Tensor& src_moduli, const Tensor& qhat_inv,
-                   const Tensor& qhat_inv_shoup, const Tensor& dst_moduli, const Tensor& qhat_mod_p) {
+                   const Tensor& qhat_inv_shoup, const Tensor& dst_moduli, const Tensor& qhat_mod_p,
+                   const std::optional<Tensor>& own) {
   Tensor out = at::empty({qhat_mod_p.size(0), dst_moduli.size(0), coeffs.size(1)}, coeffs.options());
-  return mod_up_conv_out<B>(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, out);
+  return mod_up_conv_out<B>(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own, out);
 }
 
 // ---- centered lift -----------------------------------------------------------------------------
@@ -745,9 +766,9 @@ TORCH_LIBRARY(fhe_core, m) {
   m.def("ks_inner_product.out(Tensor digits, Tensor key, int q_count, int p_row, Tensor moduli, *, "
         "Tensor(a!) out) -> Tensor(a!)");
   m.def("mod_up_conv(Tensor coeffs, Tensor src_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, Tensor dst_moduli, "
-        "Tensor qhat_mod_p) -> Tensor");
+        "Tensor qhat_mod_p, Tensor? own=None) -> Tensor");
   m.def("mod_up_conv.out(Tensor coeffs, Tensor src_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, "
-        "Tensor dst_moduli, Tensor qhat_mod_p, *, Tensor(a!) out) -> Tensor(a!)");
+        "Tensor dst_moduli, Tensor qhat_mod_p, Tensor? own=None, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("center_lift(Tensor a, int q, Tensor dst_moduli) -> Tensor");
   m.def("center_lift.out(Tensor a, int q, Tensor dst_moduli, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("automorphism_ntt(Tensor a, Tensor moduli, int galois) -> Tensor");

@@ -147,16 +147,19 @@ def bconv(a: Tensor, src_moduli: Tensor, dst_moduli: Tensor, qhat_inv: Tensor, q
 
 
 def mod_up_conv(coeffs: Tensor, src_moduli: Tensor, qhat_inv: Tensor, qhat_inv_shoup: Tensor,
-                dst_moduli: Tensor, qhat_mod_p: Tensor, *, out: Tensor | None = None) -> Tensor:
+                dst_moduli: Tensor, qhat_mod_p: Tensor, own: Tensor | None = None, *,
+                out: Tensor | None = None) -> Tensor:
     """ModUp's fast basis extension of every digit at once (HK20), coefficient domain.
 
     coeffs: ``[q_count, N]`` over Q_l; digit j is rows [j*alpha, (j+1)*alpha) (the last may be
     shorter). qhat_inv: ``[q_count]`` (Q_j/q_k)^-1 mod q_k within each prime's digit;
     qhat_mod_p: ``[dnum, alpha, rows]`` (Q_j/q_k) mod p_r, zero past the last digit's primes.
     Returns ``[dnum, rows, N]``: digit j extended to every prime of the destination, exactly equal
-    to the input on the digit's own primes.
+    to the input on the digit's own primes. With ``own`` (``[q_count, N]``, the input in the NTT
+    domain; the destination is (P, Q) with Q's primes last), the digits' own rows are copied from it
+    instead of converted: ModUp then transforms only the other rows.
     """
-    return _call(_ops.mod_up_conv, (coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p), out)
+    return _call(_ops.mod_up_conv, (coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own), out)
 
 
 def center_lift(a: Tensor, q: int, dst_moduli: Tensor, *, out: Tensor | None = None) -> Tensor:
@@ -233,7 +236,7 @@ def _register_fakes() -> None:
         return torch.empty_like(x)
 
     @torch.library.register_fake("fhe_core::mod_up_conv")
-    def _(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p):
+    def _(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own=None):
         return coeffs.new_empty((qhat_mod_p.shape[0], dst_moduli.shape[0], coeffs.shape[1]))
 
     @torch.library.register_fake("fhe_core::center_lift")

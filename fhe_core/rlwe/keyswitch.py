@@ -50,12 +50,12 @@ def decompose_mod_up(ctx: RLWEContext, d: torch.Tensor, level: int) -> torch.Ten
     t = ctx.tables(level)
     with _step("mod_up", ctx.device):
         coeffs = t.q.intt(d)
+        if _mod_up_all_digits_at_once(ctx):
+            return _mod_up_all_digits(ctx, t, d, coeffs)
         if ctx.alpha <= _context.BATCHED_MODUP_MAX_ALPHA:  # small digits: one extension kernel, one NTT
             b = t.batched_mod_up
             out = ops.mod_up_conv(coeffs, t.q.moduli, b.qhat_inv, b.qhat_inv_shoup, t.qp.moduli, b.qhat_mod_p)
             return t.qp.ntt(out, out=out)
-        if _mod_up_all_digits_at_once(ctx):
-            return _mod_up_all_digits(ctx, t, d, coeffs)
         out = torch.empty((len(t.digits), len(t.qp), ctx.n), dtype=torch.int64, device=ctx.device)
         for j, ext in enumerate(t.digits):
             out[j, ext.own_start:ext.own_start + ext.stop - ext.start].copy_(d[ext.start:ext.stop])
@@ -69,20 +69,19 @@ def decompose_mod_up(ctx: RLWEContext, d: torch.Tensor, level: int) -> torch.Ten
 
 def _mod_up_all_digits_at_once(ctx: RLWEContext) -> bool:
     """On CUDA (ops.kernel_variant "mod_up" = 1, the default) one Conv and one NTT launch over all
-    digits beat ~7 small launches per digit. The CPU keeps the per-digit path: there the Conv is
-    compute-bound and converting the digits' own rows too would cost more than the launches saved."""
+    digits, the own rows copied and not transformed, beat ~7 small launches per digit (large digits)
+    and recomputing the own rows (small digits). The CPU keeps its two paths: one-row NTTs for the
+    skipped rows would cost it its row-parallel loop."""
     return ctx.device.type == "cuda" and ops.kernel_variant("mod_up") == 1
 
 
 def _mod_up_all_digits(ctx: RLWEContext, t, d: torch.Tensor, coeffs: torch.Tensor) -> torch.Tensor:
-    """ModUp of large digits in three launches instead of ~7 per digit: one Conv of every digit to
-    every row (ops.mod_up_conv), the digits' own rows overwritten by d's (NTT domain, exact), one NTT
-    over all digits that skips those rows. The Conv's own rows are wasted work (alpha of alpha + l + 1
-    rows), cheap next to the NTTs they would otherwise cost; equal to the per-digit path bit for bit."""
+    """ModUp in two launches (instead of ~7 per large digit): one Conv of every digit to every
+    row outside it, the digits' own rows copied from d (NTT domain, exact) in the same kernel
+    (ops.mod_up_conv with ``own``), then one NTT over all digits that skips those rows. Equal to the
+    per-digit path bit for bit."""
     b = t.batched_mod_up
-    out = ops.mod_up_conv(coeffs, t.q.moduli, b.qhat_inv, b.qhat_inv_shoup, t.qp.moduli, b.qhat_mod_p)
-    for j, ext in enumerate(t.digits):
-        out[j, ext.own_start:ext.own_start + ext.stop - ext.start].copy_(d[ext.start:ext.stop])
+    out = ops.mod_up_conv(coeffs, t.q.moduli, b.qhat_inv, b.qhat_inv_shoup, t.qp.moduli, b.qhat_mod_p, d)
     alpha = ctx.alpha  # digit j's own rows: alpha + j * alpha onwards, alpha of them (fewer in the last)
     return ops.ntt(out, t.qp.moduli, t.qp.ntt_table, skip=(alpha, alpha, alpha), out=out)
 

@@ -131,8 +131,11 @@ __global__ void conv_kernel(ConvArgs a, int groups) {
   }
   u64* out = a.out + ((b * a.dnum + j) * a.rows + r0) * a.n + i;
 #pragma unroll
-  for (int r = 0; r < kConvGroup; ++r)
-    if (r < width) out[r * a.n] = reduce128(acc[r], a.dst[r0 + r]);
+  for (int r = 0; r < kConvGroup; ++r) {
+    if (r >= width) continue;
+    const int own = conv_own_index(a, j, r0 + r);
+    out[r * a.n] = own < 0 ? reduce128(acc[r], a.dst[r0 + r]) : a.own[(first + own) * a.n + i];
+  }
 }
 
 // ---- Conv on the tensor cores ---------------------------------------------------------------------
@@ -274,6 +277,11 @@ __global__ void __launch_bounds__(kMmaTile) conv_mma_kernel(ConvArgs a, int grou
     // Lane (g, t) finishes coefficient 32 warp + 16 (t >> 1) + g + 8 (t & 1) of every row.
     const int64_t coefficient = c0 + 32 * warp + 16 * (t >> 1) + g + 8 * (t & 1);
     for (int rr = 0; rr < width; ++rr) {
+      const int own = conv_own_index(a, j, r0 + rr);
+      if (own >= 0) {  // the digit's own prime: copied (warp-uniform branch)
+        out[rr * a.n + coefficient] = a.own[(first + own) * a.n + coefficient];
+        continue;
+      }
       int acc[2][4] = {};
 #pragma unroll
       for (int kt = 0; kt < KT; ++kt) {

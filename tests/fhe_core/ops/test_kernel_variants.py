@@ -88,7 +88,8 @@ def test_tensor_core_conv_is_bit_identical(l_in, l_out, exact, n):
 @pytest.mark.gpu
 @pytest.mark.parametrize("alpha,q_count", [(1, 7), (3, 8), (11, 31)])
 def test_tensor_core_mod_up_conv_is_bit_identical(alpha, q_count):
-    """ModUp's batched extension (dnum digits, the last one shorter) on both variants and the CPU."""
+    """ModUp's batched extension (dnum digits, the last one shorter) on both variants and the CPU, with
+    and without the digits' own rows copied from a given tensor."""
     rng, _ = fresh_rng()
     n = 1024
     primes = generate_primes([58] * q_count + [61] * alpha, n)
@@ -112,12 +113,20 @@ def test_tensor_core_mod_up_conv_is_bit_identical(alpha, q_count):
     table_t = torch.tensor([[v - (1 << 64) if v >= 1 << 63 else v for v in row] for row in table],
                            dtype=torch.int64).reshape(dnum, alpha, rows)
     x = random_residues(rng, q_primes, (), n)
+    own = random_residues(rng, q_primes, (), n)  # stands for the NTT-domain input
     args = (q_basis.moduli, inv_t, inv_shoup, qp.moduli, table_t)
     expected = ops.mod_up_conv(x, *args)
+    expected_own = expected.clone()
+    for j in range(dnum):  # digit j's own rows (after the alpha rows of P) come from `own`
+        count = min(alpha, q_count - j * alpha)
+        expected_own[j, alpha + j * alpha:alpha + j * alpha + count] = own[j * alpha:j * alpha + count]
+    assert torch.equal(ops.mod_up_conv(x, *args, own), expected_own)
     for variant in (0, 1):
         with ops.use_kernel_variant("conv", variant):
             got = ops.mod_up_conv(x.cuda(), *(t.cuda() for t in args)).cpu()
+            got_own = ops.mod_up_conv(x.cuda(), *(t.cuda() for t in args), own.cuda()).cpu()
         assert torch.equal(got, expected), f"variant {variant}"
+        assert torch.equal(got_own, expected_own), f"variant {variant}, own rows copied"
 
 
 # ---- NTT with the truncated Shoup quotient ----------------------------------------------------------
