@@ -57,7 +57,7 @@ def with_variant(name: str, value: int, fn: Callable[[int], object]) -> Callable
 
 def before_issue_14(fn: Callable[[int], object]) -> Callable[[int], object]:
     """fn with every reference variant: the kernels and compositions as they were before issue 14."""
-    for name in ("conv", "ntt", "mod_up", "mod_down"):
+    for name in ("conv", "mod_up", "mod_down"):
         fn = with_variant(name, 0, fn)
     return fn
 
@@ -80,14 +80,10 @@ def make_cases(device: str, sets: int) -> list[Case]:
         ys = [torch.empty_like(x) for x in xs]
         data = LIMBS * n * WORD
         table = 2 * LIMBS * n * WORD  # one twiddle row + its Shoup row per direction
-        forward = lambda i, b=basis, xs=xs, ys=ys: b.ntt(xs[i], out=ys[i])  # noqa: E731
-        inverse = lambda i, b=basis, xs=xs, ys=ys: b.intt(xs[i], out=ys[i])  # noqa: E731
-        cases.append(Case("ntt", f"N=2^{log_n}, l={LIMBS}", 2 * data + table, forward))
-        cases.append(Case("ntt [ntt v0: Harvey]", f"N=2^{log_n}, l={LIMBS}", 2 * data + table,
-                          with_variant("ntt", 0, forward)))
-        cases.append(Case("intt", f"N=2^{log_n}, l={LIMBS}", 2 * data + table, inverse))
-        cases.append(Case("intt [ntt v0: Harvey]", f"N=2^{log_n}, l={LIMBS}", 2 * data + table,
-                          with_variant("ntt", 0, inverse)))
+        cases.append(Case("ntt", f"N=2^{log_n}, l={LIMBS}", 2 * data + table,
+                          lambda i, b=basis, xs=xs, ys=ys: b.ntt(xs[i], out=ys[i])))
+        cases.append(Case("intt", f"N=2^{log_n}, l={LIMBS}", 2 * data + table,
+                          lambda i, b=basis, xs=xs, ys=ys: b.intt(xs[i], out=ys[i])))
 
     n = 1 << 16
     basis = RNSBasis.get(generate_primes([50] * LIMBS, n), n, device)
@@ -173,7 +169,6 @@ def make_keyswitch_cases(device: str) -> list[Case]:
     return [
         Case("mod_up", name, 157 * limb_poly, mod_up),
         Case("mod_up [conv v0: mac128]", name, 157 * limb_poly, with_variant("conv", 0, mod_up)),
-        Case("mod_up [ntt v0: Harvey]", name, 157 * limb_poly, with_variant("ntt", 0, mod_up)),
         Case("mod_up [mod_up v0: per digit]", name, 157 * limb_poly, with_variant("mod_up", 0, mod_up)),
         Case(f"mod_up {BEFORE}", name, 157 * limb_poly, before_issue_14(mod_up)),
         Case("inner_product (fused)", name, 462 * limb_poly, lambda i: rlwe.inner_product(ctx, digits, key, level)),

@@ -214,10 +214,9 @@ struct FixedWeightArgs {
 // Values: 0 = the reference kernel; 1 (default) = the faster one where it applies. Set through
 // ops.kernel_variant from Python; read by the CUDA launchers when they enqueue a kernel.
 enum class Variant : int {
-  kConv = 0,  // 1: Conv as a byte-sliced integer matrix product on the tensor cores (rns.cu)
-  kNtt = 1,   // 1: NTT butterflies with a truncated Shoup quotient and wider lazy ranges (ntt.cu)
-  kModUp = 2, // 1: ModUp extends all digits in one Conv and one NTT launch (read by rlwe/keyswitch.py)
-  kModDown = 3,  // 1: ModDown's (c - x) * P^-1 in the NTT's last store (ops.mod_down_ntt; rlwe/keyswitch.py)
+  kConv = 0,    // 1: Conv as a byte-sliced integer matrix product on the tensor cores (rns.cu)
+  kModUp = 1,   // 1: ModUp extends all digits in one Conv and one NTT launch (read by rlwe/keyswitch.py)
+  kModDown = 2, // 1: ModDown's (c - x) * P^-1 in the NTT's last store (ops.mod_down_ntt; rlwe/keyswitch.py)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

@@ -27,7 +27,7 @@
 namespace fhe {
 
 int& kernel_variant(Variant v) {
-  static int variants[static_cast<int>(Variant::kCount)] = {1, 1, 1, 1};
+  static int variants[static_cast<int>(Variant::kCount)] = {1, 1, 1};
   return variants[static_cast<int>(v)];
 }
 
@@ -674,7 +674,7 @@ Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n) {
 
 // ---- run-time kernel variants (see kernels.h) -------------------------------------------------
 
-constexpr const char* kVariantNames[] = {"conv", "ntt", "mod_up", "mod_down"};
+constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down"};
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 
 // Sets a variant, returns the previous value; a negative value only reads it.
@@ -687,7 +687,7 @@ int64_t set_kernel_variant(const std::string& name, int64_t value) {
     if (value >= 0) slot = static_cast<int>(value);
     return previous;
   }
-  FHE_CHECK(false, "kernel_variant: unknown kernel '", name, "' (known: conv, ntt, mod_up, mod_down)");
+  FHE_CHECK(false, "kernel_variant: unknown kernel '", name, "' (known: conv, mod_up, mod_down)");
   return 0;
 }
 

@@ -35,12 +35,12 @@ def kernel_variant(name: str, value: int | None = None) -> int:
 
     0 is the reference kernel, 1 (the default) the faster alternative where it applies. Known names:
     ``"conv"`` (1: basis conversion as a byte-sliced integer matrix product on the tensor cores),
-    ``"ntt"`` (1: butterflies with a truncated Shoup quotient), ``"mod_up"`` (1: ModUp of large
-    digits as one Conv and one NTT over every digit, CUDA only), ``"mod_down"`` (1: ModDown's last
-    step in the NTT's store, ``mod_down_ntt``); the last two are read by ``rlwe.keyswitch``.
+    ``"mod_up"`` (1: ModUp as one Conv and one NTT over every digit, CUDA only), ``"mod_down"``
+    (1: ModDown's INTT in one launch and its last step in the NTT's store, ``mod_down_ntt``); the
+    last two are read by ``rlwe.keyswitch``.
     Both variants give the same residues bit for bit; the switch exists so that tests compare them
-    and benchmarks time them side by side. The CPU kernels have one variant and ignore the first
-    two. A launch
+    and benchmarks time them side by side. The CPU kernels have one variant and ignore "conv". A
+    launch
     reads the setting when it is enqueued (so a captured CUDA graph keeps the variant it was
     captured with).
     """

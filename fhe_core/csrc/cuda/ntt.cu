@@ -49,71 +49,8 @@ struct Twiddles {
   const u64* inv_shoup;
 };
 
-// The butterflies, in two flavours (ops.kernel_variant "ntt"); both end in canonical residues, so
-// the transforms are bit-identical to each other and to the CPU's.
-//   kTrunc = false: common/ntt.h's Harvey butterflies (forward values in [0, 4q), inverse [0, 2q)).
-//   kTrunc = true:  the Shoup quotient from a truncated high product (mulhi_approx: the low x low
-//     partial product and the cross products' low words dropped, 3 multiplies instead of 4 plus
-//     fewer carries). It underestimates floor(a w' / 2^64) by at most 2, so a*w - quotient*q lies
-//     in [0, 4q) instead of [0, 2q), and the lazy ranges widen by a factor 2: forward values in
-//     [0, 8q), inverse values in [0, 4q); q < 2^61 keeps 8q below 2^64.
-__device__ __forceinline__ u64 mulhi_approx(u64 a, u64 b) {
-  const u32 a0 = static_cast<u32>(a), a1 = static_cast<u32>(a >> 32);
-  const u32 b0 = static_cast<u32>(b), b1 = static_cast<u32>(b >> 32);
-  // floor(a b / 2^64) - 2 <= result <= floor(a b / 2^64): the dropped terms lo(a1 b0) + lo(a0 b1) +
-  // hi(a0 b0) are below 3 * 2^32, so they carry at most 2 into the high word.
-  return static_cast<u64>(a1) * b1 + (static_cast<u64>(__umulhi(a1, b0)) + __umulhi(a0, b1));
-}
-
-// a*w mod q in [0, 4q) for any a < 2^64 (see above).
-__device__ __forceinline__ u64 mul_shoup_approx(u64 a, u64 w, u64 w_shoup, u64 q) {
-  return a * w - mulhi_approx(a, w_shoup) * q;
-}
-
-template <bool kTrunc>
-struct Butterflies;
-
-template <>
-struct Butterflies<false> {
-  static __device__ __forceinline__ void ct(u64& x, u64& y, u64 w, u64 ws, u64 q) { ct_butterfly(x, y, w, ws, q); }
-  static __device__ __forceinline__ void gs(u64& x, u64& y, u64 w, u64 ws, u64 q) { gs_butterfly(x, y, w, ws, q); }
-  static __device__ __forceinline__ void gs_last(u64& x, u64& y, const u64* inv, const u64* inv_shoup, u64 q) {
-    gs_butterfly_last(x, y, inv, inv_shoup, q);
-  }
-  static __device__ __forceinline__ u64 reduce_out(u64 x, u64 q) { return reduce_4q(x, q); }
-};
-
-template <>
-struct Butterflies<true> {
-  // x, y in [0, 8q) -> x + w*y, x - w*y, both in [0, 8q).
-  static __device__ __forceinline__ void ct(u64& x, u64& y, u64 w, u64 ws, u64 q) {
-    const u64 four_q = 4 * q;
-    const u64 xr = csub(x, four_q);                // [0, 4q)
-    const u64 t = mul_shoup_approx(y, w, ws, q);   // [0, 4q)
-    x = xr + t;
-    y = xr + four_q - t;
-  }
-  // x, y in [0, 4q) -> x + y, (x - y)*w, both in [0, 4q).
-  static __device__ __forceinline__ void gs(u64& x, u64& y, u64 w, u64 ws, u64 q) {
-    const u64 four_q = 4 * q;
-    const u64 s = csub(x + y, four_q);
-    const u64 d = x + four_q - y;                  // (0, 8q)
-    x = s;
-    y = mul_shoup_approx(d, w, ws, q);
-  }
-  // The last inverse stage with N^-1 folded in (common/ntt.h), from [0, 4q) inputs; canonical outputs
-  // by the exact Shoup product (any input below 2^64).
-  static __device__ __forceinline__ void gs_last(u64& x, u64& y, const u64* inv, const u64* inv_shoup, u64 q) {
-    const u64 s = x + y;              // < 8q
-    const u64 d = x + 4 * q - y;      // < 8q
-    x = mul_shoup(s, inv[0], inv_shoup[0], q);
-    y = mul_shoup(d, inv[1], inv_shoup[1], q);
-  }
-  static __device__ __forceinline__ u64 reduce_out(u64 x, u64 q) { return csub(csub(csub(x, 4 * q), 2 * q), q); }
-};
-
 // Butterflies of one round on the registers v[U * 2^G] (U = 8 >> G units per thread).
-template <bool kForward, bool kTrunc, int G>
+template <bool kForward, int G>
 __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 first_unit, int s0, int tl,
                                                   const Twiddles& t, bool fold_n_inv, u64 q) {
   constexpr int R = 1 << G;
@@ -132,9 +69,9 @@ __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 firs
       for (int j = 0; j < R; ++j) {
         if (j & stride) continue;
         const u32 idx = first + (j >> (G - d));
-        if (kForward) Butterflies<kTrunc>::ct(x[j], x[j + stride], t.w[idx], t.ws[idx], q);
-        else if (d == 0 && fold_n_inv) Butterflies<kTrunc>::gs_last(x[j], x[j + stride], t.inv, t.inv_shoup, q);
-        else Butterflies<kTrunc>::gs(x[j], x[j + stride], t.w[idx], t.ws[idx], q);
+        if (kForward) ct_butterfly(x[j], x[j + stride], t.w[idx], t.ws[idx], q);
+        else if (d == 0 && fold_n_inv) gs_butterfly_last(x[j], x[j + stride], t.inv, t.inv_shoup, q);
+        else gs_butterfly(x[j], x[j + stride], t.w[idx], t.ws[idx], q);
       }
     }
   }
@@ -156,7 +93,7 @@ struct RowLayout {  // contiguous rows; shared tile of rows, one pad word per 8 
   }
 };
 
-template <bool kForward, bool kTrunc, int G, bool kFromGlobal, bool kToGlobal, class Layout>
+template <bool kForward, int G, bool kFromGlobal, bool kToGlobal, class Layout>
 __device__ __forceinline__ void run_round(const u64* gin, u64* gout, u64* smem, const Layout& layout, u32 tcol,
                                           int s0, int len, const Twiddles& t, bool fold_n_inv, u64 q) {
   constexpr int R = 1 << G;
@@ -179,7 +116,7 @@ __device__ __forceinline__ void run_round(const u64* gin, u64* gout, u64* smem, 
     for (int j = 0; j < R; ++j)
       v[r * R + j] = kFromGlobal ? gin[gbase + j * gstep] : smem[layout.shared(unit_base[r] + j * step)];
   }
-  round_butterflies<kForward, kTrunc, G>(v, first_unit, s0, tl, t, fold_n_inv, q);
+  round_butterflies<kForward, G>(v, first_unit, s0, tl, t, fold_n_inv, q);
 #pragma unroll
   for (int r = 0; r < U; ++r) {
     const u32 gbase = layout.global(unit_base[r]);
@@ -191,19 +128,19 @@ __device__ __forceinline__ void run_round(const u64* gin, u64* gout, u64* smem, 
   }
 }
 
-template <bool kForward, bool kTrunc, int G, class Layout>
+template <bool kForward, int G, class Layout>
 __device__ __forceinline__ void dispatch_round(bool from_global, bool to_global, const u64* gin, u64* gout,
                                                u64* smem, const Layout& layout, u32 tcol, int s0, int len,
                                                const Twiddles& t, bool fold, u64 q) {
-  if (from_global) run_round<kForward, kTrunc, G, true, false>(gin, gout, smem, layout, tcol, s0, len, t, fold, q);
-  else if (to_global) run_round<kForward, kTrunc, G, false, true>(gin, gout, smem, layout, tcol, s0, len, t, fold, q);
-  else run_round<kForward, kTrunc, G, false, false>(gin, gout, smem, layout, tcol, s0, len, t, fold, q);
+  if (from_global) run_round<kForward, G, true, false>(gin, gout, smem, layout, tcol, s0, len, t, fold, q);
+  else if (to_global) run_round<kForward, G, false, true>(gin, gout, smem, layout, tcol, s0, len, t, fold, q);
+  else run_round<kForward, G, false, false>(gin, gout, smem, layout, tcol, s0, len, t, fold, q);
 }
 
 // All rounds of a local transform of length 2^len (len >= 5, so at least two rounds). Rounds
 // cover stages [3i, 3i + 3) (the last one shorter); the inverse walks them backwards. The first
 // round may read global memory and the last may write it; the rest goes through shared memory.
-template <bool kForward, bool kTrunc, class Layout>
+template <bool kForward, class Layout>
 __device__ void local_transform(bool first_from_global, bool last_to_global, const u64* gin, u64* gout,
                                 u64* smem, const Layout& layout, u32 tcol, int len, const Twiddles& t,
                                 bool fold_n_inv, u64 q) {
@@ -215,9 +152,9 @@ __device__ void local_transform(bool first_from_global, bool last_to_global, con
     const bool from_global = i == 0 && first_from_global;
     const bool to_global = i == rounds - 1 && last_to_global;
     const bool fold = fold_n_inv && s0 == 0;
-    if (g == 3) dispatch_round<kForward, kTrunc, 3>(from_global, to_global, gin, gout, smem, layout, tcol, s0, len, t, fold, q);
-    else if (g == 2) dispatch_round<kForward, kTrunc, 2>(from_global, to_global, gin, gout, smem, layout, tcol, s0, len, t, fold, q);
-    else dispatch_round<kForward, kTrunc, 1>(from_global, to_global, gin, gout, smem, layout, tcol, s0, len, t, fold, q);
+    if (g == 3) dispatch_round<kForward, 3>(from_global, to_global, gin, gout, smem, layout, tcol, s0, len, t, fold, q);
+    else if (g == 2) dispatch_round<kForward, 2>(from_global, to_global, gin, gout, smem, layout, tcol, s0, len, t, fold, q);
+    else dispatch_round<kForward, 1>(from_global, to_global, gin, gout, smem, layout, tcol, s0, len, t, fold, q);
     if (!to_global) __syncthreads();
   }
 }
@@ -230,7 +167,7 @@ __device__ __forceinline__ Twiddles global_twiddles(const u64* table, int limb, 
 
 // First k1 forward stages / last k1 inverse stages. Grid: (T / 8, rows). Block: 8 * 2^k1 / 8,
 // at most 256 threads; 64 registers keep four blocks resident per SM.
-template <bool kForward, bool kTrunc>
+template <bool kForward>
 __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                                       const u64* __restrict__ table, int limbs, int log_n, int k1,
                                                       NttSkip skip, int64_t in_batch_stride) {
@@ -248,14 +185,14 @@ __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, c
   const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
                                               : (row / limbs) * in_batch_stride + static_cast<int64_t>(limb) * n;
   const ColumnLayout layout{n >> k1, col};
-  local_transform<kForward, kTrunc>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, t,
+  local_transform<kForward>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, t,
                                     !kForward, q);
 }
 
 // Last k2 forward stages / first k2 inverse stages on whole rows. Grid: (2^k1 / rows_per_block,
 // rows). The strided side of each transform (the forward output, the inverse input) goes through
 // shared memory so that global accesses stay coalesced.
-template <bool kForward, bool kTrunc>
+template <bool kForward>
 __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                                            const u64* __restrict__ table, int limbs, int log_n,
                                                            int k1, int rows_per_block, NttSkip skip,
@@ -285,21 +222,21 @@ __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* o
     for (u32 i = threadIdx.x; i < tile_len; i += blockDim.x) smem[i + (i >> 3)] = in_tile[i];
     __syncthreads();
   }
-  local_transform<kForward, kTrunc>(kForward, !kForward, in + origin, out + origin, smem, layout, tcol, k2, t, false, q);
+  local_transform<kForward>(kForward, !kForward, in + origin, out + origin, smem, layout, tcol, k2, t, false, q);
   if (kForward && epilogue.sub_from == nullptr) {  // coalesced store of the whole tile, reduced to [0, q)
-    for (u32 i = threadIdx.x; i < tile_len; i += blockDim.x) out[tile + i] = Butterflies<kTrunc>::reduce_out(smem[i + (i >> 3)], q);
+    for (u32 i = threadIdx.x; i < tile_len; i += blockDim.x) out[tile + i] = reduce_4q(smem[i + (i >> 3)], q);
   } else if (kForward) {  // the same store through ModDown's (c - x) * P^-1
     const u64* c = epilogue.sub_from + (row / limbs) * epilogue.batch_stride + static_cast<int64_t>(limb) * n +
                    static_cast<int64_t>(first_row) * len;
     const u64 w = epilogue.consts[limb], ws = epilogue.consts_shoup[limb];
     for (u32 i = threadIdx.x; i < tile_len; i += blockDim.x) {
-      const u64 x = Butterflies<kTrunc>::reduce_out(smem[i + (i >> 3)], q);
+      const u64 x = reduce_4q(smem[i + (i >> 3)], q);
       out[tile + i] = mul_shoup(sub_mod(c[i], x, q), w, ws, q);
     }
   }
 }
 
-template <bool kForward, bool kTrunc>
+template <bool kForward>
 void launch_ntt(const NttArgs& a, Stream stream) {
   if (a.rows == 0) return;
   const DeviceScope scope(stream.device);
@@ -319,17 +256,17 @@ void launch_ntt(const NttArgs& a, Stream stream) {
   cudaStream_t s = native(stream);
   const int rpb = static_cast<int>(rows_per_block);
   if (kForward) {
-    ntt_columns<true, kTrunc><<<col_grid, col_threads, col_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1,
+    ntt_columns<true><<<col_grid, col_threads, col_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1,
                                                                    a.skip, a.in_batch_stride);
     check_launch("ntt_columns<forward>");
-    ntt_rows<true, kTrunc><<<row_grid, row_threads, row_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1,
+    ntt_rows<true><<<row_grid, row_threads, row_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1,
                                                                    rpb, a.skip, a.epilogue, 0);
     check_launch("ntt_rows<forward>");
   } else {
-    ntt_rows<false, kTrunc><<<row_grid, row_threads, row_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1,
+    ntt_rows<false><<<row_grid, row_threads, row_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1,
                                                                     rpb, a.skip, a.epilogue, a.in_batch_stride);
     check_launch("ntt_rows<inverse>");
-    ntt_columns<false, kTrunc><<<col_grid, col_threads, col_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n,
+    ntt_columns<false><<<col_grid, col_threads, col_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n,
                                                                        g.k1, a.skip, 0);
     check_launch("ntt_columns<inverse>");
   }
@@ -337,14 +274,7 @@ void launch_ntt(const NttArgs& a, Stream stream) {
 
 }  // namespace
 
-void ntt_forward(const NttArgs& args, Stream stream) {
-  if (kernel_variant(Variant::kNtt) == 1) launch_ntt<true, true>(args, stream);
-  else launch_ntt<true, false>(args, stream);
-}
-
-void ntt_inverse(const NttArgs& args, Stream stream) {
-  if (kernel_variant(Variant::kNtt) == 1) launch_ntt<false, true>(args, stream);
-  else launch_ntt<false, false>(args, stream);
-}
+void ntt_forward(const NttArgs& args, Stream stream) { launch_ntt<true>(args, stream); }
+void ntt_inverse(const NttArgs& args, Stream stream) { launch_ntt<false>(args, stream); }
 
 }  // namespace fhe::cuda

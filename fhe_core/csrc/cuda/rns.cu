@@ -1,4 +1,6 @@
 // Element-wise RNS ops, fast basis conversion and Galois automorphisms on the GPU.
+#include <algorithm>
+
 #include "../common/ntt.h"
 #include "launch.cuh"
 
@@ -215,11 +217,24 @@ __device__ void build_b_fragments(u32* bfrag, int k, int rr, u64 c, u64 q) {
   }
 }
 
-// Grid: (N / (kMmaTile * tiles), batch * dnum * groups of kMmaRows output rows); kMmaTile threads.
-// The block builds its rows' B fragments once, then for each of its coefficient tiles stages the
-// y_k in shared memory and runs every row through the tensor cores.
+// V mod q for V < 2^80 and q > 2^16: Barrett with mu = floor(2^80 / q) = floor(ratio / 2^48) on
+// top = floor(V / 2^16). qhat = floor(top * mu / 2^64) is at most floor(V / q) and falls short of it
+// by less than 3 (one each from mu's and top's truncation and the product's floor, each < 1), so
+// V - qhat q lies in [0, 3q): half the work of reduce128 for the tensor-core Conv's sums.
+__device__ __forceinline__ u64 reduce80(U128 v, const Modulus& m) {
+  if ((m.ratio_hi >> 48) != 0) return reduce128(v, m);  // q < 2^16: mu would not fit a word
+  const u64 mu = (m.ratio_hi << 16) | (m.ratio_lo >> 48);
+  const u64 top = (v.hi << 48) | (v.lo >> 16);
+  const u64 r = v.lo - __umul64hi(top, mu) * m.value;
+  return csub(csub(r, 2 * m.value), m.value);
+}
+
+// Grid: (blocks over the coefficient tiles, batch * dnum * groups of kMmaRows output rows);
+// kMmaTile threads. The block builds its rows' B fragments once, then for each of its coefficient
+// tiles (blockIdx.x, + gridDim.x, ...) stages the y_k in shared memory and runs every row through
+// the tensor cores.
 template <int KT>
-__global__ void __launch_bounds__(kMmaTile) conv_mma_kernel(ConvArgs a, int groups, int tiles) {
+__global__ void __launch_bounds__(kMmaTile) conv_mma_kernel(ConvArgs a, int groups) {
   __shared__ u64 ys[4 * KT][kMmaYStride];
   __shared__ uint2 bfrag2[kMmaRows * KT * 32];
   u32* bfrag = reinterpret_cast<u32*>(bfrag2);
@@ -246,9 +261,10 @@ __global__ void __launch_bounds__(kMmaTile) conv_mma_kernel(ConvArgs a, int grou
   const u64* in = a.in + b * a.q_count * a.n;
   u64* out = a.out + ((b * a.dnum + j) * a.rows + r0) * a.n;
   const u32* ys32 = reinterpret_cast<const u32*>(&ys[0][0]);
-  for (int tile = 0; tile < tiles; ++tile) {
-    const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * tiles + tile) * kMmaTile;
-    if (tile > 0) __syncthreads();  // the previous tile's A fragments are read
+  const int64_t tile_count = a.n / kMmaTile;
+  for (int64_t tile = blockIdx.x; tile < tile_count; tile += gridDim.x) {
+    const int64_t c0 = tile * kMmaTile;
+    if (tile != blockIdx.x) __syncthreads();  // the previous tile's A fragments are read
     for (int k = 0; k < 4 * KT; ++k) {
       u64 y = 0;
       if (k < count) {
@@ -313,27 +329,35 @@ __global__ void __launch_bounds__(kMmaTile) conv_mma_kernel(ConvArgs a, int grou
       U128 v;
       v.lo = low + (high << 32);
       v.hi = (high >> 32) + (v.lo < low ? 1u : 0u);
-      out[rr * a.n + coefficient] = reduce128(v, a.dst[r0 + rr]);
+      out[rr * a.n + coefficient] = reduce80(v, a.dst[r0 + rr]);
     }
   }
 }
 
+// One wave: as many blocks as the GPU holds at once, each looping over an even share of the tiles.
+// (A first version gave every block a fixed 2-4 tiles: 1024 blocks, 1.1 waves of 924 on an H200,
+// so the last tenth of the blocks ran alone and the Conv took ~2x its time.)
 template <int KT>
-void launch_conv_mma(const ConvArgs& a, cudaStream_t s) {
+void launch_conv_mma(const ConvArgs& a, Stream stream) {
   const int groups = (a.rows + kMmaRows - 1) / kMmaRows;
   const int64_t tile_count = a.n / kMmaTile;
   const int64_t blocks_y = a.batch * a.dnum * groups;
-  // Several tiles per block amortise the B fragments, but keep >= ~8 blocks per SM of work.
-  int tiles = 1;
-  while (tiles < 4 && tile_count % (2 * tiles) == 0 && (tile_count / (2 * tiles)) * blocks_y >= 1024) tiles *= 2;
-  const dim3 grid(static_cast<unsigned>(tile_count / tiles), static_cast<unsigned>(blocks_y));
-  conv_mma_kernel<KT><<<grid, kMmaTile, 0, s>>>(a, groups, tiles);
+  int sms = 0, per_sm = 0;
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, stream.device), "cudaDeviceGetAttribute");
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, conv_mma_kernel<KT>, kMmaTile, 0),
+        "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  const int64_t resident = static_cast<int64_t>(sms) * std::max(per_sm, 1);
+  int64_t blocks_x = std::min(tile_count, std::max<int64_t>(1, resident / blocks_y));
+  const int64_t tiles_per_block = (tile_count + blocks_x - 1) / blocks_x;
+  blocks_x = (tile_count + tiles_per_block - 1) / tiles_per_block;  // the same share for every block
+  const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(blocks_y));
+  conv_mma_kernel<KT><<<grid, kMmaTile, 0, native(stream)>>>(a, groups);
   check_launch("conv_mma_kernel");
 }
 
 // The tensor-core path applies to N a multiple of the tile and 2 to 16 slots; else conv_kernel (with
 // one slot, as in BFV's digits of one prime, each output is a single product: nothing to batch).
-bool launch_conv_mma_if_applicable(const ConvArgs& a, cudaStream_t s) {
+bool launch_conv_mma_if_applicable(const ConvArgs& a, Stream s) {
   const int slots = a.alpha + (a.neg_q_mod_p != nullptr ? 1 : 0);
   if (kernel_variant(Variant::kConv) != 1 || a.n % kMmaTile != 0 || slots < 2 || slots > kMmaMaxSlots) return false;
   switch ((slots + 3) / 4) {
@@ -395,7 +419,7 @@ void elementwise(const ElementwiseArgs& a, Stream stream) {
 void conv(const ConvArgs& a, Stream stream) {
   if (a.batch == 0 || a.dnum == 0) return;
   const DeviceScope scope(stream.device);
-  if (launch_conv_mma_if_applicable(a, native(stream))) return;
+  if (launch_conv_mma_if_applicable(a, stream)) return;
   const size_t smem = static_cast<size_t>(a.alpha) * (kConvThreads + kConvGroup) * sizeof(u64);
   check(cudaFuncSetAttribute(conv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
         "cudaFuncSetAttribute(conv_kernel)");

@@ -1,7 +1,5 @@
 """The alternative CUDA kernels (ops.kernel_variant) against the reference kernels, the CPU build and
 Python integers, bit for bit; and the variant switch itself."""
-import random
-
 import numpy as np
 import pytest
 import torch
@@ -127,67 +125,3 @@ def test_tensor_core_mod_up_conv_is_bit_identical(alpha, q_count):
             got_own = ops.mod_up_conv(x.cuda(), *(t.cuda() for t in args), own.cuda()).cpu()
         assert torch.equal(got, expected), f"variant {variant}"
         assert torch.equal(got_own, expected_own), f"variant {variant}, own rows copied"
-
-
-# ---- NTT with the truncated Shoup quotient ----------------------------------------------------------
-
-def _mulhi_approx(a, b):
-    """ntt.cu's mulhi_approx in Python integers: the high word without the low partial products."""
-    a0, a1, b0, b1 = a & 0xFFFFFFFF, a >> 32, b & 0xFFFFFFFF, b >> 32
-    return a1 * b1 + ((a1 * b0) >> 32) + ((a0 * b1) >> 32)
-
-
-def test_truncated_shoup_quotient_bounds():
-    """The derivation behind kernel_variant('ntt') = 1: mulhi_approx undershoots floor(a b / 2^64) by
-    at most 2, so a w - quotient q is in [0, 4q) for every a < 2^64 and w < q, and the forward
-    butterfly keeps [0, 8q) and the inverse [0, 4q) (q < 2^61, so 8q < 2^64); on extremes and on
-    random words."""
-    _, seed = fresh_rng()
-    rand = random.Random(seed)
-    words = [0, 1, 2 ** 32 - 1, 2 ** 32, 2 ** 63, 2 ** 64 - 1] + [rand.getrandbits(64) for _ in range(200)]
-    for a in words:
-        for b in words[:40]:
-            exact = (a * b) >> 64
-            assert exact - 2 <= _mulhi_approx(a, b) <= exact
-    worst = 0
-    for q in generate_primes([61, 61, 60, 50, 40, 30], 1024):
-        for w in [1, 2, q - 1, q // 2, q // 3] + [rand.randrange(1, q) for _ in range(50)]:
-            w_shoup = (w << 64) // q
-            for a in [0, q - 1, 4 * q - 1, 8 * q - 1, 2 ** 64 - 1] + [rand.randrange(8 * q) for _ in range(50)]:
-                r = (a * w - _mulhi_approx(a, w_shoup) * q) % 2 ** 64
-                assert r < 4 * q and r % q == a * w % q
-                worst = max(worst, r // q)
-            x, y = 8 * q - 1, 8 * q - 1  # forward butterfly from the top of [0, 8q)
-            xr = x - 4 * q if x >= 4 * q else x
-            t = (y * w - _mulhi_approx(y, w_shoup) * q) % 2 ** 64
-            assert xr + t < 8 * q and 0 < xr + 4 * q - t < 8 * q
-        assert 8 * q < 2 ** 64
-    assert worst >= 2  # the bound is not vacuous: quotients two short do occur
-
-
-def _ntt_bases(n, device):
-    bits = [61, 61, 61, 60, 59, 50, 45, 36, 30]
-    return RNSBasis.get(generate_primes(bits, n), n, device)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("log_n", [10, 11, 14, 16, 17])
-def test_truncated_ntt_is_bit_identical(log_n):
-    """Variant 1 (truncated Shoup quotient, wider lazy ranges) == variant 0 == the CPU build, forward
-    and inverse, on random residues and on extremes (all q - 1, alternating 0 / q - 1), with the
-    largest primes allowed (61 bits: 8q close to 2^64)."""
-    rng, _ = fresh_rng()
-    n = 1 << log_n
-    cpu, gpu = _ntt_bases(n, "cpu"), _ntt_bases(n, "cuda")
-    q = cpu.moduli[:, 0].unsqueeze(1)
-    x = random_residues(rng, cpu.primes, (3,), n)
-    x[1] = (q - 1).expand(-1, n)
-    x[2] = torch.where(torch.arange(n) % 2 == 0, q - 1, torch.zeros_like(q))
-    expected_fwd, expected_inv = cpu.ntt(x), cpu.intt(x)
-    for variant in (0, 1):
-        with ops.use_kernel_variant("ntt", variant):
-            fwd, inv = gpu.ntt(x.cuda()).cpu(), gpu.intt(x.cuda()).cpu()
-            roundtrip = gpu.intt(gpu.ntt(x.cuda())).cpu()
-        assert torch.equal(fwd, expected_fwd), f"variant {variant}, forward"
-        assert torch.equal(inv, expected_inv), f"variant {variant}, inverse"
-        assert torch.equal(roundtrip, x), f"variant {variant}, round trip"

@@ -14,12 +14,11 @@ from rlwe_helpers import Shape, context, fixed_seed
 LARGE_DIGITS = Shape(10, (40,) * 12, (50,) * 5)
 
 
-def _key_switch_outputs(ctx, d, key, level, *, mod_up: int, conv: int = 1, ntt: int = 1, mod_down: int = 1):
+def _key_switch_outputs(ctx, d, key, level, *, mod_up: int, conv: int = 1, mod_down: int = 1):
     """(digits, key switch) with the given variants; mod_up = 1 takes the all-digit path on the CPU
     as well (which by itself uses it on CUDA only)."""
     with ops.use_kernel_variant("mod_up", mod_up), ops.use_kernel_variant("conv", conv), \
-            ops.use_kernel_variant("ntt", ntt), ops.use_kernel_variant("mod_down", mod_down), \
-            pytest.MonkeyPatch.context() as patch:
+            ops.use_kernel_variant("mod_down", mod_down), pytest.MonkeyPatch.context() as patch:
         patch.setattr(keyswitch, "_mod_up_all_digits_at_once", lambda ctx: mod_up == 1)
         return (rlwe.decompose_mod_up(ctx, d, level).cpu(), rlwe.key_switch(ctx, d, key, level).cpu())
 
@@ -57,18 +56,17 @@ def test_mod_up_paths_are_bit_identical_on_cuda(level):
     keys_gpu = rlwe.gen_eval_keys(gpu, sk_gpu, [], seed=fixed_seed("paths/evk"))
     d = _inputs(cpu, level, rng)
     expected = _key_switch_outputs(cpu, d, keys.relin_key("t"), level, mod_up=0, mod_down=0)
-    for variants in [(1, 1, 1, 1), (0, 1, 1, 0), (1, 0, 0, 1), (0, 0, 0, 0), (1, 1, 0, 1)]:
-        mod_up, conv, ntt, mod_down = variants
-        got = _key_switch_outputs(gpu, d.cuda(), keys_gpu.relin_key("t"), level, mod_up=mod_up, conv=conv, ntt=ntt,
+    for variants in [(1, 1, 1), (0, 1, 0), (1, 0, 1), (0, 0, 0), (0, 1, 1)]:
+        mod_up, conv, mod_down = variants
+        got = _key_switch_outputs(gpu, d.cuda(), keys_gpu.relin_key("t"), level, mod_up=mod_up, conv=conv,
                                   mod_down=mod_down)
-        assert torch.equal(got[0], expected[0]), f"(mod_up, conv, ntt, mod_down) = {variants}: digits"
-        assert torch.equal(got[1], expected[1]), f"(mod_up, conv, ntt, mod_down) = {variants}: key switch"
+        assert torch.equal(got[0], expected[0]), f"(mod_up, conv, mod_down) = {variants}: digits"
+        assert torch.equal(got[1], expected[1]), f"(mod_up, conv, mod_down) = {variants}: key switch"
 
 
 @pytest.mark.parametrize("device", [pytest.param("cpu"), pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_mod_down_ntt_is_ntt_then_sub_mul_const(device):
-    """ops.mod_down_ntt == NTT, then (c - .) * consts per batch, in place and not; on CUDA with both
-    NTT variants."""
+    """ops.mod_down_ntt == NTT, then (c - .) * consts per batch, in place and not."""
     rng, _ = fresh_rng()
     n, p_rows = 2048, 3
     primes = generate_primes([61] * p_rows + [50] * 5, n)
@@ -81,12 +79,10 @@ def test_mod_down_ntt_is_ntt_then_sub_mul_const(device):
     consts, shoup = consts.to(device), shoup.to(device)
     ntt_x = basis.ntt(x)
     expected = torch.stack([ops.sub_mul_const(c[b, p_rows:], ntt_x[b], consts, shoup, basis.moduli) for b in range(2)])
-    for variant in (0, 1):
-        with ops.use_kernel_variant("ntt", variant):
-            got = ops.mod_down_ntt(x, c, p_rows, consts, shoup, basis.moduli, basis.ntt_table)
-            in_place = x.clone()
-            ops.mod_down_ntt(in_place, c, p_rows, consts, shoup, basis.moduli, basis.ntt_table, out=in_place)
-        assert torch.equal(got, expected) and torch.equal(in_place, expected), f"ntt variant {variant}"
+    got = ops.mod_down_ntt(x, c, p_rows, consts, shoup, basis.moduli, basis.ntt_table)
+    in_place = x.clone()
+    ops.mod_down_ntt(in_place, c, p_rows, consts, shoup, basis.moduli, basis.ntt_table, out=in_place)
+    assert torch.equal(got, expected) and torch.equal(in_place, expected)
     with pytest.raises(RuntimeError, match="mod_down_ntt: c must be"):
         ops.mod_down_ntt(x, c[:, 1:], p_rows, consts, shoup, basis.moduli, basis.ntt_table)
 
@@ -126,10 +122,8 @@ def test_ntt_reads_a_strided_batch(device, forward):
     basis = RNSBasis.get(generate_primes([50] * 3, n), n, device)
     c = random_residues(rng, list(basis.primes) * 3, (2,), n, device)  # [2, 9, N]; rows 0-2 are the view
     fn = ops.ntt if forward else ops.intt
-    for variant in (0, 1):
-        with ops.use_kernel_variant("ntt", variant):
-            got = fn(c[:, :3], basis.moduli, basis.ntt_table)
-            assert torch.equal(got, fn(c[:, :3].contiguous(), basis.moduli, basis.ntt_table)), f"variant {variant}"
+    got = fn(c[:, :3], basis.moduli, basis.ntt_table)
+    assert torch.equal(got, fn(c[:, :3].contiguous(), basis.moduli, basis.ntt_table))
     view = c[:, :3]
     with pytest.raises(RuntimeError, match="contiguous \\[limbs, N\\] blocks"):
         fn(view, basis.moduli, basis.ntt_table, out=view)
