@@ -164,7 +164,11 @@ __global__ void conv_kernel(ConvArgs a, int groups) {
 // of one y: a0 = half (t & 1) of y[4 kt + (t >> 1)] of coefficient g, a2 the same for slot + 2.
 constexpr int kMmaWarps = 4;
 constexpr int kMmaTile = 32 * kMmaWarps;   // coefficients per tile: two m16 tiles per warp
-constexpr int kMmaRows = 8;                // output primes per block (grid.y groups)
+// Output primes per block (grid.y groups of rows): as many as shared memory allows (32, or 16 with
+// 4 K tiles), so that the per-tile work (loading x, the y_k, the exact conversion's double-precision
+// quotient) is shared by up to 32 rows; a first version with 8 redid it 4x for 31 rows.
+template <int KT>
+constexpr int mma_rows() { return KT <= 3 ? 32 : 16; }
 constexpr int kMmaMaxSlots = 16;           // y slots (input limbs, + 1 for the exact conversion)
 constexpr int kMmaYStride = kMmaTile + 8;  // u64 per slot row in shared memory: 272 words = 16 mod 32 banks,
                                            // so the A-fragment reads of a warp hit 32 distinct banks
@@ -190,7 +194,7 @@ __device__ __forceinline__ u64 times256_mod(u64 x, u64 q, double scale) {
 
 // Builds the B fragments of one (slot k, output row rr) in shared memory: D[k][a] for a < 8, and
 // for every byte b the two words that lane 4b + 2 (k & 1) + h (h = a / 4) holds in register
-// (k & 3) / 2 of K tile k / 4. bfrag: [kMmaRows][KT][32 lanes][2].
+// (k & 3) / 2 of K tile k / 4. bfrag: [rows][KT][32 lanes][2].
 template <int KT>
 __device__ void build_b_fragments(u32* bfrag, int k, int rr, u64 c, u64 q) {
   u64 d[8];
@@ -229,26 +233,27 @@ __device__ __forceinline__ u64 reduce80(U128 v, const Modulus& m) {
   return csub(csub(r, 2 * m.value), m.value);
 }
 
-// Grid: (blocks over the coefficient tiles, batch * dnum * groups of kMmaRows output rows);
+// Grid: (blocks over the coefficient tiles, batch * dnum * groups of mma_rows<KT>() output rows);
 // kMmaTile threads. The block builds its rows' B fragments once, then for each of its coefficient
 // tiles (blockIdx.x, + gridDim.x, ...) stages the y_k in shared memory and runs every row through
 // the tensor cores.
 template <int KT>
 __global__ void __launch_bounds__(kMmaTile) conv_mma_kernel(ConvArgs a, int groups) {
   __shared__ u64 ys[4 * KT][kMmaYStride];
-  __shared__ uint2 bfrag2[kMmaRows * KT * 32];
+  constexpr int kRows = mma_rows<KT>();
+  __shared__ uint2 bfrag2[kRows * KT * 32];
   u32* bfrag = reinterpret_cast<u32*>(bfrag2);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, t = lane % 4;
   const int64_t b = blockIdx.y / (a.dnum * groups);
   const int j = blockIdx.y / groups % a.dnum;
-  const int r0 = (blockIdx.y % groups) * kMmaRows;
+  const int r0 = (blockIdx.y % groups) * kRows;
   const int first = j * a.alpha, count = min(a.alpha, a.q_count - first);
-  const int width = min(kMmaRows, a.rows - r0);
+  const int width = min(kRows, a.rows - r0);
   const bool exact = a.neg_q_mod_p != nullptr;
 
-  if (tid < 4 * KT * kMmaRows) {  // one (slot, row) chain per thread
-    const int k = tid / kMmaRows, rr = tid % kMmaRows;
+  for (int chain = tid; chain < 4 * KT * kRows; chain += kMmaTile) {  // one (slot, row) chain at a time
+    const int k = chain / kRows, rr = chain % kRows;
     u64 c = 0, q = 1;
     if (rr < width) {
       q = a.dst[r0 + rr].value;
@@ -339,7 +344,7 @@ __global__ void __launch_bounds__(kMmaTile) conv_mma_kernel(ConvArgs a, int grou
 // so the last tenth of the blocks ran alone and the Conv took ~2x its time.)
 template <int KT>
 void launch_conv_mma(const ConvArgs& a, Stream stream) {
-  const int groups = (a.rows + kMmaRows - 1) / kMmaRows;
+  const int groups = (a.rows + mma_rows<KT>() - 1) / mma_rows<KT>();
   const int64_t tile_count = a.n / kMmaTile;
   const int64_t blocks_y = a.batch * a.dnum * groups;
   int sms = 0, per_sm = 0;
