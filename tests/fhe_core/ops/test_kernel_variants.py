@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from fhe_core import ops
-from fhe_core.ring import BasisConverter, RNSBasis, generate_primes
+from fhe_core.ring import BasisConverter, RNSBasis, generate_primes, modulus_table, shoup_constants, words_tensor
 from fhe_reference import fresh_rng, random_residues, to_ints
 
 
@@ -81,6 +81,42 @@ def test_tensor_core_conv_is_bit_identical(l_in, l_out, exact, n):
     ints = _conv_expected(x[..., columns], RNSBasis.get(primes_in, 1024), RNSBasis.get(primes_out, 1024), exact)
     # (the exact conversion may round either way within ~2^-50 Q of Q/2: not hit by random inputs)
     assert to_ints(expected[..., columns]) == ints
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("exact", [False, True])
+def test_tensor_core_conv_small_destination_primes(exact):
+    """The tensor-core Conv's final reduction takes a shortcut for primes above 2^16 and falls back
+    to the general one below; both sides of that edge (12289, 40961, 65537 = 2^16 + 1, 65521) and a
+    61-bit prime, against the CPU build and Python integers (the ring's primes start at 20 bits, but
+    bconv takes any moduli)."""
+    rng, _ = fresh_rng()
+    n = 1024
+    src_primes = generate_primes([50] * 5, n)
+    dst_primes = [12289, 40961, 65537, 65521, generate_primes([61], n)[0]]
+    big_q = 1
+    for q in src_primes:
+        big_q *= q
+    qhat_inv, qhat_inv_shoup = shoup_constants([pow(big_q // q % q, -1, q) for q in src_primes], src_primes)
+    qhat_mod_p = words_tensor([(big_q // q) % p for q in src_primes for p in dst_primes]).reshape(5, 5)
+    neg_q = words_tensor([-big_q % p for p in dst_primes]) if exact else None
+    args = (modulus_table(src_primes), modulus_table(dst_primes), qhat_inv, qhat_inv_shoup, qhat_mod_p)
+    x = random_residues(rng, src_primes, (2,), n)
+    expected = ops.bconv(x, *args, neg_q)
+    on_cuda = tuple(t.cuda() for t in args)
+    for variant in (0, 1):
+        with ops.use_kernel_variant("conv", variant):
+            got = ops.bconv(x.cuda(), *on_cuda, None if neg_q is None else neg_q.cuda()).cpu()
+        assert torch.equal(got, expected), f"variant {variant}"
+    src, dst = RNSBasis.get(src_primes, n), _Primes(dst_primes)
+    assert to_ints(expected[..., :32]) == _conv_expected(x[..., :32], src, dst, exact)
+
+
+class _Primes:
+    """Just the ``primes`` attribute _conv_expected reads (no NTT basis for primes this small)."""
+
+    def __init__(self, primes):
+        self.primes = primes
 
 
 @pytest.mark.gpu
