@@ -238,7 +238,7 @@ __device__ __forceinline__ u64 reduce80(U128 v, const Modulus& m) {
 // tiles (blockIdx.x, + gridDim.x, ...) stages the y_k in shared memory and runs every row through
 // the tensor cores.
 template <int KT>
-__global__ void __launch_bounds__(kMmaTile) conv_mma_kernel(ConvArgs a, int groups) {
+__global__ void __launch_bounds__(kMmaTile) conv_mma_kernel(ConvArgs a, int groups, int group_rows) {
   __shared__ u64 ys[4 * KT][kMmaYStride];
   constexpr int kRows = mma_rows<KT>();
   __shared__ uint2 bfrag2[kRows * KT * 32];
@@ -247,13 +247,13 @@ __global__ void __launch_bounds__(kMmaTile) conv_mma_kernel(ConvArgs a, int grou
   const int g = lane / 4, t = lane % 4;
   const int64_t b = blockIdx.y / (a.dnum * groups);
   const int j = blockIdx.y / groups % a.dnum;
-  const int r0 = (blockIdx.y % groups) * kRows;
+  const int r0 = (blockIdx.y % groups) * group_rows;  // group_rows <= kRows
   const int first = j * a.alpha, count = min(a.alpha, a.q_count - first);
-  const int width = min(kRows, a.rows - r0);
+  const int width = min(group_rows, a.rows - r0);
   const bool exact = a.neg_q_mod_p != nullptr;
 
-  for (int chain = tid; chain < 4 * KT * kRows; chain += kMmaTile) {  // one (slot, row) chain at a time
-    const int k = chain / kRows, rr = chain % kRows;
+  for (int chain = tid; chain < 4 * KT * group_rows; chain += kMmaTile) {  // one (slot, row) chain at a time
+    const int k = chain / group_rows, rr = chain % group_rows;
     u64 c = 0, q = 1;
     if (rr < width) {
       q = a.dst[r0 + rr].value;
@@ -344,19 +344,24 @@ __global__ void __launch_bounds__(kMmaTile) conv_mma_kernel(ConvArgs a, int grou
 // so the last tenth of the blocks ran alone and the Conv took ~2x its time.)
 template <int KT>
 void launch_conv_mma(const ConvArgs& a, Stream stream) {
-  const int groups = (a.rows + mma_rows<KT>() - 1) / mma_rows<KT>();
   const int64_t tile_count = a.n / kMmaTile;
-  const int64_t blocks_y = a.batch * a.dnum * groups;
   int sms = 0, per_sm = 0;
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, stream.device), "cudaDeviceGetAttribute");
   check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, conv_mma_kernel<KT>, kMmaTile, 0),
         "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   const int64_t resident = static_cast<int64_t>(sms) * std::max(per_sm, 1);
+  // Fewer rows per block when the whole job would not fill the GPU (e.g. one 30-row Conv at N = 2^16:
+  // 512 tiles for ~800 resident blocks); down to 8, where the per-tile work is shared by 8 rows.
+  int group_rows = mma_rows<KT>();
+  auto groups_of = [&](int rows_per_group) { return (a.rows + rows_per_group - 1) / rows_per_group; };
+  while (group_rows > 8 && tile_count * a.batch * a.dnum * groups_of(group_rows) < resident) group_rows /= 2;
+  const int groups = groups_of(group_rows);
+  const int64_t blocks_y = a.batch * a.dnum * groups;
   int64_t blocks_x = std::min(tile_count, std::max<int64_t>(1, resident / blocks_y));
   const int64_t tiles_per_block = (tile_count + blocks_x - 1) / blocks_x;
   blocks_x = (tile_count + tiles_per_block - 1) / tiles_per_block;  // the same share for every block
   const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(blocks_y));
-  conv_mma_kernel<KT><<<grid, kMmaTile, 0, native(stream)>>>(a, groups);
+  conv_mma_kernel<KT><<<grid, kMmaTile, 0, native(stream)>>>(a, groups, group_rows);
   check_launch("conv_mma_kernel");
 }
 
