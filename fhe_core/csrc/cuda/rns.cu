@@ -339,17 +339,30 @@ __global__ void __launch_bounds__(kMmaTile) conv_mma_kernel(ConvArgs a, int grou
   }
 }
 
+// Blocks of conv_mma_kernel<KT> the device holds at once (SMs x blocks per SM), asked once per device:
+// the queries are not stream work, but a launcher inside a CUDA-graph capture should do as little
+// else as possible.
+template <int KT>
+int64_t resident_blocks(int device) {
+  constexpr int kMaxDevices = 64;
+  static int cached[kMaxDevices] = {};
+  if (device >= 0 && device < kMaxDevices && cached[device] > 0) return cached[device];
+  int sms = 0, per_sm = 0;
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, conv_mma_kernel<KT>, kMmaTile, 0),
+        "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  const int resident = std::max(sms, 1) * std::max(per_sm, 1);
+  if (device >= 0 && device < kMaxDevices) cached[device] = resident;
+  return resident;
+}
+
 // One wave: as many blocks as the GPU holds at once, each looping over an even share of the tiles.
 // (A first version gave every block a fixed 2-4 tiles: 1024 blocks, 1.1 waves of 924 on an H200,
 // so the last tenth of the blocks ran alone and the Conv took ~2x its time.)
 template <int KT>
 void launch_conv_mma(const ConvArgs& a, Stream stream) {
   const int64_t tile_count = a.n / kMmaTile;
-  int sms = 0, per_sm = 0;
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, stream.device), "cudaDeviceGetAttribute");
-  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, conv_mma_kernel<KT>, kMmaTile, 0),
-        "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  const int64_t resident = static_cast<int64_t>(sms) * std::max(per_sm, 1);
+  const int64_t resident = resident_blocks<KT>(stream.device);
   // Fewer rows per block when the whole job would not fill the GPU (e.g. one 30-row Conv at N = 2^16:
   // 512 tiles for ~800 resident blocks); down to 8, where the per-tile work is shared by 8 rows.
   int group_rows = mma_rows<KT>();
