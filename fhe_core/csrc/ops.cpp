@@ -675,6 +675,7 @@ Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n) {
 // ---- run-time kernel variants (see kernels.h) -------------------------------------------------
 
 constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down"};
+constexpr int kVariantMax[] = {3, 1, 1};  // conv: 1-3 are launch geometries of the tensor-core kernel
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 
 // Sets a variant, returns the previous value; a negative value only reads it.
@@ -683,7 +684,8 @@ int64_t set_kernel_variant(const std::string& name, int64_t value) {
     if (name != kVariantNames[i]) continue;
     int& slot = kernel_variant(static_cast<Variant>(i));
     const int previous = slot;
-    FHE_CHECK(value <= 1, "kernel_variant: ", name, " is 0 (reference) or 1, got ", value);
+    FHE_CHECK(value <= kVariantMax[i], "kernel_variant: ", name, " is 0 (reference) to ", kVariantMax[i], ", got ",
+              value);
     if (value >= 0) slot = static_cast<int>(value);
     return previous;
   }

@@ -140,12 +140,10 @@ __device__ __forceinline__ void dispatch_round(bool from_global, bool to_global,
 // All rounds of a local transform of length 2^len (len >= 5, so at least two rounds). Rounds
 // cover stages [3i, 3i + 3) (the last one shorter); the inverse walks them backwards. The first
 // round may read global memory and the last may write it; the rest goes through shared memory.
-// warp_only: every local transform lives in one warp (rows of at most 32 threads), so the rounds
-// synchronise the warp, not the block: no warp waits at a barrier for the block's other rows.
 template <bool kForward, class Layout>
 __device__ void local_transform(bool first_from_global, bool last_to_global, const u64* gin, u64* gout,
                                 u64* smem, const Layout& layout, u32 tcol, int len, const Twiddles& t,
-                                bool fold_n_inv, u64 q, bool warp_only = false) {
+                                bool fold_n_inv, u64 q) {
   const int rounds = (len + 2) / 3;
   for (int i = 0; i < rounds; ++i) {
     const int group = kForward ? i : rounds - 1 - i;
@@ -157,9 +155,7 @@ __device__ void local_transform(bool first_from_global, bool last_to_global, con
     if (g == 3) dispatch_round<kForward, 3>(from_global, to_global, gin, gout, smem, layout, tcol, s0, len, t, fold, q);
     else if (g == 2) dispatch_round<kForward, 2>(from_global, to_global, gin, gout, smem, layout, tcol, s0, len, t, fold, q);
     else dispatch_round<kForward, 1>(from_global, to_global, gin, gout, smem, layout, tcol, s0, len, t, fold, q);
-    if (to_global) continue;
-    if (warp_only) __syncwarp();
-    else __syncthreads();
+    if (!to_global) __syncthreads();
   }
 }
 
@@ -218,31 +214,22 @@ __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* o
   const Twiddles t = global_twiddles(table, limb, n, kForward, (1u << k1) + first_row + sub);
   const RowLayout layout{sub * len};
   const size_t origin = tile + static_cast<size_t>(sub) * len;
-  // Rows of at most 32 threads (N <= 2^16) never cross a warp: each warp loads, transforms and stores
-  // its own 256 consecutive words of the tile and synchronises only itself. Larger rows share the
-  // tile across the block.
-  const bool warp_only = threads_per_row <= 32;
-  const u32 begin = warp_only ? (threadIdx.x / 32) * 32 * kPerThread + threadIdx.x % 32 : threadIdx.x;
-  const u32 end = warp_only ? (threadIdx.x / 32 + 1) * 32 * kPerThread : tile_len;
-  const u32 stride = warp_only ? 32 : blockDim.x;
 
-  if (!kForward) {  // coalesced load of the tile
+  if (!kForward) {  // coalesced load of the whole tile
     const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
                                                 : (row / limbs) * in_batch_stride + static_cast<int64_t>(limb) * n;
     const u64* in_tile = in + in_row + static_cast<size_t>(first_row) * len;
-    for (u32 i = begin; i < end; i += stride) smem[i + (i >> 3)] = in_tile[i];
-    if (warp_only) __syncwarp();
-    else __syncthreads();
+    for (u32 i = threadIdx.x; i < tile_len; i += blockDim.x) smem[i + (i >> 3)] = in_tile[i];
+    __syncthreads();
   }
-  local_transform<kForward>(kForward, !kForward, in + origin, out + origin, smem, layout, tcol, k2, t, false, q,
-                            warp_only);
-  if (kForward && epilogue.sub_from == nullptr) {  // coalesced store of the tile, reduced to [0, q)
-    for (u32 i = begin; i < end; i += stride) out[tile + i] = reduce_4q(smem[i + (i >> 3)], q);
+  local_transform<kForward>(kForward, !kForward, in + origin, out + origin, smem, layout, tcol, k2, t, false, q);
+  if (kForward && epilogue.sub_from == nullptr) {  // coalesced store of the whole tile, reduced to [0, q)
+    for (u32 i = threadIdx.x; i < tile_len; i += blockDim.x) out[tile + i] = reduce_4q(smem[i + (i >> 3)], q);
   } else if (kForward) {  // the same store through ModDown's (c - x) * P^-1
     const u64* c = epilogue.sub_from + (row / limbs) * epilogue.batch_stride + static_cast<int64_t>(limb) * n +
                    static_cast<int64_t>(first_row) * len;
     const u64 w = epilogue.consts[limb], ws = epilogue.consts_shoup[limb];
-    for (u32 i = begin; i < end; i += stride) {
+    for (u32 i = threadIdx.x; i < tile_len; i += blockDim.x) {
       const u64 x = reduce_4q(smem[i + (i >> 3)], q);
       out[tile + i] = mul_shoup(sub_mod(c[i], x, q), w, ws, q);
     }

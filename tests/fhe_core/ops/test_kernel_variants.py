@@ -20,8 +20,13 @@ def test_kernel_variant_is_read_set_and_restored():
 def test_kernel_variant_rejects_unknown_names_and_values():
     with pytest.raises(RuntimeError, match="unknown kernel 'fft'"):
         ops.kernel_variant("fft", 0)
-    with pytest.raises(RuntimeError, match="conv is 0 \\(reference\\) or 1, got 2"):
-        ops.kernel_variant("conv", 2)
+    with pytest.raises(RuntimeError, match="conv is 0 \\(reference\\) to 3, got 4"):
+        ops.kernel_variant("conv", 4)
+    with pytest.raises(RuntimeError, match="mod_up is 0 \\(reference\\) to 1, got 2"):
+        ops.kernel_variant("mod_up", 2)
+
+
+CONV_VARIANTS = (0, 1, 2, 3)  # the reference kernel and the tensor-core kernel's three launch geometries
 
 
 def _conv_expected(x, src, dst, exact):
@@ -73,7 +78,7 @@ def test_tensor_core_conv_is_bit_identical(l_in, l_out, exact, n):
     x = random_residues(rng, primes_in, (2,), n)
     x[0, :, :16] = torch.tensor([q - 1 for q in primes_in]).unsqueeze(1)
     expected = _convert_on("cpu", x, primes_in, primes_out, exact)
-    for variant in (0, 1):
+    for variant in CONV_VARIANTS:
         with ops.use_kernel_variant("conv", variant):
             got = _convert_on("cuda", x, primes_in, primes_out, exact)
         assert torch.equal(got, expected), f"variant {variant}: {(got != expected).nonzero()[:8].tolist()}"
@@ -104,7 +109,7 @@ def test_tensor_core_conv_small_destination_primes(exact):
     x = random_residues(rng, src_primes, (2,), n)
     expected = ops.bconv(x, *args, neg_q)
     on_cuda = tuple(t.cuda() for t in args)
-    for variant in (0, 1):
+    for variant in CONV_VARIANTS:
         with ops.use_kernel_variant("conv", variant):
             got = ops.bconv(x.cuda(), *on_cuda, None if neg_q is None else neg_q.cuda()).cpu()
         assert torch.equal(got, expected), f"variant {variant}"
@@ -155,7 +160,7 @@ def test_tensor_core_mod_up_conv_is_bit_identical(alpha, q_count):
         count = min(alpha, q_count - j * alpha)
         expected_own[j, alpha + j * alpha:alpha + j * alpha + count] = own[j * alpha:j * alpha + count]
     assert torch.equal(ops.mod_up_conv(x, *args, own), expected_own)
-    for variant in (0, 1):
+    for variant in CONV_VARIANTS:
         with ops.use_kernel_variant("conv", variant):
             got = ops.mod_up_conv(x.cuda(), *(t.cuda() for t in args)).cpu()
             got_own = ops.mod_up_conv(x.cuda(), *(t.cuda() for t in args), own.cuda()).cpu()
