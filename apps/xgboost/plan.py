@@ -120,11 +120,13 @@ class IdashModel:
         thresholds, leaves, n_classes = arrays["thresholds"], arrays["leaves"], header.get("n_classes")
         n_trees = len(leaves)
         if isinstance(n_classes, bool) or not isinstance(n_classes, int) or not 1 <= n_classes <= n_trees:
-            raise ModelFormatError(f"IdashModel.from_bytes: n_classes must be an int in [1, {n_trees}], got {n_classes!r}")
+            raise ModelFormatError(f"IdashModel.from_bytes: n_classes must be an int in [1, {n_trees}], "
+                                   f"got {n_classes!r}")
         if thresholds.dtype.kind != "i" or leaves.dtype.kind != "i" or thresholds.shape != (n_trees, 3) \
                 or leaves.shape != (n_trees, 4) or n_trees % n_classes or not np.isin(thresholds, (0, 1)).all():
-            raise ModelFormatError(f"IdashModel.from_bytes: expected integer thresholds [T, 3] in {{0, 1}} and leaves "
-                                   f"[T, 4] with T a multiple of {n_classes}; got {thresholds.shape} {thresholds.dtype}, "
+            raise ModelFormatError(f"IdashModel.from_bytes: expected integer thresholds [T, 3] in {{0, 1}} "
+                                   f"and leaves [T, 4] with T a multiple of {n_classes}; "
+                                   f"got {thresholds.shape} {thresholds.dtype}, "
                                    f"{leaves.shape} {leaves.dtype}")
         return cls(thresholds.astype(np.int64), leaves.astype(np.int64), n_classes)
 

@@ -30,8 +30,8 @@ message's ~53-bit precision.
 **Exact decoding.** Coefficients are recovered from their residues by Garner's mixed-radix
 conversion on the device (exact modular arithmetic; vectorised steps over the coefficients,
 stopping once the remaining digits are all 0 or all q_j - 1, i.e. after about
-log2|x| / log2 q steps of O(l) limb operations each), renormalised to balanced digits (the centred lift into (-Q/2, Q/2)),
-then summed in float64 by Horner's rule. The balanced digits of a small value vanish above its
+log2|x| / log2 q steps of O(l) limb operations each), renormalised to balanced digits (the centred
+lift into (-Q/2, Q/2)), then summed in float64 by Horner's rule. The balanced digits of a small value vanish above its
 size, so the float sum loses at most a few ulps (relative 2^-50) whatever Q is (up to ~1800 bits
 and beyond), as long as the value itself is below 2^1023.
 """
@@ -291,7 +291,8 @@ class Encoder:
         if plaintext.n != params.n or not 0 <= plaintext.level <= params.max_level:
             raise EncodingError(f"decode: plaintext shape {tuple(plaintext.data.shape)} does not fit {params}")
         if plaintext.data.device != params.device:
-            raise EncodingError(f"decode: the plaintext is on {plaintext.data.device}, the parameters on {params.device}")
+            raise EncodingError(f"decode: the plaintext is on {plaintext.data.device}, "
+                                f"the parameters on {params.device}")
         basis = params.q_basis(plaintext.level)
         data = plaintext.data
         coefficients = basis.intt(data) if plaintext.is_ntt else data

@@ -103,5 +103,5 @@ No pickle, no eval: metadata is JSON with a fixed schema, payloads are raw words
 from fhe_core.serialize.api import RecordInfo, dump, dump_eval_keys, dumps, dumps_many, load, loads, loads_many, peek
 from fhe_core.serialize.record import DEFAULT_MAX_BYTES, FORMAT_VERSION, HEADER_BYTES, MAGIC, Header, Kind, read_header
 
-__all__ = ["dumps", "loads", "dumps_many", "loads_many", "dump", "dump_eval_keys", "load", "peek", "read_header", "Header", "RecordInfo", "Kind", "DEFAULT_MAX_BYTES",
-           "FORMAT_VERSION", "HEADER_BYTES", "MAGIC"]
+__all__ = ["dumps", "loads", "dumps_many", "loads_many", "dump", "dump_eval_keys", "load", "peek", "read_header",
+           "Header", "RecordInfo", "Kind", "DEFAULT_MAX_BYTES", "FORMAT_VERSION", "HEADER_BYTES", "MAGIC"]

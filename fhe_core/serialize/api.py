@@ -240,8 +240,8 @@ def dump_eval_keys(keys: Iterable[RelinKey | GaloisKey], path: str | os.PathLike
                                                     f"expected {params.params_id}")
             held = entry.get("galois_element")
             if held in seen:
-                raise SerializationError(f"dump_eval_keys: {'the relin key' if held is None else f'galois element {held}'} "
-                                         "comes twice")
+                what = "the relin key" if held is None else f"galois element {held}"
+                raise SerializationError(f"dump_eval_keys: {what} comes twice")
             seen.add(held)
             members.write(blob)
             entries.append(entry)
