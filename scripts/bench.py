@@ -24,8 +24,8 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -322,7 +322,8 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) 
                                   ct_bytes * (1 + modded.level) + ct_bytes * (1 + boot.output_level)),
     }
     return [Case("bootstrap", name, in_out + key_switches[1], lambda i: boot.bootstrap(ct), BOOT_REFERENCE_V100_US)] + [
-        Case(step, name, io + count_key_switches(lambda: run(0))[1], run) for step, (run, io) in steps.items()]
+        Case(step, name, io + count_key_switches(lambda: run(0))[1], run)  # noqa: B023 (called at once)
+        for step, (run, io) in steps.items()]
 
 
 def copy_bandwidth(device: str) -> float:

@@ -3,10 +3,11 @@
 For each workload: the server's latency (``ForestEvaluator.evaluate`` on one batch, wall clock,
 synchronised; median and best of ``--repeats`` runs after a warm-up run that builds the tables;
 "CPU s" is the process CPU time of one run, all threads, which a shared machine inflates less
-than the wall clock), the throughput in samples per second (from the median), the ciphertext operations
-per batch, the input level and the noise budget left (measured by the client against the plan's conservative estimate), the
-client's key/encryption/decryption times and the bytes on the wire. Every run checks that the
-decrypted scores equal the integer twin's exactly. Reference (iDASH, 258 samples, Özcan et al.
+than the wall clock), the throughput in samples per second (from the median), the ciphertext
+operations per batch, the input level and the noise budget left (measured by the client against
+the plan's conservative estimate), the client's key/encryption/decryption times and the bytes on
+the wire. Every run checks that the decrypted scores equal the integer twin's exactly. Reference
+(iDASH, 258 samples, Özcan et al.
 Table/section V-D): SEAL 25.62 s on one thread, 3.4 s on 16 threads, 0.596 s on an RTX 3060 Ti.
 
     python scripts/bench_xgboost.py --device cuda --markdown xgb.md --json xgb.jsonl

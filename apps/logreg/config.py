@@ -70,7 +70,7 @@ class HELRConfig:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
                 raise HELRConfigError(f"HELRConfig: {name} must be a positive finite number, got {value!r}")
         try:
-            self.layout
+            self.layout  # noqa: B018 (the property's checks are the point)
         except ParameterError as exc:
             raise HELRConfigError(f"HELRConfig: {exc}") from None
 

@@ -249,7 +249,7 @@ def power_steps(r: int) -> list[int]:
 # ---- path schedule ------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cost(kind: str, d: int, bound: int) -> tuple[float, int]:
     """(fewest products, best split d1) for a subtree's value or its leaf indicators within
     multiplicative depth ``bound`` (inf if impossible)."""

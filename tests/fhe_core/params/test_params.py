@@ -187,7 +187,7 @@ def test_different_literals_give_different_ids(changes):
 
 def test_params_id_is_the_digest_of_the_canonical_content():
     params = Params.from_literal(TINY, allow_insecure=True)
-    content = ('{"format":"fhe_core.params/1","literal":{"dnum":4,"error_eta":21,"hamming_weight":0,'
+    content = ('{"format":"fhe_core.params/1","literal":{"dnum":4,"error_eta":21,"hamming_weight":0,'  # noqa: UP031 (JSON braces)
                '"log_default_scale":40,"log_n":10,"log_p":[61],"log_q":[60,40,40,40],"plaintext_modulus":0,'
                '"scheme":"ckks"},"p_primes":[%d],"q_primes":[%s]}'
                % (params.p_primes[0], ",".join(map(str, params.q_primes))))
