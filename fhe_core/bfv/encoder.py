@@ -78,7 +78,7 @@ class BatchEncoder:
     apart from cached tables."""
 
     def __init__(self, ctx: BFVContext):
-        self.ctx = ctx
+        self.ctx = BFVContext.check(ctx, "BatchEncoder")
         self.slot_count = ctx.n
         self._index = torch.from_numpy(slot_permutation(ctx.n)).to(ctx.device)
 

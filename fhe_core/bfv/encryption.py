@@ -80,6 +80,7 @@ class Encryptor:
     """Encrypts BFV plaintexts under a public key (anyone) or a secret key (its owner)."""
 
     def __init__(self, ctx: BFVContext, key: PublicKey | SecretKey):
+        ctx = BFVContext.check(ctx, "Encryptor")
         check_key(key, (PublicKey, SecretKey), ctx.params_id, "Encryptor")
         self.ctx, self._key = ctx, key
 
@@ -118,6 +119,7 @@ class Decryptor:
     key: client side only."""
 
     def __init__(self, ctx: BFVContext, sk: SecretKey):
+        ctx = BFVContext.check(ctx, "Decryptor")
         check_key(sk, (SecretKey,), ctx.params_id, "Decryptor")
         self.ctx, self._sk = ctx, sk
 

@@ -38,8 +38,7 @@ class Evaluator:
     """BFV homomorphic operations for one context and (optionally) one session's key set."""
 
     def __init__(self, ctx: BFVContext, keys: EvalKeySet | None = None):
-        if not isinstance(ctx, BFVContext):
-            raise ParameterError(f"Evaluator: expected a BFVContext, got {type(ctx).__name__}")
+        ctx = BFVContext.check(ctx, "Evaluator")
         if keys is not None:
             if not isinstance(keys, EvalKeySet):
                 raise ParameterError(f"Evaluator: expected an EvalKeySet, got {type(keys).__name__}")

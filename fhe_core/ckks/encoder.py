@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from fhe_core import ops
+from fhe_core.ckks.ciphertext import check_ckks_params
 from fhe_core.ckks.plaintext import Plaintext
 from fhe_core.errors import EncodingError
 from fhe_core.params import Params
@@ -253,7 +254,7 @@ class Encoder:
     them back. Stateless apart from cached tables; safe to share between threads."""
 
     def __init__(self, params: Params):
-        self.params = params
+        self.params = check_ckks_params(params, "Encoder")
 
     def encode(self, values, *, level: int | None = None, scale: float | None = None,
                slots: int | None = None) -> Plaintext:

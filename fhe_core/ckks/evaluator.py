@@ -34,7 +34,9 @@ from fractions import Fraction
 import torch
 
 from fhe_core import ops, rlwe
-from fhe_core.ckks.ciphertext import Ciphertext, ScaleMismatchError, SlotMismatchError, rlwe_context
+from fhe_core.ckks.ciphertext import (
+    Ciphertext, ScaleMismatchError, SlotMismatchError, check_ckks_params, rlwe_context,
+)
 from fhe_core.ckks.plaintext import Plaintext
 from fhe_core.errors import (
     DomainMismatchError,
@@ -104,8 +106,7 @@ class Evaluator:
     """
 
     def __init__(self, params: Params, keys: rlwe.EvalKeySet | None = None):
-        if not isinstance(params, Params):
-            raise ParameterError(f"Evaluator: expected a Params, got {type(params).__name__}")
+        check_ckks_params(params, "Evaluator")
         if keys is not None:
             if not isinstance(keys, rlwe.EvalKeySet):
                 raise ParameterError(f"Evaluator: keys must be an EvalKeySet or None, got {type(keys).__name__}")

@@ -8,9 +8,12 @@ special primes, dnum = ceil((L + 1) / alpha) digits.
 from fhe_core.params.literal import ParamsLiteral
 from fhe_core.params.params import Params
 from fhe_core.params.presets import BFV_PRESETS, PRESETS, content_name, preset, preset_literal
-from fhe_core.params.security import HE_STANDARD_TERNARY_128, SPARSE_TERNARY_128, check_security, max_log_qp
+from fhe_core.params.security import (
+    HE_STANDARD_TERNARY_128, MIN_SECURE_ETA, SPARSE_TERNARY_128, check_security, max_log_qp, meets_128_bits,
+)
 
 __all__ = [
     "ParamsLiteral", "Params", "PRESETS", "BFV_PRESETS", "preset", "preset_literal", "content_name",
-    "HE_STANDARD_TERNARY_128", "SPARSE_TERNARY_128", "check_security", "max_log_qp",
+    "HE_STANDARD_TERNARY_128", "SPARSE_TERNARY_128", "MIN_SECURE_ETA", "check_security", "max_log_qp",
+    "meets_128_bits",
 ]

@@ -17,7 +17,7 @@ from fhe_core.rlwe.checks import check_ciphertext, check_params_id, check_tensor
 from fhe_core.rlwe.ciphertext import Ciphertext
 from fhe_core.rlwe.context import RLWEContext
 from fhe_core.rlwe.keys import PublicKey, SecretKey, check_secret_key, secret_over_q
-from fhe_core.rlwe.sampling import Domain, error_ntt, fresh_seeds, nonce, ternary_ntt, uniform_ntt
+from fhe_core.rlwe.sampling import Domain, error_ntt, nonce, seeds_for, ternary_ntt, uniform_ntt
 
 
 def encrypt_sk(ctx: RLWEContext, sk: SecretKey, m: torch.Tensor, level: int, *,
@@ -31,7 +31,7 @@ def encrypt_sk(ctx: RLWEContext, sk: SecretKey, m: torch.Tensor, level: int, *,
     check_secret_key(ctx, sk, op)
     level = ctx.check_level(level, op)
     check_tensor(ctx, m, (level + 1, ctx.n), op, "the message")
-    seeds, q = fresh_seeds(seed), ctx.q_at(level)
+    seeds, q = seeds_for(ctx, seed, "encrypt_sk"), ctx.q_at(level)
     a = uniform_ntt(q, seeds.uniform, nonce(Domain.ENC_UNIFORM, 0))
     e = error_ntt(q, seeds.secret, nonce(Domain.ENC_ERROR, 0), ctx.error_eta)
     c0 = ops.sub(ops.add(e, m, q.moduli), ops.mul(a, secret_over_q(ctx, sk, level), q.moduli), q.moduli)
@@ -52,7 +52,7 @@ def encrypt_pk(ctx: RLWEContext, pk: PublicKey, m: torch.Tensor, level: int, *,
     check_tensor(ctx, pk.data, (2, ctx.max_level + 1, ctx.n), op, "the public key")
     level = ctx.check_level(level, op)
     check_tensor(ctx, m, (level + 1, ctx.n), op, "the message")
-    seeds, q = fresh_seeds(seed), ctx.q_at(level)
+    seeds, q = seeds_for(ctx, seed, "encrypt_pk"), ctx.q_at(level)
     u = ternary_ntt(q, seeds.secret, nonce(Domain.ENC_EPHEMERAL, 0))
     e0 = error_ntt(q, seeds.secret, nonce(Domain.ENC_ERROR, 0), ctx.error_eta)
     e1 = error_ntt(q, seeds.secret, nonce(Domain.ENC_ERROR, 1), ctx.error_eta)
