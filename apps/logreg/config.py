@@ -129,7 +129,7 @@ class HELRConfig:
     def from_json(cls, text: str | bytes) -> HELRConfig:
         try:
             data = json.loads(text)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: nesting too deep
             raise HELRConfigError(f"HELRConfig.from_json: not JSON ({exc})") from None
         names = {f.name for f in fields(cls)}
         if not isinstance(data, dict) or set(data) - names:
