@@ -20,6 +20,7 @@ target in the default test run) and by ``scripts/fuzz.py`` for the long run (doc
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import io
@@ -839,7 +840,7 @@ def targets() -> dict[str, Target]:
         Target("server.uploads.check_record_start", _serialize_corpus, _check_record_start,
                _errors("server.errors:UnprocessableError"), _check_record_start_roundtrip, RECORD_MUTATORS),
     ]
-    return {t.name: t for t in listed}
+    return {t.name: dataclasses.replace(t, corpus=functools.cache(t.corpus)) for t in listed}
 
 
 # ---- the bounded run inside the test suite ------------------------------------------------------------------
