@@ -6,6 +6,9 @@ Shapes and conventions (ARCHITECTURE.md):
     ntt_table   ``[l, 4, N]`` int64 twiddles with Shoup companions (``ring.RNSBasis``).
 Every op runs on the device of its inputs (CPU or CUDA) and gives bit-identical results on
 both. Functional forms return new tensors; pass ``out=`` to reuse a buffer.
+
+Layer: the lowest of fhe_core (imports only fhe_core.errors and the extension fhe_core._C, which
+no other module imports); ring and everything above call these wrappers.
 """
 from __future__ import annotations
 

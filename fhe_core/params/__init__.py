@@ -4,6 +4,8 @@ named presets; the 128-bit security table (HE Standard, plus a stricter sparse-s
 Levels: a fresh ciphertext is at level L = ``max_level`` and holds the L + 1 primes q_0..q_L;
 each rescaling drops the last prime. Key switching is hybrid (HK20): alpha = len(p_primes)
 special primes, dnum = ceil((L + 1) / alpha) digits.
+
+Layer: imports ring (and errors); rlwe, the schemes and serialize take a Params.
 """
 from fhe_core.params.literal import ParamsLiteral
 from fhe_core.params.params import Params
