@@ -641,6 +641,21 @@ def _params_literal_corpus() -> list[bytes]:
     return [preset_literal(name).to_json().encode() for name in ("N10QP241L3D4Insecure", "N16QP1766L30D3")]
 
 
+def _params_from_literal(data: bytes) -> object:
+    """What the service does with a literal from a request (``Service.params``): ParamsLiteral, then
+    Params.from_literal with the 128-bit check (the service's default)."""
+    from fhe_core.params import Params, ParamsLiteral
+
+    return Params.from_literal(ParamsLiteral.from_json(data.decode("utf-8", "replace")), allow_insecure=False)
+
+
+def _params_roundtrip(data: bytes, params) -> None:
+    from fhe_core.params import Params
+
+    again = Params.from_literal(params.literal)
+    assert again.params_id == params.params_id, "the literal gives another parameter set"
+
+
 # ---- apps ---------------------------------------------------------------------------------------------
 
 @functools.cache
@@ -823,6 +838,8 @@ def targets() -> dict[str, Target]:
         Target("fhe_core.serialize.peek", _serialize_corpus, _peek, serialization, _peek_roundtrip, RECORD_MUTATORS),
         Target("fhe_core.params.ParamsLiteral.from_json", _params_literal_corpus, _params_literal,
                _errors("fhe_core.errors:ParameterError"), _params_literal_roundtrip, (mutate_json_text,)),
+        Target("fhe_core.params.Params.from_literal", _params_literal_corpus, _params_from_literal,
+               _errors("fhe_core.errors:ParameterError"), _params_roundtrip, (mutate_json_text,)),
         Target("apps.xgboost.archive.read_archive", lambda: [_idash_model().to_bytes()], _read_archive, model,
                _read_archive_roundtrip, NPZ_MUTATORS),
         Target("apps.xgboost.plan.IdashModel.from_bytes", lambda: [_idash_model().to_bytes()], _idash_from_bytes,

@@ -26,6 +26,7 @@ DESERIALIZERS = {
     "fhe_core/serialize/api.py:peek": "fhe_core.serialize.peek",
     "fhe_core/serialize/record.py:read_header": "fhe_core.serialize.read_header",
     "fhe_core/params/literal.py:ParamsLiteral.from_json": "fhe_core.params.ParamsLiteral.from_json",
+    "fhe_core/params/params.py:Params.from_literal": "fhe_core.params.Params.from_literal",
     "apps/xgboost/archive.py:read_archive": "apps.xgboost.archive.read_archive",
     "apps/xgboost/plan.py:IdashModel.from_bytes": "apps.xgboost.plan.IdashModel.from_bytes",
     "apps/xgboost/export.py:HEForest.from_bytes": "apps.xgboost.export.HEForest.from_bytes",
@@ -35,8 +36,8 @@ DESERIALIZERS = {
     "apps/logreg/dataset.py:EncryptedDataset.from_bytes": "apps.logreg.dataset.EncryptedDataset.from_bytes",
     "server/uploads.py:check_record_start": "server.uploads.check_record_start",
 }
-READER_NAMES = {"loads", "loads_many", "load", "peek", "read_header", "from_bytes", "from_json", "read_archive",
-                "read_checkpoint", "check_record_start"}
+READER_NAMES = {"loads", "loads_many", "load", "peek", "read_header", "from_bytes", "from_json", "from_literal",
+                "read_archive", "read_checkpoint", "check_record_start"}
 
 
 def _readers() -> set[str]:

@@ -1,5 +1,6 @@
-"""ParamsLiteral.from_json reads the literal a client sends the service: bounded fuzzing, and the
-inputs it once answered with a raw ValueError or RecursionError."""
+"""ParamsLiteral.from_json and Params.from_literal read the literal a client sends the service:
+bounded fuzzing of both, and the inputs from_json once answered with a raw ValueError or
+RecursionError."""
 import pytest
 
 from fhe_core.errors import ParameterError
@@ -7,6 +8,7 @@ from fhe_core.params import ParamsLiteral, preset_literal
 from fuzz_targets import fuzz_test
 
 test_fuzz_params_literal_from_json = fuzz_test("fhe_core.params.ParamsLiteral.from_json")
+test_fuzz_params_from_literal = fuzz_test("fhe_core.params.Params.from_literal")
 
 
 @pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"log_n":' + "9" * 5000 + "}",
