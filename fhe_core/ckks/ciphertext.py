@@ -30,7 +30,7 @@ from fhe_core.errors import (  # noqa: F401  (the two mismatch errors are re-exp
     SlotMismatchError,
 )
 from fhe_core.params import Params
-from fhe_core.rlwe.checks import check_key
+from fhe_core.rlwe.checks import check_key, mark_canonical
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -119,8 +119,8 @@ class Encryptor:
             ct = rlwe.encrypt_sk(self._ctx, self._key, pt.data, pt.level, seed=seed)
         else:
             ct = rlwe.encrypt_pk(self._ctx, self._key, pt.data, pt.level, seed=seed)
-        return Ciphertext(data=ct.data, level=ct.level, params_id=ct.params_id, scale=float(pt.scale),
-                          slots=pt.slots)
+        return mark_canonical(Ciphertext(data=ct.data, level=ct.level, params_id=ct.params_id,
+                                         scale=float(pt.scale), slots=pt.slots))
 
 
 class Decryptor:

@@ -48,6 +48,7 @@ from fhe_core.ckks.plaintext import Plaintext
 from fhe_core.errors import EncodingError
 from fhe_core.params import Params
 from fhe_core.ring import RNSBasis, shoup_constants, words_tensor
+from fhe_core.rlwe.checks import mark_canonical
 
 DIGIT_BITS = 52                # rounded coefficients travel as signed base-2^52 int64 digits
 MAX_SCALE = 2.0 ** 512         # exact-rounding range of the scale (see module docstring)
@@ -281,7 +282,7 @@ class Encoder:
         digits[:, ::params.n // (2 * slots)] = packed
         basis = params.q_basis(level)
         residues = digits_to_residues(torch.from_numpy(digits).to(params.device), basis)
-        return Plaintext(basis.ntt(residues), level, scale, params.params_id, slots)
+        return mark_canonical(Plaintext(basis.ntt(residues), level, scale, params.params_id, slots))
 
     def decode(self, plaintext: Plaintext) -> np.ndarray:
         """The ``[plaintext.slots]`` complex128 values a plaintext encodes (coefficients over

@@ -73,8 +73,9 @@ def check_security(log_n: int, log_qp: float, hamming_weight: int, error_eta: in
     bound = max_log_qp(log_n, hamming_weight)
     secret = "uniform ternary secret" if hamming_weight == 0 else f"sparse secret (h={hamming_weight})"
     if error_eta < MIN_SECURE_ETA:
-        raise SecurityError(f"error_eta = {error_eta} gives errors of sigma = {math.sqrt(error_eta / 2):.2f}, below the "
-                            f"HE Standard's {HE_STANDARD_SIGMA:.2f} that the 128-bit bounds assume; use error_eta >= "
+        sigma = math.sqrt(error_eta / 2)
+        raise SecurityError(f"error_eta = {error_eta} gives errors of sigma = {sigma:.2f}, below the HE "
+                            f"Standard's {HE_STANDARD_SIGMA:.2f} that the 128-bit bounds assume; use error_eta >= "
                             f"{MIN_SECURE_ETA}, or pass allow_insecure=True to use it anyway (tests only)")
     if bound is None:
         raise SecurityError(f"no 128-bit security bound is known for N=2^{log_n} with a {secret}; "

@@ -20,6 +20,7 @@ from fhe_core.errors import (
 from fhe_core.params import Params
 from fhe_core.ring import resolve_device
 from fhe_core.rlwe import Ciphertext, EvalKeySet, GaloisKey, PublicKey, RelinKey, SecretKey, SwitchingKey
+from fhe_core.rlwe.checks import mark_canonical
 from fhe_core.serialize import codecs
 from fhe_core.serialize.record import (DEFAULT_MAX_BYTES, Kind, Record, as_view, decode_metadata, pack_parts,
                                       parse, write_streamed)
@@ -197,7 +198,10 @@ def _load_object(record: Record, params: Params | None, device: torch.device | s
         raise SerializationError(f"loads: reading {record.kind.name.lower()} records is not implemented yet")
     env = codecs.Env(params, resolve_device(device if device is not None else params.device))
     build = _DECODERS[record.kind](record, decode_metadata(record), env)
-    return build()
+    obj = build()
+    if isinstance(obj, (Ciphertext, Plaintext)):  # residues checked above: evaluators need not again
+        mark_canonical(obj)
+    return obj
 
 
 @dataclass(frozen=True)
