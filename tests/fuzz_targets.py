@@ -113,17 +113,18 @@ def check(target: Target, data: bytes, *, memory: bool = True) -> str:
     if memory:
         tracemalloc.start()
     try:
-        with _time_limit(TIME_LIMIT_S):
-            try:
-                result = target.read(data)
-            except target.errors as exc:
-                outcome = type(exc).__name__
-            except _Timeout:
-                raise FuzzFailure(f"{target.name}: no answer within {TIME_LIMIT_S} s", data) from None
-            except Exception as exc:
-                raise FuzzFailure(f"{target.name}: untyped {type(exc).__name__}: {exc}", data) from exc
-            else:
-                outcome = "ok"
+        try:
+            with _time_limit(TIME_LIMIT_S):
+                try:
+                    result = target.read(data)
+                except target.errors as exc:
+                    outcome = type(exc).__name__
+                except Exception as exc:
+                    raise FuzzFailure(f"{target.name}: untyped {type(exc).__name__}: {exc}", data) from exc
+                else:
+                    outcome = "ok"
+        except _Timeout:
+            raise FuzzFailure(f"{target.name}: no answer within {TIME_LIMIT_S} s", data) from None
         if memory:
             peak = tracemalloc.get_traced_memory()[1]
             bound = MEMORY_SLACK_BYTES + MEMORY_PER_INPUT_BYTE * len(data)
@@ -137,6 +138,9 @@ def check(target: Target, data: bytes, *, memory: bool = True) -> str:
             target.roundtrip(data, result)
         except AssertionError as exc:
             raise FuzzFailure(f"{target.name}: accepted, but the round trip differs: {exc}", data) from None
+        except Exception as exc:   # what was accepted cannot be written or read back
+            raise FuzzFailure(f"{target.name}: accepted, but the round trip raised {type(exc).__name__}: {exc}",
+                              data) from exc
     return outcome
 
 
