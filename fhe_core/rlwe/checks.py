@@ -76,7 +76,11 @@ def check_same_level(level: int, other: int, op: str, what: str) -> None:
 
 def check_residues(ctx: RLWEContext, data: torch.Tensor, level: int, op: str, what: str) -> None:
     """ResidueError naming ``op`` unless every residue of ``data`` (``[..., l+1, N]`` over Q_l,
-    shape already checked) is canonical, in [0, q_i). One pass and one device sync."""
+    shape already checked) is canonical, in [0, q_i). One pass and one device sync. Skipped while
+    a CUDA graph is being captured: kernels are recorded, not run, so there is nothing to check
+    yet (and a sync is not allowed)."""
+    if data.is_cuda and torch.cuda.is_current_stream_capturing():
+        return
     primes = ctx.q_at(level).moduli[:, :1]  # [l+1, 1]
     bad = torch.logical_or(data >= primes, data < 0)
     if bool(bad.any()):
@@ -89,6 +93,8 @@ def check_canonical(ctx: RLWEContext, obj, level: int, op: str, what: str = "the
     """:func:`check_residues` of a checked ciphertext (or plaintext: any object whose ``data`` is
     over Q_level) unless it carries the canonical mark; marks it."""
     if not is_marked_canonical(obj):
+        if obj.data.is_cuda and torch.cuda.is_current_stream_capturing():
+            return  # see check_residues; not marked, so an eager use still checks it
         check_residues(ctx, obj.data, level, op, what)
         mark_canonical(obj)
 

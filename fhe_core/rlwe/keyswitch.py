@@ -13,6 +13,10 @@ dnum_l alpha eta N max_j(Q_j) / P + (alpha - 1/2)(1 + |s|_1); with P >= Q_j the 
 dominates (measured 2^4.5..2^7 at N = 2^10..2^12, see tests/fhe_core/rlwe).
 Each step runs as a handful of batched ops (loops only over digits and components) and is
 wrapped in an NVTX range on CUDA. Apply Galois / relinearize / hoisted rotations sit on top.
+
+Checks once: every public function checks its inputs and calls its ``_``-prefixed twin, which
+takes checked inputs and checks nothing (nor do the steps it calls); the scheme evaluators call
+the twins after their own entry checks.
 """
 from __future__ import annotations
 

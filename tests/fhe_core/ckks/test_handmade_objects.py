@@ -123,3 +123,27 @@ def test_each_operation_checks_each_operand_once(world, monkeypatch):
     ev.mul_relin(hand_built, b)
     ev.mul_relin(hand_built, b)
     assert calls["checks.check_residues"] == 1  # once for the new object, then marked
+
+
+@pytest.mark.gpu
+def test_cuda_graph_capture_skips_the_residue_check():
+    """While a CUDA graph is captured the kernels are only recorded (nothing to check, and a sync
+    is not allowed): an unmarked operand passes the capture, is not marked by it, and is still
+    checked when used eagerly."""
+    params = preset("N10QP241L3D4Insecure", allow_insecure=True, device="cuda")
+    sk = rlwe.gen_secret_key(ckks.rlwe_context(params))
+    encoder, ev = ckks.Encoder(params), ckks.Evaluator(params)
+    z = np.linspace(-1, 1, params.slots)
+    ct = ckks.Encryptor(params, sk).encrypt(encoder.encode(z))
+    ev.add(ct, ct)  # warm-up outside the capture
+    unmarked = dataclasses.replace(ct, data=ct.data.clone())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = ev.add(unmarked, ct)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert np.max(np.abs(encoder.decode(ckks.Decryptor(params, sk).decrypt(out)).real - 2 * z)) < 2.0 ** -25
+    assert not checks.is_marked_canonical(unmarked)
+    unmarked.data[0, 1, 2] = params.q_primes[1]
+    with pytest.raises(ResidueError, match="^add: "):
+        ev.add(unmarked, ct)
