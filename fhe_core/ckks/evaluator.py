@@ -38,6 +38,7 @@ import contextlib
 import itertools
 import math
 import numbers
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -135,6 +136,9 @@ class Evaluator:
         self._constant_cache: dict[tuple[int, int, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
         self._sqrt_minus_one = [pow(primitive_root_2n(q, params.n), params.n // 2, q) for q in params.q_primes]
         self._log_q = list(itertools.accumulate(math.log2(q) for q in params.q_primes))  # log2 Q_l by level
+        # the largest scale a result at each level may have ("Scale budget"; finite, so inf is refused)
+        self._max_scale = [2.0 ** e if e < 1024 else sys.float_info.max
+                           for e in (log_q - MESSAGE_BITS - 1 for log_q in self._log_q)]
 
     def __repr__(self) -> str:
         return f"ckks.Evaluator({self.params!r}, keys={self.keys!r})"
@@ -179,12 +183,13 @@ class Evaluator:
     def _check_scale_fits(self, scale: float, level: int, op: str) -> float:
         """``scale`` if a result at ``level`` with it can still be decrypted (module docstring,
         "Scale budget"); ScaleOverflowError naming ``op`` otherwise."""
+        if scale <= self._max_scale[level]:  # (false for inf and nan too)
+            return scale
         log_scale = math.log2(scale) if math.isfinite(scale) and scale > 0 else math.inf
-        if log_scale + MESSAGE_BITS + 1 > self._log_q[level]:
-            raise ScaleOverflowError(f"{op}: the result's scale 2^{log_scale:.2f} leaves no room for a message "
-                                     f"below Q_{level} ~ 2^{self._log_q[level]:.2f} at level {level} (needs "
-                                     f"log2(scale) + {MESSAGE_BITS + 1} <= log2(Q_{level})); rescale the operands "
-                                     "first, or work at a higher level")
+        raise ScaleOverflowError(f"{op}: the result's scale 2^{log_scale:.2f} leaves no room for a message below "
+                                 f"Q_{level} ~ 2^{self._log_q[level]:.2f} at level {level} (needs log2(scale) + "
+                                 f"{MESSAGE_BITS + 1} <= log2(Q_{level})); rescale the operands first, or work at a "
+                                 "higher level")
         return scale
 
     def _binary(self, a: Ciphertext, b: Ciphertext | Plaintext, op: str,

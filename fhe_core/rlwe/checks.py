@@ -92,7 +92,7 @@ def check_residues(ctx: RLWEContext, data: torch.Tensor, level: int, op: str, wh
 def check_canonical(ctx: RLWEContext, obj, level: int, op: str, what: str = "the ciphertext") -> None:
     """:func:`check_residues` of a checked ciphertext (or plaintext: any object whose ``data`` is
     over Q_level) unless it carries the canonical mark; marks it."""
-    if not is_marked_canonical(obj):
+    if not obj.__dict__.get(_CANONICAL):  # (is_marked_canonical, inlined: every entry runs this)
         if obj.data.is_cuda and torch.cuda.is_current_stream_capturing():
             return  # see check_residues; not marked, so an eager use still checks it
         check_residues(ctx, obj.data, level, op, what)
@@ -107,7 +107,7 @@ def is_marked_canonical(obj) -> bool:
 def mark_canonical(obj):
     """Mark a ciphertext or plaintext as holding canonical residues (for producers that guarantee
     it); returns it."""
-    object.__setattr__(obj, _CANONICAL, True)
+    obj.__dict__[_CANONICAL] = True  # not a dataclass field: frozen objects take it, replace() drops it
     return obj
 
 
@@ -117,7 +117,10 @@ def canonical_results(method):
     @functools.wraps(method)
     def wrapper(*args, **kwargs):
         result = method(*args, **kwargs)
-        for ct in (result.values() if isinstance(result, dict) else (result,)):
-            mark_canonical(ct)
+        if type(result) is dict:
+            for ct in result.values():
+                ct.__dict__[_CANONICAL] = True
+        else:  # (mark_canonical, inlined: every operation returns through here)
+            result.__dict__[_CANONICAL] = True
         return result
     return wrapper

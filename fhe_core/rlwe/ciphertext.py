@@ -61,7 +61,7 @@ class Ciphertext:
         residues (``checks.mark_canonical``); new data or another params_id is checked anew."""
         out = dataclasses.replace(self, **changes)
         if "data" not in changes and "params_id" not in changes and _CANONICAL in self.__dict__:
-            object.__setattr__(out, _CANONICAL, True)
+            out.__dict__[_CANONICAL] = True
         return out
 
     def __repr__(self) -> str:
