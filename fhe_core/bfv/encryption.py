@@ -62,7 +62,7 @@ def check_plaintext(ctx: BFVContext, pt: Plaintext, op: str) -> None:
         if bool(bad.any()):
             index = int(bad.nonzero()[0, 0])
             raise ResidueError(f"{op}: the plaintext has a coefficient outside [0, t = {ctx.t}) at index {index} "
-                               "(hand-built or corrupted data)")
+                               "(hand-built or corrupted data: encode with the BatchEncoder)")
         mark_canonical(pt)
 
 

@@ -86,7 +86,8 @@ def check_residues(ctx: RLWEContext, data: torch.Tensor, level: int, op: str, wh
     if bool(bad.any()):
         index = [int(i) for i in bad.nonzero()[0]]
         raise ResidueError(f"{op}: {what} has a residue outside [0, q_{index[-2]}) at index {index} "
-                           "(hand-built or corrupted data)")
+                           "(hand-built or corrupted data: make objects with the encoders, encryptors and "
+                           "evaluators, read them with serialize.loads)")
 
 
 def check_canonical(ctx: RLWEContext, obj, level: int, op: str, what: str = "the ciphertext") -> None:
