@@ -24,8 +24,8 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -289,11 +289,12 @@ BOOT_REFERENCE_V100_US = 328000  # "Over 100x Faster Bootstrapping": full-slot N
 
 def count_key_switches(fn) -> tuple[int, int]:
     """(key switches, bytes of switching key they read) during fn(): every key switch (relinearize,
-    rotate, hoisted rotation) goes through ``rlwe.keyswitch.inner_product``, which reads the
-    digits' rows of the key, ``[digits, 2, alpha + l + 1, N]``."""
+    rotate, hoisted rotation) goes through ``rlwe.keyswitch._inner_product`` (the unchecked step
+    that the public ``inner_product`` and the evaluators call), which reads the digits' rows of
+    the key, ``[digits, 2, alpha + l + 1, N]``."""
     from fhe_core.rlwe import keyswitch
 
-    inner = keyswitch.inner_product
+    inner = keyswitch._inner_product
     seen = [0, 0]
 
     def counting(ctx, digits, key, level):
@@ -301,11 +302,11 @@ def count_key_switches(fn) -> tuple[int, int]:
         seen[1] += digits.shape[0] * 2 * digits.shape[1] * digits.shape[2] * WORD
         return inner(ctx, digits, key, level)
 
-    keyswitch.inner_product = counting
+    keyswitch._inner_product = counting
     try:
         fn()
     finally:
-        keyswitch.inner_product = inner
+        keyswitch._inner_product = inner
     return seen[0], seen[1]
 
 
@@ -375,7 +376,8 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) 
                                   ct_bytes * (1 + modded.level) + ct_bytes * (1 + boot.output_level)),
     }
     return [Case("bootstrap", name, in_out + key_switches[1], lambda i: boot.bootstrap(ct), BOOT_REFERENCE_V100_US)] + [
-        Case(step, name, io + count_key_switches(lambda: run(0))[1], run) for step, (run, io) in steps.items()]
+        Case(step, name, io + count_key_switches(lambda: run(0))[1], run)  # noqa: B023 (called at once)
+        for step, (run, io) in steps.items()]
 
 
 def copy_bandwidth(device: str) -> float:

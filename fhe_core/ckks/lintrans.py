@@ -42,6 +42,7 @@ from fhe_core.ckks.encoder import Encoder
 from fhe_core.ckks.evaluator import Evaluator, galois_elements
 from fhe_core.errors import EncodingError, LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
 from fhe_core.params import Params
+from fhe_core.rlwe.checks import mark_canonical
 
 
 @dataclass(frozen=True, eq=False)
@@ -275,11 +276,11 @@ class LinearTransform:
         for step in encoded.giant_steps:
             with _step(f"lintrans_giant_step_{step.giant}", device):
                 mac = _fused_multiply_accumulate if fused else _multiply_accumulate
-                acc = ct.replace(data=mac(step, babies, moduli))
+                acc = mark_canonical(ct.replace(data=mac(step, babies, moduli)))  # checked inputs
                 if step.giant:
                     acc = evaluator.rotate(acc, step.giant)
                 total = acc.data if total is None else ops.add(total, acc.data, moduli, out=total)
-        out = ct.replace(data=total, scale=ct.scale * encoded.scale)
+        out = mark_canonical(ct.replace(data=total, scale=ct.scale * encoded.scale))
         return evaluator.rescale(out) if rescale else out
 
     def _prepare(self, evaluator: Evaluator, ct: Ciphertext, rescale: bool, op: str) -> tuple[_Encoded, Ciphertext]:

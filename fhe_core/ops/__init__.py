@@ -6,6 +6,9 @@ Shapes and conventions (ARCHITECTURE.md):
     ntt_table   ``[l, 4, N]`` int64 twiddles with Shoup companions (``ring.RNSBasis``).
 Every op runs on the device of its inputs (CPU or CUDA) and gives bit-identical results on
 both. Functional forms return new tensors; pass ``out=`` to reuse a buffer.
+
+Layer: the lowest of fhe_core (imports only fhe_core.errors and the extension fhe_core._C, which
+no other module imports); ring and everything above call these wrappers.
 """
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ _ops = torch.ops.fhe_core
 Tensor = torch.Tensor
 
 __all__ = [
-    "cuda_built", "ntt", "intt", "mod_down_ntt", "add", "sub", "neg", "mul", "mul_const", "sub_mul_const", "mul_add", "bconv", "center_lift", "mod_up_conv", "ks_inner_product",
+    "cuda_built", "ntt", "intt", "mod_down_ntt", "add", "sub", "neg", "mul", "mul_const", "sub_mul_const",
+    "mul_add", "bconv", "center_lift", "mod_up_conv", "ks_inner_product",
     "automorphism_ntt", "automorphism_coeff", "sample_uniform", "sample_cbd", "sample_ternary",
     "ntt_table", "seed_words", "kernel_variant", "use_kernel_variant",
 ]
@@ -38,11 +42,10 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     ``"mod_up"`` (1: ModUp as one Conv and one NTT over every digit, CUDA only), ``"mod_down"``
     (1: ModDown's INTT in one launch and its last step in the NTT's store, ``mod_down_ntt``); the
     last two are read by ``rlwe.keyswitch``.
-    Both variants give the same residues bit for bit; the switch exists so that tests compare them
-    and benchmarks time them side by side. The CPU kernels have one variant and ignore "conv". A
-    launch
-    reads the setting when it is enqueued (so a captured CUDA graph keeps the variant it was
-    captured with).
+    "conv" 2 and 3 are other launch geometries of the tensor-core kernel. All variants give the same
+    residues bit for bit; the switch exists so that tests compare them and benchmarks time them side
+    by side. The CPU kernels have one variant and ignore "conv". A launch reads the setting when it
+    is enqueued (so a captured CUDA graph keeps the variant it was captured with).
     """
     return int(_ops.kernel_variant(name, -1 if value is None else int(value)))
 
