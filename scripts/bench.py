@@ -57,7 +57,7 @@ def with_variant(name: str, value: int, fn: Callable[[int], object]) -> Callable
 
 def before_issue_14(fn: Callable[[int], object]) -> Callable[[int], object]:
     """fn with every reference variant: the kernels and compositions as they were before issue 14."""
-    for name in ("conv", "mod_up", "mod_down"):
+    for name in ("conv", "mod_up", "mod_down", "tensor"):
         fn = with_variant(name, 0, fn)
     return fn
 

@@ -53,7 +53,8 @@ def main() -> None:
     z = rng.uniform(-1, 1, params.slots) + 1j * rng.uniform(-1, 1, params.slots)
     a, b = encryptor.encrypt(encoder.encode(z)), encryptor.encrypt(encoder.encode(z[::-1].copy()))
     ops_to_profile = {"HMult + relin": lambda: evaluator.mul_relin(a, b), "HRotate": lambda: evaluator.rotate(a, 1)}
-    for label, variants in (("current variants", {}), ("before issue 14", {"conv": 0, "mod_up": 0, "mod_down": 0})):
+    before = {"conv": 0, "mod_up": 0, "mod_down": 0, "tensor": 0}
+    for label, variants in (("current variants", {}), ("before issue 14", before)):
         previous = {name: ops.kernel_variant(name, value) for name, value in variants.items()}
         try:
             for op, fn in ops_to_profile.items():

@@ -456,10 +456,13 @@ class Evaluator:
         scale = self._check_scale_fits(a.scale * b_scale, level, op)
         moduli = self._ctx.q_at(level).moduli
         with _step("tensor_product", self._ctx.device):
-            by_b0 = ops.mul(a_data, b_data[0], moduli)            # (a0 b0, a1 b0)
-            d1 = ops.mul_add(a_data[0], b_data[1], by_b0[1], moduli)
-            d2 = ops.mul(a_data[1], b_data[1], moduli)
-            data = torch.stack((by_b0[0], d1, d2))
+            if ops.kernel_variant("tensor") == 1:              # (a0 b0, a0 b1 + a1 b0, a1 b1), one pass
+                data = ops.tensor_product(a_data, b_data, moduli)
+            else:
+                by_b0 = ops.mul(a_data, b_data[0], moduli)      # (a0 b0, a1 b0)
+                d1 = ops.mul_add(a_data[0], b_data[1], by_b0[1], moduli)
+                d2 = ops.mul(a_data[1], b_data[1], moduli)
+                data = torch.stack((by_b0[0], d1, d2))
         return a.replace(data=data, level=level, scale=scale)
 
     @canonical_results

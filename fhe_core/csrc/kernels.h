@@ -30,12 +30,15 @@ FHE_HD bool ntt_row_skipped(const NttSkip& skip, int64_t row, int limbs) {
 }
 
 // ModDown's last step fused into a forward NTT's output: out = (sub_from - NTT(in)) * consts, per limb
-// (Shoup), with sub_from row (b, i) at b * batch_stride + i * N. One pass fewer over the result.
+// (Shoup), with sub_from row (b, i) at b * batch_stride + i * N, plus add[b] for the first add_batches
+// batches (relinearization's (d0, d1), a rotation's sigma(c0)). One or two passes fewer over the result.
 struct NttEpilogue {
   const u64* sub_from = nullptr;  // nullptr: plain NTT
   int64_t batch_stride = 0;
   const u64* consts = nullptr;        // [limbs]
   const u64* consts_shoup = nullptr;  // [limbs]
+  const u64* add = nullptr;           // [add_batches, limbs, N] or nullptr
+  int64_t add_batches = 0;
 };
 
 struct NttArgs {
@@ -75,6 +78,17 @@ struct ElementwiseArgs {
   int64_t n;
 };
 
+
+// The tensor product of two degree-1 ciphertexts, one pass: for a = (a0, a1), b = (b0, b1) over the
+// same limbs, out = (a0 b0, a0 b1 + a1 b0, a1 b1) mod q_i (the middle sum reduced once).
+struct TensorProductArgs {
+  const u64* a;           // [2, limbs, N]
+  const u64* b;           // [2, limbs, N]
+  u64* out;               // [3, limbs, N]
+  const Modulus* moduli;  // [limbs]
+  int limbs;
+  int64_t n;
+};
 
 // Fast basis conversion (HK20 / BEHZ "Conv"), of one or several digits at once. The input's
 // q_count limbs form dnum digits of alpha limbs (the last may be shorter); digit j is converted to
@@ -217,6 +231,7 @@ enum class Variant : int {
   kConv = 0,    // 1: Conv as a byte-sliced integer matrix product on the tensor cores (rns.cu)
   kModUp = 1,   // 1: ModUp extends all digits in one Conv and one NTT launch (read by rlwe/keyswitch.py)
   kModDown = 2, // 1: ModDown's (c - x) * P^-1 in the NTT's last store (ops.mod_down_ntt; rlwe/keyswitch.py)
+  kTensor = 3,  // 1: CKKS's tensor product as one op (ops.tensor_product; read by ckks/evaluator.py)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp
@@ -244,6 +259,7 @@ struct Stream {
 void ntt_forward(const NttArgs& args, Stream stream);
 void ntt_inverse(const NttArgs& args, Stream stream);
 void elementwise(const ElementwiseArgs& args, Stream stream);
+void tensor_product(const TensorProductArgs& args, Stream stream);
 void conv(const ConvArgs& args, Stream stream);
 void ks_inner_product(const KsInnerProductArgs& args, Stream stream);
 void center_lift(const CenterLiftArgs& args, Stream stream);

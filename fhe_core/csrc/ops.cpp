@@ -27,7 +27,7 @@
 namespace fhe {
 
 int& kernel_variant(Variant v) {
-  static int variants[static_cast<int>(Variant::kCount)] = {1, 1, 1};
+  static int variants[static_cast<int>(Variant::kCount)] = {1, 1, 1, 1};
   return variants[static_cast<int>(v)];
 }
 
@@ -107,6 +107,9 @@ void cpu_ntt_epilogue(const NttArgs& a) {
     u64* x = a.out + b * a.limbs * n;
     cpu::elementwise(ElementwiseArgs{ElementwiseOp::kSubMulConst, e.sub_from + b * e.batch_stride, x, nullptr,
                                      e.consts, e.consts_shoup, x, a.moduli, a.limbs, a.limbs, a.limbs, n});
+    if (b < e.add_batches)
+      cpu::elementwise(ElementwiseArgs{ElementwiseOp::kAdd, x, e.add + b * a.limbs * n, nullptr, nullptr, nullptr, x,
+                                       a.moduli, a.limbs, a.limbs, a.limbs, n});
   }
 }
 
@@ -130,10 +133,26 @@ void cpu_ntt(const NttArgs& a) {
   });
 }
 
+// The tensor product on the CPU: the element-wise kernels, d1 as a1 b0 then a0 b1 + d1 (the same
+// canonical residues as the CUDA kernel's single reduction of the sum).
+void cpu_tensor_product(const TensorProductArgs& t) {
+  const int64_t plane = static_cast<int64_t>(t.limbs) * t.n;
+  const u64 *a0 = t.a, *a1 = t.a + plane, *b0 = t.b, *b1 = t.b + plane;
+  u64 *d0 = t.out, *d1 = t.out + plane, *d2 = t.out + 2 * plane;
+  auto run = [&](ElementwiseOp op, const u64* x, const u64* y, const u64* z, u64* out) {
+    cpu::elementwise(ElementwiseArgs{op, x, y, z, nullptr, nullptr, out, t.moduli, t.limbs, t.limbs, t.limbs, t.n});
+  };
+  run(ElementwiseOp::kMul, a0, b0, nullptr, d0);
+  run(ElementwiseOp::kMul, a1, b1, nullptr, d2);
+  run(ElementwiseOp::kMul, a1, b0, nullptr, d1);
+  run(ElementwiseOp::kMulAdd, a0, b1, d1, d1);
+}
+
 struct CpuBackend {
   static void ntt_forward(const NttArgs& a, const Tensor&) { cpu_ntt<cpu::ntt_forward>(a); }
   static void ntt_inverse(const NttArgs& a, const Tensor&) { cpu_ntt<cpu::ntt_inverse>(a); }
   static void elementwise(const ElementwiseArgs& a, const Tensor&) { cpu::elementwise(a); }
+  static void tensor_product(const TensorProductArgs& a, const Tensor&) { cpu_tensor_product(a); }
   static void conv(const ConvArgs& a, const Tensor&) {
     cpu::conv(a);
     if (a.own == nullptr) return;
@@ -164,6 +183,9 @@ struct CudaBackend {
   static void ntt_forward(const NttArgs& a, const Tensor& t) { cuda::ntt_forward(a, current_stream(t)); }
   static void ntt_inverse(const NttArgs& a, const Tensor& t) { cuda::ntt_inverse(a, current_stream(t)); }
   static void elementwise(const ElementwiseArgs& a, const Tensor& t) { cuda::elementwise(a, current_stream(t)); }
+  static void tensor_product(const TensorProductArgs& a, const Tensor& t) {
+    cuda::tensor_product(a, current_stream(t));
+  }
   static void conv(const ConvArgs& a, const Tensor& t) { cuda::conv(a, current_stream(t)); }
   static void ks_inner_product(const KsInnerProductArgs& a, const Tensor& t) {
     cuda::ks_inner_product(a, current_stream(t));
@@ -227,7 +249,8 @@ Tensor& ntt_out(const Tensor& a, const Tensor& moduli, const Tensor& table, at::
 // The forward NTT of ModDown's conversion with its last step: out[b] = (c[b, p_rows:] - NTT(x[b])) * consts.
 template <class B>
 Tensor& mod_down_ntt_out(const Tensor& x, const Tensor& c, int64_t p_rows, const Tensor& consts,
-                         const Tensor& consts_shoup, const Tensor& moduli, const Tensor& table, Tensor& out) {
+                         const Tensor& consts_shoup, const Tensor& moduli, const Tensor& table,
+                         const std::optional<Tensor>& add, Tensor& out) {
   const char* op = "mod_down_ntt";
   const int64_t rows = check_residues(x, moduli, op, "x");
   const int log_n = log2_exact(x.size(-1), op);
@@ -249,15 +272,25 @@ Tensor& mod_down_ntt_out(const Tensor& x, const Tensor& c, int64_t p_rows, const
   at::assert_no_overlap(out, c);
   NttArgs args{words(x), mutable_words(out), moduli_ptr(moduli), words(table), rows, static_cast<int>(limbs), log_n};
   args.epilogue = NttEpilogue{words(c) + p_rows * n, c.size(1) * n, words(consts), words(consts_shoup)};
+  if (add.has_value()) {  // added to the first add.size(0) batches
+    check_words(*add, op, "add");
+    check_same_device(*add, x, op, "add");
+    FHE_CHECK(add->dim() == 3 && add->size(0) <= x.size(0) && add->size(1) == limbs && add->size(2) == n, op,
+              ": add must be [<= ", x.size(0), ", ", limbs, ", ", n, "], got ", add->sizes());
+    if (!out.is_same(*add)) at::assert_no_partial_overlap(out, *add);
+    args.epilogue.add = words(*add);
+    args.epilogue.add_batches = add->size(0);
+  }
   B::ntt_forward(args, x);
   return out;
 }
 
 template <class B>
 Tensor mod_down_ntt(const Tensor& x, const Tensor& c, int64_t p_rows, const Tensor& consts,
-                    const Tensor& consts_shoup, const Tensor& moduli, const Tensor& table) {
+                    const Tensor& consts_shoup, const Tensor& moduli, const Tensor& table,
+                    const std::optional<Tensor>& add) {
   Tensor out = at::empty_like(x, at::MemoryFormat::Contiguous);
-  return mod_down_ntt_out<B>(x, c, p_rows, consts, consts_shoup, moduli, table, out);
+  return mod_down_ntt_out<B>(x, c, p_rows, consts, consts_shoup, moduli, table, add, out);
 }
 
 template <class B, bool kForward>
@@ -265,6 +298,32 @@ Tensor ntt(const Tensor& a, const Tensor& moduli, const Tensor& table, at::Optio
   // skipped rows are not written: they are copied from a so that the result is fully defined
   Tensor out = skip.has_value() ? a.clone(at::MemoryFormat::Contiguous) : at::empty_like(a, at::MemoryFormat::Contiguous);
   return ntt_out<B, kForward>(a, moduli, table, skip, out);
+}
+
+// ---- tensor product of two degree-1 ciphertexts ----------------------------------------------
+
+template <class B>
+Tensor& tensor_product_out(const Tensor& a, const Tensor& b, const Tensor& moduli, Tensor& out) {
+  const char* op = "tensor_product";
+  check_residues(a, moduli, op, "a");
+  check_words(b, op, "b");
+  check_same_device(b, a, op, "b");
+  FHE_CHECK(a.dim() == 3 && a.size(0) == 2 && b.sizes() == a.sizes(), op,
+            ": a and b must both be [2, limbs, N], got ", a.sizes(), " and ", b.sizes());
+  const std::vector<int64_t> sizes{3, a.size(1), a.size(2)};
+  check_out(out, a, sizes, op);
+  at::assert_no_overlap(out, a);
+  at::assert_no_overlap(out, b);
+  const TensorProductArgs args{words(a), words(b), mutable_words(out), moduli_ptr(moduli),
+                               static_cast<int>(a.size(1)), a.size(2)};
+  B::tensor_product(args, a);
+  return out;
+}
+
+template <class B>
+Tensor tensor_product(const Tensor& a, const Tensor& b, const Tensor& moduli) {
+  Tensor out = at::empty({3, a.size(-2), a.size(-1)}, a.options());
+  return tensor_product_out<B>(a, b, moduli, out);
 }
 
 // ---- element-wise ----------------------------------------------------------------------------
@@ -674,8 +733,8 @@ Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n) {
 
 // ---- run-time kernel variants (see kernels.h) -------------------------------------------------
 
-constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down"};
-constexpr int kVariantMax[] = {3, 1, 1};  // conv: 1-3 are launch geometries of the tensor-core kernel
+constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor"};
+constexpr int kVariantMax[] = {3, 1, 1, 1};  // conv: 1-3 are launch geometries of the tensor-core kernel
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 
 // Sets a variant, returns the previous value; a negative value only reads it.
@@ -689,7 +748,7 @@ int64_t set_kernel_variant(const std::string& name, int64_t value) {
     if (value >= 0) slot = static_cast<int>(value);
     return previous;
   }
-  FHE_CHECK(false, "kernel_variant: unknown kernel '", name, "' (known: conv, mod_up, mod_down)");
+  FHE_CHECK(false, "kernel_variant: unknown kernel '", name, "' (known: conv, mod_up, mod_down, tensor)");
   return 0;
 }
 
@@ -717,6 +776,8 @@ void register_backend(torch::Library& m) {
   m.impl("sub_mul_const.out", &sub_mul_const_out<B>);
   m.impl("mul_add", &mul_add<B>);
   m.impl("mul_add.out", &mul_add_out<B>);
+  m.impl("tensor_product", &tensor_product<B>);
+  m.impl("tensor_product.out", &tensor_product_out<B>);
   m.impl("bconv", &bconv<B>);
   m.impl("bconv.out", &bconv_out<B>);
   m.impl("ks_inner_product", &ks_inner_product<B>);
@@ -743,9 +804,9 @@ TORCH_LIBRARY(fhe_core, m) {
   m.def("intt(Tensor a, Tensor moduli, Tensor table, int[]? skip=None) -> Tensor");
   m.def("intt.out(Tensor a, Tensor moduli, Tensor table, int[]? skip=None, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("mod_down_ntt(Tensor x, Tensor c, int p_rows, Tensor consts, Tensor consts_shoup, Tensor moduli, "
-        "Tensor table) -> Tensor");
+        "Tensor table, Tensor? add=None) -> Tensor");
   m.def("mod_down_ntt.out(Tensor x, Tensor c, int p_rows, Tensor consts, Tensor consts_shoup, Tensor moduli, "
-        "Tensor table, *, Tensor(a!) out) -> Tensor(a!)");
+        "Tensor table, Tensor? add=None, *, Tensor(a!) out) -> Tensor(a!)");
   for (const char* name : {"add", "sub", "mul"}) {
     m.def((std::string(name) + "(Tensor a, Tensor b, Tensor moduli) -> Tensor").c_str());
     m.def((std::string(name) + ".out(Tensor a, Tensor b, Tensor moduli, *, Tensor(a!) out) -> Tensor(a!)").c_str());
@@ -760,6 +821,8 @@ TORCH_LIBRARY(fhe_core, m) {
         "Tensor(a!) out) -> Tensor(a!)");
   m.def("mul_add(Tensor a, Tensor b, Tensor c, Tensor moduli) -> Tensor");
   m.def("mul_add.out(Tensor a, Tensor b, Tensor c, Tensor moduli, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("tensor_product(Tensor a, Tensor b, Tensor moduli) -> Tensor");
+  m.def("tensor_product.out(Tensor a, Tensor b, Tensor moduli, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("bconv(Tensor a, Tensor src_moduli, Tensor dst_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, "
         "Tensor qhat_mod_p, Tensor? neg_q_mod_p=None) -> Tensor");
   m.def("bconv.out(Tensor a, Tensor src_moduli, Tensor dst_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, "

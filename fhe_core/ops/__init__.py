@@ -23,7 +23,7 @@ Tensor = torch.Tensor
 
 __all__ = [
     "cuda_built", "ntt", "intt", "mod_down_ntt", "add", "sub", "neg", "mul", "mul_const", "sub_mul_const",
-    "mul_add", "bconv", "center_lift", "mod_up_conv", "ks_inner_product",
+    "mul_add", "tensor_product", "bconv", "center_lift", "mod_up_conv", "ks_inner_product",
     "automorphism_ntt", "automorphism_coeff", "sample_uniform", "sample_cbd", "sample_ternary",
     "ntt_table", "seed_words", "kernel_variant", "use_kernel_variant",
 ]
@@ -40,8 +40,9 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     0 is the reference kernel, 1 (the default) the faster alternative where it applies. Known names:
     ``"conv"`` (1: basis conversion as a byte-sliced integer matrix product on the tensor cores),
     ``"mod_up"`` (1: ModUp as one Conv and one NTT over every digit, CUDA only), ``"mod_down"``
-    (1: ModDown's INTT in one launch and its last step in the NTT's store, ``mod_down_ntt``); the
-    last two are read by ``rlwe.keyswitch``.
+    (1: ModDown's INTT in one launch and its last step in the NTT's store, ``mod_down_ntt``), read
+    by ``rlwe.keyswitch``; ``"tensor"`` (1: CKKS's tensor product as one ``tensor_product``, read by
+    ``ckks.Evaluator``).
     "conv" 2 and 3 are other launch geometries of the tensor-core kernel. All variants give the same
     residues bit for bit; the switch exists so that tests compare them and benchmarks time them side
     by side. The CPU kernels have one variant and ignore "conv". A launch reads the setting when it
@@ -86,14 +87,15 @@ def intt(a: Tensor, moduli: Tensor, table: Tensor, *, skip: tuple[int, int, int]
 
 
 def mod_down_ntt(x: Tensor, c: Tensor, p_rows: int, consts: Tensor, consts_shoup: Tensor, moduli: Tensor,
-                 table: Tensor, *, out: Tensor | None = None) -> Tensor:
-    """ModDown's tail in one pass: ``out[b] = (c[b, p_rows:] - NTT(x[b])) * consts`` mod q_i.
+                 table: Tensor, add: Tensor | None = None, *, out: Tensor | None = None) -> Tensor:
+    """ModDown's tail in one pass: ``out[b] = (c[b, p_rows:] - NTT(x[b])) * consts (+ add[b])`` mod q_i.
 
     x: ``[B, l, N]`` coefficients (the conversion of c's P part); c: ``[B, p_rows + l, N]`` NTT
-    domain over (P, Q_l); consts, consts_shoup: ``[l]`` (P^-1 mod q_i, Shoup). On CUDA the
-    subtraction and scaling happen in the NTT's last store; ``out`` may be ``x``.
+    domain over (P, Q_l); consts, consts_shoup: ``[l]`` (P^-1 mod q_i, Shoup); add: ``[B', l, N]``
+    with B' <= B, added to the first B' batches (relinearization's (d0, d1), a rotation's
+    sigma(c0)). On CUDA all of it happens in the NTT's last store; ``out`` may be ``x``.
     """
-    return _call(_ops.mod_down_ntt, (x, c, p_rows, consts, consts_shoup, moduli, table), out)
+    return _call(_ops.mod_down_ntt, (x, c, p_rows, consts, consts_shoup, moduli, table, add), out)
 
 
 def add(a: Tensor, b: Tensor, moduli: Tensor, *, out: Tensor | None = None) -> Tensor:
@@ -133,6 +135,12 @@ def sub_mul_const(a: Tensor, b: Tensor, consts: Tensor, consts_shoup: Tensor, mo
 def mul_add(a: Tensor, b: Tensor, c: Tensor, moduli: Tensor, *, out: Tensor | None = None) -> Tensor:
     """(a * b + c) mod q_i; b broadcast as in :func:`add`, c has a's shape."""
     return _call(_ops.mul_add, (a, b, c, moduli), out)
+
+
+def tensor_product(a: Tensor, b: Tensor, moduli: Tensor, *, out: Tensor | None = None) -> Tensor:
+    """The tensor product of two degree-1 ciphertexts in one pass: a, b ``[2, l, N]`` (NTT domain)
+    -> ``[3, l, N]`` = (a0 b0, a0 b1 + a1 b0, a1 b1) mod q_i. ``out`` must not overlap a or b."""
+    return _call(_ops.tensor_product, (a, b, moduli), out)
 
 
 def bconv(a: Tensor, src_moduli: Tensor, dst_moduli: Tensor, qhat_inv: Tensor, qhat_inv_shoup: Tensor,
@@ -234,8 +242,12 @@ def _register_fakes() -> None:
                  "automorphism_ntt", "automorphism_coeff"):
         torch.library.register_fake(f"fhe_core::{name}")(same_shape)
 
+    @torch.library.register_fake("fhe_core::tensor_product")
+    def _(a, b, moduli):
+        return a.new_empty((3, a.shape[-2], a.shape[-1]))
+
     @torch.library.register_fake("fhe_core::mod_down_ntt")
-    def _(x, c, p_rows, consts, consts_shoup, moduli, table):
+    def _(x, c, p_rows, consts, consts_shoup, moduli, table, add=None):
         return torch.empty_like(x)
 
     @torch.library.register_fake("fhe_core::mod_up_conv")

@@ -140,8 +140,9 @@ def mod_down(ctx: RLWEContext, c: torch.Tensor, level: int) -> torch.Tensor:
     return _mod_down(ctx, c, level)
 
 
-def _mod_down(ctx: RLWEContext, c: torch.Tensor, level: int) -> torch.Tensor:
-    """:func:`mod_down` of checked inputs."""
+def _mod_down(ctx: RLWEContext, c: torch.Tensor, level: int, add: torch.Tensor | None = None) -> torch.Tensor:
+    """:func:`mod_down` of checked inputs, plus ``add`` (``[B', l+1, N]``, B' <= the batch of c) on the
+    first B' components: in the same pass as ModDown's last step where the variant allows."""
     t = ctx.tables(level)
     alpha, rows = ctx.alpha, len(t.qp)
     batch = c.reshape(-1, rows, ctx.n).contiguous()  # a view unless c was strided
@@ -155,12 +156,15 @@ def _mod_down(ctx: RLWEContext, c: torch.Tensor, level: int) -> torch.Tensor:
                 ctx.p_basis.intt(batch[b, :alpha], out=c_p[b])
         conv = t.p_to_q(c_p, exact=True)                                # [c]_P, centred, over Q_l
         if fused:                                                       # NTT and (c - conv) * P^-1, one pass
-            out = ops.mod_down_ntt(conv, batch, alpha, t.p_inv, t.p_inv_shoup, t.q.moduli, t.q.ntt_table, out=conv)
+            out = ops.mod_down_ntt(conv, batch, alpha, t.p_inv, t.p_inv_shoup, t.q.moduli, t.q.ntt_table, add,
+                                   out=conv)
         else:
             conv = t.q.ntt(conv, out=conv)
             for b in range(batch.shape[0]):                             # (c - conv) * P^-1, one pass
                 ops.sub_mul_const(batch[b, alpha:], conv[b], t.p_inv, t.p_inv_shoup, t.q.moduli, out=conv[b])
             out = conv
+            if add is not None:
+                ops.add(out[:add.shape[0]], add, t.q.moduli, out=out[:add.shape[0]])
     return out.reshape(*c.shape[:-2], level + 1, ctx.n)
 
 
@@ -176,9 +180,11 @@ def key_switch(ctx: RLWEContext, d: torch.Tensor, key: SwitchingKey, level: int)
     return _key_switch(ctx, d, key, level)
 
 
-def _key_switch(ctx: RLWEContext, d: torch.Tensor, key: SwitchingKey, level: int) -> torch.Tensor:
-    """:func:`key_switch` of checked inputs: no check repeated on the way down."""
-    return _mod_down(ctx, _inner_product(ctx, _decompose_mod_up(ctx, d, level), key, level), level)
+def _key_switch(ctx: RLWEContext, d: torch.Tensor, key: SwitchingKey, level: int,
+                add: torch.Tensor | None = None) -> torch.Tensor:
+    """:func:`key_switch` of checked inputs (no check repeated on the way down), plus ``add`` on the
+    first components (see :func:`_mod_down`)."""
+    return _mod_down(ctx, _inner_product(ctx, _decompose_mod_up(ctx, d, level), key, level), level, add)
 
 
 def relinearize(ctx: RLWEContext, ct: Ciphertext, keys: EvalKeySet) -> Ciphertext:
@@ -196,9 +202,7 @@ def relinearize(ctx: RLWEContext, ct: Ciphertext, keys: EvalKeySet) -> Ciphertex
 
 def _relinearize(ctx: RLWEContext, ct: Ciphertext, key: SwitchingKey, level: int) -> Ciphertext:
     """:func:`relinearize` of a checked degree-2 ciphertext at ``level`` and a checked key."""
-    out = _key_switch(ctx, ct.data[2], key, level)
-    ops.add(out, ct.data[:2], ctx.q_at(level).moduli, out=out)
-    return ct.replace(data=out)
+    return ct.replace(data=_key_switch(ctx, ct.data[2], key, level, add=ct.data[:2]))
 
 
 def apply_galois(ctx: RLWEContext, ct: Ciphertext, galois_element: int, keys: EvalKeySet) -> Ciphertext:
@@ -219,9 +223,7 @@ def _apply_galois(ctx: RLWEContext, ct: Ciphertext, k: int, key: SwitchingKey, l
     """:func:`apply_galois` of a checked degree-1 ciphertext at ``level``, element and key."""
     q = ctx.q_at(level)
     permuted = ops.automorphism_ntt(ct.data, q.moduli, k)
-    out = _key_switch(ctx, permuted[1], key, level)
-    ops.add(out[0], permuted[0], q.moduli, out=out[0])
-    return ct.replace(data=out)
+    return ct.replace(data=_key_switch(ctx, permuted[1], key, level, add=permuted[:1]))
 
 
 def apply_galois_hoisted(ctx: RLWEContext, ct: Ciphertext, galois_elements: Iterable[int],
@@ -254,8 +256,7 @@ def _apply_galois_hoisted(ctx: RLWEContext, ct: Ciphertext, galois_keys: dict[in
     for k in galois_keys:
         with _step(f"hoisted_rotation_{k}", ctx.device):
             extended = _inner_product(ctx, ops.automorphism_ntt(digits, qp.moduli, k), galois_keys[k], level)
-            out = _mod_down(ctx, extended, level)
-            ops.add(out[0], ops.automorphism_ntt(ct.data[0], q.moduli, k), q.moduli, out=out[0])
+            out = _mod_down(ctx, extended, level, add=ops.automorphism_ntt(ct.data[:1], q.moduli, k))
         results[k] = ct.replace(data=out)
     return results
 

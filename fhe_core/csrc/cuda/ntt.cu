@@ -229,9 +229,12 @@ __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* o
     const u64* c = epilogue.sub_from + (row / limbs) * epilogue.batch_stride + static_cast<int64_t>(limb) * n +
                    static_cast<int64_t>(first_row) * len;
     const u64 w = epilogue.consts[limb], ws = epilogue.consts_shoup[limb];
+    const int64_t batch = row / limbs;
+    const u64* add = batch < epilogue.add_batches ? epilogue.add + tile : nullptr;  // same layout as out
     for (u32 i = threadIdx.x; i < tile_len; i += blockDim.x) {
       const u64 x = reduce_4q(smem[i + (i >> 3)], q);
-      out[tile + i] = mul_shoup(sub_mod(c[i], x, q), w, ws, q);
+      const u64 y = mul_shoup(sub_mod(c[i], x, q), w, ws, q);
+      out[tile + i] = add != nullptr ? add_mod(y, add[i], q) : y;
     }
   }
 }

@@ -75,6 +75,52 @@ __global__ void elementwise_kernel(ElementwiseArgs a) {
 
 bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// The tensor product (TensorProductArgs): one limb row per blockIdx.y, kWidth words per thread with
+// 16-byte accesses when kWidth = 4 (as elementwise_kernel). Reads 4 rows, writes 3: the bytes of the
+// product and nothing else (three element-wise passes and a stack before).
+template <int kWidth>
+__global__ void tensor_product_kernel(TensorProductArgs t) {
+  const int limb = blockIdx.y;
+  const Modulus m = t.moduli[limb];
+  const int64_t i0 = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) * kWidth;
+  if (i0 >= t.n) return;
+  const int64_t plane = static_cast<int64_t>(t.limbs) * t.n, offset = limb * t.n + i0;
+  u64 x0[kWidth], x1[kWidth], y0[kWidth], y1[kWidth];
+  const u64* sources[4] = {t.a + offset, t.a + plane + offset, t.b + offset, t.b + plane + offset};
+  u64* values[4] = {x0, x1, y0, y1};
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    if (kWidth == 4) {
+#pragma unroll
+      for (int k = 0; k < kWidth; k += 2) {
+        const Pair p = *reinterpret_cast<const Pair*>(sources[s] + k);
+        values[s][k] = p.x;
+        values[s][k + 1] = p.y;
+      }
+    } else {
+      values[s][0] = sources[s][0];
+    }
+  }
+  u64 d0[kWidth], d1[kWidth], d2[kWidth];
+#pragma unroll
+  for (int k = 0; k < kWidth; ++k) {
+    d0[k] = mul_mod(x0[k], y0[k], m);
+    d1[k] = reduce128(add128(mul_wide(x0[k], y1[k]), mul_wide(x1[k], y0[k])), m);
+    d2[k] = mul_mod(x1[k], y1[k], m);
+  }
+  u64* targets[3] = {t.out + offset, t.out + plane + offset, t.out + 2 * plane + offset};
+  const u64* results[3] = {d0, d1, d2};
+#pragma unroll
+  for (int s = 0; s < 3; ++s) {
+    if (kWidth == 4) {
+#pragma unroll
+      for (int k = 0; k < kWidth; k += 2) *reinterpret_cast<Pair*>(targets[s] + k) = Pair{results[s][k], results[s][k + 1]};
+    } else {
+      targets[s][0] = results[s][0];
+    }
+  }
+}
+
 template <ElementwiseOp kOp>
 void launch_elementwise(const ElementwiseArgs& a, cudaStream_t s) {
   const bool vector = a.n % 4 == 0 && aligned16(a.a) && aligned16(a.b) && aligned16(a.c) && aligned16(a.out);
@@ -445,6 +491,17 @@ void elementwise(const ElementwiseArgs& a, Stream stream) {
     case ElementwiseOp::kMulAdd: return launch_elementwise<ElementwiseOp::kMulAdd>(a, s);
     case ElementwiseOp::kSubMulConst: return launch_elementwise<ElementwiseOp::kSubMulConst>(a, s);
   }
+}
+
+void tensor_product(const TensorProductArgs& t, Stream stream) {
+  if (t.limbs == 0) return;
+  const DeviceScope scope(stream.device);
+  const bool vector = t.n % 4 == 0 && aligned16(t.a) && aligned16(t.b) && aligned16(t.out);
+  const int width = vector ? 4 : 1;
+  const dim3 grid(blocks_for(t.n, kThreads * width), static_cast<unsigned>(t.limbs));
+  if (vector) tensor_product_kernel<4><<<grid, kThreads, 0, native(stream)>>>(t);
+  else tensor_product_kernel<1><<<grid, kThreads, 0, native(stream)>>>(t);
+  check_launch("tensor_product_kernel");
 }
 
 void conv(const ConvArgs& a, Stream stream) {

@@ -66,7 +66,8 @@ def test_mod_up_paths_are_bit_identical_on_cuda(level):
 
 @pytest.mark.parametrize("device", [pytest.param("cpu"), pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_mod_down_ntt_is_ntt_then_sub_mul_const(device):
-    """ops.mod_down_ntt == NTT, then (c - .) * consts per batch, in place and not."""
+    """ops.mod_down_ntt == NTT, then (c - .) * consts per batch, in place and not, and with an addend
+    on the first component."""
     rng, _ = fresh_rng()
     n, p_rows = 2048, 3
     primes = generate_primes([61] * p_rows + [50] * 5, n)
@@ -83,6 +84,10 @@ def test_mod_down_ntt_is_ntt_then_sub_mul_const(device):
     in_place = x.clone()
     ops.mod_down_ntt(in_place, c, p_rows, consts, shoup, basis.moduli, basis.ntt_table, out=in_place)
     assert torch.equal(got, expected) and torch.equal(in_place, expected)
+    addend = random_residues(rng, basis.primes, (1,), n, device)  # added to the first component only
+    with_add = ops.mod_down_ntt(x, c, p_rows, consts, shoup, basis.moduli, basis.ntt_table, addend)
+    assert torch.equal(with_add[0], ops.add(expected[0], addend[0], basis.moduli))
+    assert torch.equal(with_add[1], expected[1])
     with pytest.raises(RuntimeError, match="mod_down_ntt: c must be"):
         ops.mod_down_ntt(x, c[:, 1:], p_rows, consts, shoup, basis.moduli, basis.ntt_table)
 
