@@ -128,9 +128,6 @@ def make_cases(device: str, sets: int) -> list[Case]:
     run_conv = lambda i: conv(ins[i], out=conv_outs[i])  # noqa: E731
     cases.append(Case("bconv 10->30", "N=2^16", 40 * n * WORD, run_conv))
     cases.append(Case("bconv 10->30 [conv v0: mac128]", "N=2^16", 40 * n * WORD, with_variant("conv", 0, run_conv)))
-    for geometry in (2, 3):
-        cases.append(Case(f"bconv 10->30 [conv v{geometry}: tensor cores, {8 * (geometry - 1)}-row blocks]", "N=2^16",
-                          40 * n * WORD, with_variant("conv", geometry, run_conv)))
     # ModDown's shape: 11 special primes -> 31, exact (centred), both components
     primes = generate_primes([46] * 11 + [41] * 31, n)
     src, dst = RNSBasis.get(primes[:11], n, device), RNSBasis.get(primes[11:], n, device)
@@ -141,9 +138,6 @@ def make_cases(device: str, sets: int) -> list[Case]:
     cases.append(Case("bconv 11->31 exact x2", "N=2^16", 2 * 42 * n * WORD, run_down))
     cases.append(Case("bconv 11->31 exact x2 [conv v0: mac128]", "N=2^16", 2 * 42 * n * WORD,
                       with_variant("conv", 0, run_down)))
-    for geometry in (2, 3):
-        cases.append(Case(f"bconv 11->31 exact x2 [conv v{geometry}: tensor cores, {8 * (geometry - 1)}-row blocks]",
-                          "N=2^16", 2 * 42 * n * WORD, with_variant("conv", geometry, run_down)))
     return cases
 
 
@@ -176,14 +170,10 @@ def make_keyswitch_cases(device: str) -> list[Case]:
         Case("mod_up", name, 157 * limb_poly, mod_up),
         Case("mod_up [conv v0: mac128]", name, 157 * limb_poly, with_variant("conv", 0, mod_up)),
         Case("mod_up [mod_up v0: per digit]", name, 157 * limb_poly, with_variant("mod_up", 0, mod_up)),
-        Case("mod_up [conv v2: 8-row blocks]", name, 157 * limb_poly, with_variant("conv", 2, mod_up)),
-        Case("mod_up [conv v3: 16-row blocks]", name, 157 * limb_poly, with_variant("conv", 3, mod_up)),
         Case(f"mod_up {BEFORE}", name, 157 * limb_poly, before_issue_14(mod_up)),
         Case("inner_product (fused)", name, 462 * limb_poly, lambda i: rlwe.inner_product(ctx, digits, key, level)),
         Case("mod_down", name, 146 * limb_poly, mod_down),
         Case("mod_down [conv v0: mac128]", name, 146 * limb_poly, with_variant("conv", 0, mod_down)),
-        Case("mod_down [conv v2: 8-row blocks]", name, 146 * limb_poly, with_variant("conv", 2, mod_down)),
-        Case("mod_down [conv v3: 16-row blocks]", name, 146 * limb_poly, with_variant("conv", 3, mod_down)),
         Case("mod_down [mod_down v0: separate (c - x) P^-1 pass]", name, 146 * limb_poly,
              with_variant("mod_down", 0, mod_down)),
         Case(f"mod_down {BEFORE}", name, 146 * limb_poly, before_issue_14(mod_down)),

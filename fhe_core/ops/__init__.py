@@ -43,10 +43,10 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     (1: ModDown's INTT in one launch and its last step in the NTT's store, ``mod_down_ntt``), read
     by ``rlwe.keyswitch``; ``"tensor"`` (1: CKKS's tensor product as one ``tensor_product``, read by
     ``ckks.Evaluator``).
-    "conv" 2 and 3 are other launch geometries of the tensor-core kernel. All variants give the same
-    residues bit for bit; the switch exists so that tests compare them and benchmarks time them side
-    by side. The CPU kernels have one variant and ignore "conv". A launch reads the setting when it
-    is enqueued (so a captured CUDA graph keeps the variant it was captured with).
+    Both variants give the same residues bit for bit; the switch exists so that tests compare them
+    and benchmarks time them side by side. The CPU kernels have one variant and ignore "conv". A
+    launch reads the setting when it is enqueued (so a captured CUDA graph keeps the variant it was
+    captured with).
     """
     return int(_ops.kernel_variant(name, -1 if value is None else int(value)))
 

@@ -405,27 +405,22 @@ int64_t resident_blocks(int device) {
 // One wave: as many blocks as the GPU holds at once, each looping over an even share of the tiles.
 // (A first version gave every block a fixed 2-4 tiles: 1024 blocks, 1.1 waves of 924 on an H200,
 // so the last tenth of the blocks ran alone and the Conv took ~2x its time.)
-// Launch geometry (kernel_variant "conv"): 1 = one wave (above); 2, 3 = one tile per block and groups
-// of 8 or 16 rows, many waves (H200 timings of the three in docs/performance.md).
+// (Measured against one tile per block with 8- or 16-row groups and many waves, H200: 29.5 vs 31.2 /
+// 33.1 us for Conv 10 -> 30, 60.5 vs 72.0 / 62.0 us for 11 -> 31 exact x 2.)
 template <int KT>
-void launch_conv_mma(const ConvArgs& a, Stream stream, int variant) {
+void launch_conv_mma(const ConvArgs& a, Stream stream) {
   const int64_t tile_count = a.n / kMmaTile;
   const int64_t resident = resident_blocks<KT>(stream.device);
   auto groups_of = [&](int rows_per_group) { return (a.rows + rows_per_group - 1) / rows_per_group; };
-  int group_rows = variant == 2 ? 8 : variant == 3 ? std::min(16, mma_rows<KT>()) : mma_rows<KT>();
-  if (variant == 1) {
-    // Fewer rows per block when the whole job would not fill the GPU (e.g. one 30-row Conv at N = 2^16:
-    // 512 tiles for ~800 resident blocks); down to 8, where the per-tile work is shared by 8 rows.
-    while (group_rows > 8 && tile_count * a.batch * a.dnum * groups_of(group_rows) < resident) group_rows /= 2;
-  }
+  // Fewer rows per block when the whole job would not fill the GPU (e.g. one 30-row Conv at N = 2^16:
+  // 512 tiles for ~800 resident blocks); down to 8, where the per-tile work is shared by 8 rows.
+  int group_rows = mma_rows<KT>();
+  while (group_rows > 8 && tile_count * a.batch * a.dnum * groups_of(group_rows) < resident) group_rows /= 2;
   const int groups = groups_of(group_rows);
   const int64_t blocks_y = a.batch * a.dnum * groups;
-  int64_t blocks_x = tile_count;
-  if (variant == 1) {
-    blocks_x = std::min(tile_count, std::max<int64_t>(1, resident / blocks_y));
-    const int64_t tiles_per_block = (tile_count + blocks_x - 1) / blocks_x;
-    blocks_x = (tile_count + tiles_per_block - 1) / tiles_per_block;  // the same share for every block
-  }
+  int64_t blocks_x = std::min(tile_count, std::max<int64_t>(1, resident / blocks_y));
+  const int64_t tiles_per_block = (tile_count + blocks_x - 1) / blocks_x;
+  blocks_x = (tile_count + tiles_per_block - 1) / tiles_per_block;  // the same share for every block
   const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(blocks_y));
   conv_mma_kernel<KT><<<grid, kMmaTile, 0, native(stream)>>>(a, groups, group_rows);
   check_launch("conv_mma_kernel");
@@ -435,13 +430,12 @@ void launch_conv_mma(const ConvArgs& a, Stream stream, int variant) {
 // one slot, as in BFV's digits of one prime, each output is a single product: nothing to batch).
 bool launch_conv_mma_if_applicable(const ConvArgs& a, Stream s) {
   const int slots = a.alpha + (a.neg_q_mod_p != nullptr ? 1 : 0);
-  const int variant = kernel_variant(Variant::kConv);
-  if (variant == 0 || a.n % kMmaTile != 0 || slots < 2 || slots > kMmaMaxSlots) return false;
+  if (kernel_variant(Variant::kConv) != 1 || a.n % kMmaTile != 0 || slots < 2 || slots > kMmaMaxSlots) return false;
   switch ((slots + 3) / 4) {
-    case 1: launch_conv_mma<1>(a, s, variant); break;
-    case 2: launch_conv_mma<2>(a, s, variant); break;
-    case 3: launch_conv_mma<3>(a, s, variant); break;
-    default: launch_conv_mma<4>(a, s, variant); break;
+    case 1: launch_conv_mma<1>(a, s); break;
+    case 2: launch_conv_mma<2>(a, s); break;
+    case 3: launch_conv_mma<3>(a, s); break;
+    default: launch_conv_mma<4>(a, s); break;
   }
   return true;
 }
