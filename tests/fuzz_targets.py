@@ -386,7 +386,8 @@ def _mutated_array(rng: random.Random, a: np.ndarray) -> np.ndarray:
     choice = rng.randrange(6)
     if choice == 0:
         try:
-            return a.astype(rng.choice(_DTYPES))
+            with np.errstate(all="ignore"):    # NaN or inf cast to an integer type: that is the point
+                return a.astype(rng.choice(_DTYPES))
         except (TypeError, ValueError, OverflowError):
             return a
     if choice == 1:
