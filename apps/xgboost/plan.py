@@ -128,6 +128,8 @@ class IdashModel:
                                    f"and leaves [T, 4] with T a multiple of {n_classes}; "
                                    f"got {thresholds.shape} {thresholds.dtype}, "
                                    f"{leaves.shape} {leaves.dtype}")
+        if ((leaves >= 1 << 62) | (leaves <= -(1 << 62))).any():  # not np.abs: abs(-2^63) < 0 in int64
+            raise ModelFormatError("IdashModel.from_bytes: leaf values beyond 2^62")
         return cls(thresholds.astype(np.int64), leaves.astype(np.int64), n_classes)
 
     @property

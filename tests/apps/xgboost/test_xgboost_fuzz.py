@@ -132,6 +132,12 @@ def test_a_leaf_of_minus_two_to_the_63_is_refused():
     with pytest.raises(ModelFormatError, match="2\\^62"):
         HEForest.from_bytes(blob)
     assert HEForest.from_bytes(forest.to_bytes()).leaves.tolist() == forest.leaves.tolist()
+    model = _idash_model()
+    leaves = model.leaves.copy()
+    leaves[1, 2] = np.iinfo(np.int64).min       # its score bound would have been negative
+    with pytest.raises(ModelFormatError, match="2\\^62"):
+        IdashModel.from_bytes(write_archive({"format": IDASH_FORMAT, "n_classes": model.n_classes},
+                                            {"thresholds": model.thresholds, "leaves": leaves}))
 
 
 def test_public_model_json_beyond_its_types_is_a_plan_error():
