@@ -3,7 +3,8 @@
 A :class:`Target` reads untrusted bytes. Its contract, checked by :func:`check` on every input:
 it either returns an object that survives a round trip (written again and read back, it is the
 same object) or raises one of the target's documented errors (a subclass of
-:class:`fhe_core.errors.FHEError`). Anything else fails: another exception, a run longer than
+:class:`fhe_core.errors.FHEError`). Anything else fails: another exception (a numpy RuntimeWarning,
+a silent overflow or invalid cast, counts as one), a run longer than
 :data:`TIME_LIMIT_S` (a hang), or a peak of traced memory (Python and numpy allocations) above
 :data:`MEMORY_SLACK_BYTES` + :data:`MEMORY_PER_INPUT_BYTE` x the input's length (an allocation
 sized by a forged length field rather than by the bytes present).
@@ -32,6 +33,7 @@ import signal
 import struct
 import tempfile
 import tracemalloc
+import warnings
 import zipfile
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
@@ -114,7 +116,8 @@ def check(target: Target, data: bytes, *, memory: bool = True) -> str:
         tracemalloc.start()
     try:
         try:
-            with _time_limit(TIME_LIMIT_S):
+            with _time_limit(TIME_LIMIT_S), warnings.catch_warnings():
+                warnings.simplefilter("error", RuntimeWarning)   # numpy's silent overflow or invalid cast
                 try:
                     result = target.read(data)
                 except target.errors as exc:
@@ -386,7 +389,8 @@ def _mutated_array(rng: random.Random, a: np.ndarray) -> np.ndarray:
     choice = rng.randrange(6)
     if choice == 0:
         try:
-            return a.astype(rng.choice(_DTYPES))
+            with np.errstate(all="ignore"):    # NaN or inf cast to an integer type: that is the point
+                return a.astype(rng.choice(_DTYPES))
         except (TypeError, ValueError, OverflowError):
             return a
     if choice == 1:

@@ -90,6 +90,11 @@ def test_an_allocation_sized_by_a_forged_length_fails():
     assert check(_target(read), (1 << 20).to_bytes(4, "little")) == "ok"
 
 
+def test_a_silent_numpy_overflow_fails():
+    with pytest.raises(FuzzFailure, match="untyped RuntimeWarning"):
+        check(_target(lambda data: np.asarray([1e300]).astype(np.float32)), b"abc")
+
+
 def test_a_wrong_round_trip_fails():
     def roundtrip(data, result):
         assert result == data[::-1], "differs"

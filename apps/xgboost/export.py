@@ -187,9 +187,12 @@ def _forest_from_arrays(header: dict, arrays: dict[str, np.ndarray]) -> HEForest
         if a.dtype.kind != kind or (shape is not None and a.shape != shape) or (shape is None and a.ndim != 1):
             raise ModelFormatError(f"HEForest.from_bytes: {name} has shape {a.shape} and dtype {a.dtype}, "
                                    f"expected {shape or '1-D'} of kind {kind!r}")
-    binning = PublicBinning(arrays["cuts"].astype(np.float32), arrays["offsets"].astype(np.int64))
+    with np.errstate(over="ignore"):  # a cut beyond float32 becomes inf: refused below
+        binning = PublicBinning(arrays["cuts"].astype(np.float32), arrays["offsets"].astype(np.int64))
     if not binning.offsets_index_cuts:
         raise ModelFormatError("HEForest.from_bytes: the binning offsets do not index the cuts")
+    if not np.isfinite(binning.cuts).all():
+        raise ModelFormatError("HEForest.from_bytes: the binning cuts must be finite float32 numbers")
     feature, bit, live = arrays["feature"], arrays["bit"], ~arrays["is_padding"]
     if ((feature < 0) | (feature >= binning.n_features)).any() or ((bit < 0) | (bit >= len(binning.cuts))).any():
         raise ModelFormatError("HEForest.from_bytes: a node's feature or bit is out of range")

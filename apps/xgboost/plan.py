@@ -128,6 +128,8 @@ class IdashModel:
                                    f"and leaves [T, 4] with T a multiple of {n_classes}; "
                                    f"got {thresholds.shape} {thresholds.dtype}, "
                                    f"{leaves.shape} {leaves.dtype}")
+        if ((leaves >= 1 << 62) | (leaves <= -(1 << 62))).any():  # not np.abs: abs(-2^63) < 0 in int64
+            raise ModelFormatError("IdashModel.from_bytes: leaf values beyond 2^62")
         return cls(thresholds.astype(np.int64), leaves.astype(np.int64), n_classes)
 
     @property
@@ -776,12 +778,15 @@ class PublicModel:
         binning = None
         if data["binning"] is not None:
             try:
-                binning = PublicBinning(np.asarray(data["binning"]["cuts"], dtype=np.float32),
-                                        np.asarray(data["binning"]["offsets"], dtype=np.int64))
+                with np.errstate(over="ignore"):  # a cut beyond float32 becomes inf: refused below
+                    binning = PublicBinning(np.asarray(data["binning"]["cuts"], dtype=np.float32),
+                                            np.asarray(data["binning"]["offsets"], dtype=np.int64))
             except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: an int beyond int64
                 raise PlanError("PublicModel: binning must be {cuts: [numbers], offsets: [ints]}") from None
             if not binning.offsets_index_cuts:
                 raise PlanError("PublicModel: binning offsets do not index the cuts")
+            if not np.isfinite(binning.cuts).all():
+                raise PlanError("PublicModel: binning cuts must be finite float32 numbers")
         chunks = None
         if data["kind"] == "thermometer":
             try:

@@ -105,6 +105,19 @@ def test_zero_dimensional_arrays_are_refused():
         HEForest.from_bytes(blob)
 
 
+def test_a_cut_beyond_float32_is_refused():
+    """1e300 as float32 is inf: a threshold no value is below; refused, not silently kept."""
+    forest = _forest()
+    cuts = forest.binning.cuts.astype(np.float64)
+    cuts[0] = 1e300
+    header = {"format": "fhe-ml/he-forest/1", "depth": forest.depth, "n_classes": forest.n_classes,
+              "frac_bits": forest.frac_bits}
+    arrays = {name: getattr(forest, name) for name in ("feature", "threshold", "bit", "default_left", "is_padding",
+                                                       "leaves", "leaves_float", "tree_class", "base", "base_float")}
+    with pytest.raises(ModelFormatError, match="finite"):
+        HEForest.from_bytes(write_archive(header, {**arrays, "cuts": cuts, "offsets": forest.binning.offsets}))
+
+
 def test_a_leaf_of_minus_two_to_the_63_is_refused():
     """np.abs(-2^63) is -2^63 in int64: the old bound check let it through."""
     forest = _forest()
@@ -119,11 +132,19 @@ def test_a_leaf_of_minus_two_to_the_63_is_refused():
     with pytest.raises(ModelFormatError, match="2\\^62"):
         HEForest.from_bytes(blob)
     assert HEForest.from_bytes(forest.to_bytes()).leaves.tolist() == forest.leaves.tolist()
+    model = _idash_model()
+    leaves = model.leaves.copy()
+    leaves[1, 2] = np.iinfo(np.int64).min       # its score bound would have been negative
+    with pytest.raises(ModelFormatError, match="2\\^62"):
+        IdashModel.from_bytes(write_archive({"format": IDASH_FORMAT, "n_classes": model.n_classes},
+                                            {"thresholds": model.thresholds, "leaves": leaves}))
 
 
 def test_public_model_json_beyond_its_types_is_a_plan_error():
     thermometer = json.loads(_public_model_corpus()[0])
-    for change in ({"chunks": [[0, 1e999]]}, {"binning": {"cuts": [1.0], "offsets": [0, 2 ** 70]}}):
+    cuts, offsets = thermometer["binning"]["cuts"], thermometer["binning"]["offsets"]
+    for change in ({"chunks": [[0, 1e999]]}, {"binning": {"cuts": [1.0], "offsets": [0, 2 ** 70]}},
+                   {"binning": {"cuts": [1e300] + cuts[1:], "offsets": offsets}}):
         with pytest.raises(PlanError):
             PublicModel.from_json(json.dumps({**thermometer, **change}))
     with pytest.raises(PlanError, match="not JSON"):
