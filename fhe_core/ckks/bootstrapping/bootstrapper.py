@@ -28,6 +28,7 @@ sin(x) ~ x term (relative (2 pi c / R')^2 / 6 on the coefficients c) plus the am
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from fhe_core import rlwe
 from fhe_core.ckks.ciphertext import Ciphertext, Decryptor, Encryptor, ScaleMismatchError, SlotMismatchError
@@ -106,6 +107,7 @@ class Bootstrapper:
         self._cts = _transforms(params, bparams.cts_factors(), bparams.max_level)
         self._stc = _transforms(params, bparams.stc_factors(), stc_top)
         self._eval_mod = EvalModEvaluator(self.evaluator, bparams.eval_mod_parameters(params))
+        self._half_eval_mod: EvalModEvaluator | None = None  # built on the first bootstrap_pair
 
     def __repr__(self) -> str:
         return f"ckks.Bootstrapper({self.parameters.describe()})"
@@ -172,7 +174,11 @@ class Bootstrapper:
     def eval_mod(self, real: Ciphertext, imag: Ciphertext, scale: float) -> Ciphertext:
         """EvalMod on both parts and the recombination re + i im, relabelled from Delta to
         ``scale`` (module docstring). Consumes ``eval_mod_depth`` levels; relinearization key."""
-        ev, out = self.evaluator, [self._eval_mod.evaluate(part) for part in (real, imag)]
+        return self._eval_mod_parts(real, imag, scale, self._eval_mod)
+
+    def _eval_mod_parts(self, real: Ciphertext, imag: Ciphertext, scale: float,
+                        eval_mod: EvalModEvaluator) -> Ciphertext:
+        ev, out = self.evaluator, [eval_mod.evaluate(part) for part in (real, imag)]
         ct = ev.add(out[0], ev.mul(out[1], 1j))
         return ct.replace(scale=ct.scale * scale / float(self.params.default_scale))
 
@@ -194,17 +200,48 @@ class Bootstrapper:
         of the raised chain; needs the keys of :meth:`galois_elements` and the relinearization
         key (checked at construction). Output scale: S (see the module docstring).
         """
-        ct = self._check_input(ct)
+        ct = self._check_input(ct, "bootstrap")
+        return self._check_output(self._circuit(ct, self._eval_mod), ct.scale)
+
+    def bootstrap_pair(self, a: Ciphertext, b: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
+        """Two ciphertexts of real slots refreshed by one bootstrap: X = a + i b, bootstrapped, then
+        split with one conjugation, a = (X + conj X) / 2 and b = -i (X - conj X) / 2.
+
+        a, b: as for :meth:`bootstrap`, with the same scale S (to a relative 1e-9, else
+        ScaleMismatchError) and real messages (an imaginary part of a would come out in b and
+        one of b, negated, in a). The halves cost nothing: this circuit's EvalMod lands on scale
+        Delta / 2 instead of Delta, so the bootstrapped X is (a + i b) / 2 at scale S. Returns
+        (a', b') at :attr:`output_level` with scale S. Keys and levels as :meth:`bootstrap` (the
+        conjugation key is among its keys); one bootstrap and one key switch.
+        """
+        op = "bootstrap_pair"
+        a, b = self._check_input(a, op), self._check_input(b, op)
+        if abs(a.scale - b.scale) > SCALE_TOLERANCE * a.scale:
+            raise ScaleMismatchError(f"{op}: the two scales differ: 2^{math.log2(a.scale):.6f} and "
+                                     f"2^{math.log2(b.scale):.6f} (bring them to one scale first)")
+        ev = self.evaluator
+        packed = ev.add(a, ev.mul(b, 1j))  # i b: a Gaussian integer, no level
+        half = self._check_output(self._circuit(packed, self._half_eval_mod_evaluator()), a.scale / 2)
+        half = half.replace(scale=a.scale)  # the same data read as (a + i b) / 2 at scale S
+        conj = ev.conjugate(half)
+        return ev.add(half, conj), ev.mul(ev.sub(half, conj), -1j)
+
+    def _half_eval_mod_evaluator(self) -> EvalModEvaluator:
+        if self._half_eval_mod is None:
+            p = self._eval_mod.parameters
+            self._half_eval_mod = EvalModEvaluator(self.evaluator, replace(p, output_scale=p.output_scale / 2))
+        return self._half_eval_mod
+
+    def _circuit(self, ct: Ciphertext, eval_mod: EvalModEvaluator) -> Ciphertext:
+        """The steps in the parameters' order on a checked input; the result at scale
+        ct.scale * (EvalMod's output scale / Delta)."""
         scale = ct.scale
         if self.parameters.order == "slim":
             ct = self.slots_to_coeffs(ct)
-        out = self.eval_mod(*self.coeffs_to_slots(self.sub_sum(self.mod_raise(ct))), scale)
-        if self.parameters.order == "cts_first":
-            out = self.slots_to_coeffs(out)
-        return self._check_output(out, scale)
+        out = self._eval_mod_parts(*self.coeffs_to_slots(self.sub_sum(self.mod_raise(ct))), scale, eval_mod)
+        return self.slots_to_coeffs(out) if self.parameters.order == "cts_first" else out
 
-    def _check_input(self, ct: Ciphertext) -> Ciphertext:
-        op = "bootstrap"
+    def _check_input(self, ct: Ciphertext, op: str) -> Ciphertext:
         if not isinstance(ct, Ciphertext):
             raise ParameterError(f"{op}: expected a ckks.Ciphertext, got {type(ct).__name__}")
         level = check_ciphertext(rlwe_context(self.params), ct, op, degree=1)
@@ -255,6 +292,15 @@ class SecretKeyBootstrapper:
         z = self._encoder.decode(self._decryptor.decrypt(ct))
         pt = self._encoder.encode(z, level=self.output_level, slots=ct.slots, scale=ct.scale)
         return self._encryptor.encrypt(pt)
+
+    def bootstrap_pair(self, a: Ciphertext, b: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
+        """The contract of :meth:`Bootstrapper.bootstrap_pair`: fresh encryptions of the real and
+        imaginary parts of X = a + i b (Re a - Im b and Re b + Im a: a and b themselves when both
+        are real) at ``output_level``, with a's and b's scales."""
+        x = self._encoder.decode(self._decryptor.decrypt(a)) + 1j * self._encoder.decode(self._decryptor.decrypt(b))
+        return tuple(self._encryptor.encrypt(self._encoder.encode(part, level=self.output_level, slots=ct.slots,
+                                                                  scale=ct.scale))
+                     for part, ct in ((x.real, a), (x.imag, b)))
 
 
 __all__ = ["Bootstrapper", "SecretKeyBootstrapper", "bootstrapping_galois_elements"]

@@ -201,6 +201,58 @@ def test_bootstrap_keeps_an_input_scale_off_the_default(preset):
     assert precision(client.decrypt(out), z * w)[0] >= NEEDS[name, 1][0]
 
 
+# ---- two real ciphertexts in one bootstrap ---------------------------------------------------------
+
+def real_message(client: Client, amplitude: float = 1.0) -> np.ndarray:
+    return amplitude * client.rng.uniform(-1, 1, client.bparams.slots)
+
+
+@pytest.mark.parametrize("amplitude", [1, 8])
+def test_bootstrap_pair_refreshes_two_real_ciphertexts(preset, amplitude):
+    """bootstrap_pair(a, b): both at the output level with the input scale, each against numpy
+    with the single bootstrap's bounds (EvalMod lands on Delta / 2 here: the halves of the
+    split are folded into it). One bootstrap: CtS, EvalMod and StC run once."""
+    name, client, boot = preset
+    x, y = real_message(client, amplitude), real_message(client, amplitude)
+    a, b = (client.encrypt(v, level=boot.min_input_level) for v in (x, y))
+    runs = []
+    boot.slots_to_coeffs = lambda ct, run=boot.slots_to_coeffs: runs.append(ct.level) or run(ct)
+    out_a, out_b = boot.bootstrap_pair(a, b)
+    del boot.slots_to_coeffs
+    assert len(runs) == 1
+    for out, v in ((out_a, x), (out_b, y)):
+        assert (out.level, out.slots, out.scale) == (boot.output_level, a.slots, a.scale)
+        bits = precision(client.decrypt(out), v)
+        print(f"{name} pair, |x| <= {amplitude}: min {bits[0]:.2f}, mean {bits[1]:.2f}, max {bits[2]:.2f} bits")
+        need_min, need_mean = NEEDS[name, amplitude]
+        assert bits[0] >= need_min and bits[1] >= need_mean
+
+
+def test_bootstrap_pair_checks_its_inputs(preset):
+    name, client, boot = preset
+    x = real_message(client)
+    a = client.encrypt(x, level=boot.min_input_level)
+    other = client.encrypt(x, level=boot.min_input_level, scale=client.params.default_scale * 1.5)
+    with pytest.raises(ScaleMismatchError, match="bootstrap_pair: the two scales differ"):
+        boot.bootstrap_pair(a, other)
+    half = client.encoder.encode(x[: client.bparams.slots // 2], level=boot.min_input_level,
+                                 slots=client.bparams.slots // 2)
+    with pytest.raises(SlotMismatchError, match="bootstrap_pair"):
+        boot.bootstrap_pair(a, client.encryptor.encrypt(half))
+    with pytest.raises(ParameterError, match="bootstrap_pair"):
+        boot.bootstrap_pair(a, x)
+
+
+def test_the_double_bootstraps_pairs_like_the_real_one():
+    client = Client(TINY_N10_SPARSE)
+    double = SecretKeyBootstrapper(client.params, client.sk, TINY_N10_SPARSE.output_level)
+    x, y = real_message(client), real_message(client)
+    a, b = (client.encrypt(v, level=0) for v in (x, y))
+    for out, v in zip(double.bootstrap_pair(a, b), (x, y)):
+        assert (out.level, out.scale) == (1, a.scale)
+        assert precision(client.decrypt(out), v)[0] >= 30
+
+
 # ---- keys ------------------------------------------------------------------------------------------
 
 class RecordingKeySet(rlwe.EvalKeySet):
