@@ -45,6 +45,7 @@ class Case:
     bytes: int
     run: Callable[[int], object]  # run(i): one call on input set i
     reference_us: float | None = None  # a published number for the same op and size (see its suite)
+    capture: bool = True  # False: time eager calls only (the call replays a CUDA graph itself)
 
 
 def random_residues(basis: RNSBasis, prefix=()) -> torch.Tensor:
@@ -258,7 +259,11 @@ def count_key_switches(fn) -> tuple[int, int]:
 
 def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) -> list[Case]:
     """CKKS bootstrapping at N16_H192_FULL (N = 2^16, 2^15 slots, h = 192, 128-bit): the whole
-    ``bootstrap(ct)`` (reference: the reference design's 328 ms on a V100) and each public step.
+    ``bootstrap(ct)`` (reference: the reference design's 328 ms on a V100), each public step, and
+    the variants: single-hoisted linear transforms (the code before double hoisting), two real
+    ciphertexts in one ``bootstrap_pair``, the graphed bootstrapper called from Python (on CUDA;
+    its eager column is the point), and the DFTs with twice the default baby step
+    (``baby_step_factor=2``, its own, larger key set).
     Builds the keys of ``bootstrapping_galois_elements`` once (8.6 GB of rotation keys at dnum
     7). Prints the precision of one bootstrap (min/mean/max bits over all slots, inputs uniform in
     [-1, 1] and in [-8, 8]), the rotation-key memory and the key switches (count, bytes of key they read); all are
@@ -267,6 +272,7 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) 
     digits and intermediates are not counted).
     Far too slow on a CPU: not in the default suites, run it with ``--only boot``. ``bparams`` /
     ``allow_insecure``: another (tiny, insecure) preset, for the CPU test of this suite."""
+    import dataclasses
     import math
 
     import numpy as np
@@ -285,22 +291,36 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) 
     rng = np.random.default_rng(1)
     n = bparams.slots
 
-    def precision(amplitude: float) -> tuple[float, float, float]:
-        """(min, mean, max) bits over all slots, real and imaginary parts uniform in [-a, a]."""
-        z = amplitude * (rng.uniform(-1, 1, n) + 1j * rng.uniform(-1, 1, n))
-        out = boot.bootstrap(encryptor.encrypt(encoder.encode(z, level=boot.min_input_level, slots=n)))
-        error = np.maximum(np.abs(encoder.decode(decryptor.decrypt(out)) - z), 2.0 ** -60)
+    def bits_of(error: np.ndarray) -> tuple[float, float, float]:
+        error = np.maximum(error, 2.0 ** -60)
         return -math.log2(error.max()), -math.log2(error.mean()), -math.log2(error.min())
 
-    ct = encryptor.encrypt(encoder.encode(rng.uniform(-1, 1, n), level=boot.min_input_level, slots=n))
+    def encrypt(z):
+        return encryptor.encrypt(encoder.encode(z, level=boot.min_input_level, slots=n))
+
+    def precision(amplitude: float, bootstrapper=boot) -> tuple[float, float, float]:
+        """(min, mean, max) bits over all slots, real and imaginary parts uniform in [-a, a]."""
+        z = amplitude * (rng.uniform(-1, 1, n) + 1j * rng.uniform(-1, 1, n))
+        out = bootstrapper.bootstrap(encrypt(z))
+        return bits_of(np.abs(encoder.decode(decryptor.decrypt(out)) - z))
+
+    def pair_precision() -> tuple[float, float, float]:
+        """The same over both real outputs of bootstrap_pair, inputs uniform in [-1, 1]."""
+        x, y = rng.uniform(-1, 1, n), rng.uniform(-1, 1, n)
+        out = boot.bootstrap_pair(encrypt(x), encrypt(y))
+        return bits_of(np.concatenate([np.abs(encoder.decode(decryptor.decrypt(o)) - v) for o, v in zip(out, (x, y))]))
+
+    ct = encrypt(rng.uniform(-1, 1, n))
+    ct_b = encrypt(rng.uniform(-1, 1, n))
     key_switches = count_key_switches(lambda: boot.bootstrap(ct))
-    bits, bits8 = precision(1.0), precision(8.0)
+    bits, bits8, bits_pair = precision(1.0), precision(8.0), pair_precision()
     limbs_qp = len(params.q_primes) + len(params.p_primes)
     key_bytes = len(elements) * params.dnum * 2 * limbs_qp * params.n * WORD
     print(f"boot: {bparams.describe()}; {len(elements)} Galois keys, dnum {params.dnum}, "
           f"rotation keys {key_bytes / 1e9:.1f} GB; {key_switches[0]} key switches reading "
           f"{key_switches[1] / 1e9:.1f} GB of keys; precision min {bits[0]:.2f} / mean {bits[1]:.2f} / "
-          f"max {bits[2]:.2f} bits on [-1, 1], {bits8[0]:.2f} / {bits8[1]:.2f} / {bits8[2]:.2f} on [-8, 8]",
+          f"max {bits[2]:.2f} bits on [-1, 1], {bits8[0]:.2f} / {bits8[1]:.2f} / {bits8[2]:.2f} on [-8, 8], "
+          f"bootstrap_pair (real parts) {bits_pair[0]:.2f} / {bits_pair[1]:.2f} / {bits_pair[2]:.2f}",
           flush=True)
     # the steps' inputs, computed once
     raised = boot.sub_sum(boot.mod_raise(ct))
@@ -314,6 +334,26 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) 
     ct_bytes = 2 * params.n * WORD  # per limb
     in_out = ct_bytes * (1 + boot.min_input_level) + ct_bytes * (1 + boot.output_level)
     top = ct_bytes * (1 + bparams.max_level)
+
+    def single_hoisted(i):
+        boot.double_hoisting = False
+        try:
+            return boot.bootstrap(ct)
+        finally:
+            boot.double_hoisting = True
+
+    whole = in_out + key_switches[1]
+    cases = [Case("bootstrap", name, whole, lambda i: boot.bootstrap(ct), BOOT_REFERENCE_V100_US),
+             Case("bootstrap (single hoisting: before)", name, in_out + count_key_switches(lambda: single_hoisted(0))[1],
+                  single_hoisted),
+             Case("bootstrap_pair (two real ciphertexts)",
+                  f"{name}, pair prec min/mean {bits_pair[0]:.1f}/{bits_pair[1]:.1f} b",
+                  2 * in_out + count_key_switches(lambda: boot.bootstrap_pair(ct, ct_b))[1],
+                  lambda i: boot.bootstrap_pair(ct, ct_b))]
+    if torch.device(device).type == "cuda":
+        graphed = boot.graphed()
+        cases.append(Case("bootstrap (graphed, Python call)", name, whole, lambda i: graphed.bootstrap(ct),
+                          capture=False))
     steps = {  # name: (run, ciphertext bytes in and out)
         "boot: mod_raise": (lambda i: boot.mod_raise(ct), ct_bytes + top),
         "boot: coeffs_to_slots": (lambda i: boot.coeffs_to_slots(raised), 3 * top),
@@ -321,8 +361,21 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) 
         "boot: slots_to_coeffs": (lambda i: boot.slots_to_coeffs(modded),
                                   ct_bytes * (1 + modded.level) + ct_bytes * (1 + boot.output_level)),
     }
-    return [Case("bootstrap", name, in_out + key_switches[1], lambda i: boot.bootstrap(ct), BOOT_REFERENCE_V100_US)] + [
-        Case(step, name, io + count_key_switches(lambda: run(0))[1], run) for step, (run, io) in steps.items()]
+    cases += [Case(step, name, io + count_key_switches(lambda: run(0))[1], run) for step, (run, io) in steps.items()]
+
+    wide = dataclasses.replace(bparams, baby_step_factor=2 * bparams.baby_step_factor)
+    wide_elements = bootstrapping_galois_elements(params, wide)
+    wide_boot = Bootstrapper(params, wide, rlwe.gen_eval_keys(ctx, sk, wide_elements))
+    wide_switches = count_key_switches(lambda: wide_boot.bootstrap(ct))
+    wide_bits = precision(1.0, wide_boot)
+    wide_name = (f"baby steps x{wide.baby_step_factor}: {len(wide_elements)} keys "
+                 f"{len(wide_elements) * key_bytes / len(elements) / 1e9:.1f} GB, {wide_switches[0]} key switches, "
+                 f"prec min/mean {wide_bits[0]:.1f}/{wide_bits[1]:.1f} b")
+    print(f"boot: {wide_name}", flush=True)
+    cases += [Case("bootstrap (larger baby steps)", wide_name, in_out + wide_switches[1],
+                   lambda i: wide_boot.bootstrap(ct)),
+              Case("boot: coeffs_to_slots (larger baby steps)", wide_name, 3 * top, lambda i: wide_boot.coeffs_to_slots(raised))]
+    return cases
 
 
 def copy_bandwidth(device: str) -> float:
@@ -348,8 +401,9 @@ def copy_bandwidth(device: str) -> float:
 
 
 def time_op(fn: Callable[[int], object], device: str, sets: int = 1, repeats: int = 30,
-            per_graph: int = 20) -> dict[str, float]:
-    """Median seconds per call; on CUDA, from CUDA-graph replays (device time) plus eager wall time."""
+            per_graph: int = 20, capture: bool = True) -> dict[str, float]:
+    """Median seconds per call; on CUDA, from CUDA-graph replays (device time, unless not
+    ``capture``) plus eager wall time."""
     if device != "cuda":
         for i in range(2):
             fn(i % sets)
@@ -370,6 +424,8 @@ def time_op(fn: Callable[[int], object], device: str, sets: int = 1, repeats: in
         fn(r % sets)
         torch.cuda.synchronize()
         eager.append(time.perf_counter() - t0)
+    if not capture:
+        return {"median": statistics.median(eager), "eager": statistics.median(eager), "graph": False}
     try:
         samples = graph_replay_times(fn, sets, repeats, per_graph)
     except RuntimeError:  # host work inside (encoding, host-built constants): not capturable
@@ -429,7 +485,7 @@ def run(device: str, threads: list[int], only: str | None = None) -> dict:
         for nthreads in threads:
             if device == "cpu":
                 torch.set_num_threads(nthreads)
-            t = time_op(case.run, device, sets=sets, repeats=30 if device == "cuda" else 5)
+            t = time_op(case.run, device, sets=sets, repeats=30 if device == "cuda" else 5, capture=case.capture)
             rows.append({"name": case.name, "params": case.params, "threads": nthreads,
                          "us": t["median"] * 1e6, "eager_us": t.get("eager", float("nan")) * 1e6,
                          "graph": t.get("graph", False), "reference_us": case.reference_us,

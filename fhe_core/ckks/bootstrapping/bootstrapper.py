@@ -35,8 +35,9 @@ from fhe_core.ckks.ciphertext import Ciphertext, Decryptor, Encryptor, ScaleMism
 from fhe_core.ckks.ciphertext import rlwe_context
 from fhe_core.ckks.encoder import Encoder
 from fhe_core.ckks.evaluator import SCALE_TOLERANCE, Evaluator
-from fhe_core.ckks.lintrans import LinearTransform
+from fhe_core.ckks.lintrans import LinearTransform, default_baby_step
 from fhe_core.ckks.bootstrapping.dft import DFTFactors
+from fhe_core.ckks.bootstrapping.graphed import GraphedBootstrapper
 from fhe_core.ckks.bootstrapping.mod1 import EvalModEvaluator
 from fhe_core.ckks.bootstrapping.mod_raise import mod_raise
 from fhe_core.ckks.bootstrapping.parameters import BootstrappingParameters
@@ -48,10 +49,13 @@ from fhe_core.rlwe.checks import check_ciphertext
 MAX_SCALE_RATIO = 2.0  # the input's scale must be within this factor of the default scale
 
 
-def _transforms(params: Params, factors: DFTFactors, top: int | None) -> list[LinearTransform]:
-    """One LinearTransform per DFT factor; with ``top``, factor i is encoded at level top - i
-    (scale q_(top - i), the prime its rescale divides by); without, nothing is encoded."""
-    return [LinearTransform(params, f, level=None if top is None else top - i) for i, f in enumerate(factors.factors)]
+def _transforms(params: Params, factors: DFTFactors, top: int | None, baby_step_factor: int) -> list[LinearTransform]:
+    """One LinearTransform per DFT factor, baby step ``baby_step_factor`` times the default; with
+    ``top``, factor i is encoded at level top - i (scale q_(top - i), the prime its rescale
+    divides by); without, nothing is encoded."""
+    return [LinearTransform(params, f, level=None if top is None else top - i,
+                            baby_step=min(factors.slots, baby_step_factor * default_baby_step(f, factors.slots)))
+            for i, f in enumerate(factors.factors)]
 
 
 def _key_elements(params: Params, slots: int, transforms: list[LinearTransform]) -> list[int]:
@@ -66,7 +70,9 @@ def _key_elements(params: Params, slots: int, transforms: list[LinearTransform])
 def bootstrapping_galois_elements(params: Params, bparams: BootstrappingParameters) -> list[int]:
     """The Galois elements a :class:`Bootstrapper` of (params, bparams) needs, for key
     generation on the client (nothing is encoded). A relinearization key is needed too."""
-    transforms = _transforms(params, bparams.cts_factors(), None) + _transforms(params, bparams.stc_factors(), None)
+    factor = bparams.baby_step_factor
+    transforms = _transforms(params, bparams.cts_factors(), None, factor) + _transforms(params, bparams.stc_factors(),
+                                                                                       None, factor)
     return _key_elements(params, bparams.slots, transforms)
 
 
@@ -97,6 +103,8 @@ class Bootstrapper:
     levels) and an :class:`EvalModEvaluator`; never a secret key. Not safe for concurrent use.
     """
 
+    double_hoisting = True  # False: single-hoisted linear transforms (benchmarks and tests compare them)
+
     def __init__(self, params: Params, bparams: BootstrappingParameters, keys: rlwe.EvalKeySet):
         _check_params(params, bparams)
         self.params, self.parameters = params, bparams
@@ -104,8 +112,8 @@ class Bootstrapper:
         self._check_keys(keys)
         self.evaluator = Evaluator(params, keys)
         stc_top = bparams.min_input_level if bparams.order == "slim" else bparams.output_level + bparams.stc_depth
-        self._cts = _transforms(params, bparams.cts_factors(), bparams.max_level)
-        self._stc = _transforms(params, bparams.stc_factors(), stc_top)
+        self._cts = _transforms(params, bparams.cts_factors(), bparams.max_level, bparams.baby_step_factor)
+        self._stc = _transforms(params, bparams.stc_factors(), stc_top, bparams.baby_step_factor)
         self._eval_mod = EvalModEvaluator(self.evaluator, bparams.eval_mod_parameters(params))
         self._half_eval_mod: EvalModEvaluator | None = None  # built on the first bootstrap_pair
 
@@ -166,7 +174,7 @@ class Bootstrapper:
         (Re, Im) = (y + conj y, -i (y - conj y)): two ciphertexts of real slots. Consumes
         ``cts_depth`` levels; CtS rotation keys and the conjugation key."""
         for t in self._cts:
-            ct = t.evaluate(self.evaluator, ct)
+            ct = t.evaluate(self.evaluator, ct, double_hoisting=self.double_hoisting)
         ev = self.evaluator
         conj = ev.conjugate(ct)
         return ev.add(ct, conj), ev.mul(ev.sub(ct, conj), -1j)  # Gaussian integer: no level
@@ -185,7 +193,7 @@ class Bootstrapper:
     def slots_to_coeffs(self, ct: Ciphertext) -> Ciphertext:
         """The StC linear transforms: ``stc_depth`` levels, scale kept; StC rotation keys."""
         for t in self._stc:
-            ct = t.evaluate(self.evaluator, ct)
+            ct = t.evaluate(self.evaluator, ct, double_hoisting=self.double_hoisting)
         return ct
 
     # ---- the whole circuit -----------------------------------------------------------------------
@@ -214,17 +222,27 @@ class Bootstrapper:
         (a', b') at :attr:`output_level` with scale S. Keys and levels as :meth:`bootstrap` (the
         conjugation key is among its keys); one bootstrap and one key switch.
         """
-        op = "bootstrap_pair"
-        a, b = self._check_input(a, op), self._check_input(b, op)
-        if abs(a.scale - b.scale) > SCALE_TOLERANCE * a.scale:
-            raise ScaleMismatchError(f"{op}: the two scales differ: 2^{math.log2(a.scale):.6f} and "
-                                     f"2^{math.log2(b.scale):.6f} (bring them to one scale first)")
+        a, b = self._check_pair(a, b)
         ev = self.evaluator
         packed = ev.add(a, ev.mul(b, 1j))  # i b: a Gaussian integer, no level
         half = self._check_output(self._circuit(packed, self._half_eval_mod_evaluator()), a.scale / 2)
         half = half.replace(scale=a.scale)  # the same data read as (a + i b) / 2 at scale S
         conj = ev.conjugate(half)
         return ev.add(half, conj), ev.mul(ev.sub(half, conj), -1j)
+
+    def graphed(self) -> GraphedBootstrapper:
+        """This bootstrapper with :meth:`bootstrap` and :meth:`bootstrap_pair` captured in a CUDA
+        graph on their first call and replayed afterwards (bit-identical results, eager time close
+        to the device time; CUDA only). See :mod:`~fhe_core.ckks.bootstrapping.graphed`."""
+        return GraphedBootstrapper(self)
+
+    def _check_pair(self, a: Ciphertext, b: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
+        op = "bootstrap_pair"
+        a, b = self._check_input(a, op), self._check_input(b, op)
+        if abs(a.scale - b.scale) > SCALE_TOLERANCE * a.scale:
+            raise ScaleMismatchError(f"{op}: the two scales differ: 2^{math.log2(a.scale):.6f} and "
+                                     f"2^{math.log2(b.scale):.6f} (bring them to one scale first)")
+        return a, b
 
     def _half_eval_mod_evaluator(self) -> EvalModEvaluator:
         if self._half_eval_mod is None:

@@ -34,9 +34,10 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 from fhe_core import ckks, rlwe
-from fhe_core.ckks import ScaleMismatchError, SlotMismatchError
+from fhe_core.ckks import LinearTransform, ScaleMismatchError, SlotMismatchError
 from fhe_core.ckks.bootstrapping import (TINY_N10_FULL, TINY_N10_SLIM, TINY_N10_SPARSE, TINY_N11_FULL, Bootstrapper,
                                          BootstrappingParameters, SecretKeyBootstrapper,
                                          bootstrapping_galois_elements)
@@ -162,6 +163,49 @@ def test_a_smaller_message_ratio_scales_the_input_up():
     for bad in (0, 16, 2.5):
         with pytest.raises(ParameterError, match="log_message_ratio"):
             dataclasses.replace(TINY_N10_SPARSE, log_message_ratio=bad)
+
+
+def test_single_and_double_hoisting_agree():
+    """The DFTs with single-hoisted linear transforms (a ModDown per rotation) and double-hoisted
+    ones (the default): both meet the bounds and agree with each other to within the noise."""
+    client = Client(TINY_N10_FULL)
+    boot = Bootstrapper(client.params, client.bparams, client.keys)
+    z = client.message()
+    ct = client.encrypt(z, level=0)
+    double = client.decrypt(boot.bootstrap(ct))
+    boot.double_hoisting = False
+    single = client.decrypt(boot.bootstrap(ct))
+    for out in (double, single):
+        bits = precision(out, z)
+        assert bits[0] >= NEEDS["full", 1][0] and bits[1] >= NEEDS["full", 1][1]
+    assert precision(double, single)[0] >= NEEDS["full", 1][0]
+
+
+def test_a_larger_baby_step_trades_giant_steps_for_keys():
+    """baby_step_factor = 2: every DFT factor with more than one giant step gets fewer of them
+    and more baby steps, the key set grows, exactly those keys are used, and the result meets
+    the same bounds. Non-powers of two are refused."""
+    bparams = dataclasses.replace(TINY_N10_FULL, baby_step_factor=2)
+    client = Client(bparams)
+    recording = RecordingKeySet(client.keys)
+    boot = Bootstrapper(client.params, bparams, recording)
+    default_keys = bootstrapping_galois_elements(client.params, TINY_N10_FULL)
+    assert len(boot.galois_elements()) > len(default_keys)
+    factors = TINY_N10_FULL.cts_factors().factors + TINY_N10_FULL.stc_factors().factors
+    for transform, factor in zip(boot._cts + boot._stc, factors):
+        narrow = LinearTransform(client.params, factor)
+        assert transform.baby_step == min(client.bparams.slots, 2 * narrow.baby_step)
+        assert len(transform.giant_steps) < len(narrow.giant_steps) or len(narrow.giant_steps) == 1
+    z = client.message()
+    out = boot.bootstrap(client.encrypt(z, level=0))
+    assert recording.used == set(boot.galois_elements())
+    bits = precision(client.decrypt(out), z)
+    print(f"full, baby steps x2: {len(boot.galois_elements())} keys (default {len(default_keys)}); "
+          f"min {bits[0]:.2f}, mean {bits[1]:.2f} bits")
+    assert bits[0] >= NEEDS["full", 1][0] and bits[1] >= NEEDS["full", 1][1]
+    for bad in (0, 3):
+        with pytest.raises(ParameterError, match="baby_step_factor"):
+            dataclasses.replace(TINY_N10_FULL, baby_step_factor=bad)
 
 
 def test_levels_step_by_step_equal_the_reported_depth(preset):
@@ -405,3 +449,37 @@ def test_bootstrap_on_cuda_against_numpy(name, amplitude):
     print(f"cuda {name}, amplitude {amplitude}: min {bits[0]:.2f}, mean {bits[1]:.2f}, max {bits[2]:.2f} bits")
     need_min, need_mean = NEEDS[name, amplitude]
     assert bits[0] >= need_min and bits[1] >= need_mean
+
+
+# ---- the CUDA-graph path ---------------------------------------------------------------------------
+
+def test_graphed_needs_a_cuda_bootstrapper():
+    client = Client(TINY_N10_SPARSE)
+    with pytest.raises(ParameterError, match="CUDA graphs need a bootstrapper on a CUDA device"):
+        Bootstrapper(client.params, client.bparams, client.keys).graphed()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["full", "slim"])
+def test_graphed_bootstrap_replays_the_eager_one_bit_for_bit(name):
+    """The first call captures; every call returns exactly the eager bootstrap's residues, for
+    other data, another input level and another scale than the captured call's; pairs too."""
+    client = Client(PRESETS[name], device="cuda")
+    boot = Bootstrapper(client.params, client.bparams, client.keys)
+    graphed = boot.graphed()
+    delta = client.params.default_scale
+    for level, scale in ((boot.min_input_level, None), (boot.output_level, None), (boot.min_input_level, 1.5 * delta)):
+        z = client.message()
+        ct = client.encrypt(z, level=level, scale=scale)
+        eager, replayed = boot.bootstrap(ct), graphed.bootstrap(ct)
+        assert torch.equal(eager.data, replayed.data)
+        assert (replayed.level, replayed.scale, replayed.slots) == (eager.level, eager.scale, eager.slots)
+        assert precision(client.decrypt(replayed), z)[0] >= NEEDS[name, 1][0]
+    x, y = real_message(client), real_message(client)
+    a, b = (client.encrypt(v, level=boot.min_input_level) for v in (x, y))
+    first = graphed.bootstrap_pair(a, b)
+    c = client.encrypt(y, level=boot.min_input_level)
+    for eager, replayed in zip(boot.bootstrap_pair(c, a), graphed.bootstrap_pair(c, a)):
+        assert torch.equal(eager.data, replayed.data) and replayed.scale == eager.scale
+    assert precision(client.decrypt(first[0]), x)[0] >= NEEDS[name, 1][0]
+    assert precision(client.decrypt(first[1]), y)[0] >= NEEDS[name, 1][0]
