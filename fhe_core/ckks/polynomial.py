@@ -297,6 +297,25 @@ def plan(params: Params, p: Polynomial, level: int | None = None, scale: float |
 
 # ---- homomorphic evaluation ----------------------------------------------------------------------
 
+class _Powers(dict):
+    """{k: B_k} of one evaluation, and each B_k dropped to a lower level at most once (the leaves
+    and giant-step products at one level share the copy instead of dropping it again each)."""
+
+    def __init__(self, evaluator):
+        super().__init__()
+        self._evaluator = evaluator
+        self._dropped: dict[tuple[int, int], object] = {}
+
+    def at(self, k: int, level: int):
+        """B_k at ``level`` (<= its own)."""
+        power = self[k]
+        if power.level == level:
+            return power
+        if (k, level) not in self._dropped:
+            self._dropped[k, level] = self._evaluator.drop_level(power, level)
+        return self._dropped[k, level]
+
+
 def _baby_log(d: int) -> int:
     """log2 of the baby-step bound 2^b: about half the depth (at least 1)."""
     return max(1, math.ceil(math.log2(d + 1)) // 2)
@@ -351,17 +370,18 @@ class PolynomialEvaluator:
             ct = t if alpha.is_integer() else ev.rescale(t)
         return ev.add(ct, beta) if beta != 0.0 else ct
 
-    def _powers(self, t1, p: Polynomial) -> dict:
+    def _powers(self, t1, p: Polynomial) -> _Powers:
         """{k: B_k} for the baby steps k < 2^b and the giant steps 2^j <= deg p."""
         d = p.degree
         needed = list(range(2, 1 << _baby_log(d)))
         needed += [1 << j for j in range(_baby_log(d), d.bit_length()) if 1 << j <= d]
-        powers = {1: t1}
+        powers = _Powers(self.evaluator)
+        powers[1] = t1
         for k in needed:
             powers[k] = self._power(powers, k, p.basis)
         return powers
 
-    def _power(self, powers: dict, k: int, basis: str):
+    def _power(self, powers: _Powers, k: int, basis: str):
         """B_k from B_m and B_n, m the largest power of two below k, n = k - m; one level below
         the deeper of the two (T_k at level l_in - ceil(log2 k))."""
         ev = self.evaluator
@@ -373,57 +393,53 @@ class PolynomialEvaluator:
             if m == n:
                 product = ev.sub(product, 1.0)            # T_0 at the product's scale
             else:
-                product = ev.sub(product, self._at_scale(powers[m - n], product.level, product.scale))
+                lower = powers.at(m - n, product.level)
+                product = ev.sub(product, ev.mul(lower, 1.0, constant_scale=product.scale / lower.scale))
         return ev.rescale(product)
-
-    def _at_scale(self, ct, level: int, scale: float):
-        """ct dropped to ``level`` and multiplied by 1 encoded at scale / ct.scale (the integer
-        round(scale / ct.scale)), so that its scale becomes ``scale``. Consumes no level."""
-        ev = self.evaluator
-        return ev.mul(ev.drop_level(ct, level), 1.0, constant_scale=scale / ct.scale)
 
     # ---- the recursion
 
-    def _evaluate(self, p: Polynomial, level: int, scale: float, powers: dict):
+    def _evaluate(self, p: Polynomial, level: int, scale: float, powers: _Powers):
         """p at exactly (level, scale): sum at (level + 1, scale * q_(level+1)), then rescale."""
         if level + 1 > max(c.level for c in powers.values()):
             raise LevelMismatchError(f"evaluate_polynomial: no level left above {level} for a degree-{p.degree} part")
         return self.evaluator.rescale(self._sum(p, level + 1, scale * self.params.q_primes[level + 1], powers))
 
-    def _sum(self, p: Polynomial, level: int, scale: float, powers: dict):
+    def _sum(self, p: Polynomial, level: int, scale: float, powers: _Powers):
         """p (degree >= 1) at (level, scale) with no rescale of its own: a leaf or a split."""
         if self._is_leaf(p, level, powers):
             return self._leaf(p, level, scale, powers)
         giant = 1 << (p.degree.bit_length() - 1)
         q, r = split(p, giant)
-        out = self._times_giant(q, powers[giant], level, scale, powers)
+        out = self._times_giant(q, giant, level, scale, powers)
         if r.degree >= 1:
             return self.evaluator.add(out, self._sum(r, level, scale, powers))
         constant = float(r.coefficients[0])
         return self.evaluator.add(out, constant) if constant != 0.0 else out
 
-    def _times_giant(self, q: Polynomial, giant, level: int, scale: float, powers: dict):
-        """q * B_G at (level, scale): q evaluated at (level, scale / scale(B_G)) and multiplied
-        by B_G, or B_G times the constant q_0 when q is constant. Consumes no level itself."""
+    def _times_giant(self, q: Polynomial, g: int, level: int, scale: float, powers: _Powers):
+        """q * B_g at (level, scale): q evaluated at (level, scale / scale(B_g)) and multiplied
+        by B_g, or B_g times the constant q_0 when q is constant. Consumes no level itself."""
         ev = self.evaluator
+        giant = powers.at(g, level)
         if q.degree == 0:
-            return ev.mul(ev.drop_level(giant, level), float(q.coefficients[0]), constant_scale=scale / giant.scale)
-        return ev.mul_relin(self._evaluate(q, level, scale / giant.scale, powers), ev.drop_level(giant, level))
+            return ev.mul(giant, float(q.coefficients[0]), constant_scale=scale / giant.scale)
+        return ev.mul_relin(self._evaluate(q, level, scale / giant.scale, powers), giant)
 
     @staticmethod
-    def _is_leaf(p: Polynomial, level: int, powers: dict) -> bool:
+    def _is_leaf(p: Polynomial, level: int, powers: _Powers) -> bool:
         """A leaf: every B_k it uses (nonzero c_k, k >= 1) is a computed power at >= level."""
         used = np.flatnonzero(p.coefficients[1:]) + 1
         return all(int(k) in powers and powers[int(k)].level >= level for k in used)
 
-    def _leaf(self, p: Polynomial, level: int, scale: float, powers: dict):
+    def _leaf(self, p: Polynomial, level: int, scale: float, powers: _Powers):
         """sum_k c_k B_k + c_0 at (level, scale): each B_k dropped to ``level`` and multiplied by
         c_k encoded at scale / scale(B_k), so every term has scale ``scale``. No level consumed."""
         ev = self.evaluator
         out = None
         for k in np.flatnonzero(p.coefficients[1:]) + 1:
-            power = powers[int(k)]
-            term = ev.mul(ev.drop_level(power, level), float(p.coefficients[k]), constant_scale=scale / power.scale)
+            power = powers.at(int(k), level)
+            term = ev.mul(power, float(p.coefficients[k]), constant_scale=scale / power.scale)
             out = term if out is None else ev.add(out, term)
         if p.coefficients[0] != 0.0:
             out = ev.add(out, float(p.coefficients[0]))
