@@ -479,13 +479,15 @@ def run(device: str, threads: list[int], only: str | None = None) -> dict:
     else:
         cases = make_cases(device, sets) + ([c for name in default_suites for c in suites[name](device)]
                                             if not only else [])
+    # a bootstrap takes ~50 ms on a GPU: 10 samples of 5-call graphs instead of 30 of 20 per case
+    repeats, per_graph = (10, 5) if only == "boot" else (30 if device == "cuda" else 5, 20)
     for case in cases:
         if only and only not in suites and only not in case.name:
             continue
         for nthreads in threads:
             if device == "cpu":
                 torch.set_num_threads(nthreads)
-            t = time_op(case.run, device, sets=sets, repeats=30 if device == "cuda" else 5, capture=case.capture)
+            t = time_op(case.run, device, sets=sets, repeats=repeats, per_graph=per_graph, capture=case.capture)
             rows.append({"name": case.name, "params": case.params, "threads": nthreads,
                          "us": t["median"] * 1e6, "eager_us": t.get("eager", float("nan")) * 1e6,
                          "graph": t.get("graph", False), "reference_us": case.reference_us,
