@@ -352,6 +352,10 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) 
                   lambda i: boot.bootstrap_pair(ct, ct_b))]
     if torch.device(device).type == "cuda":
         graphed = boot.graphed()
+        same = torch.equal(graphed.bootstrap(ct).data, boot.bootstrap(ct).data) and torch.equal(
+            graphed.bootstrap(ct_b).data, boot.bootstrap(ct_b).data)
+        print(f"boot: graphed bootstrap (captured on ct, replayed on ct and ct_b) == eager bit for bit: {same}",
+              flush=True)
         cases.append(Case("bootstrap (graphed, Python call)", name, whole, lambda i: graphed.bootstrap(ct),
                           capture=False))
     steps = {  # name: (run, ciphertext bytes in and out)
