@@ -260,7 +260,7 @@ def count_key_switches(fn) -> tuple[int, int]:
 def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) -> list[Case]:
     """CKKS bootstrapping at N16_H192_FULL (N = 2^16, 2^15 slots, h = 192, 128-bit): the whole
     ``bootstrap(ct)`` (reference: the reference design's 328 ms on a V100), each public step, and
-    the variants: single-hoisted linear transforms (the code before double hoisting), two real
+    the variants: single-hoisted linear transforms (the DFTs before double hoisting, all else as now), two real
     ciphertexts in one ``bootstrap_pair``, the graphed bootstrapper called from Python (on CUDA;
     its eager column is the point), and the DFTs with twice the default baby step
     (``baby_step_factor=2``, its own, larger key set).
@@ -344,7 +344,7 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) 
 
     whole = in_out + key_switches[1]
     cases = [Case("bootstrap", name, whole, lambda i: boot.bootstrap(ct), BOOT_REFERENCE_V100_US),
-             Case("bootstrap (single hoisting: before)", name, in_out + count_key_switches(lambda: single_hoisted(0))[1],
+             Case("bootstrap (single-hoisted DFTs)", name, in_out + count_key_switches(lambda: single_hoisted(0))[1],
                   single_hoisted),
              Case("bootstrap_pair (two real ciphertexts)",
                   f"{name}, pair prec min/mean {bits_pair[0]:.1f}/{bits_pair[1]:.1f} b",

@@ -36,7 +36,7 @@ def test_boot_suite_runs_on_a_tiny_preset_and_is_opt_in():
     bench = _bench()
     assert "boot" in bench.OPT_IN_SUITES  # never in the default all-suites run
     cases = bench.make_boot_cases("cpu", TINY_N10_FULL, allow_insecure=True)
-    assert [c.name for c in cases] == ["bootstrap", "bootstrap (single hoisting: before)",
+    assert [c.name for c in cases] == ["bootstrap", "bootstrap (single-hoisted DFTs)",
                                        "bootstrap_pair (two real ciphertexts)", "boot: mod_raise",
                                        "boot: coeffs_to_slots", "boot: eval_mod", "boot: slots_to_coeffs",
                                        "bootstrap (larger baby steps)", "boot: coeffs_to_slots (larger baby steps)"]
