@@ -365,7 +365,8 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) 
         "boot: slots_to_coeffs": (lambda i: boot.slots_to_coeffs(modded),
                                   ct_bytes * (1 + modded.level) + ct_bytes * (1 + boot.output_level)),
     }
-    cases += [Case(step, name, io + count_key_switches(lambda: run(0))[1], run) for step, (run, io) in steps.items()]
+    cases += [Case(step, name, io + count_key_switches(lambda: run(0))[1], run)  # noqa: B023 (called at once)
+              for step, (run, io) in steps.items()]
 
     wide = dataclasses.replace(bparams, baby_step_factor=2 * bparams.baby_step_factor)
     wide_elements = bootstrapping_galois_elements(params, wide)
@@ -378,7 +379,8 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) 
     print(f"boot: {wide_name}", flush=True)
     cases += [Case("bootstrap (larger baby steps)", wide_name, in_out + wide_switches[1],
                    lambda i: wide_boot.bootstrap(ct)),
-              Case("boot: coeffs_to_slots (larger baby steps)", wide_name, 3 * top, lambda i: wide_boot.coeffs_to_slots(raised))]
+              Case("boot: coeffs_to_slots (larger baby steps)", wide_name, 3 * top,
+                   lambda i: wide_boot.coeffs_to_slots(raised))]
     return cases
 
 

@@ -225,8 +225,8 @@ class LinearTransform:
             by_giant[g].append((k - g, pt.data))
         ctx = rlwe_context(self.params)
         self._encoded[level] = _Encoded(level, scale, tuple(
-            _EncodedGiantStep(g, tuple(j for j, _ in items), _extend_to_p(ctx, torch.stack([t for _, t in items]), level),
-                              ctx.alpha)
+            _EncodedGiantStep(g, tuple(j for j, _ in items),
+                              _extend_to_p(ctx, torch.stack([t for _, t in items]), level), ctx.alpha)
             for g, items in by_giant.items()))
 
     # ---- evaluation ------------------------------------------------------------------------------
