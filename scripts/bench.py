@@ -324,8 +324,8 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) 
           flush=True)
     # the steps' inputs, computed once
     raised = boot.sub_sum(boot.mod_raise(ct))
-    real, imag = boot.coeffs_to_slots(raised)
-    modded = boot.eval_mod(real, imag, ct.scale)
+    parts = boot.coeffs_to_slots(raised)
+    modded = boot.eval_mod(parts, ct.scale)
     name = (f"N=2^{params.log_n} {n} slots h={params.hamming_weight}, L={bparams.max_level}, "
             f"out level {boot.output_level}, "
             f"prec min/mean/max {bits[0]:.1f}/{bits[1]:.1f}/{bits[2]:.1f} b ([-8, 8]: "
@@ -361,7 +361,8 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) 
     steps = {  # name: (run, ciphertext bytes in and out)
         "boot: mod_raise": (lambda i: boot.mod_raise(ct), ct_bytes + top),
         "boot: coeffs_to_slots": (lambda i: boot.coeffs_to_slots(raised), 3 * top),
-        "boot: eval_mod": (lambda i: boot.eval_mod(real, imag, ct.scale), 3 * ct_bytes * (1 + real.level)),
+        "boot: eval_mod": (lambda i: boot.eval_mod(parts, ct.scale),
+                           (len(parts) + 1) * ct_bytes * (1 + parts[0].level)),
         "boot: slots_to_coeffs": (lambda i: boot.slots_to_coeffs(modded),
                                   ct_bytes * (1 + modded.level) + ct_bytes * (1 + boot.output_level)),
     }

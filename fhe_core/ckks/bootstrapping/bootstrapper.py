@@ -7,6 +7,15 @@ built from separate circuit evaluators; never a secret key).
              -> recombine -> SlotsToCoeffs
 
 and in the order ``"slim"`` SlotsToCoeffs first (on the input, down to level 0), then the rest.
+
+**EvalMod once or twice.** EvalMod is a real polynomial, so it needs the real and imaginary
+parts of the CoeffsToSlots output in real slots. With full packing (n = N/2) they are N real
+numbers, two ciphertexts' worth of real slots: EvalMod runs on each. With sparse packing
+(n <= N/4, order ``cts_first``: ``BootstrappingParameters.packs_real_and_imaginary``) they fit
+the 2n slots of one ciphertext: the last CoeffsToSlots factor, evaluated on 2n slots, returns
+[w, -i w] (``dft.pack_real_imaginary``), its sum with its conjugate is [Re w | Im w], EvalMod
+runs **once**, and the first SlotsToCoeffs factor, on 2n slots, takes [a | b] to the n-slot
+a + i b directly (``dft.unpack_real_imaginary``: twice its diagonals, no level).
 Every step is also a public method. The levels are those of
 :class:`~fhe_core.ckks.bootstrapping.parameters.BootstrappingParameters` (``depth``,
 ``min_input_level``, ``output_level``).
@@ -36,7 +45,7 @@ from fhe_core.ckks.ciphertext import rlwe_context
 from fhe_core.ckks.encoder import Encoder
 from fhe_core.ckks.evaluator import SCALE_TOLERANCE, Evaluator
 from fhe_core.ckks.lintrans import LinearTransform, default_baby_step
-from fhe_core.ckks.bootstrapping.dft import DFTFactors
+from fhe_core.ckks.bootstrapping.dft import Diagonals, pack_real_imaginary, unpack_real_imaginary
 from fhe_core.ckks.bootstrapping.graphed import GraphedBootstrapper
 from fhe_core.ckks.bootstrapping.mod1 import EvalModEvaluator
 from fhe_core.ckks.bootstrapping.mod_raise import mod_raise
@@ -49,13 +58,27 @@ from fhe_core.rlwe.checks import check_ciphertext
 MAX_SCALE_RATIO = 2.0  # the input's scale must be within this factor of the default scale
 
 
-def _transforms(params: Params, factors: DFTFactors, top: int | None, baby_step_factor: int) -> list[LinearTransform]:
-    """One LinearTransform per DFT factor, baby step ``baby_step_factor`` times the default; with
-    ``top``, factor i is encoded at level top - i (scale q_(top - i), the prime its rescale
-    divides by); without, nothing is encoded."""
-    return [LinearTransform(params, f, level=None if top is None else top - i,
-                            baby_step=min(factors.slots, baby_step_factor * default_baby_step(f, factors.slots)))
-            for i, f in enumerate(factors.factors)]
+def _transforms(params: Params, factors: list[Diagonals], top: int | None,
+                baby_step_factor: int) -> list[LinearTransform]:
+    """One LinearTransform per DFT factor (on as many slots as its vectors have), baby step
+    ``baby_step_factor`` times the default; with ``top``, factor i is encoded at level top - i
+    (scale q_(top - i), the prime its rescale divides by); without, nothing is encoded."""
+    out = []
+    for i, f in enumerate(factors):
+        slots = len(next(iter(f.values())))
+        out.append(LinearTransform(params, f, level=None if top is None else top - i,
+                                   baby_step=min(slots, baby_step_factor * default_baby_step(f, slots))))
+    return out
+
+
+def _dft_factors(bparams: BootstrappingParameters) -> tuple[list[Diagonals], list[Diagonals]]:
+    """The CtS and StC factors' diagonals; with ``packs_real_and_imaginary`` the last CtS factor
+    packs and the first StC factor unpacks the real and imaginary parts on 2n slots."""
+    cts, stc = list(bparams.cts_factors().factors), list(bparams.stc_factors().factors)
+    if bparams.packs_real_and_imaginary:
+        cts[-1] = pack_real_imaginary(cts[-1], bparams.slots)
+        stc[0] = unpack_real_imaginary(stc[0], bparams.slots)
+    return cts, stc
 
 
 def _key_elements(params: Params, slots: int, transforms: list[LinearTransform]) -> list[int]:
@@ -70,9 +93,9 @@ def _key_elements(params: Params, slots: int, transforms: list[LinearTransform])
 def bootstrapping_galois_elements(params: Params, bparams: BootstrappingParameters) -> list[int]:
     """The Galois elements a :class:`Bootstrapper` of (params, bparams) needs, for key
     generation on the client (nothing is encoded). A relinearization key is needed too."""
-    factor = bparams.baby_step_factor
-    transforms = _transforms(params, bparams.cts_factors(), None, factor) + _transforms(params, bparams.stc_factors(),
-                                                                                       None, factor)
+    cts, stc = _dft_factors(bparams)
+    transforms = _transforms(params, cts, None, bparams.baby_step_factor) + _transforms(params, stc, None,
+                                                                                        bparams.baby_step_factor)
     return _key_elements(params, bparams.slots, transforms)
 
 
@@ -112,8 +135,10 @@ class Bootstrapper:
         self._check_keys(keys)
         self.evaluator = Evaluator(params, keys)
         stc_top = bparams.min_input_level if bparams.order == "slim" else bparams.output_level + bparams.stc_depth
-        self._cts = _transforms(params, bparams.cts_factors(), bparams.max_level, bparams.baby_step_factor)
-        self._stc = _transforms(params, bparams.stc_factors(), stc_top, bparams.baby_step_factor)
+        cts, stc = _dft_factors(bparams)
+        self._packed = bparams.packs_real_and_imaginary
+        self._cts = _transforms(params, cts, bparams.max_level, bparams.baby_step_factor)
+        self._stc = _transforms(params, stc, stc_top, bparams.baby_step_factor)
         self._eval_mod = EvalModEvaluator(self.evaluator, bparams.eval_mod_parameters(params))
         self._half_eval_mod: EvalModEvaluator | None = None  # built on the first bootstrap_pair
 
@@ -169,31 +194,43 @@ class Bootstrapper:
         Consumes no level; SubSum's Galois keys."""
         return ct if self.parameters.sparse_factor == 1 else sub_sum(self.evaluator, ct)
 
-    def coeffs_to_slots(self, ct: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
-        """The CtS linear transforms (``cts_depth`` levels, scale kept), then the split
-        (Re, Im) = (y + conj y, -i (y - conj y)): two ciphertexts of real slots. Consumes
-        ``cts_depth`` levels; CtS rotation keys and the conjugation key."""
-        for t in self._cts:
+    def coeffs_to_slots(self, ct: Ciphertext) -> tuple[Ciphertext, ...]:
+        """The CtS linear transforms (``cts_depth`` levels, scale kept), then the split into real
+        slots: (Re, Im) = (y + conj y, -i (y - conj y)), two ciphertexts; or, when the parameters
+        pack the real and imaginary parts (sparse packing), the one 2n-slot ciphertext
+        y + conj y = [Re | Im] (module docstring). Consumes ``cts_depth`` levels; CtS rotation
+        keys and the conjugation key."""
+        for t in self._cts[:-1]:
             ct = t.evaluate(self.evaluator, ct, double_hoisting=self.double_hoisting)
+        if self._packed:
+            ct = ct.replace(slots=2 * ct.slots)  # the same polynomial read on 2n slots: [v | v]
+        ct = self._cts[-1].evaluate(self.evaluator, ct, double_hoisting=self.double_hoisting)
         ev = self.evaluator
         conj = ev.conjugate(ct)
+        if self._packed:
+            return (ev.add(ct, conj),)
         return ev.add(ct, conj), ev.mul(ev.sub(ct, conj), -1j)  # Gaussian integer: no level
 
-    def eval_mod(self, real: Ciphertext, imag: Ciphertext, scale: float) -> Ciphertext:
-        """EvalMod on both parts and the recombination re + i im, relabelled from Delta to
-        ``scale`` (module docstring). Consumes ``eval_mod_depth`` levels; relinearization key."""
-        return self._eval_mod_parts(real, imag, scale, self._eval_mod)
+    def eval_mod(self, parts: tuple[Ciphertext, ...], scale: float) -> Ciphertext:
+        """EvalMod on the parts :meth:`coeffs_to_slots` returns (two: then the recombination
+        re + i im; one: the packed [Re | Im]), relabelled from Delta to ``scale`` (module
+        docstring). Consumes ``eval_mod_depth`` levels; relinearization key."""
+        return self._eval_mod_parts(parts, scale, self._eval_mod)
 
-    def _eval_mod_parts(self, real: Ciphertext, imag: Ciphertext, scale: float,
+    def _eval_mod_parts(self, parts: tuple[Ciphertext, ...], scale: float,
                         eval_mod: EvalModEvaluator) -> Ciphertext:
-        ev, out = self.evaluator, [eval_mod.evaluate(part) for part in (real, imag)]
-        ct = ev.add(out[0], ev.mul(out[1], 1j))
+        ev, out = self.evaluator, [eval_mod.evaluate(part) for part in parts]
+        ct = out[0] if len(out) == 1 else ev.add(out[0], ev.mul(out[1], 1j))
         return ct.replace(scale=ct.scale * scale / float(self.params.default_scale))
 
     def slots_to_coeffs(self, ct: Ciphertext) -> Ciphertext:
-        """The StC linear transforms: ``stc_depth`` levels, scale kept; StC rotation keys."""
-        for t in self._stc:
+        """The StC linear transforms: ``stc_depth`` levels, scale kept; StC rotation keys. With
+        packed parts the input is :meth:`eval_mod`'s 2n-slot [Re | Im] and the output has n slots."""
+        packed = self._packed and ct.slots == 2 * self.parameters.slots
+        for i, t in enumerate(self._stc):
             ct = t.evaluate(self.evaluator, ct, double_hoisting=self.double_hoisting)
+            if i == 0 and packed:
+                ct = ct.replace(slots=self.parameters.slots)  # [M u | M u]: n-periodic
         return ct
 
     # ---- the whole circuit -----------------------------------------------------------------------
@@ -256,7 +293,7 @@ class Bootstrapper:
         scale = ct.scale
         if self.parameters.order == "slim":
             ct = self.slots_to_coeffs(ct)
-        out = self._eval_mod_parts(*self.coeffs_to_slots(self.sub_sum(self.mod_raise(ct))), scale, eval_mod)
+        out = self._eval_mod_parts(self.coeffs_to_slots(self.sub_sum(self.mod_raise(ct))), scale, eval_mod)
         return self.slots_to_coeffs(out) if self.parameters.order == "cts_first" else out
 
     def _check_input(self, ct: Ciphertext, op: str) -> Ciphertext:

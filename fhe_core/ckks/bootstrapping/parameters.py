@@ -123,6 +123,14 @@ class BootstrappingParameters:
         """g = N / (2 n): SubSum multiplies the message by g (1 for full packing)."""
         return self.ring_degree // (2 * self.slots)
 
+    @property
+    def packs_real_and_imaginary(self) -> bool:
+        """True when EvalMod runs once, on the real and imaginary parts packed in the 2n slots of
+        one ciphertext: sparse packing (n <= N/4, room for 2n slots) in the order ``cts_first``
+        (the first StC factor unpacks them; in the slim order nothing follows EvalMod). Full
+        packing needs two ciphertexts of real slots: EvalMod runs twice."""
+        return self.order == "cts_first" and self.sparse_factor > 1
+
     def cts_factors(self) -> DFTFactors:
         """CoeffsToSlots' factors, scaled by 1 / (2 g): absorbs SubSum's g and the 2 of the
         real/imaginary split (see :mod:`~fhe_core.ckks.bootstrapping.dft`)."""

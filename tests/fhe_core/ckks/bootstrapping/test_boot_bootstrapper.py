@@ -219,10 +219,12 @@ def test_levels_step_by_step_equal_the_reported_depth(preset):
         assert ct.level == boot.min_input_level - b.stc_depth == 0
     raised = boot.sub_sum(boot.mod_raise(ct))
     assert raised.level == b.max_level
-    real, imag = boot.coeffs_to_slots(raised)
-    assert real.level == imag.level == b.max_level - b.cts_depth
-    out = boot.eval_mod(real, imag, ct.scale)
-    assert out.level == real.level - b.eval_mod_depth
+    parts = boot.coeffs_to_slots(raised)
+    assert len(parts) == (1 if b.packs_real_and_imaginary else 2) == (1 if name == "sparse" else 2)
+    assert {p.level for p in parts} == {b.max_level - b.cts_depth}
+    assert {p.slots for p in parts} == {2 * b.slots if len(parts) == 1 else b.slots}
+    out = boot.eval_mod(parts, ct.scale)
+    assert out.level == parts[0].level - b.eval_mod_depth
     if b.order == "cts_first":
         before = out.level
         out = boot.slots_to_coeffs(out)
