@@ -153,6 +153,22 @@ def test_bootstrap_n16_on_cuda(cuda_client):
 
 @pytest.mark.gpu
 @pytest.mark.slow
+def test_bootstrap_pair_n16_on_cuda(cuda_client):
+    """Two real ciphertexts in one bootstrap at N = 2^16: each output against its input, with the
+    precision target of the complex bootstrap (mean >= 20, min >= 16 bits)."""
+    name, client = cuda_client
+    boot, n = client.boot, client.bparams.slots
+    x, y = client.rng.uniform(-1, 1, n), client.rng.uniform(-1, 1, n)
+    a, b = client.encrypt(x, boot.min_input_level), client.encrypt(y, boot.min_input_level)
+    for out, v in zip(boot.bootstrap_pair(a, b), (x, y)):
+        assert (out.level, out.scale) == (boot.output_level, a.scale)
+        bits = precision(client.decrypt(out), v)
+        print(f"N16_H192 {name} cuda pair: min {bits[0]:.2f}, mean {bits[1]:.2f}, max {bits[2]:.2f} bits")
+        assert bits[1] >= 20 and bits[0] >= 16
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
 def test_ten_rounds_n16_full_on_cuda():
     """z <- z * w (w of unit modulus, mul_relin + rescale), then bootstrap, 10 times at
     N16_H192_FULL: each round's own error (output against its decrypted input) stays at the
