@@ -143,6 +143,7 @@ class LinearTransform:
         self._scale = None if scale is None else _check_scale(scale)
         self._encoder = Encoder(params)
         self._encoded: dict[int, _Encoded] = {}
+        self._gathers: dict[tuple[int, ...], torch.Tensor] = {}  # see _BabySteps.rows
         self.level = level
         if level is not None:
             self.level = self._check_level(level, "LinearTransform")
@@ -315,7 +316,7 @@ class LinearTransform:
             with _step(f"lintrans_giant_step_{step.giant}", device):
                 pts = step.over_q()
                 if fused:
-                    acc = _fused_multiply_accumulate(pts, babies.rows(step.babies), moduli)
+                    acc = _fused_multiply_accumulate(pts, babies.rows(step.babies, self._gathers), moduli)
                 else:
                     acc = _multiply_accumulate(pts, [babies.by_step[j] for j in step.babies], moduli)
                 if step.giant:
@@ -334,7 +335,7 @@ class LinearTransform:
         total = None
         for step in encoded.giant_steps:
             with _step(f"lintrans_giant_step_{step.giant}", device):
-                acc = _fused_multiply_accumulate(step.data, babies.rows(step.babies), qp.moduli)
+                acc = _fused_multiply_accumulate(step.data, babies.rows(step.babies, self._gathers), qp.moduli)
                 if step.giant:
                     acc = _rotate_extended(ctx, acc, level, keys.element(step.giant), keys)
                 total = acc if total is None else ops.add(total, acc, qp.moduli, out=total)
@@ -466,13 +467,17 @@ class _BabySteps:
                     out=rows[0, ctx.alpha:])
         return cls(steps, out, {})
 
-    def rows(self, babies: tuple[int, ...]) -> torch.Tensor:
+    def rows(self, babies: tuple[int, ...], gathers: dict[tuple[int, ...], torch.Tensor]) -> torch.Tensor:
         """``[m, 2, l+1, N]`` contiguous: the ciphertexts of ``babies`` (a view when they are
-        consecutive in the stack, the usual case; else a gathered copy)."""
+        consecutive in the stack, the usual case; else a gathered copy, its index tensor kept in
+        ``gathers`` so that later evaluations make no host-to-device copy and can be captured in
+        a CUDA graph)."""
         index = [self.position[j] for j in babies]
         if index == list(range(index[0], index[0] + len(index))):
             return self.stack[index[0]:index[0] + len(index)]
-        return self.stack[torch.tensor(index, device=self.stack.device)]
+        if babies not in gathers:
+            gathers[babies] = torch.tensor(index, device=self.stack.device)
+        return self.stack[gathers[babies]]
 
 
 MAX_FUSED_TERMS = 63  # products of two words < 2^61 that a 128-bit accumulator holds (ops.ks_inner_product)
