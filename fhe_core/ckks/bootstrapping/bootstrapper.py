@@ -49,6 +49,7 @@ from fhe_core.ckks.bootstrapping.dft import Diagonals, pack_real_imaginary, unpa
 from fhe_core.ckks.bootstrapping.graphed import GraphedBootstrapper
 from fhe_core.ckks.bootstrapping.mod1 import EvalModEvaluator
 from fhe_core.ckks.bootstrapping.mod_raise import mod_raise
+from fhe_core.ckks.bootstrapping.pair import CiphertextPair, PairEvaluator
 from fhe_core.ckks.bootstrapping.parameters import BootstrappingParameters
 from fhe_core.ckks.bootstrapping.sub_sum import sub_sum, sub_sum_galois_elements
 from fhe_core.errors import LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
@@ -139,8 +140,11 @@ class Bootstrapper:
         self._packed = bparams.packs_real_and_imaginary
         self._cts = _transforms(params, cts, bparams.max_level, bparams.baby_step_factor)
         self._stc = _transforms(params, stc, stc_top, bparams.baby_step_factor)
-        self._eval_mod = EvalModEvaluator(self.evaluator, bparams.eval_mod_parameters(params))
-        self._half_eval_mod: EvalModEvaluator | None = None  # built on the first bootstrap_pair
+        # EvalMod on one ciphertext (sparse packing: the packed parts) or on a CiphertextPair (full
+        # packing: the real and imaginary parts in one batch); output scale Delta, or Delta / 2
+        # for bootstrap_pair (the halves of its split); built on first use
+        self._eval_mod_parameters = bparams.eval_mod_parameters(params)
+        self._eval_mods: dict[tuple[bool, bool], EvalModEvaluator] = {}
 
     def __repr__(self) -> str:
         return f"ckks.Bootstrapper({self.parameters.describe()})"
@@ -212,16 +216,30 @@ class Bootstrapper:
         return ev.add(ct, conj), ev.mul(ev.sub(ct, conj), -1j)  # Gaussian integer: no level
 
     def eval_mod(self, parts: tuple[Ciphertext, ...], scale: float) -> Ciphertext:
-        """EvalMod on the parts :meth:`coeffs_to_slots` returns (two: then the recombination
+        """EvalMod on the parts :meth:`coeffs_to_slots` returns (two: both in one batched
+        :class:`~fhe_core.ckks.bootstrapping.pair.CiphertextPair`, then the recombination
         re + i im; one: the packed [Re | Im]), relabelled from Delta to ``scale`` (module
         docstring). Consumes ``eval_mod_depth`` levels; relinearization key."""
-        return self._eval_mod_parts(parts, scale, self._eval_mod)
+        return self._eval_mod_parts(parts, scale, half=False)
 
-    def _eval_mod_parts(self, parts: tuple[Ciphertext, ...], scale: float,
-                        eval_mod: EvalModEvaluator) -> Ciphertext:
-        ev, out = self.evaluator, [eval_mod.evaluate(part) for part in parts]
-        ct = out[0] if len(out) == 1 else ev.add(out[0], ev.mul(out[1], 1j))
+    def _eval_mod_parts(self, parts: tuple[Ciphertext, ...], scale: float, *, half: bool) -> Ciphertext:
+        ev = self.evaluator
+        if len(parts) == 1:
+            ct = self._eval_mod_evaluator(False, half).evaluate(parts[0])
+        else:
+            re, im = self._eval_mod_evaluator(True, half).evaluate(CiphertextPair.of(*parts)).parts()
+            ct = ev.add(re, ev.mul(im, 1j))
         return ct.replace(scale=ct.scale * scale / float(self.params.default_scale))
+
+    def _eval_mod_evaluator(self, paired: bool, half: bool) -> EvalModEvaluator:
+        """EvalMod on a ciphertext or on a pair, landing on Delta or (``half``) Delta / 2."""
+        if (paired, half) not in self._eval_mods:
+            p = self._eval_mod_parameters
+            if half:
+                p = replace(p, output_scale=p.output_scale / 2)
+            evaluator = PairEvaluator(self.evaluator) if paired else self.evaluator
+            self._eval_mods[paired, half] = EvalModEvaluator(evaluator, p)
+        return self._eval_mods[paired, half]
 
     def slots_to_coeffs(self, ct: Ciphertext) -> Ciphertext:
         """The StC linear transforms: ``stc_depth`` levels, scale kept; StC rotation keys. With
@@ -246,7 +264,7 @@ class Bootstrapper:
         key (checked at construction). Output scale: S (see the module docstring).
         """
         ct = self._check_input(ct, "bootstrap")
-        return self._check_output(self._circuit(ct, self._eval_mod), ct.scale)
+        return self._check_output(self._circuit(ct, half=False), ct.scale)
 
     def bootstrap_pair(self, a: Ciphertext, b: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
         """Two ciphertexts of real slots refreshed by one bootstrap: X = a + i b, bootstrapped, then
@@ -262,7 +280,7 @@ class Bootstrapper:
         a, b = self._check_pair(a, b)
         ev = self.evaluator
         packed = ev.add(a, ev.mul(b, 1j))  # i b: a Gaussian integer, no level
-        half = self._check_output(self._circuit(packed, self._half_eval_mod_evaluator()), a.scale / 2)
+        half = self._check_output(self._circuit(packed, half=True), a.scale / 2)
         half = half.replace(scale=a.scale)  # the same data read as (a + i b) / 2 at scale S
         conj = ev.conjugate(half)
         return ev.add(half, conj), ev.mul(ev.sub(half, conj), -1j)
@@ -281,19 +299,13 @@ class Bootstrapper:
                                      f"2^{math.log2(b.scale):.6f} (bring them to one scale first)")
         return a, b
 
-    def _half_eval_mod_evaluator(self) -> EvalModEvaluator:
-        if self._half_eval_mod is None:
-            p = self._eval_mod.parameters
-            self._half_eval_mod = EvalModEvaluator(self.evaluator, replace(p, output_scale=p.output_scale / 2))
-        return self._half_eval_mod
-
-    def _circuit(self, ct: Ciphertext, eval_mod: EvalModEvaluator) -> Ciphertext:
-        """The steps in the parameters' order on a checked input; the result at scale
-        ct.scale * (EvalMod's output scale / Delta)."""
+    def _circuit(self, ct: Ciphertext, *, half: bool) -> Ciphertext:
+        """The steps in the parameters' order on a checked input; the result at scale ct.scale
+        (``half``: ct.scale / 2, EvalMod landing on Delta / 2)."""
         scale = ct.scale
         if self.parameters.order == "slim":
             ct = self.slots_to_coeffs(ct)
-        out = self._eval_mod_parts(self.coeffs_to_slots(self.sub_sum(self.mod_raise(ct))), scale, eval_mod)
+        out = self._eval_mod_parts(self.coeffs_to_slots(self.sub_sum(self.mod_raise(ct))), scale, half=half)
         return self.slots_to_coeffs(out) if self.parameters.order == "cts_first" else out
 
     def _check_input(self, ct: Ciphertext, op: str) -> Ciphertext:
