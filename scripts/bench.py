@@ -368,6 +368,13 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) 
     }
     cases += [Case(step, name, io + count_key_switches(lambda: run(0))[1], run)  # noqa: B023 (called at once)
               for step, (run, io) in steps.items()]
+    if len(parts) == 2:  # full packing: the batched pair against two separate evaluations
+        from fhe_core.ckks.bootstrapping import EvalModEvaluator
+
+        separate = EvalModEvaluator(boot.evaluator, bparams.eval_mod_parameters(params))
+        cases.append(Case("boot: eval_mod (two separate evaluations)", name, steps["boot: eval_mod"][1]
+                          + count_key_switches(lambda: [separate.evaluate(p) for p in parts])[1],
+                          lambda i: [separate.evaluate(p) for p in parts]))
 
     wide = dataclasses.replace(bparams, baby_step_factor=2 * bparams.baby_step_factor)
     wide_elements = bootstrapping_galois_elements(params, wide)
