@@ -257,7 +257,15 @@ def count_key_switches(fn) -> tuple[int, int]:
     return seen[0], seen[1]
 
 
-def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) -> list[Case]:
+def make_sparse_boot_cases(device: str) -> list[Case]:
+    """The boot suite at N16_H192_SPARSE (2^13 slots: SubSum, EvalMod once on the packed real and
+    imaginary parts), without the larger-baby-step variant."""
+    from fhe_core.ckks.bootstrapping import N16_H192_SPARSE
+
+    return make_boot_cases(device, N16_H192_SPARSE, variants=False)
+
+
+def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False, variants: bool = True) -> list[Case]:
     """CKKS bootstrapping at N16_H192_FULL (N = 2^16, 2^15 slots, h = 192, 128-bit): the whole
     ``bootstrap(ct)`` (reference: the reference design's 328 ms on a V100), each public step, and
     the variants: single-hoisted linear transforms (the DFTs before double hoisting, all else as now), two real
@@ -376,6 +384,8 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) 
                           + count_key_switches(lambda: [separate.evaluate(p) for p in parts])[1],
                           lambda i: [separate.evaluate(p) for p in parts]))
 
+    if not variants:
+        return cases
     wide = dataclasses.replace(bparams, baby_step_factor=2 * bparams.baby_step_factor)
     wide_elements = bootstrapping_galois_elements(params, wide)
     wide_boot = Bootstrapper(params, wide, rlwe.gen_eval_keys(ctx, sk, wide_elements))
@@ -478,7 +488,7 @@ def device_name(device: str) -> str:
 
 
 # suites that run only with --only NAME (far too slow for the default run, and on a CPU)
-OPT_IN_SUITES = ("boot",)
+OPT_IN_SUITES = ("boot", "boot-sparse")
 
 
 def run(device: str, threads: list[int], only: str | None = None) -> dict:
@@ -486,7 +496,7 @@ def run(device: str, threads: list[int], only: str | None = None) -> dict:
     copy_bw = copy_bandwidth(device)
     rows = []
     suites = {"keyswitch": make_keyswitch_cases, "ckks": make_ckks_cases, "bfv": make_bfv_cases,
-              "boot": make_boot_cases}
+              "boot": make_boot_cases, "boot-sparse": make_sparse_boot_cases}
     default_suites = [name for name in suites if name not in OPT_IN_SUITES]
     if only in suites:
         cases = suites[only](device)
@@ -494,7 +504,7 @@ def run(device: str, threads: list[int], only: str | None = None) -> dict:
         cases = make_cases(device, sets) + ([c for name in default_suites for c in suites[name](device)]
                                             if not only else [])
     # a bootstrap takes ~50 ms on a GPU: 10 samples of 5-call graphs instead of 30 of 20 per case
-    repeats, per_graph = (10, 5) if only == "boot" else (30 if device == "cuda" else 5, 20)
+    repeats, per_graph = (10, 5) if only in OPT_IN_SUITES else (30 if device == "cuda" else 5, 20)
     for case in cases:
         if only and only not in suites and only not in case.name:
             continue
@@ -541,8 +551,8 @@ def main() -> None:
                         help="CPU thread counts to measure (default: 1 and all)")
     parser.add_argument("--only", help="run only the ops whose name contains this text, or one suite: "
                                          "'keyswitch', 'ckks', 'bfv', 'boot' (bootstrapping at "
-                                         "N16_H192_FULL, only with --only boot) (references: CKKS and boot, "
-                                         "the V100 of 'Over 100x "
+                                         "N16_H192_FULL, only with --only boot; 'boot-sparse' at N16_H192_SPARSE) "
+                                         "(references: CKKS and boot, the V100 of 'Over 100x "
                                          "Faster Bootstrapping'; BFV, the RTX 3060 Ti of 'Homomorphic Encryption "
                                          "on GPU')")
     parser.add_argument("--json", help="append one JSON line per device to this file")
