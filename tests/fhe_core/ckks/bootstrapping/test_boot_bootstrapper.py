@@ -462,7 +462,7 @@ def test_graphed_needs_a_cuda_bootstrapper():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["full", "slim"])
+@pytest.mark.parametrize("name", ["full", "sparse", "slim"])
 def test_graphed_bootstrap_replays_the_eager_one_bit_for_bit(name):
     """The first call captures; every call returns exactly the eager bootstrap's residues, for
     other data, another input level and another scale than the captured call's; pairs too."""
