@@ -16,6 +16,8 @@
   -> SlotsToCoeffs (or SlotsToCoeffs first, the slim order), keys checked at construction;
   :class:`SecretKeyBootstrapper`, a decrypt/re-encrypt test double (tests only).
   ``bootstrap_pair`` refreshes two real ciphertexts with one bootstrap.
+* ``pair``: :class:`~fhe_core.ckks.bootstrapping.pair.CiphertextPair` and ``PairEvaluator``, two
+  ciphertexts through one circuit (the full-slot EvalMod's real and imaginary parts).
 * :class:`GraphedBootstrapper` (``graphed``, from ``Bootstrapper.graphed()``): the same calls
   replayed from a CUDA graph captured on first use.
 

@@ -3,14 +3,16 @@ built from separate circuit evaluators; never a secret key).
 
 ``bootstrap(ct)`` runs, in the order ``"cts_first"``,
 
-    ModRaise -> SubSum (sparse only) -> CoeffsToSlots -> Re/Im split -> EvalMod (x2)
-             -> recombine -> SlotsToCoeffs
+    ModRaise -> SubSum (sparse only) -> CoeffsToSlots -> Re/Im split -> EvalMod (a pair,
+             or once on the packed parts) -> recombine -> SlotsToCoeffs
 
 and in the order ``"slim"`` SlotsToCoeffs first (on the input, down to level 0), then the rest.
 
 **EvalMod once or twice.** EvalMod is a real polynomial, so it needs the real and imaginary
 parts of the CoeffsToSlots output in real slots. With full packing (n = N/2) they are N real
-numbers, two ciphertexts' worth of real slots: EvalMod runs on each. With sparse packing
+numbers, two ciphertexts' worth of real slots: EvalMod runs on both, as one batched
+:class:`~fhe_core.ckks.bootstrapping.pair.CiphertextPair` (one launch per operation for the
+two, bit for bit two separate evaluations). With sparse packing
 (n <= N/4, order ``cts_first``: ``BootstrappingParameters.packs_real_and_imaginary``) they fit
 the 2n slots of one ciphertext: the last CoeffsToSlots factor, evaluated on 2n slots, returns
 [w, -i w] (``dft.pack_real_imaginary``), its sum with its conjugate is [Re w | Im w], EvalMod
