@@ -18,6 +18,7 @@ the 2n slots of one ciphertext: the last CoeffsToSlots factor, evaluated on 2n s
 [w, -i w] (``dft.pack_real_imaginary``), its sum with its conjugate is [Re w | Im w], EvalMod
 runs **once**, and the first SlotsToCoeffs factor, on 2n slots, takes [a | b] to the n-slot
 a + i b directly (``dft.unpack_real_imaginary``: twice its diagonals, no level).
+
 Every step is also a public method. The levels are those of
 :class:`~fhe_core.ckks.bootstrapping.parameters.BootstrappingParameters` (``depth``,
 ``min_input_level``, ``output_level``).
