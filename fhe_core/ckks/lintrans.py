@@ -16,7 +16,10 @@ the giant-step rotation is folded into the plaintext (d_(g+j) rotated right by g
 so evaluation needs one hoisted rotation call for the baby steps (one ModUp shared by all of
 them), then per giant step a multiply-accumulate of plaintexts with the baby-step ciphertexts
 (fused into ``ops.ks_inner_product``, the 128-bit-accumulating sum of products of the
-key-switching inner product) and one key switch, and one rescale at the end.
+key-switching inner product) and one key switch, and one rescale at the end. With double
+hoisting (the default, :meth:`LinearTransform.evaluate`) the baby steps and the sums stay in the
+key-switching basis QP_l and are brought down once: one ModDown per giant step (one component)
+and one at the end, instead of one per rotation.
 
 **Keys.** One Galois key per nonzero baby step and per nonzero giant step
 (:meth:`LinearTransform.rotation_steps`): about 2 sqrt(#diagonals) for the default n1, instead
@@ -120,8 +123,10 @@ class LinearTransform:
         baby_step: n1, a power of two <= n (default :func:`default_baby_step`).
 
     Encoding costs one encode per nonzero diagonal (an FFT of length n and an NTT of
-    ``[l+1, N]``) and keeps ``[#diagonals, l+1, N]`` int64 on the device per encoded level.
-    Evaluation holds the n1 baby-step ciphertexts ``[n1, 2, l+1, N]`` at once. Not safe for
+    ``[l+1, N]``, plus the exact conversion of its integers to the special primes P) and keeps
+    ``[#diagonals, alpha + l + 1, N]`` int64 on the device per encoded level (over QP_l, for
+    double hoisting). Evaluation holds the n1 baby-step ciphertexts ``[n1, 2, alpha + l + 1, N]``
+    at once. Not safe for
     concurrent use from several threads (the per-level encodings are cached lazily).
     """
 
