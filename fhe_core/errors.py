@@ -9,6 +9,15 @@ class ParameterError(FHEError, ValueError):
     """Parameters (primes, ring degree, bases) are invalid or inconsistent."""
 
 
+class DeviceError(FHEError, ValueError):
+    """A device is unknown, not one fhe_core runs on (it runs on "cpu" and "cuda[:i]"), or not
+    present on this machine (no CUDA build or GPU, or a GPU index past the last)."""
+
+
+class SchemeMismatchError(ParameterError):
+    """An object of one scheme (CKKS, BFV) was given parameters of the other."""
+
+
 class ExtensionNotBuiltError(FHEError, ImportError):
     """The C++/CUDA extension fhe_core._C is missing or was built without a needed backend."""
 
@@ -47,6 +56,16 @@ class ScaleMismatchError(FHEError, ValueError):
 
 class SlotMismatchError(FHEError, ValueError):
     """CKKS operands pack different numbers of slots."""
+
+
+class ScaleOverflowError(FHEError, ValueError):
+    """A CKKS result's scale leaves no room for its message below the modulus of its level, so it
+    could not be decrypted: rescale earlier, or work at a higher level."""
+
+
+class ResidueError(FHEError, ValueError):
+    """A tensor holds a residue that is not canonical: it is negative or >= the prime of its limb
+    (hand-built or corrupted data)."""
 
 
 # ---- serialization (fhe_core.serialize) ---------------------------------------------------------
@@ -97,7 +116,12 @@ class ShapeError(SerializationError):
     the payload length."""
 
 
-class ResidueRangeError(SerializationError):
+class SerializedSecurityError(SerializationError, SecurityError):
+    """A serialized parameter record falls short of 128-bit security and was not allowed with
+    ``allow_insecure=True``: both a SerializationError (bad input) and a SecurityError."""
+
+
+class ResidueRangeError(SerializationError, ResidueError):
     """A residue is not canonical: it is >= the prime of its limb."""
 
 

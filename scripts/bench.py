@@ -24,8 +24,8 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -237,11 +237,12 @@ BOOT_REFERENCE_V100_US = 328000  # "Over 100x Faster Bootstrapping": full-slot N
 
 def count_key_switches(fn) -> tuple[int, int]:
     """(key switches, bytes of switching key they read) during fn(): every key switch (relinearize,
-    rotate, hoisted rotation) goes through ``rlwe.keyswitch.inner_product``, which reads the
-    digits' rows of the key, ``[digits, 2, alpha + l + 1, N]``."""
+    rotate, hoisted rotation) goes through ``rlwe.keyswitch._inner_product`` (the unchecked step
+    that the public ``inner_product`` and the evaluators call), which reads the digits' rows of
+    the key, ``[digits, 2, alpha + l + 1, N]``."""
     from fhe_core.rlwe import keyswitch
 
-    inner = keyswitch.inner_product
+    inner = keyswitch._inner_product
     seen = [0, 0]
 
     def counting(ctx, digits, key, level):
@@ -249,11 +250,11 @@ def count_key_switches(fn) -> tuple[int, int]:
         seen[1] += digits.shape[0] * 2 * digits.shape[1] * digits.shape[2] * WORD
         return inner(ctx, digits, key, level)
 
-    keyswitch.inner_product = counting
+    keyswitch._inner_product = counting
     try:
         fn()
     finally:
-        keyswitch.inner_product = inner
+        keyswitch._inner_product = inner
     return seen[0], seen[1]
 
 

@@ -3,10 +3,11 @@
 For each workload: the server's latency (``ForestEvaluator.evaluate`` on one batch, wall clock,
 synchronised; median and best of ``--repeats`` runs after a warm-up run that builds the tables;
 "CPU s" is the process CPU time of one run, all threads, which a shared machine inflates less
-than the wall clock), the throughput in samples per second (from the median), the ciphertext operations per batch, the input level and the
-noise budget left (measured by the client against the plan's conservative estimate), the
-client's key/encryption/decryption times and the bytes on the wire. Every run checks that the
-decrypted scores equal the integer twin's exactly. Reference (iDASH, 258 samples, Özcan et al.
+than the wall clock), the throughput in samples per second (from the median), the ciphertext
+operations per batch, the input level and the noise budget left (measured by the client against
+the plan's conservative estimate), the client's key/encryption/decryption times and the bytes on
+the wire. Every run checks that the decrypted scores equal the integer twin's exactly. Reference
+(iDASH, 258 samples, Özcan et al.
 Table/section V-D): SEAL 25.62 s on one thread, 3.4 s on 16 threads, 0.596 s on an RTX 3060 Ti.
 
     python scripts/bench_xgboost.py --device cuda --markdown xgb.md --json xgb.jsonl
@@ -95,8 +96,9 @@ def main(argv=None) -> int:
                         "level": run.plan.level, "inputs": run.plan.n_inputs, "groups": run.plan.n_groups,
                         "budget_left": run.budget_left, "budget_planned": run.plan.budget_left,
                         "correct": run.correct, "exact": run.exact})
-    headers = ["workload", "samples", "device", "server ms", "best ms", "CPU s", "samples/s", "ct x ct", "ct x pt", "rotations",
-               "input cts", "level", "budget left (meas./plan)", "correct", "client encrypt s", "upload MiB"]
+    headers = ["workload", "samples", "device", "server ms", "best ms", "CPU s", "samples/s", "ct x ct", "ct x pt",
+               "rotations", "input cts", "level", "budget left (meas./plan)", "correct", "client encrypt s",
+               "upload MiB"]
     table = format_table(headers, rows)
     print(f"\nEncrypted XGBoost, {args.preset}, {device}, {stamp}\n{table}")
     print("\nreference, iDASH 258 samples: " + ", ".join(f"{k} {v:g} s" for k, v in REFERENCES))

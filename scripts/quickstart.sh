@@ -5,7 +5,7 @@
 #   bash scripts/quickstart.sh demo       # the main job: encrypted predictions and training over
 #                                         # HTTP against plaintext baselines, with a report (CPU is enough)
 #   bash scripts/quickstart.sh engine-demo  # the engine alone: an RNS product checked against Python integers
-#   bash scripts/quickstart.sh test       # the test suite without the `slow` tests (what CI runs)
+#   bash scripts/quickstart.sh test       # `ruff check .`, then the test suite without the `slow` tests (what CI runs)
 #   bash scripts/quickstart.sh test-all   # every test, `slow` ones included
 #   bash scripts/quickstart.sh bench      # the benchmark tables (CPU, and GPU where present)
 #
@@ -58,7 +58,10 @@ case "$job" in
             *)           exec "$py" -m demo --islp "$(islp_wheel)" "$@" ;;
         esac ;;
     engine-demo) exec "$py" -m fhe_core.demo "$@" ;;
-    test)     exec "$py" -m pytest -m "not slow" "$@" ;;
+    test)     # lint first (ruff, configured in pyproject.toml), then the tests; they include a bounded run
+              # of every fuzz target (tests/fuzz_targets.py; the long run: scripts/fuzz.py, docs/fuzzing.md)
+              "$py" -m ruff check .
+              exec "$py" -m pytest -m "not slow" "$@" ;;
     test-all) exec "$py" -m pytest "$@" ;;
     bench)    exec "$py" scripts/bench.py "$@" ;;
     *) echo "usage: bash scripts/quickstart.sh [demo|engine-demo|test|test-all|bench] [args...]" >&2; exit 2 ;;

@@ -1,6 +1,10 @@
 """FastAPI service and Python client: encrypted predictions and encrypted training jobs. The
 server never receives, holds or accepts a secret key.
 
+Layers: fhe_core -> data -> ml -> apps -> server (the server imports fhe_core and the apps' server
+halves; only ``demo`` sits above it). No server module but ``client.py`` and its CLI
+``client_cli.py`` names the secret-key API (tests/test_layers.py checks the imports and names).
+
 Layout::
 
     app.py        create_app(settings): routers, error handlers, body limit, lifespan (service + worker)

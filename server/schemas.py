@@ -52,7 +52,8 @@ class ModelCreate(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     kind: Literal["xgboost", "idash"] = "xgboost"
     params: dict[str, Any]
-    model_b64: str = Field(description="HEForest.to_bytes() (kind xgboost) or IdashModel.to_bytes() (kind idash), base64")
+    model_b64: str = Field(description="HEForest.to_bytes() (kind xgboost) or IdashModel.to_bytes() (kind idash), "
+                                       "base64")
     width: int | None = Field(None, ge=1, description="most samples per prediction batch (default: the plan's); "
                                                       "a width near the usual batch size means fewer ciphertexts")
 

@@ -70,7 +70,7 @@ class HELRConfig:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
                 raise HELRConfigError(f"HELRConfig: {name} must be a positive finite number, got {value!r}")
         try:
-            self.layout
+            self.layout  # noqa: B018 (the property's checks are the point)
         except ParameterError as exc:
             raise HELRConfigError(f"HELRConfig: {exc}") from None
 
@@ -129,7 +129,7 @@ class HELRConfig:
     def from_json(cls, text: str | bytes) -> HELRConfig:
         try:
             data = json.loads(text)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: nesting too deep
             raise HELRConfigError(f"HELRConfig.from_json: not JSON ({exc})") from None
         names = {f.name for f in fields(cls)}
         if not isinstance(data, dict) or set(data) - names:

@@ -61,7 +61,8 @@ class EncryptedDataset:
             header = json.loads(bytes(view[_HEADER.size:_HEADER.size + length]))
             counts = [int(c) for c in header["blocks"]]
             samples, features, batch = (int(header[k]) for k in ("samples", "features", "batch_size"))
-        except (ValueError, KeyError, TypeError) as exc:
+        # OverflowError: int() of an infinity (1e999 in JSON); RecursionError: nesting too deep
+        except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
             raise SerializationError(f"EncryptedDataset: bad header ({exc})") from None
         if not counts or min(counts) < 1 or min(samples, features, batch) < 1:
             raise SerializationError(f"EncryptedDataset: bad header {header}")

@@ -21,6 +21,7 @@ import torch
 from fhe_core import bfv, ops
 from fhe_core.bfv.encryption import lifted_message, scaled_message
 from fhe_core.rlwe import Ciphertext
+from fhe_core.rlwe.checks import mark_canonical
 
 from .plan import ForestPlan, LinearForm
 
@@ -121,7 +122,7 @@ class StackedAlgebra:
 
     def _relinearize(self, data: torch.Tensor) -> torch.Tensor:
         ct = Ciphertext(data=data.contiguous(), level=self.level, params_id=self.ctx.params_id)
-        return self.ev.relinearize(ct).data
+        return self.ev.relinearize(mark_canonical(ct)).data  # a product of canonical stacks: no range pass
 
     def add(self, a, b, sign: int = 1):
         if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):

@@ -174,7 +174,7 @@ def _forest_from_arrays(header: dict, arrays: dict[str, np.ndarray]) -> HEForest
                                    ("frac_bits", frac_bits, 0, 62)):
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise ModelFormatError(f"HEForest.from_bytes: {name} must be an int in [{low}, {high}], got {value!r}")
-    n_trees = len(arrays["tree_class"])
+    n_trees = len(arrays["tree_class"]) if arrays["tree_class"].ndim else -1  # -1: a 0-d array, refused below
     nodes, leaves = 2**depth - 1, 2**depth
     expect = {"feature": ((n_trees, nodes), "i"), "threshold": ((n_trees, nodes), "f"),
               "bit": ((n_trees, nodes), "i"), "default_left": ((n_trees, nodes), "i"),
@@ -187,9 +187,12 @@ def _forest_from_arrays(header: dict, arrays: dict[str, np.ndarray]) -> HEForest
         if a.dtype.kind != kind or (shape is not None and a.shape != shape) or (shape is None and a.ndim != 1):
             raise ModelFormatError(f"HEForest.from_bytes: {name} has shape {a.shape} and dtype {a.dtype}, "
                                    f"expected {shape or '1-D'} of kind {kind!r}")
-    binning = PublicBinning(arrays["cuts"].astype(np.float32), arrays["offsets"].astype(np.int64))
+    with np.errstate(over="ignore"):  # a cut beyond float32 becomes inf: refused below
+        binning = PublicBinning(arrays["cuts"].astype(np.float32), arrays["offsets"].astype(np.int64))
     if not binning.offsets_index_cuts:
         raise ModelFormatError("HEForest.from_bytes: the binning offsets do not index the cuts")
+    if not np.isfinite(binning.cuts).all():
+        raise ModelFormatError("HEForest.from_bytes: the binning cuts must be finite float32 numbers")
     feature, bit, live = arrays["feature"], arrays["bit"], ~arrays["is_padding"]
     if ((feature < 0) | (feature >= binning.n_features)).any() or ((bit < 0) | (bit >= len(binning.cuts))).any():
         raise ModelFormatError("HEForest.from_bytes: a node's feature or bit is out of range")
@@ -199,7 +202,8 @@ def _forest_from_arrays(header: dict, arrays: dict[str, np.ndarray]) -> HEForest
         raise ModelFormatError("HEForest.from_bytes: default_left must be 0 or 1")
     if ((arrays["tree_class"] < 0) | (arrays["tree_class"] >= n_classes)).any():
         raise ModelFormatError("HEForest.from_bytes: a tree's class is out of range")
-    if np.abs(arrays["leaves"]).max(initial=0) >= 1 << 62 or np.abs(arrays["base"]).max(initial=0) >= 1 << 62:
+    # not np.abs: the absolute value of the most negative int64 is itself, negative
+    if any(((a >= 1 << 62) | (a <= -(1 << 62))).any() for a in (arrays["leaves"], arrays["base"])):
         raise ModelFormatError("HEForest.from_bytes: leaf values beyond 2^62")
     return HEForest(depth=depth, n_classes=n_classes, frac_bits=frac_bits,
                     feature=feature.astype(np.int64), threshold=arrays["threshold"].astype(np.float32),

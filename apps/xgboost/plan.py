@@ -118,14 +118,18 @@ class IdashModel:
         thresholds, dealt evenly to the classes."""
         header, arrays = read_archive(data, "IdashModel.from_bytes", max_bytes, IDASH_FORMAT, ("thresholds", "leaves"))
         thresholds, leaves, n_classes = arrays["thresholds"], arrays["leaves"], header.get("n_classes")
-        n_trees = len(leaves)
+        n_trees = len(leaves) if leaves.ndim else 0  # a 0-d array has no length (refused below)
         if isinstance(n_classes, bool) or not isinstance(n_classes, int) or not 1 <= n_classes <= n_trees:
-            raise ModelFormatError(f"IdashModel.from_bytes: n_classes must be an int in [1, {n_trees}], got {n_classes!r}")
+            raise ModelFormatError(f"IdashModel.from_bytes: n_classes must be an int in [1, {n_trees}], "
+                                   f"got {n_classes!r}")
         if thresholds.dtype.kind != "i" or leaves.dtype.kind != "i" or thresholds.shape != (n_trees, 3) \
                 or leaves.shape != (n_trees, 4) or n_trees % n_classes or not np.isin(thresholds, (0, 1)).all():
-            raise ModelFormatError(f"IdashModel.from_bytes: expected integer thresholds [T, 3] in {{0, 1}} and leaves "
-                                   f"[T, 4] with T a multiple of {n_classes}; got {thresholds.shape} {thresholds.dtype}, "
+            raise ModelFormatError(f"IdashModel.from_bytes: expected integer thresholds [T, 3] in {{0, 1}} "
+                                   f"and leaves [T, 4] with T a multiple of {n_classes}; "
+                                   f"got {thresholds.shape} {thresholds.dtype}, "
                                    f"{leaves.shape} {leaves.dtype}")
+        if ((leaves >= 1 << 62) | (leaves <= -(1 << 62))).any():  # not np.abs: abs(-2^63) < 0 in int64
+            raise ModelFormatError("IdashModel.from_bytes: leaf values beyond 2^62")
         return cls(thresholds.astype(np.int64), leaves.astype(np.int64), n_classes)
 
     @property
@@ -247,7 +251,7 @@ def power_steps(r: int) -> list[int]:
 # ---- path schedule ------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cost(kind: str, d: int, bound: int) -> tuple[float, int]:
     """(fewest products, best split d1) for a subtree's value or its leaf indicators within
     multiplicative depth ``bound`` (inf if impossible)."""
@@ -752,7 +756,7 @@ class PublicModel:
     def from_json(cls, text: str | bytes) -> PublicModel:
         try:
             data = json.loads(text)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: nesting too deep
             raise PlanError(f"PublicModel: not JSON ({exc})") from None
         expected = {"version", "kind", "params_name", "params_literal", "params_id", "level", "width",
                     "n_classes", "n_inputs", "rotation_steps", "column_swap", "trees_per_class", "chunks",
@@ -774,17 +778,20 @@ class PublicModel:
         binning = None
         if data["binning"] is not None:
             try:
-                binning = PublicBinning(np.asarray(data["binning"]["cuts"], dtype=np.float32),
-                                        np.asarray(data["binning"]["offsets"], dtype=np.int64))
-            except (KeyError, TypeError, ValueError):
+                with np.errstate(over="ignore"):  # a cut beyond float32 becomes inf: refused below
+                    binning = PublicBinning(np.asarray(data["binning"]["cuts"], dtype=np.float32),
+                                            np.asarray(data["binning"]["offsets"], dtype=np.int64))
+            except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: an int beyond int64
                 raise PlanError("PublicModel: binning must be {cuts: [numbers], offsets: [ints]}") from None
             if not binning.offsets_index_cuts:
                 raise PlanError("PublicModel: binning offsets do not index the cuts")
+            if not np.isfinite(binning.cuts).all():
+                raise PlanError("PublicModel: binning cuts must be finite float32 numbers")
         chunks = None
         if data["kind"] == "thermometer":
             try:
                 chunks = [(int(first), int(k)) for first, k in data["chunks"]]
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # OverflowError: int(1e999), an infinity
                 raise PlanError("PublicModel: chunks must be [first input, cut count] pairs") from None
             if binning is None or sum(k + 1 for _, k in chunks) != data["n_inputs"] \
                     or [first for first, _ in chunks] != list(np.cumsum([0] + [k + 1 for _, k in chunks[:-1]])):

@@ -11,6 +11,8 @@ Built on :mod:`fhe_core.rlwe` (keys, encryption, hybrid key switching are shared
 
 Keys: ``rlwe.gen_secret_key`` / ``gen_public_key`` / ``gen_eval_keys(ctx.rlwe, sk,
 bfv.galois_elements(n, rotations, column_swap=True))``.
+
+Layer: imports rlwe, params, ring and ops, never ckks.
 """
 from fhe_core.bfv.context import BFVContext
 from fhe_core.bfv.encoder import BatchEncoder, Plaintext, slot_permutation

@@ -16,7 +16,7 @@ from math import prod
 
 import torch
 
-from fhe_core.errors import ParameterError
+from fhe_core.errors import ParameterError, SchemeMismatchError
 from fhe_core.params import Params
 from fhe_core.ring import RNSBasis, shoup_constants, words_tensor
 from fhe_core.rlwe import RLWEContext
@@ -58,8 +58,11 @@ class BFVContext:
     """
 
     def __init__(self, params: Params):
-        if not isinstance(params, Params) or params.scheme != "bfv":
-            raise ParameterError(f"BFVContext needs BFV Params, got {params!r}")
+        if not isinstance(params, Params):
+            raise ParameterError(f"BFVContext: expected a Params, got {type(params).__name__}")
+        if params.scheme != "bfv":
+            raise SchemeMismatchError(f"BFVContext: these are {params.scheme.upper()} parameters ({params!r}); BFV "
+                                      "needs BFV parameters (fhe_core.params.BFV_PRESETS)")
         self.params = params
         self.n = params.n
         self.t = params.plaintext_modulus
@@ -74,6 +77,18 @@ class BFVContext:
 
     def __repr__(self) -> str:
         return f"BFVContext(N=2^{self.params.log_n}, t={self.t}, L={self.max_level}, device={self.device})"
+
+    @staticmethod
+    def check(ctx, op: str) -> BFVContext:
+        """``ctx`` if it is a BFVContext; Params where a context belongs are a ParameterError (a
+        SchemeMismatchError for CKKS ones) naming ``op``."""
+        if isinstance(ctx, BFVContext):
+            return ctx
+        if isinstance(ctx, Params) and ctx.scheme != "bfv":
+            raise SchemeMismatchError(f"{op}: got {ctx.scheme.upper()} parameters; BFV needs a BFVContext of BFV "
+                                      "parameters")
+        hint = " (build one with bfv.BFVContext(params))" if isinstance(ctx, Params) else ""
+        raise ParameterError(f"{op}: expected a BFVContext, got {type(ctx).__name__}{hint}")
 
     def check_level(self, level: int, op: str) -> int:
         return self.rlwe.check_level(level, op)

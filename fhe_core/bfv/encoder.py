@@ -30,6 +30,7 @@ import torch
 
 from fhe_core.bfv.context import BFVContext
 from fhe_core.errors import EncodingError
+from fhe_core.rlwe.checks import mark_canonical
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,7 +79,7 @@ class BatchEncoder:
     apart from cached tables."""
 
     def __init__(self, ctx: BFVContext):
-        self.ctx = ctx
+        self.ctx = BFVContext.check(ctx, "BatchEncoder")
         self.slot_count = ctx.n
         self._index = torch.from_numpy(slot_permutation(ctx.n)).to(ctx.device)
 
@@ -89,7 +90,7 @@ class BatchEncoder:
         slots = torch.zeros(self.ctx.n, dtype=torch.int64, device=self.ctx.device)
         slots[self._index] = torch.from_numpy(v).to(self.ctx.device)
         coefficients = self.ctx.t_basis.intt(slots.unsqueeze(0))
-        return Plaintext(coefficients[0], self.ctx.params_id)
+        return mark_canonical(Plaintext(coefficients[0], self.ctx.params_id))
 
     def decode(self, plaintext: Plaintext, *, signed: bool = False) -> np.ndarray:
         """``[N]`` int64 values (row-major 2 x N/2 matrix): in [0, t), or centred if ``signed``."""

@@ -38,16 +38,18 @@ import torch
 from fhe_core import ops, rlwe
 from fhe_core.bfv.context import BFVContext
 from fhe_core.bfv.encoder import Plaintext
-from fhe_core.errors import DecryptionError, ParameterError, ParamsMismatchError
+from fhe_core.errors import DecryptionError, ParameterError, ParamsMismatchError, ResidueError
 from fhe_core.ring import RNSBasis, shoup_constants
 from fhe_core.rlwe import Ciphertext, PublicKey, SecretKey
-from fhe_core.rlwe.checks import check_key
+from fhe_core.rlwe.checks import check_key, is_marked_canonical, mark_canonical
 
 MIN_BUDGET_BITS = 1.0
 
 
 def check_plaintext(ctx: BFVContext, pt: Plaintext, op: str) -> None:
-    """ParameterError / ParamsMismatchError unless ``pt`` is a BFV plaintext of this context."""
+    """ParameterError / ParamsMismatchError unless ``pt`` is a BFV plaintext of this context;
+    ResidueError unless its coefficients are in [0, t) (checked once per object: the encoder's
+    and the decryptor's plaintexts carry the canonical mark, see :mod:`fhe_core.rlwe.checks`)."""
     if not isinstance(pt, Plaintext):
         raise ParameterError(f"{op}: expected a BFV Plaintext, got {type(pt).__name__}")
     if pt.params_id != ctx.params_id:
@@ -55,6 +57,13 @@ def check_plaintext(ctx: BFVContext, pt: Plaintext, op: str) -> None:
                                   f"the context to {ctx.params_id!r}")
     if pt.n != ctx.n or pt.data.device != ctx.device:
         raise ParameterError(f"{op}: the plaintext ({pt.n} coefficients on {pt.data.device}) does not fit {ctx}")
+    if not is_marked_canonical(pt):
+        bad = torch.logical_or(pt.data < 0, pt.data >= ctx.t)
+        if bool(bad.any()):
+            index = int(bad.nonzero()[0, 0])
+            raise ResidueError(f"{op}: the plaintext has a coefficient outside [0, t = {ctx.t}) at index {index} "
+                               "(hand-built or corrupted data: encode with the BatchEncoder)")
+        mark_canonical(pt)
 
 
 def scaled_message(ctx: BFVContext, pt: Plaintext, level: int) -> torch.Tensor:
@@ -80,6 +89,7 @@ class Encryptor:
     """Encrypts BFV plaintexts under a public key (anyone) or a secret key (its owner)."""
 
     def __init__(self, ctx: BFVContext, key: PublicKey | SecretKey):
+        ctx = BFVContext.check(ctx, "Encryptor")
         check_key(key, (PublicKey, SecretKey), ctx.params_id, "Encryptor")
         self.ctx, self._key = ctx, key
 
@@ -118,6 +128,7 @@ class Decryptor:
     key: client side only."""
 
     def __init__(self, ctx: BFVContext, sk: SecretKey):
+        ctx = BFVContext.check(ctx, "Decryptor")
         check_key(sk, (SecretKey,), ctx.params_id, "Decryptor")
         self.ctx, self._sk = ctx, sk
 
@@ -150,4 +161,5 @@ class Decryptor:
                                       f"need >= {MIN_BUDGET_BITS}); the result would be wrong")
         t = self.ctx.t
         m = ((x * t + big_q // 2) // big_q) % t
-        return Plaintext(torch.from_numpy(m.astype(np.int64)).to(self.ctx.device), self.ctx.params_id)
+        plain = Plaintext(torch.from_numpy(m.astype(np.int64)).to(self.ctx.device), self.ctx.params_id)
+        return mark_canonical(plain)

@@ -22,7 +22,9 @@ from fhe_core.bfv.encryption import check_plaintext, lifted_message, scaled_mess
 from fhe_core.errors import LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
 from fhe_core.ring import shoup_constants
 from fhe_core.rlwe import Ciphertext, EvalKeySet
-from fhe_core.rlwe.checks import check_ciphertext, check_same_level
+from fhe_core.rlwe.checks import canonical_results, check_canonical, check_ciphertext, check_same_level
+from fhe_core.rlwe.keys import check_switching_key
+from fhe_core.rlwe.keyswitch import _apply_galois, _apply_galois_hoisted, _relinearize
 
 
 def galois_elements(n: int, row_rotations=(), *, column_swap: bool = False) -> list[int]:
@@ -38,8 +40,7 @@ class Evaluator:
     """BFV homomorphic operations for one context and (optionally) one session's key set."""
 
     def __init__(self, ctx: BFVContext, keys: EvalKeySet | None = None):
-        if not isinstance(ctx, BFVContext):
-            raise ParameterError(f"Evaluator: expected a BFVContext, got {type(ctx).__name__}")
+        ctx = BFVContext.check(ctx, "Evaluator")
         if keys is not None:
             if not isinstance(keys, EvalKeySet):
                 raise ParameterError(f"Evaluator: expected an EvalKeySet, got {type(keys).__name__}")
@@ -50,7 +51,11 @@ class Evaluator:
     # ---- checks ------------------------------------------------------------------------------
 
     def _ct(self, ct: Ciphertext, op: str, degree: int | None = None) -> int:
-        return check_ciphertext(self.ctx.rlwe, ct, op, degree=degree)
+        """Validate a ciphertext operand (params_id, device, domain, degree, shape; residues once
+        per object, see :mod:`fhe_core.rlwe.checks`); its level."""
+        level = check_ciphertext(self.ctx.rlwe, ct, op, degree=degree)
+        check_canonical(self.ctx.rlwe, ct, level, op)
+        return level
 
     def _pair(self, a: Ciphertext, b: Ciphertext, op: str, degree: int | None = None) -> int:
         level = self._ct(a, op, degree)
@@ -62,16 +67,30 @@ class Evaluator:
             raise MissingKeyError(f"{op}: this evaluator has no evaluation keys")
         return self.keys
 
+    def _relin_key(self, op: str) -> rlwe.RelinKey:
+        """The relinearization key, checked (the key switch below checks nothing)."""
+        key = self._keys(op).relin_key(op)
+        check_switching_key(self.ctx.rlwe, key, op)
+        return key
+
+    def _galois_key(self, element: int, op: str) -> rlwe.GaloisKey:
+        """The Galois key of ``element``, checked (the key switch below checks nothing)."""
+        key = self._keys(op).galois_key(element, op)
+        check_switching_key(self.ctx.rlwe, key, op)
+        return key
+
     def _moduli(self, level: int) -> torch.Tensor:
         return self.ctx.rlwe.q_at(level).moduli
 
     # ---- additive ------------------------------------------------------------------------------
 
+    @canonical_results
     def add(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
         """Enc(m_a + m_b mod t); v = v_a + v_b. Same level; degrees may differ (the result has
         the larger). No keys, no level."""
         return self._combine(a, b, "add", ops.add)
 
+    @canonical_results
     def sub(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
         """Enc(m_a - m_b mod t); v = v_a - v_b. As :meth:`add`."""
         return self._combine(a, b, "sub", ops.sub)
@@ -88,16 +107,19 @@ class Evaluator:
             fn(out[common:], b.data[common:], moduli, out=out[common:])
         return a.replace(data=out)
 
+    @canonical_results
     def negate(self, a: Ciphertext) -> Ciphertext:
         """Enc(-m mod t); v -> -v. No keys, no level."""
         level = self._ct(a, "negate")
         return a.replace(data=ops.neg(a.data, self._moduli(level)))
 
+    @canonical_results
     def add_plain(self, a: Ciphertext, pt: Plaintext) -> Ciphertext:
         """Enc(m + p mod t): c0 + round(Q_l p / t); the invariant noise grows by at most
         t/(2 Q_l) (the rounding). No keys, no level."""
         return self._plain_shift(a, pt, "add_plain", ops.add)
 
+    @canonical_results
     def sub_plain(self, a: Ciphertext, pt: Plaintext) -> Ciphertext:
         """Enc(m - p mod t): c0 - round(Q_l p / t). As :meth:`add_plain`."""
         return self._plain_shift(a, pt, "sub_plain", ops.sub)
@@ -111,6 +133,7 @@ class Evaluator:
 
     # ---- multiplicative ------------------------------------------------------------------------
 
+    @canonical_results
     def multiply_plain(self, a: Ciphertext, pt: Plaintext) -> Ciphertext:
         """Enc(m p) (negacyclic product mod t, i.e. slot-wise products): every component times
         p lifted with centred coefficients; |v| grows by about N |p| <= N t/2. No keys, no level."""
@@ -118,6 +141,7 @@ class Evaluator:
         check_plaintext(self.ctx, pt, "multiply_plain")
         return a.replace(data=ops.mul(a.data, lifted_message(self.ctx, pt, level), self._moduli(level)))
 
+    @canonical_results
     def multiply_scalar(self, a: Ciphertext, scalar: int) -> Ciphertext:
         """Enc(c m mod t) for an integer c (taken centred mod t: |v| grows by |[c]_t| <= t/2).
         No keys, no level."""
@@ -131,6 +155,7 @@ class Evaluator:
         consts, shoup = shoup_constants([c % p for p in q.primes], q.primes, self.ctx.device)
         return a.replace(data=ops.mul_const(a.data, consts, shoup, q.moduli))
 
+    @canonical_results
     def multiply(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
         """Enc(m_a m_b mod t) of degree 2 (needs :meth:`relinearize` before rotations), by the BEHZ
         RNS algorithm (:mod:`fhe_core.bfv.behz`). Noise: |v| is about t N (|v_a| + |v_b|) (the
@@ -140,60 +165,66 @@ class Evaluator:
         level = self._pair(a, b, "multiply", degree=1)
         return a.replace(data=behz.multiply(self.ctx.behz(level), a.data, b.data))
 
+    @canonical_results
     def relinearize(self, a: Ciphertext) -> Ciphertext:
         """Degree 2 -> degree 1 by hybrid key switching of c2 (rlwe.relinearize); adds t/Q_l times
         the key-switching noise (a few bits), invisible next to a product's noise. Needs the
         relinearization key; no level."""
-        self._ct(a, "relinearize", degree=2)
-        return rlwe.relinearize(self.ctx.rlwe, a, self._keys("relinearize"))
+        op = "relinearize"
+        level = self._ct(a, op, degree=2)
+        return _relinearize(self.ctx.rlwe, a, self._relin_key(op), level)
 
+    @canonical_results
     def multiply_relin(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
         """:meth:`multiply` then :meth:`relinearize`. Needs the relinearization key."""
-        self._keys("multiply_relin").relin_key("multiply_relin")
-        return self.relinearize(self.multiply(a, b))
+        op = "multiply_relin"
+        key = self._relin_key(op)  # before any work
+        level = self._pair(a, b, op, degree=1)
+        product = a.replace(data=behz.multiply(self.ctx.behz(level), a.data, b.data))
+        return _relinearize(self.ctx.rlwe, product, key, level)
 
     # ---- rotations -----------------------------------------------------------------------------
 
+    @canonical_results
     def rotate_rows(self, a: Ciphertext, steps: int) -> Ciphertext:
         """Both matrix rows rotated left by ``steps`` (right if negative): column j receives
         column j + steps (mod N/2). Galois element 5^steps mod 2N; needs its key. Degree 1."""
         if isinstance(steps, bool) or not isinstance(steps, int):
             raise ParameterError(f"rotate_rows: steps must be an int, got {type(steps).__name__}")
         op = "rotate_rows"
-        self._ct(a, op, degree=1)
+        level = self._ct(a, op, degree=1)
         k = rlwe.galois_element_for_rotation(steps, self.ctx.n)
         if k == 1:
             return a.replace(data=a.data.clone())
-        self._keys(op).galois_key(k, op)  # a missing key names this operation
-        return rlwe.apply_galois(self.ctx.rlwe, a, k, self.keys)
+        return _apply_galois(self.ctx.rlwe, a, k, self._galois_key(k, op), level)
 
+    @canonical_results
     def rotate_rows_hoisted(self, a: Ciphertext, steps) -> dict[int, Ciphertext]:
         """:meth:`rotate_rows` for several step counts sharing one ModUp of c1 (hoisting,
         ``rlwe.apply_galois_hoisted``): ``{steps: ciphertext}``. Every key is checked before any
         work. Degree 1; no level."""
         op = "rotate_rows_hoisted"
-        self._ct(a, op, degree=1)
+        level = self._ct(a, op, degree=1)
         steps = list(dict.fromkeys(steps))
         if any(isinstance(r, bool) or not isinstance(r, int) for r in steps):
             raise ParameterError(f"{op}: steps must be ints, got {steps!r}")
         elements = {r: rlwe.galois_element_for_rotation(r, self.ctx.n) for r in steps}
-        keyed = [k for k in elements.values() if k != 1]
-        for k in keyed:
-            self._keys(op).galois_key(k, op)
-        rotated = rlwe.apply_galois_hoisted(self.ctx.rlwe, a, keyed, self.keys) if keyed else {}
+        keyed = {k: self._galois_key(k, op) for k in elements.values() if k != 1}
+        rotated = _apply_galois_hoisted(self.ctx.rlwe, a, keyed, level) if keyed else {}
         return {r: rotated[k] if k != 1 else a.replace(data=a.data.clone()) for r, k in elements.items()}
 
+    @canonical_results
     def swap_columns(self, a: Ciphertext) -> Ciphertext:
         """The two matrix rows exchanged (SEAL's rotate_columns): Galois element 2N - 1; needs its
         key. Degree 1."""
         op = "swap_columns"
-        self._ct(a, op, degree=1)
+        level = self._ct(a, op, degree=1)
         k = rlwe.galois_element_for_conjugation(self.ctx.n)
-        self._keys(op).galois_key(k, op)
-        return rlwe.apply_galois(self.ctx.rlwe, a, k, self.keys)
+        return _apply_galois(self.ctx.rlwe, a, k, self._galois_key(k, op), level)
 
     # ---- modulus switching ------------------------------------------------------------------------
 
+    @canonical_results
     def mod_switch_to_next(self, a: Ciphertext) -> Ciphertext:
         """Drop q_l: c -> round(c / q_l) over Q_{l-1}, any degree. Consumes one level; the
         invariant noise becomes v + (t/Q_{l-1}) (eps0 + eps1 s) with |eps_i| <= 1/2 (the rounding),
@@ -202,6 +233,10 @@ class Evaluator:
         level = self._ct(a, "mod_switch_to_next", degree=None)
         if level == 0:
             raise LevelMismatchError("mod_switch_to_next: the ciphertext is at level 0, no prime left to drop")
+        return self._mod_switch_next(a, level)
+
+    def _mod_switch_next(self, a: Ciphertext, level: int) -> Ciphertext:
+        """:meth:`mod_switch_to_next` of a checked ciphertext at ``level`` >= 1."""
         tab = self.ctx.mod_switch(level)
         # The same exact divide-and-round as CKKS rescale: the centred last limb lifted to the other
         # primes, transformed, then (c - r) * q_l^-1 in one pass.
@@ -211,12 +246,13 @@ class Evaluator:
                                  tab.q_rest.moduli, out=r)
         return a.replace(data=data, level=level - 1)
 
+    @canonical_results
     def mod_switch_to(self, a: Ciphertext, level: int) -> Ciphertext:
         """:meth:`mod_switch_to_next` until ``level`` (<= the ciphertext's level)."""
         current = self._ct(a, "mod_switch_to", degree=None)
         level = self.ctx.check_level(level, "mod_switch_to")
         if level > current:
             raise LevelMismatchError(f"mod_switch_to: cannot raise a ciphertext from level {current} to {level}")
-        for _ in range(current - level):
-            a = self.mod_switch_to_next(a)
+        for from_level in range(current, level, -1):
+            a = self._mod_switch_next(a, from_level)
         return a

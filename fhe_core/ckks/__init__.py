@@ -7,6 +7,9 @@ negate, multiply with relinearization, rescale, level drop, rotations, conjugati
 rotations, rotate-and-sum, inner products; evaluation keys only). Slot j of a plaintext of n
 slots is m(zeta^(5^j)), zeta = exp(i*pi/N), so the automorphism X -> X^(5^r mod 2N) rotates the
 slots left by r and X -> X^(2N-1) conjugates them (see :mod:`fhe_core.ckks.encoder`).
+
+Layer: imports rlwe, params, ring and ops, never bfv; serialize reads its plaintexts and
+ciphertexts.
 """
 from fhe_core.ckks.ciphertext import (
     Ciphertext,

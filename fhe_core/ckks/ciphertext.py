@@ -26,10 +26,11 @@ from fhe_core.errors import (  # noqa: F401  (the two mismatch errors are re-exp
     ParameterError,
     ParamsMismatchError,
     ScaleMismatchError,
+    SchemeMismatchError,
     SlotMismatchError,
 )
 from fhe_core.params import Params
-from fhe_core.rlwe.checks import check_key
+from fhe_core.rlwe.checks import check_key, mark_canonical
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -67,6 +68,17 @@ def rlwe_context(params: Params) -> rlwe.RLWEContext:
     return rlwe.RLWEContext.from_params(params, device=params.device)
 
 
+def check_ckks_params(params: Params, op: str) -> Params:
+    """``params`` if they are CKKS Params; ParameterError for anything else, SchemeMismatchError
+    for BFV parameters (CKKS objects built on them would compute garbage), naming ``op``."""
+    if not isinstance(params, Params):
+        raise ParameterError(f"{op}: expected a Params, got {type(params).__name__}")
+    if params.scheme != "ckks":
+        raise SchemeMismatchError(f"{op}: these are {params.scheme.upper()} parameters ({params!r}); CKKS needs "
+                                  "CKKS parameters (fhe_core.params.PRESETS; BFV objects live in fhe_core.bfv)")
+    return params
+
+
 def _check_plaintext(params: Params, pt: Plaintext, op: str) -> None:
     if not isinstance(pt, Plaintext):
         raise ParameterError(f"{op}: expected a ckks.Plaintext, got {type(pt).__name__}")
@@ -88,6 +100,7 @@ class Encryptor:
     """
 
     def __init__(self, params: Params, key: rlwe.SecretKey | rlwe.PublicKey):
+        check_ckks_params(params, "Encryptor")
         check_key(key, (rlwe.SecretKey, rlwe.PublicKey), params.params_id, "Encryptor")
         self.params = params
         self._ctx = rlwe_context(params)
@@ -106,14 +119,15 @@ class Encryptor:
             ct = rlwe.encrypt_sk(self._ctx, self._key, pt.data, pt.level, seed=seed)
         else:
             ct = rlwe.encrypt_pk(self._ctx, self._key, pt.data, pt.level, seed=seed)
-        return Ciphertext(data=ct.data, level=ct.level, params_id=ct.params_id, scale=float(pt.scale),
-                          slots=pt.slots)
+        return mark_canonical(Ciphertext(data=ct.data, level=ct.level, params_id=ct.params_id,
+                                         scale=float(pt.scale), slots=pt.slots))
 
 
 class Decryptor:
     """Decrypts CKKS ciphertexts with the secret key (client side only)."""
 
     def __init__(self, params: Params, sk: rlwe.SecretKey):
+        check_ckks_params(params, "Decryptor")
         check_key(sk, (rlwe.SecretKey,), params.params_id, "Decryptor")
         self.params = params
         self._ctx = rlwe_context(params)

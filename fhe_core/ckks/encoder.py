@@ -30,8 +30,8 @@ message's ~53-bit precision.
 **Exact decoding.** Coefficients are recovered from their residues by Garner's mixed-radix
 conversion on the device (exact modular arithmetic; vectorised steps over the coefficients,
 stopping once the remaining digits are all 0 or all q_j - 1, i.e. after about
-log2|x| / log2 q steps of O(l) limb operations each), renormalised to balanced digits (the centred lift into (-Q/2, Q/2)),
-then summed in float64 by Horner's rule. The balanced digits of a small value vanish above its
+log2|x| / log2 q steps of O(l) limb operations each), renormalised to balanced digits (the centred
+lift into (-Q/2, Q/2)), then summed in float64 by Horner's rule. The balanced digits of a small value vanish above its
 size, so the float sum loses at most a few ulps (relative 2^-50) whatever Q is (up to ~1800 bits
 and beyond), as long as the value itself is below 2^1023.
 """
@@ -43,10 +43,12 @@ import numpy as np
 import torch
 
 from fhe_core import ops
+from fhe_core.ckks.ciphertext import check_ckks_params
 from fhe_core.ckks.plaintext import Plaintext
 from fhe_core.errors import EncodingError
 from fhe_core.params import Params
 from fhe_core.ring import RNSBasis, shoup_constants, words_tensor
+from fhe_core.rlwe.checks import mark_canonical
 
 DIGIT_BITS = 52                # rounded coefficients travel as signed base-2^52 int64 digits
 MAX_SCALE = 2.0 ** 512         # exact-rounding range of the scale (see module docstring)
@@ -253,7 +255,7 @@ class Encoder:
     them back. Stateless apart from cached tables; safe to share between threads."""
 
     def __init__(self, params: Params):
-        self.params = params
+        self.params = check_ckks_params(params, "Encoder")
 
     def encode(self, values, *, level: int | None = None, scale: float | None = None,
                slots: int | None = None) -> Plaintext:
@@ -280,7 +282,7 @@ class Encoder:
         digits[:, ::params.n // (2 * slots)] = packed
         basis = params.q_basis(level)
         residues = digits_to_residues(torch.from_numpy(digits).to(params.device), basis)
-        return Plaintext(basis.ntt(residues), level, scale, params.params_id, slots)
+        return mark_canonical(Plaintext(basis.ntt(residues), level, scale, params.params_id, slots))
 
     def decode(self, plaintext: Plaintext) -> np.ndarray:
         """The ``[plaintext.slots]`` complex128 values a plaintext encodes (coefficients over
@@ -291,7 +293,8 @@ class Encoder:
         if plaintext.n != params.n or not 0 <= plaintext.level <= params.max_level:
             raise EncodingError(f"decode: plaintext shape {tuple(plaintext.data.shape)} does not fit {params}")
         if plaintext.data.device != params.device:
-            raise EncodingError(f"decode: the plaintext is on {plaintext.data.device}, the parameters on {params.device}")
+            raise EncodingError(f"decode: the plaintext is on {plaintext.data.device}, "
+                                f"the parameters on {params.device}")
         basis = params.q_basis(plaintext.level)
         data = plaintext.data
         coefficients = basis.intt(data) if plaintext.is_ntt else data

@@ -15,6 +15,16 @@ Conventions (ARCHITECTURE.md, "Objects carry metadata"; Lattigo's evaluator):
   1e-9 (the float rounding of a chain of products and rescales is ~1e-16 per step) and keep the
   first operand's scale. After a rescale the scale is 2^80 / q_l, about 1e-7 away from 2^40:
   align explicitly with :meth:`Evaluator.set_scale` (or encode at that scale).
+* **Scale budget.** A result at level l must leave room for its message below Q_l: the message
+  m = scale * z decrypts correctly only while |m| < Q_l / 2. Every operation that raises the
+  scale or lowers the level (products, level drops, additions at a lower level) refuses a result
+  with log2(scale) + MESSAGE_BITS + 1 > log2(Q_l) (ScaleOverflowError naming the operation):
+  even a message |z| < 2^MESSAGE_BITS = 2 would wrap around. This catches what is certainly
+  wrong (a product at level 0, squarings without rescale); larger messages need more headroom,
+  which the circuits size themselves (the presets' q_0 is 20 bits above the scale).
+* **Checks once.** The public methods check their operands (and the canonical residues of a
+  ciphertext object the first time, see :mod:`fhe_core.rlwe.checks`) and then call unchecked
+  helpers: no operand is checked twice in one operation.
 * **Keys.** The evaluator holds an :class:`fhe_core.rlwe.EvalKeySet` (relinearization and Galois
   keys), never a secret key. :meth:`Evaluator.rotation_steps_for_sum` and
   :func:`galois_elements` say which keys a circuit needs.
@@ -25,8 +35,10 @@ Tensor shapes: a ciphertext at level l is ``[d+1, l+1, N]`` int64, NTT domain (d
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import numbers
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -34,7 +46,9 @@ from fractions import Fraction
 import torch
 
 from fhe_core import ops, rlwe
-from fhe_core.ckks.ciphertext import Ciphertext, ScaleMismatchError, SlotMismatchError, rlwe_context
+from fhe_core.ckks.ciphertext import (
+    Ciphertext, ScaleMismatchError, SlotMismatchError, check_ckks_params, rlwe_context,
+)
 from fhe_core.ckks.plaintext import Plaintext
 from fhe_core.errors import (
     DomainMismatchError,
@@ -43,12 +57,16 @@ from fhe_core.errors import (
     MissingKeyError,
     ParameterError,
     ParamsMismatchError,
+    ScaleOverflowError,
 )
 from fhe_core.params import Params
-from fhe_core.rlwe.checks import check_ciphertext
+from fhe_core.rlwe.checks import canonical_results, check_canonical, check_ciphertext
+from fhe_core.rlwe.keys import check_switching_key
+from fhe_core.rlwe.keyswitch import _apply_galois, _apply_galois_hoisted, _relinearize
 from fhe_core.ring import primitive_root_2n, shoup_constants
 
 SCALE_TOLERANCE = 1e-9  # relative difference under which two scales count as equal
+MESSAGE_BITS = 1  # a result must fit messages |z| < 2^MESSAGE_BITS below Q_l / 2 (module docstring)
 CONSTANT_CACHE_SIZE = 4096  # constants kept on the device per evaluator (see Evaluator._constant_halves)
 Operand = Ciphertext | Plaintext | int | float | complex
 
@@ -104,8 +122,7 @@ class Evaluator:
     """
 
     def __init__(self, params: Params, keys: rlwe.EvalKeySet | None = None):
-        if not isinstance(params, Params):
-            raise ParameterError(f"Evaluator: expected a Params, got {type(params).__name__}")
+        check_ckks_params(params, "Evaluator")
         if keys is not None:
             if not isinstance(keys, rlwe.EvalKeySet):
                 raise ParameterError(f"Evaluator: keys must be an EvalKeySet or None, got {type(keys).__name__}")
@@ -118,6 +135,10 @@ class Evaluator:
         self._rescale_tables: dict[int, _RescaleTables] = {}
         self._constant_cache: dict[tuple[int, int, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
         self._sqrt_minus_one = [pow(primitive_root_2n(q, params.n), params.n // 2, q) for q in params.q_primes]
+        self._log_q = list(itertools.accumulate(math.log2(q) for q in params.q_primes))  # log2 Q_l by level
+        # the largest scale a result at each level may have ("Scale budget"; finite, so inf is refused)
+        self._max_scale = [2.0 ** e if e < 1024 else sys.float_info.max
+                           for e in (log_q - MESSAGE_BITS - 1 for log_q in self._log_q)]
 
     def __repr__(self) -> str:
         return f"ckks.Evaluator({self.params!r}, keys={self.keys!r})"
@@ -125,10 +146,13 @@ class Evaluator:
     # ---- validation ------------------------------------------------------------------------------
 
     def _check_ct(self, ct, op: str, *, degree: int | None = 1) -> int:
-        """Validate a ciphertext operand (type, params_id, device, domain, degree, shape); its level."""
+        """Validate a ciphertext operand (type, params_id, device, domain, degree, shape; residues
+        once per object); its level."""
         if not isinstance(ct, Ciphertext):
             raise ParameterError(f"{op}: expected a ckks.Ciphertext, got {type(ct).__name__}")
-        return check_ciphertext(self._ctx, ct, op, degree=degree)
+        level = check_ciphertext(self._ctx, ct, op, degree=degree)
+        check_canonical(self._ctx, ct, level, op)
+        return level
 
     def _check_pt(self, pt: Plaintext, op: str) -> None:
         if pt.params_id != self.params.params_id:
@@ -136,11 +160,12 @@ class Evaluator:
                                       f"the evaluator to {self.params.params_id[:12]!r}")
         if not pt.is_ntt:
             raise DomainMismatchError(f"{op}: the plaintext must be in the NTT domain")
-        if pt.level > self.params.max_level:
-            raise LevelMismatchError(f"{op}: plaintext level {pt.level} exceeds L = {self.params.max_level}")
+        if not 0 <= pt.level <= self.params.max_level:
+            raise LevelMismatchError(f"{op}: plaintext level {pt.level} outside [0, L = {self.params.max_level}]")
         if pt.data.device != self._ctx.device or pt.n != self.params.n:
             raise ParameterError(f"{op}: the plaintext ({tuple(pt.data.shape)} on {pt.data.device}) does not "
                                  f"fit N={self.params.n} on {self._ctx.device}")
+        check_canonical(self._ctx, pt, pt.level, op, "the plaintext")
 
     @staticmethod
     def _check_slots(a: Ciphertext, b: Ciphertext | Plaintext, op: str) -> None:
@@ -150,15 +175,30 @@ class Evaluator:
     @staticmethod
     def _check_scales(a: float, b: float, op: str) -> None:
         if abs(a - b) > SCALE_TOLERANCE * max(a, b):
-            raise ScaleMismatchError(f"{op}: scales differ: 2^{math.log2(a):.6f} vs 2^{math.log2(b):.6f} "
-                                     f"(relative {abs(a - b) / max(a, b):.2e} > {SCALE_TOLERANCE:g}); "
-                                     f"rescale or multiply by a constant to align them")
+            raise ScaleMismatchError(f"{op}: scales differ: {a!r} vs {b!r} (2^{math.log2(a):.12f} vs "
+                                     f"2^{math.log2(b):.12f}, relative difference {abs(a - b) / max(a, b):.2e} > "
+                                     f"{SCALE_TOLERANCE:g}); align them with set_scale (a rescale leaves 2^80/q_l, "
+                                     f"not exactly 2^40)")
 
-    def _binary(self, a: Ciphertext, b: Ciphertext | Plaintext, op: str) -> tuple[torch.Tensor, torch.Tensor, int]:
-        """Validate a ct-ct or ct-pt pair; return both data at the common (lower) level and that level."""
-        level = self._check_ct(a, op, degree=None)
+    def _check_scale_fits(self, scale: float, level: int, op: str) -> float:
+        """``scale`` if a result at ``level`` with it can still be decrypted (module docstring,
+        "Scale budget"); ScaleOverflowError naming ``op`` otherwise."""
+        if scale <= self._max_scale[level]:  # (false for inf and nan too)
+            return scale
+        log_scale = math.log2(scale) if math.isfinite(scale) and scale > 0 else math.inf
+        raise ScaleOverflowError(f"{op}: the result's scale 2^{log_scale:.2f} leaves no room for a message below "
+                                 f"Q_{level} ~ 2^{self._log_q[level]:.2f} at level {level} (needs log2(scale) + "
+                                 f"{MESSAGE_BITS + 1} <= log2(Q_{level})); rescale the operands first, or work at a "
+                                 "higher level")
+        return scale
+
+    def _binary(self, a: Ciphertext, b: Ciphertext | Plaintext, op: str,
+                degree: int | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """Validate a ct-ct or ct-pt pair (ciphertexts of ``degree``, if given); return both data at
+        the common (lower) level and that level."""
+        level = self._check_ct(a, op, degree=degree)
         if isinstance(b, Ciphertext):
-            other = self._check_ct(b, op, degree=None)
+            other = self._check_ct(b, op, degree=degree)
         elif isinstance(b, Plaintext):
             self._check_pt(b, op)
             other = b.level
@@ -175,6 +215,7 @@ class Evaluator:
 
     # ---- levels and scales -----------------------------------------------------------------------
 
+    @canonical_results
     def drop_level(self, ct: Ciphertext, level: int) -> Ciphertext:
         """The same message at the lower ``level`` (keeps the first level+1 limbs).
 
@@ -184,8 +225,10 @@ class Evaluator:
         current = self._check_ct(ct, op, degree=None)
         if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= current:
             raise LevelMismatchError(f"{op}: target level must be an int in [0, {current}], got {level!r}")
+        self._check_scale_fits(ct.scale, level, op)
         return ct.replace(data=ct.data[:, :level + 1].clone(memory_format=torch.contiguous_format), level=level)
 
+    @canonical_results
     def rescale(self, ct: Ciphertext) -> Ciphertext:
         """Divide by the last prime q_l with rounding: c -> round(c / q_l) over Q_(l-1).
 
@@ -200,6 +243,11 @@ class Evaluator:
         level = self._check_ct(ct, op, degree=None)
         if level == 0:
             raise LevelMismatchError(f"{op}: the ciphertext is at level 0, there is no prime left to divide by")
+        return self._rescale(ct, level)
+
+    def _rescale(self, ct: Ciphertext, level: int) -> Ciphertext:
+        """:meth:`rescale` of a checked ciphertext at ``level`` >= 1 (scale / q_l over Q_(l-1):
+        the ratio to the modulus is kept, so the scale budget holds)."""
         t = self._rescale_constants(level)
         q, lower = self._ctx.q_at(level), self._ctx.q_at(level - 1)
         with _step("rescale", self._ctx.device):
@@ -211,6 +259,7 @@ class Evaluator:
                                   out=out[c])
         return ct.replace(data=out, level=level - 1, scale=ct.scale / t.q_last)
 
+    @canonical_results
     def set_scale(self, ct: Ciphertext, scale: float) -> Ciphertext:
         """The same message at (almost exactly) ``scale``, to align it with another operand.
 
@@ -227,7 +276,7 @@ class Evaluator:
         ratio = round(Fraction(scale) * self.params.q_primes[level] / Fraction(ct.scale))
         if not (math.isfinite(scale) and scale > 0) or ratio < 1:
             raise ParameterError(f"{op}: cannot reach scale {scale} from 2^{math.log2(ct.scale):.2f} at level {level}")
-        return self.rescale(self._mul_scalar(ct, complex(1), float(ratio), op))
+        return self._rescale(self._scaled(ct, level, complex(1), float(ratio), op), level)
 
     def _rescale_constants(self, level: int) -> _RescaleTables:
         if level not in self._rescale_tables:
@@ -293,6 +342,7 @@ class Evaluator:
 
     # ---- addition, subtraction, negation ---------------------------------------------------------
 
+    @canonical_results
     def add(self, a: Ciphertext, b: Operand) -> Ciphertext:
         """a + b for b a ciphertext, a plaintext or a real/complex constant (added to every slot).
 
@@ -302,10 +352,12 @@ class Evaluator:
         """
         return self._add_or_sub(a, b, "add", ops.add)
 
+    @canonical_results
     def sub(self, a: Ciphertext, b: Operand) -> Ciphertext:
         """a - b; operands, levels and scales as for :meth:`add`."""
         return self._add_or_sub(a, b, "sub", ops.sub)
 
+    @canonical_results
     def negate(self, a: Ciphertext) -> Ciphertext:
         """-a: ``[d+1, l+1, N]`` -> same shape, level and scale. Consumes no level; needs no key."""
         level = self._check_ct(a, "negate", degree=None)
@@ -320,6 +372,7 @@ class Evaluator:
         if isinstance(b, Ciphertext) and a.degree != b.degree:
             raise ParameterError(f"{op}: degrees differ ({a.degree} vs {b.degree}); relinearize first")
         self._check_scales(a.scale, b.scale, op)
+        self._check_scale_fits(a.scale, level, op)
         if isinstance(b, Plaintext):
             return self._combine_c0(a, a_data, b_data, level, fn)
         return a.replace(data=fn(a_data, b_data, self._ctx.q_at(level).moduli), level=level)
@@ -333,6 +386,7 @@ class Evaluator:
 
     # ---- multiplication --------------------------------------------------------------------------
 
+    @canonical_results
     def mul(self, a: Ciphertext, b: Operand, *, constant_scale: float | None = None) -> Ciphertext:
         """a * b for b a ciphertext (tensor product + relinearization, see :meth:`mul_relin`),
         a plaintext, or a real/complex constant.
@@ -342,15 +396,16 @@ class Evaluator:
         scale changes. Any other constant is encoded at ``constant_scale`` (default q_l, the
         prime the next :meth:`rescale` divides by, so that rescaling restores a's scale exactly);
         the result has scale a.scale * constant_scale. Consumes no level itself (rescale does).
-        Needs the relinearization key for ct-ct only.
+        Needs the relinearization key for ct-ct only. A result whose scale leaves no room below
+        Q_l is refused (ScaleOverflowError, see "Scale budget" in the module docstring).
         """
         if isinstance(b, Ciphertext):
-            return self.mul_relin(a, b)
+            return self._mul_relin(a, b, "mul")
         if _is_scalar(b):
             return self._mul_scalar(a, self._scalar(b, "mul"), constant_scale, "mul")
         a_data, b_data, level = self._binary(a, b, "mul")
-        return a.replace(data=ops.mul(a_data, b_data, self._ctx.q_at(level).moduli), level=level,
-                         scale=a.scale * b.scale)
+        scale = self._check_scale_fits(a.scale * b.scale, level, "mul")
+        return a.replace(data=ops.mul(a_data, b_data, self._ctx.q_at(level).moduli), level=level, scale=scale)
 
     def _mul_scalar(self, a: Ciphertext, value: complex, constant_scale: float | None, op: str) -> Ciphertext:
         level = self._check_ct(a, op, degree=None)
@@ -362,16 +417,22 @@ class Evaluator:
                                          f"level to rescale; the ciphertext is at level 0 (pass constant_scale)")
             else:
                 constant_scale = float(self.params.q_primes[level])
+        return self._scaled(a, level, value, constant_scale, op)
+
+    def _scaled(self, a: Ciphertext, level: int, value: complex, constant_scale: float, op: str) -> Ciphertext:
+        """a (checked, at ``level``) times ``value`` encoded at ``constant_scale``."""
         constant_scale = float(constant_scale)
         if not (math.isfinite(constant_scale) and constant_scale >= 1):
             raise ParameterError(f"{op}: constant_scale must be a finite float >= 1, got {constant_scale}")
+        scale = self._check_scale_fits(a.scale * constant_scale, level, op)
         re, im = self._rounded_constant(value, constant_scale, level, op)
         data = _limbs(a.data, level)
         halves = data.view(*data.shape[:-2], 2 * (level + 1), self.params.n // 2)  # rows: (limb, half)
         consts, consts_shoup, moduli = self._constant_halves(re, im, level)
         data = ops.mul_const(halves, consts, consts_shoup, moduli).view(data.shape)
-        return a.replace(data=data, scale=a.scale * constant_scale)
+        return a.replace(data=data, scale=scale)
 
+    @canonical_results
     def tensor(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
         """The tensor product (d0, d1, d2) = (a0 b0, a0 b1 + a1 b0, a1 b1), decrypting under
         (1, s, s^2) to the product of the messages.
@@ -382,17 +443,27 @@ class Evaluator:
         return self._tensor(a, b, "tensor")
 
     def _tensor(self, a: Ciphertext, b: Ciphertext, op: str) -> Ciphertext:
-        for ct in (a, b):
-            self._check_ct(ct, op, degree=1)
-        a_data, b_data, level = self._binary(a, b, op)
+        return self._tensor_checked(a, *self._binary_ct(a, b, op), b.scale, op)
+
+    def _binary_ct(self, a: Ciphertext, b: Ciphertext, op: str) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """:meth:`_binary` for two degree-1 ciphertexts."""
+        if not isinstance(b, Ciphertext):
+            raise ParameterError(f"{op}: expected a ckks.Ciphertext, got {type(b).__name__}")
+        return self._binary(a, b, op, degree=1)
+
+    def _tensor_checked(self, a: Ciphertext, a_data: torch.Tensor, b_data: torch.Tensor, level: int,
+                        b_scale: float, op: str) -> Ciphertext:
+        """The tensor product of checked operands' data at ``level``."""
+        scale = self._check_scale_fits(a.scale * b_scale, level, op)
         moduli = self._ctx.q_at(level).moduli
         with _step("tensor_product", self._ctx.device):
             by_b0 = ops.mul(a_data, b_data[0], moduli)            # (a0 b0, a1 b0)
             d1 = ops.mul_add(a_data[0], b_data[1], by_b0[1], moduli)
             d2 = ops.mul(a_data[1], b_data[1], moduli)
             data = torch.stack((by_b0[0], d1, d2))
-        return a.replace(data=data, level=level, scale=a.scale * b.scale)
+        return a.replace(data=data, level=level, scale=scale)
 
+    @canonical_results
     def relinearize(self, ct: Ciphertext) -> Ciphertext:
         """Degree 2 -> degree 1 by key switching d2 from s^2 to s (HK20).
 
@@ -400,10 +471,10 @@ class Evaluator:
         Needs the relinearization key; consumes no level.
         """
         op = "relinearize"
-        self._check_ct(ct, op, degree=2)
-        keys = self._relin_keys(op)
-        return rlwe.relinearize(self._ctx, ct, keys)
+        level = self._check_ct(ct, op, degree=2)
+        return _relinearize(self._ctx, ct, self._relin_key(op), level)
 
+    @canonical_results
     def mul_relin(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
         """a * b for two ciphertexts: :meth:`tensor` then :meth:`relinearize`.
 
@@ -411,18 +482,24 @@ class Evaluator:
         a.scale * b.scale (rescale afterwards to bring it back). Needs the relinearization key;
         consumes no level.
         """
-        op = "mul_relin"
-        keys = self._relin_keys(op)  # before any work
-        return rlwe.relinearize(self._ctx, self._tensor(a, b, op), keys)
+        return self._mul_relin(a, b, "mul_relin")
 
-    def _relin_keys(self, op: str) -> rlwe.EvalKeySet:
-        keys = self._keys(op)
-        if not keys.has_relin:
-            raise MissingKeyError(f"{op}: the key set holds no relinearization key")
-        return keys
+    def _mul_relin(self, a: Ciphertext, b: Ciphertext, op: str) -> Ciphertext:
+        """Each operand and the key checked once (here and in :meth:`_tensor`), then the
+        unchecked key switch."""
+        key = self._relin_key(op)  # before any work
+        product = self._tensor(a, b, op)
+        return _relinearize(self._ctx, product, key, product.level)
+
+    def _relin_key(self, op: str) -> rlwe.RelinKey:
+        """The relinearization key, checked (once per operation: the key switch below does not)."""
+        key = self._keys(op).relin_key(op)
+        check_switching_key(self._ctx, key, op)
+        return key
 
     # ---- rotations -------------------------------------------------------------------------------
 
+    @canonical_results
     def rotate(self, ct: Ciphertext, steps: int) -> Ciphertext:
         """Rotate the slots left by ``steps`` (right if negative): slot j receives slot j + steps.
 
@@ -431,13 +508,23 @@ class Evaluator:
         the slot count, tried as steps mod slots, then steps mod slots - slots); consumes no level.
         """
         op = "rotate"
-        self._check_ct(ct, op)
+        level = self._check_ct(ct, op)
         r = _check_steps(steps, ct.slots, op)
         if r == 0:
             return ct.replace(data=ct.data.clone())
-        element = self._rotation_elements([r], ct.slots, op)[r]
-        return rlwe.apply_galois(self._ctx, ct, element, self.keys)
+        return self._rotate(ct, level, self._rotation_elements([r], ct.slots, op)[r], op)
 
+    def _rotate(self, ct: Ciphertext, level: int, element: int, op: str) -> Ciphertext:
+        """sigma_element(ct) of a checked ciphertext whose key is known to be held."""
+        return _apply_galois(self._ctx, ct, element, self._galois_key(element, op), level)
+
+    def _galois_key(self, element: int, op: str) -> rlwe.GaloisKey:
+        """The Galois key of ``element``, checked (the key switch below does not)."""
+        key = self._keys(op).galois_key(element, op)
+        check_switching_key(self._ctx, key, op)
+        return key
+
+    @canonical_results
     def conjugate(self, ct: Ciphertext) -> Ciphertext:
         """Complex conjugation of every slot (X -> X^(2N-1)).
 
@@ -445,12 +532,13 @@ class Evaluator:
         conjugation key (element 2N-1); consumes no level.
         """
         op = "conjugate"
-        self._check_ct(ct, op)
+        level = self._check_ct(ct, op)
         element = rlwe.galois_element_for_conjugation(self.params.n)
         if element not in self._keys(op):
             raise MissingKeyError(f"{op}: missing the conjugation key (Galois element {element})")
-        return rlwe.apply_galois(self._ctx, ct, element, self.keys)
+        return self._rotate(ct, level, element, op)
 
+    @canonical_results
     def rotate_hoisted(self, ct: Ciphertext, steps: Iterable[int]) -> dict[int, Ciphertext]:
         """Several rotations of one ciphertext sharing one ModUp (hoisting).
 
@@ -459,14 +547,15 @@ class Evaluator:
         the error lists every missing one); consumes no level.
         """
         op = "rotate_hoisted"
-        self._check_ct(ct, op)
+        level = self._check_ct(ct, op)
         if isinstance(steps, (int, bool)):
             raise ParameterError(f"{op}: steps must be an iterable of ints, got {steps!r}")
         steps = list(dict.fromkeys(steps))
         reduced = {s: _check_steps(s, ct.slots, op) for s in steps}
         nonzero = sorted({r for r in reduced.values() if r})
         elements = self._rotation_elements(nonzero, ct.slots, op)
-        rotated = rlwe.apply_galois_hoisted(self._ctx, ct, list(elements.values()), self.keys) if nonzero else {}
+        keys = {k: self._galois_key(k, op) for k in elements.values()}
+        rotated = _apply_galois_hoisted(self._ctx, ct, keys, level) if nonzero else {}
         return {s: rotated[elements[r]] if r else ct.replace(data=ct.data.clone()) for s, r in reduced.items()}
 
     def _rotation_elements(self, reduced_steps: list[int], slots: int, op: str) -> dict[int, int]:
@@ -498,6 +587,7 @@ class Evaluator:
         _check_power_of_two(n, "rotate_and_sum")
         return [1 << i for i in range(n.bit_length() - 1)]
 
+    @canonical_results
     def rotate_and_sum(self, ct: Ciphertext, n: int) -> Ciphertext:
         """Slot j receives sum_(t < n) z_(j + t mod slots), by log2(n) rotate-and-add steps.
 
@@ -506,16 +596,27 @@ class Evaluator:
         :meth:`rotation_steps_for_sum` (checked up front); consumes no level.
         """
         op = "rotate_and_sum"
-        self._check_ct(ct, op)
+        level = self._check_ct(ct, op)
+        return self._rotate_and_sum(ct, level, self._sum_elements(ct.slots, n, op), op)
+
+    def _sum_elements(self, slots: int, n: int, op: str) -> list[int]:
+        """The Galois elements of :meth:`rotate_and_sum` over ``n`` (every key checked up front)."""
         steps = self.rotation_steps_for_sum(n)
-        if n > ct.slots:
-            raise ParameterError(f"{op}: n = {n} exceeds the {ct.slots} slots")
-        self._rotation_elements([s % ct.slots for s in steps], ct.slots, op)
+        if n > slots:
+            raise ParameterError(f"{op}: n = {n} exceeds the {slots} slots")
+        found = self._rotation_elements([s % slots for s in steps], slots, op)
+        return [found[s % slots] for s in steps]
+
+    def _rotate_and_sum(self, ct: Ciphertext, level: int, elements: list[int], op: str) -> Ciphertext:
+        """out += rotate(out, s) for each step's element, on a checked ciphertext."""
+        moduli = self._ctx.q_at(level).moduli
         out = ct.replace(data=ct.data.clone())
-        for s in steps:
-            out = self.add(out, self.rotate(out, s))
+        for element in elements:
+            rotated = self._rotate(out, level, element, op)
+            out = out.replace(data=ops.add(out.data, rotated.data, moduli))
         return out
 
+    @canonical_results
     def inner_product(self, a: Ciphertext, b: Ciphertext, n: int) -> Ciphertext:
         """sum_(t < n) a_(j+t) b_(j+t) in slot j: :meth:`mul_relin`, :meth:`rescale`,
         :meth:`rotate_and_sum` over n (a power of two <= slots; slot 0 holds the inner product
@@ -526,17 +627,14 @@ class Evaluator:
         Galois keys of :meth:`rotation_steps_for_sum` (all checked before any work).
         """
         op = "inner_product"
-        self._relin_keys(op)
-        for ct in (a, b):
-            self._check_ct(ct, op)
-        if min(a.level, b.level) == 0:
+        key = self._relin_key(op)
+        a_data, b_data, level = self._binary_ct(a, b, op)
+        if level == 0:
             raise LevelMismatchError(f"{op}: needs operands at level >= 1 (one rescale), got {a.level} and {b.level}")
-        steps = self.rotation_steps_for_sum(n)
-        if n > a.slots:
-            raise ParameterError(f"{op}: n = {n} exceeds the {a.slots} slots")
-        self._rotation_elements([s % a.slots for s in steps], a.slots, op)
-        return self.rotate_and_sum(self.rescale(self.mul_relin(a, b)), n)
-
+        elements = self._sum_elements(a.slots, n, op)
+        product = _relinearize(self._ctx, self._tensor_checked(a, a_data, b_data, level, b.scale, op), key, level)
+        product = self._rescale(product, level)
+        return self._rotate_and_sum(product, level - 1, elements, op)
 
 # ---- helpers -------------------------------------------------------------------------------------
 

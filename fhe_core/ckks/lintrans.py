@@ -47,6 +47,7 @@ from fhe_core.errors import EncodingError, LevelMismatchError, MissingKeyError, 
 from fhe_core.params import Params
 from fhe_core.ring import BasisConverter
 from fhe_core.rlwe import keyswitch
+from fhe_core.rlwe.checks import mark_canonical
 
 
 @dataclass(frozen=True, eq=False)
@@ -307,7 +308,7 @@ class LinearTransform:
             total = self._double_hoisted(evaluator, ct, encoded)
         else:
             total = self._single_hoisted(evaluator, ct, encoded, fused)
-        out = ct.replace(data=total, scale=ct.scale * encoded.scale)
+        out = mark_canonical(ct.replace(data=total, scale=ct.scale * encoded.scale))  # checked inputs
         return evaluator.rescale(out) if rescale else out
 
     def _single_hoisted(self, evaluator: Evaluator, ct: Ciphertext, encoded: _Encoded, fused: bool) -> torch.Tensor:
@@ -325,7 +326,7 @@ class LinearTransform:
                 else:
                     acc = _multiply_accumulate(pts, [babies.by_step[j] for j in step.babies], moduli)
                 if step.giant:
-                    acc = evaluator.rotate(ct.replace(data=acc), step.giant).data
+                    acc = evaluator.rotate(mark_canonical(ct.replace(data=acc)), step.giant).data
                 total = acc if total is None else ops.add(total, acc, moduli, out=total)
         return total
 

@@ -6,6 +6,9 @@ Shapes and conventions (ARCHITECTURE.md):
     ntt_table   ``[l, 4, N]`` int64 twiddles with Shoup companions (``ring.RNSBasis``).
 Every op runs on the device of its inputs (CPU or CUDA) and gives bit-identical results on
 both. Functional forms return new tensors; pass ``out=`` to reuse a buffer.
+
+Layer: the lowest of fhe_core (imports only fhe_core.errors and the extension fhe_core._C, which
+no other module imports); ring and everything above call these wrappers.
 """
 from __future__ import annotations
 
@@ -17,7 +20,8 @@ _ops = torch.ops.fhe_core
 Tensor = torch.Tensor
 
 __all__ = [
-    "cuda_built", "ntt", "intt", "add", "sub", "neg", "mul", "mul_const", "sub_mul_const", "mul_add", "bconv", "center_lift", "mod_up_conv", "ks_inner_product",
+    "cuda_built", "ntt", "intt", "add", "sub", "neg", "mul", "mul_const", "sub_mul_const", "mul_add", "bconv",
+    "center_lift", "mod_up_conv", "ks_inner_product",
     "automorphism_ntt", "automorphism_coeff", "sample_uniform", "sample_cbd", "sample_ternary",
     "ntt_table", "seed_words",
 ]

@@ -68,7 +68,8 @@ class ParamsLiteral:
         """Inverse of :meth:`to_json`."""
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as exc:
+        # ValueError: malformed JSON, or an integer of more than 4300 digits; RecursionError: deep nesting
+        except (ValueError, RecursionError) as exc:
             raise ParameterError(f"parameter literal is not valid JSON: {exc}") from None
         if not isinstance(data, dict):
             raise ParameterError("a parameter literal must be a JSON object")

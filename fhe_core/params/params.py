@@ -12,7 +12,7 @@ import torch
 
 from fhe_core.errors import ParameterError
 from fhe_core.params.literal import ParamsLiteral
-from fhe_core.params.security import check_security, max_log_qp
+from fhe_core.params.security import MIN_SECURE_ETA, check_security, max_log_qp
 from fhe_core.ring.basis import MAX_LOG_N, MIN_LOG_N, RNSBasis, resolve_device
 from fhe_core.ring.primes import MAX_PRIME_BITS, MIN_PRIME_BITS, generate_primes, is_prime, scaling_primes
 
@@ -62,26 +62,30 @@ class Params:
                      device: torch.device | str = "cpu") -> Params:
         """Validate ``literal``, generate its primes and check 128-bit security.
 
-        Raises ParameterError for malformed or inconsistent fields and SecurityError (a
-        ParameterError) for parameters below 128-bit security unless ``allow_insecure``.
+        Raises ParameterError for malformed or inconsistent fields, SecurityError (a
+        ParameterError) for parameters below 128-bit security (modulus too large for N, or
+        errors narrower than the HE Standard's) unless ``allow_insecure``, and DeviceError for
+        a device that is malformed or not present.
         The same literal always gives the same primes and params_id.
         """
         if not isinstance(literal, ParamsLiteral):
             raise ParameterError(f"expected a ParamsLiteral, got {type(literal).__name__}")
         normal = _normalise(literal)
+        device = resolve_device(device, "Params.from_literal")
         if not allow_insecure:  # refuse before generating primes when even the smallest outcome is insecure
             sizes = normal.log_q + normal.log_p  # every b-bit prime exceeds 2^(b-1)
             bound = max_log_qp(normal.log_n, normal.hamming_weight)
-            if bound is None or sum(sizes) - len(sizes) > bound:
-                check_security(normal.log_n, float(sum(sizes)), normal.hamming_weight)  # raises (nominal size)
-        params = _from_canonical(normal.to_json(), str(resolve_device(device)))
+            if bound is None or sum(sizes) - len(sizes) > bound or normal.error_eta < MIN_SECURE_ETA:
+                check_security(normal.log_n, float(sum(sizes)), normal.hamming_weight,  # raises (nominal size)
+                               normal.error_eta)
+        params = _from_canonical(normal.to_json(), str(device))
         if not allow_insecure:
-            check_security(params.log_n, params.log_qp, params.hamming_weight)
+            check_security(params.log_n, params.log_qp, params.hamming_weight, params.error_eta)
         return params
 
     def with_device(self, device: torch.device | str) -> Params:
         """The same parameters (same params_id) for objects on another device."""
-        return dataclasses.replace(self, device=resolve_device(device))
+        return dataclasses.replace(self, device=resolve_device(device, "Params.with_device"))
 
     @property
     def literal(self) -> ParamsLiteral:

@@ -16,7 +16,8 @@ import torch
 from fhe_core.errors import ParameterError
 from fhe_core.params.literal import ParamsLiteral
 from fhe_core.params.params import Params
-from fhe_core.params.security import max_log_qp
+from fhe_core.params.security import MIN_SECURE_ETA, max_log_qp
+from fhe_core.ring.basis import resolve_device
 
 PRESETS: dict[str, ParamsLiteral] = {
     # Leveled N=2^14: 8 levels of 40 bits above a 56-bit q_0 (16 bits for the integer part
@@ -82,7 +83,8 @@ def preset_literal(name: str) -> ParamsLiteral:
 def preset(name: str, *, allow_insecure: bool = False, device: torch.device | str = "cpu") -> Params:
     """``Params.from_literal(preset_literal(name), ...)``: the ``Insecure`` presets need
     ``allow_insecure=True``."""
-    return Params.from_literal(preset_literal(name), allow_insecure=allow_insecure, device=device)
+    literal = preset_literal(name)
+    return Params.from_literal(literal, allow_insecure=allow_insecure, device=resolve_device(device, "preset"))
 
 
 def content_name(params: Params) -> str:
@@ -93,7 +95,8 @@ def content_name(params: Params) -> str:
     if params.scheme == "bfv":
         name = f"BFV{name}T{params.plaintext_modulus.bit_length()}"
     bound = max_log_qp(params.log_n, params.hamming_weight)
-    return name + ("Insecure" if bound is None or round(params.log_qp, 2) > bound else "")
+    insecure = bound is None or round(params.log_qp, 2) > bound or params.error_eta < MIN_SECURE_ETA
+    return name + ("Insecure" if insecure else "")
 
 
 __all__ = ["PRESETS", "BFV_PRESETS", "preset", "preset_literal", "content_name"]

@@ -15,11 +15,18 @@ Using Sparse-Secret Encapsulation" (ACNS 2022, eprint 2022/024), shipped as Latt
 circuits/ckks/bootstrapping/default_parameters.go. Any fixed Hamming weight counts as sparse
 here (conservative even for h = N/2); every other sparse setting is refused.
 
+The bounds assume the HE Standard's error width, sigma = 8/sqrt(2 pi) ~ 3.19. Our errors are
+centered binomial with parameter eta (variance eta/2), so sigma = sqrt(eta/2) reaches 3.19 from
+eta = 21 on (sigma ~ 3.24, the default); narrower errors (eta <= 20) make the attacks easier
+and get no 128-bit claim: they are refused unless allowed explicitly.
+
 The bounds are integers rounded from estimates, so log2(QP) is compared after rounding to
 1/100 bit: a chain of primes alternating around 2^40 sums to a hair above its nominal size
 (Lattigo's N16QP1546 set measures 1546.0001 with our primes) and must not be refused for that.
 """
 from __future__ import annotations
+
+import math
 
 from fhe_core.errors import SecurityError
 
@@ -27,6 +34,10 @@ from fhe_core.errors import SecurityError
 HE_STANDARD_TERNARY_128: dict[int, int] = {
     10: 27, 11: 54, 12: 109, 13: 218, 14: 438, 15: 881, 16: 1772, 17: 3544,
 }
+
+# the smallest centered-binomial eta whose sigma = sqrt(eta/2) reaches the HE Standard's 8/sqrt(2 pi)
+HE_STANDARD_SIGMA = 8 / math.sqrt(2 * math.pi)
+MIN_SECURE_ETA = math.ceil(2 * HE_STANDARD_SIGMA ** 2)  # 21
 
 # log_n -> (smallest Hamming weight, largest log2(QP)) for 128-bit security with a sparse secret.
 SPARSE_TERNARY_128: dict[int, tuple[int, int]] = {
@@ -49,10 +60,23 @@ def max_log_qp(log_n: int, hamming_weight: int) -> int | None:
     return bound
 
 
-def check_security(log_n: int, log_qp: float, hamming_weight: int) -> None:
-    """Raise SecurityError unless (N = 2^log_n, log2(QP), secret) reaches 128-bit security."""
+def meets_128_bits(log_n: int, log_qp: float, hamming_weight: int, error_eta: int = MIN_SECURE_ETA) -> bool:
+    """Whether (N = 2^log_n, log2(QP), secret, error width) reaches 128-bit security by the
+    tables above; :func:`check_security` says why not."""
+    bound = max_log_qp(log_n, hamming_weight)
+    return bound is not None and round(log_qp, 2) <= bound and error_eta >= MIN_SECURE_ETA
+
+
+def check_security(log_n: int, log_qp: float, hamming_weight: int, error_eta: int = MIN_SECURE_ETA) -> None:
+    """Raise SecurityError unless (N = 2^log_n, log2(QP), secret, errors of centered-binomial
+    parameter ``error_eta``) reaches 128-bit security."""
     bound = max_log_qp(log_n, hamming_weight)
     secret = "uniform ternary secret" if hamming_weight == 0 else f"sparse secret (h={hamming_weight})"
+    if error_eta < MIN_SECURE_ETA:
+        sigma = math.sqrt(error_eta / 2)
+        raise SecurityError(f"error_eta = {error_eta} gives errors of sigma = {sigma:.2f}, below the HE "
+                            f"Standard's {HE_STANDARD_SIGMA:.2f} that the 128-bit bounds assume; use error_eta >= "
+                            f"{MIN_SECURE_ETA}, or pass allow_insecure=True to use it anyway (tests only)")
     if bound is None:
         raise SecurityError(f"no 128-bit security bound is known for N=2^{log_n} with a {secret}; "
                             "pass allow_insecure=True to use it anyway (tests only)")

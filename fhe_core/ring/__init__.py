@@ -1,4 +1,7 @@
-"""The ring layer: NTT-friendly primes, RNS bases with their device tables, basis conversion."""
+"""The ring layer: NTT-friendly primes, RNS bases with their device tables, basis conversion.
+
+Layer: imports ops (and errors); params and everything above build on it.
+"""
 from fhe_core.ring.basis import (
     BasisConverter,
     RNSBasis,

@@ -16,20 +16,39 @@ import numpy as np
 import torch
 
 from fhe_core import ops
-from fhe_core.errors import ParameterError
+from fhe_core.errors import DeviceError, ParameterError
 from fhe_core.ring.primes import MAX_PRIME_BITS, is_prime, primitive_root_2n
 
 MIN_LOG_N = 10
 MAX_LOG_N = 17
 
 
-def resolve_device(device: torch.device | str) -> torch.device:
+def resolve_device(device: torch.device | str, op: str = "device") -> torch.device:
     """The concrete device: "cuda" becomes "cuda:<current index>", as on the tensors made there,
-    so that device comparisons and caches see one device under one name."""
-    device = torch.device(device)
-    if device.type == "cuda" and device.index is None:
+    so that device comparisons and caches see one device under one name.
+
+    The one device check of fhe_core (parameters, contexts, bases, deserialization): DeviceError
+    naming ``op`` for a malformed name, a device type other than cpu and cuda, CUDA where torch
+    has no CUDA or no GPU, or a GPU index past the last one.
+    """
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise DeviceError(f"{op}: {device!r} is not a device name; use 'cpu', 'cuda' or 'cuda:<index>'") from None
+    if resolved.type == "cpu":
+        return resolved
+    if resolved.type != "cuda":
+        raise DeviceError(f"{op}: fhe_core runs on 'cpu' and 'cuda' devices, got {str(resolved)!r}")
+    if not torch.cuda.is_available():
+        raise DeviceError(f"{op}: device {str(resolved)!r} asked for, but CUDA is not available here (torch "
+                          f"{'has no CUDA build' if torch.version.cuda is None else 'sees no GPU'}); use 'cpu'")
+    count = torch.cuda.device_count()
+    if resolved.index is None:
         return torch.device("cuda", torch.cuda.current_device())
-    return device
+    if resolved.index >= count:
+        raise DeviceError(f"{op}: device {str(resolved)!r} asked for, but this machine has {count} GPU(s): "
+                          f"cuda:0..cuda:{count - 1}")
+    return resolved
 
 
 def words_tensor(values: Sequence[int], device: torch.device | str = "cpu") -> torch.Tensor:

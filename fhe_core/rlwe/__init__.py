@@ -9,6 +9,8 @@ Conventions: polynomials are int64 ``[l+1, N]`` residues over Q_l in the NTT dom
 extended basis QP_l puts the alpha special primes first (``context`` explains why); keys are
 generated at the top level and used at every level through prefix views. Randomness: one
 OS-random seed per key and encryption, one nonce per sampled polynomial (``sampling``).
+
+Layer: imports params, ring and ops; ckks and bfv build on it, serialize reads its objects.
 """
 from fhe_core.rlwe.ciphertext import Ciphertext
 from fhe_core.rlwe.context import LevelTables, RLWEContext

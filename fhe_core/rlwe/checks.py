@@ -1,10 +1,22 @@
-"""Entry checks shared by the RLWE operations; every error names the operation."""
+"""Entry checks shared by the RLWE operations; every error names the operation.
+
+Cheap checks (type, params_id, device, dtype, shape, level, domain) run at every public entry.
+The residue range check (every residue in [0, q_i)) reads the whole tensor and, on CUDA, waits
+for the device, so it runs where that is cheap next to the work: at decryption, in
+deserialization, and the first time an evaluator sees a ciphertext object. Objects that
+evaluators, encryptors and ``serialize.loads`` return are canonical by construction and carry a
+mark (:func:`mark_canonical`) that lets later entry checks skip the pass; an object built or
+relabelled by hand has none and is checked once. (Tensors edited in place after construction
+are not rechecked: objects are treated as immutable.)
+"""
 from __future__ import annotations
+
+import functools
 
 import torch
 
-from fhe_core.errors import DomainMismatchError, LevelMismatchError, ParameterError, ParamsMismatchError
-from fhe_core.rlwe.ciphertext import Ciphertext
+from fhe_core.errors import DomainMismatchError, LevelMismatchError, ParameterError, ParamsMismatchError, ResidueError
+from fhe_core.rlwe.ciphertext import _CANONICAL, Ciphertext
 from fhe_core.rlwe.context import RLWEContext
 
 
@@ -58,3 +70,58 @@ def check_ciphertext(ctx: RLWEContext, ct: Ciphertext, op: str, *, degree: int |
 def check_same_level(level: int, other: int, op: str, what: str) -> None:
     if level != other:
         raise LevelMismatchError(f"{op}: {what} is at level {other}, expected level {level}")
+
+
+
+
+def check_residues(ctx: RLWEContext, data: torch.Tensor, level: int, op: str, what: str) -> None:
+    """ResidueError naming ``op`` unless every residue of ``data`` (``[..., l+1, N]`` over Q_l,
+    shape already checked) is canonical, in [0, q_i). One pass and one device sync. Skipped while
+    a CUDA graph is being captured: kernels are recorded, not run, so there is nothing to check
+    yet (and a sync is not allowed)."""
+    if data.is_cuda and torch.cuda.is_current_stream_capturing():
+        return
+    primes = ctx.q_at(level).moduli[:, :1]  # [l+1, 1]
+    bad = torch.logical_or(data >= primes, data < 0)
+    if bool(bad.any()):
+        index = [int(i) for i in bad.nonzero()[0]]
+        raise ResidueError(f"{op}: {what} has a residue outside [0, q_{index[-2]}) at index {index} "
+                           "(hand-built or corrupted data: make objects with the encoders, encryptors and "
+                           "evaluators, read them with serialize.loads)")
+
+
+def check_canonical(ctx: RLWEContext, obj, level: int, op: str, what: str = "the ciphertext") -> None:
+    """:func:`check_residues` of a checked ciphertext (or plaintext: any object whose ``data`` is
+    over Q_level) unless it carries the canonical mark; marks it."""
+    if not obj.__dict__.get(_CANONICAL):  # (is_marked_canonical, inlined: every entry runs this)
+        if obj.data.is_cuda and torch.cuda.is_current_stream_capturing():
+            return  # see check_residues; not marked, so an eager use still checks it
+        check_residues(ctx, obj.data, level, op, what)
+        mark_canonical(obj)
+
+
+def is_marked_canonical(obj) -> bool:
+    """Whether ``obj`` carries the mark of :func:`mark_canonical`."""
+    return bool(obj.__dict__.get(_CANONICAL))
+
+
+def mark_canonical(obj):
+    """Mark a ciphertext or plaintext as holding canonical residues (for producers that guarantee
+    it); returns it."""
+    obj.__dict__[_CANONICAL] = True  # not a dataclass field: frozen objects take it, replace() drops it
+    return obj
+
+
+def canonical_results(method):
+    """Decorator for evaluator operations: the ciphertext (or dict of ciphertexts) they return is
+    made by the kernels from checked, canonical inputs, so it gets the canonical mark."""
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        result = method(*args, **kwargs)
+        if type(result) is dict:
+            for ct in result.values():
+                ct.__dict__[_CANONICAL] = True
+        else:  # (mark_canonical, inlined: every operation returns through here)
+            result.__dict__[_CANONICAL] = True
+        return result
+    return wrapper

@@ -14,6 +14,7 @@ import torch
 from fhe_core.errors import LevelMismatchError, ParameterError
 
 C = TypeVar("C", bound="Ciphertext")
+_CANONICAL = "_residues_checked"  # set by rlwe.checks.mark_canonical on objects with checked residues
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -55,8 +56,13 @@ class Ciphertext:
         return self.data.device
 
     def replace(self: C, **changes) -> C:
-        """A copy with some fields changed (subclass fields are kept)."""
-        return dataclasses.replace(self, **changes)
+        """A copy with some fields changed (subclass fields are kept). A relabelling that keeps the
+        data and the params_id (scale, slots, level of the same limbs) keeps the mark of checked
+        residues (``checks.mark_canonical``); new data or another params_id is checked anew."""
+        out = dataclasses.replace(self, **changes)
+        if "data" not in changes and "params_id" not in changes and _CANONICAL in self.__dict__:
+            out.__dict__[_CANONICAL] = True
+        return out
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(degree={self.degree}, level={self.level}, N={self.n}, "

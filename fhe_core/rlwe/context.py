@@ -16,6 +16,7 @@ A context holds no key. It lives on one device; every table is built once and ca
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from math import prod
@@ -23,7 +24,8 @@ from math import prod
 import torch
 
 from fhe_core.errors import LevelMismatchError, ParameterError
-from fhe_core.ring import BasisConverter, RNSBasis, shoup_constants, words_tensor
+from fhe_core.params.security import meets_128_bits
+from fhe_core.ring import BasisConverter, RNSBasis, resolve_device, shoup_constants, words_tensor
 
 MAX_CBD_ETA = 32  # the sampler's limit
 
@@ -107,6 +109,8 @@ class RLWEContext:
             content above. ``Params`` objects give their own (see :meth:`from_params`).
 
     No security check happens here: the params layer decides which parameters are acceptable.
+    ``meets_128_bits`` records whether they reach 128 bits; such contexts refuse fixed test
+    seeds (:func:`fhe_core.rlwe.sampling.seeds_for`).
     """
 
     def __init__(self, n: int, q_primes: Sequence[int], p_primes: Sequence[int],
@@ -118,6 +122,7 @@ class RLWEContext:
         self.hamming_weight = int(hamming_weight)
         self.error_eta = int(error_eta)
         self._validate()
+        device = resolve_device(device, "RLWEContext")
         self.alpha = len(self.p_primes)
         self.max_level = len(self.q_primes) - 1
         self.dnum = -(-len(self.q_primes) // self.alpha)
@@ -134,6 +139,9 @@ class RLWEContext:
         self.p_mod_q, self.p_mod_q_shoup = shoup_constants(
             [self.big_p % q for q in self.q_primes], self.q_primes, self.device)
         self._level_tables: dict[int, LevelTables] = {}
+        # 128-bit parameters refuse fixed test seeds (see sampling.seeds_for)
+        log_qp = sum(math.log2(p) for p in self.q_primes + self.p_primes)
+        self.meets_128_bits = meets_128_bits(self.n.bit_length() - 1, log_qp, self.hamming_weight, self.error_eta)
 
     @classmethod
     def from_params(cls, params, device: torch.device | str = "cpu") -> RLWEContext:

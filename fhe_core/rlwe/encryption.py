@@ -13,11 +13,11 @@ import torch
 
 from fhe_core import ops
 from fhe_core.errors import ParameterError
-from fhe_core.rlwe.checks import check_ciphertext, check_params_id, check_tensor
+from fhe_core.rlwe.checks import check_ciphertext, check_params_id, check_residues, check_tensor, mark_canonical
 from fhe_core.rlwe.ciphertext import Ciphertext
 from fhe_core.rlwe.context import RLWEContext
 from fhe_core.rlwe.keys import PublicKey, SecretKey, check_secret_key, secret_over_q
-from fhe_core.rlwe.sampling import Domain, error_ntt, fresh_seeds, nonce, ternary_ntt, uniform_ntt
+from fhe_core.rlwe.sampling import Domain, error_ntt, nonce, seeds_for, ternary_ntt, uniform_ntt
 
 
 def encrypt_sk(ctx: RLWEContext, sk: SecretKey, m: torch.Tensor, level: int, *,
@@ -31,11 +31,12 @@ def encrypt_sk(ctx: RLWEContext, sk: SecretKey, m: torch.Tensor, level: int, *,
     check_secret_key(ctx, sk, op)
     level = ctx.check_level(level, op)
     check_tensor(ctx, m, (level + 1, ctx.n), op, "the message")
-    seeds, q = fresh_seeds(seed), ctx.q_at(level)
+    check_residues(ctx, m, level, op, "the message")
+    seeds, q = seeds_for(ctx, seed, "encrypt_sk"), ctx.q_at(level)
     a = uniform_ntt(q, seeds.uniform, nonce(Domain.ENC_UNIFORM, 0))
     e = error_ntt(q, seeds.secret, nonce(Domain.ENC_ERROR, 0), ctx.error_eta)
     c0 = ops.sub(ops.add(e, m, q.moduli), ops.mul(a, secret_over_q(ctx, sk, level), q.moduli), q.moduli)
-    return Ciphertext(data=torch.stack((c0, a)), level=level, params_id=ctx.params_id)
+    return mark_canonical(Ciphertext(data=torch.stack((c0, a)), level=level, params_id=ctx.params_id))
 
 
 def encrypt_pk(ctx: RLWEContext, pk: PublicKey, m: torch.Tensor, level: int, *,
@@ -52,20 +53,24 @@ def encrypt_pk(ctx: RLWEContext, pk: PublicKey, m: torch.Tensor, level: int, *,
     check_tensor(ctx, pk.data, (2, ctx.max_level + 1, ctx.n), op, "the public key")
     level = ctx.check_level(level, op)
     check_tensor(ctx, m, (level + 1, ctx.n), op, "the message")
-    seeds, q = fresh_seeds(seed), ctx.q_at(level)
+    check_residues(ctx, m, level, op, "the message")
+    seeds, q = seeds_for(ctx, seed, "encrypt_pk"), ctx.q_at(level)
     u = ternary_ntt(q, seeds.secret, nonce(Domain.ENC_EPHEMERAL, 0))
     e0 = error_ntt(q, seeds.secret, nonce(Domain.ENC_ERROR, 0), ctx.error_eta)
     e1 = error_ntt(q, seeds.secret, nonce(Domain.ENC_ERROR, 1), ctx.error_eta)
     c0 = ops.mul_add(pk.data[0, :level + 1], u, ops.add(e0, m, q.moduli), q.moduli)
     c1 = ops.mul_add(pk.data[1, :level + 1], u, e1, q.moduli)
-    return Ciphertext(data=torch.stack((c0, c1)), level=level, params_id=ctx.params_id)
+    return mark_canonical(Ciphertext(data=torch.stack((c0, c1)), level=level, params_id=ctx.params_id))
 
 
 def decrypt(ctx: RLWEContext, sk: SecretKey, ct: Ciphertext) -> torch.Tensor:
-    """c_0 + c_1 s + ... + c_d s^d = m + e: ``[l+1, N]`` int64, NTT domain (any degree d >= 1)."""
+    """c_0 + c_1 s + ... + c_d s^d = m + e: ``[l+1, N]`` int64, NTT domain (any degree d >= 1).
+    Every residue is checked (ResidueError for a hand-built or corrupted ciphertext): one pass,
+    next to decryption's own."""
     op = "decrypt"
     check_secret_key(ctx, sk, op)
     level = check_ciphertext(ctx, ct, op, degree=None)
+    check_residues(ctx, ct.data, level, op, "the ciphertext")
     q, s = ctx.q_at(level), secret_over_q(ctx, sk, level)
     acc = ct.data[ct.degree]
     for i in range(ct.degree - 1, -1, -1):  # Horner in s

@@ -25,7 +25,7 @@ from fhe_core.rlwe.checks import check_params_id, check_tensor
 from fhe_core.rlwe.context import RLWEContext
 from fhe_core.rlwe.galois import check_galois_element, rotation_for_galois_element
 from fhe_core.rlwe.sampling import (
-    Domain, Seeds, error_ntt, fresh_seeds, nonce, sub_seed, ternary_ntt, uniform_ntt,
+    Domain, Seeds, error_ntt, nonce, seeds_for, sub_seed, ternary_ntt, uniform_ntt,
 )
 
 
@@ -97,7 +97,7 @@ def check_switching_key(ctx: RLWEContext, key: SwitchingKey, op: str) -> None:
 def gen_secret_key(ctx: RLWEContext, *, seed: bytes | None = None) -> SecretKey:
     """A fresh ternary secret (Hamming weight ``ctx.hamming_weight``, or uniform if 0).
     ``seed``: tests only."""
-    seeds = fresh_seeds(seed)
+    seeds = seeds_for(ctx, seed, "gen_secret_key")
     s = ternary_ntt(ctx.qp_basis, seeds.secret, nonce(Domain.SECRET_KEY, 0), ctx.hamming_weight)
     return SecretKey(data=s, params_id=ctx.params_id, hamming_weight=ctx.hamming_weight, seed=seeds.master)
 
@@ -105,7 +105,7 @@ def gen_secret_key(ctx: RLWEContext, *, seed: bytes | None = None) -> SecretKey:
 def gen_public_key(ctx: RLWEContext, sk: SecretKey, *, seed: bytes | None = None) -> PublicKey:
     """(b, a) = (-a s + e, a) over Q_L. ``seed``: tests only."""
     check_secret_key(ctx, sk, "gen_public_key")
-    seeds = fresh_seeds(seed)
+    seeds = seeds_for(ctx, seed, "gen_public_key")
     q = ctx.q_basis
     a = uniform_ntt(q, seeds.uniform, nonce(Domain.KEY_UNIFORM, 0))
     e = error_ntt(q, seeds.secret, nonce(Domain.KEY_ERROR, 0), ctx.error_eta)
@@ -138,7 +138,7 @@ def gen_switching_key(ctx: RLWEContext, sk_from: SecretKey, sk_to: SecretKey, *,
     """A key switching ciphertexts under ``sk_from`` (s') to ``sk_to`` (s). ``seed``: tests only."""
     check_secret_key(ctx, sk_from, "gen_switching_key")
     check_secret_key(ctx, sk_to, "gen_switching_key")
-    seeds = fresh_seeds(seed)
+    seeds = seeds_for(ctx, seed, "gen_switching_key")
     return SwitchingKey(data=_switching_key_data(ctx, sk_to, sk_from.data, seeds), params_id=ctx.params_id,
                         uniform_seed=seeds.uniform)
 
@@ -146,7 +146,7 @@ def gen_switching_key(ctx: RLWEContext, sk_from: SecretKey, sk_to: SecretKey, *,
 def gen_relin_key(ctx: RLWEContext, sk: SecretKey, *, seed: bytes | None = None) -> RelinKey:
     """The switching key s^2 -> s. ``seed``: tests only."""
     check_secret_key(ctx, sk, "gen_relin_key")
-    seeds = fresh_seeds(seed)
+    seeds = seeds_for(ctx, seed, "gen_relin_key")
     s_squared = ops.mul(sk.data, sk.data, ctx.qp_basis.moduli)
     return RelinKey(data=_switching_key_data(ctx, sk, s_squared, seeds), params_id=ctx.params_id,
                     uniform_seed=seeds.uniform)
@@ -157,7 +157,7 @@ def gen_galois_key(ctx: RLWEContext, sk: SecretKey, galois_element: int, *,
     """The switching key sigma_k(s) -> s for k = ``galois_element``. ``seed``: tests only."""
     check_secret_key(ctx, sk, "gen_galois_key")
     k = check_galois_element(galois_element, ctx.n, "gen_galois_key")
-    seeds = fresh_seeds(seed)
+    seeds = seeds_for(ctx, seed, "gen_galois_key")
     s_k = ops.automorphism_ntt(sk.data, ctx.qp_basis.moduli, k)
     return GaloisKey(data=_switching_key_data(ctx, sk, s_k, seeds), params_id=ctx.params_id,
                      uniform_seed=seeds.uniform, galois_element=k)

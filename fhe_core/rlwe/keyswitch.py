@@ -13,6 +13,10 @@ dnum_l alpha eta N max_j(Q_j) / P + (alpha - 1/2)(1 + |s|_1); with P >= Q_j the 
 dominates (measured 2^4.5..2^7 at N = 2^10..2^12, see tests/fhe_core/rlwe).
 Each step runs as a handful of batched ops (loops only over digits and components) and is
 wrapped in an NVTX range on CUDA. Apply Galois / relinearize / hoisted rotations sit on top.
+
+Checks once: every public function checks its inputs and calls its ``_``-prefixed twin, which
+takes checked inputs and checks nothing (nor do the steps it calls); the scheme evaluators call
+the twins after their own entry checks.
 """
 from __future__ import annotations
 
@@ -46,6 +50,11 @@ def decompose_mod_up(ctx: RLWEContext, d: torch.Tensor, level: int) -> torch.Ten
     """
     level = ctx.check_level(level, "decompose_mod_up")
     check_tensor(ctx, d, (level + 1, ctx.n), "decompose_mod_up", "d")
+    return _decompose_mod_up(ctx, d, level)
+
+
+def _decompose_mod_up(ctx: RLWEContext, d: torch.Tensor, level: int) -> torch.Tensor:
+    """:func:`decompose_mod_up` of checked inputs."""
     t = ctx.tables(level)
     with _step("mod_up", ctx.device):
         coeffs = t.q.intt(d)
@@ -76,6 +85,12 @@ def inner_product(ctx: RLWEContext, digits: torch.Tensor, key: SwitchingKey, lev
     check_switching_key(ctx, key, op)
     t = ctx.tables(level)
     check_tensor(ctx, digits, (len(t.digits), len(t.qp), ctx.n), op, "digits")
+    return _inner_product(ctx, digits, key, level)
+
+
+def _inner_product(ctx: RLWEContext, digits: torch.Tensor, key: SwitchingKey, level: int) -> torch.Tensor:
+    """:func:`inner_product` of checked inputs."""
+    t = ctx.tables(level)
     rows = len(t.qp)
     with _step("inner_product", ctx.device):
         # One fused pass (128-bit accumulation, one reduction). Under the (P, Q_l) layout the
@@ -96,11 +111,17 @@ def mod_down(ctx: RLWEContext, c: torch.Tensor, level: int) -> torch.Tensor:
     """
     op = "mod_down"
     level = ctx.check_level(level, op)
-    t = ctx.tables(level)
-    alpha, rows = ctx.alpha, len(t.qp)
+    rows = len(ctx.tables(level).qp)
     if c.dim() < 2:
         raise ParameterError(f"{op}: c must be [..., {rows}, {ctx.n}], got {list(c.shape)}")
     check_tensor(ctx, c, (*c.shape[:-2], rows, ctx.n), op, "c")
+    return _mod_down(ctx, c, level)
+
+
+def _mod_down(ctx: RLWEContext, c: torch.Tensor, level: int) -> torch.Tensor:
+    """:func:`mod_down` of checked inputs."""
+    t = ctx.tables(level)
+    alpha, rows = ctx.alpha, len(t.qp)
     batch = c.reshape(-1, rows, ctx.n).contiguous()  # a view unless c was strided
     with _step("mod_down", ctx.device):
         c_p = torch.empty((batch.shape[0], alpha, ctx.n), dtype=torch.int64, device=ctx.device)
@@ -122,7 +143,13 @@ def key_switch(ctx: RLWEContext, d: torch.Tensor, key: SwitchingKey, level: int)
     """
     check_switching_key(ctx, key, "key_switch")
     level = ctx.check_level(level, "key_switch")
-    return mod_down(ctx, inner_product(ctx, decompose_mod_up(ctx, d, level), key, level), level)
+    check_tensor(ctx, d, (level + 1, ctx.n), "key_switch", "d")
+    return _key_switch(ctx, d, key, level)
+
+
+def _key_switch(ctx: RLWEContext, d: torch.Tensor, key: SwitchingKey, level: int) -> torch.Tensor:
+    """:func:`key_switch` of checked inputs: no check repeated on the way down."""
+    return _mod_down(ctx, _inner_product(ctx, _decompose_mod_up(ctx, d, level), key, level), level)
 
 
 def relinearize(ctx: RLWEContext, ct: Ciphertext, keys: EvalKeySet) -> Ciphertext:
@@ -134,7 +161,13 @@ def relinearize(ctx: RLWEContext, ct: Ciphertext, keys: EvalKeySet) -> Ciphertex
     op = "relinearize"
     level = check_ciphertext(ctx, ct, op, degree=2)
     key = _key_set(ctx, keys, op).relin_key(op)
-    out = key_switch(ctx, ct.data[2], key, level)
+    check_switching_key(ctx, key, op)
+    return _relinearize(ctx, ct, key, level)
+
+
+def _relinearize(ctx: RLWEContext, ct: Ciphertext, key: SwitchingKey, level: int) -> Ciphertext:
+    """:func:`relinearize` of a checked degree-2 ciphertext at ``level`` and a checked key."""
+    out = _key_switch(ctx, ct.data[2], key, level)
     ops.add(out, ct.data[:2], ctx.q_at(level).moduli, out=out)
     return ct.replace(data=out)
 
@@ -149,9 +182,15 @@ def apply_galois(ctx: RLWEContext, ct: Ciphertext, galois_element: int, keys: Ev
     level = check_ciphertext(ctx, ct, op)
     k = check_galois_element(galois_element, ctx.n, op)
     key = _key_set(ctx, keys, op).galois_key(k, op)
+    check_switching_key(ctx, key, op)
+    return _apply_galois(ctx, ct, k, key, level)
+
+
+def _apply_galois(ctx: RLWEContext, ct: Ciphertext, k: int, key: SwitchingKey, level: int) -> Ciphertext:
+    """:func:`apply_galois` of a checked degree-1 ciphertext at ``level``, element and key."""
     q = ctx.q_at(level)
     permuted = ops.automorphism_ntt(ct.data, q.moduli, k)
-    out = key_switch(ctx, permuted[1], key, level)
+    out = _key_switch(ctx, permuted[1], key, level)
     ops.add(out[0], permuted[0], q.moduli, out=out[0])
     return ct.replace(data=out)
 
@@ -171,13 +210,22 @@ def apply_galois_hoisted(ctx: RLWEContext, ct: Ciphertext, galois_elements: Iter
     elements = [check_galois_element(k, ctx.n, op) for k in dict.fromkeys(galois_elements)]
     key_set = _key_set(ctx, keys, op)
     galois_keys = {k: key_set.galois_key(k, op) for k in elements}
+    for key in galois_keys.values():
+        check_switching_key(ctx, key, op)
+    return _apply_galois_hoisted(ctx, ct, galois_keys, level)
+
+
+def _apply_galois_hoisted(ctx: RLWEContext, ct: Ciphertext, galois_keys: dict[int, SwitchingKey],
+                          level: int) -> dict[int, Ciphertext]:
+    """:func:`apply_galois_hoisted` of a checked degree-1 ciphertext at ``level`` and checked
+    keys by element."""
     q, qp = ctx.q_at(level), ctx.qp_at(level)
-    digits = decompose_mod_up(ctx, ct.data[1], level)
+    digits = _decompose_mod_up(ctx, ct.data[1], level)
     results = {}
-    for k in elements:
+    for k in galois_keys:
         with _step(f"hoisted_rotation_{k}", ctx.device):
-            extended = inner_product(ctx, ops.automorphism_ntt(digits, qp.moduli, k), galois_keys[k], level)
-            out = mod_down(ctx, extended, level)
+            extended = _inner_product(ctx, ops.automorphism_ntt(digits, qp.moduli, k), galois_keys[k], level)
+            out = _mod_down(ctx, extended, level)
             ops.add(out[0], ops.automorphism_ntt(ct.data[0], q.moduli, k), q.moduli, out=out[0])
         results[k] = ct.replace(data=out)
     return results

@@ -24,21 +24,29 @@ master seeds (2^-256 collision chance), so no (seed, nonce) pair is ever used tw
 master seed may be passed through the ``seed=`` arguments **for tests only**: the same seed
 then reproduces the same object (on CPU and CUDA alike); the domains still keep the streams of
 different object kinds apart if a test reuses one seed for, say, a key and an encryption.
+
+Fixed seeds and security: a fixed seed makes the secret key (or the encryption) reproducible by
+anyone who knows the seed, so contexts that meet 128-bit security refuse it (SecurityError,
+:func:`seeds_for`); tiny insecure test rings take it freely. A test suite that needs reproducible
+objects on a secure preset opts in explicitly by setting the environment variable
+``FHE_CORE_TEST_SEEDS=1`` (e.g. ``monkeypatch.setenv`` in the test that needs it).
 """
 from __future__ import annotations
 
 import enum
 import hashlib
+import os
 import secrets
 from dataclasses import dataclass
 
 import torch
 
 from fhe_core import ops
-from fhe_core.errors import ParameterError
+from fhe_core.errors import ParameterError, SecurityError
 from fhe_core.ring import RNSBasis
 
 SEED_BYTES = 32
+TEST_SEEDS_ENV = "FHE_CORE_TEST_SEEDS"  # "1": fixed seeds accepted on 128-bit parameters too (tests)
 
 
 class Domain(enum.IntEnum):
@@ -84,6 +92,16 @@ def fresh_seeds(seed: bytes | None = None) -> Seeds:
     else:
         raise ParameterError(f"a seed must be {SEED_BYTES} bytes, got {type(seed).__name__}")
     return Seeds(master, _derive(master, b"uniform"), _derive(master, b"secret"))
+
+
+def seeds_for(ctx, seed: bytes | None, op: str) -> Seeds:
+    """:func:`fresh_seeds` for an object of ``ctx`` (an RLWEContext); a fixed ``seed`` on a context
+    that meets 128-bit security is a SecurityError naming ``op`` unless ``FHE_CORE_TEST_SEEDS=1``."""
+    if seed is not None and ctx.meets_128_bits and os.environ.get(TEST_SEEDS_ENV) != "1":
+        raise SecurityError(f"{op}: seed= fixes the randomness (reproducible by anyone who knows the seed) and is "
+                            f"refused for 128-bit parameters; leave it out (OS randomness), or set "
+                            f"{TEST_SEEDS_ENV}=1 in a test that needs reproducible objects on a secure preset")
+    return fresh_seeds(seed)
 
 
 def sub_seed(seed: bytes | None, label: str) -> bytes | None:

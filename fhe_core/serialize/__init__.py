@@ -99,9 +99,12 @@ A params record from untrusted bytes asks for at most 512 primes (checked before
 generated); with ``params`` given, its literal must be theirs before anything is computed.
 
 No pickle, no eval: metadata is JSON with a fixed schema, payloads are raw words.
+
+Layer: the top of fhe_core's libraries; imports rlwe, ckks, params and ring (never bfv: a BFV
+ciphertext is an rlwe Ciphertext record).
 """
 from fhe_core.serialize.api import RecordInfo, dump, dump_eval_keys, dumps, dumps_many, load, loads, loads_many, peek
 from fhe_core.serialize.record import DEFAULT_MAX_BYTES, FORMAT_VERSION, HEADER_BYTES, MAGIC, Header, Kind, read_header
 
-__all__ = ["dumps", "loads", "dumps_many", "loads_many", "dump", "dump_eval_keys", "load", "peek", "read_header", "Header", "RecordInfo", "Kind", "DEFAULT_MAX_BYTES",
-           "FORMAT_VERSION", "HEADER_BYTES", "MAGIC"]
+__all__ = ["dumps", "loads", "dumps_many", "loads_many", "dump", "dump_eval_keys", "load", "peek", "read_header",
+           "Header", "RecordInfo", "Kind", "DEFAULT_MAX_BYTES", "FORMAT_VERSION", "HEADER_BYTES", "MAGIC"]

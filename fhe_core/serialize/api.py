@@ -13,10 +13,14 @@ import torch
 
 from fhe_core.ckks.ciphertext import Ciphertext as CkksCiphertext
 from fhe_core.ckks.plaintext import Plaintext
-from fhe_core.errors import SerializationError, SerializedParamsMismatchError, SizeLimitError
+from fhe_core.errors import (
+    SecurityError, SerializationError, SerializedParamsMismatchError, SerializedSecurityError, SizeLimitError,
+    WrongKindError,
+)
 from fhe_core.params import Params
 from fhe_core.ring import resolve_device
 from fhe_core.rlwe import Ciphertext, EvalKeySet, GaloisKey, PublicKey, RelinKey, SecretKey, SwitchingKey
+from fhe_core.rlwe.checks import mark_canonical
 from fhe_core.serialize import codecs
 from fhe_core.serialize.record import (DEFAULT_MAX_BYTES, Kind, Record, as_view, decode_metadata, pack_parts,
                                       parse, write_streamed)
@@ -94,17 +98,23 @@ def loads(data: bytes | bytearray | memoryview, params: Params | None = None, *,
         max_bytes: refuse inputs, or declared sizes, above this many bytes.
         expect: a class or tuple of classes the object must be an instance of (e.g.
             ``EvalKeySet`` for a server endpoint); anything else raises WrongKindError before
-            the checksum is even computed.
-        allow_insecure: for a Params record only: accept parameters below 128-bit security.
+            the checksum is even computed. A secret key loads only when ``expect`` names
+            :class:`~fhe_core.rlwe.SecretKey` itself: code that reads untyped blobs never gets a
+            secret by accident (WrongKindError otherwise).
+        allow_insecure: for a Params record only: accept parameters below 128-bit security
+            (else SerializedSecurityError, both a SerializationError and a SecurityError).
 
     Checks, in order, before any tensor is allocated: sizes (input and declared lengths
     against ``max_bytes`` and the input), magic, version, kind, checksum, params_id, metadata,
     shapes against the parameters, residue ranges. Each failure raises its own subclass of
-    :class:`fhe_core.errors.SerializationError` naming the object and what is wrong.
+    :class:`fhe_core.errors.SerializationError` naming the object and what is wrong; a
+    ``device`` that is malformed or not present raises DeviceError first.
     """
     if params is not None and not isinstance(params, Params):
         raise SerializationError(f"loads: params must be a Params, got {type(params).__name__}")
+    device = None if device is None else resolve_device(device, "loads")
     record = parse(data, max_bytes=max_bytes, expect=_expected_kinds(expect))
+    _check_secret_key_wanted(record, expect, "loads")
     _check_params_id(record, params)
     if record.kind == Kind.PARAMS:
         return _load_params(record, params, device, allow_insecure)
@@ -135,6 +145,7 @@ def loads_many(data: bytes | bytearray | memoryview, params: Params, *,
         raise SerializationError(f"loads_many: params must be a Params, got {type(params).__name__}")
     if isinstance(max_count, bool) or not isinstance(max_count, int) or max_count < 1:
         raise SerializationError(f"loads_many: max_count must be a positive int, got {max_count!r}")
+    device = None if device is None else resolve_device(device, "loads_many")
     view = as_view(data)
     if len(view) > max_bytes:
         raise SizeLimitError(f"loads_many: input of {len(view)} bytes exceeds max_bytes={max_bytes}")
@@ -145,10 +156,19 @@ def loads_many(data: bytes | bytearray | memoryview, params: Params, *,
         if len(records) == max_count:
             raise SizeLimitError(f"loads_many: more than max_count={max_count} records")
         record = parse(view[offset:], max_bytes=max_bytes, expect=kinds, exact=False)
+        _check_secret_key_wanted(record, expect, "loads_many")
         _check_params_id(record, params)
         records.append(record)
         offset += record.size
     return [_load_object(record, params, device) for record in records]
+
+
+def _check_secret_key_wanted(record: Record, expect: type | tuple[type, ...] | None, op: str) -> None:
+    """WrongKindError for a secret-key record unless ``expect`` names SecretKey itself."""
+    named = expect if isinstance(expect, tuple) else (expect,)
+    if record.kind == Kind.SECRET_KEY and SecretKey not in named:
+        raise WrongKindError(f"{op}: the record is a secret key; pass expect=rlwe.SecretKey to load one "
+                             f"(secret keys are only read where the caller asks for one)")
 
 
 def _check_params_id(record: Record, params: Params | None) -> None:
@@ -161,8 +181,13 @@ def _load_params(record: Record, params: Params | None, device: torch.device | s
                  allow_insecure: bool) -> Params:
     """A Params record; given ``params`` (already accepted by the caller) it must be them."""
     target = device if device is not None else (params.device if params is not None else "cpu")
-    return codecs.decode_params(record, decode_metadata(record), device=target,
-                                allow_insecure=allow_insecure or params is not None, reference=params)()
+    try:
+        return codecs.decode_params(record, decode_metadata(record), device=target,
+                                    allow_insecure=allow_insecure or params is not None, reference=params)()
+    except SecurityError as exc:
+        if isinstance(exc, SerializationError):
+            raise
+        raise SerializedSecurityError(f"params: {exc}") from None
 
 
 def _load_object(record: Record, params: Params | None, device: torch.device | str | None) -> Any:
@@ -173,7 +198,10 @@ def _load_object(record: Record, params: Params | None, device: torch.device | s
         raise SerializationError(f"loads: reading {record.kind.name.lower()} records is not implemented yet")
     env = codecs.Env(params, resolve_device(device if device is not None else params.device))
     build = _DECODERS[record.kind](record, decode_metadata(record), env)
-    return build()
+    obj = build()
+    if isinstance(obj, (Ciphertext, Plaintext)):  # residues checked above: evaluators need not again
+        mark_canonical(obj)
+    return obj
 
 
 @dataclass(frozen=True)
@@ -240,8 +268,8 @@ def dump_eval_keys(keys: Iterable[RelinKey | GaloisKey], path: str | os.PathLike
                                                     f"expected {params.params_id}")
             held = entry.get("galois_element")
             if held in seen:
-                raise SerializationError(f"dump_eval_keys: {'the relin key' if held is None else f'galois element {held}'} "
-                                         "comes twice")
+                what = "the relin key" if held is None else f"galois element {held}"
+                raise SerializationError(f"dump_eval_keys: {what} comes twice")
             seen.add(held)
             members.write(blob)
             entries.append(entry)

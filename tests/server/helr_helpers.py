@@ -28,7 +28,7 @@ def config(iterations: int) -> HELRConfig:
     return HELRConfig.tiny(iterations=iterations)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def session():
     """(client, keys, dataset): one secret key for every test; a job's iteration count only
     changes how far the public schedule runs, not the packed blocks."""

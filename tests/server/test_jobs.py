@@ -86,7 +86,7 @@ def test_queue_bound_per_tenant(live_server, uploaded):
         for job in jobs:
             api.cancel(job)
         for job in jobs:
-            wait_for(lambda: api.job(job)["state"] == "cancelled")
+            wait_for(lambda: api.job(job)["state"] == "cancelled")  # noqa: B023 (called at once)
 
 
 def test_mismatched_inputs_are_refused(live_server, uploaded):

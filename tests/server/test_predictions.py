@@ -28,7 +28,7 @@ def fixed_seed(label: str) -> bytes:
     return label.encode().ljust(32, b"\0")[:32]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def params():
     return preset(PRESET, allow_insecure=True)
 

@@ -21,7 +21,7 @@ def samples(n: int, seed: int) -> np.ndarray:
     return x
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def forest() -> HEForest:
     x = samples(300, 0)
     y = (np.nan_to_num(x[:, 0]) > 0).astype(int) + (np.nan_to_num(x[:, 1]) > 0.5).astype(int)

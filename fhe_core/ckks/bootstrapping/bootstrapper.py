@@ -57,7 +57,7 @@ from fhe_core.ckks.bootstrapping.parameters import BootstrappingParameters
 from fhe_core.ckks.bootstrapping.sub_sum import sub_sum, sub_sum_galois_elements
 from fhe_core.errors import LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
 from fhe_core.params import Params
-from fhe_core.rlwe.checks import check_ciphertext
+from fhe_core.rlwe.checks import check_ciphertext, mark_canonical
 
 MAX_SCALE_RATIO = 2.0  # the input's scale must be within this factor of the default scale
 
@@ -194,7 +194,7 @@ class Bootstrapper:
         if k > 1:
             ct = self.evaluator.mul(ct, 1, constant_scale=k)  # the integer k, scale S -> k S
         raised = mod_raise(self.params, ct, self.parameters.max_level)
-        return raised.replace(scale=float(self.params.q_primes[0]))
+        return mark_canonical(raised.replace(scale=float(self.params.q_primes[0])))
 
     def sub_sum(self, ct: Ciphertext) -> Ciphertext:
         """The trace onto the n-slot subring (message times g); a no-op for full packing.
@@ -210,7 +210,7 @@ class Bootstrapper:
         for t in self._cts[:-1]:
             ct = t.evaluate(self.evaluator, ct, double_hoisting=self.double_hoisting)
         if self._packed:
-            ct = ct.replace(slots=2 * ct.slots)  # the same polynomial read on 2n slots: [v | v]
+            ct = mark_canonical(ct.replace(slots=2 * ct.slots))  # the same polynomial read on 2n slots: [v | v]
         ct = self._cts[-1].evaluate(self.evaluator, ct, double_hoisting=self.double_hoisting)
         ev = self.evaluator
         conj = ev.conjugate(ct)
@@ -232,7 +232,7 @@ class Bootstrapper:
         else:
             re, im = self._eval_mod_evaluator(True, half).evaluate(CiphertextPair.of(*parts)).parts()
             ct = ev.add(re, ev.mul(im, 1j))
-        return ct.replace(scale=ct.scale * scale / float(self.params.default_scale))
+        return mark_canonical(ct.replace(scale=ct.scale * scale / float(self.params.default_scale)))
 
     def _eval_mod_evaluator(self, paired: bool, half: bool) -> EvalModEvaluator:
         """EvalMod on a ciphertext or on a pair, landing on Delta or (``half``) Delta / 2."""
@@ -251,7 +251,7 @@ class Bootstrapper:
         for i, t in enumerate(self._stc):
             ct = t.evaluate(self.evaluator, ct, double_hoisting=self.double_hoisting)
             if i == 0 and packed:
-                ct = ct.replace(slots=self.parameters.slots)  # [M u | M u]: n-periodic
+                ct = mark_canonical(ct.replace(slots=self.parameters.slots))  # [M u | M u]: n-periodic
         return ct
 
     # ---- the whole circuit -----------------------------------------------------------------------
@@ -284,7 +284,7 @@ class Bootstrapper:
         ev = self.evaluator
         packed = ev.add(a, ev.mul(b, 1j))  # i b: a Gaussian integer, no level
         half = self._check_output(self._circuit(packed, half=True), a.scale / 2)
-        half = half.replace(scale=a.scale)  # the same data read as (a + i b) / 2 at scale S
+        half = mark_canonical(half.replace(scale=a.scale))  # the same data read as (a + i b) / 2 at scale S
         conj = ev.conjugate(half)
         return ev.add(half, conj), ev.mul(ev.sub(half, conj), -1j)
 
@@ -331,7 +331,7 @@ class Bootstrapper:
         if ct.level != self.output_level or abs(ct.scale - scale) > SCALE_TOLERANCE * scale:
             raise RuntimeError(f"bootstrap: internal error: level {ct.level} (expected {self.output_level}), "
                                f"scale 2^{math.log2(ct.scale):.9f} (expected 2^{math.log2(scale):.9f})")
-        return ct.replace(scale=scale)
+        return mark_canonical(ct.replace(scale=scale))
 
 
 class SecretKeyBootstrapper:

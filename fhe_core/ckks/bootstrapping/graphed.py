@@ -24,8 +24,9 @@ from collections.abc import Callable
 
 import torch
 
-from fhe_core.ckks.ciphertext import Ciphertext
+from fhe_core.ckks.ciphertext import Ciphertext, rlwe_context
 from fhe_core.errors import ParameterError
+from fhe_core.rlwe.checks import check_canonical, mark_canonical
 
 WARMUP_RUNS = 2  # eager runs on a side stream before the capture (tables, cached constants)
 
@@ -51,7 +52,7 @@ class _CapturedCircuit:
         for static, d in zip(self._static, data):
             static.data.copy_(d)
         self._graph.replay()
-        return tuple(out.replace(data=out.data.clone()) for out in self._outputs)
+        return tuple(mark_canonical(out.replace(data=out.data.clone())) for out in self._outputs)
 
 
 class GraphedBootstrapper:
@@ -80,19 +81,22 @@ class GraphedBootstrapper:
         """:meth:`Bootstrapper.bootstrap` by graph replay (captured on the first call)."""
         boot = self.bootstrapper
         checked = boot._check_input(ct, "bootstrap")  # a view of the first limbs when it drops levels
+        check_canonical(rlwe_context(boot.params), ct, ct.level, "bootstrap")  # as the eager call's first op
         if self._single is None:
             self._single = _CapturedCircuit(lambda x: (boot.bootstrap(x),), (checked,))
         (out,) = self._single.run((checked.data,))
-        return out.replace(scale=ct.scale)
+        return mark_canonical(out.replace(scale=ct.scale))
 
     def bootstrap_pair(self, a: Ciphertext, b: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
         """:meth:`Bootstrapper.bootstrap_pair` by graph replay (captured on the first call)."""
         boot = self.bootstrapper
         checked = boot._check_pair(a, b)
+        for ct in (a, b):
+            check_canonical(rlwe_context(boot.params), ct, ct.level, "bootstrap_pair")
         if self._pair is None:
             self._pair = _CapturedCircuit(boot.bootstrap_pair, checked)
         out_a, out_b = self._pair.run(tuple(ct.data for ct in checked))
-        return out_a.replace(scale=a.scale), out_b.replace(scale=a.scale)
+        return mark_canonical(out_a.replace(scale=a.scale)), mark_canonical(out_b.replace(scale=a.scale))
 
 
 __all__ = ["GraphedBootstrapper"]

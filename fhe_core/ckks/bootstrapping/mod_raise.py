@@ -18,7 +18,7 @@ from fhe_core import ops
 from fhe_core.ckks.ciphertext import Ciphertext, rlwe_context
 from fhe_core.errors import LevelMismatchError, ParameterError
 from fhe_core.params import Params
-from fhe_core.rlwe.checks import check_ciphertext
+from fhe_core.rlwe.checks import check_canonical, check_ciphertext, mark_canonical
 
 
 def mod_raise(params: Params, ct: Ciphertext, level: int | None = None) -> Ciphertext:
@@ -37,16 +37,18 @@ def mod_raise(params: Params, ct: Ciphertext, level: int | None = None) -> Ciphe
         raise ParameterError(f"{op}: expected a Params, got {type(params).__name__}")
     if not isinstance(ct, Ciphertext):
         raise ParameterError(f"{op}: expected a ckks.Ciphertext, got {type(ct).__name__}")
-    if check_ciphertext(rlwe_context(params), ct, op, degree=1) != 0:
+    ctx = rlwe_context(params)
+    if check_ciphertext(ctx, ct, op, degree=1) != 0:
         raise LevelMismatchError(f"{op}: the ciphertext must be at level 0 (drop_level first), got level {ct.level}")
     level = params.max_level if level is None else level
     if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= params.max_level:
         raise LevelMismatchError(f"{op}: target level must be an int in [0, {params.max_level}], got {level!r}")
+    check_canonical(ctx, ct, 0, op)  # so that the raised ciphertext is canonical too
     q0 = params.q_basis(0)
     target = params.q_basis(level)
     coefficients = q0.intt(ct.data)                                             # [2, 1, N] mod q_0
     lifted = ops.center_lift(coefficients, params.q_primes[0], target.moduli)  # [2, level + 1, N]
-    return ct.replace(data=target.ntt(lifted, out=lifted), level=level)
+    return mark_canonical(ct.replace(data=target.ntt(lifted, out=lifted), level=level))
 
 
 __all__ = ["mod_raise"]

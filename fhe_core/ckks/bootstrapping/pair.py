@@ -24,6 +24,7 @@ from fhe_core import ops
 from fhe_core.ckks.ciphertext import Ciphertext, rlwe_context
 from fhe_core.ckks.evaluator import SCALE_TOLERANCE, Evaluator
 from fhe_core.errors import ParameterError
+from fhe_core.rlwe.checks import mark_canonical
 from fhe_core.rlwe import keyswitch
 
 
@@ -55,15 +56,16 @@ class CiphertextPair:
 
     def parts(self) -> tuple[Ciphertext, Ciphertext]:
         """The two ciphertexts (copies, ``[d+1, l+1, N]`` each)."""
-        return tuple(Ciphertext(data=self.data[:, i].contiguous(), level=self.level, params_id=self.params_id,
-                                scale=self.scale, slots=self.slots) for i in (0, 1))
+        return tuple(mark_canonical(Ciphertext(data=self.data[:, i].contiguous(), level=self.level,
+                                               params_id=self.params_id, scale=self.scale, slots=self.slots))
+                     for i in (0, 1))
 
     def flat(self) -> Ciphertext:
         """A view as one ciphertext of 2(d+1) components, for the operations that treat every
         component alike (rescale, level drop, constant product, sum of two pairs)."""
         d, _, limbs, n = self.data.shape
-        return Ciphertext(data=self.data.reshape(2 * d, limbs, n), level=self.level, params_id=self.params_id,
-                          scale=self.scale, slots=self.slots)
+        return mark_canonical(Ciphertext(data=self.data.reshape(2 * d, limbs, n), level=self.level,
+                                         params_id=self.params_id, scale=self.scale, slots=self.slots))
 
     def unflat(self, ct: Ciphertext) -> CiphertextPair:
         """The pair of a result of :meth:`flat` (its level and scale)."""

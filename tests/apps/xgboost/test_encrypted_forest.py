@@ -40,7 +40,7 @@ def synthetic(n, n_features, n_classes, rng_seed, missing=0.15):
     return x, y
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def trained(objective, n_classes, depth, rounds=4, frac_bits=12):
     """(forest, booster, held-out samples) of a small model trained on synthetic data."""
     x, y = synthetic(260, 6, n_classes, rng_seed=depth)
@@ -195,7 +195,7 @@ def test_plan_counts_the_operations_the_evaluator_runs(depth, monkeypatch):
     server = ForestEvaluator(params, client.eval_keys(), forest, plan=plan, stacked=False)
     calls = {name: 0 for name in ("multiply_plain", "multiply", "relinearize", "rotate_rows", "swap_columns")}
     for name in calls:
-        def counted(self, *args, _name=name, _orig=getattr(bfv.Evaluator, name)):
+        def counted(self, *args, _name=name, _orig=getattr(bfv.Evaluator, name)):  # noqa: B008 (bound per name)
             calls[_name] += 1
             return _orig(self, *args)
         monkeypatch.setattr(bfv.Evaluator, name, counted)

@@ -125,7 +125,8 @@ def test_public_model_json_round_trip_and_errors():
         assert text != public.to_json()
         with pytest.raises(PlanError, match="offsets"):
             PublicModel.from_json(text)
-    for binning in ({"cuts": [1.0]}, [1], {"cuts": ["a"], "offsets": [0, 1]}, {"cuts": [1.0], "offsets": [[0], [1, 2]]}):
+    for binning in ({"cuts": [1.0]}, [1], {"cuts": ["a"], "offsets": [0, 1]},
+                    {"cuts": [1.0], "offsets": [[0], [1, 2]]}):
         with pytest.raises(PlanError, match="binning"):
             PublicModel.from_json(json.dumps(json.loads(public.to_json()) | {"binning": binning}))
 

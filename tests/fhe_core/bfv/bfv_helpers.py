@@ -54,7 +54,7 @@ class Session:
         return self.decryptor.invariant_noise_budget(ct)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def session(name: str, device: str = "cpu", seed_label: str | None = None) -> Session:
     """A session with a relinearization key and Galois keys for ROTATIONS and the column swap.
     With ``seed_label`` every key comes from fixed seeds (determinism tests only)."""

@@ -27,7 +27,8 @@ def _pipeline(name: str, device: str) -> dict[str, torch.Tensor]:
         "add_plain": ev.add_plain(ca, pb).data, "multiply_plain": ev.multiply_plain(ca, pb).data,
         "multiply_scalar": ev.multiply_scalar(ca, -5).data, "multiply": product.data, "relin": relin.data,
         "rotate": ev.rotate_rows(relin, 3).data, "rotate_back": ev.rotate_rows(ca, -1).data,
-        "swap": ev.swap_columns(ca).data, "hoisted": ev.rotate_rows_hoisted(ca, [1, -7])[-7].data, "mod_switch": ev.mod_switch_to_next(product).data,
+        "swap": ev.swap_columns(ca).data, "hoisted": ev.rotate_rows_hoisted(ca, [1, -7])[-7].data,
+        "mod_switch": ev.mod_switch_to_next(product).data,
         "decrypted": s.decryptor.decrypt(relin).data,
     })
     return {k: v.cpu() for k, v in out.items()}

@@ -4,7 +4,7 @@ import math
 import pytest
 
 from fhe_core import bfv
-from fhe_core.errors import ParameterError, SecurityError
+from fhe_core.errors import ParameterError, SchemeMismatchError, SecurityError
 from fhe_core.params import BFV_PRESETS, Params, ParamsLiteral, content_name, preset
 
 # SEAL's 128-bit BFV defaults (CoeffModulus::BFVDefault), copied from
@@ -85,7 +85,7 @@ def test_invalid_bfv_literals_are_refused(changes, match):
 def test_ckks_still_refuses_a_plaintext_modulus_and_bfv_context_refuses_ckks():
     with pytest.raises(ParameterError, match="CKKS takes no plaintext_modulus"):
         Params.from_literal(_lit(scheme="ckks", log_default_scale=40), allow_insecure=True)
-    with pytest.raises(ParameterError, match="BFV Params"):
+    with pytest.raises(SchemeMismatchError, match="BFVContext: these are CKKS parameters"):
         bfv.BFVContext(preset("N10QP241L3D4Insecure", allow_insecure=True))
 
 

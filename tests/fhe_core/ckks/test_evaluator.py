@@ -360,7 +360,7 @@ def test_missing_keys_are_named(s):
         with pytest.raises(MissingKeyError, match=f"^{op}: "):
             call()
     rotations_only = rlwe.EvalKeySet(s.params.params_id, galois=[])
-    with pytest.raises(MissingKeyError, match="^mul_relin: .*relinearization"):
+    with pytest.raises(MissingKeyError, match="^mul: .*relinearization"):
         Evaluator(s.params, rotations_only).mul(a, a)
     missing = [r for r in (5, 6, 7) if r not in s.steps]
     with pytest.raises(MissingKeyError, match=rf"^rotate_hoisted: .*steps \[{missing[0]}, {missing[1]}"):
@@ -388,7 +388,7 @@ def test_params_level_and_type_errors(s):
         ev.drop_level(s.encrypt(z, level=2), 3)
     with pytest.raises(ParameterError, match="^rotate: "):
         ev.rotate(ev.tensor(a, a), 1)
-    with pytest.raises(ParameterError, match="^mul_relin: .*degree"):
+    with pytest.raises(ParameterError, match="^mul: .*degree"):
         ev.mul(ev.tensor(a, a), a)
     with pytest.raises(LevelMismatchError, match="^inner_product: "):
         ev.inner_product(a, s.encrypt(z, level=0), 4)

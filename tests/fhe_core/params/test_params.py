@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from fhe_core.errors import ParameterError, SecurityError
-from fhe_core.params import (PRESETS, Params, ParamsLiteral, check_security, content_name, preset,
-                             preset_literal)
+from fhe_core.params import (MIN_SECURE_ETA, PRESETS, Params, ParamsLiteral, check_security, content_name,
+                             meets_128_bits, preset, preset_literal)
 from fhe_core.params.params import _from_canonical
 
 TINY = ParamsLiteral(log_n=10, log_q=[60, 40, 40, 40], log_p=[61], log_default_scale=40)
@@ -173,7 +173,8 @@ def test_same_literal_gives_same_primes_and_id():
     again = Params.from_literal(ParamsLiteral.from_json(TINY.to_json()), allow_insecure=True)
     assert again is not first and again == first
     assert Params.from_literal(_lit(dnum=4), allow_insecure=True).params_id == first.params_id  # dnum derived
-    assert first.with_device("meta").params_id == first.params_id
+    other = "cuda" if torch.cuda.is_available() else "cpu"  # the device is not part of the content
+    assert first.with_device(other).params_id == first.params_id
 
 
 @pytest.mark.parametrize("changes", [
@@ -187,7 +188,7 @@ def test_different_literals_give_different_ids(changes):
 
 def test_params_id_is_the_digest_of_the_canonical_content():
     params = Params.from_literal(TINY, allow_insecure=True)
-    content = ('{"format":"fhe_core.params/1","literal":{"dnum":4,"error_eta":21,"hamming_weight":0,'
+    content = ('{"format":"fhe_core.params/1","literal":{"dnum":4,"error_eta":21,"hamming_weight":0,'  # noqa: UP031 (JSON braces)
                '"log_default_scale":40,"log_n":10,"log_p":[61],"log_q":[60,40,40,40],"plaintext_modulus":0,'
                '"scheme":"ckks"},"p_primes":[%d],"q_primes":[%s]}'
                % (params.p_primes[0], ",".join(map(str, params.q_primes))))
@@ -251,3 +252,25 @@ def test_derived_quantities_and_bases():
     assert params.p_basis().primes == params.p_primes
     with pytest.raises(ParameterError, match="level"):
         params.q_basis(4)
+
+
+# ---- the error distribution counts for security ------------------------------------------------------
+
+@pytest.mark.parametrize("eta", [1, 8, 20])
+def test_errors_narrower_than_the_standard_are_refused_unless_allowed(eta):
+    literal = preset_literal("N14QP437L8D9")
+    literal.error_eta = eta  # sigma = sqrt(eta / 2) < 3.19, what the 128-bit bounds assume
+    with pytest.raises(SecurityError, match=f"error_eta = {eta} gives errors of sigma = {math.sqrt(eta / 2):.2f}"):
+        Params.from_literal(literal)
+    with pytest.raises(SecurityError, match="error_eta"):
+        check_security(14, 437.0, 0, eta)
+    allowed = Params.from_literal(literal, allow_insecure=True)
+    assert content_name(allowed) == "N14QP437L8D9Insecure"
+
+
+def test_errors_of_the_standard_width_keep_the_bound():
+    assert MIN_SECURE_ETA == 21 and math.sqrt(MIN_SECURE_ETA / 2) >= 8 / math.sqrt(2 * math.pi)
+    literal = preset_literal("N14QP437L8D9")
+    literal.error_eta = 32  # wider errors: at least as secure
+    assert content_name(Params.from_literal(literal)) == "N14QP437L8D9"
+    assert meets_128_bits(14, 437.0, 0, 21) and not meets_128_bits(14, 437.0, 0, 20)

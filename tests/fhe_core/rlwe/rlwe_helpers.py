@@ -40,7 +40,7 @@ SHAPES = [
 ]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def context(shape: Shape, device: str = "cpu") -> rlwe.RLWEContext:
     n = 1 << shape.log_n
     primes = generate_primes(list(shape.q_bits) + list(shape.p_bits), n)

@@ -134,7 +134,7 @@ def test_flip_in_a_key_set_member_is_caught(world):
 def test_objects_of_other_params_are_refused(world, world11):
     for obj in (world.pt, world.ct, world.sk, world.pk, world.keys, world.params):
         with pytest.raises(SerializedParamsMismatchError, match="belongs to params_id") as info:
-            serialize.loads(serialize.dumps(obj), world11.params)
+            serialize.loads(serialize.dumps(obj), world11.params, expect=type(obj))
         assert isinstance(info.value, ParamsMismatchError)
 
 
@@ -222,7 +222,7 @@ def test_key_shapes_must_match_dnum_and_alpha(world, world11):
     with pytest.raises(MetadataError, match="uniform_seed must be 64 lowercase hex digits"):
         serialize.loads(_edit(blob, uniform_seed="AB" * 32), p)
     with pytest.raises(MetadataError, match="Hamming weight 64 differs"):
-        serialize.loads(_edit(serialize.dumps(world.sk), hamming_weight=64), world.params)
+        serialize.loads(_edit(serialize.dumps(world.sk), hamming_weight=64), world.params, expect=rlwe.SecretKey)
 
 
 def test_payload_length_must_match_the_shape(world):
@@ -283,7 +283,7 @@ def test_key_residues_are_checked_against_p_and_q(world11):
     payload = split(sk_blob).payload
     payload = payload[:32] + with_word(payload[32:], 0, p.p_primes[0])
     with pytest.raises(ResidueRangeError, match="secret key: limb 0 has a residue >= p_0"):
-        serialize.loads(rebuild(sk_blob, payload=payload), p)
+        serialize.loads(rebuild(sk_blob, payload=payload), p, expect=rlwe.SecretKey)
     pk_blob = serialize.dumps(world11.pk)
     payload = with_word(split(pk_blob).payload, (p.max_level + 1) * p.n, p.q_primes[0])
     with pytest.raises(ResidueRangeError, match="public key: part a, limb 0 has a residue >= q_0"):

@@ -91,7 +91,7 @@ def test_ciphertext_round_trip_decrypts_with_a_loaded_secret_key(world, level):
     pt = world.encoder.encode(world.z, level=level)
     ct = rlwe.encrypt_sk(world.ctx, world.sk, pt.data, level)
     loaded_ct = serialize.loads(serialize.dumps(ct), world.params)
-    loaded_sk = serialize.loads(serialize.dumps(world.sk), world.params)
+    loaded_sk = serialize.loads(serialize.dumps(world.sk), world.params, expect=rlwe.SecretKey)
     _same_tensor(loaded_ct.data, ct.data)
     assert (type(loaded_ct), loaded_ct.level, loaded_ct.is_ntt, loaded_ct.degree, loaded_ct.params_id) == \
            (rlwe.Ciphertext, level, True, 1, world.params.params_id)
@@ -117,7 +117,7 @@ def test_degree_two_ciphertext_round_trip_and_relinearization_with_loaded_keys(w
 # ---- keys -------------------------------------------------------------------------------------------
 
 def test_secret_key_round_trip(world):
-    loaded = serialize.loads(serialize.dumps(world.sk), world.params)
+    loaded = serialize.loads(serialize.dumps(world.sk), world.params, expect=rlwe.SecretKey)
     _same_tensor(loaded.data, world.sk.data)
     assert (loaded.seed, loaded.hamming_weight, loaded.params_id) == \
            (world.sk.seed, world.sk.hamming_weight, world.sk.params_id)
@@ -260,7 +260,7 @@ def test_packed_round_trips_of_every_residue_kind(request, which):
                w.keys.galois_key(w.rotate_one, "t")]
     for obj in objects:
         blob = serialize.dumps(obj, packed=True)
-        loaded = serialize.loads(blob, w.params)
+        loaded = serialize.loads(blob, w.params, expect=type(obj))
         _same_tensor(loaded.data, obj.data)
         data = obj.data[:, 0] if isinstance(obj, rlwe.SwitchingKey) else obj.data
         assert split(blob).meta["bits"] == _widths(data)

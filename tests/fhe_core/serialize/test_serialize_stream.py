@@ -40,7 +40,8 @@ def test_streamed_writer_refuses_repeats_foreign_keys_and_non_keys_and_leaves_no
     params, ctx, sk, elements = session
     galois = rlwe.gen_galois_key(ctx, sk, elements[0])
     other = preset("N11QP342L4D3Insecure", allow_insecure=True)
-    foreign = rlwe.gen_relin_key(rlwe.RLWEContext.from_params(other), rlwe.gen_secret_key(rlwe.RLWEContext.from_params(other)))
+    other_context = rlwe.RLWEContext.from_params(other)
+    foreign = rlwe.gen_relin_key(other_context, rlwe.gen_secret_key(other_context))
     path = tmp_path / "k"
     with pytest.raises(SerializationError, match="twice"):
         serialize.dump_eval_keys([galois, galois], path, params)
