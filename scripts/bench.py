@@ -45,6 +45,7 @@ class Case:
     bytes: int
     run: Callable[[int], object]  # run(i): one call on input set i
     reference_us: float | None = None  # a published number for the same op and size (see its suite)
+    capture: bool = True  # False: time eager calls only (the call replays a CUDA graph itself)
 
 
 def with_variant(name: str, value: int, fn: Callable[[int], object]) -> Callable[[int], object]:
@@ -300,9 +301,21 @@ def count_key_switches(fn) -> tuple[int, int]:
     return seen[0], seen[1]
 
 
-def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) -> list[Case]:
+def make_sparse_boot_cases(device: str) -> list[Case]:
+    """The boot suite at N16_H192_SPARSE (2^13 slots: SubSum, EvalMod once on the packed real and
+    imaginary parts), without the larger-baby-step variant."""
+    from fhe_core.ckks.bootstrapping import N16_H192_SPARSE
+
+    return make_boot_cases(device, N16_H192_SPARSE, variants=False)
+
+
+def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False, variants: bool = True) -> list[Case]:
     """CKKS bootstrapping at N16_H192_FULL (N = 2^16, 2^15 slots, h = 192, 128-bit): the whole
-    ``bootstrap(ct)`` (reference: the reference design's 328 ms on a V100) and each public step.
+    ``bootstrap(ct)`` (reference: the reference design's 328 ms on a V100), each public step, and
+    the variants: single-hoisted linear transforms (the DFTs before double hoisting, all else as now), two real
+    ciphertexts in one ``bootstrap_pair``, the graphed bootstrapper called from Python (on CUDA;
+    its eager column is the point), and the DFTs with twice the default baby step
+    (``baby_step_factor=2``, its own, larger key set).
     Builds the keys of ``bootstrapping_galois_elements`` once (8.6 GB of rotation keys at dnum
     7). Prints the precision of one bootstrap (min/mean/max bits over all slots, inputs uniform in
     [-1, 1] and in [-8, 8]), the rotation-key memory and the key switches (count, bytes of key they read); all are
@@ -311,6 +324,7 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) 
     digits and intermediates are not counted).
     Far too slow on a CPU: not in the default suites, run it with ``--only boot``. ``bparams`` /
     ``allow_insecure``: another (tiny, insecure) preset, for the CPU test of this suite."""
+    import dataclasses
     import math
 
     import numpy as np
@@ -329,27 +343,41 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) 
     rng = np.random.default_rng(1)
     n = bparams.slots
 
-    def precision(amplitude: float) -> tuple[float, float, float]:
-        """(min, mean, max) bits over all slots, real and imaginary parts uniform in [-a, a]."""
-        z = amplitude * (rng.uniform(-1, 1, n) + 1j * rng.uniform(-1, 1, n))
-        out = boot.bootstrap(encryptor.encrypt(encoder.encode(z, level=boot.min_input_level, slots=n)))
-        error = np.maximum(np.abs(encoder.decode(decryptor.decrypt(out)) - z), 2.0 ** -60)
+    def bits_of(error: np.ndarray) -> tuple[float, float, float]:
+        error = np.maximum(error, 2.0 ** -60)
         return -math.log2(error.max()), -math.log2(error.mean()), -math.log2(error.min())
 
-    ct = encryptor.encrypt(encoder.encode(rng.uniform(-1, 1, n), level=boot.min_input_level, slots=n))
+    def encrypt(z):
+        return encryptor.encrypt(encoder.encode(z, level=boot.min_input_level, slots=n))
+
+    def precision(amplitude: float, bootstrapper=boot) -> tuple[float, float, float]:
+        """(min, mean, max) bits over all slots, real and imaginary parts uniform in [-a, a]."""
+        z = amplitude * (rng.uniform(-1, 1, n) + 1j * rng.uniform(-1, 1, n))
+        out = bootstrapper.bootstrap(encrypt(z))
+        return bits_of(np.abs(encoder.decode(decryptor.decrypt(out)) - z))
+
+    def pair_precision() -> tuple[float, float, float]:
+        """The same over both real outputs of bootstrap_pair, inputs uniform in [-1, 1]."""
+        x, y = rng.uniform(-1, 1, n), rng.uniform(-1, 1, n)
+        out = boot.bootstrap_pair(encrypt(x), encrypt(y))
+        return bits_of(np.concatenate([np.abs(encoder.decode(decryptor.decrypt(o)) - v) for o, v in zip(out, (x, y))]))
+
+    ct = encrypt(rng.uniform(-1, 1, n))
+    ct_b = encrypt(rng.uniform(-1, 1, n))
     key_switches = count_key_switches(lambda: boot.bootstrap(ct))
-    bits, bits8 = precision(1.0), precision(8.0)
+    bits, bits8, bits_pair = precision(1.0), precision(8.0), pair_precision()
     limbs_qp = len(params.q_primes) + len(params.p_primes)
     key_bytes = len(elements) * params.dnum * 2 * limbs_qp * params.n * WORD
     print(f"boot: {bparams.describe()}; {len(elements)} Galois keys, dnum {params.dnum}, "
           f"rotation keys {key_bytes / 1e9:.1f} GB; {key_switches[0]} key switches reading "
           f"{key_switches[1] / 1e9:.1f} GB of keys; precision min {bits[0]:.2f} / mean {bits[1]:.2f} / "
-          f"max {bits[2]:.2f} bits on [-1, 1], {bits8[0]:.2f} / {bits8[1]:.2f} / {bits8[2]:.2f} on [-8, 8]",
+          f"max {bits[2]:.2f} bits on [-1, 1], {bits8[0]:.2f} / {bits8[1]:.2f} / {bits8[2]:.2f} on [-8, 8], "
+          f"bootstrap_pair (real parts) {bits_pair[0]:.2f} / {bits_pair[1]:.2f} / {bits_pair[2]:.2f}",
           flush=True)
     # the steps' inputs, computed once
     raised = boot.sub_sum(boot.mod_raise(ct))
-    real, imag = boot.coeffs_to_slots(raised)
-    modded = boot.eval_mod(real, imag, ct.scale)
+    parts = boot.coeffs_to_slots(raised)
+    modded = boot.eval_mod(parts, ct.scale)
     name = (f"N=2^{params.log_n} {n} slots h={params.hamming_weight}, L={bparams.max_level}, "
             f"out level {boot.output_level}, "
             f"prec min/mean/max {bits[0]:.1f}/{bits[1]:.1f}/{bits[2]:.1f} b ([-8, 8]: "
@@ -358,16 +386,64 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False) 
     ct_bytes = 2 * params.n * WORD  # per limb
     in_out = ct_bytes * (1 + boot.min_input_level) + ct_bytes * (1 + boot.output_level)
     top = ct_bytes * (1 + bparams.max_level)
+
+    def single_hoisted(i):
+        boot.double_hoisting = False
+        try:
+            return boot.bootstrap(ct)
+        finally:
+            boot.double_hoisting = True
+
+    whole = in_out + key_switches[1]
+    cases = [Case("bootstrap", name, whole, lambda i: boot.bootstrap(ct), BOOT_REFERENCE_V100_US),
+             Case("bootstrap (single-hoisted DFTs)", name, in_out + count_key_switches(lambda: single_hoisted(0))[1],
+                  single_hoisted),
+             Case("bootstrap_pair (two real ciphertexts)",
+                  f"{name}, pair prec min/mean {bits_pair[0]:.1f}/{bits_pair[1]:.1f} b",
+                  2 * in_out + count_key_switches(lambda: boot.bootstrap_pair(ct, ct_b))[1],
+                  lambda i: boot.bootstrap_pair(ct, ct_b))]
+    if torch.device(device).type == "cuda":
+        graphed = boot.graphed()
+        same = torch.equal(graphed.bootstrap(ct).data, boot.bootstrap(ct).data) and torch.equal(
+            graphed.bootstrap(ct_b).data, boot.bootstrap(ct_b).data)
+        print(f"boot: graphed bootstrap (captured on ct, replayed on ct and ct_b) == eager bit for bit: {same}",
+              flush=True)
+        cases.append(Case("bootstrap (graphed, Python call)", name, whole, lambda i: graphed.bootstrap(ct),
+                          capture=False))
     steps = {  # name: (run, ciphertext bytes in and out)
         "boot: mod_raise": (lambda i: boot.mod_raise(ct), ct_bytes + top),
         "boot: coeffs_to_slots": (lambda i: boot.coeffs_to_slots(raised), 3 * top),
-        "boot: eval_mod": (lambda i: boot.eval_mod(real, imag, ct.scale), 3 * ct_bytes * (1 + real.level)),
+        "boot: eval_mod": (lambda i: boot.eval_mod(parts, ct.scale),
+                           (len(parts) + 1) * ct_bytes * (1 + parts[0].level)),
         "boot: slots_to_coeffs": (lambda i: boot.slots_to_coeffs(modded),
                                   ct_bytes * (1 + modded.level) + ct_bytes * (1 + boot.output_level)),
     }
-    return [Case("bootstrap", name, in_out + key_switches[1], lambda i: boot.bootstrap(ct), BOOT_REFERENCE_V100_US)] + [
-        Case(step, name, io + count_key_switches(lambda: run(0))[1], run)  # noqa: B023 (called at once)
-        for step, (run, io) in steps.items()]
+    cases += [Case(step, name, io + count_key_switches(lambda: run(0))[1], run)  # noqa: B023 (called at once)
+              for step, (run, io) in steps.items()]
+    if len(parts) == 2:  # full packing: the batched pair against two separate evaluations
+        from fhe_core.ckks.bootstrapping import EvalModEvaluator
+
+        separate = EvalModEvaluator(boot.evaluator, bparams.eval_mod_parameters(params))
+        cases.append(Case("boot: eval_mod (two separate evaluations)", name, steps["boot: eval_mod"][1]
+                          + count_key_switches(lambda: [separate.evaluate(p) for p in parts])[1],
+                          lambda i: [separate.evaluate(p) for p in parts]))
+
+    if not variants:
+        return cases
+    wide = dataclasses.replace(bparams, baby_step_factor=2 * bparams.baby_step_factor)
+    wide_elements = bootstrapping_galois_elements(params, wide)
+    wide_boot = Bootstrapper(params, wide, rlwe.gen_eval_keys(ctx, sk, wide_elements))
+    wide_switches = count_key_switches(lambda: wide_boot.bootstrap(ct))
+    wide_bits = precision(1.0, wide_boot)
+    wide_name = (f"baby steps x{wide.baby_step_factor}: {len(wide_elements)} keys "
+                 f"{len(wide_elements) * key_bytes / len(elements) / 1e9:.1f} GB, {wide_switches[0]} key switches, "
+                 f"prec min/mean {wide_bits[0]:.1f}/{wide_bits[1]:.1f} b")
+    print(f"boot: {wide_name}", flush=True)
+    cases += [Case("bootstrap (larger baby steps)", wide_name, in_out + wide_switches[1],
+                   lambda i: wide_boot.bootstrap(ct)),
+              Case("boot: coeffs_to_slots (larger baby steps)", wide_name, 3 * top,
+                   lambda i: wide_boot.coeffs_to_slots(raised))]
+    return cases
 
 
 def copy_bandwidth(device: str) -> float:
@@ -393,8 +469,9 @@ def copy_bandwidth(device: str) -> float:
 
 
 def time_op(fn: Callable[[int], object], device: str, sets: int = 1, repeats: int = 30,
-            per_graph: int = 20) -> dict[str, float]:
-    """Median seconds per call; on CUDA, from CUDA-graph replays (device time) plus eager wall time."""
+            per_graph: int = 20, capture: bool = True) -> dict[str, float]:
+    """Median seconds per call; on CUDA, from CUDA-graph replays (device time, unless not
+    ``capture``) plus eager wall time."""
     if device != "cuda":
         for i in range(2):
             fn(i % sets)
@@ -415,6 +492,8 @@ def time_op(fn: Callable[[int], object], device: str, sets: int = 1, repeats: in
         fn(r % sets)
         torch.cuda.synchronize()
         eager.append(time.perf_counter() - t0)
+    if not capture:
+        return {"median": statistics.median(eager), "eager": statistics.median(eager), "graph": False}
     try:
         samples = graph_replay_times(fn, sets, repeats, per_graph)
     except RuntimeError:  # host work inside (encoding, host-built constants): not capturable
@@ -453,7 +532,7 @@ def device_name(device: str) -> str:
 
 
 # suites that run only with --only NAME (far too slow for the default run, and on a CPU)
-OPT_IN_SUITES = ("boot",)
+OPT_IN_SUITES = ("boot", "boot-sparse")
 
 
 def run(device: str, threads: list[int], only: str | None = None) -> dict:
@@ -461,20 +540,22 @@ def run(device: str, threads: list[int], only: str | None = None) -> dict:
     copy_bw = copy_bandwidth(device)
     rows = []
     suites = {"keyswitch": make_keyswitch_cases, "ckks": make_ckks_cases, "bfv": make_bfv_cases,
-              "boot": make_boot_cases}
+              "boot": make_boot_cases, "boot-sparse": make_sparse_boot_cases}
     default_suites = [name for name in suites if name not in OPT_IN_SUITES]
     if only in suites:
         cases = suites[only](device)
     else:
         cases = make_cases(device, sets) + ([c for name in default_suites for c in suites[name](device)]
                                             if not only else [])
+    # a bootstrap takes ~50 ms on a GPU: 10 samples of 5-call graphs instead of 30 of 20 per case
+    repeats, per_graph = (10, 5) if only in OPT_IN_SUITES else (30 if device == "cuda" else 5, 20)
     for case in cases:
         if only and only not in suites and only not in case.name:
             continue
         for nthreads in threads:
             if device == "cpu":
                 torch.set_num_threads(nthreads)
-            t = time_op(case.run, device, sets=sets, repeats=30 if device == "cuda" else 5)
+            t = time_op(case.run, device, sets=sets, repeats=repeats, per_graph=per_graph, capture=case.capture)
             rows.append({"name": case.name, "params": case.params, "threads": nthreads,
                          "us": t["median"] * 1e6, "eager_us": t.get("eager", float("nan")) * 1e6,
                          "graph": t.get("graph", False), "reference_us": case.reference_us,
@@ -514,8 +595,8 @@ def main() -> None:
                         help="CPU thread counts to measure (default: 1 and all)")
     parser.add_argument("--only", help="run only the ops whose name contains this text, or one suite: "
                                          "'keyswitch', 'ckks', 'bfv', 'boot' (bootstrapping at "
-                                         "N16_H192_FULL, only with --only boot) (references: CKKS and boot, "
-                                         "the V100 of 'Over 100x "
+                                         "N16_H192_FULL, only with --only boot; 'boot-sparse' at N16_H192_SPARSE) "
+                                         "(references: CKKS and boot, the V100 of 'Over 100x "
                                          "Faster Bootstrapping'; BFV, the RTX 3060 Ti of 'Homomorphic Encryption "
                                          "on GPU')")
     parser.add_argument("--json", help="append one JSON line per device to this file")

@@ -35,9 +35,10 @@ products (Z V, T^2, T f Z, (T^2 + b) T f Z), one plaintext product (the mask), c
 2 log2(rows) rotations, c + 3 constant products. Secure preset, batch 1024: c = 8, 32 products,
 78 rotations (8 x 8 + 7 + 7; the sample-major layout of the HELR paper needs 135).
 
-**Bootstrapping**: w and v are refreshed together, packed as w + i v in one ciphertext (each
-brought to scale Delta by one constant product: **1 level**), bootstrapped once and split with a
-conjugation: w = (X + conj X) / 2, v = -i (X - conj X) / 2 (the halves are relabellings).
+**Bootstrapping**: w and v are refreshed together by ``Bootstrapper.bootstrap_pair`` (each
+brought to scale Delta by one constant product first: **1 level**): packed as X = w + i v in one
+ciphertext, bootstrapped once and split with a conjugation, w = (X + conj X) / 2,
+v = -i (X - conj X) / 2, both back at scale Delta.
 It runs when v is below level 4 + 1 before an iteration. With the N16_H192_* presets (9 levels
 after bootstrapping) that is 9 -> 5 -> 1 -> bootstrap: **two iterations per bootstrap**.
 
@@ -281,14 +282,9 @@ class EncryptedHELRTrainer:
 
     def _bootstrap(self, w: Ciphertext, v: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
         """Refresh w and v with one bootstrap of X = w + i v (module docstring)."""
-        ev, delta = self.evaluator, float(self.params.default_scale)
-        packed = ev.add(self._at_scale(w, delta), ev.mul(self._at_scale(v, delta), 1j))  # scale ~ Delta (1e-13)
-        fresh = self._bootstrapper.bootstrap(packed)
-        conj = ev.conjugate(fresh)
-        half = 2.0 * fresh.scale
+        delta = float(self.params.default_scale)
         self.bootstraps += 1
-        return (ev.add(fresh, conj).replace(scale=half),
-                ev.mul(ev.sub(fresh, conj), -1j).replace(scale=half))
+        return self._bootstrapper.bootstrap_pair(self._at_scale(w, delta), self._at_scale(v, delta))  # ~Delta (1e-13)
 
     # ---- scoring -----------------------------------------------------------------------------------
 

@@ -379,7 +379,8 @@ class Evaluator:
 
     def _combine_c0(self, a: Ciphertext, a_data: torch.Tensor, m: torch.Tensor, level: int, fn) -> Ciphertext:
         """(fn(c_0, m), c_1, ...): adds or subtracts a plaintext polynomial ``m`` ``[l+1, N]``."""
-        out = a_data.clone()
+        out = torch.empty_like(a_data)
+        out[1:].copy_(a_data[1:])  # only the other components are copied: c_0 is written once, by fn
         fn(a_data[0], m, self._ctx.q_at(level).moduli, out=out[0])
         return a.replace(data=out, level=level)
 

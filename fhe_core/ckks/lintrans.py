@@ -16,7 +16,10 @@ the giant-step rotation is folded into the plaintext (d_(g+j) rotated right by g
 so evaluation needs one hoisted rotation call for the baby steps (one ModUp shared by all of
 them), then per giant step a multiply-accumulate of plaintexts with the baby-step ciphertexts
 (fused into ``ops.ks_inner_product``, the 128-bit-accumulating sum of products of the
-key-switching inner product) and one key switch, and one rescale at the end.
+key-switching inner product) and one key switch, and one rescale at the end. With double
+hoisting (the default, :meth:`LinearTransform.evaluate`) the baby steps and the sums stay in the
+key-switching basis QP_l and are brought down once: one ModDown per giant step (one component)
+and one at the end, instead of one per rotation.
 
 **Keys.** One Galois key per nonzero baby step and per nonzero giant step
 (:meth:`LinearTransform.rotation_steps`): about 2 sqrt(#diagonals) for the default n1, instead
@@ -42,17 +45,25 @@ from fhe_core.ckks.encoder import Encoder
 from fhe_core.ckks.evaluator import Evaluator, galois_elements
 from fhe_core.errors import EncodingError, LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
 from fhe_core.params import Params
+from fhe_core.ring import BasisConverter
+from fhe_core.rlwe import keyswitch
 from fhe_core.rlwe.checks import mark_canonical
 
 
 @dataclass(frozen=True, eq=False)
 class _EncodedGiantStep:
-    """The plaintexts of one giant step g: ``data`` ``[m, l+1, N]`` int64 (NTT domain, contiguous),
-    ``data[i]`` encodes d_(g + babies[i]) rotated right by g."""
+    """The plaintexts of one giant step g: ``data`` ``[m, p_rows + l + 1, N]`` int64 (NTT domain,
+    contiguous) over (P, Q_l), the key-switching basis with its ``p_rows`` special primes first
+    (0: over Q_l only); ``data[i]`` encodes d_(g + babies[i]) rotated right by g."""
 
     giant: int
     babies: tuple[int, ...]
     data: torch.Tensor
+    p_rows: int = 0
+
+    def over_q(self) -> torch.Tensor:
+        """``[m, l+1, N]`` contiguous: the rows of Q_l (a view when there are no P rows, else a copy)."""
+        return self.data[:, self.p_rows:].contiguous()
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,8 +124,10 @@ class LinearTransform:
         baby_step: n1, a power of two <= n (default :func:`default_baby_step`).
 
     Encoding costs one encode per nonzero diagonal (an FFT of length n and an NTT of
-    ``[l+1, N]``) and keeps ``[#diagonals, l+1, N]`` int64 on the device per encoded level.
-    Evaluation holds the n1 baby-step ciphertexts ``[n1, 2, l+1, N]`` at once. Not safe for
+    ``[l+1, N]``, plus the exact conversion of its integers to the special primes P) and keeps
+    ``[#diagonals, alpha + l + 1, N]`` int64 on the device per encoded level (over QP_l, for
+    double hoisting). Evaluation holds the n1 baby-step ciphertexts ``[n1, 2, alpha + l + 1, N]``
+    at once. Not safe for
     concurrent use from several threads (the per-level encodings are cached lazily).
     """
 
@@ -136,6 +149,7 @@ class LinearTransform:
         self._scale = None if scale is None else _check_scale(scale)
         self._encoder = Encoder(params)
         self._encoded: dict[int, _Encoded] = {}
+        self._gathers: dict[tuple[int, ...], torch.Tensor] = {}  # see _BabySteps.rows
         self.level = level
         if level is not None:
             self.level = self._check_level(level, "LinearTransform")
@@ -216,8 +230,10 @@ class LinearTransform:
             except EncodingError as exc:
                 raise EncodingError(f"LinearTransform.encode: diagonal {k}: {exc}") from None
             by_giant[g].append((k - g, pt.data))
+        ctx = rlwe_context(self.params)
         self._encoded[level] = _Encoded(level, scale, tuple(
-            _EncodedGiantStep(g, tuple(j for j, _ in items), torch.stack([t for _, t in items]))
+            _EncodedGiantStep(g, tuple(j for j, _ in items),
+                              _extend_to_p(ctx, torch.stack([t for _, t in items]), level), ctx.alpha)
             for g, items in by_giant.items()))
 
     # ---- evaluation ------------------------------------------------------------------------------
@@ -245,11 +261,28 @@ class LinearTransform:
                                   f"(elements {galois_elements(n, missing)}); the transform needs steps {steps}")
 
     def evaluate(self, evaluator: Evaluator, ct: Ciphertext, *, rescale: bool = True,
-                 fused: bool = True) -> Ciphertext:
+                 fused: bool = True, double_hoisting: bool = True) -> Ciphertext:
         """M z for the n slots z of ``ct``, by BSGS with hoisted baby steps.
 
+        With ``double_hoisting`` (default; Bossuat, Mouchet, Troncoso-Pastoriza and Hubaux,
+        Eurocrypt 2021, Algorithm 6) every sum stays in the key-switching basis QP_l = (P, Q_l)
+        until the end:
+
+        1. baby steps: one ModUp of c_1; per baby step j the permuted digits' inner product with
+           the key of j, plus P * sigma_j(c_0): rot_j(ct) times P over QP_l, **no ModDown**;
+        2. per giant step g: acc_g = sum_j pt_(g,j) * (P rot_j(ct)) over QP_l (``ops.ks_inner_product``,
+           the diagonals encoded over QP_l); for g != 0 one ModDown of acc_g's second component
+           only, then sigma_g of it is key-switched without ModDown and sigma_g(acc_g's first
+           component) added: P rot_g(acc_g) over QP_l;
+        3. the sum over g, **one ModDown** of both components, then one rescale by q_l (unless
+           ``rescale=False``).
+
+        That is one ModUp per nonzero giant step plus one, and one ModDown per nonzero giant step
+        (one component) plus one (two), where single hoisting (``double_hoisting=False``) does a
+        two-component ModDown per nonzero baby and giant step:
+
         1. baby steps: rot_j(ct) for every baby step j, in one :meth:`Evaluator.rotate_hoisted`
-           call (one ModUp);
+           call (one ModUp, one ModDown per step);
         2. for each giant step g: acc_g = sum_j pt_(g,j) * rot_j(ct). With ``fused`` (default)
            one ``ops.ks_inner_product`` per 63 baby steps: the plaintexts ``[m, l+1, N]`` as the
            digits, the stacked baby-step ciphertexts ``[m, 2, l+1, N]`` as the key, 128-bit
@@ -257,6 +290,9 @@ class LinearTransform:
            ``ops.mul_add`` per baby step on ``[2, l+1, N]`` (the plaintext broadcast over both
            components). Both give the same residues. Then one rotation rot_g(acc_g) (none for g = 0);
         3. the sum over g, then one rescale by q_l (unless ``rescale=False``).
+
+        The two decrypt to the same message up to the key-switching noise (each ModDown rounds; the
+        double-hoisted sum rounds fewer times). ``fused=False`` implies single hoisting.
 
         ct: degree 1, ``[2, l+1, N]`` NTT domain, ``slots == n``. Works at level
         l' = min(l, level of a fixed transform) (the ciphertext is dropped, or the pre-encoded
@@ -268,20 +304,49 @@ class LinearTransform:
         """
         op = "LinearTransform.evaluate"
         encoded, ct = self._prepare(evaluator, ct, rescale, op)
+        if fused and double_hoisting:
+            total = self._double_hoisted(evaluator, ct, encoded)
+        else:
+            total = self._single_hoisted(evaluator, ct, encoded, fused)
+        out = mark_canonical(ct.replace(data=total, scale=ct.scale * encoded.scale))  # checked inputs
+        return evaluator.rescale(out) if rescale else out
+
+    def _single_hoisted(self, evaluator: Evaluator, ct: Ciphertext, encoded: _Encoded, fused: bool) -> torch.Tensor:
+        """sum_g rot_g(sum_j pt_(g,j) rot_j(ct)) over Q_l, every rotation key-switched back to Q_l."""
         moduli = rlwe_context(self.params).q_at(encoded.level).moduli
         device = ct.data.device
         with _step("lintrans_baby_steps", device):
-            babies = _BabySteps(evaluator.rotate_hoisted(ct, self.baby_steps), self.baby_steps, stacked=fused)
+            babies = _BabySteps.hoisted(evaluator.rotate_hoisted(ct, self.baby_steps), self.baby_steps, stacked=fused)
         total = None
         for step in encoded.giant_steps:
             with _step(f"lintrans_giant_step_{step.giant}", device):
-                mac = _fused_multiply_accumulate if fused else _multiply_accumulate
-                acc = mark_canonical(ct.replace(data=mac(step, babies, moduli)))  # checked inputs
+                pts = step.over_q()
+                if fused:
+                    acc = _fused_multiply_accumulate(pts, babies.rows(step.babies, self._gathers), moduli)
+                else:
+                    acc = _multiply_accumulate(pts, [babies.by_step[j] for j in step.babies], moduli)
                 if step.giant:
-                    acc = evaluator.rotate(acc, step.giant)
-                total = acc.data if total is None else ops.add(total, acc.data, moduli, out=total)
-        out = mark_canonical(ct.replace(data=total, scale=ct.scale * encoded.scale))
-        return evaluator.rescale(out) if rescale else out
+                    acc = evaluator.rotate(mark_canonical(ct.replace(data=acc)), step.giant).data
+                total = acc if total is None else ops.add(total, acc, moduli, out=total)
+        return total
+
+    def _double_hoisted(self, evaluator: Evaluator, ct: Ciphertext, encoded: _Encoded) -> torch.Tensor:
+        """The same sum with every partial sum over QP_l and one final ModDown (see :meth:`evaluate`)."""
+        ctx, level = rlwe_context(self.params), encoded.level
+        qp = ctx.qp_at(level)
+        device = ct.data.device
+        keys = _RotationKeys(evaluator, self.slots)
+        with _step("lintrans_baby_steps", device):
+            babies = _BabySteps.extended(ctx, ct, self.baby_steps, keys)
+        total = None
+        for step in encoded.giant_steps:
+            with _step(f"lintrans_giant_step_{step.giant}", device):
+                acc = _fused_multiply_accumulate(step.data, babies.rows(step.babies, self._gathers), qp.moduli)
+                if step.giant:
+                    acc = _rotate_extended(ctx, acc, level, keys.element(step.giant), keys)
+                total = acc if total is None else ops.add(total, acc, qp.moduli, out=total)
+        with _step("lintrans_mod_down", device):
+            return keyswitch.mod_down(ctx, total, level)
 
     def _prepare(self, evaluator: Evaluator, ct: Ciphertext, rescale: bool, op: str) -> tuple[_Encoded, Ciphertext]:
         """Check everything before any work; the encoded diagonals and ct at the working level."""
@@ -313,7 +378,8 @@ class LinearTransform:
             return self._encoded[level]
         source = self._encoded[self.level]
         return _Encoded(level, source.scale, tuple(
-            _EncodedGiantStep(s.giant, s.babies, s.data[:, :level + 1].contiguous()) for s in source.giant_steps))
+            _EncodedGiantStep(s.giant, s.babies, s.data[:, :s.p_rows + level + 1].contiguous(), s.p_rows)
+            for s in source.giant_steps))
 
 
 # ---- helpers -------------------------------------------------------------------------------------
@@ -323,48 +389,126 @@ def _step(name: str, device: torch.device):
     return torch.cuda.nvtx.range(name) if device.type == "cuda" else contextlib.nullcontext()
 
 
+def _extend_to_p(ctx: rlwe.RLWEContext, pts: torch.Tensor, level: int) -> torch.Tensor:
+    """``[m, l+1, N]`` plaintexts over Q_l (NTT domain) -> ``[m, alpha + l + 1, N]`` over
+    QP_l = (P, Q_l): the same integer polynomials (centred, exactly converted), P rows first."""
+    q = ctx.q_at(level)
+    over_p = BasisConverter.get(q, ctx.p_basis)(q.intt(pts), exact=True)
+    return torch.cat([ctx.p_basis.ntt(over_p, out=over_p), pts], dim=1)
+
+
+class _RotationKeys:
+    """The Galois element (and key) the evaluator's key set holds for each rotation step r of an
+    n-slot ciphertext: 5^r, else 5^(r - n) mod 2N (as :meth:`Evaluator.rotate`; checked up front
+    by :meth:`LinearTransform.check_keys`)."""
+
+    def __init__(self, evaluator: Evaluator, slots: int):
+        self.keys, self.slots, self.n = evaluator.keys, slots, evaluator.params.n
+
+    def element(self, step: int) -> int:
+        candidates = [rlwe.galois_element_for_rotation(s, self.n) for s in (step, step - self.slots)]
+        return next(k for k in candidates if k in self.keys)
+
+    def key(self, element: int):
+        return self.keys.galois_key(element, "LinearTransform.evaluate")
+
+
+def _times_p(ctx: rlwe.RLWEContext, c: torch.Tensor, level: int, out: torch.Tensor) -> torch.Tensor:
+    """P * c over QP_l into ``out`` ``[alpha + l + 1, N]``: 0 on the P rows, (P mod q_i) c_i on Q_l's."""
+    out[:ctx.alpha].zero_()
+    ops.mul_const(c, ctx.p_mod_q[:level + 1], ctx.p_mod_q_shoup[:level + 1], ctx.q_at(level).moduli,
+                  out=out[ctx.alpha:])
+    return out
+
+
+def _rotate_extended(ctx: rlwe.RLWEContext, acc: torch.Tensor, level: int, element: int,
+                     keys: _RotationKeys) -> torch.Tensor:
+    """P sigma(c) over QP_l for acc = P c + (rounding) over QP_l ``[2, alpha + l + 1, N]``:
+    ModDown of the second component only, its automorphism key-switched without ModDown (the
+    inner product's output is P times the switched polynomial), plus sigma of the first component
+    (an automorphism is a permutation of NTT slots on every prime, P's included)."""
+    qp, q = ctx.qp_at(level), ctx.q_at(level)
+    c1 = ops.automorphism_ntt(keyswitch.mod_down(ctx, acc[1], level), q.moduli, element)
+    out = keyswitch.inner_product(ctx, keyswitch.decompose_mod_up(ctx, c1, level), keys.key(element), level)
+    ops.add(out[0], ops.automorphism_ntt(acc[0], qp.moduli, element), qp.moduli, out=out[0])
+    return out
+
+
 class _BabySteps:
     """The baby-step ciphertexts rot_j(ct): by step, and (``stacked``) as one contiguous
-    ``[n1', 2, l+1, N]`` tensor in the order of ``steps`` (the key operand of the fused MAC)."""
+    ``[n1', 2, rows, N]`` tensor in the order of ``steps`` (the key operand of the fused MAC);
+    rows = l+1 (over Q_l), or alpha + l + 1 for the extended P rot_j(ct) of :meth:`extended`."""
 
-    def __init__(self, rotated: dict[int, Ciphertext], steps: list[int], *, stacked: bool):
+    def __init__(self, steps: list[int], stack: torch.Tensor | None, by_step: dict[int, torch.Tensor]):
         self.position = {j: i for i, j in enumerate(steps)}
-        self.stack = torch.stack([rotated[j].data for j in steps]) if stacked else None
-        self.by_step = {} if stacked else {j: rotated[j].data for j in steps}  # one copy kept, not two
+        self.stack, self.by_step = stack, by_step
 
-    def rows(self, babies: tuple[int, ...]) -> torch.Tensor:
+    @classmethod
+    def hoisted(cls, rotated: dict[int, Ciphertext], steps: list[int], *, stacked: bool) -> _BabySteps:
+        """From rotated ciphertexts over Q_l: stacked (one copy), or kept by step."""
+        if stacked:
+            return cls(steps, torch.stack([rotated[j].data for j in steps]), {})
+        return cls(steps, None, {j: rotated[j].data for j in steps})  # one copy kept, not two
+
+    @classmethod
+    def extended(cls, ctx: rlwe.RLWEContext, ct: Ciphertext, steps: list[int], keys: _RotationKeys) -> _BabySteps:
+        """P rot_j(ct) over QP_l, ``[n1', 2, alpha + l + 1, N]``, written in place: one ModUp of c_1
+        (for the nonzero steps), then per step the inner product of the permuted digits with the
+        key, plus P sigma_j(c_0) on the Q rows; step 0 is P ct. No ModDown."""
+        level = ct.level
+        qp, q = ctx.qp_at(level), ctx.q_at(level)
+        out = torch.empty((len(steps), 2, len(qp), ctx.n), dtype=torch.int64, device=ct.data.device)
+        p_c0 = _times_p(ctx, ct.data[0], level, torch.empty(len(qp), ctx.n, dtype=torch.int64, device=ct.data.device))
+        digits = keyswitch.decompose_mod_up(ctx, ct.data[1], level) if any(steps) else None
+        for i, j in enumerate(steps):
+            if j == 0:
+                out[i, 0].copy_(p_c0)
+                _times_p(ctx, ct.data[1], level, out[i, 1])
+                continue
+            element = keys.element(j)
+            rows = out[i]
+            rows.copy_(keyswitch.inner_product(ctx, ops.automorphism_ntt(digits, qp.moduli, element),
+                                               keys.key(element), level))
+            ops.add(rows[0, ctx.alpha:], ops.automorphism_ntt(p_c0[ctx.alpha:], q.moduli, element), q.moduli,
+                    out=rows[0, ctx.alpha:])
+        return cls(steps, out, {})
+
+    def rows(self, babies: tuple[int, ...], gathers: dict[tuple[int, ...], torch.Tensor]) -> torch.Tensor:
         """``[m, 2, l+1, N]`` contiguous: the ciphertexts of ``babies`` (a view when they are
-        consecutive in the stack, the usual case; else a gathered copy)."""
+        consecutive in the stack, the usual case; else a gathered copy, its index tensor kept in
+        ``gathers`` so that later evaluations make no host-to-device copy and can be captured in
+        a CUDA graph)."""
         index = [self.position[j] for j in babies]
         if index == list(range(index[0], index[0] + len(index))):
             return self.stack[index[0]:index[0] + len(index)]
-        return self.stack[torch.tensor(index, device=self.stack.device)]
+        if babies not in gathers:
+            gathers[babies] = torch.tensor(index, device=self.stack.device)
+        return self.stack[gathers[babies]]
 
 
 MAX_FUSED_TERMS = 63  # products of two words < 2^61 that a 128-bit accumulator holds (ops.ks_inner_product)
 
 
-def _fused_multiply_accumulate(step: _EncodedGiantStep, babies: _BabySteps, moduli: torch.Tensor) -> torch.Tensor:
-    """sum_j pt_j * rot_j(ct) over the baby steps j of one giant step, ``[2, l+1, N]`` int64, NTT
-    domain, by ``ops.ks_inner_product`` (plaintexts as digits, ciphertexts as the key, every
-    row of Q_l, no special prime) on chunks of at most 63 terms, summed."""
-    limbs = step.data.shape[1]
-    rotated = babies.rows(step.babies)
+def _fused_multiply_accumulate(pts: torch.Tensor, rotated: torch.Tensor, moduli: torch.Tensor) -> torch.Tensor:
+    """sum_j pts[j] * rotated[j], ``[2, rows, N]`` int64, NTT domain, for plaintexts ``[m, rows, N]``
+    and ciphertexts ``[m, 2, rows, N]`` over one basis (Q_l or QP_l, ``moduli`` ``[rows, 4]``), by
+    ``ops.ks_inner_product`` (plaintexts as digits, ciphertexts as the key, every row an ordinary
+    one) on chunks of at most 63 terms, summed."""
+    rows = pts.shape[1]
     acc = None
-    for start in range(0, len(step.babies), MAX_FUSED_TERMS):
+    for start in range(0, pts.shape[0], MAX_FUSED_TERMS):
         chunk = slice(start, start + MAX_FUSED_TERMS)
-        part = ops.ks_inner_product(step.data[chunk], rotated[chunk], limbs, limbs, moduli)
+        part = ops.ks_inner_product(pts[chunk], rotated[chunk], rows, rows, moduli)
         acc = part if acc is None else ops.add(acc, part, moduli, out=acc)
     return acc
 
 
-def _multiply_accumulate(step: _EncodedGiantStep, babies: _BabySteps, moduli: torch.Tensor) -> torch.Tensor:
-    """The same sum by one ``ops.mul`` and then ``ops.mul_add`` per baby step into one
-    ``[2, l+1, N]`` buffer (each plaintext ``[l+1, N]`` broadcast over both components)."""
+def _multiply_accumulate(pts: torch.Tensor, rotated: list[torch.Tensor], moduli: torch.Tensor) -> torch.Tensor:
+    """The same sum by one ``ops.mul`` and then ``ops.mul_add`` per term into one ``[2, rows, N]``
+    buffer (each plaintext ``[rows, N]`` broadcast over both components of ``rotated[j]``, contiguous)."""
     acc = None
-    for j, pt in zip(step.babies, step.data):
-        rotated = babies.by_step[j]  # [2, l+1, N], contiguous (fresh from the key switch or a clone)
-        acc = ops.mul(rotated, pt, moduli) if acc is None else ops.mul_add(rotated, pt, acc, moduli, out=acc)
+    for pt, c in zip(pts, rotated):
+        acc = ops.mul(c, pt, moduli) if acc is None else ops.mul_add(c, pt, acc, moduli, out=acc)
     return acc
 
 

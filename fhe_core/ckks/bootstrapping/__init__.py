@@ -15,6 +15,11 @@
 * :class:`Bootstrapper` (``bootstrapper``): ModRaise -> SubSum -> CoeffsToSlots -> EvalMod
   -> SlotsToCoeffs (or SlotsToCoeffs first, the slim order), keys checked at construction;
   :class:`SecretKeyBootstrapper`, a decrypt/re-encrypt test double (tests only).
+  ``bootstrap_pair`` refreshes two real ciphertexts with one bootstrap.
+* ``pair``: :class:`~fhe_core.ckks.bootstrapping.pair.CiphertextPair` and ``PairEvaluator``, two
+  ciphertexts through one circuit (the full-slot EvalMod's real and imaginary parts).
+* :class:`GraphedBootstrapper` (``graphed``, from ``Bootstrapper.graphed()``): the same calls
+  replayed from a CUDA graph captured on first use.
 
 Apart from the test double, none of these objects holds a secret key.
 """
@@ -27,8 +32,10 @@ from fhe_core.ckks.bootstrapping.parameters import (TINY_N10_FULL, TINY_N10_SLIM
                                                     N16_H192_FULL, N16_H192_SPARSE, BootstrappingParameters)
 from fhe_core.ckks.bootstrapping.bootstrapper import (Bootstrapper, SecretKeyBootstrapper,
                                                       bootstrapping_galois_elements)
+from fhe_core.ckks.bootstrapping.graphed import GraphedBootstrapper
 
 __all__ = ["dft", "DFTFactors", "coeffs_to_slots_factors", "slots_to_coeffs_factors", "EvalModEvaluator",
            "EvalModParameters", "mod_raise", "sub_sum", "sub_sum_galois_elements", "sub_sum_steps",
            "BootstrappingParameters", "TINY_N10_FULL", "TINY_N10_SPARSE", "TINY_N10_SLIM", "TINY_N11_FULL",
-           "N16_H192_FULL", "N16_H192_SPARSE", "Bootstrapper", "SecretKeyBootstrapper", "bootstrapping_galois_elements"]
+           "N16_H192_FULL", "N16_H192_SPARSE", "Bootstrapper", "SecretKeyBootstrapper", "bootstrapping_galois_elements",
+           "GraphedBootstrapper"]

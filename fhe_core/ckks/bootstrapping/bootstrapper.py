@@ -3,10 +3,22 @@ built from separate circuit evaluators; never a secret key).
 
 ``bootstrap(ct)`` runs, in the order ``"cts_first"``,
 
-    ModRaise -> SubSum (sparse only) -> CoeffsToSlots -> Re/Im split -> EvalMod (x2)
-             -> recombine -> SlotsToCoeffs
+    ModRaise -> SubSum (sparse only) -> CoeffsToSlots -> Re/Im split -> EvalMod (a pair,
+             or once on the packed parts) -> recombine -> SlotsToCoeffs
 
 and in the order ``"slim"`` SlotsToCoeffs first (on the input, down to level 0), then the rest.
+
+**EvalMod once or twice.** EvalMod is a real polynomial, so it needs the real and imaginary
+parts of the CoeffsToSlots output in real slots. With full packing (n = N/2) they are N real
+numbers, two ciphertexts' worth of real slots: EvalMod runs on both, as one batched
+:class:`~fhe_core.ckks.bootstrapping.pair.CiphertextPair` (one launch per operation for the
+two, bit for bit two separate evaluations). With sparse packing
+(n <= N/4, order ``cts_first``: ``BootstrappingParameters.packs_real_and_imaginary``) they fit
+the 2n slots of one ciphertext: the last CoeffsToSlots factor, evaluated on 2n slots, returns
+[w, -i w] (``dft.pack_real_imaginary``), its sum with its conjugate is [Re w | Im w], EvalMod
+runs **once**, and the first SlotsToCoeffs factor, on 2n slots, takes [a | b] to the n-slot
+a + i b directly (``dft.unpack_real_imaginary``: twice its diagonals, no level).
+
 Every step is also a public method. The levels are those of
 :class:`~fhe_core.ckks.bootstrapping.parameters.BootstrappingParameters` (``depth``,
 ``min_input_level``, ``output_level``).
@@ -28,29 +40,49 @@ sin(x) ~ x term (relative (2 pi c / R')^2 / 6 on the coefficients c) plus the am
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from fhe_core import rlwe
 from fhe_core.ckks.ciphertext import Ciphertext, Decryptor, Encryptor, ScaleMismatchError, SlotMismatchError
 from fhe_core.ckks.ciphertext import rlwe_context
 from fhe_core.ckks.encoder import Encoder
 from fhe_core.ckks.evaluator import SCALE_TOLERANCE, Evaluator
-from fhe_core.ckks.lintrans import LinearTransform
-from fhe_core.ckks.bootstrapping.dft import DFTFactors
+from fhe_core.ckks.lintrans import LinearTransform, default_baby_step
+from fhe_core.ckks.bootstrapping.dft import Diagonals, pack_real_imaginary, unpack_real_imaginary
+from fhe_core.ckks.bootstrapping.graphed import GraphedBootstrapper
 from fhe_core.ckks.bootstrapping.mod1 import EvalModEvaluator
 from fhe_core.ckks.bootstrapping.mod_raise import mod_raise
+from fhe_core.ckks.bootstrapping.pair import CiphertextPair, PairEvaluator
 from fhe_core.ckks.bootstrapping.parameters import BootstrappingParameters
 from fhe_core.ckks.bootstrapping.sub_sum import sub_sum, sub_sum_galois_elements
 from fhe_core.errors import LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
 from fhe_core.params import Params
-from fhe_core.rlwe.checks import check_ciphertext
+from fhe_core.rlwe.checks import check_ciphertext, mark_canonical
 
 MAX_SCALE_RATIO = 2.0  # the input's scale must be within this factor of the default scale
 
 
-def _transforms(params: Params, factors: DFTFactors, top: int | None) -> list[LinearTransform]:
-    """One LinearTransform per DFT factor; with ``top``, factor i is encoded at level top - i
+def _transforms(params: Params, factors: list[Diagonals], top: int | None,
+                baby_step_factor: int) -> list[LinearTransform]:
+    """One LinearTransform per DFT factor (on as many slots as its vectors have), baby step
+    ``baby_step_factor`` times the default; with ``top``, factor i is encoded at level top - i
     (scale q_(top - i), the prime its rescale divides by); without, nothing is encoded."""
-    return [LinearTransform(params, f, level=None if top is None else top - i) for i, f in enumerate(factors.factors)]
+    out = []
+    for i, f in enumerate(factors):
+        slots = len(next(iter(f.values())))
+        out.append(LinearTransform(params, f, level=None if top is None else top - i,
+                                   baby_step=min(slots, baby_step_factor * default_baby_step(f, slots))))
+    return out
+
+
+def _dft_factors(bparams: BootstrappingParameters) -> tuple[list[Diagonals], list[Diagonals]]:
+    """The CtS and StC factors' diagonals; with ``packs_real_and_imaginary`` the last CtS factor
+    packs and the first StC factor unpacks the real and imaginary parts on 2n slots."""
+    cts, stc = list(bparams.cts_factors().factors), list(bparams.stc_factors().factors)
+    if bparams.packs_real_and_imaginary:
+        cts[-1] = pack_real_imaginary(cts[-1], bparams.slots)
+        stc[0] = unpack_real_imaginary(stc[0], bparams.slots)
+    return cts, stc
 
 
 def _key_elements(params: Params, slots: int, transforms: list[LinearTransform]) -> list[int]:
@@ -65,7 +97,9 @@ def _key_elements(params: Params, slots: int, transforms: list[LinearTransform])
 def bootstrapping_galois_elements(params: Params, bparams: BootstrappingParameters) -> list[int]:
     """The Galois elements a :class:`Bootstrapper` of (params, bparams) needs, for key
     generation on the client (nothing is encoded). A relinearization key is needed too."""
-    transforms = _transforms(params, bparams.cts_factors(), None) + _transforms(params, bparams.stc_factors(), None)
+    cts, stc = _dft_factors(bparams)
+    transforms = _transforms(params, cts, None, bparams.baby_step_factor) + _transforms(params, stc, None,
+                                                                                        bparams.baby_step_factor)
     return _key_elements(params, bparams.slots, transforms)
 
 
@@ -96,6 +130,8 @@ class Bootstrapper:
     levels) and an :class:`EvalModEvaluator`; never a secret key. Not safe for concurrent use.
     """
 
+    double_hoisting = True  # False: single-hoisted linear transforms (benchmarks and tests compare them)
+
     def __init__(self, params: Params, bparams: BootstrappingParameters, keys: rlwe.EvalKeySet):
         _check_params(params, bparams)
         self.params, self.parameters = params, bparams
@@ -103,9 +139,15 @@ class Bootstrapper:
         self._check_keys(keys)
         self.evaluator = Evaluator(params, keys)
         stc_top = bparams.min_input_level if bparams.order == "slim" else bparams.output_level + bparams.stc_depth
-        self._cts = _transforms(params, bparams.cts_factors(), bparams.max_level)
-        self._stc = _transforms(params, bparams.stc_factors(), stc_top)
-        self._eval_mod = EvalModEvaluator(self.evaluator, bparams.eval_mod_parameters(params))
+        cts, stc = _dft_factors(bparams)
+        self._packed = bparams.packs_real_and_imaginary
+        self._cts = _transforms(params, cts, bparams.max_level, bparams.baby_step_factor)
+        self._stc = _transforms(params, stc, stc_top, bparams.baby_step_factor)
+        # EvalMod on one ciphertext (sparse packing: the packed parts) or on a CiphertextPair (full
+        # packing: the real and imaginary parts in one batch); output scale Delta, or Delta / 2
+        # for bootstrap_pair (the halves of its split); built on first use
+        self._eval_mod_parameters = bparams.eval_mod_parameters(params)
+        self._eval_mods: dict[tuple[bool, bool], EvalModEvaluator] = {}
 
     def __repr__(self) -> str:
         return f"ckks.Bootstrapper({self.parameters.describe()})"
@@ -152,34 +194,64 @@ class Bootstrapper:
         if k > 1:
             ct = self.evaluator.mul(ct, 1, constant_scale=k)  # the integer k, scale S -> k S
         raised = mod_raise(self.params, ct, self.parameters.max_level)
-        return raised.replace(scale=float(self.params.q_primes[0]))
+        return mark_canonical(raised.replace(scale=float(self.params.q_primes[0])))
 
     def sub_sum(self, ct: Ciphertext) -> Ciphertext:
         """The trace onto the n-slot subring (message times g); a no-op for full packing.
         Consumes no level; SubSum's Galois keys."""
         return ct if self.parameters.sparse_factor == 1 else sub_sum(self.evaluator, ct)
 
-    def coeffs_to_slots(self, ct: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
-        """The CtS linear transforms (``cts_depth`` levels, scale kept), then the split
-        (Re, Im) = (y + conj y, -i (y - conj y)): two ciphertexts of real slots. Consumes
-        ``cts_depth`` levels; CtS rotation keys and the conjugation key."""
-        for t in self._cts:
-            ct = t.evaluate(self.evaluator, ct)
+    def coeffs_to_slots(self, ct: Ciphertext) -> tuple[Ciphertext, ...]:
+        """The CtS linear transforms (``cts_depth`` levels, scale kept), then the split into real
+        slots: (Re, Im) = (y + conj y, -i (y - conj y)), two ciphertexts; or, when the parameters
+        pack the real and imaginary parts (sparse packing), the one 2n-slot ciphertext
+        y + conj y = [Re | Im] (module docstring). Consumes ``cts_depth`` levels; CtS rotation
+        keys and the conjugation key."""
+        for t in self._cts[:-1]:
+            ct = t.evaluate(self.evaluator, ct, double_hoisting=self.double_hoisting)
+        if self._packed:
+            ct = mark_canonical(ct.replace(slots=2 * ct.slots))  # the same polynomial read on 2n slots: [v | v]
+        ct = self._cts[-1].evaluate(self.evaluator, ct, double_hoisting=self.double_hoisting)
         ev = self.evaluator
         conj = ev.conjugate(ct)
+        if self._packed:
+            return (ev.add(ct, conj),)
         return ev.add(ct, conj), ev.mul(ev.sub(ct, conj), -1j)  # Gaussian integer: no level
 
-    def eval_mod(self, real: Ciphertext, imag: Ciphertext, scale: float) -> Ciphertext:
-        """EvalMod on both parts and the recombination re + i im, relabelled from Delta to
-        ``scale`` (module docstring). Consumes ``eval_mod_depth`` levels; relinearization key."""
-        ev, out = self.evaluator, [self._eval_mod.evaluate(part) for part in (real, imag)]
-        ct = ev.add(out[0], ev.mul(out[1], 1j))
-        return ct.replace(scale=ct.scale * scale / float(self.params.default_scale))
+    def eval_mod(self, parts: tuple[Ciphertext, ...], scale: float) -> Ciphertext:
+        """EvalMod on the parts :meth:`coeffs_to_slots` returns (two: both in one batched
+        :class:`~fhe_core.ckks.bootstrapping.pair.CiphertextPair`, then the recombination
+        re + i im; one: the packed [Re | Im]), relabelled from Delta to ``scale`` (module
+        docstring). Consumes ``eval_mod_depth`` levels; relinearization key."""
+        return self._eval_mod_parts(parts, scale, half=False)
+
+    def _eval_mod_parts(self, parts: tuple[Ciphertext, ...], scale: float, *, half: bool) -> Ciphertext:
+        ev = self.evaluator
+        if len(parts) == 1:
+            ct = self._eval_mod_evaluator(False, half).evaluate(parts[0])
+        else:
+            re, im = self._eval_mod_evaluator(True, half).evaluate(CiphertextPair.of(*parts)).parts()
+            ct = ev.add(re, ev.mul(im, 1j))
+        return mark_canonical(ct.replace(scale=ct.scale * scale / float(self.params.default_scale)))
+
+    def _eval_mod_evaluator(self, paired: bool, half: bool) -> EvalModEvaluator:
+        """EvalMod on a ciphertext or on a pair, landing on Delta or (``half``) Delta / 2."""
+        if (paired, half) not in self._eval_mods:
+            p = self._eval_mod_parameters
+            if half:
+                p = replace(p, output_scale=p.output_scale / 2)
+            evaluator = PairEvaluator(self.evaluator) if paired else self.evaluator
+            self._eval_mods[paired, half] = EvalModEvaluator(evaluator, p)
+        return self._eval_mods[paired, half]
 
     def slots_to_coeffs(self, ct: Ciphertext) -> Ciphertext:
-        """The StC linear transforms: ``stc_depth`` levels, scale kept; StC rotation keys."""
-        for t in self._stc:
-            ct = t.evaluate(self.evaluator, ct)
+        """The StC linear transforms: ``stc_depth`` levels, scale kept; StC rotation keys. With
+        packed parts the input is :meth:`eval_mod`'s 2n-slot [Re | Im] and the output has n slots."""
+        packed = self._packed and ct.slots == 2 * self.parameters.slots
+        for i, t in enumerate(self._stc):
+            ct = t.evaluate(self.evaluator, ct, double_hoisting=self.double_hoisting)
+            if i == 0 and packed:
+                ct = mark_canonical(ct.replace(slots=self.parameters.slots))  # [M u | M u]: n-periodic
         return ct
 
     # ---- the whole circuit -----------------------------------------------------------------------
@@ -194,17 +266,52 @@ class Bootstrapper:
         of the raised chain; needs the keys of :meth:`galois_elements` and the relinearization
         key (checked at construction). Output scale: S (see the module docstring).
         """
-        ct = self._check_input(ct)
+        ct = self._check_input(ct, "bootstrap")
+        return self._check_output(self._circuit(ct, half=False), ct.scale)
+
+    def bootstrap_pair(self, a: Ciphertext, b: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
+        """Two ciphertexts of real slots refreshed by one bootstrap: X = a + i b, bootstrapped, then
+        split with one conjugation, a = (X + conj X) / 2 and b = -i (X - conj X) / 2.
+
+        a, b: as for :meth:`bootstrap`, with the same scale S (to a relative 1e-9, else
+        ScaleMismatchError) and real messages (an imaginary part of a would come out in b and
+        one of b, negated, in a). The halves cost nothing: this circuit's EvalMod lands on scale
+        Delta / 2 instead of Delta, so the bootstrapped X is (a + i b) / 2 at scale S. Returns
+        (a', b') at :attr:`output_level` with scale S. Keys and levels as :meth:`bootstrap` (the
+        conjugation key is among its keys); one bootstrap and one key switch.
+        """
+        a, b = self._check_pair(a, b)
+        ev = self.evaluator
+        packed = ev.add(a, ev.mul(b, 1j))  # i b: a Gaussian integer, no level
+        half = self._check_output(self._circuit(packed, half=True), a.scale / 2)
+        half = mark_canonical(half.replace(scale=a.scale))  # the same data read as (a + i b) / 2 at scale S
+        conj = ev.conjugate(half)
+        return ev.add(half, conj), ev.mul(ev.sub(half, conj), -1j)
+
+    def graphed(self) -> GraphedBootstrapper:
+        """This bootstrapper with :meth:`bootstrap` and :meth:`bootstrap_pair` captured in a CUDA
+        graph on their first call and replayed afterwards (bit-identical results, eager time close
+        to the device time; CUDA only). See :mod:`~fhe_core.ckks.bootstrapping.graphed`."""
+        return GraphedBootstrapper(self)
+
+    def _check_pair(self, a: Ciphertext, b: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
+        op = "bootstrap_pair"
+        a, b = self._check_input(a, op), self._check_input(b, op)
+        if abs(a.scale - b.scale) > SCALE_TOLERANCE * a.scale:
+            raise ScaleMismatchError(f"{op}: the two scales differ: 2^{math.log2(a.scale):.6f} and "
+                                     f"2^{math.log2(b.scale):.6f} (bring them to one scale first)")
+        return a, b
+
+    def _circuit(self, ct: Ciphertext, *, half: bool) -> Ciphertext:
+        """The steps in the parameters' order on a checked input; the result at scale ct.scale
+        (``half``: ct.scale / 2, EvalMod landing on Delta / 2)."""
         scale = ct.scale
         if self.parameters.order == "slim":
             ct = self.slots_to_coeffs(ct)
-        out = self.eval_mod(*self.coeffs_to_slots(self.sub_sum(self.mod_raise(ct))), scale)
-        if self.parameters.order == "cts_first":
-            out = self.slots_to_coeffs(out)
-        return self._check_output(out, scale)
+        out = self._eval_mod_parts(self.coeffs_to_slots(self.sub_sum(self.mod_raise(ct))), scale, half=half)
+        return self.slots_to_coeffs(out) if self.parameters.order == "cts_first" else out
 
-    def _check_input(self, ct: Ciphertext) -> Ciphertext:
-        op = "bootstrap"
+    def _check_input(self, ct: Ciphertext, op: str) -> Ciphertext:
         if not isinstance(ct, Ciphertext):
             raise ParameterError(f"{op}: expected a ckks.Ciphertext, got {type(ct).__name__}")
         level = check_ciphertext(rlwe_context(self.params), ct, op, degree=1)
@@ -224,7 +331,7 @@ class Bootstrapper:
         if ct.level != self.output_level or abs(ct.scale - scale) > SCALE_TOLERANCE * scale:
             raise RuntimeError(f"bootstrap: internal error: level {ct.level} (expected {self.output_level}), "
                                f"scale 2^{math.log2(ct.scale):.9f} (expected 2^{math.log2(scale):.9f})")
-        return ct.replace(scale=scale)
+        return mark_canonical(ct.replace(scale=scale))
 
 
 class SecretKeyBootstrapper:
@@ -255,6 +362,15 @@ class SecretKeyBootstrapper:
         z = self._encoder.decode(self._decryptor.decrypt(ct))
         pt = self._encoder.encode(z, level=self.output_level, slots=ct.slots, scale=ct.scale)
         return self._encryptor.encrypt(pt)
+
+    def bootstrap_pair(self, a: Ciphertext, b: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
+        """The contract of :meth:`Bootstrapper.bootstrap_pair`: fresh encryptions of the real and
+        imaginary parts of X = a + i b (Re a - Im b and Re b + Im a: a and b themselves when both
+        are real) at ``output_level``, with a's and b's scales."""
+        x = self._encoder.decode(self._decryptor.decrypt(a)) + 1j * self._encoder.decode(self._decryptor.decrypt(b))
+        return tuple(self._encryptor.encrypt(self._encoder.encode(part, level=self.output_level, slots=ct.slots,
+                                                                  scale=ct.scale))
+                     for part, ct in ((x.real, a), (x.imag, b)))
 
 
 __all__ = ["Bootstrapper", "SecretKeyBootstrapper", "bootstrapping_galois_elements"]

@@ -260,6 +260,30 @@ def slots_to_coeffs_factors(n: int, levels: int | None = None, *, scaling: compl
     return _factors(n, levels, scaling, inverse=False)
 
 
+def pack_real_imaginary(diagonals: Diagonals, n: int) -> Diagonals:
+    """The last CoeffsToSlots factor M on 2n slots, for sparse packing (2n <= N/2): on the
+    n-periodic 2n-slot view [v, v] of an n-slot ciphertext it returns [M v, -i M v], whose sum
+    with its conjugate is [2 Re(M v), 2 Im(M v)]: the real and imaginary parts side by side in
+    one ciphertext, so that EvalMod runs once (the 2 is the one CoeffsToSlots' scaling absorbs).
+    Same diagonal indices k < n, vectors of length 2n: [d_k, -i d_k]."""
+    return {k: np.concatenate([d, -1j * d]) for k, d in diagonals.items()}
+
+
+def unpack_real_imaginary(diagonals: Diagonals, n: int) -> Diagonals:
+    """The first SlotsToCoeffs factor M on 2n slots, taking the packed real parts [a, b] (the
+    output of EvalMod after :func:`pack_real_imaginary`) to the n-periodic [M u, M u],
+    u = a + i b: the 2n x 2n matrix [[M, i M], [M, i M]]. Each diagonal k of M gives two, k and
+    k + n, with d_k's entries times 1 or i as slot j + k falls in the first or second half."""
+    out: Diagonals = {}
+    j = np.arange(2 * n)
+    for k, d in diagonals.items():
+        tiled = np.concatenate([d, d])
+        in_first_half = (j + k) % (2 * n) < n
+        out[k] = tiled * np.where(in_first_half, 1.0, 1j)
+        out[k + n] = tiled * np.where(in_first_half, 1j, 1.0)
+    return dict(sorted(out.items()))
+
+
 def special_dft_matrix(n: int) -> np.ndarray:
     """The dense ``[n, n]`` E[j, k] = xi^(k 5^j mod 4n), straight from its definition (reference)."""
     n = _check_slots(n, "special_dft_matrix")
@@ -268,4 +292,5 @@ def special_dft_matrix(n: int) -> np.ndarray:
 
 
 __all__ = ["Diagonals", "DFTFactors", "bit_reverse_permutation", "butterfly_stage", "stages", "multiply", "merge",
-           "apply", "to_dense", "coeffs_to_slots_factors", "slots_to_coeffs_factors", "special_dft_matrix"]
+           "apply", "to_dense", "coeffs_to_slots_factors", "slots_to_coeffs_factors", "special_dft_matrix",
+           "pack_real_imaginary", "unpack_real_imaginary"]

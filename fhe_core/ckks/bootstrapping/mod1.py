@@ -56,6 +56,7 @@ from fhe_core.ckks.evaluator import SCALE_TOLERANCE
 from fhe_core.ckks.polynomial import ChebyshevInterpolant, PolynomialEvaluator, chebyshev_interpolant
 from fhe_core.ckks.polynomial import depth as polynomial_depth
 from fhe_core.errors import LevelMismatchError, ParameterError
+from fhe_core.rlwe.checks import mark_canonical
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,7 @@ class EvalModEvaluator:
             square = ev.sub(ev.add(square, square), 1.0)  # 2 c^2 - 1 at the product's scale
             c = ev.rescale(square)
         # c holds sin(2 pi y) at scale ~S_r: declare it a ciphertext of (R / 2 pi) sin(2 pi y)
-        return dataclasses.replace(c, scale=c.scale * 2 * math.pi / p.message_ratio)
+        return mark_canonical(dataclasses.replace(c, scale=c.scale * 2 * math.pi / p.message_ratio))
 
 
 __all__ = ["EvalModParameters", "EvalModEvaluator"]

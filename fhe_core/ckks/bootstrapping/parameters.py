@@ -63,6 +63,12 @@ class BootstrappingParameters:
             amplified by ~4^r R / (2 pi), so each bit off R is a bit of precision, until the
             sin(x) ~ x error, (2 pi m / R)^2 / 6 relative on a message m, takes over (Lattigo's
             ``LogMessageRatio``; see :meth:`scale_up_factor`).
+        baby_step_factor: a power of two; the DFT transforms use this many times the default BSGS
+            baby step n1 (:func:`fhe_core.ckks.lintrans.default_baby_step`, about sqrt(#diagonals)),
+            capped at the slot count. With double hoisting a baby step costs an inner product
+            and a giant step a ModUp, an inner product and half a ModDown, so more baby steps and
+            fewer giant steps are cheaper, for more Galois keys (N16_H192_FULL: 39 keys at 1,
+            53 at 2).
     """
 
     literal: ParamsLiteral
@@ -74,6 +80,7 @@ class BootstrappingParameters:
     double_angles: int = 4
     order: str = "cts_first"
     log_message_ratio: int | None = None
+    baby_step_factor: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.literal, ParamsLiteral) or self.literal.scheme != "ckks":
@@ -84,6 +91,9 @@ class BootstrappingParameters:
         for name in ("cts_levels", "stc_levels"):
             if _positive_int(name, getattr(self, name)) > n.bit_length() - 1:
                 raise ParameterError(f"BootstrappingParameters: {name} must be <= log2(slots) = {n.bit_length() - 1}")
+        factor = _positive_int("baby_step_factor", self.baby_step_factor)
+        if factor & (factor - 1):
+            raise ParameterError(f"BootstrappingParameters: baby_step_factor must be a power of two, got {factor}")
         if self.order not in ORDERS:
             raise ParameterError(f"BootstrappingParameters: order must be one of {ORDERS}, got {self.order!r}")
         EvalModParameters(k=self.k, degree=self.degree, double_angles=self.double_angles)  # checks the settings
@@ -112,6 +122,14 @@ class BootstrappingParameters:
     def sparse_factor(self) -> int:
         """g = N / (2 n): SubSum multiplies the message by g (1 for full packing)."""
         return self.ring_degree // (2 * self.slots)
+
+    @property
+    def packs_real_and_imaginary(self) -> bool:
+        """True when EvalMod runs once, on the real and imaginary parts packed in the 2n slots of
+        one ciphertext: sparse packing (n <= N/4, room for 2n slots) in the order ``cts_first``
+        (the first StC factor unpacks them; in the slim order nothing follows EvalMod). Full
+        packing needs two ciphertexts of real slots: EvalMod runs twice."""
+        return self.order == "cts_first" and self.sparse_factor > 1
 
     def cts_factors(self) -> DFTFactors:
         """CoeffsToSlots' factors, scaled by 1 / (2 g): absorbs SubSum's g and the 2 of the

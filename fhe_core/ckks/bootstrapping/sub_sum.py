@@ -20,6 +20,7 @@ from __future__ import annotations
 from fhe_core import rlwe
 from fhe_core.ckks.ciphertext import Ciphertext
 from fhe_core.errors import MissingKeyError, ParameterError
+from fhe_core.rlwe.checks import is_marked_canonical, mark_canonical
 
 
 def sub_sum_steps(n: int, slots: int) -> list[int]:
@@ -63,9 +64,11 @@ def sub_sum(evaluator, ct: Ciphertext, slots: int | None = None) -> Ciphertext:
     # The evaluator reduces rotation steps modulo ct.slots, so rotate a full-slot view: a rotation
     # by a multiple of n is the identity on the n slots but not on the coefficients.
     out = ct.replace(data=ct.data.clone(), slots=n // 2)
+    if is_marked_canonical(ct):  # the same residues (else the first add checks them)
+        mark_canonical(out)
     for step in steps:
         out = evaluator.add(out, evaluator.rotate(out, step))
-    return out.replace(slots=ct.slots)
+    return mark_canonical(out.replace(slots=ct.slots))
 
 
 __all__ = ["sub_sum", "sub_sum_steps", "sub_sum_galois_elements"]

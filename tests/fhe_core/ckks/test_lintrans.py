@@ -27,15 +27,10 @@ import torch
 
 from fhe_core import ckks, rlwe
 from fhe_core.ckks import Decryptor, Encoder, Encryptor, Evaluator, LinearTransform, SlotMismatchError
-from fhe_core.ckks.lintrans import (
-    _BabySteps,
-    _EncodedGiantStep,
-    _fused_multiply_accumulate,
-    _multiply_accumulate,
-    matrix_diagonals,
-)
+from fhe_core.ckks.lintrans import _fused_multiply_accumulate, _multiply_accumulate, matrix_diagonals
 from fhe_core.errors import LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
 from fhe_core.params import preset
+from fhe_core.rlwe import keyswitch
 from fhe_reference import DEVICES, fresh_rng, random_residues
 
 PRESET = "N12QP483L6D3Insecure"  # N = 2^12, L = 6, 40-bit scaling primes, scale 2^40, dnum = 3
@@ -217,10 +212,8 @@ def test_default_plan_follows_the_stride_of_the_diagonals(s):
     check_apply(s, transform, dense_from_diagonals(diagonals, n), DICT_PRECISION - 2)
 
 
-def test_reported_steps_are_the_steps_used(s):
-    """Scattered random diagonals: the evaluator sees one hoisted call with the baby steps, then
-    one rotation per nonzero giant step, and nothing else."""
-    n = 256
+def scattered_transform(s: Setup, n: int = 256) -> tuple[LinearTransform, dict]:
+    """12 random diagonals of n slots: n1 = 4 baby steps and most diagonals their own giant step."""
     ks = sorted(int(k) for k in s.rng.choice(n, 12, replace=False))
     diagonals = {k: s.vector(n) for k in ks}
     transform = LinearTransform(s.params, diagonals)
@@ -228,14 +221,62 @@ def test_reported_steps_are_the_steps_used(s):
     assert n1 == 4
     assert transform.baby_steps == sorted({k % n1 for k in ks})
     assert transform.giant_steps == sorted({k - k % n1 for k in ks})
+    return transform, diagonals
+
+
+def test_reported_steps_are_the_steps_used(s):
+    """Single hoisting: the evaluator sees one hoisted call with the baby steps, then one rotation
+    per nonzero giant step, and nothing else."""
+    n = 256
+    transform, diagonals = scattered_transform(s, n)
     evaluator = s.evaluator(transform.galois_elements(), RecordingEvaluator)
     z = s.vector(n)
-    out = transform.evaluate(evaluator, s.encrypt(z))
+    out = transform.evaluate(evaluator, s.encrypt(z), double_hoisting=False)
     assert evaluator.hoisted_calls == [transform.baby_steps]
     assert evaluator.rotations == [g for g in transform.giant_steps if g]
     used = {r for r in evaluator.hoisted_calls[0] + evaluator.rotations if r}
     assert sorted(used) == transform.rotation_steps()
     assert bits(s.decrypt(out), dense_from_diagonals(diagonals, n) @ z) >= DICT_PRECISION
+
+
+def test_double_hoisting_counts_its_mod_ups_and_mod_downs(s, monkeypatch):
+    """Double hoisting (the default): one ModUp for the baby steps and one per nonzero giant step;
+    one one-component ModDown per nonzero giant step and one two-component ModDown at the end;
+    one inner product per nonzero baby and giant step, each with the key of its own step; the
+    result agrees with M z and with single hoisting to within the noise."""
+    n = 256
+    transform, diagonals = scattered_transform(s, n)
+    evaluator = s.evaluator(transform.galois_elements())
+    calls = {"mod_up": 0, "mod_down": [], "keys": []}
+    real = {name: getattr(keyswitch, name) for name in ("decompose_mod_up", "mod_down", "inner_product")}
+
+    def mod_up(ctx, d, level):
+        calls["mod_up"] += 1
+        return real["decompose_mod_up"](ctx, d, level)
+
+    def mod_down(ctx, c, level):
+        calls["mod_down"].append(tuple(c.shape[:-2]))
+        return real["mod_down"](ctx, c, level)
+
+    def inner_product(ctx, digits, key, level):
+        calls["keys"].append(key.galois_element)
+        return real["inner_product"](ctx, digits, key, level)
+
+    for name, fn in (("decompose_mod_up", mod_up), ("mod_down", mod_down), ("inner_product", inner_product)):
+        monkeypatch.setattr(keyswitch, name, fn)
+    z = s.vector(n)
+    ct = s.encrypt(z)
+    out = transform.evaluate(evaluator, ct)
+    monkeypatch.undo()
+    giants = [g for g in transform.giant_steps if g]
+    babies = [j for j in transform.baby_steps if j]
+    assert calls["mod_up"] == 1 + len(giants)
+    assert calls["mod_down"] == [()] * len(giants) + [(2,)]
+    assert calls["keys"] == ckks.galois_elements(s.params.n, babies + giants)
+    expected = dense_from_diagonals(diagonals, n) @ z
+    got = s.decrypt(out)
+    assert bits(got, expected) >= DICT_PRECISION
+    assert bits(got, s.decrypt(transform.evaluate(evaluator, ct, double_hoisting=False))) >= DICT_PRECISION
 
 
 def test_missing_key_raises_before_any_work(s):
@@ -299,8 +340,8 @@ def test_bsgs_equals_naive_diagonal_method(s):
 
 @pytest.mark.parametrize("baby_step", [8, 4])
 def test_fused_and_unfused_mac_give_the_same_residues(s, baby_step):
-    """ops.ks_inner_product over the stacked baby steps and the mul/mul_add loop compute the
-    same sums mod q: identical ciphertexts. Diagonals 0..7 with n1 = 8 use consecutive rows of
+    """Single hoisting: ops.ks_inner_product over the stacked baby steps and the mul/mul_add loop
+    compute the same sums mod q: identical ciphertexts. Diagonals 0..7 with n1 = 8 use consecutive rows of
     the stack (a view); scattered ones with n1 = 4 need a gathered copy."""
     n = 64
     ks = range(8) if baby_step == 8 else sorted(int(k) for k in s.rng.choice(n, 12, replace=False))
@@ -309,7 +350,7 @@ def test_fused_and_unfused_mac_give_the_same_residues(s, baby_step):
     evaluator = s.evaluator(transform.galois_elements())
     z = s.vector(n)
     ct = s.encrypt(z)
-    fused = transform.evaluate(evaluator, ct, rescale=False)
+    fused = transform.evaluate(evaluator, ct, rescale=False, double_hoisting=False)
     loop = transform.evaluate(evaluator, ct, rescale=False, fused=False)
     assert torch.equal(fused.data, loop.data)
     assert bits(s.decrypt(evaluator.rescale(fused)), dense_from_diagonals(diagonals, n) @ z) >= PRECISION[n]
@@ -325,12 +366,9 @@ def test_fused_mac_chunks_beyond_63_terms(s):
     pts = torch.stack([random_residues(rng, primes, n=s.params.n, device=s.params.device) for _ in range(terms)])
     cts = [random_residues(rng, primes, (2,), n=s.params.n, device=s.params.device) for _ in range(terms)]
     assert pts.shape == (terms, *shape)
-    step = _EncodedGiantStep(0, tuple(range(terms)), pts)
-    rotated = {j: ckks.Ciphertext(data=c, level=level, params_id=s.params.params_id, scale=1.0, slots=FULL)
-               for j, c in enumerate(cts)}
     moduli = ckks.rlwe_context(s.params).q_at(level).moduli
-    fused = _fused_multiply_accumulate(step, _BabySteps(rotated, list(range(terms)), stacked=True), moduli)
-    loop = _multiply_accumulate(step, _BabySteps(rotated, list(range(terms)), stacked=False), moduli)
+    fused = _fused_multiply_accumulate(pts, torch.stack(cts), moduli)
+    loop = _multiply_accumulate(pts, cts, moduli)
     assert torch.equal(fused, loop)
     for c, i, x in [(0, 0, 0), (1, level, s.params.n - 1), (1, 1, int(rng.integers(s.params.n)))]:
         expected = sum(int(pts[j, i, x]) * int(cts[j][c, i, x]) for j in range(terms)) % primes[i]
@@ -436,3 +474,22 @@ def test_evaluation_errors(s):
     other = preset("N10QP241L3D4Insecure", allow_insecure=True, device=s.params.device)
     with pytest.raises(ParamsMismatchError, match="^LinearTransform.evaluate: "):
         transform.evaluate(Evaluator(other), s.encrypt(s.vector(8)))
+
+
+@pytest.mark.gpu
+def test_evaluation_is_captured_in_a_cuda_graph():
+    """After one eager evaluation (keys looked up, gather indices built), a double-hoisted
+    evaluation with scattered diagonals (baby steps gathered from the stack) is captured in a
+    CUDA graph; its replay on new data equals the eager result bit for bit."""
+    s = Setup("cuda")
+    transform, _ = scattered_transform(s)
+    evaluator = s.evaluator(transform.galois_elements())
+    static = s.encrypt(s.vector(256))
+    transform.evaluate(evaluator, static)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = transform.evaluate(evaluator, static)
+    fresh = s.encrypt(s.vector(256))
+    static.data.copy_(fresh.data)
+    graph.replay()
+    assert torch.equal(captured.data, transform.evaluate(evaluator, fresh).data)

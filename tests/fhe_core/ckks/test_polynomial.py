@@ -306,13 +306,17 @@ class CountingEvaluator:
 
 def test_real_evaluation_makes_the_planned_calls(s):
     """The plan is the same code path: the real run makes the simulator's ct-ct products and
-    rescales, at the same levels."""
+    rescales, at the same levels. Degree 15: 4 relinearized products for the powers T_2, T_3,
+    T_4, T_8 and 4 giant-step products left degree 2, relinearized 3 times (the two products
+    summed at one level share one relinearization): 7 key switches instead of 8."""
     p, _ = chebyshev_interpolant(sigmoid, -8, 8, 15)
     counting = CountingEvaluator(s.evaluator)
     PolynomialEvaluator(counting).evaluate(s.encrypt(s.uniform(-8, 8)), p)
     planned = plan(s.params, p)
     calls = [name for name, _ in counting.calls]
-    assert calls.count("mul_relin") == planned.counts["mul_relin"] == 8
+    assert calls.count("mul_relin") == planned.counts["mul_relin"] == 4
+    assert calls.count("tensor") == planned.counts["tensor"] == 4
+    assert calls.count("relinearize") == planned.counts["relinearize"] == 3
     assert calls.count("rescale") == planned.counts["rescale"]
     assert calls.count("add") + calls.count("sub") == planned.counts["add"] + planned.counts["sub"]
     assert sorted(level for name, level in counting.calls if name == "rescale")[0] == s.params.max_level - 4

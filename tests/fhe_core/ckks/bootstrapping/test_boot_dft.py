@@ -151,3 +151,26 @@ def test_a_factor_applied_homomorphically_diagonal_by_diagonal(rng):
     error = np.abs(s.decrypt(out) - dft.apply(factor, z)).max()
     print(f"homomorphic factor ({len(factor)} diagonals): max error 2^{np.log2(error):.1f}")
     assert out.level == ct.level - 1 and error < 2.0 ** -25
+
+
+@pytest.mark.parametrize("n, levels", [(8, 3), (16, 2), (64, 2)])
+def test_packed_real_and_imaginary_parts_round_trip(n, levels, rng):
+    """pack_real_imaginary on the last CtS factor: [v, v] -> [w, -i w] (w = M v), whose sum with
+    its conjugate is [2 Re w, 2 Im w]; unpack_real_imaginary on the first StC factor: [a, b] ->
+    [M' (a + i b), M' (a + i b)]; checked with dense 2n x 2n matrices."""
+    cts, stc = dft.coeffs_to_slots_factors(n, levels), dft.slots_to_coeffs_factors(n, levels)
+    v = rng.uniform(-1, 1, n) + 1j * rng.uniform(-1, 1, n)
+    last = cts.factors[-1]
+    packed = dft.pack_real_imaginary(last, n)
+    assert sorted(packed) == sorted(last)
+    w = dft.apply(last, v)
+    y = dft.to_dense(packed, 2 * n) @ np.concatenate([v, v])
+    assert np.allclose(y, np.concatenate([w, -1j * w]), atol=1e-12)
+    assert np.allclose(y + y.conj(), np.concatenate([2 * w.real, 2 * w.imag]), atol=1e-12)
+    first = stc.factors[0]
+    unpacked = dft.unpack_real_imaginary(first, n)
+    assert sorted(unpacked) == sorted(set(first) | {k + n for k in first})
+    a, b = rng.uniform(-1, 1, n), rng.uniform(-1, 1, n)
+    out = dft.to_dense(unpacked, 2 * n) @ np.concatenate([a, b])
+    expected = dft.apply(first, a + 1j * b)
+    assert np.allclose(out, np.concatenate([expected, expected]), atol=1e-12)

@@ -1,0 +1,157 @@
+"""Two ciphertexts through one circuit: EvalMod on the real and imaginary parts of a full-slot
+bootstrap as one batched pair.
+
+With full packing EvalMod must run on two ciphertexts (the N real coefficients need two
+ciphertexts of N/2 real slots; see the bootstrapper). Both evaluations make the same operations
+at the same levels and scales, so a :class:`CiphertextPair` stores them as one tensor and every
+step of the polynomial and the double angles is one launch for both: the element-wise
+operations, the rescales (one INTT, lift and NTT for both), the tensor products and the
+ModDowns of the relinearizations; only each relinearization's ModUp and inner product run per
+ciphertext. The results are bit for bit those of two separate evaluations.
+
+:class:`PairEvaluator` implements the evaluator methods that
+:class:`~fhe_core.ckks.polynomial.PolynomialEvaluator` and
+:class:`~fhe_core.ckks.bootstrapping.mod1.EvalModEvaluator` call, on pairs.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+
+from fhe_core import ops
+from fhe_core.ckks.ciphertext import Ciphertext, rlwe_context
+from fhe_core.ckks.evaluator import SCALE_TOLERANCE, Evaluator
+from fhe_core.errors import ParameterError
+from fhe_core.rlwe.checks import mark_canonical
+from fhe_core.rlwe import keyswitch
+
+
+@dataclass(frozen=True, eq=False)
+class CiphertextPair:
+    """Two CKKS ciphertexts of one level, scale, degree and slot count.
+
+    data: ``[d+1, 2, l+1, N]`` int64, NTT domain, component-major: ``data[c, i]`` is component c
+    of ciphertext i (so the c_0 of both, ``data[0]``, is one contiguous block).
+    """
+
+    data: torch.Tensor
+    level: int
+    scale: float
+    slots: int
+    params_id: str
+
+    @classmethod
+    def of(cls, a: Ciphertext, b: Ciphertext) -> CiphertextPair:
+        """Stack two ciphertexts of equal level, scale, degree and slots (ParameterError otherwise)."""
+        if (a.level, a.degree, a.slots, a.params_id) != (b.level, b.degree, b.slots, b.params_id) \
+                or abs(a.scale - b.scale) > SCALE_TOLERANCE * a.scale:
+            raise ParameterError("CiphertextPair: the two ciphertexts differ in level, degree, slots, params or scale")
+        return cls(torch.stack((a.data, b.data), dim=1), a.level, a.scale, a.slots, a.params_id)
+
+    @property
+    def degree(self) -> int:
+        return self.data.shape[0] - 1
+
+    def parts(self) -> tuple[Ciphertext, Ciphertext]:
+        """The two ciphertexts (copies, ``[d+1, l+1, N]`` each)."""
+        return tuple(mark_canonical(Ciphertext(data=self.data[:, i].contiguous(), level=self.level,
+                                               params_id=self.params_id, scale=self.scale, slots=self.slots))
+                     for i in (0, 1))
+
+    def flat(self) -> Ciphertext:
+        """A view as one ciphertext of 2(d+1) components, for the operations that treat every
+        component alike (rescale, level drop, constant product, sum of two pairs)."""
+        d, _, limbs, n = self.data.shape
+        return mark_canonical(Ciphertext(data=self.data.reshape(2 * d, limbs, n), level=self.level,
+                                         params_id=self.params_id, scale=self.scale, slots=self.slots))
+
+    def unflat(self, ct: Ciphertext) -> CiphertextPair:
+        """The pair of a result of :meth:`flat` (its level and scale)."""
+        data = ct.data.reshape(-1, 2, ct.level + 1, ct.n)
+        return CiphertextPair(data, ct.level, ct.scale, self.slots, self.params_id)
+
+    def replace(self, **changes) -> CiphertextPair:
+        return dataclasses.replace(self, **changes)
+
+
+class PairEvaluator:
+    """:class:`~fhe_core.ckks.Evaluator`'s add, sub, mul (by a constant), tensor, relinearize,
+    mul_relin, rescale and drop_level on :class:`CiphertextPair`\\ s, with the same level and
+    scale rules; both ciphertexts get the same operation in one launch where the operation
+    allows it. Holds the evaluator (its relinearization key); never a secret key."""
+
+    def __init__(self, evaluator: Evaluator):
+        self.evaluator = evaluator
+        self.params = evaluator.params
+        self._ctx = rlwe_context(evaluator.params)
+
+    # ---- component-agnostic: through the flat view -------------------------------------------------
+
+    def rescale(self, p: CiphertextPair) -> CiphertextPair:
+        return p.unflat(self.evaluator.rescale(p.flat()))
+
+    def drop_level(self, p: CiphertextPair, level: int) -> CiphertextPair:
+        return p.unflat(self.evaluator.drop_level(p.flat(), level))
+
+    def mul(self, p: CiphertextPair, value, *, constant_scale: float | None = None) -> CiphertextPair:
+        """p times a real or complex constant (see :meth:`Evaluator.mul`); pair x pair is :meth:`mul_relin`."""
+        if isinstance(value, CiphertextPair):
+            return self.mul_relin(p, value)
+        return p.unflat(self.evaluator.mul(p.flat(), value, constant_scale=constant_scale))
+
+    def add(self, a: CiphertextPair, b) -> CiphertextPair:
+        return self._add_or_sub(a, b, "add", ops.add)
+
+    def sub(self, a: CiphertextPair, b) -> CiphertextPair:
+        return self._add_or_sub(a, b, "sub", ops.sub)
+
+    def _add_or_sub(self, a: CiphertextPair, b, op: str, fn) -> CiphertextPair:
+        if isinstance(b, CiphertextPair):
+            if a.degree != b.degree:
+                raise ParameterError(f"{op}: degrees differ ({a.degree} vs {b.degree})")
+            flat = self.evaluator.add(a.flat(), b.flat()) if op == "add" else self.evaluator.sub(a.flat(), b.flat())
+            return a.unflat(flat)
+        # a constant: onto the c_0 of both ciphertexts, one contiguous block; the evaluator's exact
+        # encoding of the constant at a's scale (re + im X^(N/2), as Evaluator.add does)
+        constant = self.evaluator._constant(complex(b), a.scale, a.level, op)
+        moduli = self._ctx.q_at(a.level).moduli
+        out = torch.empty_like(a.data)
+        out[1:].copy_(a.data[1:])
+        fn(a.data[0], constant, moduli, out=out[0])
+        return a.replace(data=out)
+
+    # ---- products ----------------------------------------------------------------------------------
+
+    def tensor(self, a: CiphertextPair, b: CiphertextPair) -> CiphertextPair:
+        """(a0 b0, a0 b1 + a1 b0, a1 b1) for both, at the lower level; scale a.scale * b.scale."""
+        if a.degree != 1 or b.degree != 1:
+            raise ParameterError(f"tensor: expected degree-1 pairs, got degrees {a.degree} and {b.degree}")
+        level = min(a.level, b.level)
+        x, y = (p.data[:, :, :level + 1].contiguous() for p in (a, b))  # views unless a level is dropped
+        moduli = self._ctx.q_at(level).moduli
+        by_y0 = ops.mul(x, y[0], moduli)                      # (x0 y0, x1 y0) of both
+        d1 = ops.mul_add(x[0], y[1], by_y0[1], moduli)
+        d2 = ops.mul(x[1], y[1], moduli)
+        return CiphertextPair(torch.stack((by_y0[0], d1, d2)), level, a.scale * b.scale, a.slots, a.params_id)
+
+    def relinearize(self, p: CiphertextPair) -> CiphertextPair:
+        """Degree 2 -> 1: each d_2 key-switched (ModUp and inner product per ciphertext), one
+        ModDown for both, added to (d_0, d_1). Needs the relinearization key."""
+        op = "relinearize"
+        if p.degree != 2:
+            raise ParameterError(f"{op}: expected a degree-2 pair, got degree {p.degree}")
+        ctx, level = self._ctx, p.level
+        key = self.evaluator.keys.relin_key(op)
+        extended = torch.stack([keyswitch.inner_product(ctx, keyswitch.decompose_mod_up(ctx, p.data[2, i], level),
+                                                        key, level) for i in (0, 1)], dim=1)  # [2, 2, QP_l, N]
+        out = keyswitch.mod_down(ctx, extended, level)
+        ops.add(out, p.data[:2], ctx.q_at(level).moduli, out=out)
+        return p.replace(data=out)
+
+    def mul_relin(self, a: CiphertextPair, b: CiphertextPair) -> CiphertextPair:
+        return self.relinearize(self.tensor(a, b))
+
+
+__all__ = ["CiphertextPair", "PairEvaluator"]
