@@ -1,0 +1,107 @@
+// AVX-512 IFMA modular arithmetic for the CPU kernels (x86-64 only, chosen at run time).
+//
+// IFMA multiplies the low 52 bits of two 64-bit lanes and adds the low or the high 52 bits of the
+// 104-bit product to a third lane (vpmadd52luq / vpmadd52huq): eight 52 x 52-bit products in two
+// instructions, where the scalar path needs one 64 x 64 -> 128-bit product per residue. So the
+// vector paths take primes below 2^50 (Harvey's lazy values up to 4q stay below 2^52); a kernel
+// keeps the scalar path of common/*.h for larger primes and for CPUs without IFMA.
+//
+// Results are canonical residues, the same words the scalar path produces: only the lazy
+// intermediate values differ, so the CPU and CUDA builds stay bit-identical.
+//
+// Shoup's product with a 52-bit word: w52 = floor(w * 2^52 / q) = floor(w_shoup / 2^12) for the
+// 64-bit companion w_shoup = floor(w * 2^64 / q) the tables store, so no new table is needed.
+// For a < 2^52 and w < q, qhat = floor(a * w52 / 2^52) and a*w - qhat*q lies in [0, 2q).
+#pragma once
+
+#include <cstdint>
+
+#include "../common/modarith.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define FHE_CPU_HAVE_IFMA 1
+#include <immintrin.h>
+#define FHE_IFMA __attribute__((target("avx512f,avx512ifma,avx512vl,avx512dq,avx512bw"), always_inline)) inline
+#define FHE_IFMA_FN __attribute__((target("avx512f,avx512ifma,avx512vl,avx512dq,avx512bw")))
+#else
+#define FHE_CPU_HAVE_IFMA 0
+#endif
+
+namespace fhe::cpu {
+
+// Primes below this bound take the IFMA paths: 4q < 2^52.
+constexpr u64 kIfmaMaxPrime = u64{1} << 50;
+constexpr u64 kMask52 = (u64{1} << 52) - 1;
+
+// True when this CPU has AVX-512 IFMA and FHE_CORE_CPU_SIMD is not "0" (read once): the switch
+// lets tests and benchmarks run the scalar reference path in the same build.
+bool ifma_enabled();
+
+#if FHE_CPU_HAVE_IFMA
+namespace ifma {
+
+FHE_IFMA __m512i set1(u64 v) { return _mm512_set1_epi64(static_cast<long long>(v)); }
+FHE_IFMA __m512i load(const u64* p) { return _mm512_loadu_si512(p); }
+FHE_IFMA void store(u64* p, __m512i v) { _mm512_storeu_si512(p, v); }
+
+// x in [0, 2m) -> x mod m: x - m wraps above x when x < m.
+FHE_IFMA __m512i csub(__m512i x, __m512i m) { return _mm512_min_epu64(x, _mm512_sub_epi64(x, m)); }
+
+// a * w mod q in [0, 2q) for a < 2^52, w < q < 2^51, w52 = floor(w * 2^52 / q).
+FHE_IFMA __m512i mul_shoup_lazy(__m512i a, __m512i w, __m512i w52, __m512i q) {
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i qhat = _mm512_madd52hi_epu64(zero, a, w52);
+  const __m512i product = _mm512_madd52lo_epu64(zero, a, w);
+  const __m512i multiple = _mm512_madd52lo_epu64(zero, qhat, q);
+  return _mm512_and_si512(_mm512_sub_epi64(product, multiple), set1(kMask52));
+}
+
+// A 104-bit sum of 52 x 52-bit products kept as two lanes: value = hi * 2^52 + lo.
+struct Acc {
+  __m512i lo, hi;
+};
+
+FHE_IFMA Acc acc_zero() { return Acc{_mm512_setzero_si512(), _mm512_setzero_si512()}; }
+
+// acc += a * b for a, b < 2^52 (at most 2^11 terms before lo can overflow).
+FHE_IFMA void mac(Acc& acc, __m512i a, __m512i b) {
+  acc.lo = _mm512_madd52lo_epu64(acc.lo, a, b);
+  acc.hi = _mm512_madd52hi_epu64(acc.hi, a, b);
+}
+
+// Constants to reduce an Acc modulo one prime p < 2^50.
+struct Reducer {
+  u64 p;
+  u64 r52, r52_shoup;  // 2^52 mod p and its 52-bit Shoup companion
+  u64 one_shoup;       // floor(2^52 / p): a Shoup product by 1, i.e. a 52-bit value mod p
+};
+
+inline Reducer make_reducer(u64 p) {
+  const u64 r52 = (u64{1} << 52) % p;
+  const u64 r52_shoup = static_cast<u64>((static_cast<unsigned __int128>(r52) << 52) / p);
+  return Reducer{p, r52, r52_shoup, (u64{1} << 52) / p};
+}
+
+// True when reduce() is exact for a sum of `terms` products a * b with a < 2^52 and b < p: each
+// product adds less than p to hi and less than 2^52 to lo, and hi + (lo >> 52) must stay below
+// 2^52 (and p below 2^50 so that 4p fits the masks).
+inline bool sum_fits(u64 terms, u64 p) { return p < kIfmaMaxPrime && terms * (p + 1) < (u64{1} << 52); }
+
+// The sum held in acc, modulo p, canonical (see sum_fits for the bounds).
+FHE_IFMA __m512i reduce(Acc acc, const Reducer& r) {
+  const __m512i p = set1(r.p);
+  const __m512i hi = _mm512_add_epi64(acc.hi, _mm512_srli_epi64(acc.lo, 52));
+  const __m512i lo = _mm512_and_si512(acc.lo, set1(kMask52));
+  const __m512i from_hi = mul_shoup_lazy(hi, set1(r.r52), set1(r.r52_shoup), p);  // [0, 2p)
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i qhat = _mm512_madd52hi_epu64(zero, lo, set1(r.one_shoup));
+  const __m512i from_lo = _mm512_and_si512(_mm512_sub_epi64(lo, _mm512_madd52lo_epu64(zero, qhat, p)),
+                                           set1(kMask52));                          // [0, 2p)
+  const __m512i sum = _mm512_add_epi64(from_hi, from_lo);                            // [0, 4p)
+  return csub(csub(sum, set1(2 * r.p)), p);
+}
+
+}  // namespace ifma
+#endif
+
+}  // namespace fhe::cpu
