@@ -21,6 +21,9 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FHE_CPU_HAVE_IFMA 1
 #include <immintrin.h>
+// GCC 12 reports _mm512_undefined_epi32()'s deliberate self-initialisation, inlined into every
+// unmasked AVX-512 intrinsic, as "may be used uninitialized": a known false positive.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #define FHE_IFMA __attribute__((target("avx512f,avx512ifma,avx512vl,avx512dq,avx512bw"), always_inline)) inline
 #define FHE_IFMA_FN __attribute__((target("avx512f,avx512ifma,avx512vl,avx512dq,avx512bw")))
 #else
