@@ -55,8 +55,10 @@ FHE_IFMA __m512i mul_shoup_lazy(__m512i a, __m512i w, __m512i w52, __m512i q) {
   const __m512i zero = _mm512_setzero_si512();
   const __m512i qhat = _mm512_madd52hi_epu64(zero, a, w52);
   const __m512i product = _mm512_madd52lo_epu64(zero, a, w);
-  const __m512i multiple = _mm512_madd52lo_epu64(zero, qhat, q);
-  return _mm512_and_si512(_mm512_sub_epi64(product, multiple), set1(kMask52));
+  // product - qhat*q = product + qhat*(2^52 - q) mod 2^52: the subtraction folds into the
+  // multiply-add (2^52 - q is loop-invariant wherever this is inlined, so it is hoisted)
+  const __m512i neg_q = _mm512_sub_epi64(set1(u64{1} << 52), q);
+  return _mm512_and_si512(_mm512_madd52lo_epu64(product, qhat, neg_q), set1(kMask52));
 }
 
 // A 104-bit sum of 52 x 52-bit products kept as two lanes: value = hi * 2^52 + lo.
