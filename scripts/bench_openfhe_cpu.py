@@ -96,7 +96,10 @@ def our_setup(limbs: int):
     import numpy as np
     import torch  # noqa: F401
 
-    sys.path.insert(0, os.path.join(HERE, ".."))
+    try:  # the fhe_core on PYTHONPATH (e.g. another checkout, for before/after runs), else this one
+        import fhe_core  # noqa: F401
+    except ImportError:
+        sys.path.insert(0, os.path.join(HERE, ".."))
     from fhe_core import rlwe
     from fhe_core.ckks import Encoder, Encryptor, Evaluator, galois_elements, rlwe_context
     from fhe_core.params import preset
@@ -112,7 +115,7 @@ def our_setup(limbs: int):
     return params, ctx, keys, Evaluator(params, keys), a, b
 
 
-def our_rows(limbs: list[int], threads: list[int], repeats: int) -> list[dict]:
+def our_rows(limbs: list[int], threads: list[int], repeats: int, label: str) -> list[dict]:
     import torch
 
     rows = []
@@ -123,7 +126,7 @@ def our_rows(limbs: list[int], threads: list[int], repeats: int) -> list[dict]:
             torch.set_num_threads(nthreads)
             for op, fn in (("HMult + relin", lambda: evaluator.mul_relin(a, b)),
                            ("HRotate", lambda: evaluator.rotate(a, 1))):
-                rows.append({"lib": "fhe-ml", "op": op, "limbs": count, "threads": nthreads,
+                rows.append({"lib": label, "op": op, "limbs": count, "threads": nthreads,
                              "setting": setting, **timed(fn, repeats)})
     return rows
 
@@ -181,6 +184,8 @@ def main() -> None:
     parser.add_argument("--dnum", type=int, default=3, help="OpenFHE's number of large digits (0: its default)")
     parser.add_argument("--openfhe-python", help="an interpreter with openfhe-python installed")
     parser.add_argument("--breakdown", action="store_true", help="ours only: time per key-switching step")
+    parser.add_argument("--label", default="fhe-ml", help="our rows' library column (e.g. the checkout measured)")
+    parser.add_argument("--skip-ours", action="store_true", help="OpenFHE only")
     parser.add_argument("--worker-openfhe", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -193,10 +198,11 @@ def main() -> None:
         for row in breakdown(args.limbs[0], args.threads, args.repeats):
             print(f"{row['threads']} thr  {row['step']:34s} median {row['median_ms']:8.2f}  best {row['best_ms']:8.2f} ms")
         return
-    rows = our_rows(args.limbs, args.threads, args.repeats)
+    rows = [] if args.skip_ours else our_rows(args.limbs, args.threads, args.repeats, args.label)
     if args.openfhe_python:
         rows += run_openfhe(args.openfhe_python, args.limbs, args.threads, args.dnum, args.repeats)
-    print(f"load average before/after: {os.getloadavg()}")
+    env = {k: os.environ[k] for k in ("FHE_CORE_CPU_SIMD", "FHE_CORE_CPU_CACHE_MB") if k in os.environ}
+    print(f"load average (1, 5, 15 min) at the end: {os.getloadavg()}; environment: {env}")
     print("| library | op | Q limbs | threads | median (ms) | best (ms) | setting |")
     print("| --- | --- | ---: | ---: | ---: | ---: | --- |")
     for r in sorted(rows, key=lambda r: (r["op"], r["limbs"], r["threads"], r["lib"])):
