@@ -145,5 +145,39 @@ def test_vector_and_scalar_paths_give_the_same_words(tmp_path):
         assert torch.equal(value, scalar[name]), name
 
 
-if __name__ == "__main__":  # the scalar-path half of the test above
-    torch.save(compute_all(torch.load(sys.argv[1])), sys.argv[2])
+def key_switch_at_n16() -> dict:
+    """Relinearization and a rotation at the 128-bit N16QP1766L30D3 preset (q_0 of 60 bits: the
+    scalar rows; 40- and 46-bit primes: the vector ones), everything from fixed test seeds."""
+    from fhe_core import rlwe
+    from fhe_core.params import preset
+
+    params = preset("N16QP1766L30D3", device="cpu")
+    ctx = rlwe.RLWEContext.from_params(params)
+    sk = rlwe.gen_secret_key(ctx, seed=b"\x01" * 32)
+    galois = rlwe.galois_element_for_rotation(1, params.n)
+    keys = rlwe.gen_eval_keys(ctx, sk, [galois], seed=b"\x02" * 32)
+    level = params.max_level
+    message = ops.sample_uniform(params.q_basis(level).moduli, params.n, b"\x03" * 32, 0)
+    ct = rlwe.encrypt_sk(ctx, sk, message, level, seed=b"\x04" * 32)
+    return {"key_switch": rlwe.key_switch(ctx, ct.data[1], keys.relin_key("test"), level),
+            "rotation": rlwe.apply_galois(ctx, ct, galois, keys).data}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_ifma(), reason="this CPU has no AVX-512 IFMA: the scalar path is the only one")
+def test_key_switch_at_n16_equals_the_scalar_path(tmp_path):
+    """A whole key switch and a rotation at N = 2^16 with real preset primes, vector paths in this
+    process against the scalar paths in another, word for word."""
+    env = dict(os.environ, FHE_CORE_CPU_SIMD="0",
+               PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "tests")]))
+    subprocess.run([sys.executable, __file__, "n16", str(tmp_path / "scalar.pt")], cwd=REPO, env=env, check=True)
+    scalar = torch.load(tmp_path / "scalar.pt")
+    for name, value in key_switch_at_n16().items():
+        assert torch.equal(value, scalar[name]), name
+
+
+if __name__ == "__main__":  # the scalar-path halves of the tests above
+    if sys.argv[1] == "n16":
+        torch.save(key_switch_at_n16(), sys.argv[2])
+    else:
+        torch.save(compute_all(torch.load(sys.argv[1])), sys.argv[2])
