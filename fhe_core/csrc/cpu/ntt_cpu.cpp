@@ -70,34 +70,49 @@ void inverse_row(const u64* in, u64* out, const u64* table, u64 q, int log_n) {
 namespace vec {
 using namespace ifma;
 
-// Stages with butterfly half-size t < 8 work on blocks of 16 consecutive words (two vectors A, B
-// holding 16 / (2t) groups): X gathers the first halves of the groups, Y the second halves, W the
-// twiddle of each X lane. Lane l of X is word 2t*(l/t) + l%t of the block; its twiddle is the
-// (l/t)-th of the block's groups.
-struct SmallStage {
-  __m512i x_idx, y_idx;    // words of the block (0..7 from A, 8..15 from B) forming X and Y
-  __m512i a_idx, b_idx;    // inverse: words of A and B from X (0..7) and Y (8..15)
-  __m512i w_idx;           // lane l -> l / t
+// The three stages with butterfly half-size t < 8 run together on blocks of 16 consecutive
+// words held in two registers. For the stage of half-size t, X holds the first halves of the
+// block's 16 / (2t) groups and Y the second halves: lane l of X is word 2t*(l/t) + l%t, its
+// twiddle the (l/t)-th of the block's groups. Between stages one two-source permute per register
+// moves the words from one (X, Y) split to the next; the block is loaded and stored once.
+struct SmallChain {
+  int t[3];                 // half-sizes in the order they run (4, 2, 1 or 1, 2, 4)
+  __m512i to_x[3], to_y[3];  // lanes of the previous pair ((A, B) for the first) forming X and Y
+  __m512i to_a, to_b;        // lanes of the last (X, Y) forming the block's words 0..7, 8..15
+  __m512i w_idx[3];          // lane l -> l / t
 };
 
-FHE_IFMA_FN SmallStage small_stage(int t) {
-  alignas(64) long long x[8], y[8], a[8], b[8], wi[8];
-  for (int l = 0; l < 8; ++l) {
-    x[l] = 2 * t * (l / t) + l % t;
-    y[l] = x[l] + t;
-    wi[l] = l / t;
-  }
-  for (int e = 0; e < 16; ++e) {  // where word e of the block went
-    long long src = 0;
-    for (int k = 0; k < 8; ++k) {
-      if (x[k] == e) src = k;
-      if (y[k] == e) src = 8 + k;
+FHE_IFMA_FN SmallChain small_chain(bool forward) {
+  SmallChain c;
+  alignas(64) long long x[8], y[8], wi[8], a[8], b[8];
+  int pos[16];  // where word e is now: lane of the pair (0..7 first register, 8..15 second)
+  for (int e = 0; e < 16; ++e) pos[e] = e;
+  for (int s = 0; s < 3; ++s) {
+    const int t = forward ? 4 >> s : 1 << s;
+    c.t[s] = t;
+    int word_x[8], word_y[8];
+    for (int l = 0; l < 8; ++l) {
+      word_x[l] = 2 * t * (l / t) + l % t;
+      word_y[l] = word_x[l] + t;
+      x[l] = pos[word_x[l]];
+      y[l] = pos[word_y[l]];
+      wi[l] = l / t;
     }
-    if (e < 8) a[e] = src;
-    else b[e - 8] = src;
+    for (int l = 0; l < 8; ++l) {
+      pos[word_x[l]] = l;
+      pos[word_y[l]] = 8 + l;
+    }
+    c.to_x[s] = _mm512_load_si512(x);
+    c.to_y[s] = _mm512_load_si512(y);
+    c.w_idx[s] = _mm512_load_si512(wi);
   }
-  return SmallStage{_mm512_load_si512(x), _mm512_load_si512(y), _mm512_load_si512(a),
-                    _mm512_load_si512(b), _mm512_load_si512(wi)};
+  for (int e = 0; e < 8; ++e) {
+    a[e] = pos[e];
+    b[e] = pos[e + 8];
+  }
+  c.to_a = _mm512_load_si512(a);
+  c.to_b = _mm512_load_si512(b);
+  return c;
 }
 
 // x, y in [0, 4q) -> x + w*y, x - w*y in [0, 4q).
@@ -116,11 +131,39 @@ FHE_IFMA void gs(__m512i& x, __m512i& y, __m512i w, __m512i w52, __m512i q, __m5
   y = mul_shoup_lazy(d, w, w52, q);
 }
 
-// The twiddles of the 16/(2t) groups of block b in stage m, one per X lane.
-FHE_IFMA void small_twiddles(const u64* w, const u64* ws, int64_t first, const SmallStage& s,
+// The twiddles of the 16/(2t) groups of 16-word block blk in the stage of half-size t, one per
+// X lane (the 8 loaded words stay inside the table row: m + 8/t * blk + 7 < N).
+FHE_IFMA void small_twiddles(const u64* w, const u64* ws, int64_t n, int t, int64_t blk, __m512i idx,
                              __m512i& wv, __m512i& w52) {
-  wv = _mm512_permutexvar_epi64(s.w_idx, load(w + first));
-  w52 = _mm512_srli_epi64(_mm512_permutexvar_epi64(s.w_idx, load(ws + first)), 12);
+  const int64_t first = n / (2 * t) + (8 / t) * blk;
+  wv = _mm512_permutexvar_epi64(idx, load(w + first));
+  w52 = _mm512_srli_epi64(_mm512_permutexvar_epi64(idx, load(ws + first)), 12);
+}
+
+// The three small stages on every 16-word block: reads src, writes out (may alias).
+template <bool kForward>
+FHE_IFMA void small_stages(const u64* src, u64* out, const u64* w, const u64* ws, int64_t n, __m512i q,
+                           __m512i two_q) {
+  const SmallChain c = small_chain(kForward);
+  for (int64_t blk = 0; blk < n / 16; ++blk) {
+    __m512i x = load(src + 16 * blk), y = load(src + 16 * blk + 8);
+    for (int s = 0; s < 3; ++s) {
+      const __m512i nx = _mm512_permutex2var_epi64(x, c.to_x[s], y);
+      const __m512i ny = _mm512_permutex2var_epi64(x, c.to_y[s], y);
+      x = nx;
+      y = ny;
+      __m512i wv, w52;
+      small_twiddles(w, ws, n, c.t[s], blk, c.w_idx[s], wv, w52);
+      if (kForward) ct(x, y, wv, w52, q, two_q);
+      else gs(x, y, wv, w52, q, two_q);
+    }
+    if (kForward) {  // [0, 4q) -> [0, q): the forward transform's final reduction
+      x = csub(csub(x, two_q), q);
+      y = csub(csub(y, two_q), q);
+    }
+    store(out + 16 * blk, _mm512_permutex2var_epi64(x, c.to_a, y));
+    store(out + 16 * blk + 8, _mm512_permutex2var_epi64(x, c.to_b, y));
+  }
 }
 
 FHE_IFMA_FN void forward_row(const u64* in, u64* out, const u64* table, u64 q_scalar, int log_n) {
@@ -144,25 +187,7 @@ FHE_IFMA_FN void forward_row(const u64* in, u64* out, const u64* table, u64 q_sc
     }
     src = out;
   }
-  for (; t >= 1; m <<= 1, t >>= 1) {  // t = 4, 2, 1
-    const SmallStage s = small_stage(static_cast<int>(t));
-    const int64_t groups = 8 / t;    // per block of 16 words
-    const bool last = t == 1;
-    for (int64_t blk = 0; blk < n / 16; ++blk) {
-      const __m512i a = load(src + 16 * blk), b = load(src + 16 * blk + 8);
-      __m512i x = _mm512_permutex2var_epi64(a, s.x_idx, b), y = _mm512_permutex2var_epi64(a, s.y_idx, b);
-      __m512i wv, w52;
-      small_twiddles(w, ws, m + groups * blk, s, wv, w52);
-      ct(x, y, wv, w52, q, two_q);
-      if (last) {  // [0, 4q) -> [0, q), fused into the last stage
-        x = csub(csub(x, two_q), q);
-        y = csub(csub(y, two_q), q);
-      }
-      store(out + 16 * blk, _mm512_permutex2var_epi64(x, s.a_idx, y));
-      store(out + 16 * blk + 8, _mm512_permutex2var_epi64(x, s.b_idx, y));
-    }
-    src = out;
-  }
+  small_stages<true>(src, out, w, ws, n, q, two_q);  // t = 4, 2, 1 and the final reduction
 }
 
 FHE_IFMA_FN void inverse_row(const u64* in, u64* out, const u64* table, u64 q_scalar, int log_n) {
@@ -170,22 +195,8 @@ FHE_IFMA_FN void inverse_row(const u64* in, u64* out, const u64* table, u64 q_sc
   const u64* w = table + kInv * n;
   const u64* ws = table + kInvShoup * n;
   const __m512i q = set1(q_scalar), two_q = set1(2 * q_scalar);
-  const u64* src = in;
-  int64_t m = n >> 1, t = 1;
-  for (; t < 8; m >>= 1, t <<= 1) {  // t = 1, 2, 4
-    const SmallStage s = small_stage(static_cast<int>(t));
-    const int64_t groups = 8 / t;
-    for (int64_t blk = 0; blk < n / 16; ++blk) {
-      const __m512i a = load(src + 16 * blk), b = load(src + 16 * blk + 8);
-      __m512i x = _mm512_permutex2var_epi64(a, s.x_idx, b), y = _mm512_permutex2var_epi64(a, s.y_idx, b);
-      __m512i wv, w52;
-      small_twiddles(w, ws, m + groups * blk, s, wv, w52);
-      gs(x, y, wv, w52, q, two_q);
-      store(out + 16 * blk, _mm512_permutex2var_epi64(x, s.a_idx, y));
-      store(out + 16 * blk + 8, _mm512_permutex2var_epi64(x, s.b_idx, y));
-    }
-    src = out;
-  }
+  small_stages<false>(in, out, w, ws, n, q, two_q);  // t = 1, 2, 4 (reads `in`, no separate copy)
+  int64_t m = n >> 4, t = 8;
   for (; m > 1; m >>= 1, t <<= 1) {
     for (int64_t i = 0; i < m; ++i) {
       const __m512i wv = set1(w[m + i]), w52 = set1(ws[m + i] >> 12);
