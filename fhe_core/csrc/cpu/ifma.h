@@ -87,12 +87,22 @@ inline Reducer make_reducer(u64 p) {
   return Reducer{p, r52, r52_shoup, (u64{1} << 52) / p};
 }
 
-// True when reduce() is exact for a sum of `terms` products a * b with a < 2^52 and b < p: each
-// product adds less than p to hi and less than 2^52 to lo, and hi + (lo >> 52) must stay below
-// 2^52 (and p below 2^50 so that 4p fits the masks).
-inline bool sum_fits(u64 terms, u64 p) { return p < kIfmaMaxPrime && terms * (p + 1) < (u64{1} << 52); }
+// What reduce() needs of a sum: each product a*b (a < a_max, b < b_max) adds
+// floor(a*b / 2^52) <= (a_max*b_max) >> 52 to hi and less than 2^52 to lo, whose carries add at
+// most `terms` more; hi + (lo >> 52) must stay below 2^52 and the prime below 2^50 (4p < 2^52).
+struct SumBound {
+  unsigned __int128 hi = 0;
+  u64 terms = 0;
+  void add(u64 a_max, u64 b_max) {
+    hi += (static_cast<unsigned __int128>(a_max) * b_max) >> 52;
+    ++terms;
+  }
+  bool fits(u64 p) const {
+    return p < kIfmaMaxPrime && terms < 2048 && hi + 2 * terms < (static_cast<unsigned __int128>(1) << 52);
+  }
+};
 
-// The sum held in acc, modulo p, canonical (see sum_fits for the bounds).
+// The sum held in acc, modulo p, canonical (see SumBound for the bounds).
 FHE_IFMA __m512i reduce(Acc acc, const Reducer& r) {
   const __m512i p = set1(r.p);
   const __m512i hi = _mm512_add_epi64(acc.hi, _mm512_srli_epi64(acc.lo, 52));

@@ -1,7 +1,7 @@
 // CPU key-switching inner product: one limb (both output components) per task, so each digit
 // row is read once for the two products with the key.
 //
-// Primes below 2^50 (with the dnum-term sum within ifma::sum_fits) on a CPU with AVX-512 IFMA
+// Primes below 2^50 (with the dnum-term sum within ifma::SumBound) on a CPU with AVX-512 IFMA
 // take the vector path; the others the scalar 128-bit accumulation. Same canonical outputs.
 #include <ATen/Parallel.h>
 
@@ -64,7 +64,9 @@ void ks_inner_product(const KsInnerProductArgs& a) {
     for (int64_t limb = begin; limb < end; ++limb) {
       const Modulus m = a.moduli[limb];
 #if FHE_CPU_HAVE_IFMA
-      if (simd && ifma::sum_fits(static_cast<u64>(a.dnum), m.value)) {
+      ifma::SumBound bound;
+      for (int j = 0; j < a.dnum; ++j) bound.add(m.value, m.value);  // digit and key residues < q
+      if (simd && bound.fits(m.value)) {
         limb_vector(a, limb, ifma::make_reducer(m.value));
         continue;
       }

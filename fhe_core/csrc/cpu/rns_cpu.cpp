@@ -123,7 +123,7 @@ void conv_row_scalar(const ConvArgs& a, const u64* y, const u64* consts, const u
 }
 
 #if FHE_CPU_HAVE_IFMA
-// The vector Conv needs, per destination prime p_r, the terms' sum below 2^104 (ifma::sum_fits).
+// The vector Conv needs, per destination prime p_r, the terms' sum within ifma::SumBound.
 // y_k is canonical mod q_k; for q_k >= 2^52 it is split as y_lo + y_hi 2^52 and y_hi multiplies
 // the constant (Q_j/q_k) 2^52 mod p_r (big_consts), one more term.
 struct ConvPlan {
@@ -146,12 +146,16 @@ ConvPlan conv_plan(const ConvArgs& a) {
   const u64 two52 = u64{1} << 52;
   for (int j = 0; j < a.dnum; ++j) {
     const int first = j * a.alpha, count = std::min(a.alpha, a.q_count - first);
-    int big = 0;
-    for (int k = 0; k < count; ++k) big += plan.big_source[first + k];
-    const u64 terms = count + big + (a.neg_q_mod_p != nullptr ? 1 : 0);
     for (int r = 0; r < a.rows; ++r) {
       const Modulus& p = a.dst[r];
-      plan.vector_row[j * a.rows + r] = ifma::sum_fits(terms, p.value);
+      ifma::SumBound bound;
+      for (int k = 0; k < count; ++k) {
+        const u64 q = a.src[first + k].value;
+        bound.add(std::min(q, two52), p.value);                       // y (or its low 52 bits)
+        if (plan.big_source[first + k]) bound.add((q >> 52) + 1, p.value);  // y's high bits
+      }
+      if (a.neg_q_mod_p != nullptr) bound.add(static_cast<u64>(count) + 1, p.value);  // v <= count
+      plan.vector_row[j * a.rows + r] = bound.fits(p.value);
       if (!plan.vector_row[j * a.rows + r]) continue;
       for (int k = 0; k < count; ++k) {
         if (!plan.big_source[first + k]) continue;

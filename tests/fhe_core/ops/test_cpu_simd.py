@@ -52,8 +52,8 @@ def _conv_case(src_bits, dst_bits, batch=2):
 
 @pytest.mark.parametrize("src_bits,dst_bits", [
     (SRC_BITS, DST_BITS),                 # every kind of source and destination row
-    ([46] * 12, [40, 46, 49, 50, 61]),    # ModDown-like: 12 terms fit below 2^50, not at 2^50
-    ([49] * 3, [50, 49]),                 # 3 terms of 50-bit rows: at the bound
+    ([46] * 12, [40, 46, 49, 50, 61]),    # ModDown-like
+    ([61] * 5, [50, 46]),                 # split sources: the sum is too large for 50-bit rows only
 ])
 def test_conv_equals_python_integers(src_bits, dst_bits):
     """Conv(x)_r = sum_k [x_k (Q/q_k)^-1]_{q_k} (Q/q_k) mod p_r, word for word, for every row."""
@@ -85,10 +85,11 @@ def test_exact_conv_equals_centred_value(src_bits, dst_bits):
             assert [out[b][r][i] for r in range(len(dst))] == [centred % p for p in dst.primes], (b, i)
 
 
-@pytest.mark.parametrize("bits,dnum", [([40, 46, 50, 51, 61], 3), ([40, 46, 50, 51, 61], 4), ([30, 49], 9)])
+@pytest.mark.parametrize("bits,dnum", [([40, 46, 50, 51, 61], 3), ([30, 49], 9), ([50, 40], 20)])
 def test_inner_product_equals_python_integers(bits, dnum):
-    """sum_j d_j k_j mod q for limbs on both sides of the vector path's bounds (50-bit limbs take
-    it for dnum = 3 and not for dnum = 4)."""
+    """sum_j d_j k_j mod q for limbs on both sides of the vector path's bounds (primes of 51 and 61
+    bits, and 20 products of 50-bit residues, whose sum is too large for the two-lane
+    accumulator, take the scalar path)."""
     rng, _ = fresh_rng()
     basis = RNSBasis.get(generate_primes(bits, N), N, "cpu")
     digits = _with_extremes(random_residues(rng, basis.primes, (dnum,), N), basis.moduli)
