@@ -10,7 +10,7 @@ dimension and number of Q primes: ``SetRingDim(2^16)``, ``SetSecurityLevel(HEStd
 N can be fixed), multiplicative depth = limbs - 1, ``SetFirstModSize(60)``,
 ``SetScalingModSize(40)``, ``FIXEDMANUAL`` rescaling (no rescale inside EvalMult), ``HYBRID`` key
 switching with ``SetNumLargeDigits(dnum)`` (default 3, OpenFHE's own default at these depths); its
-special primes are chosen by OpenFHE (60-bit words). EvalMult includes relinearization;
+special primes are chosen by OpenFHE. EvalMult includes relinearization;
 EvalRotate(ct, 1) is one key switch plus the automorphism. Threads: OMP_NUM_THREADS.
 
 Times: the median and best wall-clock time of ``--repeats`` calls after two warm-up calls, and
