@@ -61,6 +61,24 @@ FHE_IFMA __m512i mul_shoup_lazy(__m512i a, __m512i w, __m512i w52, __m512i q) {
   return _mm512_and_si512(_mm512_madd52lo_epu64(product, qhat, neg_q), set1(kMask52));
 }
 
+// The high 64 bits of a * b from four 32 x 32-bit products (AVX-512 has no 64-bit high product).
+FHE_IFMA __m512i mulhi64(__m512i a, __m512i b) {
+  const __m512i low32 = set1(0xffffffffu);
+  const __m512i a_hi = _mm512_srli_epi64(a, 32), b_hi = _mm512_srli_epi64(b, 32);
+  const __m512i ll = _mm512_mul_epu32(a, b), lh = _mm512_mul_epu32(a, b_hi);
+  const __m512i hl = _mm512_mul_epu32(a_hi, b), hh = _mm512_mul_epu32(a_hi, b_hi);
+  const __m512i mid = _mm512_add_epi64(_mm512_add_epi64(_mm512_srli_epi64(ll, 32), _mm512_and_si512(lh, low32)),
+                                       _mm512_and_si512(hl, low32));
+  return _mm512_add_epi64(_mm512_add_epi64(hh, _mm512_srli_epi64(lh, 32)),
+                          _mm512_add_epi64(_mm512_srli_epi64(hl, 32), _mm512_srli_epi64(mid, 32)));
+}
+
+// The 64-bit Shoup product of common/modarith.h (a * w mod q in [0, 2q) for any a < 2^64, w < q,
+// w_shoup = floor(w 2^64 / q)), eight lanes: the vector path for primes of 2^50 .. 2^61.
+FHE_IFMA __m512i mul_shoup_lazy64(__m512i a, __m512i w, __m512i w_shoup, __m512i q) {
+  return _mm512_sub_epi64(_mm512_mullo_epi64(a, w), _mm512_mullo_epi64(mulhi64(a, w_shoup), q));
+}
+
 // A 104-bit sum of 52 x 52-bit products kept as two lanes: value = hi * 2^52 + lo.
 struct Acc {
   __m512i lo, hi;

@@ -115,33 +115,51 @@ FHE_IFMA_FN SmallChain small_chain(bool forward) {
   return c;
 }
 
+// The butterflies' constant product, in one of two arithmetics chosen per prime: kShift = 12 is
+// the IFMA 52-bit Shoup product (q < 2^50; its companion is the table's w_shoup >> 12), kShift = 0
+// the 64-bit one from 32-bit products (any q < 2^61; the table's w_shoup as is).
+template <int kShift>
+FHE_IFMA __m512i shoup(__m512i a, __m512i w, __m512i w_shoup, __m512i q) {
+  if constexpr (kShift == 12) return mul_shoup_lazy(a, w, w_shoup, q);
+  else return mul_shoup_lazy64(a, w, w_shoup, q);
+}
+
+template <int kShift>
+FHE_IFMA __m512i companion(__m512i w_shoup) {
+  if constexpr (kShift == 0) return w_shoup;
+  else return _mm512_srli_epi64(w_shoup, kShift);
+}
+
 // x, y in [0, 4q) -> x + w*y, x - w*y in [0, 4q).
+template <int kShift>
 FHE_IFMA void ct(__m512i& x, __m512i& y, __m512i w, __m512i w52, __m512i q, __m512i two_q) {
   const __m512i xr = csub(x, two_q);
-  const __m512i t = mul_shoup_lazy(y, w, w52, q);
+  const __m512i t = shoup<kShift>(y, w, w52, q);
   x = _mm512_add_epi64(xr, t);
   y = _mm512_sub_epi64(_mm512_add_epi64(xr, two_q), t);
 }
 
 // x, y in [0, 2q) -> x + y, (x - y)*w in [0, 2q).
+template <int kShift>
 FHE_IFMA void gs(__m512i& x, __m512i& y, __m512i w, __m512i w52, __m512i q, __m512i two_q) {
   const __m512i s = csub(_mm512_add_epi64(x, y), two_q);
   const __m512i d = _mm512_sub_epi64(_mm512_add_epi64(x, two_q), y);
   x = s;
-  y = mul_shoup_lazy(d, w, w52, q);
+  y = shoup<kShift>(d, w, w52, q);
 }
 
 // The twiddles of the 16/(2t) groups of 16-word block blk in the stage of half-size t, one per
 // X lane (the 8 loaded words stay inside the table row: m + 8/t * blk + 7 < N).
+template <int kShift>
 FHE_IFMA void small_twiddles(const u64* w, const u64* ws, int64_t n, int t, int64_t blk, __m512i idx,
                              __m512i& wv, __m512i& w52) {
   const int64_t first = n / (2 * t) + (8 / t) * blk;
   wv = _mm512_permutexvar_epi64(idx, load(w + first));
-  w52 = _mm512_srli_epi64(_mm512_permutexvar_epi64(idx, load(ws + first)), 12);
+  w52 = companion<kShift>(_mm512_permutexvar_epi64(idx, load(ws + first)));
 }
 
 // The three small stages on every 16-word block: reads src, writes out (may alias).
-template <bool kForward>
+template <bool kForward, int kShift>
 FHE_IFMA void small_stages(const u64* src, u64* out, const u64* w, const u64* ws, int64_t n, __m512i q,
                            __m512i two_q) {
   const SmallChain c = small_chain(kForward);
@@ -153,9 +171,9 @@ FHE_IFMA void small_stages(const u64* src, u64* out, const u64* w, const u64* ws
       x = nx;
       y = ny;
       __m512i wv, w52;
-      small_twiddles(w, ws, n, c.t[s], blk, c.w_idx[s], wv, w52);
-      if (kForward) ct(x, y, wv, w52, q, two_q);
-      else gs(x, y, wv, w52, q, two_q);
+      small_twiddles<kShift>(w, ws, n, c.t[s], blk, c.w_idx[s], wv, w52);
+      if (kForward) ct<kShift>(x, y, wv, w52, q, two_q);
+      else gs<kShift>(x, y, wv, w52, q, two_q);
     }
     if (kForward) {  // [0, 4q) -> [0, q): the forward transform's final reduction
       x = csub(csub(x, two_q), q);
@@ -166,6 +184,7 @@ FHE_IFMA void small_stages(const u64* src, u64* out, const u64* w, const u64* ws
   }
 }
 
+template <int kShift>
 FHE_IFMA_FN void forward_row(const u64* in, u64* out, const u64* table, u64 q_scalar, int log_n) {
   const int64_t n = int64_t{1} << log_n;
   const u64* w = table + kFwd * n;
@@ -175,50 +194,51 @@ FHE_IFMA_FN void forward_row(const u64* in, u64* out, const u64* table, u64 q_sc
   int64_t m = 1, t = n >> 1;
   for (; t >= 8; m <<= 1, t >>= 1) {
     for (int64_t i = 0; i < m; ++i) {
-      const __m512i wv = set1(w[m + i]), w52 = set1(ws[m + i] >> 12);
+      const __m512i wv = set1(w[m + i]), w52 = set1(ws[m + i] >> kShift);
       const u64* sx = src + 2 * i * t;
       u64* x = out + 2 * i * t;
       for (int64_t j = 0; j < t; j += 8) {
         __m512i a = load(sx + j), b = load(sx + j + t);
-        ct(a, b, wv, w52, q, two_q);
+        ct<kShift>(a, b, wv, w52, q, two_q);
         store(x + j, a);
         store(x + j + t, b);
       }
     }
     src = out;
   }
-  small_stages<true>(src, out, w, ws, n, q, two_q);  // t = 4, 2, 1 and the final reduction
+  small_stages<true, kShift>(src, out, w, ws, n, q, two_q);  // t = 4, 2, 1 and the final reduction
 }
 
+template <int kShift>
 FHE_IFMA_FN void inverse_row(const u64* in, u64* out, const u64* table, u64 q_scalar, int log_n) {
   const int64_t n = int64_t{1} << log_n;
   const u64* w = table + kInv * n;
   const u64* ws = table + kInvShoup * n;
   const __m512i q = set1(q_scalar), two_q = set1(2 * q_scalar);
-  small_stages<false>(in, out, w, ws, n, q, two_q);  // t = 1, 2, 4 (reads `in`, no separate copy)
+  small_stages<false, kShift>(in, out, w, ws, n, q, two_q);  // t = 1, 2, 4 (reads `in`, no separate copy)
   int64_t m = n >> 4, t = 8;
   for (; m > 1; m >>= 1, t <<= 1) {
     for (int64_t i = 0; i < m; ++i) {
-      const __m512i wv = set1(w[m + i]), w52 = set1(ws[m + i] >> 12);
+      const __m512i wv = set1(w[m + i]), w52 = set1(ws[m + i] >> kShift);
       u64* x = out + 2 * i * t;
       for (int64_t j = 0; j < t; j += 8) {
         __m512i a = load(x + j), b = load(x + j + t);
-        gs(a, b, wv, w52, q, two_q);
+        gs<kShift>(a, b, wv, w52, q, two_q);
         store(x + j, a);
         store(x + j + t, b);
       }
     }
   }
   // m = 1 with N^-1 folded in (w[0] = N^-1, w[1] = psi^-brv(1) N^-1), canonical outputs.
-  const __m512i n_inv = set1(w[0]), n_inv52 = set1(ws[0] >> 12);
-  const __m512i w1 = set1(w[1]), w1_52 = set1(ws[1] >> 12);
+  const __m512i n_inv = set1(w[0]), n_inv52 = set1(ws[0] >> kShift);
+  const __m512i w1 = set1(w[1]), w1_52 = set1(ws[1] >> kShift);
   const int64_t half = n >> 1;
   for (int64_t j = 0; j < half; j += 8) {
     const __m512i x = load(out + j), y = load(out + j + half);
-    const __m512i s = _mm512_add_epi64(x, y);                            // < 4q < 2^52
+    const __m512i s = _mm512_add_epi64(x, y);                            // < 4q
     const __m512i d = _mm512_sub_epi64(_mm512_add_epi64(x, two_q), y);  // < 4q
-    store(out + j, csub(mul_shoup_lazy(s, n_inv, n_inv52, q), q));
-    store(out + j + half, csub(mul_shoup_lazy(d, w1, w1_52, q), q));
+    store(out + j, csub(shoup<kShift>(s, n_inv, n_inv52, q), q));
+    store(out + j + half, csub(shoup<kShift>(d, w1, w1_52, q), q));
   }
 }
 
@@ -227,15 +247,15 @@ FHE_IFMA_FN void inverse_row(const u64* in, u64* out, const u64* table, u64 q_sc
 
 using RowFn = void (*)(const u64*, u64*, const u64*, u64, int);
 
-void for_each_row(const NttArgs& a, RowFn scalar_fn, RowFn vector_fn) {
+// vector52: primes below 2^50 (IFMA); vector64: the others (64-bit products from 32-bit ones).
+void for_each_row(const NttArgs& a, RowFn scalar_fn, RowFn vector52_fn, RowFn vector64_fn) {
   const int64_t n = int64_t{1} << a.log_n;
-  // The vector rows need N >= 16 (blocks of 16 words) and 4q < 2^52.
-  const bool simd = vector_fn != nullptr && n >= 16 && ifma_enabled();
+  const bool simd = vector52_fn != nullptr && n >= 16 && ifma_enabled();  // blocks of 16 words
   at::parallel_for(0, a.rows, 1, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const int limb = static_cast<int>(r % a.limbs);
       const u64 q = a.moduli[limb].value;
-      const RowFn fn = simd && q < kIfmaMaxPrime ? vector_fn : scalar_fn;
+      const RowFn fn = !simd ? scalar_fn : q < kIfmaMaxPrime ? vector52_fn : vector64_fn;
       fn(a.in + r * n, a.out + r * n, a.table + limb * kNttTableRows * n, q, a.log_n);
     }
   });
@@ -244,11 +264,15 @@ void for_each_row(const NttArgs& a, RowFn scalar_fn, RowFn vector_fn) {
 }  // namespace
 
 #if FHE_CPU_HAVE_IFMA
-void ntt_forward(const NttArgs& args) { for_each_row(args, forward_row, vec::forward_row); }
-void ntt_inverse(const NttArgs& args) { for_each_row(args, inverse_row, vec::inverse_row); }
+void ntt_forward(const NttArgs& args) {
+  for_each_row(args, forward_row, vec::forward_row<12>, vec::forward_row<0>);
+}
+void ntt_inverse(const NttArgs& args) {
+  for_each_row(args, inverse_row, vec::inverse_row<12>, vec::inverse_row<0>);
+}
 #else
-void ntt_forward(const NttArgs& args) { for_each_row(args, forward_row, nullptr); }
-void ntt_inverse(const NttArgs& args) { for_each_row(args, inverse_row, nullptr); }
+void ntt_forward(const NttArgs& args) { for_each_row(args, forward_row, nullptr, nullptr); }
+void ntt_inverse(const NttArgs& args) { for_each_row(args, inverse_row, nullptr, nullptr); }
 #endif
 
 }  // namespace fhe::cpu
