@@ -6,6 +6,7 @@
 #include <ATen/Parallel.h>
 
 #include "../kernels.h"
+#include "parallel.h"
 #include "ifma.h"
 
 namespace fhe::cpu {
@@ -60,7 +61,7 @@ void ks_inner_product(const KsInnerProductArgs& a) {
 #if FHE_CPU_HAVE_IFMA
   const bool simd = ifma_enabled() && a.n % 16 == 0;
 #endif
-  at::parallel_for(0, static_cast<int64_t>(a.limbs), 1, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, static_cast<int64_t>(a.limbs), parallel_grain(3 * a.dnum * a.n), [&](int64_t begin, int64_t end) {
     for (int64_t limb = begin; limb < end; ++limb) {
       const Modulus m = a.moduli[limb];
 #if FHE_CPU_HAVE_IFMA

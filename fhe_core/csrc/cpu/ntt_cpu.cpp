@@ -11,6 +11,7 @@
 
 #include "../common/ntt.h"
 #include "../kernels.h"
+#include "parallel.h"
 #include "ifma.h"
 
 namespace fhe::cpu {
@@ -251,7 +252,7 @@ using RowFn = void (*)(const u64*, u64*, const u64*, u64, int);
 void for_each_row(const NttArgs& a, RowFn scalar_fn, RowFn vector52_fn, RowFn vector64_fn) {
   const int64_t n = int64_t{1} << a.log_n;
   const bool simd = vector52_fn != nullptr && n >= 16 && ifma_enabled();  // blocks of 16 words
-  at::parallel_for(0, a.rows, 1, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, a.rows, parallel_grain(n), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const int limb = static_cast<int>(r % a.limbs);
       const u64 q = a.moduli[limb].value;

@@ -7,6 +7,7 @@
 
 #include "../common/ntt.h"
 #include "../kernels.h"
+#include "parallel.h"
 #include "ifma.h"
 
 namespace fhe::cpu {
@@ -57,7 +58,7 @@ void elementwise(const ElementwiseArgs& a) {
 #if FHE_CPU_HAVE_IFMA
   const bool simd = ifma_enabled();
 #endif
-  at::parallel_for(0, a.rows, 1, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, a.rows, parallel_grain(a.n), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const int limb = static_cast<int>(r % a.limbs);
       const Modulus m = a.moduli[limb];
@@ -221,7 +222,8 @@ void conv(const ConvArgs& a) {
   const bool simd = ifma_enabled();
   const ConvPlan plan = simd ? conv_plan(a) : ConvPlan{};
 #endif
-  at::parallel_for(0, a.batch * a.dnum * chunks, 1, [&](int64_t begin, int64_t end) {
+  const int64_t task_words = (static_cast<int64_t>(a.alpha) + a.rows) * std::min(kConvChunk, a.n);
+  at::parallel_for(0, a.batch * a.dnum * chunks, parallel_grain(task_words), [&](int64_t begin, int64_t end) {
     std::vector<u64> y(static_cast<size_t>(a.alpha) * kConvChunk);
     std::vector<u64> overflow(a.neg_q_mod_p != nullptr ? kConvChunk : 0);
     for (int64_t task = begin; task < end; ++task) {
@@ -274,7 +276,7 @@ void conv(const ConvArgs& a) {
 }
 
 void center_lift(const CenterLiftArgs& a) {
-  at::parallel_for(0, a.batch * a.l_out, 1, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, a.batch * a.l_out, parallel_grain(a.n), [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / a.l_out;
       const int j = static_cast<int>(task % a.l_out);
@@ -317,7 +319,7 @@ void automorphism_ntt(const AutomorphismArgs& a) {
         bit_reverse_fast(static_cast<u32>((a.galois * static_cast<u64>(j) + c) & mask), a.log_n);
   constexpr int64_t kSegment = 1024;  // words: 8 KiB
   const int64_t segment = std::min(n, kSegment);
-  at::parallel_for(0, a.rows, 1, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, a.rows, parallel_grain(n), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const u64* in = a.in + r * n;
       u64* out = a.out + r * n;
@@ -335,7 +337,7 @@ void automorphism_ntt(const AutomorphismArgs& a) {
 void automorphism_coeff(const AutomorphismArgs& a) {
   const int64_t n = int64_t{1} << a.log_n;
   const u64 mask = static_cast<u64>(2 * n - 1);
-  at::parallel_for(0, a.rows, 1, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, a.rows, parallel_grain(n), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const u64 q = a.moduli[r % a.limbs].value;
       const u64* in = a.in + r * n;
