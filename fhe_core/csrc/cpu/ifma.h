@@ -3,8 +3,10 @@
 // IFMA multiplies the low 52 bits of two 64-bit lanes and adds the low or the high 52 bits of the
 // 104-bit product to a third lane (vpmadd52luq / vpmadd52huq): eight 52 x 52-bit products in two
 // instructions, where the scalar path needs one 64 x 64 -> 128-bit product per residue. So the
-// vector paths take primes below 2^50 (Harvey's lazy values up to 4q stay below 2^52); a kernel
-// keeps the scalar path of common/*.h for larger primes and for CPUs without IFMA.
+// vector paths take primes below 2^50 (Harvey's lazy values up to 4q stay below 2^52). For larger
+// primes the NTT uses the 64-bit Shoup product built from 32 x 32-bit products (mul_shoup_lazy64)
+// and the other kernels keep the scalar path of common/*.h, as every kernel does on CPUs without
+// IFMA.
 //
 // Results are canonical residues, the same words the scalar path produces: only the lazy
 // intermediate values differ, so the CPU and CUDA builds stay bit-identical.
