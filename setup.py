@@ -10,6 +10,7 @@ CUDA libraries) and builds with a CPU-only torch as well.
 import glob
 import os
 import shutil
+import sys
 
 from setuptools import setup
 from torch.utils import cpp_extension
@@ -57,6 +58,12 @@ def extension():
     # (C++17 for torch 2.11, C++20 for 2.13). Forcing another one makes the extension instantiate
     # its own copies of libstdc++ templates that clash with the loaded libstdc++.
     cxx = ["-O3"]
+    # at::parallel_for (the CPU kernels' thread pool) is an inline template around
+    # `#pragma omp parallel` in torch's headers: without -fopenmp it silently runs on one thread.
+    # The extension then calls the libgomp.so.1 torch has already loaded, so torch.set_num_threads
+    # governs it.
+    omp = ["-fopenmp"] if sys.platform.startswith("linux") else []
+    cxx += omp
     nvcc = ["-O3", "--expt-relaxed-constexpr", "-lineinfo", *cuda_arch_flags()]
     if os.environ.get("FHE_CORE_PTXAS_VERBOSE") == "1":  # registers, shared memory, spills per kernel
         nvcc.append("-Xptxas=-v")
@@ -74,6 +81,7 @@ def extension():
             # the runtime torch already loaded (same soname) when it has CUDA; the toolkit's otherwise
             extra_link_args=[f"-Wl,-rpath,{os.path.join(cuda_home, 'lib64')}"],
         )
+    kwargs["extra_link_args"] = kwargs.get("extra_link_args", []) + omp
     return CppExtension(
         name="fhe_core._C",
         sources=sources,

@@ -3,13 +3,14 @@
 #include <ATen/Parallel.h>
 
 #include "../kernels.h"
+#include "parallel.h"
 
 namespace fhe::cpu {
 
 void sample(const SampleArgs& a) {
   if (a.kind == SampleKind::kUniform) {
     const int64_t total = a.limbs * a.n;  // N >= 4, so blocks never straddle limbs
-    at::parallel_for(0, total / kUniformPerBlock, 256, [&](int64_t begin, int64_t end) {
+    at::parallel_for(0, total / kUniformPerBlock, parallel_grain(kUniformPerBlock), [&](int64_t begin, int64_t end) {
       u32 w[16];
       for (int64_t blk = begin; blk < end; ++blk) {
         chacha20_block(a.key, static_cast<u64>(blk), a.nonce, w);
@@ -20,7 +21,7 @@ void sample(const SampleArgs& a) {
     });
     return;
   }
-  at::parallel_for(0, a.n / kSmallPerBlock, 256, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, a.n / kSmallPerBlock, parallel_grain(kSmallPerBlock * a.limbs), [&](int64_t begin, int64_t end) {
     u32 w[16];
     for (int64_t blk = begin; blk < end; ++blk) {
       chacha20_block(a.key, static_cast<u64>(blk), a.nonce, w);
@@ -38,7 +39,7 @@ void sample(const SampleArgs& a) {
 void sample_fixed_weight(const FixedWeightArgs& a) {
   sample_fixed_weight_ternary(a.key, a.nonce, static_cast<u32>(a.n), static_cast<u32>(a.hamming_weight),
                               a.scratch);
-  at::parallel_for(0, a.limbs, 1, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, a.limbs, parallel_grain(a.n), [&](int64_t begin, int64_t end) {
     for (int64_t l = begin; l < end; ++l) {
       const u64 q = a.moduli[l].value;
       for (int64_t i = 0; i < a.n; ++i) a.out[l * a.n + i] = from_signed(a.scratch[i], q);
