@@ -127,8 +127,8 @@ def our_rows(limbs: list[int], threads: list[int], repeats: int, label: str) -> 
         setting = f"N=2^16, {count} Q primes, alpha=11 (46-bit P), dnum={-(-count // 11)}, {PRESET}"
         for nthreads in threads:
             torch.set_num_threads(nthreads)
-            for op, fn in (("HMult + relin", lambda: evaluator.mul_relin(a, b)),
-                           ("HRotate", lambda: evaluator.rotate(a, 1))):
+            for op, fn in (("HMult + relin", lambda: evaluator.mul_relin(a, b)),  # noqa: B023 (timed at once)
+                           ("HRotate", lambda: evaluator.rotate(a, 1))):  # noqa: B023
                 rows.append({"lib": label, "op": op, "limbs": count, "threads": nthreads,
                              "setting": setting, **timed(fn, repeats)})
     return rows
@@ -157,11 +157,12 @@ def breakdown(limbs: int, threads: list[int], repeats: int) -> list[dict]:
     converted_ntt, scratch = torch.empty_like(converted), torch.empty_like(digits)
     steps = {
         "ModUp: INTT of d (l+1 limbs)": lambda: t.q.intt(d),
-        "ModUp: Conv of every digit": lambda: [ops.bconv(coeffs[e.start:e.stop], e.src_moduli, p.basis.moduli, e.qhat_inv,
-                                                         e.qhat_inv_shoup, p.qhat_mod_p)
-                                               for e in t.digits for p in e.parts],
-        "ModUp: NTT of the converted rows": lambda: [p.basis.ntt(digits[j, p.start:p.stop], out=scratch[j, p.start:p.stop])
-                                                     for j, e in enumerate(t.digits) for p in e.parts],
+        "ModUp: Conv of every digit": lambda: [
+            ops.bconv(coeffs[e.start:e.stop], e.src_moduli, p.basis.moduli, e.qhat_inv, e.qhat_inv_shoup, p.qhat_mod_p)
+            for e in t.digits for p in e.parts],
+        "ModUp: NTT of the converted rows": lambda: [
+            p.basis.ntt(digits[j, p.start:p.stop], out=scratch[j, p.start:p.stop])
+            for j, e in enumerate(t.digits) for p in e.parts],
         "inner product": lambda: rlwe.inner_product(ctx, digits, key, level),
         "ModDown: INTT of the P rows": lambda: [ctx.p_basis.intt(extended[c, :alpha], out=c_p[c]) for c in range(2)],
         "ModDown: exact Conv P -> Q": lambda: t.p_to_q(c_p, exact=True),
@@ -199,8 +200,8 @@ def main() -> None:
         return
     if args.breakdown:
         for row in breakdown(args.limbs[0], args.threads, args.repeats):
-            print(f"{row['threads']} thr  {row['step']:34s} median {row['median_ms']:8.2f}  best {row['best_ms']:8.2f}  "
-                  f"CPU {row['cpu_ms']:8.2f} ms")
+            print(f"{row['threads']} thr  {row['step']:34s} median {row['median_ms']:8.2f}  "
+                  f"best {row['best_ms']:8.2f}  CPU {row['cpu_ms']:8.2f} ms")
         return
     rows = [] if args.skip_ours else our_rows(args.limbs, args.threads, args.repeats, args.label)
     if args.openfhe_python:
