@@ -11,22 +11,25 @@ from fhe_reference import fresh_rng, random_residues, to_ints
 
 def test_kernel_variant_is_read_set_and_restored():
     before = ops.kernel_variant("conv")
-    assert before in (0, 1)
-    with ops.use_kernel_variant("conv", 1 - before):
-        assert ops.kernel_variant("conv") == 1 - before
+    assert before in CONV_VARIANTS
+    other = 0 if before else 1
+    with ops.use_kernel_variant("conv", other):
+        assert ops.kernel_variant("conv") == other
     assert ops.kernel_variant("conv") == before
 
 
 def test_kernel_variant_rejects_unknown_names_and_values():
     with pytest.raises(RuntimeError, match="unknown kernel 'fft'"):
         ops.kernel_variant("fft", 0)
-    with pytest.raises(RuntimeError, match="conv is 0 \\(reference\\) to 1, got 2"):
-        ops.kernel_variant("conv", 2)
+    with pytest.raises(RuntimeError, match="conv is 0 \\(reference\\) to 3, got 4"):
+        ops.kernel_variant("conv", 4)
     with pytest.raises(RuntimeError, match="mod_up is 0 \\(reference\\) to 1, got 2"):
         ops.kernel_variant("mod_up", 2)
 
 
-CONV_VARIANTS = (0, 1)  # the reference kernel and the tensor-core kernel
+# the reference kernel; the tensor-core kernel with 32-row groups (1), balanced groups and 8 blocks
+# per SM (2), the same with the fewest groups (3)
+CONV_VARIANTS = (0, 1, 2, 3)
 
 
 def _conv_expected(x, src, dst, exact):
