@@ -65,10 +65,11 @@ def before_issue_14(fn: Callable[[int], object]) -> Callable[[int], object]:
 
 BEFORE = "[all v0: before issue 14]"
 # The tensor-core Conv's geometries (ops.kernel_variant "conv"), side by side whatever the default.
-CONV_LABELS = {1: "[conv v1: 32-row groups]", 2: "[conv v2: balanced]", 3: "[conv v3: balanced, fewest groups]"}
+CONV_LABELS = {1: "[conv v1: 32-row groups]", 2: "[conv v2: balanced]", 3: "[conv v3: balanced, fewest groups]",
+               4: "[conv v4: balanced, cp.async one tile ahead]"}
 
 
-def conv_variant_cases(name: str, params: str, nbytes: int, fn: Callable[[int], object], variants=(1, 2, 3)):
+def conv_variant_cases(name: str, params: str, nbytes: int, fn: Callable[[int], object], variants=(1, 2, 3, 4)):
     """One case per tensor-core Conv variant of fn."""
     return [Case(f"{name} {CONV_LABELS[v]}", params, nbytes, with_variant("conv", v, fn)) for v in variants]
 
@@ -277,12 +278,12 @@ def make_ckks_cases(device: str) -> list[Case]:
         Case(f"HMult + relin {BEFORE}", name, 3 * ct + (765 - 124) * limb_poly,
              before_issue_14(lambda i: evaluator.mul_relin(a, b))),
         *conv_variant_cases("HMult + relin", name, 3 * ct + (765 - 124) * limb_poly,
-                            lambda i: evaluator.mul_relin(a, b), variants=(1, 2)),
+                            lambda i: evaluator.mul_relin(a, b), variants=(1, 2, 4)),
         Case("rescale", name, 2 * ct, lambda i: evaluator.rescale(unscaled), REFERENCE_V100_US["rescale"]),
         Case("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1), REFERENCE_V100_US["HRotate"]),
         Case(f"HRotate {BEFORE}", name, 2 * ct + 765 * limb_poly, before_issue_14(lambda i: evaluator.rotate(a, 1))),
         *conv_variant_cases("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1),
-                            variants=(1, 2)),
+                            variants=(1, 2, 4)),
         Case("hoisted, 8 rotations", name, 2 * ct + (157 + 8 * 732) * limb_poly,
              lambda i: evaluator.rotate_hoisted(a, steps)),
         Case("relin key generation", name, 2 * 3 * (11 + limbs) * limb_poly, lambda i: rlwe.gen_relin_key(ctx, sk)),
