@@ -5,7 +5,7 @@ level, for the current kernel variants and for the reference ones (ops.kernel_va
 per kernel: launches and device time per op. A planning tool, not a benchmark (bench.py times).
 
     python scripts/profile_keyswitch.py
-    python scripts/profile_keyswitch.py --conv 1 2 4   # instead: one table per tensor-core Conv variant
+    python scripts/profile_keyswitch.py --conv 1 2   # instead: one table per tensor-core Conv variant
 """
 from __future__ import annotations
 

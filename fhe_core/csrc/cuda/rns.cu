@@ -281,48 +281,18 @@ __device__ __forceinline__ u64 reduce80(U128 v, const Modulus& m) {
   return csub(csub(r, 2 * m.value), m.value);
 }
 
-// How a tile's x reaches the y_k: one load at a time (variant 1); all loads of the tile issued
-// before the first product (kStaged); or copied by cp.async into shared memory one tile ahead, so
-// that they arrive while the block runs the previous tile's rows through the tensor cores (kPrefetched).
-enum class MmaLoads { kDirect, kStaged, kPrefetched };
-
-// 8 bytes global -> shared without a register, asynchronous on sm_80 and newer (waited for by
-// cp_async_wait_all); a plain copy elsewhere.
-__device__ __forceinline__ void cp_async8(u64* shared, const u64* global) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(address), "l"(global) : "memory");
-#else
-  *shared = *global;
-#endif
-}
-
-__device__ __forceinline__ void cp_async_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void cp_async_wait_all() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_all;" ::: "memory");
-#endif
-}
-
 // Body of both tensor-core kernels. Grid: (blocks over the coefficient tiles, batch * dnum * groups
 // of group_rows output rows); kMmaTile threads. The block builds its rows' B fragments once, then
 // for each of its coefficient tiles (blockIdx.x, + gridDim.x, ...) stages the y_k in shared memory
 // and runs every row through the tensor cores.
-// The balanced kernel (kStaged, kPrefetched; see MmaLoads) reads the slots' and rows' constants from
-// shared memory (row_mod [group_rows], slot_mod [4 KT], slot_inv [2][4 KT]: qhat_inv and its Shoup
-// word), where the first kernel waits on an L1 load of the row's modulus before every reduction;
-// kPrefetched stages x in raw [4 KT][kMmaTile] (thread tid copies and reads column tid only, so the
-// copies need no barrier of their own).
-template <int KT, MmaLoads kLoads>
+// kStaged (the balanced kernel): the tile's x loads are all issued before the first product (a
+// thread has up to 16 loads in flight instead of one), and the slots' and rows' constants are read
+// from shared memory (row_mod [group_rows], slot_mod [4 KT], slot_inv [2][4 KT]: qhat_inv and its
+// Shoup word), where the first kernel waits on an L1 load of the row's modulus before every reduction.
+template <int KT, bool kStaged>
 __device__ __forceinline__ void conv_mma_body(const ConvArgs& a, int groups, int group_rows,
                                               u64 (*ys)[kMmaYStride], uint2* bfrag2, Modulus* row_mod,
-                                              Modulus* slot_mod, u64* slot_inv, u64 (*raw)[kMmaTile]) {
-  constexpr bool kStaged = kLoads != MmaLoads::kDirect;
+                                              Modulus* slot_mod, u64* slot_inv) {
   u32* bfrag = reinterpret_cast<u32*>(bfrag2);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, t = lane % 4;
@@ -359,33 +329,18 @@ __device__ __forceinline__ void conv_mma_body(const ConvArgs& a, int groups, int
   u64* out = a.out + ((b * a.dnum + j) * a.rows + r0) * a.n;
   const u32* ys32 = reinterpret_cast<const u32*>(&ys[0][0]);
   const int64_t tile_count = a.n / kMmaTile;
-  auto prefetch = [&](int64_t tile) {  // kPrefetched: the tile's x into raw, asynchronously
-    if (tile >= tile_count) return;
-    for (int k = 0; k < count; ++k) cp_async8(&raw[k][tid], in + (first + k) * a.n + tile * kMmaTile + tid);
-    cp_async_commit();
-  };
-  if constexpr (kLoads == MmaLoads::kPrefetched) prefetch(blockIdx.x);
   for (int64_t tile = blockIdx.x; tile < tile_count; tile += gridDim.x) {
     const int64_t c0 = tile * kMmaTile;
     if (tile != blockIdx.x) __syncthreads();  // the previous tile's A fragments are read
     if constexpr (kStaged) {
       u64 x[4 * KT];
-      if constexpr (kLoads == MmaLoads::kPrefetched) {
-        cp_async_wait_all();
 #pragma unroll
-        for (int k = 0; k < 4 * KT; ++k) x[k] = k < count ? raw[k][tid] : 0;
-      } else {
-#pragma unroll
-        for (int k = 0; k < 4 * KT; ++k) x[k] = k < count ? in[(first + k) * a.n + c0 + tid] : 0;
-      }
+      for (int k = 0; k < 4 * KT; ++k) x[k] = k < count ? in[(first + k) * a.n + c0 + tid] : 0;
 #pragma unroll
       for (int k = 0; k < 4 * KT; ++k)
         if (k < count) ys[k][tid] = mul_shoup(x[k], slot_inv[k], slot_inv[4 * KT + k], slot_mod[k].value);
       for (int k = count; k < 4 * KT; ++k)
         ys[k][tid] = exact && k == count ? conv_rounded_overflow(&ys[0][tid], kMmaYStride, slot_mod, count) : 0;
-      // Column tid of raw has been read (its values are in ys: the loads are complete, which the
-      // asynchronous copies' writes are not otherwise ordered after): the next tile may land there.
-      if constexpr (kLoads == MmaLoads::kPrefetched) prefetch(tile + gridDim.x);
     } else {
       for (int k = 0; k < 4 * KT; ++k) {
         u64 y = 0;
@@ -463,27 +418,28 @@ template <int KT>
 __global__ void __launch_bounds__(kMmaTile) conv_mma_kernel(ConvArgs a, int groups, int group_rows) {
   __shared__ u64 ys[4 * KT][kMmaYStride];
   __shared__ uint2 bfrag2[mma_rows<KT>() * KT * 32];
-  conv_mma_body<KT, MmaLoads::kDirect>(a, groups, group_rows, ys, bfrag2, nullptr, nullptr, nullptr, nullptr);
+  conv_mma_body<KT, false>(a, groups, group_rows, ys, bfrag2, nullptr, nullptr, nullptr);
 }
 
-// Variant 2 (issue 14: the first kernel is latency-bound, 30% occupancy, a third of its stalls on
-// global loads): shared memory sized to the block's rows (dynamic) and registers capped so that 8
-// blocks (32 warps) fit an SM, the staged loads of conv_mma_body, and a geometry that balances the
-// rows over the groups (40 rows: 20 + 20 rather than 32 + 8) and picks the split by a cost model.
+// Variant 2, the default (issue 14: the first kernel is latency-bound, 30% occupancy, a third of its
+// stalls on global loads): shared memory sized to the block's rows (dynamic) and registers capped so
+// that 8 blocks (32 warps) fit an SM, the staged loads of conv_mma_body, and a geometry that balances
+// the rows over the groups (ModUp's 42 rows: 14 + 14 + 14 rather than 32 + 10) and picks the split by
+// a cost model. H200: the Conv of one HMult 155 -> 126 us, ModDown's 60.6 -> 48.1 us. (Tried: x
+// copied by cp.async one tile ahead, into 12 KB more shared memory: the same in HMult, 126.3 us.)
 template <int KT>
 constexpr int balanced_blocks_per_sm() { return KT <= 3 ? 8 : 5; }  // 64 registers; 96 with 4 K tiles (80 spill)
 
-template <int KT, MmaLoads kLoads>
+template <int KT>
 constexpr size_t balanced_smem_bytes(int group_rows) {
   const size_t words = 4 * KT * kMmaYStride                       // ys
                        + static_cast<size_t>(group_rows) * KT * 32  // B fragments (one uint2 each)
                        + 4 * static_cast<size_t>(group_rows)       // row moduli
-                       + 4 * 4 * KT + 2 * 4 * KT                   // slot moduli, qhat_inv (+ Shoup)
-                       + (kLoads == MmaLoads::kPrefetched ? 4 * KT * kMmaTile : 0);  // raw
+                       + 4 * 4 * KT + 2 * 4 * KT;                  // slot moduli, qhat_inv (+ Shoup)
   return words * sizeof(u64);
 }
 
-template <int KT, MmaLoads kLoads>
+template <int KT>
 __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
     conv_mma_balanced_kernel(ConvArgs a, int groups, int group_rows) {
   extern __shared__ u64 conv_smem[];
@@ -492,8 +448,7 @@ __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
   Modulus* row_mod = reinterpret_cast<Modulus*>(bfrag2 + group_rows * KT * 32);
   Modulus* slot_mod = row_mod + group_rows;
   u64* slot_inv = reinterpret_cast<u64*>(slot_mod + 4 * KT);
-  auto raw = reinterpret_cast<u64(*)[kMmaTile]>(slot_inv + 2 * 4 * KT);
-  conv_mma_body<KT, kLoads>(a, groups, group_rows, ys, bfrag2, row_mod, slot_mod, slot_inv, raw);
+  conv_mma_body<KT, true>(a, groups, group_rows, ys, bfrag2, row_mod, slot_mod, slot_inv);
 }
 
 // Blocks of a kernel the device holds at once (SMs x blocks per SM), asked once per device and
@@ -520,13 +475,12 @@ int64_t resident_blocks(int device) {
   return resident_blocks(conv_mma_kernel<KT>, device, 0, slot);
 }
 
-template <int KT, MmaLoads kLoads>
+template <int KT>
 int64_t balanced_resident_blocks(int device, int group_rows) {
   static int cached[kMaxDevices][kMmaMaxRows + 1] = {};
   int scratch = 0;
   int& slot = device >= 0 && device < kMaxDevices ? cached[device][group_rows] : scratch;
-  return resident_blocks(conv_mma_balanced_kernel<KT, kLoads>, device, balanced_smem_bytes<KT, kLoads>(group_rows),
-                         slot);
+  return resident_blocks(conv_mma_balanced_kernel<KT>, device, balanced_smem_bytes<KT>(group_rows), slot);
 }
 
 // One wave: as many blocks as the GPU holds at once, each looping over an even share of the tiles.
@@ -560,10 +514,11 @@ struct MmaGeometry {
 
 // The balanced kernel's split of the rows into equal groups and of the tiles over the blocks, by a
 // cost model: the slowest block's work, waves x tiles per block x (tile cost + rows), where a tile
-// costs about 4 rows (6 with the exact conversion's double-precision quotient). With fixed_groups,
-// only the fewest groups (variant 3: the row balance without the wider split).
-template <int KT, MmaLoads kLoads>
-MmaGeometry balanced_geometry(const ConvArgs& a, int device, bool fixed_groups) {
+// costs about 4 rows (6 with the exact conversion's double-precision quotient). At N = 2^16 it picks
+// 3 groups of 14 rows for ModUp's 42 (5 tiles per block) and 2 of 16 for ModDown's 31 (2 tiles).
+// (Measured on an H200 against the fewest groups, 21 and 31 rows: within 1-3% either way.)
+template <int KT>
+MmaGeometry balanced_geometry(const ConvArgs& a, int device) {
   const int64_t tile_count = a.n / kMmaTile;
   const int64_t tile_cost = a.neg_q_mod_p != nullptr ? 6 : 4;
   const int fewest = (a.rows + mma_rows<KT>() - 1) / mma_rows<KT>();
@@ -571,9 +526,9 @@ MmaGeometry balanced_geometry(const ConvArgs& a, int device, bool fixed_groups) 
   int64_t best_cost = std::numeric_limits<int64_t>::max();
   for (int groups = fewest; groups <= a.rows; ++groups) {
     const int group_rows = (a.rows + groups - 1) / groups;
-    if (groups > fewest && (fixed_groups || group_rows < 8)) break;
+    if (groups > fewest && group_rows < 8) break;
     if ((a.rows + group_rows - 1) / group_rows != groups) continue;  // the same split as fewer groups
-    const int64_t resident = balanced_resident_blocks<KT, kLoads>(device, group_rows);
+    const int64_t resident = balanced_resident_blocks<KT>(device, group_rows);
     const int64_t blocks_y = a.batch * a.dnum * groups;
     const int64_t one_wave = std::clamp<int64_t>(resident / blocks_y, 1, tile_count);
     for (const int64_t tiles_per_block : {(tile_count + one_wave - 1) / one_wave, int64_t{1}}) {
@@ -589,30 +544,19 @@ MmaGeometry balanced_geometry(const ConvArgs& a, int device, bool fixed_groups) 
   return best;
 }
 
-template <int KT, MmaLoads kLoads>
-void launch_conv_mma_balanced(const ConvArgs& a, Stream stream, bool fixed_groups) {
-  // (above 48 KB with kPrefetched and many rows: allowed explicitly, once per device, before the
-  // occupancy query)
-  static bool allowed[kMaxDevices] = {};
-  if (stream.device < 0 || stream.device >= kMaxDevices || !allowed[stream.device]) {
-    check(cudaFuncSetAttribute(conv_mma_balanced_kernel<KT, kLoads>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(balanced_smem_bytes<KT, kLoads>(mma_rows<KT>()))),
-          "cudaFuncSetAttribute(conv_mma_balanced_kernel)");
-    if (stream.device >= 0 && stream.device < kMaxDevices) allowed[stream.device] = true;
-  }
-  const MmaGeometry geometry = balanced_geometry<KT, kLoads>(a, stream.device, fixed_groups);
+template <int KT>
+void launch_conv_mma_balanced(const ConvArgs& a, Stream stream) {
+  const MmaGeometry geometry = balanced_geometry<KT>(a, stream.device);
   const dim3 grid(static_cast<unsigned>(geometry.blocks_x), static_cast<unsigned>(geometry.blocks_y));
-  const size_t smem = balanced_smem_bytes<KT, kLoads>(geometry.group_rows);
-  conv_mma_balanced_kernel<KT, kLoads><<<grid, kMmaTile, smem, native(stream)>>>(a, geometry.groups,
-                                                                                 geometry.group_rows);
+  conv_mma_balanced_kernel<KT><<<grid, kMmaTile, balanced_smem_bytes<KT>(geometry.group_rows), native(stream)>>>(
+      a, geometry.groups, geometry.group_rows);
   check_launch("conv_mma_balanced_kernel");
 }
 
 template <int KT>
 void launch_conv_mma(const ConvArgs& a, Stream stream, int variant) {
   if (variant == 1) launch_conv_mma<KT>(a, stream);
-  else if (variant == 4) launch_conv_mma_balanced<KT, MmaLoads::kPrefetched>(a, stream, false);
-  else launch_conv_mma_balanced<KT, MmaLoads::kStaged>(a, stream, variant == 3);
+  else launch_conv_mma_balanced<KT>(a, stream);
 }
 
 // The tensor-core path applies to N a multiple of the tile and 2 to 16 slots; else conv_kernel (with
