@@ -64,6 +64,7 @@ def before_issue_14(fn: Callable[[int], object]) -> Callable[[int], object]:
 
 
 BEFORE = "[all v0: before issue 14]"
+CONV_V1 = "[conv v1: 32-row groups]"  # the tensor-core Conv before its balanced geometry (v2, default)
 
 
 def random_residues(basis: RNSBasis, prefix=()) -> torch.Tensor:
@@ -129,6 +130,7 @@ def make_cases(device: str, sets: int) -> list[Case]:
     run_conv = lambda i: conv(ins[i], out=conv_outs[i])  # noqa: E731
     cases.append(Case("bconv 10->30", "N=2^16", 40 * n * WORD, run_conv))
     cases.append(Case("bconv 10->30 [conv v0: mac128]", "N=2^16", 40 * n * WORD, with_variant("conv", 0, run_conv)))
+    cases.append(Case(f"bconv 10->30 {CONV_V1}", "N=2^16", 40 * n * WORD, with_variant("conv", 1, run_conv)))
     # ModDown's shape: 11 special primes -> 31, exact (centred), both components
     primes = generate_primes([46] * 11 + [41] * 31, n)
     src, dst = RNSBasis.get(primes[:11], n, device), RNSBasis.get(primes[11:], n, device)
@@ -139,6 +141,8 @@ def make_cases(device: str, sets: int) -> list[Case]:
     cases.append(Case("bconv 11->31 exact x2", "N=2^16", 2 * 42 * n * WORD, run_down))
     cases.append(Case("bconv 11->31 exact x2 [conv v0: mac128]", "N=2^16", 2 * 42 * n * WORD,
                       with_variant("conv", 0, run_down)))
+    cases.append(Case(f"bconv 11->31 exact x2 {CONV_V1}", "N=2^16", 2 * 42 * n * WORD,
+                      with_variant("conv", 1, run_down)))
     return cases
 
 
@@ -170,11 +174,13 @@ def make_keyswitch_cases(device: str) -> list[Case]:
     return [
         Case("mod_up", name, 157 * limb_poly, mod_up),
         Case("mod_up [conv v0: mac128]", name, 157 * limb_poly, with_variant("conv", 0, mod_up)),
+        Case(f"mod_up {CONV_V1}", name, 157 * limb_poly, with_variant("conv", 1, mod_up)),
         Case("mod_up [mod_up v0: per digit]", name, 157 * limb_poly, with_variant("mod_up", 0, mod_up)),
         Case(f"mod_up {BEFORE}", name, 157 * limb_poly, before_issue_14(mod_up)),
         Case("inner_product (fused)", name, 462 * limb_poly, lambda i: rlwe.inner_product(ctx, digits, key, level)),
         Case("mod_down", name, 146 * limb_poly, mod_down),
         Case("mod_down [conv v0: mac128]", name, 146 * limb_poly, with_variant("conv", 0, mod_down)),
+        Case(f"mod_down {CONV_V1}", name, 146 * limb_poly, with_variant("conv", 1, mod_down)),
         Case("mod_down [mod_down v0: separate (c - x) P^-1 pass]", name, 146 * limb_poly,
              with_variant("mod_down", 0, mod_down)),
         Case(f"mod_down {BEFORE}", name, 146 * limb_poly, before_issue_14(mod_down)),
@@ -265,9 +271,13 @@ def make_ckks_cases(device: str) -> list[Case]:
              REFERENCE_V100_US["HMult + relin"]),
         Case(f"HMult + relin {BEFORE}", name, 3 * ct + (765 - 124) * limb_poly,
              before_issue_14(lambda i: evaluator.mul_relin(a, b))),
+        Case(f"HMult + relin {CONV_V1}", name, 3 * ct + (765 - 124) * limb_poly,
+             with_variant("conv", 1, lambda i: evaluator.mul_relin(a, b))),
         Case("rescale", name, 2 * ct, lambda i: evaluator.rescale(unscaled), REFERENCE_V100_US["rescale"]),
         Case("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1), REFERENCE_V100_US["HRotate"]),
         Case(f"HRotate {BEFORE}", name, 2 * ct + 765 * limb_poly, before_issue_14(lambda i: evaluator.rotate(a, 1))),
+        Case(f"HRotate {CONV_V1}", name, 2 * ct + 765 * limb_poly,
+             with_variant("conv", 1, lambda i: evaluator.rotate(a, 1))),
         Case("hoisted, 8 rotations", name, 2 * ct + (157 + 8 * 732) * limb_poly,
              lambda i: evaluator.rotate_hoisted(a, steps)),
         Case("relin key generation", name, 2 * 3 * (11 + limbs) * limb_poly, lambda i: rlwe.gen_relin_key(ctx, sk)),

@@ -5,9 +5,11 @@ level, for the current kernel variants and for the reference ones (ops.kernel_va
 per kernel: launches and device time per op. A planning tool, not a benchmark (bench.py times).
 
     python scripts/profile_keyswitch.py
+    python scripts/profile_keyswitch.py --conv 1 2   # instead: one table per tensor-core Conv variant
 """
 from __future__ import annotations
 
+import argparse
 import collections
 import os
 import sys
@@ -44,6 +46,10 @@ def kernel_table(fn) -> list[tuple[str, int, float]]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--conv", type=int, nargs="+", metavar="VARIANT",
+                        help='profile these ops.kernel_variant("conv") values instead of current / before')
+    args = parser.parse_args()
     params = preset("N16QP1766L30D3", device="cuda")
     ctx = rlwe_context(params)
     sk = rlwe.gen_secret_key(ctx)
@@ -54,7 +60,10 @@ def main() -> None:
     a, b = encryptor.encrypt(encoder.encode(z)), encryptor.encrypt(encoder.encode(z[::-1].copy()))
     ops_to_profile = {"HMult + relin": lambda: evaluator.mul_relin(a, b), "HRotate": lambda: evaluator.rotate(a, 1)}
     before = {"conv": 0, "mod_up": 0, "mod_down": 0, "tensor": 0}
-    for label, variants in (("current variants", {}), ("before issue 14", before)):
+    runs = (("current variants", {}), ("before issue 14", before))
+    if args.conv:
+        runs = tuple((f"conv v{v}", {"conv": v}) for v in args.conv)
+    for label, variants in runs:
         previous = {name: ops.kernel_variant(name, value) for name, value in variants.items()}
         try:
             for op, fn in ops_to_profile.items():

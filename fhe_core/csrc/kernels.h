@@ -228,7 +228,8 @@ struct FixedWeightArgs {
 // Values: 0 = the reference kernel; 1 (default) = the faster one where it applies. Set through
 // ops.kernel_variant from Python; read by the CUDA launchers when they enqueue a kernel.
 enum class Variant : int {
-  kConv = 0,    // 1: Conv as a byte-sliced integer matrix product on the tensor cores (rns.cu)
+  kConv = 0,    // 1: Conv as a byte-sliced integer matrix product on the tensor cores (rns.cu); 2 (default):
+                //    the same with balanced row groups, 8 blocks per SM and staged loads
   kModUp = 1,   // 1: ModUp extends all digits in one Conv and one NTT launch (read by rlwe/keyswitch.py)
   kModDown = 2, // 1: ModDown's (c - x) * P^-1 in the NTT's last store (ops.mod_down_ntt; rlwe/keyswitch.py)
   kTensor = 3,  // 1: CKKS's tensor product as one op (ops.tensor_product; read by ckks/evaluator.py)

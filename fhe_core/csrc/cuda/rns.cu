@@ -1,5 +1,6 @@
 // Element-wise RNS ops, fast basis conversion and Galois automorphisms on the GPU.
 #include <algorithm>
+#include <limits>
 
 #include "../common/ntt.h"
 #include "launch.cuh"
@@ -215,6 +216,7 @@ constexpr int kMmaTile = 32 * kMmaWarps;   // coefficients per tile: two m16 til
 // quotient) is shared by up to 32 rows; a first version with 8 redid it 4x for 31 rows.
 template <int KT>
 constexpr int mma_rows() { return KT <= 3 ? 32 : 16; }
+constexpr int kMmaMaxRows = 32;            // mma_rows<KT>() at most
 constexpr int kMmaMaxSlots = 16;           // y slots (input limbs, + 1 for the exact conversion)
 constexpr int kMmaYStride = kMmaTile + 8;  // u64 per slot row in shared memory: 272 words = 16 mod 32 banks,
                                            // so the A-fragment reads of a warp hit 32 distinct banks
@@ -279,21 +281,24 @@ __device__ __forceinline__ u64 reduce80(U128 v, const Modulus& m) {
   return csub(csub(r, 2 * m.value), m.value);
 }
 
-// Grid: (blocks over the coefficient tiles, batch * dnum * groups of mma_rows<KT>() output rows);
-// kMmaTile threads. The block builds its rows' B fragments once, then for each of its coefficient
-// tiles (blockIdx.x, + gridDim.x, ...) stages the y_k in shared memory and runs every row through
-// the tensor cores.
-template <int KT>
-__global__ void __launch_bounds__(kMmaTile) conv_mma_kernel(ConvArgs a, int groups, int group_rows) {
-  __shared__ u64 ys[4 * KT][kMmaYStride];
-  constexpr int kRows = mma_rows<KT>();
-  __shared__ uint2 bfrag2[kRows * KT * 32];
+// Body of both tensor-core kernels. Grid: (blocks over the coefficient tiles, batch * dnum * groups
+// of group_rows output rows); kMmaTile threads. The block builds its rows' B fragments once, then
+// for each of its coefficient tiles (blockIdx.x, + gridDim.x, ...) stages the y_k in shared memory
+// and runs every row through the tensor cores.
+// kStaged (the balanced kernel): the tile's x loads are all issued before the first product (a
+// thread has up to 16 loads in flight instead of one), and the slots' and rows' constants are read
+// from shared memory (row_mod [group_rows], slot_mod [4 KT], slot_inv [2][4 KT]: qhat_inv and its
+// Shoup word), where the first kernel waits on an L1 load of the row's modulus before every reduction.
+template <int KT, bool kStaged>
+__device__ __forceinline__ void conv_mma_body(const ConvArgs& a, int groups, int group_rows,
+                                              u64 (*ys)[kMmaYStride], uint2* bfrag2, Modulus* row_mod,
+                                              Modulus* slot_mod, u64* slot_inv) {
   u32* bfrag = reinterpret_cast<u32*>(bfrag2);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, t = lane % 4;
   const int64_t b = blockIdx.y / (a.dnum * groups);
   const int j = blockIdx.y / groups % a.dnum;
-  const int r0 = (blockIdx.y % groups) * group_rows;  // group_rows <= kRows
+  const int r0 = (blockIdx.y % groups) * group_rows;
   const int first = j * a.alpha, count = min(a.alpha, a.q_count - first);
   const int width = min(group_rows, a.rows - r0);
   const bool exact = a.neg_q_mod_p != nullptr;
@@ -308,6 +313,17 @@ __global__ void __launch_bounds__(kMmaTile) conv_mma_kernel(ConvArgs a, int grou
     }
     build_b_fragments<KT>(bfrag, k, rr, c, q);
   }
+  const Modulus* rmod = a.dst + r0;
+  if constexpr (kStaged) {
+    for (int rr = tid; rr < width; rr += kMmaTile) row_mod[rr] = a.dst[r0 + rr];
+    for (int k = tid; k < count; k += kMmaTile) {
+      slot_mod[k] = a.src[first + k];
+      slot_inv[k] = a.qhat_inv[first + k];
+      slot_inv[4 * KT + k] = a.qhat_inv_shoup[first + k];
+    }
+    rmod = row_mod;
+    __syncthreads();  // the first tile's y_k read the slot constants
+  }
 
   const u64* in = a.in + b * a.q_count * a.n;
   u64* out = a.out + ((b * a.dnum + j) * a.rows + r0) * a.n;
@@ -316,15 +332,26 @@ __global__ void __launch_bounds__(kMmaTile) conv_mma_kernel(ConvArgs a, int grou
   for (int64_t tile = blockIdx.x; tile < tile_count; tile += gridDim.x) {
     const int64_t c0 = tile * kMmaTile;
     if (tile != blockIdx.x) __syncthreads();  // the previous tile's A fragments are read
-    for (int k = 0; k < 4 * KT; ++k) {
-      u64 y = 0;
-      if (k < count) {
-        const int row = first + k;
-        y = mul_shoup(in[row * a.n + c0 + tid], a.qhat_inv[row], a.qhat_inv_shoup[row], a.src[row].value);
-      } else if (exact && k == count) {
-        y = conv_rounded_overflow(&ys[0][tid], kMmaYStride, a.src + first, count);
+    if constexpr (kStaged) {
+      u64 x[4 * KT];
+#pragma unroll
+      for (int k = 0; k < 4 * KT; ++k) x[k] = k < count ? in[(first + k) * a.n + c0 + tid] : 0;
+#pragma unroll
+      for (int k = 0; k < 4 * KT; ++k)
+        if (k < count) ys[k][tid] = mul_shoup(x[k], slot_inv[k], slot_inv[4 * KT + k], slot_mod[k].value);
+      for (int k = count; k < 4 * KT; ++k)
+        ys[k][tid] = exact && k == count ? conv_rounded_overflow(&ys[0][tid], kMmaYStride, slot_mod, count) : 0;
+    } else {
+      for (int k = 0; k < 4 * KT; ++k) {
+        u64 y = 0;
+        if (k < count) {
+          const int row = first + k;
+          y = mul_shoup(in[row * a.n + c0 + tid], a.qhat_inv[row], a.qhat_inv_shoup[row], a.src[row].value);
+        } else if (exact && k == count) {
+          y = conv_rounded_overflow(&ys[0][tid], kMmaYStride, a.src + first, count);
+        }
+        ys[k][tid] = y;
       }
-      ys[k][tid] = y;
     }
     __syncthreads();
 
@@ -380,26 +407,80 @@ __global__ void __launch_bounds__(kMmaTile) conv_mma_kernel(ConvArgs a, int grou
       U128 v;
       v.lo = low + (high << 32);
       v.hi = (high >> 32) + (v.lo < low ? 1u : 0u);
-      out[rr * a.n + coefficient] = reduce80(v, a.dst[r0 + rr]);
+      out[rr * a.n + coefficient] = reduce80(v, rmod[rr]);
     }
   }
 }
 
-// Blocks of conv_mma_kernel<KT> the device holds at once (SMs x blocks per SM), asked once per device:
-// the queries are not stream work, but a launcher inside a CUDA-graph capture should do as little
-// else as possible.
+// Variant 1: static shared memory for mma_rows<KT>() rows, the register count the compiler picks
+// (80 for KT = 3: with 37.6 KB of shared memory, 6 blocks = 24 warps per SM on an H200).
 template <int KT>
-int64_t resident_blocks(int device) {
-  constexpr int kMaxDevices = 64;
-  static int cached[kMaxDevices] = {};
-  if (device >= 0 && device < kMaxDevices && cached[device] > 0) return cached[device];
+__global__ void __launch_bounds__(kMmaTile) conv_mma_kernel(ConvArgs a, int groups, int group_rows) {
+  __shared__ u64 ys[4 * KT][kMmaYStride];
+  __shared__ uint2 bfrag2[mma_rows<KT>() * KT * 32];
+  conv_mma_body<KT, false>(a, groups, group_rows, ys, bfrag2, nullptr, nullptr, nullptr);
+}
+
+// Variant 2, the default (issue 14: the first kernel is latency-bound, 30% occupancy, a third of its
+// stalls on global loads): shared memory sized to the block's rows (dynamic) and registers capped so
+// that 8 blocks (32 warps) fit an SM, the staged loads of conv_mma_body, and a geometry that balances
+// the rows over the groups (ModUp's 42 rows: 14 + 14 + 14 rather than 32 + 10) and picks the split by
+// a cost model. H200: the Conv of one HMult 155 -> 126 us, ModDown's 60.6 -> 48.1 us. (Tried: x
+// copied by cp.async one tile ahead, into 12 KB more shared memory: the same in HMult, 126.3 us.)
+template <int KT>
+constexpr int balanced_blocks_per_sm() { return KT <= 3 ? 8 : 5; }  // 64 registers; 96 with 4 K tiles (80 spill)
+
+template <int KT>
+constexpr size_t balanced_smem_bytes(int group_rows) {
+  const size_t words = 4 * KT * kMmaYStride                       // ys
+                       + static_cast<size_t>(group_rows) * KT * 32  // B fragments (one uint2 each)
+                       + 4 * static_cast<size_t>(group_rows)       // row moduli
+                       + 4 * 4 * KT + 2 * 4 * KT;                  // slot moduli, qhat_inv (+ Shoup)
+  return words * sizeof(u64);
+}
+
+template <int KT>
+__global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
+    conv_mma_balanced_kernel(ConvArgs a, int groups, int group_rows) {
+  extern __shared__ u64 conv_smem[];
+  auto ys = reinterpret_cast<u64(*)[kMmaYStride]>(conv_smem);
+  uint2* bfrag2 = reinterpret_cast<uint2*>(conv_smem + 4 * KT * kMmaYStride);
+  Modulus* row_mod = reinterpret_cast<Modulus*>(bfrag2 + group_rows * KT * 32);
+  Modulus* slot_mod = row_mod + group_rows;
+  u64* slot_inv = reinterpret_cast<u64*>(slot_mod + 4 * KT);
+  conv_mma_body<KT, true>(a, groups, group_rows, ys, bfrag2, row_mod, slot_mod, slot_inv);
+}
+
+// Blocks of a kernel the device holds at once (SMs x blocks per SM), asked once per device and
+// shared-memory size: the queries are not stream work, but a launcher inside a CUDA-graph capture
+// should do as little else as possible.
+template <typename Kernel>
+int64_t resident_blocks(Kernel kernel, int device, size_t smem, int& cached) {
+  if (cached > 0) return cached;
   int sms = 0, per_sm = 0;
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, conv_mma_kernel<KT>, kMmaTile, 0),
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kMmaTile, smem),
         "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  const int resident = std::max(sms, 1) * std::max(per_sm, 1);
-  if (device >= 0 && device < kMaxDevices) cached[device] = resident;
-  return resident;
+  cached = std::max(sms, 1) * std::max(per_sm, 1);
+  return cached;
+}
+
+constexpr int kMaxDevices = 64;
+
+template <int KT>
+int64_t resident_blocks(int device) {
+  static int cached[kMaxDevices] = {};
+  int scratch = 0;
+  int& slot = device >= 0 && device < kMaxDevices ? cached[device] : scratch;
+  return resident_blocks(conv_mma_kernel<KT>, device, 0, slot);
+}
+
+template <int KT>
+int64_t balanced_resident_blocks(int device, int group_rows) {
+  static int cached[kMaxDevices][kMmaMaxRows + 1] = {};
+  int scratch = 0;
+  int& slot = device >= 0 && device < kMaxDevices ? cached[device][group_rows] : scratch;
+  return resident_blocks(conv_mma_balanced_kernel<KT>, device, balanced_smem_bytes<KT>(group_rows), slot);
 }
 
 // One wave: as many blocks as the GPU holds at once, each looping over an even share of the tiles.
@@ -426,16 +507,69 @@ void launch_conv_mma(const ConvArgs& a, Stream stream) {
   check_launch("conv_mma_kernel");
 }
 
+struct MmaGeometry {
+  int groups = 0, group_rows = 0;
+  int64_t blocks_x = 0, blocks_y = 0;
+};
+
+// The balanced kernel's split of the rows into equal groups and of the tiles over the blocks, by a
+// cost model: the slowest block's work, waves x tiles per block x (tile cost + rows), where a tile
+// costs about 4 rows (6 with the exact conversion's double-precision quotient). At N = 2^16 it picks
+// 3 groups of 14 rows for ModUp's 42 (5 tiles per block) and 2 of 16 for ModDown's 31 (2 tiles).
+// (Measured on an H200 against the fewest groups, 21 and 31 rows: within 1-3% either way.)
+template <int KT>
+MmaGeometry balanced_geometry(const ConvArgs& a, int device) {
+  const int64_t tile_count = a.n / kMmaTile;
+  const int64_t tile_cost = a.neg_q_mod_p != nullptr ? 6 : 4;
+  const int fewest = (a.rows + mma_rows<KT>() - 1) / mma_rows<KT>();
+  MmaGeometry best;
+  int64_t best_cost = std::numeric_limits<int64_t>::max();
+  for (int groups = fewest; groups <= a.rows; ++groups) {
+    const int group_rows = (a.rows + groups - 1) / groups;
+    if (groups > fewest && group_rows < 8) break;
+    if ((a.rows + group_rows - 1) / group_rows != groups) continue;  // the same split as fewer groups
+    const int64_t resident = balanced_resident_blocks<KT>(device, group_rows);
+    const int64_t blocks_y = a.batch * a.dnum * groups;
+    const int64_t one_wave = std::clamp<int64_t>(resident / blocks_y, 1, tile_count);
+    for (const int64_t tiles_per_block : {(tile_count + one_wave - 1) / one_wave, int64_t{1}}) {
+      const int64_t blocks_x = (tile_count + tiles_per_block - 1) / tiles_per_block;
+      const int64_t waves = (blocks_x * blocks_y + resident - 1) / resident;
+      const int64_t cost = waves * tiles_per_block * (tile_cost + group_rows);
+      if (cost < best_cost) {
+        best_cost = cost;
+        best = {groups, group_rows, blocks_x, blocks_y};
+      }
+    }
+  }
+  return best;
+}
+
+template <int KT>
+void launch_conv_mma_balanced(const ConvArgs& a, Stream stream) {
+  const MmaGeometry geometry = balanced_geometry<KT>(a, stream.device);
+  const dim3 grid(static_cast<unsigned>(geometry.blocks_x), static_cast<unsigned>(geometry.blocks_y));
+  conv_mma_balanced_kernel<KT><<<grid, kMmaTile, balanced_smem_bytes<KT>(geometry.group_rows), native(stream)>>>(
+      a, geometry.groups, geometry.group_rows);
+  check_launch("conv_mma_balanced_kernel");
+}
+
+template <int KT>
+void launch_conv_mma(const ConvArgs& a, Stream stream, int variant) {
+  if (variant == 1) launch_conv_mma<KT>(a, stream);
+  else launch_conv_mma_balanced<KT>(a, stream);
+}
+
 // The tensor-core path applies to N a multiple of the tile and 2 to 16 slots; else conv_kernel (with
 // one slot, as in BFV's digits of one prime, each output is a single product: nothing to batch).
 bool launch_conv_mma_if_applicable(const ConvArgs& a, Stream s) {
   const int slots = a.alpha + (a.neg_q_mod_p != nullptr ? 1 : 0);
-  if (kernel_variant(Variant::kConv) != 1 || a.n % kMmaTile != 0 || slots < 2 || slots > kMmaMaxSlots) return false;
+  const int variant = kernel_variant(Variant::kConv);
+  if (variant == 0 || a.n % kMmaTile != 0 || slots < 2 || slots > kMmaMaxSlots) return false;
   switch ((slots + 3) / 4) {
-    case 1: launch_conv_mma<1>(a, s); break;
-    case 2: launch_conv_mma<2>(a, s); break;
-    case 3: launch_conv_mma<3>(a, s); break;
-    default: launch_conv_mma<4>(a, s); break;
+    case 1: launch_conv_mma<1>(a, s, variant); break;
+    case 2: launch_conv_mma<2>(a, s, variant); break;
+    case 3: launch_conv_mma<3>(a, s, variant); break;
+    default: launch_conv_mma<4>(a, s, variant); break;
   }
   return true;
 }

@@ -11,22 +11,25 @@ from fhe_reference import fresh_rng, random_residues, to_ints
 
 def test_kernel_variant_is_read_set_and_restored():
     before = ops.kernel_variant("conv")
-    assert before in (0, 1)
-    with ops.use_kernel_variant("conv", 1 - before):
-        assert ops.kernel_variant("conv") == 1 - before
+    assert before in CONV_VARIANTS
+    other = 0 if before else 1
+    with ops.use_kernel_variant("conv", other):
+        assert ops.kernel_variant("conv") == other
     assert ops.kernel_variant("conv") == before
 
 
 def test_kernel_variant_rejects_unknown_names_and_values():
     with pytest.raises(RuntimeError, match="unknown kernel 'fft'"):
         ops.kernel_variant("fft", 0)
-    with pytest.raises(RuntimeError, match="conv is 0 \\(reference\\) to 1, got 2"):
-        ops.kernel_variant("conv", 2)
+    with pytest.raises(RuntimeError, match="conv is 0 \\(reference\\) to 2, got 3"):
+        ops.kernel_variant("conv", 3)
     with pytest.raises(RuntimeError, match="mod_up is 0 \\(reference\\) to 1, got 2"):
         ops.kernel_variant("mod_up", 2)
 
 
-CONV_VARIANTS = (0, 1)  # the reference kernel and the tensor-core kernel
+# the reference kernel; the tensor-core kernel with 32-row groups (1), with balanced groups, 8 blocks
+# per SM and staged loads (2)
+CONV_VARIANTS = (0, 1, 2)
 
 
 def _conv_expected(x, src, dst, exact):
@@ -60,10 +63,12 @@ def _convert_on(device, x, primes_in, primes_out, exact):
 
 # (input limbs, output limbs, exact, N): slots = inputs (+1 exact) in 2..16 take the tensor cores
 # (1, 2, 3 or 4 K tiles), 1 and 17 fall back to the reference kernel; output counts not a multiple
-# of the 8-row block; an N that is no multiple of the 128-coefficient tile falls back too.
+# of the 8-row block; an N that is no multiple of the 128-coefficient tile falls back too. At
+# N = 2^16 (ModUp's and ModDown's shapes) every block loops over several tiles (the shared memory
+# reused).
 CONV_SHAPES = [(1, 3, False, 1024), (1, 4, True, 1024), (2, 3, False, 1024), (4, 9, True, 1024),
                (11, 31, False, 4096), (11, 31, True, 2048), (15, 20, True, 1024), (16, 8, False, 1024),
-               (16, 5, True, 1024), (5, 27, False, 96)]
+               (16, 5, True, 1024), (5, 27, False, 96), (10, 42, False, 65536), (11, 31, True, 65536)]
 
 
 @pytest.mark.gpu

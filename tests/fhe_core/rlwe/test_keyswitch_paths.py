@@ -56,7 +56,7 @@ def test_mod_up_paths_are_bit_identical_on_cuda(level):
     keys_gpu = rlwe.gen_eval_keys(gpu, sk_gpu, [], seed=fixed_seed("paths/evk"))
     d = _inputs(cpu, level, rng)
     expected = _key_switch_outputs(cpu, d, keys.relin_key("t"), level, mod_up=0, mod_down=0)
-    for variants in [(1, 1, 1), (0, 1, 0), (1, 0, 1), (0, 0, 0), (0, 1, 1)]:
+    for variants in [(1, 1, 1), (0, 1, 0), (1, 0, 1), (0, 0, 0), (0, 1, 1), (1, 2, 1), (0, 2, 0)]:
         mod_up, conv, mod_down = variants
         got = _key_switch_outputs(gpu, d.cuda(), keys_gpu.relin_key("t"), level, mod_up=mod_up, conv=conv,
                                   mod_down=mod_down)
