@@ -37,13 +37,14 @@ def cuda_built() -> bool:
 def kernel_variant(name: str, value: int | None = None) -> int:
     """Read (``value=None``) or set the CUDA kernel variant ``name``; returns the previous value.
 
-    0 is the reference kernel, 1 (the default) the faster alternative where it applies. Known names:
-    ``"conv"`` (1: basis conversion as a byte-sliced integer matrix product on the tensor cores),
-    ``"mod_up"`` (1: ModUp as one Conv and one NTT over every digit, CUDA only), ``"mod_down"``
-    (1: ModDown's INTT in one launch and its last step in the NTT's store, ``mod_down_ntt``), read
-    by ``rlwe.keyswitch``; ``"tensor"`` (1: CKKS's tensor product as one ``tensor_product``, read by
+    0 is the reference kernel; the default is the fastest measured alternative. Known names:
+    ``"conv"`` (basis conversion as a byte-sliced integer matrix product on the tensor cores: 1 with
+    output rows in groups of 32, 2, the default, in balanced groups at 64 registers), ``"mod_up"``
+    (1: ModUp as one Conv and one NTT over every digit, CUDA only), ``"mod_down"`` (1: ModDown's
+    INTT in one launch and its last step in the NTT's store, ``mod_down_ntt``), read by
+    ``rlwe.keyswitch``; ``"tensor"`` (1: CKKS's tensor product as one ``tensor_product``, read by
     ``ckks.Evaluator``).
-    Both variants give the same residues bit for bit; the switch exists so that tests compare them
+    All variants give the same residues bit for bit; the switch exists so that tests compare them
     and benchmarks time them side by side. The CPU kernels have one variant and ignore "conv". A
     launch reads the setting when it is enqueued (so a captured CUDA graph keeps the variant it was
     captured with).
