@@ -132,3 +132,27 @@ def test_ntt_reads_a_strided_batch(device, forward):
     view = c[:, :3]
     with pytest.raises(RuntimeError, match="contiguous \\[limbs, N\\] blocks"):
         fn(view, basis.moduli, basis.ntt_table, out=view)
+
+
+@pytest.mark.parametrize("level", [11, 4])
+def test_mod_down_paths_with_an_addend_are_bit_identical_on_cpu(level):
+    """relinearize, apply_galois and apply_galois_hoisted add (d0, d1) or sigma(c0) in ModDown's last
+    step: inside ops.mod_down_ntt (mod_down = 1) or by a separate ops.add (mod_down = 0, the path the
+    other tests never take with an addend). Both give the same ciphertexts bit for bit."""
+    rng, _ = fresh_rng()
+    ctx = context(LARGE_DIGITS)
+    sk = rlwe.gen_secret_key(ctx, seed=fixed_seed("paths/sk"))
+    elements = [rlwe.galois_element_for_rotation(r, ctx.n) for r in (1, 3)]
+    keys = rlwe.gen_eval_keys(ctx, sk, elements, seed=fixed_seed("paths/evk"))
+    degree2 = rlwe.Ciphertext(data=torch.stack([_inputs(ctx, level, rng) for _ in range(3)]), level=level,
+                              params_id=ctx.params_id)
+    degree1 = degree2.replace(data=degree2.data[:2].clone())
+    outputs = []
+    for mod_down in (1, 0):
+        with ops.use_kernel_variant("mod_down", mod_down):
+            hoisted = rlwe.apply_galois_hoisted(ctx, degree1, elements, keys)
+            outputs.append([rlwe.relinearize(ctx, degree2, keys).data,
+                            rlwe.apply_galois(ctx, degree1, elements[0], keys).data,
+                            *(hoisted[k].data for k in elements)])
+    for name, fused, separate in zip(["relinearize", "apply_galois", "hoisted 1", "hoisted 3"], *outputs):
+        assert torch.equal(fused, separate), name
