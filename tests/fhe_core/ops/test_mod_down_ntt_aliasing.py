@@ -1,0 +1,40 @@
+"""ops.mod_down_ntt refuses an ``out`` that shares memory with ``add``: the addend is read in the
+NTT's last store, after ``out`` has been written (on the CPU by the plain transform, on CUDA by the
+column pass), so such a call would add a value that is no longer the caller's addend."""
+import pytest
+import torch
+
+from fhe_core import ops
+from fhe_core.ring import RNSBasis, generate_primes
+from fhe_reference import fresh_rng, random_residues
+
+
+def _shoup(consts: list[int], primes: list[int]) -> torch.Tensor:
+    words = [(w << 64) // q for w, q in zip(consts, primes)]
+    return torch.tensor([w - (1 << 64) if w >= 1 << 63 else w for w in words], dtype=torch.int64)
+
+
+@pytest.mark.parametrize("device", [pytest.param("cpu"), pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_mod_down_ntt_refuses_out_aliasing_add(device):
+    rng, _ = fresh_rng()
+    n, p_rows = 1024, 2
+    primes = generate_primes([61] * p_rows + [50] * 3, n)
+    basis = RNSBasis.get(primes[p_rows:], n, device)
+    x = random_residues(rng, basis.primes, (2,), n, device)
+    c = random_residues(rng, primes, (2,), n, device)
+    values = [int(rng.integers(1, q)) for q in basis.primes]
+    consts = torch.tensor(values, dtype=torch.int64, device=device)
+    shoup = _shoup(values, basis.primes).to(device)
+    addend = random_residues(rng, basis.primes, (2,), n, device)
+    args = (c, p_rows, consts, shoup, basis.moduli, basis.ntt_table)
+    expected = ops.add(ops.mod_down_ntt(x, *args), addend, basis.moduli)
+    assert torch.equal(ops.mod_down_ntt(x, *args, addend), expected)  # separate out: accepted
+    same = addend.clone()  # out is add
+    with pytest.raises(RuntimeError, match="single memory location"):
+        ops.mod_down_ntt(x, *args, same, out=same)
+    in_place = x.clone()  # out is x and add
+    with pytest.raises(RuntimeError, match="single memory location"):
+        ops.mod_down_ntt(in_place, *args, in_place, out=in_place)
+    out = torch.empty_like(x)  # add is out's first batch
+    with pytest.raises(RuntimeError, match="single memory location"):
+        ops.mod_down_ntt(x, *args, out[:1], out=out)
