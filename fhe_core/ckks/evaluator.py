@@ -272,9 +272,14 @@ class Evaluator:
         level = self._check_ct(ct, op, degree=None)
         if level == 0:
             raise LevelMismatchError(f"{op}: the ciphertext is at level 0, there is no prime left to divide by")
-        scale = float(scale)
-        ratio = round(Fraction(scale) * self.params.q_primes[level] / Fraction(ct.scale))
-        if not (math.isfinite(scale) and scale > 0) or ratio < 1:
+        try:
+            scale = float(scale)
+        except (TypeError, ValueError):
+            raise ParameterError(f"{op}: the scale must be a float, got {scale!r}") from None
+        # finite and positive first: Fraction() of inf or nan raises, and a ratio >= 2^1024 has no float
+        ratio = round(Fraction(scale) * self.params.q_primes[level] / Fraction(ct.scale)) \
+            if math.isfinite(scale) and scale > 0 else 0
+        if not 1 <= ratio < 2 ** 1023:
             raise ParameterError(f"{op}: cannot reach scale {scale} from 2^{math.log2(ct.scale):.2f} at level {level}")
         return self._rescale(self._scaled(ct, level, complex(1), float(ratio), op), level)
 

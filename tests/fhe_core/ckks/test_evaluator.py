@@ -18,7 +18,9 @@ import torch
 
 from fhe_core import ckks, rlwe
 from fhe_core.ckks import Ciphertext, Decryptor, Encoder, Encryptor, Evaluator, ScaleMismatchError, SlotMismatchError
-from fhe_core.errors import EncodingError, LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
+from fhe_core.errors import (
+    EncodingError, LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError, ScaleOverflowError,
+)
 from fhe_core.params import preset
 from fhe_reference import DEVICES, crt, fresh_rng
 
@@ -214,6 +216,11 @@ def test_set_scale_aligns_a_fresh_ciphertext_with_a_product(s):
     assert bits(s.decrypt(ev.add(product, aligned)), z * w + v) >= 24
     with pytest.raises(LevelMismatchError, match="^set_scale: "):
         ev.set_scale(s.encrypt(v, level=0), 2.0 ** 40)
+    for bad in (float("nan"), float("inf"), -1.0, 0.0, "2^40"):  # typed errors, none from Fraction()
+        with pytest.raises(ParameterError, match="^set_scale: "):
+            ev.set_scale(fresh, bad)
+    with pytest.raises(ScaleOverflowError, match="^set_scale: "):
+        ev.set_scale(fresh, 1e300)
 
 
 def test_mul_levels_align(s):
