@@ -205,6 +205,8 @@ class Evaluator:
         work. Degree 1; no level."""
         op = "rotate_rows_hoisted"
         level = self._ct(a, op, degree=1)
+        if isinstance(steps, (int, str, bytes)) or not hasattr(steps, "__iter__"):  # (an int would raise TypeError)
+            raise ParameterError(f"{op}: steps must be an iterable of ints, got {steps!r}")
         steps = list(dict.fromkeys(steps))
         if any(isinstance(r, bool) or not isinstance(r, int) for r in steps):
             raise ParameterError(f"{op}: steps must be ints, got {steps!r}")

@@ -100,6 +100,9 @@ def test_hoisted_row_rotations_match_numpy():
         np.testing.assert_array_equal(s.encoder.decode_matrix(s.decryptor.decrypt(ct)), np.roll(rows, -r, axis=1))
     with pytest.raises(MissingKeyError, match="rotate_rows_hoisted"):
         s.evaluator.rotate_rows_hoisted(ca, [1, 2])
+    for bad in (3, None, "12"):  # one int is not a list of steps: a typed error, not Python's TypeError
+        with pytest.raises(ParameterError, match="^rotate_rows_hoisted: steps must be an iterable"):
+            s.evaluator.rotate_rows_hoisted(ca, bad)
 
 
 @pytest.mark.parametrize("name", TEST_PRESETS)
