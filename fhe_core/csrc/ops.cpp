@@ -230,6 +230,8 @@ Tensor& ntt_out(const Tensor& a, const Tensor& moduli, const Tensor& table, at::
   check_ntt_table(table, a, moduli, op);
   check_out(out, a, a.sizes(), op);
   if (!out.is_same(a)) at::assert_no_partial_overlap(out, a);
+  // torch cannot tell whether a strided input overlaps out (it answers "too hard" and lets it pass)
+  FHE_CHECK(!strided || !out.is_alias_of(a), op, ": out must not share memory with a strided a");
   NttArgs args{words(a), mutable_words(out), moduli_ptr(moduli), words(table), rows,
                static_cast<int>(moduli.size(0)), log_n};
   if (strided) args.in_batch_stride = a.stride(0);
@@ -322,6 +324,7 @@ Tensor& tensor_product_out(const Tensor& a, const Tensor& b, const Tensor& modul
 
 template <class B>
 Tensor tensor_product(const Tensor& a, const Tensor& b, const Tensor& moduli) {
+  check_residues(a, moduli, "tensor_product", "a");  // before a.size(-2): a 1-D a gets the op's message
   Tensor out = at::empty({3, a.size(-2), a.size(-1)}, a.options());
   return tensor_product_out<B>(a, b, moduli, out);
 }

@@ -50,6 +50,9 @@ def test_tensor_product_refuses_bad_shapes(device):
         ops.tensor_product(a, a[:1], moduli)
     with pytest.raises(RuntimeError, match="tensor_product: a and b must both be \\[2, limbs, N\\]"):
         ops.tensor_product(torch.zeros(3, 2, 1024, dtype=torch.int64, device=device), a, moduli)
+    flat = torch.zeros(1024, dtype=torch.int64, device=device)  # the functional form's checks come first
+    with pytest.raises(RuntimeError, match="tensor_product: a must be \\[..., limbs, N\\]"):
+        ops.tensor_product(flat, flat, moduli)
 
 
 @pytest.mark.parametrize("device", DEVICES)
