@@ -47,7 +47,7 @@ from fhe_core.errors import EncodingError, LevelMismatchError, MissingKeyError, 
 from fhe_core.params import Params
 from fhe_core.ring import BasisConverter
 from fhe_core.rlwe import keyswitch
-from fhe_core.rlwe.checks import mark_canonical
+from fhe_core.rlwe.checks import check_canonical, check_ciphertext, mark_canonical
 
 
 @dataclass(frozen=True, eq=False)
@@ -360,6 +360,10 @@ class LinearTransform:
             raise SlotMismatchError(f"{op}: the transform acts on {self.slots} slots, the ciphertext packs {ct.slots}")
         if ct.degree != 1:
             raise ParameterError(f"{op}: expected a degree-1 ciphertext (relinearize first), got degree {ct.degree}")
+        # the double-hoisted path hands ct.data straight to the key-switching pieces: the entry
+        # checks (shape, device, dtype; residues once per object) the evaluator would make
+        ctx = rlwe_context(self.params)
+        check_canonical(ctx, ct, check_ciphertext(ctx, ct, op), op)
         level = ct.level if self.level is None else min(ct.level, self.level)
         if rescale and level == 0:
             raise LevelMismatchError(f"{op}: working level 0 leaves no prime to rescale by")

@@ -21,6 +21,8 @@ Thresholds (2 to 3 bits under the minimum measured over 10 runs; [min, mean]):
   [22.4, 23.2], their difference >= 18 [20.9, 22.1]. BSGS beats the naive method here: the
   naive one key-switches all 10 rotations at scale 2^40, BSGS only the <= n1 - 1 baby steps.
 """
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -28,7 +30,7 @@ import torch
 from fhe_core import ckks, rlwe
 from fhe_core.ckks import Decryptor, Encoder, Encryptor, Evaluator, LinearTransform, SlotMismatchError
 from fhe_core.ckks.lintrans import _fused_multiply_accumulate, _multiply_accumulate, matrix_diagonals
-from fhe_core.errors import LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
+from fhe_core.errors import LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError, ResidueError
 from fhe_core.params import preset
 from fhe_core.rlwe import keyswitch
 from fhe_reference import DEVICES, fresh_rng, random_residues
@@ -474,6 +476,20 @@ def test_evaluation_errors(s):
     other = preset("N10QP241L3D4Insecure", allow_insecure=True, device=s.params.device)
     with pytest.raises(ParamsMismatchError, match="^LinearTransform.evaluate: "):
         transform.evaluate(Evaluator(other), s.encrypt(s.vector(8)))
+
+
+@pytest.mark.parametrize("double_hoisting", [True, False])
+def test_a_hand_built_ciphertext_is_checked_before_any_work(s, double_hoisting):
+    """Residues outside [0, q_i) are refused with the transform's name on both paths (the
+    double-hoisted one hands the data straight to the key-switching pieces, no evaluator call
+    checks it), before the result could be marked canonical."""
+    transform = LinearTransform(s.params, s.matrix(8))
+    evaluator = s.evaluator(transform.galois_elements())
+    ct = s.encrypt(s.vector(8))
+    data = ct.data.clone()
+    data[1, 0, 3] = s.params.q_primes[0]
+    with pytest.raises(ResidueError, match=r"^LinearTransform.evaluate: the ciphertext has a residue outside"):
+        transform.evaluate(evaluator, dataclasses.replace(ct, data=data), double_hoisting=double_hoisting)
 
 
 @pytest.mark.gpu
