@@ -36,8 +36,9 @@ def test_every_entry_refuses_a_bad_device_with_one_error(params, device):
 
 
 def test_a_gpu_index_past_the_last_names_the_gpus_there_are():
-    with pytest.raises(DeviceError, match="preset: device 'cuda:7'") as info:
-        preset(TINY, allow_insecure=True, device="cuda:7" if torch.cuda.device_count() < 8 else "cuda:99")
+    device = "cuda:7" if torch.cuda.device_count() < 8 else "cuda:99"  # past the last on any machine
+    with pytest.raises(DeviceError, match=f"preset: device '{device}'") as info:
+        preset(TINY, allow_insecure=True, device=device)
     message = str(info.value)
     if torch.cuda.is_available():
         assert f"this machine has {torch.cuda.device_count()} GPU(s)" in message
