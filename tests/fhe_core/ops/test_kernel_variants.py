@@ -129,11 +129,9 @@ class _Primes:
         self.primes = primes
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("alpha,q_count", [(1, 7), (3, 8), (11, 31)])
-def test_tensor_core_mod_up_conv_is_bit_identical(alpha, q_count):
-    """ModUp's batched extension (dnum digits, the last one shorter) on both variants and the CPU, with
-    and without the digits' own rows copied from a given tensor."""
+def _mod_up_case(alpha, q_count):
+    """ModUp's constants for q_count primes of Q in digits of alpha over (P, Q), a random input and
+    a random stand-in for its NTT-domain copy; returns (x, args, own, expected, expected_own)."""
     rng, _ = fresh_rng()
     n = 1024
     primes = generate_primes([58] * q_count + [61] * alpha, n)
@@ -164,6 +162,29 @@ def test_tensor_core_mod_up_conv_is_bit_identical(alpha, q_count):
     for j in range(dnum):  # digit j's own rows (after the alpha rows of P) come from `own`
         count = min(alpha, q_count - j * alpha)
         expected_own[j, alpha + j * alpha:alpha + j * alpha + count] = own[j * alpha:j * alpha + count]
+    return x, args, own, expected, expected_own
+
+
+@pytest.mark.parametrize("alpha,q_count", [(1, 7), (3, 8)])
+def test_mod_up_conv_copies_own_rows_on_cpu(alpha, q_count):
+    """With ``own`` the CPU build copies exactly the digits' own rows and converts the others; a
+    wrongly shaped ``own`` is refused."""
+    x, args, own, expected, expected_own = _mod_up_case(alpha, q_count)
+    assert not torch.equal(expected, expected_own)  # the copied rows differ from the converted ones
+    for j in range(-(-q_count // alpha)):  # converted, a digit's own rows are its input rows (exact there)
+        count = min(alpha, q_count - j * alpha)
+        assert torch.equal(expected[j, alpha + j * alpha:alpha + j * alpha + count], x[j * alpha:j * alpha + count])
+    assert torch.equal(ops.mod_up_conv(x, *args, own), expected_own)
+    with pytest.raises(RuntimeError, match="mod_up_conv: own must be"):
+        ops.mod_up_conv(x, *args, own[1:].contiguous())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("alpha,q_count", [(1, 7), (3, 8), (11, 31)])
+def test_tensor_core_mod_up_conv_is_bit_identical(alpha, q_count):
+    """ModUp's batched extension (dnum digits, the last one shorter) on both variants and the CPU, with
+    and without the digits' own rows copied from a given tensor."""
+    x, args, own, expected, expected_own = _mod_up_case(alpha, q_count)
     assert torch.equal(ops.mod_up_conv(x, *args, own), expected_own)
     for variant in CONV_VARIANTS:
         with ops.use_kernel_variant("conv", variant):
