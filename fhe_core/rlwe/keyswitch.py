@@ -222,7 +222,7 @@ def apply_galois(ctx: RLWEContext, ct: Ciphertext, galois_element: int, keys: Ev
 def _apply_galois(ctx: RLWEContext, ct: Ciphertext, k: int, key: SwitchingKey, level: int) -> Ciphertext:
     """:func:`apply_galois` of a checked degree-1 ciphertext at ``level``, element and key."""
     q = ctx.q_at(level)
-    permuted = ops.automorphism_ntt(ct.data, q.moduli, k)
+    permuted = ops.automorphism_ntt(ct.data.contiguous(), q.moduli, k)  # (a hand-made view may be strided)
     return ct.replace(data=_key_switch(ctx, permuted[1], key, level, add=permuted[:1]))
 
 

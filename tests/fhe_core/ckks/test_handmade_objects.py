@@ -147,3 +147,16 @@ def test_cuda_graph_capture_skips_the_residue_check():
     unmarked.data[0, 1, 2] = params.q_primes[1]
     with pytest.raises(ResidueError, match="^add: "):
         ev.add(unmarked, ct)
+
+
+def test_a_strided_view_as_ciphertext_data_rotates_like_its_copy(world):
+    """Ciphertext data may be a strided view (the first limbs of a larger ciphertext, built by hand);
+    rotations gave a raw RuntimeError from the automorphism kernel, which wants contiguous rows."""
+    params, sk, ev, ct, z = world
+    view = dataclasses.replace(ct, data=ct.data[:, :2], level=1)
+    copy = dataclasses.replace(ct, data=ct.data[:, :2].contiguous(), level=1)
+    assert not view.data.is_contiguous()
+    assert torch.equal(ev.rotate(view, 1).data, ev.rotate(copy, 1).data)
+    assert torch.equal(ev.rotate_hoisted(view, [1])[1].data, ev.rotate_hoisted(copy, [1])[1].data)
+    decrypted = ckks.Encoder(params).decode(ckks.Decryptor(params, sk).decrypt(ev.rotate(view, 1))).real
+    assert np.max(np.abs(decrypted - np.roll(z, -1))) < 2.0 ** -20
