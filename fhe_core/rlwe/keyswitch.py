@@ -202,7 +202,8 @@ def relinearize(ctx: RLWEContext, ct: Ciphertext, keys: EvalKeySet) -> Ciphertex
 
 def _relinearize(ctx: RLWEContext, ct: Ciphertext, key: SwitchingKey, level: int) -> Ciphertext:
     """:func:`relinearize` of a checked degree-2 ciphertext at ``level`` and a checked key."""
-    return ct.replace(data=_key_switch(ctx, ct.data[2], key, level, add=ct.data[:2]))
+    data = ct.data.contiguous()  # (a no-op but for a hand-made strided view: the kernels want dense rows)
+    return ct.replace(data=_key_switch(ctx, data[2], key, level, add=data[:2]))
 
 
 def apply_galois(ctx: RLWEContext, ct: Ciphertext, galois_element: int, keys: EvalKeySet) -> Ciphertext:
