@@ -426,7 +426,10 @@ class Evaluator:
 
     def _scaled(self, a: Ciphertext, level: int, value: complex, constant_scale: float, op: str) -> Ciphertext:
         """a (checked, at ``level``) times ``value`` encoded at ``constant_scale``."""
-        constant_scale = float(constant_scale)
+        try:
+            constant_scale = float(constant_scale)
+        except (TypeError, ValueError):
+            raise ParameterError(f"{op}: constant_scale must be a finite float >= 1, got {constant_scale!r}") from None
         if not (math.isfinite(constant_scale) and constant_scale >= 1):
             raise ParameterError(f"{op}: constant_scale must be a finite float >= 1, got {constant_scale}")
         scale = self._check_scale_fits(a.scale * constant_scale, level, op)

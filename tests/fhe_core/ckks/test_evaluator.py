@@ -259,6 +259,9 @@ def test_mul_non_integer_constant(s, constant):
     explicit = ev.mul(a, constant, constant_scale=2.0 ** 30)
     assert explicit.scale == 2.0 ** 70
     assert bits(s.decrypt(explicit), z * constant) >= 26
+    for bad in ("x", [1], 1j, 0.5, float("nan")):  # typed errors, not float()'s ValueError / TypeError
+        with pytest.raises(ParameterError, match="^mul: constant_scale must be a finite float >= 1"):
+            ev.mul(a, constant, constant_scale=bad)
 
 
 def test_multiplication_chain_down_to_level_zero(s):
