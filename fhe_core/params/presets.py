@@ -16,7 +16,7 @@ import torch
 from fhe_core.errors import ParameterError
 from fhe_core.params.literal import ParamsLiteral
 from fhe_core.params.params import Params
-from fhe_core.params.security import MIN_SECURE_ETA, max_log_qp
+from fhe_core.params.security import meets_128_bits
 from fhe_core.ring.basis import resolve_device
 
 PRESETS: dict[str, ParamsLiteral] = {
@@ -94,9 +94,8 @@ def content_name(params: Params) -> str:
         name += f"H{params.hamming_weight}"
     if params.scheme == "bfv":
         name = f"BFV{name}T{params.plaintext_modulus.bit_length()}"
-    bound = max_log_qp(params.log_n, params.hamming_weight)
-    insecure = bound is None or round(params.log_qp, 2) > bound or params.error_eta < MIN_SECURE_ETA
-    return name + ("Insecure" if insecure else "")
+    secure = meets_128_bits(params.log_n, params.log_qp, params.hamming_weight, params.error_eta)
+    return name + ("" if secure else "Insecure")
 
 
 __all__ = ["PRESETS", "BFV_PRESETS", "preset", "preset_literal", "content_name"]
