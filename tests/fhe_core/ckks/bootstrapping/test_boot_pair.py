@@ -65,4 +65,9 @@ def test_a_pair_needs_matching_ciphertexts(setup):
     boot, (real, imag) = setup
     with pytest.raises(ParameterError, match="CiphertextPair"):
         CiphertextPair.of(real, boot.evaluator.drop_level(imag, imag.level - 1))
+    with pytest.raises(ParameterError, match="CiphertextPair"):
+        CiphertextPair.of(real, imag.replace(scale=imag.scale * (1 + 1e-6)))
+    pev = PairEvaluator(boot.evaluator)
+    with pytest.raises(ParameterError, match="relinearize: expected a degree-2 pair"):
+        pev.relinearize(CiphertextPair.of(real, imag))
     assert np.isclose(CiphertextPair.of(real, imag).scale, real.scale)
