@@ -226,6 +226,8 @@ __device__ __forceinline__ void mma_u8(int (&d)[4], const u32 (&a)[4], u32 b0, u
   asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
       : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  __trap();  // never launched there (has_integer_mma): fail loudly rather than return zeros
 #endif
 }
 
@@ -561,10 +563,24 @@ void launch_conv_mma(const ConvArgs& a, Stream stream, int variant) {
 
 // The tensor-core path applies to N a multiple of the tile and 2 to 16 slots; else conv_kernel (with
 // one slot, as in BFV's digits of one prime, each output is a single product: nothing to batch).
+// Integer mma.sync (u8) needs sm_80 or newer; older GPUs take the reference kernel. Cached per
+// device: 0 unknown, 1 yes, 2 no (concurrent first calls write the same value).
+bool has_integer_mma(int device) {
+  static int cached[64] = {};
+  if (device < 0 || device >= 64) return false;
+  if (cached[device] == 0) {
+    int major = 0;
+    check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
+    cached[device] = major >= 8 ? 1 : 2;
+  }
+  return cached[device] == 1;
+}
+
 bool launch_conv_mma_if_applicable(const ConvArgs& a, Stream s) {
   const int slots = a.alpha + (a.neg_q_mod_p != nullptr ? 1 : 0);
   const int variant = kernel_variant(Variant::kConv);
   if (variant == 0 || a.n % kMmaTile != 0 || slots < 2 || slots > kMmaMaxSlots) return false;
+  if (!has_integer_mma(s.device)) return false;
   switch ((slots + 3) / 4) {
     case 1: launch_conv_mma<1>(a, s, variant); break;
     case 2: launch_conv_mma<2>(a, s, variant); break;
