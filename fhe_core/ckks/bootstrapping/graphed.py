@@ -74,7 +74,10 @@ class GraphedBootstrapper:
         self._pair: _CapturedCircuit | None = None
 
     def __getattr__(self, name: str):
-        # the rest of the Bootstrapper interface (levels, keys, evaluator, steps) unchanged
+        # the rest of the Bootstrapper interface (levels, keys, evaluator, steps) unchanged; an
+        # instance without its bootstrapper (copy, pickle: made without __init__) has none
+        if name == "bootstrapper":
+            raise AttributeError(name)
         return getattr(self.bootstrapper, name)
 
     def bootstrap(self, ct: Ciphertext) -> Ciphertext:

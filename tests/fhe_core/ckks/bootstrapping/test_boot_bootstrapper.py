@@ -39,7 +39,7 @@ import torch
 from fhe_core import ckks, rlwe
 from fhe_core.ckks import LinearTransform, ScaleMismatchError, SlotMismatchError
 from fhe_core.ckks.bootstrapping import (TINY_N10_FULL, TINY_N10_SLIM, TINY_N10_SPARSE, TINY_N11_FULL, Bootstrapper,
-                                         BootstrappingParameters, SecretKeyBootstrapper,
+                                         BootstrappingParameters, GraphedBootstrapper, SecretKeyBootstrapper,
                                          bootstrapping_galois_elements)
 from fhe_core.errors import LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
 from fhe_core.params import ParamsLiteral
@@ -462,6 +462,14 @@ def test_graphed_needs_a_cuda_bootstrapper():
     client = Client(TINY_N10_SPARSE)
     with pytest.raises(ParameterError, match="CUDA graphs need a bootstrapper on a CUDA device"):
         Bootstrapper(client.params, client.bparams, client.keys).graphed()
+
+
+def test_a_graphed_bootstrapper_without_its_bootstrapper_has_no_attributes():
+    """As copy and pickle make it (no __init__): AttributeError, not an endless __getattr__ recursion."""
+    bare = GraphedBootstrapper.__new__(GraphedBootstrapper)
+    for name in ("bootstrapper", "output_level", "__setstate__"):
+        with pytest.raises(AttributeError):
+            getattr(bare, name)
 
 
 @pytest.mark.gpu
