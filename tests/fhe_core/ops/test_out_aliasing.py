@@ -7,13 +7,8 @@ import pytest
 import torch
 
 from fhe_core import ops
-from fhe_core.ring import RNSBasis, generate_primes
+from fhe_core.ring import RNSBasis, generate_primes, shoup_constants
 from fhe_reference import fresh_rng, random_residues
-
-
-def _shoup(consts: list[int], primes: list[int]) -> torch.Tensor:
-    words = [(w << 64) // q for w, q in zip(consts, primes)]
-    return torch.tensor([w - (1 << 64) if w >= 1 << 63 else w for w in words], dtype=torch.int64)
 
 
 @pytest.mark.parametrize("device", [pytest.param("cpu"), pytest.param("cuda", marks=pytest.mark.gpu)])
@@ -25,8 +20,7 @@ def test_mod_down_ntt_refuses_out_aliasing_add(device):
     x = random_residues(rng, basis.primes, (2,), n, device)
     c = random_residues(rng, primes, (2,), n, device)
     values = [int(rng.integers(1, q)) for q in basis.primes]
-    consts = torch.tensor(values, dtype=torch.int64, device=device)
-    shoup = _shoup(values, basis.primes).to(device)
+    consts, shoup = shoup_constants(values, basis.primes, device)
     addend = random_residues(rng, basis.primes, (2,), n, device)
     args = (c, p_rows, consts, shoup, basis.moduli, basis.ntt_table)
     expected = ops.add(ops.mod_down_ntt(x, *args), addend, basis.moduli)

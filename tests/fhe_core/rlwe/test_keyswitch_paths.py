@@ -6,7 +6,7 @@ import torch
 
 from fhe_core import ops, rlwe
 from fhe_core.rlwe import keyswitch
-from fhe_core.ring import RNSBasis, generate_primes
+from fhe_core.ring import RNSBasis, generate_primes, shoup_constants
 from fhe_reference import fresh_rng, random_residues
 from rlwe_helpers import Shape, context, fixed_seed
 
@@ -74,10 +74,7 @@ def test_mod_down_ntt_is_ntt_then_sub_mul_const(device):
     basis = RNSBasis.get(primes[p_rows:], n, device)
     x = random_residues(rng, basis.primes, (2,), n, device)
     c = random_residues(rng, primes, (2,), n, device)
-    consts = torch.tensor([int(rng.integers(1, q)) for q in basis.primes], dtype=torch.int64)
-    shoup = torch.tensor([((int(w) << 64) // q) - (1 << 64 if ((int(w) << 64) // q) >= 1 << 63 else 0)
-                          for w, q in zip(consts.tolist(), basis.primes)], dtype=torch.int64)
-    consts, shoup = consts.to(device), shoup.to(device)
+    consts, shoup = shoup_constants([int(rng.integers(1, q)) for q in basis.primes], basis.primes, device)
     ntt_x = basis.ntt(x)
     expected = torch.stack([ops.sub_mul_const(c[b, p_rows:], ntt_x[b], consts, shoup, basis.moduli) for b in range(2)])
     got = ops.mod_down_ntt(x, c, p_rows, consts, shoup, basis.moduli, basis.ntt_table)
