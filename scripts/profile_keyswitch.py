@@ -6,6 +6,10 @@ per kernel: launches and device time per op. A planning tool, not a benchmark (b
 
     python scripts/profile_keyswitch.py
     python scripts/profile_keyswitch.py --conv 1 2   # instead: one table per tensor-core Conv variant
+    python scripts/profile_keyswitch.py --bootstrap  # one bootstrap at N16_H192_FULL, kernels grouped
+    ncu --profile-from-start off -k regex:ntt python scripts/profile_keyswitch.py --ncu
+                                                     # one HMult and one HRotate between
+                                                     # cudaProfilerStart/Stop, nothing printed
 """
 from __future__ import annotations
 
@@ -45,11 +49,39 @@ def kernel_table(fn) -> list[tuple[str, int, float]]:
     return sorted(rows, key=lambda r: -r[2])
 
 
+def print_table(title: str, rows: list[tuple[str, int, float]]) -> None:
+    print(f"\n## {title}: {sum(r[2] for r in rows):.1f} us of kernels, {sum(r[1] for r in rows)} launches\n")
+    print("| kernel | launches | device us |\n| --- | ---: | ---: |")
+    for name, count, us in rows:
+        print(f"| {name} | {count} | {us:.1f} |")
+
+
+def profile_bootstrap() -> None:
+    """The kernels of one bootstrap at N16_H192_FULL (2^15 slots), grouped by name."""
+    from fhe_core.ckks.bootstrapping import N16_H192_FULL, Bootstrapper, bootstrapping_galois_elements
+
+    params = N16_H192_FULL.params(device="cuda")
+    ctx = rlwe_context(params)
+    sk = rlwe.gen_secret_key(ctx)
+    keys = rlwe.gen_eval_keys(ctx, sk, bootstrapping_galois_elements(params, N16_H192_FULL))
+    boot = Bootstrapper(params, N16_H192_FULL, keys)
+    encoder, encryptor = Encoder(params), Encryptor(params, sk)
+    z = np.random.default_rng(1).uniform(-1, 1, N16_H192_FULL.slots)
+    ct = encryptor.encrypt(encoder.encode(z, level=boot.min_input_level, slots=N16_H192_FULL.slots))
+    print_table("bootstrap, N16_H192_FULL", kernel_table(lambda: boot.bootstrap(ct)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--conv", type=int, nargs="+", metavar="VARIANT",
                         help='profile these ops.kernel_variant("conv") values instead of current / before')
+    parser.add_argument("--bootstrap", action="store_true", help="profile one bootstrap instead")
+    parser.add_argument("--ncu", action="store_true",
+                        help="run one HMult + relin and one HRotate between cudaProfilerStart/Stop (for ncu)")
     args = parser.parse_args()
+    if args.bootstrap:
+        profile_bootstrap()
+        return
     params = preset("N16QP1766L30D3", device="cuda")
     ctx = rlwe_context(params)
     sk = rlwe.gen_secret_key(ctx)
@@ -59,6 +91,16 @@ def main() -> None:
     z = rng.uniform(-1, 1, params.slots) + 1j * rng.uniform(-1, 1, params.slots)
     a, b = encryptor.encrypt(encoder.encode(z)), encryptor.encrypt(encoder.encode(z[::-1].copy()))
     ops_to_profile = {"HMult + relin": lambda: evaluator.mul_relin(a, b), "HRotate": lambda: evaluator.rotate(a, 1)}
+    if args.ncu:
+        for fn in ops_to_profile.values():  # warm-up: caches and constants outside the profiled range
+            fn()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.start()
+        for fn in ops_to_profile.values():
+            fn()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
+        return
     before = {"conv": 0, "mod_up": 0, "mod_down": 0, "tensor": 0}
     runs = (("current variants", {}), ("before issue 14", before))
     if args.conv:
@@ -67,12 +109,7 @@ def main() -> None:
         previous = {name: ops.kernel_variant(name, value) for name, value in variants.items()}
         try:
             for op, fn in ops_to_profile.items():
-                rows = kernel_table(fn)
-                print(f"\n## {op}, {label}: {sum(r[2] for r in rows):.1f} us of kernels, "
-                      f"{sum(r[1] for r in rows)} launches\n")
-                print("| kernel | launches | device us |\n| --- | ---: | ---: |")
-                for name, count, us in rows:
-                    print(f"| {name} | {count} | {us:.1f} |")
+                print_table(f"{op}, {label}", kernel_table(fn))
         finally:
             for name, value in previous.items():
                 ops.kernel_variant(name, value)
