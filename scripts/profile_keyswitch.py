@@ -42,7 +42,10 @@ def kernel_table(fn) -> list[tuple[str, int, float]]:
     totals: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
     for event in prof.events():
         if event.device_type == torch.autograd.DeviceType.CUDA:
-            name = event.name.replace("(anonymous namespace)::", "").replace("void ", "").split("(")[0][:70]
+            name = event.name.replace("(anonymous namespace)::", "").replace("void ", "")
+            if name.endswith(")"):  # drop the argument list, keep template arguments (an op's enum value)
+                name = name[:name.rfind("(")]
+            name = name[:90]
             totals[name][0] += 1
             totals[name][1] += event.time_range.elapsed_us()
     rows = [(name, round(count / REPEATS), us / REPEATS) for name, (count, us) in totals.items()]
