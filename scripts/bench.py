@@ -420,6 +420,9 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False, 
               flush=True)
         cases.append(Case("bootstrap (graphed, Python call)", name, whole, lambda i: graphed.bootstrap(ct),
                           capture=False))
+    # the circuit's fused passes (ops.kernel_variant "fused", the default) against the composed ops, same run
+    cases.append(Case("bootstrap [fused v0: composed ops]", name, whole,
+                      with_variant("fused", 0, lambda i: boot.bootstrap(ct))))
     steps = {  # name: (run, ciphertext bytes in and out)
         "boot: mod_raise": (lambda i: boot.mod_raise(ct), ct_bytes + top),
         "boot: coeffs_to_slots": (lambda i: boot.coeffs_to_slots(raised), 3 * top),
@@ -430,6 +433,8 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False, 
     }
     cases += [Case(step, name, io + count_key_switches(lambda: run(0))[1], run)  # noqa: B023 (called at once)
               for step, (run, io) in steps.items()]
+    cases += [Case(f"{step} [fused v0]", name, io, with_variant("fused", 0, run))
+              for step, (run, io) in steps.items() if step != "boot: mod_raise"]
     if len(parts) == 2:  # full packing: the batched pair against two separate evaluations
         from fhe_core.ckks.bootstrapping import EvalModEvaluator
 
@@ -542,7 +547,7 @@ def device_name(device: str) -> str:
 
 
 # suites that run only with --only NAME (far too slow for the default run, and on a CPU)
-OPT_IN_SUITES = ("boot", "boot-sparse")
+OPT_IN_SUITES = ("boot", "boot-sparse", "boot-lite")
 
 
 def run(device: str, threads: list[int], only: str | None = None) -> dict:
@@ -550,7 +555,8 @@ def run(device: str, threads: list[int], only: str | None = None) -> dict:
     copy_bw = copy_bandwidth(device)
     rows = []
     suites = {"keyswitch": make_keyswitch_cases, "ckks": make_ckks_cases, "bfv": make_bfv_cases,
-              "boot": make_boot_cases, "boot-sparse": make_sparse_boot_cases}
+              "boot": make_boot_cases, "boot-sparse": make_sparse_boot_cases,
+              "boot-lite": lambda device: make_boot_cases(device, variants=False)}  # boot without the wide keys
     default_suites = [name for name in suites if name not in OPT_IN_SUITES]
     if only in suites:
         cases = suites[only](device)
@@ -605,7 +611,8 @@ def main() -> None:
                         help="CPU thread counts to measure (default: 1 and all)")
     parser.add_argument("--only", help="run only the ops whose name contains this text, or one suite: "
                                          "'keyswitch', 'ckks', 'bfv', 'boot' (bootstrapping at "
-                                         "N16_H192_FULL, only with --only boot; 'boot-sparse' at N16_H192_SPARSE) "
+                                         "N16_H192_FULL, only with --only boot; 'boot-sparse' at N16_H192_SPARSE; "
+                                         "'boot-lite': boot without its larger-baby-step variant) "
                                          "(references: CKKS and boot, the V100 of 'Over 100x "
                                          "Faster Bootstrapping'; BFV, the RTX 3060 Ti of 'Homomorphic Encryption "
                                          "on GPU')")

@@ -339,9 +339,13 @@ class LinearTransform:
         with _step("lintrans_baby_steps", device):
             babies = _BabySteps.extended(ctx, ct, self.baby_steps, keys)
         total = None
+        fused = _fused_passes()
         for step in encoded.giant_steps:
             with _step(f"lintrans_giant_step_{step.giant}", device):
                 acc = _fused_multiply_accumulate(step.data, babies.rows(step.babies, self._gathers), qp.moduli)
+                if step.giant and fused:  # rotated, plus the sum so far, in the inner product's pass
+                    total = _rotate_extended_into(ctx, acc, level, keys.element(step.giant), keys, total)
+                    continue
                 if step.giant:
                     acc = _rotate_extended(ctx, acc, level, keys.element(step.giant), keys)
                 total = acc if total is None else ops.add(total, acc, qp.moduli, out=total)
@@ -425,6 +429,24 @@ def _times_p(ctx: rlwe.RLWEContext, c: torch.Tensor, level: int, out: torch.Tens
     return out
 
 
+def _fused_passes() -> bool:
+    """ops.kernel_variant("fused") == 1 (the default): the fused inner products of the baby and giant
+    steps (ops.ks_inner_product_fused); 0: the composed ops (the same residues, bit for bit)."""
+    return ops.kernel_variant("fused") == 1
+
+
+def _rotate_extended_into(ctx: rlwe.RLWEContext, acc: torch.Tensor, level: int, element: int,
+                          keys: _RotationKeys, total: torch.Tensor | None) -> torch.Tensor:
+    """total + :func:`_rotate_extended` (acc) (``total`` None: a new tensor), with sigma(acc_0) and the
+    sum added in the inner product's pass: no permuted copy of acc_0 and no separate additions."""
+    q = ctx.q_at(level)
+    c1 = ops.automorphism_ntt(keyswitch.mod_down(ctx, acc[1], level), q.moduli, element)
+    digits = keyswitch.decompose_mod_up(ctx, c1, level)
+    out = torch.empty_like(acc) if total is None else total
+    return keyswitch._inner_product_into(ctx, digits, keys.key(element), level, out, add=acc[0], add_galois=element,
+                                         accumulate=total is not None)
+
+
 def _rotate_extended(ctx: rlwe.RLWEContext, acc: torch.Tensor, level: int, element: int,
                      keys: _RotationKeys) -> torch.Tensor:
     """P sigma(c) over QP_l for acc = P c + (rounding) over QP_l ``[2, alpha + l + 1, N]``:
@@ -462,15 +484,22 @@ class _BabySteps:
         level = ct.level
         qp, q = ctx.qp_at(level), ctx.q_at(level)
         out = torch.empty((len(steps), 2, len(qp), ctx.n), dtype=torch.int64, device=ct.data.device)
-        p_c0 = _times_p(ctx, ct.data[0], level, torch.empty(len(qp), ctx.n, dtype=torch.int64, device=ct.data.device))
+        in_place = _fused_passes() and 0 in steps  # P c_0 written straight into step 0's place
+        p_c0 = _times_p(ctx, ct.data[0], level, out[steps.index(0), 0] if in_place else
+                        torch.empty(len(qp), ctx.n, dtype=torch.int64, device=ct.data.device))
         digits = keyswitch.decompose_mod_up(ctx, ct.data[1], level) if any(steps) else None
         for i, j in enumerate(steps):
             if j == 0:
-                out[i, 0].copy_(p_c0)
+                if not in_place:
+                    out[i, 0].copy_(p_c0)
                 _times_p(ctx, ct.data[1], level, out[i, 1])
                 continue
             element = keys.element(j)
             rows = out[i]
+            if _fused_passes():  # the permuted digits' product and P sigma_j(c_0), written in place: one pass
+                keyswitch._inner_product_into(ctx, digits, keys.key(element), level, rows, galois=element,
+                                              add=p_c0[ctx.alpha:], add_galois=element)
+                continue
             rows.copy_(keyswitch.inner_product(ctx, ops.automorphism_ntt(digits, qp.moduli, element),
                                                keys.key(element), level))
             ops.add(rows[0, ctx.alpha:], ops.automorphism_ntt(p_c0[ctx.alpha:], q.moduli, element), q.moduli,

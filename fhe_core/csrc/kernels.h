@@ -233,6 +233,8 @@ enum class Variant : int {
   kModUp = 1,   // 1: ModUp extends all digits in one Conv and one NTT launch (read by rlwe/keyswitch.py)
   kModDown = 2, // 1: ModDown's (c - x) * P^-1 in the NTT's last store (ops.mod_down_ntt; rlwe/keyswitch.py)
   kTensor = 3,  // 1: CKKS's tensor product as one op (ops.tensor_product; read by ckks/evaluator.py)
+  kFused = 4,   // 1: the bootstrapping circuit's fused passes (ops.ks_inner_product_fused, linear_combination,
+                //    rescale in the NTT's store); read by ckks/*.py and ckks/bootstrapping/*.py, both devices
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp
@@ -268,6 +270,57 @@ void automorphism_ntt(const AutomorphismArgs& args, Stream stream);
 void automorphism_coeff(const AutomorphismArgs& args, Stream stream);
 void sample(const SampleArgs& args, Stream stream);
 void sample_fixed_weight(const FixedWeightArgs& args, Stream stream);
+}  // namespace cuda
+
+// ---- fused ops of the bootstrapping circuit (cuda/fused.cu, cpu/fused_cpu.cpp) -----------------
+
+// The key-switching inner product with its neighbours in the same pass (no permuted copy of the
+// digits, no separate addition):
+//   out[c][i][x] = [accumulate] out[c][i][x] + sum_j digits[j][i][g(x)] * key[j][c][row(i)][x]
+//                  + [c == 0 and i >= limbs - add_rows] add[i - (limbs - add_rows)][h(x)]   mod q_i,
+// with g, h the NTT-domain automorphisms of `galois` and `add_galois` (galois_ntt_source; element 1
+// is the identity). A double-hoisted baby step is the permuted digits' product plus P sigma(c_0) on
+// the Q rows; a giant step adds sigma(acc_0) over QP_l. Output component c starts at out + c * out_stride.
+struct KsInnerProductFusedArgs {
+  KsInnerProductArgs base;  // digits, key, moduli and sizes as for ks_inner_product; base.out: component 0
+  int64_t out_stride;       // words from output component 0 to component 1
+  u64 galois;               // 1: digits read in place
+  const u64* add;           // [add_rows, N] or nullptr
+  int add_rows;
+  u64 add_galois;
+  bool accumulate;
+  int log_n;
+};
+
+// out[b][i][x] = sum_k weights[k][i][x >= N/2] * terms[k][b][i][x] (+ constant[i][x >= N/2] for the
+// components b < constant_components) mod q_i, accumulated in 128 bits and reduced once. The weights
+// are the NTT-domain values of constants re + im X^(N/2) (two per limb: the two halves of the NTT
+// slots), so a linear combination of ciphertexts with constant coefficients (a polynomial's leaf,
+// 2 T_m T_n - T_(m-n), 2 c^2 - 1) is one pass. Term k's component b, row i is at
+// terms[k] + b * term_stride[k] + i * N: a ciphertext at a higher level is read in place (its first rows).
+constexpr int kMaxCombinationTerms = 16;
+struct LinearCombinationArgs {
+  const u64* terms[kMaxCombinationTerms];
+  int64_t term_stride[kMaxCombinationTerms];
+  int count;
+  const u64* weights;       // [count, limbs, 2], canonical
+  const u64* constant;      // [limbs, 2] canonical, or nullptr
+  int constant_components;
+  u64* out;                 // [batch, limbs, N]
+  const Modulus* moduli;    // [limbs]
+  int64_t batch;
+  int limbs;
+  int64_t n;
+};
+
+namespace cpu {
+void ks_inner_product_fused(const KsInnerProductFusedArgs& args);
+void linear_combination(const LinearCombinationArgs& args);
+}  // namespace cpu
+
+namespace cuda {
+void ks_inner_product_fused(const KsInnerProductFusedArgs& args, Stream stream);
+void linear_combination(const LinearCombinationArgs& args, Stream stream);
 }  // namespace cuda
 
 }  // namespace fhe

@@ -120,6 +120,19 @@ def _inner_product(ctx: RLWEContext, digits: torch.Tensor, key: SwitchingKey, le
         return ops.ks_inner_product(digits, key.data, rows, rows, t.qp.moduli)
 
 
+def _inner_product_into(ctx: RLWEContext, digits: torch.Tensor, key: SwitchingKey, level: int, out: torch.Tensor,
+                        *, galois: int = 1, add: torch.Tensor | None = None, add_galois: int = 1,
+                        accumulate: bool = False) -> torch.Tensor:
+    """:func:`_inner_product` into ``out`` (``[2, alpha + l + 1, N]``, its components may be apart), with
+    the digits read through sigma_galois, ``add`` (``[a, N]``: the last a rows) read through
+    sigma_add_galois and added to component 0, and (``accumulate``) out's previous contents added: one
+    pass (ops.ks_inner_product_fused) where the composed ops make a permuted copy and an addition each."""
+    rows = len(ctx.tables(level).qp)
+    with _step("inner_product", ctx.device):
+        return ops.ks_inner_product_fused(digits, key.data, rows, rows, ctx.qp_at(level).moduli, out=out,
+                                          galois=galois, add=add, add_galois=add_galois, accumulate=accumulate)
+
+
 def mod_down(ctx: RLWEContext, c: torch.Tensor, level: int) -> torch.Tensor:
     """round(c / P) from QP_l to Q_l.
 

@@ -37,10 +37,13 @@ def test_boot_suite_runs_on_a_tiny_preset_and_is_opt_in():
     assert "boot" in bench.OPT_IN_SUITES  # never in the default all-suites run
     cases = bench.make_boot_cases("cpu", TINY_N10_FULL, allow_insecure=True)
     assert [c.name for c in cases] == ["bootstrap", "bootstrap (single-hoisted DFTs)",
-                                       "bootstrap_pair (two real ciphertexts)", "boot: mod_raise",
-                                       "boot: coeffs_to_slots", "boot: eval_mod", "boot: slots_to_coeffs",
+                                       "bootstrap_pair (two real ciphertexts)", "bootstrap [fused v0: composed ops]",
+                                       "boot: mod_raise", "boot: coeffs_to_slots", "boot: eval_mod",
+                                       "boot: slots_to_coeffs", "boot: coeffs_to_slots [fused v0]",
+                                       "boot: eval_mod [fused v0]", "boot: slots_to_coeffs [fused v0]",
                                        "boot: eval_mod (two separate evaluations)",
                                        "bootstrap (larger baby steps)", "boot: coeffs_to_slots (larger baby steps)"]
+    assert "boot-lite" in bench.OPT_IN_SUITES
     assert all(c.capture for c in cases)  # the graphed call (not captured again) is a CUDA-only case
     assert cases[0].reference_us == 328000 and "prec min/mean/max" in cases[0].params and "GB" in cases[0].params
     for case in cases:

@@ -76,6 +76,12 @@ class CiphertextPair:
         return dataclasses.replace(self, **changes)
 
 
+def _fused_passes() -> bool:
+    """ops.kernel_variant("fused") == 1: one tensor product launch for both ciphertexts, the
+    relinearization's inner products in place and its addition in ModDown's pass (0: the composed ops)."""
+    return ops.kernel_variant("fused") == 1
+
+
 class PairEvaluator:
     """:class:`~fhe_core.ckks.Evaluator`'s add, sub, mul (by a constant), tensor, relinearize,
     mul_relin, rescale and drop_level on :class:`CiphertextPair`\\ s, with the same level and
@@ -86,6 +92,13 @@ class PairEvaluator:
         self.evaluator = evaluator
         self.params = evaluator.params
         self._ctx = rlwe_context(evaluator.params)
+        self._moduli_twice: dict[int, torch.Tensor] = {}
+
+    def _pair_moduli(self, level: int) -> torch.Tensor:
+        """``[2 (l+1), 4]``: Q_l's moduli twice, for ops over both ciphertexts' rows as one ``[2 (l+1), N]`` block."""
+        if level not in self._moduli_twice:
+            self._moduli_twice[level] = self._ctx.q_at(level).moduli.repeat(2, 1)
+        return self._moduli_twice[level]
 
     # ---- component-agnostic: through the flat view -------------------------------------------------
 
@@ -100,6 +113,13 @@ class PairEvaluator:
         if isinstance(value, CiphertextPair):
             return self.mul_relin(p, value)
         return p.unflat(self.evaluator.mul(p.flat(), value, constant_scale=constant_scale))
+
+    def linear_combination(self, terms, level: int, constant: tuple[complex, int] | None = None) -> CiphertextPair:
+        """:meth:`Evaluator.linear_combination` on pairs (terms ``[(pair, value, constant_scale, sign)]``):
+        one pass for both ciphertexts, the constant on both c_0."""
+        flat = [(p.flat(), value, constant_scale, sign) for p, value, constant_scale, sign in terms]
+        out = self.evaluator._linear_combination(flat, level, constant, "linear_combination", constant_components=2)
+        return terms[0][0].unflat(out)
 
     def add(self, a: CiphertextPair, b) -> CiphertextPair:
         return self._add_or_sub(a, b, "add", ops.add)
@@ -131,6 +151,10 @@ class PairEvaluator:
         level = min(a.level, b.level)
         x, y = (p.data[:, :, :level + 1].contiguous() for p in (a, b))  # views unless a level is dropped
         moduli = self._ctx.q_at(level).moduli
+        if _fused_passes():  # one tensor_product over [2, 2 (l+1), N]: both ciphertexts' rows side by side
+            rows = 2 * (level + 1)
+            data = ops.tensor_product(x.view(2, rows, -1), y.view(2, rows, -1), self._pair_moduli(level))
+            return CiphertextPair(data.view(3, 2, level + 1, -1), level, a.scale * b.scale, a.slots, a.params_id)
         by_y0 = ops.mul(x, y[0], moduli)                      # (x0 y0, x1 y0) of both
         d1 = ops.mul_add(x[0], y[1], by_y0[1], moduli)
         d2 = ops.mul(x[1], y[1], moduli)
@@ -144,6 +168,14 @@ class PairEvaluator:
             raise ParameterError(f"{op}: expected a degree-2 pair, got degree {p.degree}")
         ctx, level = self._ctx, p.level
         key = self.evaluator.keys.relin_key(op)
+        if _fused_passes():  # each inner product written into its place, (d0, d1) added in ModDown's pass
+            extended = torch.empty((2, 2, len(ctx.qp_at(level)), ctx.n), dtype=torch.int64, device=p.data.device)
+            for i in (0, 1):
+                keyswitch._inner_product_into(ctx, keyswitch.decompose_mod_up(ctx, p.data[2, i], level), key, level,
+                                              extended[:, i])
+            d01 = p.data[:2].reshape(4, level + 1, ctx.n)  # a view: (d0, d1) of both, in ModDown's batch order
+            out = keyswitch._mod_down(ctx, extended.view(4, -1, ctx.n), level, add=d01)
+            return p.replace(data=out.view(2, 2, level + 1, ctx.n))
         extended = torch.stack([keyswitch.inner_product(ctx, keyswitch.decompose_mod_up(ctx, p.data[2, i], level),
                                                         key, level) for i in (0, 1)], dim=1)  # [2, 2, QP_l, N]
         out = keyswitch.mod_down(ctx, extended, level)

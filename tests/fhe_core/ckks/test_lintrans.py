@@ -250,7 +250,8 @@ def test_double_hoisting_counts_its_mod_ups_and_mod_downs(s, monkeypatch):
     transform, diagonals = scattered_transform(s, n)
     evaluator = s.evaluator(transform.galois_elements())
     calls = {"mod_up": 0, "mod_down": [], "keys": []}
-    real = {name: getattr(keyswitch, name) for name in ("decompose_mod_up", "mod_down", "inner_product")}
+    real = {name: getattr(keyswitch, name)
+            for name in ("decompose_mod_up", "mod_down", "inner_product", "_inner_product_into")}
 
     def mod_up(ctx, d, level):
         calls["mod_up"] += 1
@@ -264,7 +265,12 @@ def test_double_hoisting_counts_its_mod_ups_and_mod_downs(s, monkeypatch):
         calls["keys"].append(key.galois_element)
         return real["inner_product"](ctx, digits, key, level)
 
-    for name, fn in (("decompose_mod_up", mod_up), ("mod_down", mod_down), ("inner_product", inner_product)):
+    def inner_product_into(ctx, digits, key, level, out, **fused):  # the fused passes (ops.kernel_variant "fused")
+        calls["keys"].append(key.galois_element)
+        return real["_inner_product_into"](ctx, digits, key, level, out, **fused)
+
+    for name, fn in (("decompose_mod_up", mod_up), ("mod_down", mod_down), ("inner_product", inner_product),
+                     ("_inner_product_into", inner_product_into)):
         monkeypatch.setattr(keyswitch, name, fn)
     z = s.vector(n)
     ct = s.encrypt(z)

@@ -1,0 +1,73 @@
+"""The bootstrapping circuit with its fused passes (ops.kernel_variant("fused") = 1, the default:
+the linear transforms' fused inner products, one linear-combination pass per polynomial leaf and
+Chebyshev step, the pair's one-launch tensor product and relinearization, rescale in the NTT's store)
+against the composed ops (variant 0), bit for bit: bootstrap and bootstrap_pair on the tiny presets
+(CPU), and on CUDA (gpu marker) eager and graphed."""
+import numpy as np
+import pytest
+import torch
+
+from fhe_core import ckks, ops, rlwe
+from fhe_core.ckks.bootstrapping import (TINY_N10_FULL, TINY_N10_SLIM, TINY_N10_SPARSE, Bootstrapper,
+                                         bootstrapping_galois_elements)
+from fhe_reference import fresh_rng
+
+PRESETS = {"full": TINY_N10_FULL, "sparse": TINY_N10_SPARSE, "slim": TINY_N10_SLIM}
+
+
+def _setup(bparams, device):
+    params = bparams.params(device=device, allow_insecure=True)
+    ctx = ckks.rlwe_context(params)
+    sk = rlwe.gen_secret_key(ctx)
+    boot = Bootstrapper(params, bparams, rlwe.gen_eval_keys(ctx, sk, bootstrapping_galois_elements(params, bparams)))
+    rng, _ = fresh_rng()
+    encryptor, encoder = ckks.Encryptor(params, sk), ckks.Encoder(params)
+
+    def encrypt():
+        z = rng.uniform(-1, 1, bparams.slots) + 1j * rng.uniform(-1, 1, bparams.slots)
+        return encryptor.encrypt(encoder.encode(z, level=boot.min_input_level, slots=bparams.slots))
+    return boot, encrypt
+
+
+def _both_variants(fn):
+    out = {}
+    for variant in (0, 1):
+        with ops.use_kernel_variant("fused", variant):
+            out[variant] = fn()
+    return out[0], out[1]
+
+
+def _assert_same(a, b):
+    assert torch.equal(a.data, b.data)
+    assert (a.level, a.scale, a.slots) == (b.level, b.scale, b.slots)
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_fused_bootstrap_equals_the_composed_one(name):
+    boot, encrypt = _setup(PRESETS[name], "cpu")
+    ct = encrypt()
+    _assert_same(*_both_variants(lambda: boot.bootstrap(ct)))
+    if name == "full":
+        b = encrypt()
+        (a0, b0), (a1, b1) = _both_variants(lambda: boot.bootstrap_pair(ct, b))
+        _assert_same(a0, a1)
+        _assert_same(b0, b1)
+
+
+def test_fused_single_hoisted_lintrans_is_unchanged():
+    """The single-hoisted path does not use the fused inner products; it still bootstraps the same."""
+    boot, encrypt = _setup(TINY_N10_SPARSE, "cpu")
+    boot.double_hoisting = False
+    ct = encrypt()
+    _assert_same(*_both_variants(lambda: boot.bootstrap(ct)))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["full", "sparse"])
+def test_fused_bootstrap_on_cuda_equals_the_composed_one_eager_and_graphed(name):
+    boot, encrypt = _setup(PRESETS[name], "cuda")
+    ct = encrypt()
+    composed, fused = _both_variants(lambda: boot.bootstrap(ct))
+    _assert_same(composed, fused)
+    replayed = boot.graphed().bootstrap(ct)  # captured with the default (fused) variant
+    assert torch.equal(replayed.data, fused.data)
