@@ -1,70 +1,87 @@
-// CPU twins of cuda/fused.cu (see kernels.h): the same residues, word for word (every step is an
-// exact modular operation on canonical values; the 128-bit sums are reduced once, as there).
-#include <ATen/Parallel.h>
+// CPU twins of cuda/fused.cu (see kernels.h), composed of the CPU build's own kernels (their AVX-512
+// IFMA paths included), so the CPU keeps its speed: on the CPU the passes a fused kernel saves are
+// cheap next to the arithmetic, and a scalar 128-bit loop would be slower than the vector kernels.
+// Every step is an exact modular operation on canonical values, so the words equal the CUDA kernels'.
+#include <algorithm>
+#include <cstring>
+#include <vector>
 
-#include "../common/ntt.h"
 #include "../kernels.h"
-#include "parallel.h"
 
 namespace fhe::cpu {
+namespace {
+
+void add_rows(u64* x, const u64* y, const Modulus* moduli, int64_t rows, int64_t n) {  // x += y, [rows, n]
+  elementwise(ElementwiseArgs{ElementwiseOp::kAdd, x, y, nullptr, nullptr, nullptr, x, moduli, rows, rows,
+                              static_cast<int>(rows), n});
+}
+
+}  // namespace
 
 void ks_inner_product_fused(const KsInnerProductFusedArgs& f) {
   const KsInnerProductArgs& a = f.base;
-  at::parallel_for(0, static_cast<int64_t>(a.limbs), parallel_grain(3 * a.dnum * a.n), [&](int64_t begin, int64_t end) {
-    for (int64_t limb = begin; limb < end; ++limb) {
-      const Modulus m = a.moduli[limb];
-      const int64_t key_row = ks_key_row(static_cast<int>(limb), a.q_count, a.p_row);
-      const int64_t add_row = limb - (a.limbs - f.add_rows);
-      u64* out0 = a.out + limb * a.n;
-      u64* out1 = out0 + f.out_stride;
-      for (int64_t x = 0; x < a.n; ++x) {
-        const int64_t src = f.galois == 1 ? x : galois_ntt_source(static_cast<u32>(x), f.galois, f.log_n);
-        U128 acc0{0, 0}, acc1{0, 0};
-        for (int j = 0; j < a.dnum; ++j) {
-          const u64 d = a.digits[(j * a.limbs + limb) * a.n + src];
-          const u64* k = a.key + (j * 2 * a.key_rows + key_row) * a.n + x;
-          mac128(acc0, d, k[0]);
-          mac128(acc1, d, k[a.key_rows * a.n]);
-        }
-        u64 r0 = reduce128(acc0, m), r1 = reduce128(acc1, m);
-        if (f.add != nullptr && add_row >= 0) {
-          const int64_t s = f.add_galois == 1 ? x : galois_ntt_source(static_cast<u32>(x), f.add_galois, f.log_n);
-          r0 = add_mod(r0, f.add[add_row * a.n + s], m.value);
-        }
-        if (f.accumulate) {
-          r0 = add_mod(r0, out0[x], m.value);
-          r1 = add_mod(r1, out1[x], m.value);
-        }
-        out0[x] = r0;
-        out1[x] = r1;
-      }
+  const int64_t plane = static_cast<int64_t>(a.limbs) * a.n;
+  std::vector<u64> permuted;
+  KsInnerProductArgs product = a;
+  if (f.galois != 1) {  // the digits' permuted copy
+    permuted.resize(static_cast<size_t>(a.dnum) * plane);
+    automorphism_ntt(AutomorphismArgs{a.digits, permuted.data(), a.moduli, static_cast<int64_t>(a.dnum) * a.limbs,
+                                      a.limbs, f.log_n, f.galois});
+    product.digits = permuted.data();
+  }
+  const bool direct = !f.accumulate && f.out_stride == plane;  // write straight into a contiguous out
+  std::vector<u64> scratch(direct ? 0 : static_cast<size_t>(2 * plane));
+  product.out = direct ? a.out : scratch.data();
+  ks_inner_product(product);
+  if (f.add != nullptr && f.add_rows > 0) {
+    const int first = a.limbs - f.add_rows;
+    const u64* add = f.add;
+    std::vector<u64> permuted_add;
+    if (f.add_galois != 1) {
+      permuted_add.resize(static_cast<size_t>(f.add_rows) * a.n);
+      automorphism_ntt(AutomorphismArgs{f.add, permuted_add.data(), a.moduli + first, f.add_rows, f.add_rows,
+                                        f.log_n, f.add_galois});
+      add = permuted_add.data();
     }
-  });
+    add_rows(product.out + first * a.n, add, a.moduli + first, f.add_rows, a.n);
+  }
+  if (direct) return;
+  for (int c = 0; c < 2; ++c) {
+    u64* out = a.out + c * f.out_stride;
+    if (f.accumulate) {
+      add_rows(out, scratch.data() + c * plane, a.moduli, a.limbs, a.n);
+    } else {
+      std::memcpy(out, scratch.data() + c * plane, plane * sizeof(u64));
+    }
+  }
 }
 
+// Rows (limb, half) of N/2 words: a term's [limbs, N] block read as [2 limbs, N/2], where the weight
+// of row (i, h) is weights[k][i][h]: one mul_const per term and component, then an addition.
 void linear_combination(const LinearCombinationArgs& a) {
-  const int64_t rows = a.batch * a.limbs;
-  at::parallel_for(0, rows, parallel_grain((a.count + 1) * a.n), [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {
-      const int limb = static_cast<int>(row % a.limbs);
-      const int64_t b = row / a.limbs;
-      const Modulus m = a.moduli[limb];
-      const bool constant = a.constant != nullptr && b < a.constant_components;
-      u64* out = a.out + row * a.n;
-      for (int half = 0; half < 2; ++half) {
-        const int64_t lo = half * (a.n / 2), hi = lo + a.n / 2;
-        for (int64_t x = lo; x < hi; ++x) {
-          U128 acc{0, 0};
-          for (int k = 0; k < a.count; ++k)
-            mac128(acc, a.terms[k][b * a.term_stride[k] + limb * a.n + x],
-                   a.weights[(static_cast<int64_t>(k) * a.limbs + limb) * 2 + half]);
-          u64 r = reduce128(acc, m);
-          if (constant) r = add_mod(r, a.constant[limb * 2 + half], m.value);
-          out[x] = r;
-        }
-      }
+  const int64_t half = a.n / 2, rows = 2 * static_cast<int64_t>(a.limbs), plane = a.limbs * a.n;
+  std::vector<Modulus> moduli(rows);
+  for (int64_t r = 0; r < rows; ++r) moduli[r] = a.moduli[r / 2];
+  std::vector<u64> shoup(static_cast<size_t>(a.count) * rows);
+  for (int k = 0; k < a.count; ++k)
+    for (int64_t r = 0; r < rows; ++r)
+      shoup[k * rows + r] = shoup_precompute(a.weights[k * rows + r], moduli[r].value);
+  std::vector<u64> term(plane), constant;
+  if (a.constant != nullptr && a.constant_components > 0) {
+    constant.resize(plane);
+    for (int64_t r = 0; r < rows; ++r) std::fill_n(constant.data() + r * half, half, a.constant[r]);
+  }
+  for (int64_t b = 0; b < a.batch; ++b) {
+    u64* out = a.out + b * plane;
+    for (int k = 0; k < a.count; ++k) {
+      u64* target = k == 0 ? out : term.data();
+      elementwise(ElementwiseArgs{ElementwiseOp::kMulConst, a.terms[k] + b * a.term_stride[k], nullptr, nullptr,
+                                  a.weights + k * rows, shoup.data() + k * rows, target, moduli.data(), rows, rows,
+                                  static_cast<int>(rows), half});
+      if (k > 0) add_rows(out, term.data(), a.moduli, a.limbs, a.n);
     }
-  });
+    if (b < a.constant_components && !constant.empty()) add_rows(out, constant.data(), a.moduli, a.limbs, a.n);
+  }
 }
 
 }  // namespace fhe::cpu
