@@ -291,23 +291,30 @@ BOOT_REFERENCE_V100_US = 328000  # "Over 100x Faster Bootstrapping": full-slot N
 def count_key_switches(fn) -> tuple[int, int]:
     """(key switches, bytes of switching key they read) during fn(): every key switch (relinearize,
     rotate, hoisted rotation) goes through ``rlwe.keyswitch._inner_product`` (the unchecked step
-    that the public ``inner_product`` and the evaluators call), which reads the digits' rows of
-    the key, ``[digits, 2, alpha + l + 1, N]``."""
+    that the public ``inner_product`` and the evaluators call) or, with the fused passes
+    (ops.kernel_variant "fused"), ``_inner_product_into`` and ``_inner_product_pair_into`` (two key
+    switches of a batched pair reading the key once); each reads the digits' rows of the key,
+    ``[digits, 2, alpha + l + 1, N]``."""
     from fhe_core.rlwe import keyswitch
 
-    inner = keyswitch._inner_product
+    names = ("_inner_product", "_inner_product_into", "_inner_product_pair_into")
+    originals = {name: getattr(keyswitch, name) for name in names}
     seen = [0, 0]
 
-    def counting(ctx, digits, key, level):
-        seen[0] += 1
-        seen[1] += digits.shape[0] * 2 * digits.shape[1] * digits.shape[2] * WORD
-        return inner(ctx, digits, key, level)
+    def counting(name):
+        def count(ctx, digits, *args, **kwargs):  # (the pair: two key switches, one read of the key)
+            seen[0] += 2 if name == "_inner_product_pair_into" else 1
+            seen[1] += digits.shape[0] * 2 * digits.shape[1] * digits.shape[2] * WORD
+            return originals[name](ctx, digits, *args, **kwargs)
+        return count
 
-    keyswitch._inner_product = counting
+    for name in originals:
+        setattr(keyswitch, name, counting(name))
     try:
         fn()
     finally:
-        keyswitch._inner_product = inner
+        for name, original in originals.items():
+            setattr(keyswitch, name, original)
     return seen[0], seen[1]
 
 

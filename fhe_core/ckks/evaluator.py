@@ -367,7 +367,10 @@ class Evaluator:
         """
         return self._linear_combination(terms, level, constant, "linear_combination")
 
-    def _linear_combination(self, terms, level: int, constant, op: str, constant_components: int = 1) -> Ciphertext:
+    def _linear_combination(self, terms, level: int, constant, op: str, constant_components: int = 1,
+                            out: torch.Tensor | None = None) -> Ciphertext:
+        """:meth:`linear_combination`; ``out``: ``[d+1, level+1, N]`` of contiguous ``[level+1, N]`` blocks to
+        write into (e.g. one ciphertext of a pair's tensor), not overlapping the terms."""
         if not 1 <= len(terms) <= MAX_COMBINATION_TERMS:
             raise ParameterError(f"{op}: 1 to {MAX_COMBINATION_TERMS} terms, got {len(terms)}")
         first = terms[0][0]
@@ -399,7 +402,9 @@ class Evaluator:
             re, im = self._rounded_constant(self._scalar(value, op), scale, level, op)
             constant_values = self._halves_table(((sign * re, sign * im),), level)[0]
         weights = self._halves_table(tuple(integers), level)
-        out = torch.empty((first.data.shape[0], level + 1, self.params.n), dtype=torch.int64, device=self._ctx.device)
+        if out is None:
+            out = torch.empty((first.data.shape[0], level + 1, self.params.n), dtype=torch.int64,
+                              device=self._ctx.device)
         ops.linear_combination(data, weights, self._ctx.q_at(level).moduli, out=out, constant=constant_values,
                                constant_components=constant_components)
         return first.replace(data=out, level=level, scale=scale)

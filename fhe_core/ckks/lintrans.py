@@ -340,9 +340,13 @@ class LinearTransform:
             babies = _BabySteps.extended(ctx, ct, self.baby_steps, keys)
         total = None
         fused = _fused_passes()
-        for step in encoded.giant_steps:
+        products = _giant_products(encoded.giant_steps, babies, qp.moduli) if fused else None
+        for i, step in enumerate(encoded.giant_steps):
             with _step(f"lintrans_giant_step_{step.giant}", device):
-                acc = _fused_multiply_accumulate(step.data, babies.rows(step.babies, self._gathers), qp.moduli)
+                if products is not None:
+                    acc = products[i]
+                else:
+                    acc = _fused_multiply_accumulate(step.data, babies.rows(step.babies, self._gathers), qp.moduli)
                 if step.giant and fused:  # rotated, plus the sum so far, in the inner product's pass
                     total = _rotate_extended_into(ctx, acc, level, keys.element(step.giant), keys, total)
                     continue
@@ -520,6 +524,25 @@ class _BabySteps:
 
 
 MAX_FUSED_TERMS = 63  # products of two words < 2^61 that a 128-bit accumulator holds (ops.ks_inner_product)
+GIANTS_PER_PASS, MAX_BABIES_PER_PASS = 4, 32  # ops.giant_products' limits
+
+
+def _giant_products(steps, babies: _BabySteps, moduli: torch.Tensor) -> torch.Tensor | None:
+    """Every giant step's sum_j pt_(g,j) * (P rot_j(ct)), ``[giants, 2, rows, N]``, by ops.giant_products:
+    the baby stack is read once per 4 giant steps instead of once per giant step (the baby
+    ciphertexts are 2/3 of each product's bytes). None where the limits do not hold (then per step)."""
+    stack = babies.stack
+    if stack.shape[0] > MAX_BABIES_PER_PASS or any(len(s.babies) > MAX_FUSED_TERMS for s in steps):
+        return None
+    out = torch.empty((len(steps), *stack.shape[1:]), dtype=stack.dtype, device=stack.device)
+    for first in range(0, len(steps), GIANTS_PER_PASS):
+        group = steps[first:first + GIANTS_PER_PASS]
+        index = [-1] * (len(group) * stack.shape[0])
+        for g, step in enumerate(group):
+            for t, j in enumerate(step.babies):
+                index[g * stack.shape[0] + babies.position[j]] = t
+        ops.giant_products(stack, [s.data for s in group], index, moduli, out=out[first:first + len(group)])
+    return out
 
 
 def _fused_multiply_accumulate(pts: torch.Tensor, rotated: torch.Tensor, moduli: torch.Tensor) -> torch.Tensor:

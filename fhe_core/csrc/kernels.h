@@ -234,7 +234,8 @@ enum class Variant : int {
   kModDown = 2, // 1: ModDown's (c - x) * P^-1 in the NTT's last store (ops.mod_down_ntt; rlwe/keyswitch.py)
   kTensor = 3,  // 1: CKKS's tensor product as one op (ops.tensor_product; read by ckks/evaluator.py)
   kFused = 4,   // 1: the bootstrapping circuit's fused passes (ops.ks_inner_product_fused, linear_combination,
-                //    rescale in the NTT's store); read by ckks/*.py and ckks/bootstrapping/*.py, both devices
+                //    giant_products, rescale in the NTT's store; read by ckks/*.py and ckks/bootstrapping/*.py,
+                //    both devices) and center_lift by output rows (fused.cu; read by ops.cpp)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp
@@ -306,19 +307,51 @@ struct LinearCombinationArgs {
   const u64* weights;       // [count, limbs, 2], canonical
   const u64* constant;      // [limbs, 2] canonical, or nullptr
   int constant_components;
-  u64* out;                 // [batch, limbs, N]
+  u64* out;                 // [batch, limbs, N]: component b at out + b * out_stride
   const Modulus* moduli;    // [limbs]
   int64_t batch;
   int limbs;
   int64_t n;
+  int64_t out_stride;       // words between output components (limbs * N when contiguous)
+};
+
+// The plaintext products of up to kMaxGiants giant steps of a BSGS linear transform in one pass over the
+// baby steps: out[g][c][i][x] = sum_j pts[g][index[g][j]][i][x] * babies[j][c][i][x] mod q_i over the
+// baby positions j with index[g][j] >= 0, each baby word read once for every giant of the launch
+// (the per-giant inner products read the whole baby stack once per giant).
+constexpr int kMaxGiants = 4;
+constexpr int kMaxBabies = 32;
+struct GiantProductsArgs {
+  const u64* babies;                        // [n_babies, 2, limbs, N]
+  const u64* pts[kMaxGiants];               // giant g: [m_g, limbs, N]
+  int8_t index[kMaxGiants][kMaxBabies];     // plaintext of giant g for baby position j, or -1
+  int giants;
+  int n_babies;
+  u64* out;                                 // [giants, 2, limbs, N]
+  const Modulus* moduli;                    // [limbs]
+  int limbs;
+  int64_t n;
+};
+
+// Two digit sets against one key (the relinearizations of a batched pair): out[c][i] = sum_j
+// digits_i[j] * key[j][c][row] for i = 0, 1, each key word read once for both. base.digits: digit set 0,
+// base.out: [2 (component), 2 (set), limbs, N].
+struct KsInnerProductPairArgs {
+  KsInnerProductArgs base;
+  const u64* digits_b;  // digit set 1, base.digits' shape
 };
 
 namespace cpu {
+void ks_inner_product_pair(const KsInnerProductPairArgs& args);
+void giant_products(const GiantProductsArgs& args);
 void ks_inner_product_fused(const KsInnerProductFusedArgs& args);
 void linear_combination(const LinearCombinationArgs& args);
 }  // namespace cpu
 
 namespace cuda {
+void ks_inner_product_pair(const KsInnerProductPairArgs& args, Stream stream);
+void center_lift_rows(const CenterLiftArgs& args, Stream stream);  // center_lift, one output row per block row
+void giant_products(const GiantProductsArgs& args, Stream stream);
 void ks_inner_product_fused(const KsInnerProductFusedArgs& args, Stream stream);
 void linear_combination(const LinearCombinationArgs& args, Stream stream);
 }  // namespace cuda

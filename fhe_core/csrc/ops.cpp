@@ -173,6 +173,9 @@ struct CpuBackend {
     cpu::ks_inner_product_fused(a);
   }
   static void linear_combination(const LinearCombinationArgs& a, const Tensor&) { cpu::linear_combination(a); }
+  static void giant_products(const GiantProductsArgs& a, const Tensor&) { cpu::giant_products(a); }
+  static void center_lift_rows(const CenterLiftArgs& a, const Tensor&) { cpu::center_lift(a); }
+  static void ks_inner_product_pair(const KsInnerProductPairArgs& a, const Tensor&) { cpu::ks_inner_product_pair(a); }
 };
 
 #ifdef FHE_CORE_WITH_CUDA
@@ -210,6 +213,15 @@ struct CudaBackend {
   }
   static void linear_combination(const LinearCombinationArgs& a, const Tensor& t) {
     cuda::linear_combination(a, current_stream(t));
+  }
+  static void giant_products(const GiantProductsArgs& a, const Tensor& t) {
+    cuda::giant_products(a, current_stream(t));
+  }
+  static void center_lift_rows(const CenterLiftArgs& a, const Tensor& t) {
+    cuda::center_lift_rows(a, current_stream(t));
+  }
+  static void ks_inner_product_pair(const KsInnerProductPairArgs& a, const Tensor& t) {
+    cuda::ks_inner_product_pair(a, current_stream(t));
   }
 };
 #endif
@@ -617,7 +629,8 @@ Tensor& center_lift_out(const Tensor& a, int64_t q, const Tensor& dst_moduli, Te
   at::assert_no_overlap(out, a);
   const CenterLiftArgs args{words(a), mutable_words(out), make_modulus(static_cast<u64>(q)), moduli_ptr(dst_moduli),
                             a.numel() / a.size(-1), static_cast<int>(dst_moduli.size(0)), a.size(-1)};
-  B::center_lift(args, a);
+  if (kernel_variant(Variant::kFused) == 1) B::center_lift_rows(args, a);  // (the same words; fused.cu)
+  else B::center_lift(args, a);
   return out;
 }
 
@@ -806,8 +819,15 @@ Tensor& linear_combination_out(at::TensorList terms, const Tensor& weights, cons
   const char* op = "linear_combination";
   const int64_t count = static_cast<int64_t>(terms.size());
   FHE_CHECK(count >= 1 && count <= kMaxCombinationTerms, op, ": 1 to ", kMaxCombinationTerms, " terms, got ", count);
-  check_residues(out, moduli, op, "out");
-  FHE_CHECK(out.dim() == 3, op, ": out must be [batch, limbs, N], got ", out.sizes());
+  // out: [batch, limbs, N], contiguous or a batch of contiguous [limbs, N] blocks (a pair's ciphertext)
+  FHE_CHECK(out.scalar_type() == at::kLong && out.dim() == 3 && out.stride(2) == 1 && out.stride(1) == out.size(2) &&
+                (out.size(0) == 1 || out.stride(0) >= out.size(1) * out.size(2)),
+            op, ": out must be an int64 [batch, limbs, N] of contiguous [limbs, N] blocks, got shape ", out.sizes(),
+            " and strides ", out.strides());
+  check_words(moduli, op, "moduli");
+  check_same_device(moduli, out, op, "moduli");
+  FHE_CHECK(moduli.dim() == 2 && moduli.size(1) == 4 && moduli.size(0) == out.size(1), op,
+            ": moduli must be [", out.size(1), ", 4], got ", moduli.sizes());
   const int64_t batch = out.size(0), limbs = out.size(1), n = out.size(2);
   log2_exact(n, op);
   check_words(weights, op, "weights");
@@ -843,7 +863,89 @@ Tensor& linear_combination_out(at::TensorList terms, const Tensor& weights, cons
   args.batch = batch;
   args.limbs = static_cast<int>(limbs);
   args.n = n;
+  args.out_stride = batch == 1 ? limbs * n : out.stride(0);
   B::linear_combination(args, out);
+  return out;
+}
+
+// The plaintext products of up to kMaxGiants giant steps in one pass over the baby stack (kernels.h):
+// index[g * n_babies + j] is giant g's plaintext for baby position j, or -1; each giant's used
+// plaintexts are 0 .. m_g - 1, each once.
+template <class B>
+Tensor& giant_products_out(const Tensor& babies, at::TensorList pts, at::IntArrayRef index, const Tensor& moduli,
+                           Tensor& out) {
+  const char* op = "giant_products";
+  check_residues(babies, moduli, op, "babies");
+  FHE_CHECK(babies.dim() == 4 && babies.size(1) == 2, op, ": babies must be [n1, 2, limbs, N], got ", babies.sizes());
+  const int64_t n_babies = babies.size(0), limbs = babies.size(2), n = babies.size(3);
+  const int64_t giants = static_cast<int64_t>(pts.size());
+  FHE_CHECK(giants >= 1 && giants <= kMaxGiants, op, ": 1 to ", kMaxGiants, " giant steps, got ", giants);
+  FHE_CHECK(n_babies >= 1 && n_babies <= kMaxBabies, op, ": 1 to ", kMaxBabies, " baby steps, got ", n_babies);
+  FHE_CHECK(static_cast<int64_t>(index.size()) == giants * n_babies, op, ": index must have giants x n1 = ",
+            giants * n_babies, " entries, got ", index.size());
+  GiantProductsArgs args{};
+  for (int64_t g = 0; g < giants; ++g) {
+    const Tensor& p = pts[g];
+    check_words(p, op, "a plaintext block");
+    check_same_device(p, babies, op, "a plaintext block");
+    FHE_CHECK(p.dim() == 3 && p.size(1) == limbs && p.size(2) == n && p.size(0) >= 1 && p.size(0) <= kMaxDigits,
+              op, ": giant ", g, "'s plaintexts must be [1..", kMaxDigits, ", ", limbs, ", ", n, "], got ", p.sizes());
+    std::vector<int> seen(p.size(0), 0);
+    for (int64_t j = 0; j < n_babies; ++j) {
+      const int64_t t = index[g * n_babies + j];
+      FHE_CHECK(t >= -1 && t < p.size(0), op, ": index ", t, " of giant ", g, " outside [-1, ", p.size(0), ")");
+      if (t >= 0) ++seen[t];
+      args.index[g][j] = static_cast<int8_t>(t);
+    }
+    for (int64_t t = 0; t < p.size(0); ++t)
+      FHE_CHECK(seen[t] == 1, op, ": giant ", g, "'s plaintext ", t, " must pair with exactly one baby step");
+    args.pts[g] = words(p);
+  }
+  const std::vector<int64_t> sizes{giants, 2, limbs, n};
+  check_out(out, babies, sizes, op);
+  at::assert_no_overlap(out, babies);
+  for (const Tensor& p : pts) at::assert_no_overlap(out, p);
+  args.babies = words(babies);
+  args.giants = static_cast<int>(giants);
+  args.n_babies = static_cast<int>(n_babies);
+  args.out = mutable_words(out);
+  args.moduli = moduli_ptr(moduli);
+  args.limbs = static_cast<int>(limbs);
+  args.n = n;
+  B::giant_products(args, babies);
+  return out;
+}
+
+// Two digit sets against one key, out [2 (component), 2 (set), limbs, N]: the relinearizations of a pair.
+template <class B>
+Tensor& ks_inner_product_pair_out(const Tensor& digits_a, const Tensor& digits_b, const Tensor& key, int64_t q_count,
+                                  int64_t p_row, const Tensor& moduli, Tensor& out) {
+  const char* op = "ks_inner_product_pair";
+  check_residues(digits_a, moduli, op, "digits_a");
+  FHE_CHECK(digits_a.dim() == 3, op, ": digits must be [dnum, limbs, N], got ", digits_a.sizes());
+  check_words(digits_b, op, "digits_b");
+  check_same_device(digits_b, digits_a, op, "digits_b");
+  FHE_CHECK(digits_b.sizes() == digits_a.sizes(), op, ": the two digit sets differ in shape: ", digits_a.sizes(),
+            " and ", digits_b.sizes());
+  const int64_t dnum = digits_a.size(0), limbs = digits_a.size(1), n = digits_a.size(2);
+  FHE_CHECK(dnum >= 1 && dnum <= kMaxDigits, op, ": 1 to ", kMaxDigits, " digits, got ", dnum);
+  check_words(key, op, "key");
+  check_same_device(key, digits_a, op, "key");
+  FHE_CHECK(key.dim() == 4 && key.size(0) >= dnum && key.size(1) == 2 && key.size(3) == n, op,
+            ": key must be [dnum >= ", dnum, ", 2, rows, ", n, "], got ", key.sizes());
+  const int64_t key_rows = key.size(2);
+  FHE_CHECK(q_count >= 0 && q_count <= limbs && q_count <= p_row && p_row + (limbs - q_count) <= key_rows, op,
+            ": limbs [0, ", q_count, ") must be key rows [0, ", q_count, ") and the other ", limbs - q_count,
+            " rows from ", p_row, ", within the key's ", key_rows, " rows");
+  const std::vector<int64_t> sizes{2, 2, limbs, n};
+  check_out(out, digits_a, sizes, op);
+  for (const Tensor* t : {&digits_a, &digits_b, &key}) at::assert_no_overlap(out, *t);
+  const KsInnerProductPairArgs args{KsInnerProductArgs{words(digits_a), words(key), mutable_words(out),
+                                                       moduli_ptr(moduli), static_cast<int>(dnum),
+                                                       static_cast<int>(limbs), static_cast<int>(q_count), p_row,
+                                                       key_rows, n},
+                                    words(digits_b)};
+  B::ks_inner_product_pair(args, digits_a);
   return out;
 }
 
@@ -908,6 +1010,8 @@ void register_backend(torch::Library& m) {
   m.impl("automorphism_coeff.out", &automorphism_out<B, false>);
   m.impl("ks_inner_product_fused", &ks_inner_product_fused_out<B>);
   m.impl("linear_combination", &linear_combination_out<B>);
+  m.impl("giant_products", &giant_products_out<B>);
+  m.impl("ks_inner_product_pair", &ks_inner_product_pair_out<B>);
   m.impl("sample_uniform", &sample_uniform<B>);
   m.impl("sample_cbd", &sample_cbd<B>);
   m.impl("sample_ternary", &sample_ternary<B>);
@@ -968,6 +1072,9 @@ TORCH_LIBRARY(fhe_core, m) {
         "Tensor? add, int add_galois, bool accumulate, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("linear_combination(Tensor[] terms, Tensor weights, Tensor moduli, Tensor? constant, "
         "int constant_components, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("giant_products(Tensor babies, Tensor[] pts, int[] index, Tensor moduli, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("ks_inner_product_pair(Tensor digits_a, Tensor digits_b, Tensor key, int q_count, int p_row, Tensor moduli, "
+        "*, Tensor(a!) out) -> Tensor(a!)");
   m.def("cuda_built() -> bool", []() {
 #ifdef FHE_CORE_WITH_CUDA
     return true;

@@ -26,7 +26,7 @@ __all__ = [
     "mul_add", "tensor_product", "bconv", "center_lift", "mod_up_conv", "ks_inner_product",
     "automorphism_ntt", "automorphism_coeff", "sample_uniform", "sample_cbd", "sample_ternary",
     "ntt_table", "seed_words", "kernel_variant", "use_kernel_variant", "ks_inner_product_fused",
-    "linear_combination",
+    "linear_combination", "giant_products", "ks_inner_product_pair",
 ]
 
 
@@ -240,6 +240,27 @@ def linear_combination(terms: list[Tensor], weights: Tensor, moduli: Tensor, *, 
     not overlapping the terms. Returns out.
     """
     return _ops.linear_combination(list(terms), weights, moduli, constant, constant_components, out=out)
+
+
+def ks_inner_product_pair(digits_a: Tensor, digits_b: Tensor, key: Tensor, q_count: int, p_row: int, moduli: Tensor,
+                          *, out: Tensor) -> Tensor:
+    """:func:`ks_inner_product` of two digit sets with one key (the relinearizations of a batched
+    pair), each key word read once for both: ``out[c][i] = sum_j digits_i[j] * key[j][c][row]``,
+    i = a, b. out: ``[2 (component), 2 (set), limbs, N]`` contiguous. Returns out."""
+    return _ops.ks_inner_product_pair(digits_a, digits_b, key, q_count, p_row, moduli, out=out)
+
+
+def giant_products(babies: Tensor, pts: list[Tensor], index: list[int], moduli: Tensor, *, out: Tensor) -> Tensor:
+    """The plaintext products of up to 4 giant steps of a BSGS linear transform in one pass over the
+    baby steps: ``out[g][c] = sum_j pts[g][index[g * n1 + j]] * babies[j][c]`` mod q_i over the baby
+    positions j whose index is not -1 (each of giant g's plaintexts pairs with exactly one).
+
+    babies: ``[n1 <= 32, 2, limbs, N]``; pts: 1 to 4 tensors ``[m_g <= 63, limbs, N]``; index:
+    ``giants x n1`` ints; out: ``[giants, 2, limbs, N]`` contiguous. Each baby word is read once for
+    all the giants of the call, where :func:`ks_inner_product` per giant reads the stack once per giant.
+    Returns out.
+    """
+    return _ops.giant_products(babies, list(pts), list(index), moduli, out=out)
 
 
 def seed_words(seed: bytes) -> list[int]:

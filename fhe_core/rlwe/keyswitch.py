@@ -133,6 +133,15 @@ def _inner_product_into(ctx: RLWEContext, digits: torch.Tensor, key: SwitchingKe
                                           galois=galois, add=add, add_galois=add_galois, accumulate=accumulate)
 
 
+def _inner_product_pair_into(ctx: RLWEContext, digits_a: torch.Tensor, digits_b: torch.Tensor, key: SwitchingKey,
+                             level: int, out: torch.Tensor) -> torch.Tensor:
+    """:func:`_inner_product` of two digit sets with one key into ``out`` ``[2 (component), 2 (set),
+    alpha + l + 1, N]``, the key read once for both (ops.ks_inner_product_pair)."""
+    rows = len(ctx.tables(level).qp)
+    with _step("inner_product", ctx.device):
+        return ops.ks_inner_product_pair(digits_a, digits_b, key.data, rows, rows, ctx.qp_at(level).moduli, out=out)
+
+
 def mod_down(ctx: RLWEContext, c: torch.Tensor, level: int) -> torch.Tensor:
     """round(c / P) from QP_l to Q_l.
 

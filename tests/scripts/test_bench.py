@@ -68,3 +68,25 @@ def test_key_switches_are_counted_with_the_key_bytes_they_read():
     digits = -(-(level + 1) // params.alpha)
     assert (count, key_bytes) == (1, digits * 2 * (params.alpha + level + 1) * params.n * 8)
     assert bench.count_key_switches(lambda: evaluator.add(ct, ct)) == (0, 0)
+
+
+def test_key_switches_of_a_bootstrap_are_counted_on_both_paths():
+    """The fused passes (ops.kernel_variant "fused") switch keys through keyswitch._inner_product_into
+    and _inner_product_pair_into: a bootstrap counts the same key switches with and without them."""
+    from fhe_core import ckks, ops, rlwe
+    from fhe_core.ckks.bootstrapping import TINY_N10_FULL, Bootstrapper, bootstrapping_galois_elements
+
+    bench = _bench()
+    params = TINY_N10_FULL.params(allow_insecure=True)
+    ctx = ckks.rlwe_context(params)
+    sk = rlwe.gen_secret_key(ctx)
+    boot = Bootstrapper(params, TINY_N10_FULL,
+                        rlwe.gen_eval_keys(ctx, sk, bootstrapping_galois_elements(params, TINY_N10_FULL)))
+    ct = ckks.Encryptor(params, sk).encrypt(ckks.Encoder(params).encode([0.5] * TINY_N10_FULL.slots,
+                                                                         level=boot.min_input_level))
+    counts = []
+    for variant in (0, 1):
+        with ops.use_kernel_variant("fused", variant):
+            counts.append(bench.count_key_switches(lambda: boot.bootstrap(ct)))
+    assert counts[0][0] == counts[1][0] > 40
+    assert counts[1][1] < counts[0][1]  # a pair's two relinearizations read the key once

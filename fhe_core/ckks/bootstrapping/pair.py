@@ -48,7 +48,20 @@ class CiphertextPair:
         if (a.level, a.degree, a.slots, a.params_id) != (b.level, b.degree, b.slots, b.params_id) \
                 or abs(a.scale - b.scale) > SCALE_TOLERANCE * a.scale:
             raise ParameterError("CiphertextPair: the two ciphertexts differ in level, degree, slots, params or scale")
+        base = a.data._base
+        if base is not None and base is b.data._base and base.dim() == 4 and base.shape[1] == 2 \
+                and base.is_contiguous() and a.data.shape == base[:, 0].shape \
+                and a.data.data_ptr() == base[:, 0].data_ptr() and b.data.data_ptr() == base[:, 1].data_ptr() \
+                and a.data.stride() == base[:, 0].stride() and b.data.stride() == base[:, 1].stride():
+            return cls(base, a.level, a.scale, a.slots, a.params_id)  # the two halves of one pair tensor: no copy
         return cls(torch.stack((a.data, b.data), dim=1), a.level, a.scale, a.slots, a.params_id)
+
+    @classmethod
+    def buffer(cls, like: Ciphertext) -> torch.Tensor:
+        """An empty ``[d+1, 2, l+1, N]`` pair tensor for two ciphertexts shaped like ``like``: write them
+        into ``buffer[:, 0]`` and ``buffer[:, 1]`` and :meth:`of` wraps it without a copy."""
+        d1, limbs, n = like.data.shape
+        return torch.empty((d1, 2, limbs, n), dtype=like.data.dtype, device=like.data.device)
 
     @property
     def degree(self) -> int:
@@ -58,6 +71,13 @@ class CiphertextPair:
         """The two ciphertexts (copies, ``[d+1, l+1, N]`` each)."""
         return tuple(mark_canonical(Ciphertext(data=self.data[:, i].contiguous(), level=self.level,
                                                params_id=self.params_id, scale=self.scale, slots=self.slots))
+                     for i in (0, 1))
+
+    def views(self) -> tuple[Ciphertext, Ciphertext]:
+        """The two ciphertexts as views (``[d+1, l+1, N]`` of contiguous ``[l+1, N]`` blocks, no copy),
+        for operations that read strided operands (Evaluator.linear_combination)."""
+        return tuple(mark_canonical(Ciphertext(data=self.data[:, i], level=self.level, params_id=self.params_id,
+                                               scale=self.scale, slots=self.slots))
                      for i in (0, 1))
 
     def flat(self) -> Ciphertext:
@@ -168,11 +188,10 @@ class PairEvaluator:
             raise ParameterError(f"{op}: expected a degree-2 pair, got degree {p.degree}")
         ctx, level = self._ctx, p.level
         key = self.evaluator.keys.relin_key(op)
-        if _fused_passes():  # each inner product written into its place, (d0, d1) added in ModDown's pass
+        if _fused_passes():  # both inner products in one pass over the key, (d0, d1) added in ModDown's pass
             extended = torch.empty((2, 2, len(ctx.qp_at(level)), ctx.n), dtype=torch.int64, device=p.data.device)
-            for i in (0, 1):
-                keyswitch._inner_product_into(ctx, keyswitch.decompose_mod_up(ctx, p.data[2, i], level), key, level,
-                                              extended[:, i])
+            digits = [keyswitch.decompose_mod_up(ctx, p.data[2, i], level) for i in (0, 1)]
+            keyswitch._inner_product_pair_into(ctx, *digits, key, level, extended)
             d01 = p.data[:2].reshape(4, level + 1, ctx.n)  # a view: (d0, d1) of both, in ModDown's batch order
             out = keyswitch._mod_down(ctx, extended.view(4, -1, ctx.n), level, add=d01)
             return p.replace(data=out.view(2, 2, level + 1, ctx.n))

@@ -18,6 +18,53 @@ void add_rows(u64* x, const u64* y, const Modulus* moduli, int64_t rows, int64_t
 
 }  // namespace
 
+// Each digit set's inner product (the CPU kernel), then its two components into place.
+void ks_inner_product_pair(const KsInnerProductPairArgs& p) {
+  const KsInnerProductArgs& a = p.base;
+  const int64_t plane = static_cast<int64_t>(a.limbs) * a.n;
+  std::vector<u64> product(static_cast<size_t>(2 * plane));
+  for (int i = 0; i < 2; ++i) {
+    KsInnerProductArgs one = a;
+    one.digits = i == 0 ? a.digits : p.digits_b;
+    one.out = product.data();
+    ks_inner_product(one);
+    for (int c = 0; c < 2; ++c)
+      std::memcpy(a.out + (2 * c + i) * plane, product.data() + c * plane, plane * sizeof(u64));
+  }
+}
+
+// Per giant, the inner product of its plaintexts with the baby steps they pair with (a view of the
+// stack when those are consecutive, else a gathered copy): what the per-giant calls computed.
+void giant_products(const GiantProductsArgs& a) {
+  const int64_t plane = static_cast<int64_t>(a.limbs) * a.n;
+  for (int g = 0; g < a.giants; ++g) {
+    std::vector<int> position;  // baby position of plaintext t
+    for (int j = 0; j < a.n_babies; ++j) {
+      const int t = a.index[g][j];
+      if (t < 0) continue;
+      if (static_cast<int>(position.size()) <= t) position.resize(t + 1, -1);
+      position[t] = j;
+    }
+    const int m = static_cast<int>(position.size());
+    if (m == 0) {
+      std::fill_n(a.out + 2 * g * plane, 2 * plane, u64{0});
+      continue;
+    }
+    bool consecutive = true;
+    for (int t = 1; t < m; ++t) consecutive = consecutive && position[t] == position[0] + t;
+    std::vector<u64> gathered;
+    const u64* key = a.babies + 2 * position[0] * plane;
+    if (!consecutive) {
+      gathered.resize(static_cast<size_t>(2 * m) * plane);
+      for (int t = 0; t < m; ++t)
+        std::memcpy(gathered.data() + 2 * t * plane, a.babies + 2 * position[t] * plane, 2 * plane * sizeof(u64));
+      key = gathered.data();
+    }
+    ks_inner_product(KsInnerProductArgs{a.pts[g], key, a.out + 2 * g * plane, a.moduli, m, a.limbs, a.limbs, a.limbs,
+                                        a.limbs, a.n});
+  }
+}
+
 void ks_inner_product_fused(const KsInnerProductFusedArgs& f) {
   const KsInnerProductArgs& a = f.base;
   const int64_t plane = static_cast<int64_t>(a.limbs) * a.n;
@@ -72,7 +119,7 @@ void linear_combination(const LinearCombinationArgs& a) {
     for (int64_t r = 0; r < rows; ++r) std::fill_n(constant.data() + r * half, half, a.constant[r]);
   }
   for (int64_t b = 0; b < a.batch; ++b) {
-    u64* out = a.out + b * plane;
+    u64* out = a.out + b * a.out_stride;
     for (int k = 0; k < a.count; ++k) {
       u64* target = k == 0 ? out : term.data();
       elementwise(ElementwiseArgs{ElementwiseOp::kMulConst, a.terms[k] + b * a.term_stride[k], nullptr, nullptr,

@@ -77,12 +77,120 @@ __global__ void linear_combination_kernel(LinearCombinationArgs a) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) r[e] = add_mod(r[e], c, m.value);
   }
-  u64* out = a.out + row * a.n + x;
+  u64* out = a.out + b * a.out_stride + static_cast<int64_t>(limb) * a.n + x;
   *reinterpret_cast<Pair*>(out) = Pair{r[0], r[1]};
   *reinterpret_cast<Pair*>(out + 2) = Pair{r[2], r[3]};
 }
 
+// One thread per coefficient x of one limb; every baby word is loaded once and multiplied into the
+// accumulators of each giant that uses it (the index table is uniform over the launch: no divergence).
+__global__ void giant_products_kernel(GiantProductsArgs a) {
+  const int64_t x = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (x >= a.n) return;
+  const int limb = blockIdx.y;
+  const Modulus m = a.moduli[limb];
+  const int64_t plane = static_cast<int64_t>(a.limbs) * a.n, at = static_cast<int64_t>(limb) * a.n + x;
+  U128 acc[kMaxGiants][2];
+#pragma unroll
+  for (int g = 0; g < kMaxGiants; ++g) acc[g][0] = acc[g][1] = U128{0, 0};
+  for (int j = 0; j < a.n_babies; ++j) {
+    const u64 b0 = a.babies[2 * j * plane + at], b1 = a.babies[(2 * j + 1) * plane + at];
+#pragma unroll
+    for (int g = 0; g < kMaxGiants; ++g) {
+      const int t = g < a.giants ? a.index[g][j] : -1;
+      if (t < 0) continue;
+      const u64 p = a.pts[g][t * plane + at];
+      mac128(acc[g][0], p, b0);
+      mac128(acc[g][1], p, b1);
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < kMaxGiants; ++g) {
+    if (g >= a.giants) break;
+    a.out[2 * g * plane + at] = reduce128(acc[g][0], m);
+    a.out[(2 * g + 1) * plane + at] = reduce128(acc[g][1], m);
+  }
+}
+
+// As ks_inner_product_kernel for two digit sets sharing the key: the key (2/3 of the bytes) read once.
+__global__ void ks_inner_product_pair_kernel(KsInnerProductPairArgs p) {
+  const KsInnerProductArgs& a = p.base;
+  const int64_t x = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (x >= a.n) return;
+  const int limb = blockIdx.y;
+  const Modulus m = a.moduli[limb];
+  const int64_t key_row = ks_key_row(limb, a.q_count, a.p_row);
+  U128 acc[2][2] = {{{0, 0}, {0, 0}}, {{0, 0}, {0, 0}}};  // [set][component]
+  for (int j = 0; j < a.dnum; ++j) {
+    const int64_t at = (static_cast<int64_t>(j) * a.limbs + limb) * a.n + x;
+    const u64 d0 = a.digits[at], d1 = p.digits_b[at];
+    const u64* k = a.key + (static_cast<int64_t>(j) * 2 * a.key_rows + key_row) * a.n + x;
+    const u64 k0 = k[0], k1 = k[a.key_rows * a.n];
+    mac128(acc[0][0], d0, k0);
+    mac128(acc[0][1], d0, k1);
+    mac128(acc[1][0], d1, k0);
+    mac128(acc[1][1], d1, k1);
+  }
+  const int64_t plane = static_cast<int64_t>(a.limbs) * a.n, at = static_cast<int64_t>(limb) * a.n + x;
+#pragma unroll
+  for (int c = 0; c < 2; ++c)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) a.out[(2 * c + i) * plane + at] = reduce128(acc[i][c], m);
+}
+
+// center_lift (kernels.h, CenterLiftArgs) with one output row per blockIdx.y and kWidth consecutive words
+// per thread (16-byte accesses for kWidth = 4): the one-thread-per-coefficient kernel writes the l_out rows
+// of a coefficient one after another and reaches ~1.5 TB/s; here every store is independent and wide.
+// The input row is re-read per output row from L2 (it is 1/l_out of the bytes).
+template <int kWidth>
+__global__ void center_lift_rows_kernel(CenterLiftArgs a) {
+  const int64_t row = blockIdx.y;  // b * l_out + j
+  const int j = static_cast<int>(row % a.l_out);
+  const int64_t b = row / a.l_out;
+  const int64_t x = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) * kWidth;
+  if (x >= a.n) return;
+  const Modulus dst = a.dst[j];
+  const u64* in = a.in + b * a.n + x;
+  u64* out = a.out + row * a.n + x;
+  if (kWidth == 4) {
+    const Pair p0 = *reinterpret_cast<const Pair*>(in);
+    const Pair p1 = *reinterpret_cast<const Pair*>(in + 2);
+    *reinterpret_cast<Pair*>(out) = Pair{center_lift_one(p0.x, a.src, dst), center_lift_one(p0.y, a.src, dst)};
+    *reinterpret_cast<Pair*>(out + 2) = Pair{center_lift_one(p1.x, a.src, dst), center_lift_one(p1.y, a.src, dst)};
+  } else {
+    out[0] = center_lift_one(in[0], a.src, dst);
+  }
+}
+
 }  // namespace
+
+void ks_inner_product_pair(const KsInnerProductPairArgs& a, Stream stream) {
+  if (a.base.limbs == 0) return;
+  const DeviceScope scope(stream.device);
+  const dim3 grid(blocks_for(a.base.n, kThreads), static_cast<unsigned>(a.base.limbs));
+  ks_inner_product_pair_kernel<<<grid, kThreads, 0, native(stream)>>>(a);
+  check_launch("ks_inner_product_pair_kernel");
+}
+
+void center_lift_rows(const CenterLiftArgs& a, Stream stream) {
+  if (a.batch == 0 || a.l_out == 0) return;
+  const DeviceScope scope(stream.device);
+  const bool vector = a.n % 4 == 0 && reinterpret_cast<uintptr_t>(a.in) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(a.out) % 16 == 0;
+  const int width = vector ? 4 : 1;
+  const dim3 grid(blocks_for(a.n, kThreads * width), static_cast<unsigned>(a.batch * a.l_out));
+  if (vector) center_lift_rows_kernel<4><<<grid, kThreads, 0, native(stream)>>>(a);
+  else center_lift_rows_kernel<1><<<grid, kThreads, 0, native(stream)>>>(a);
+  check_launch("center_lift_rows_kernel");
+}
+
+void giant_products(const GiantProductsArgs& a, Stream stream) {
+  if (a.giants == 0 || a.limbs == 0) return;
+  const DeviceScope scope(stream.device);
+  const dim3 grid(blocks_for(a.n, kThreads), static_cast<unsigned>(a.limbs));
+  giant_products_kernel<<<grid, kThreads, 0, native(stream)>>>(a);
+  check_launch("giant_products_kernel");
+}
 
 void ks_inner_product_fused(const KsInnerProductFusedArgs& a, Stream stream) {
   if (a.base.limbs == 0) return;

@@ -1,6 +1,8 @@
-"""The bootstrapping circuit's fused ops (ops.ks_inner_product_fused, ops.linear_combination) against
+"""The bootstrapping circuit's fused ops (ks_inner_product_fused, linear_combination, giant_products,
+ks_inner_product_pair, center_lift by rows) against
 the composed ops they replace and against Python integers, bit for bit, at random and extreme
 residues (q - 1 everywhere: the largest 128-bit sums), on the CPU and (gpu marker) on CUDA."""
+import numpy as np
 import pytest
 import torch
 
@@ -190,3 +192,116 @@ def test_fused_ops_on_cuda_equal_the_cpu(extreme):
                                constant=constant.to(device), constant_components=2)
         outs.append(out.cpu())
     assert torch.equal(*outs)
+
+
+def _giant_case(rng, device, extreme):
+    """A stack of 6 baby steps and 3 giants: consecutive babies (0-3), scattered (5, 1, 4), one (2)."""
+    moduli = modulus_table(PRIMES).to(device)
+    babies = _residues(rng, (6, 2), PRIMES, extreme, device)
+    positions = [[0, 1, 2, 3], [5, 1, 4], [2]]
+    pts = [_residues(rng, (len(p),), PRIMES, extreme, device) for p in positions]
+    index = [-1] * (3 * 6)
+    for g, p in enumerate(positions):
+        for t, j in enumerate(p):
+            index[g * 6 + j] = t
+    return moduli, babies, positions, pts, index
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("extreme", [False, True])
+def test_giant_products_equal_one_inner_product_per_giant(device, extreme):
+    rng, _ = fresh_rng()
+    moduli, babies, positions, pts, index = _giant_case(rng, device, extreme)
+    out = torch.empty((3, 2, len(PRIMES), N), dtype=torch.int64, device=device)
+    ops.giant_products(babies, pts, index, moduli, out=out)
+    for g, p in enumerate(positions):
+        expected = ops.ks_inner_product(pts[g], babies[p].contiguous(), len(PRIMES), len(PRIMES), moduli)
+        assert torch.equal(out[g], expected)
+
+
+def test_giant_products_against_python_integers():
+    rng, _ = fresh_rng()
+    moduli, babies, positions, pts, index = _giant_case(rng, "cpu", False)
+    out = torch.empty((3, 2, len(PRIMES), N), dtype=torch.int64)
+    ops.giant_products(babies, pts, index, moduli, out=out)
+    b, p = to_ints(babies), [to_ints(x) for x in pts]
+    for g, used in enumerate(positions):
+        for c in (0, 1):
+            for i, q in enumerate(PRIMES):
+                for x in (0, N - 1):
+                    assert int(out[g, c, i, x]) == sum(p[g][t][i][x] * b[j][c][i][x] for t, j in enumerate(used)) % q
+
+
+def test_giant_products_refuse_bad_tables():
+    rng, _ = fresh_rng()
+    moduli, babies, _, pts, index = _giant_case(rng, "cpu", False)
+    out = torch.empty((3, 2, len(PRIMES), N), dtype=torch.int64)
+    with pytest.raises(RuntimeError, match="must pair with exactly one baby step"):
+        ops.giant_products(babies, pts, [0 if i == 4 else v for i, v in enumerate(index)], moduli, out=out)
+    with pytest.raises(RuntimeError, match="index must have giants x n1 = 18 entries"):
+        ops.giant_products(babies, pts, index[:-1], moduli, out=out)
+    with pytest.raises(RuntimeError, match="1 to 4 giant steps"):
+        ops.giant_products(babies, pts * 2, index * 2, moduli, out=out)
+    with pytest.raises(RuntimeError, match="outside \\[-1, 1\\)"):
+        ops.giant_products(babies, pts, index[:12] + [-1, -1, 1, -1, -1, -1], moduli, out=out)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("extreme", [False, True])
+def test_giant_products_on_cuda_equal_the_cpu(extreme):
+    rng, _ = fresh_rng()
+    moduli, babies, _, pts, index = _giant_case(rng, "cpu", extreme)
+    outs = []
+    for device in ("cpu", "cuda"):
+        out = torch.empty((3, 2, len(PRIMES), N), dtype=torch.int64, device=device)
+        ops.giant_products(babies.to(device), [p.to(device) for p in pts], index, moduli.to(device), out=out)
+        outs.append(out.cpu())
+    assert torch.equal(*outs)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("extreme", [False, True])
+def test_ks_inner_product_pair_equals_two_inner_products(device, extreme):
+    rng, _ = fresh_rng()
+    moduli = modulus_table(PRIMES).to(device)
+    a, b = _residues(rng, (3,), PRIMES, extreme, device), _residues(rng, (3,), PRIMES, extreme, device)
+    key = _residues(rng, (4, 2), PRIMES + PRIMES[:1], extreme, device)  # one row more: q_count/p_row map
+    rows = len(PRIMES)
+    out = torch.empty((2, 2, rows, N), dtype=torch.int64, device=device)
+    ops.ks_inner_product_pair(a, b, key, rows - 2, rows - 1, moduli, out=out)
+    for i, digits in enumerate((a, b)):
+        assert torch.equal(out[:, i], ops.ks_inner_product(digits, key, rows - 2, rows - 1, moduli))
+    with pytest.raises(RuntimeError, match="the two digit sets differ in shape"):
+        ops.ks_inner_product_pair(a, b[:2], key, rows - 2, rows - 1, moduli, out=out)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_center_lift_by_rows_equals_the_reference_kernel(device):
+    """ops.kernel_variant("fused") also picks center_lift's kernel (fused.cu, one output row per block
+    row): the same words, at q - 1, q // 2, q // 2 + 1 and 0 too."""
+    rng, _ = fresh_rng()
+    q = PRIMES[0]
+    x = torch.from_numpy(rng.integers(0, q, size=(3, 1, N), dtype=np.uint64).astype(np.int64)).to(device)
+    x[0, 0, :4] = torch.tensor([q - 1, q // 2, q // 2 + 1, 0])
+    dst = modulus_table(PRIMES[1:]).to(device)
+    outs = []
+    for variant in (0, 1):
+        with ops.use_kernel_variant("fused", variant):
+            outs.append(ops.center_lift(x, q, dst))
+    assert torch.equal(outs[0], outs[1])
+    centred = [v - q if v > q // 2 else v for v in x[0, 0, :4].tolist()]
+    for r, p in enumerate(PRIMES[1:]):
+        assert outs[1][0, r, :4].tolist() == [c % p for c in centred]
+
+
+def test_linear_combination_into_a_strided_out():
+    """out may be one ciphertext of a pair tensor ([B, 2, limbs, N][:, i]): the same words, nothing else written."""
+    rng, _ = fresh_rng()
+    moduli = modulus_table(PRIMES[:3])
+    terms = [random_residues(rng, PRIMES[:3], (2,), N) for _ in range(2)]
+    weights, constant = _weights(rng, 2, PRIMES[:3], False, "cpu"), _weights(rng, 1, PRIMES[:3], False, "cpu")[0]
+    expected = torch.empty((2, 3, N), dtype=torch.int64)
+    ops.linear_combination(terms, weights, moduli, out=expected, constant=constant)
+    pair = torch.zeros((2, 2, 3, N), dtype=torch.int64)
+    ops.linear_combination(terms, weights, moduli, out=pair[:, 1], constant=constant)
+    assert torch.equal(pair[:, 1], expected) and not pair[:, 0].any()

@@ -71,3 +71,18 @@ def test_fused_bootstrap_on_cuda_equals_the_composed_one_eager_and_graphed(name)
     _assert_same(composed, fused)
     replayed = boot.graphed().bootstrap(ct)  # captured with the default (fused) variant
     assert torch.equal(replayed.data, fused.data)
+
+
+def test_coeffs_to_slots_writes_the_pair_that_eval_mod_reads():
+    """With the fused passes the real and imaginary parts are the two halves of one pair tensor, which
+    CiphertextPair.of wraps without a copy; their residues are those of the composed ops."""
+    from fhe_core.ckks.bootstrapping.pair import CiphertextPair
+
+    boot, encrypt = _setup(TINY_N10_FULL, "cpu")
+    raised = boot.mod_raise(encrypt())
+    composed, fused = _both_variants(lambda: boot.coeffs_to_slots(raised))
+    for a, b in zip(composed, fused):
+        _assert_same(a, b)
+    pair = CiphertextPair.of(*fused)
+    assert pair.data.data_ptr() == fused[0].data.data_ptr() and torch.equal(pair.data[:, 1], fused[1].data)
+    assert CiphertextPair.of(*composed).data.data_ptr() != composed[0].data.data_ptr()  # stacked: a copy
