@@ -428,8 +428,10 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False, 
         cases.append(Case("bootstrap (graphed, Python call)", name, whole, lambda i: graphed.bootstrap(ct),
                           capture=False))
     # the circuit's fused passes (ops.kernel_variant "fused", the default) against the composed ops, same run
-    cases.append(Case("bootstrap [fused v0: composed ops]", name, whole,
-                      with_variant("fused", 0, lambda i: boot.bootstrap(ct))))
+    cases += [Case("bootstrap [fused v0: composed ops]", name, whole,
+                   with_variant("fused", 0, lambda i: boot.bootstrap(ct))),
+              Case("bootstrap [fused v1: session 3, round 1]", name, whole,
+                   with_variant("fused", 1, lambda i: boot.bootstrap(ct)))]
     steps = {  # name: (run, ciphertext bytes in and out)
         "boot: mod_raise": (lambda i: boot.mod_raise(ct), ct_bytes + top),
         "boot: coeffs_to_slots": (lambda i: boot.coeffs_to_slots(raised), 3 * top),

@@ -254,7 +254,7 @@ class Evaluator:
         q, lower = self._ctx.q_at(level), self._ctx.q_at(level - 1)
         with _step("rescale", self._ctx.device):
             data = ct.data
-            if ops.kernel_variant("fused") == 1 and data.stride(-1) == 1 and data.stride(-2) == data.shape[-1]:
+            if ops.kernel_variant("fused") >= 1 and data.stride(-1) == 1 and data.stride(-2) == data.shape[-1]:
                 # the last limbs read in place, (c - NTT(r)) q_l^-1 in the NTT's last store, every component at once
                 last = ops.intt(data[:, level:level + 1], q.moduli[level:], q.ntt_table[level:])
                 lift = ops.center_lift(last, t.q_last, lower.moduli)

@@ -340,7 +340,7 @@ class LinearTransform:
             babies = _BabySteps.extended(ctx, ct, self.baby_steps, keys)
         total = None
         fused = _fused_passes()
-        products = _giant_products(encoded.giant_steps, babies, qp.moduli) if fused else None
+        products = _giant_products(encoded.giant_steps, babies, qp.moduli) if ops.kernel_variant("fused") >= 2 else None
         for i, step in enumerate(encoded.giant_steps):
             with _step(f"lintrans_giant_step_{step.giant}", device):
                 if products is not None:
@@ -434,9 +434,10 @@ def _times_p(ctx: rlwe.RLWEContext, c: torch.Tensor, level: int, out: torch.Tens
 
 
 def _fused_passes() -> bool:
-    """ops.kernel_variant("fused") == 1 (the default): the fused inner products of the baby and giant
-    steps (ops.ks_inner_product_fused); 0: the composed ops (the same residues, bit for bit)."""
-    return ops.kernel_variant("fused") == 1
+    """ops.kernel_variant("fused") >= 1 (the default is 2): the fused inner products of the baby and
+    giant steps (ops.ks_inner_product_fused); 2 also the giant steps' plaintext products in one pass
+    over the baby stack (ops.giant_products); 0: the composed ops (the same residues, bit for bit)."""
+    return ops.kernel_variant("fused") >= 1
 
 
 def _rotate_extended_into(ctx: rlwe.RLWEContext, acc: torch.Tensor, level: int, element: int,

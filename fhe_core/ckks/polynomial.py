@@ -360,9 +360,9 @@ class _Powers(dict):
 
 def _combines(evaluator, terms: int) -> bool:
     """Whether linear combinations of ``terms`` ciphertexts go through ``evaluator.linear_combination``
-    (one pass; ops.kernel_variant("fused") == 1) instead of a product and an addition per term."""
+    (one pass; ops.kernel_variant("fused") >= 1) instead of a product and an addition per term."""
     return (terms <= MAX_COMBINATION_TERMS and hasattr(evaluator, "linear_combination")
-            and ops.kernel_variant("fused") == 1)
+            and ops.kernel_variant("fused") >= 1)
 
 
 def _baby_log(d: int) -> int:

@@ -234,8 +234,9 @@ enum class Variant : int {
   kModDown = 2, // 1: ModDown's (c - x) * P^-1 in the NTT's last store (ops.mod_down_ntt; rlwe/keyswitch.py)
   kTensor = 3,  // 1: CKKS's tensor product as one op (ops.tensor_product; read by ckks/evaluator.py)
   kFused = 4,   // 1: the bootstrapping circuit's fused passes (ops.ks_inner_product_fused, linear_combination,
-                //    giant_products, rescale in the NTT's store; read by ckks/*.py and ckks/bootstrapping/*.py,
-                //    both devices) and center_lift by output rows (fused.cu; read by ops.cpp)
+                //    rescale in the NTT's store; read by ckks/*.py and ckks/bootstrapping/*.py, both devices);
+                //    2 (default): also giant_products, ks_inner_product_pair, CtS into the EvalMod pair, and
+                //    center_lift by output rows (fused.cu; read by ops.cpp)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

@@ -27,7 +27,7 @@
 namespace fhe {
 
 int& kernel_variant(Variant v) {
-  static int variants[static_cast<int>(Variant::kCount)] = {2, 1, 1, 1, 1};
+  static int variants[static_cast<int>(Variant::kCount)] = {2, 1, 1, 1, 2};
   return variants[static_cast<int>(v)];
 }
 
@@ -629,7 +629,7 @@ Tensor& center_lift_out(const Tensor& a, int64_t q, const Tensor& dst_moduli, Te
   at::assert_no_overlap(out, a);
   const CenterLiftArgs args{words(a), mutable_words(out), make_modulus(static_cast<u64>(q)), moduli_ptr(dst_moduli),
                             a.numel() / a.size(-1), static_cast<int>(dst_moduli.size(0)), a.size(-1)};
-  if (kernel_variant(Variant::kFused) == 1) B::center_lift_rows(args, a);  // (the same words; fused.cu)
+  if (kernel_variant(Variant::kFused) >= 2) B::center_lift_rows(args, a);  // (the same words; fused.cu)
   else B::center_lift(args, a);
   return out;
 }
@@ -952,7 +952,7 @@ Tensor& ks_inner_product_pair_out(const Tensor& digits_a, const Tensor& digits_b
 // ---- run-time kernel variants (see kernels.h) -------------------------------------------------
 
 constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "fused"};
-constexpr int kVariantMax[] = {2, 1, 1, 1, 1};
+constexpr int kVariantMax[] = {2, 1, 1, 1, 2};
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 
 // Sets a variant, returns the previous value; a negative value only reads it.

@@ -46,8 +46,9 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     ``rlwe.keyswitch``; ``"tensor"`` (1: CKKS's tensor product as one ``tensor_product``, read by
     ``ckks.Evaluator``); ``"fused"`` (1: the bootstrapping circuit's fused passes,
     :func:`ks_inner_product_fused` and :func:`linear_combination` in the linear transforms, the
-    polynomial evaluator and the batched pair, rescale's last step in the NTT's store; read by the
-    ckks Python on both devices).
+    polynomial evaluator and the batched pair, rescale's last step in the NTT's store; 2, the
+    default: also :func:`giant_products`, :func:`ks_inner_product_pair`, CoeffsToSlots writing the
+    EvalMod pair in place and center_lift by output rows; read by the ckks Python on both devices).
     All variants give the same residues bit for bit; the switch exists so that tests compare them
     and benchmarks time them side by side. The CPU kernels have one variant and ignore "conv". A
     launch reads the setting when it is enqueued (so a captured CUDA graph keeps the variant it was

@@ -216,7 +216,7 @@ class Bootstrapper:
         conj = ev.conjugate(ct)
         if self._packed:
             return (ev.add(ct, conj),)
-        if ops.kernel_variant("fused") == 1:  # written straight into one pair tensor: one pass each, no stack
+        if ops.kernel_variant("fused") >= 2:  # written straight into one pair tensor: one pass each, no stack
             pair = CiphertextPair.buffer(ct)
             op = "coeffs_to_slots"
             re = ev._linear_combination([(ct, 1, 1.0, 1), (conj, 1, 1.0, 1)], ct.level, None, op, out=pair[:, 0])
@@ -235,7 +235,7 @@ class Bootstrapper:
         ev = self.evaluator
         if len(parts) == 1:
             ct = self._eval_mod_evaluator(False, half).evaluate(parts[0])
-        elif ops.kernel_variant("fused") == 1:  # re + i im in one pass over the pair's halves, read in place
+        elif ops.kernel_variant("fused") >= 2:  # re + i im in one pass over the pair's halves, read in place
             re, im = self._eval_mod_evaluator(True, half).evaluate(CiphertextPair.of(*parts)).views()
             ct = ev.linear_combination([(re, 1, 1.0, 1), (im, 1j, 1.0, 1)], re.level)
         else:

@@ -97,9 +97,10 @@ class CiphertextPair:
 
 
 def _fused_passes() -> bool:
-    """ops.kernel_variant("fused") == 1: one tensor product launch for both ciphertexts, the
-    relinearization's inner products in place and its addition in ModDown's pass (0: the composed ops)."""
-    return ops.kernel_variant("fused") == 1
+    """ops.kernel_variant("fused") >= 1: one tensor product launch for both ciphertexts, the
+    relinearization's inner products in place and its addition in ModDown's pass (2: both inner
+    products in one pass over the key; 0: the composed ops)."""
+    return ops.kernel_variant("fused") >= 1
 
 
 class PairEvaluator:
@@ -188,10 +189,14 @@ class PairEvaluator:
             raise ParameterError(f"{op}: expected a degree-2 pair, got degree {p.degree}")
         ctx, level = self._ctx, p.level
         key = self.evaluator.keys.relin_key(op)
-        if _fused_passes():  # both inner products in one pass over the key, (d0, d1) added in ModDown's pass
+        if _fused_passes():  # the inner products written in place, (d0, d1) added in ModDown's pass
             extended = torch.empty((2, 2, len(ctx.qp_at(level)), ctx.n), dtype=torch.int64, device=p.data.device)
             digits = [keyswitch.decompose_mod_up(ctx, p.data[2, i], level) for i in (0, 1)]
-            keyswitch._inner_product_pair_into(ctx, *digits, key, level, extended)
+            if ops.kernel_variant("fused") >= 2:  # both in one pass over the key
+                keyswitch._inner_product_pair_into(ctx, *digits, key, level, extended)
+            else:
+                for i in (0, 1):
+                    keyswitch._inner_product_into(ctx, digits[i], key, level, extended[:, i])
             d01 = p.data[:2].reshape(4, level + 1, ctx.n)  # a view: (d0, d1) of both, in ModDown's batch order
             out = keyswitch._mod_down(ctx, extended.view(4, -1, ctx.n), level, add=d01)
             return p.replace(data=out.view(2, 2, level + 1, ctx.n))

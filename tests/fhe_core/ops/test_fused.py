@@ -277,7 +277,7 @@ def test_ks_inner_product_pair_equals_two_inner_products(device, extreme):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_center_lift_by_rows_equals_the_reference_kernel(device):
-    """ops.kernel_variant("fused") also picks center_lift's kernel (fused.cu, one output row per block
+    """ops.kernel_variant("fused") = 2 also picks center_lift's kernel (fused.cu, one output row per block
     row): the same words, at q - 1, q // 2, q // 2 + 1 and 0 too."""
     rng, _ = fresh_rng()
     q = PRIMES[0]
@@ -285,10 +285,10 @@ def test_center_lift_by_rows_equals_the_reference_kernel(device):
     x[0, 0, :4] = torch.tensor([q - 1, q // 2, q // 2 + 1, 0])
     dst = modulus_table(PRIMES[1:]).to(device)
     outs = []
-    for variant in (0, 1):
+    for variant in (0, 1, 2):  # 2: by rows
         with ops.use_kernel_variant("fused", variant):
             outs.append(ops.center_lift(x, q, dst))
-    assert torch.equal(outs[0], outs[1])
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
     centred = [v - q if v > q // 2 else v for v in x[0, 0, :4].tolist()]
     for r, p in enumerate(PRIMES[1:]):
         assert outs[1][0, r, :4].tolist() == [c % p for c in centred]

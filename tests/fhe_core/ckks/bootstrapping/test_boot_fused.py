@@ -1,6 +1,7 @@
-"""The bootstrapping circuit with its fused passes (ops.kernel_variant("fused") = 1, the default:
-the linear transforms' fused inner products, one linear-combination pass per polynomial leaf and
-Chebyshev step, the pair's one-launch tensor product and relinearization, rescale in the NTT's store)
+"""The bootstrapping circuit with its fused passes (ops.kernel_variant("fused") = 1: the linear
+transforms' fused inner products, one linear-combination pass per polynomial leaf and Chebyshev step,
+the pair's one-launch tensor product and relinearization, rescale in the NTT's store; 2, the default:
+also the giant steps' products in one pass, the pair's key read once, CtS writing the EvalMod pair)
 against the composed ops (variant 0), bit for bit: bootstrap and bootstrap_pair on the tiny presets
 (CPU), and on CUDA (gpu marker) eager and graphed."""
 import numpy as np
@@ -29,29 +30,33 @@ def _setup(bparams, device):
     return boot, encrypt
 
 
-def _both_variants(fn):
-    out = {}
-    for variant in (0, 1):
+VARIANTS = (0, 1, 2)  # the composed ops; the fused passes of round 1; and of round 2 (the default)
+
+
+def _all_variants(fn):
+    out = []
+    for variant in VARIANTS:
         with ops.use_kernel_variant("fused", variant):
-            out[variant] = fn()
-    return out[0], out[1]
+            out.append(fn())
+    return out
 
 
-def _assert_same(a, b):
-    assert torch.equal(a.data, b.data)
-    assert (a.level, a.scale, a.slots) == (b.level, b.scale, b.slots)
+def _assert_same(a, *others):
+    for b in others:
+        assert torch.equal(a.data, b.data)
+        assert (a.level, a.scale, a.slots) == (b.level, b.scale, b.slots)
 
 
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_fused_bootstrap_equals_the_composed_one(name):
     boot, encrypt = _setup(PRESETS[name], "cpu")
     ct = encrypt()
-    _assert_same(*_both_variants(lambda: boot.bootstrap(ct)))
+    _assert_same(*_all_variants(lambda: boot.bootstrap(ct)))
     if name == "full":
         b = encrypt()
-        (a0, b0), (a1, b1) = _both_variants(lambda: boot.bootstrap_pair(ct, b))
-        _assert_same(a0, a1)
-        _assert_same(b0, b1)
+        pairs = _all_variants(lambda: boot.bootstrap_pair(ct, b))
+        _assert_same(*(p[0] for p in pairs))
+        _assert_same(*(p[1] for p in pairs))
 
 
 def test_fused_single_hoisted_lintrans_is_unchanged():
@@ -59,7 +64,7 @@ def test_fused_single_hoisted_lintrans_is_unchanged():
     boot, encrypt = _setup(TINY_N10_SPARSE, "cpu")
     boot.double_hoisting = False
     ct = encrypt()
-    _assert_same(*_both_variants(lambda: boot.bootstrap(ct)))
+    _assert_same(*_all_variants(lambda: boot.bootstrap(ct)))
 
 
 @pytest.mark.gpu
@@ -67,10 +72,10 @@ def test_fused_single_hoisted_lintrans_is_unchanged():
 def test_fused_bootstrap_on_cuda_equals_the_composed_one_eager_and_graphed(name):
     boot, encrypt = _setup(PRESETS[name], "cuda")
     ct = encrypt()
-    composed, fused = _both_variants(lambda: boot.bootstrap(ct))
-    _assert_same(composed, fused)
-    replayed = boot.graphed().bootstrap(ct)  # captured with the default (fused) variant
-    assert torch.equal(replayed.data, fused.data)
+    results = _all_variants(lambda: boot.bootstrap(ct))
+    _assert_same(*results)
+    replayed = boot.graphed().bootstrap(ct)  # captured with the default variant
+    assert torch.equal(replayed.data, results[-1].data)
 
 
 def test_coeffs_to_slots_writes_the_pair_that_eval_mod_reads():
@@ -80,7 +85,7 @@ def test_coeffs_to_slots_writes_the_pair_that_eval_mod_reads():
 
     boot, encrypt = _setup(TINY_N10_FULL, "cpu")
     raised = boot.mod_raise(encrypt())
-    composed, fused = _both_variants(lambda: boot.coeffs_to_slots(raised))
+    composed, _, fused = _all_variants(lambda: boot.coeffs_to_slots(raised))
     for a, b in zip(composed, fused):
         _assert_same(a, b)
     pair = CiphertextPair.of(*fused)
