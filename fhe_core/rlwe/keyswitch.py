@@ -54,11 +54,13 @@ def decompose_mod_up(ctx: RLWEContext, d: torch.Tensor, level: int) -> torch.Ten
     return _decompose_mod_up(ctx, d, level)
 
 
-def _decompose_mod_up(ctx: RLWEContext, d: torch.Tensor, level: int) -> torch.Tensor:
-    """:func:`decompose_mod_up` of checked inputs."""
+def _decompose_mod_up(ctx: RLWEContext, d: torch.Tensor, level: int,
+                      coeffs: torch.Tensor | None = None) -> torch.Tensor:
+    """:func:`decompose_mod_up` of checked inputs; ``coeffs``: INTT(d) if the caller has it (several
+    inputs transformed in one launch)."""
     t = ctx.tables(level)
     with _step("mod_up", ctx.device):
-        coeffs = t.q.intt(d)
+        coeffs = t.q.intt(d) if coeffs is None else coeffs
         if _mod_up_all_digits_at_once(ctx):
             return _mod_up_all_digits(ctx, t, d, coeffs)
         if ctx.alpha <= _context.BATCHED_MODUP_MAX_ALPHA:  # small digits: one extension kernel, one NTT

@@ -191,12 +191,14 @@ class PairEvaluator:
         key = self.evaluator.keys.relin_key(op)
         if _fused_passes():  # the inner products written in place, (d0, d1) added in ModDown's pass
             extended = torch.empty((2, 2, len(ctx.qp_at(level)), ctx.n), dtype=torch.int64, device=p.data.device)
-            digits = [keyswitch.decompose_mod_up(ctx, p.data[2, i], level) for i in (0, 1)]
-            if ops.kernel_variant("fused") >= 2:  # both in one pass over the key
+            if ops.kernel_variant("fused") >= 2:  # both d_2 in one INTT, both inner products in one pass over the key
+                coeffs = ctx.q_at(level).intt(p.data[2])
+                digits = [keyswitch._decompose_mod_up(ctx, p.data[2, i], level, coeffs[i]) for i in (0, 1)]
                 keyswitch._inner_product_pair_into(ctx, *digits, key, level, extended)
             else:
                 for i in (0, 1):
-                    keyswitch._inner_product_into(ctx, digits[i], key, level, extended[:, i])
+                    digits = keyswitch.decompose_mod_up(ctx, p.data[2, i], level)
+                    keyswitch._inner_product_into(ctx, digits, key, level, extended[:, i])
             d01 = p.data[:2].reshape(4, level + 1, ctx.n)  # a view: (d0, d1) of both, in ModDown's batch order
             out = keyswitch._mod_down(ctx, extended.view(4, -1, ctx.n), level, add=d01)
             return p.replace(data=out.view(2, 2, level + 1, ctx.n))
