@@ -297,14 +297,15 @@ def count_key_switches(fn) -> tuple[int, int]:
     ``[digits, 2, alpha + l + 1, N]``."""
     from fhe_core.rlwe import keyswitch
 
-    names = ("_inner_product", "_inner_product_into", "_inner_product_pair_into")
+    names = ("_inner_product", "_inner_product_into", "_inner_product_pair_into", "_inner_product_babies_into")
     originals = {name: getattr(keyswitch, name) for name in names}
     seen = [0, 0]
 
     def counting(name):
         def count(ctx, digits, *args, **kwargs):  # (the pair: two key switches, one read of the key)
-            seen[0] += 2 if name == "_inner_product_pair_into" else 1
-            seen[1] += digits.shape[0] * 2 * digits.shape[1] * digits.shape[2] * WORD
+            switches = len(args[0]) if name == "_inner_product_babies_into" else 1  # (args[0]: the keys)
+            seen[0] += 2 if name == "_inner_product_pair_into" else switches
+            seen[1] += switches * digits.shape[0] * 2 * digits.shape[1] * digits.shape[2] * WORD
             return originals[name](ctx, digits, *args, **kwargs)
         return count
 
@@ -431,7 +432,9 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False, 
     cases += [Case("bootstrap [fused v0: composed ops]", name, whole,
                    with_variant("fused", 0, lambda i: boot.bootstrap(ct))),
               Case("bootstrap [fused v1: session 3, round 1]", name, whole,
-                   with_variant("fused", 1, lambda i: boot.bootstrap(ct)))]
+                   with_variant("fused", 1, lambda i: boot.bootstrap(ct))),
+              Case("bootstrap [fused v2: round 2]", name, whole,
+                   with_variant("fused", 2, lambda i: boot.bootstrap(ct)))]
     steps = {  # name: (run, ciphertext bytes in and out)
         "boot: mod_raise": (lambda i: boot.mod_raise(ct), ct_bytes + top),
         "boot: coeffs_to_slots": (lambda i: boot.coeffs_to_slots(raised), 3 * top),

@@ -434,9 +434,10 @@ def _times_p(ctx: rlwe.RLWEContext, c: torch.Tensor, level: int, out: torch.Tens
 
 
 def _fused_passes() -> bool:
-    """ops.kernel_variant("fused") >= 1 (the default is 2): the fused inner products of the baby and
+    """ops.kernel_variant("fused") >= 1 (the default is 3): the fused inner products of the baby and
     giant steps (ops.ks_inner_product_fused); 2 also the giant steps' plaintext products in one pass
-    over the baby stack (ops.giant_products); 0: the composed ops (the same residues, bit for bit)."""
+    over the baby stack (ops.giant_products); 3 also the baby steps in one launch
+    (ops.ks_inner_product_babies); 0: the composed ops (the same residues, bit for bit)."""
     return ops.kernel_variant("fused") >= 1
 
 
@@ -493,7 +494,17 @@ class _BabySteps:
         p_c0 = _times_p(ctx, ct.data[0], level, out[steps.index(0), 0] if in_place else
                         torch.empty(len(qp), ctx.n, dtype=torch.int64, device=ct.data.device))
         digits = keyswitch.decompose_mod_up(ctx, ct.data[1], level) if any(steps) else None
+        together = ops.kernel_variant("fused") >= 3 and digits is not None
+        if together:  # every nonzero baby step in launches of up to 16 (the digits read from L2 after the first)
+            nonzero = [(i, j, keys.element(j)) for i, j in enumerate(steps) if j]
+            for first in range(0, len(nonzero), BABIES_PER_LAUNCH):
+                chunk = nonzero[first:first + BABIES_PER_LAUNCH]
+                keyswitch._inner_product_babies_into(ctx, digits, [keys.key(e) for _, _, e in chunk],
+                                                     [e for _, _, e in chunk], [i for i, _, _ in chunk], level, out,
+                                                     add=p_c0[ctx.alpha:])
         for i, j in enumerate(steps):
+            if together and j:
+                continue
             if j == 0:
                 if not in_place:
                     out[i, 0].copy_(p_c0)
@@ -526,6 +537,7 @@ class _BabySteps:
 
 MAX_FUSED_TERMS = 63  # products of two words < 2^61 that a 128-bit accumulator holds (ops.ks_inner_product)
 GIANTS_PER_PASS, MAX_BABIES_PER_PASS = 4, 32  # ops.giant_products' limits
+BABIES_PER_LAUNCH = 16  # ops.ks_inner_product_babies' limit
 
 
 def _giant_products(steps, babies: _BabySteps, moduli: torch.Tensor) -> torch.Tensor | None:

@@ -235,8 +235,8 @@ enum class Variant : int {
   kTensor = 3,  // 1: CKKS's tensor product as one op (ops.tensor_product; read by ckks/evaluator.py)
   kFused = 4,   // 1: the bootstrapping circuit's fused passes (ops.ks_inner_product_fused, linear_combination,
                 //    rescale in the NTT's store; read by ckks/*.py and ckks/bootstrapping/*.py, both devices);
-                //    2 (default): also giant_products, ks_inner_product_pair, CtS into the EvalMod pair, and
-                //    center_lift by output rows (fused.cu; read by ops.cpp)
+                //    2: also giant_products, ks_inner_product_pair, CtS into the EvalMod pair, and center_lift
+                //    by output rows (fused.cu; read by ops.cpp); 3 (default): also the baby steps in one launch
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp
@@ -342,7 +342,25 @@ struct KsInnerProductPairArgs {
   const u64* digits_b;  // digit set 1, base.digits' shape
 };
 
+// The double-hoisted baby steps of a linear transform in one launch: for each baby b (its key, Galois
+// element and output), out_b = the ks_inner_product_fused of the shared digits read through sigma_b,
+// plus sigma_b(add) on the last add_rows rows of component 0. One thread walks the babies in turn, so
+// the digit rows of its limb, read by every baby through another permutation, come from L2 after the
+// first (the per-baby launches read them from DRAM once per baby: a third of each one's bytes).
+constexpr int kMaxBabySteps = 16;
+struct KsInnerProductBabiesArgs {
+  KsInnerProductArgs base;                // digits, moduli and sizes (base.key, base.out: unused)
+  const u64* keys[kMaxBabySteps];         // [>= dnum, 2, key_rows, N] each
+  u64* outs[kMaxBabySteps];               // [2, limbs, N] each (contiguous)
+  u64 galois[kMaxBabySteps];
+  int count;
+  const u64* add;                         // [add_rows, N] or nullptr
+  int add_rows;
+  int log_n;
+};
+
 namespace cpu {
+void ks_inner_product_babies(const KsInnerProductBabiesArgs& args);
 void ks_inner_product_pair(const KsInnerProductPairArgs& args);
 void giant_products(const GiantProductsArgs& args);
 void ks_inner_product_fused(const KsInnerProductFusedArgs& args);
@@ -350,6 +368,7 @@ void linear_combination(const LinearCombinationArgs& args);
 }  // namespace cpu
 
 namespace cuda {
+void ks_inner_product_babies(const KsInnerProductBabiesArgs& args, Stream stream);
 void ks_inner_product_pair(const KsInnerProductPairArgs& args, Stream stream);
 void center_lift_rows(const CenterLiftArgs& args, Stream stream);  // center_lift, one output row per block row
 void giant_products(const GiantProductsArgs& args, Stream stream);

@@ -27,7 +27,7 @@
 namespace fhe {
 
 int& kernel_variant(Variant v) {
-  static int variants[static_cast<int>(Variant::kCount)] = {2, 1, 1, 1, 2};
+  static int variants[static_cast<int>(Variant::kCount)] = {2, 1, 1, 1, 3};
   return variants[static_cast<int>(v)];
 }
 
@@ -176,6 +176,9 @@ struct CpuBackend {
   static void giant_products(const GiantProductsArgs& a, const Tensor&) { cpu::giant_products(a); }
   static void center_lift_rows(const CenterLiftArgs& a, const Tensor&) { cpu::center_lift(a); }
   static void ks_inner_product_pair(const KsInnerProductPairArgs& a, const Tensor&) { cpu::ks_inner_product_pair(a); }
+  static void ks_inner_product_babies(const KsInnerProductBabiesArgs& a, const Tensor&) {
+    cpu::ks_inner_product_babies(a);
+  }
 };
 
 #ifdef FHE_CORE_WITH_CUDA
@@ -222,6 +225,9 @@ struct CudaBackend {
   }
   static void ks_inner_product_pair(const KsInnerProductPairArgs& a, const Tensor& t) {
     cuda::ks_inner_product_pair(a, current_stream(t));
+  }
+  static void ks_inner_product_babies(const KsInnerProductBabiesArgs& a, const Tensor& t) {
+    cuda::ks_inner_product_babies(a, current_stream(t));
   }
 };
 #endif
@@ -949,10 +955,74 @@ Tensor& ks_inner_product_pair_out(const Tensor& digits_a, const Tensor& digits_b
   return out;
 }
 
+// The baby steps of a double-hoisted linear transform in one launch (kernels.h): baby b's key keys[b] and
+// element galois[b], its result in out[positions[b]] ([n, 2, limbs, N], the baby-step stack), plus
+// sigma_b(add) on the last add.size(0) rows of component 0.
+template <class B>
+Tensor& ks_inner_product_babies_out(const Tensor& digits, at::TensorList keys, at::IntArrayRef galois,
+                                    at::IntArrayRef positions, int64_t q_count, int64_t p_row, const Tensor& moduli,
+                                    const std::optional<Tensor>& add, Tensor& out) {
+  const char* op = "ks_inner_product_babies";
+  check_residues(digits, moduli, op, "digits");
+  FHE_CHECK(digits.dim() == 3, op, ": digits must be [dnum, limbs, N], got ", digits.sizes());
+  const int64_t dnum = digits.size(0), limbs = digits.size(1), n = digits.size(2);
+  const int log_n = log2_exact(n, op);
+  FHE_CHECK(dnum >= 1 && dnum <= kMaxDigits, op, ": 1 to ", kMaxDigits, " digits, got ", dnum);
+  const int64_t count = static_cast<int64_t>(keys.size());
+  FHE_CHECK(count >= 1 && count <= kMaxBabySteps && static_cast<int64_t>(galois.size()) == count &&
+                static_cast<int64_t>(positions.size()) == count,
+            op, ": 1 to ", kMaxBabySteps, " baby steps, with one Galois element and one position each; got ", count,
+            " keys, ", galois.size(), " elements, ", positions.size(), " positions");
+  check_words(out, op, "out");
+  check_same_device(out, digits, op, "out");
+  FHE_CHECK(out.dim() == 4 && out.size(1) == 2 && out.size(2) == limbs && out.size(3) == n, op,
+            ": out must be [n, 2, ", limbs, ", ", n, "], got ", out.sizes());
+  at::assert_no_overlap(out, digits);
+  KsInnerProductBabiesArgs args{};
+  int64_t key_rows = -1;
+  for (int64_t b = 0; b < count; ++b) {
+    const Tensor& key = keys[b];
+    check_words(key, op, "key");
+    check_same_device(key, digits, op, "key");
+    FHE_CHECK(key.dim() == 4 && key.size(0) >= dnum && key.size(1) == 2 && key.size(3) == n &&
+                  (key_rows < 0 || key.size(2) == key_rows),
+              op, ": keys must be [dnum >= ", dnum, ", 2, rows, ", n, "] with one row count, got ", key.sizes());
+    key_rows = key.size(2);
+    FHE_CHECK(galois[b] > 0 && galois[b] < 2 * n && galois[b] % 2 == 1, op, ": a Galois element must be odd in [1, ",
+              2 * n, "), got ", galois[b]);
+    FHE_CHECK(positions[b] >= 0 && positions[b] < out.size(0), op, ": position ", positions[b], " outside [0, ",
+              out.size(0), ")");
+    for (int64_t c = 0; c < b; ++c)
+      FHE_CHECK(positions[c] != positions[b], op, ": two baby steps write position ", positions[b]);
+    at::assert_no_overlap(out, key);
+    args.keys[b] = words(key);
+    args.outs[b] = mutable_words(out) + positions[b] * 2 * limbs * n;
+    args.galois[b] = static_cast<u64>(galois[b]);
+  }
+  FHE_CHECK(q_count >= 0 && q_count <= limbs && q_count <= p_row && p_row + (limbs - q_count) <= key_rows, op,
+            ": limbs [0, ", q_count, ") must be key rows [0, ", q_count, ") and the other ", limbs - q_count,
+            " rows from ", p_row, ", within the keys' ", key_rows, " rows");
+  args.base = KsInnerProductArgs{words(digits), nullptr, nullptr, moduli_ptr(moduli), static_cast<int>(dnum),
+                                 static_cast<int>(limbs), static_cast<int>(q_count), p_row, key_rows, n};
+  args.count = static_cast<int>(count);
+  args.log_n = log_n;
+  if (add.has_value()) {
+    check_words(*add, op, "add");
+    check_same_device(*add, digits, op, "add");
+    FHE_CHECK(add->dim() == 2 && add->size(0) <= limbs && add->size(1) == n, op, ": add must be [<= ", limbs, ", ", n,
+              "], got ", add->sizes());
+    for (int64_t b = 0; b < count; ++b) at::assert_no_overlap(out[positions[b]], *add);
+    args.add = words(*add);
+    args.add_rows = static_cast<int>(add->size(0));
+  }
+  B::ks_inner_product_babies(args, digits);
+  return out;
+}
+
 // ---- run-time kernel variants (see kernels.h) -------------------------------------------------
 
 constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "fused"};
-constexpr int kVariantMax[] = {2, 1, 1, 1, 2};
+constexpr int kVariantMax[] = {2, 1, 1, 1, 3};
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 
 // Sets a variant, returns the previous value; a negative value only reads it.
@@ -1012,6 +1082,7 @@ void register_backend(torch::Library& m) {
   m.impl("linear_combination", &linear_combination_out<B>);
   m.impl("giant_products", &giant_products_out<B>);
   m.impl("ks_inner_product_pair", &ks_inner_product_pair_out<B>);
+  m.impl("ks_inner_product_babies", &ks_inner_product_babies_out<B>);
   m.impl("sample_uniform", &sample_uniform<B>);
   m.impl("sample_cbd", &sample_cbd<B>);
   m.impl("sample_ternary", &sample_ternary<B>);
@@ -1075,6 +1146,8 @@ TORCH_LIBRARY(fhe_core, m) {
   m.def("giant_products(Tensor babies, Tensor[] pts, int[] index, Tensor moduli, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("ks_inner_product_pair(Tensor digits_a, Tensor digits_b, Tensor key, int q_count, int p_row, Tensor moduli, "
         "*, Tensor(a!) out) -> Tensor(a!)");
+  m.def("ks_inner_product_babies(Tensor digits, Tensor[] keys, int[] galois, int[] positions, int q_count, int p_row, "
+        "Tensor moduli, Tensor? add, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("cuda_built() -> bool", []() {
 #ifdef FHE_CORE_WITH_CUDA
     return true;

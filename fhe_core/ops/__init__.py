@@ -26,7 +26,7 @@ __all__ = [
     "mul_add", "tensor_product", "bconv", "center_lift", "mod_up_conv", "ks_inner_product",
     "automorphism_ntt", "automorphism_coeff", "sample_uniform", "sample_cbd", "sample_ternary",
     "ntt_table", "seed_words", "kernel_variant", "use_kernel_variant", "ks_inner_product_fused",
-    "linear_combination", "giant_products", "ks_inner_product_pair",
+    "linear_combination", "giant_products", "ks_inner_product_pair", "ks_inner_product_babies",
 ]
 
 
@@ -46,9 +46,10 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     ``rlwe.keyswitch``; ``"tensor"`` (1: CKKS's tensor product as one ``tensor_product``, read by
     ``ckks.Evaluator``); ``"fused"`` (1: the bootstrapping circuit's fused passes,
     :func:`ks_inner_product_fused` and :func:`linear_combination` in the linear transforms, the
-    polynomial evaluator and the batched pair, rescale's last step in the NTT's store; 2, the
-    default: also :func:`giant_products`, :func:`ks_inner_product_pair`, CoeffsToSlots writing the
-    EvalMod pair in place and center_lift by output rows; read by the ckks Python on both devices).
+    polynomial evaluator and the batched pair, rescale's last step in the NTT's store; 2: also
+    :func:`giant_products`, :func:`ks_inner_product_pair`, CoeffsToSlots writing the EvalMod pair in
+    place and center_lift by output rows; 3, the default: also the baby steps in one
+    :func:`ks_inner_product_babies`; read by the ckks Python on both devices).
     All variants give the same residues bit for bit; the switch exists so that tests compare them
     and benchmarks time them side by side. The CPU kernels have one variant and ignore "conv". A
     launch reads the setting when it is enqueued (so a captured CUDA graph keeps the variant it was
@@ -249,6 +250,18 @@ def ks_inner_product_pair(digits_a: Tensor, digits_b: Tensor, key: Tensor, q_cou
     pair), each key word read once for both: ``out[c][i] = sum_j digits_i[j] * key[j][c][row]``,
     i = a, b. out: ``[2 (component), 2 (set), limbs, N]`` contiguous. Returns out."""
     return _ops.ks_inner_product_pair(digits_a, digits_b, key, q_count, p_row, moduli, out=out)
+
+
+def ks_inner_product_babies(digits: Tensor, keys: list[Tensor], galois: list[int], positions: list[int], q_count: int,
+                            p_row: int, moduli: Tensor, *, out: Tensor, add: Tensor | None = None) -> Tensor:
+    """Several :func:`ks_inner_product_fused` of one digit tensor in one launch (the baby steps of a
+    double-hoisted linear transform): for each b, ``out[positions[b]]`` = the digits read through
+    sigma_galois[b] times ``keys[b]``, plus sigma_galois[b](add) on the last add.shape[0] rows of
+    component 0. keys: 1 to 16, one row count; out: ``[n, 2, limbs, N]`` contiguous. A thread computes
+    every baby's output of its coefficient in turn, so the digits come from L2 after the first baby.
+    Returns out."""
+    return _ops.ks_inner_product_babies(digits, list(keys), list(galois), list(positions), q_count, p_row, moduli,
+                                        add, out=out)
 
 
 def giant_products(babies: Tensor, pts: list[Tensor], index: list[int], moduli: Tensor, *, out: Tensor) -> Tensor:

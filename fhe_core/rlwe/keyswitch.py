@@ -135,6 +135,17 @@ def _inner_product_into(ctx: RLWEContext, digits: torch.Tensor, key: SwitchingKe
                                           galois=galois, add=add, add_galois=add_galois, accumulate=accumulate)
 
 
+def _inner_product_babies_into(ctx: RLWEContext, digits: torch.Tensor, keys: list[SwitchingKey], elements: list[int],
+                               positions: list[int], level: int, out: torch.Tensor,
+                               add: torch.Tensor | None = None) -> torch.Tensor:
+    """:func:`_inner_product_into` with galois=add_galois=elements[b] and keys[b] into out[positions[b]] for
+    every b, one launch sharing the digit reads (ops.ks_inner_product_babies)."""
+    rows = len(ctx.tables(level).qp)
+    with _step("inner_product", ctx.device):
+        return ops.ks_inner_product_babies(digits, [k.data for k in keys], elements, positions, rows, rows,
+                                           ctx.qp_at(level).moduli, out=out, add=add)
+
+
 def _inner_product_pair_into(ctx: RLWEContext, digits_a: torch.Tensor, digits_b: torch.Tensor, key: SwitchingKey,
                              level: int, out: torch.Tensor) -> torch.Tensor:
     """:func:`_inner_product` of two digit sets with one key into ``out`` ``[2 (component), 2 (set),

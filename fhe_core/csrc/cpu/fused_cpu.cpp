@@ -18,6 +18,18 @@ void add_rows(u64* x, const u64* y, const Modulus* moduli, int64_t rows, int64_t
 
 }  // namespace
 
+// Each baby step as its own fused inner product (the composition below).
+void ks_inner_product_babies(const KsInnerProductBabiesArgs& f) {
+  const int64_t plane = static_cast<int64_t>(f.base.limbs) * f.base.n;
+  for (int b = 0; b < f.count; ++b) {
+    KsInnerProductArgs base = f.base;
+    base.key = f.keys[b];
+    base.out = f.outs[b];
+    ks_inner_product_fused(KsInnerProductFusedArgs{base, plane, f.galois[b], f.add, f.add_rows, f.galois[b], false,
+                                                   f.log_n});
+  }
+}
+
 // Each digit set's inner product (the CPU kernel), then its two components into place.
 void ks_inner_product_pair(const KsInnerProductPairArgs& p) {
   const KsInnerProductArgs& a = p.base;

@@ -112,6 +112,35 @@ __global__ void giant_products_kernel(GiantProductsArgs a) {
   }
 }
 
+// One thread per coefficient x of one limb, the babies in turn (kernels.h, KsInnerProductBabiesArgs).
+__global__ void ks_inner_product_babies_kernel(KsInnerProductBabiesArgs f) {
+  const KsInnerProductArgs& a = f.base;
+  const int64_t x = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (x >= a.n) return;
+  const int limb = blockIdx.y;
+  const Modulus m = a.moduli[limb];
+  const int64_t key_row = ks_key_row(limb, a.q_count, a.p_row);
+  const int64_t at = static_cast<int64_t>(limb) * a.n + x, plane = static_cast<int64_t>(a.limbs) * a.n;
+  const int add_row = limb - (a.limbs - f.add_rows);
+  for (int b = 0; b < f.count; ++b) {
+    const int64_t src = galois_ntt_source(static_cast<u32>(x), f.galois[b], f.log_n);
+    const u64* digits = a.digits + static_cast<int64_t>(limb) * a.n + src;
+    const u64* key = f.keys[b] + key_row * a.n + x;
+    U128 acc0{0, 0}, acc1{0, 0};
+    for (int j = 0; j < a.dnum; ++j) {
+      const u64 d = digits[static_cast<int64_t>(j) * plane];
+      const u64* k = key + static_cast<int64_t>(j) * 2 * a.key_rows * a.n;
+      // the key words are read once: streaming loads (evict first), so the digit rows stay in L2
+      mac128(acc0, d, __ldcs(reinterpret_cast<const unsigned long long*>(k)));
+      mac128(acc1, d, __ldcs(reinterpret_cast<const unsigned long long*>(k + a.key_rows * a.n)));
+    }
+    u64 r0 = reduce128(acc0, m);
+    if (f.add != nullptr && add_row >= 0) r0 = add_mod(r0, f.add[static_cast<int64_t>(add_row) * a.n + src], m.value);
+    f.outs[b][at] = r0;
+    f.outs[b][plane + at] = reduce128(acc1, m);
+  }
+}
+
 // As ks_inner_product_kernel for two digit sets sharing the key: the key (2/3 of the bytes) read once.
 __global__ void ks_inner_product_pair_kernel(KsInnerProductPairArgs p) {
   const KsInnerProductArgs& a = p.base;
@@ -163,6 +192,14 @@ __global__ void center_lift_rows_kernel(CenterLiftArgs a) {
 }
 
 }  // namespace
+
+void ks_inner_product_babies(const KsInnerProductBabiesArgs& a, Stream stream) {
+  if (a.base.limbs == 0 || a.count == 0) return;
+  const DeviceScope scope(stream.device);
+  const dim3 grid(blocks_for(a.base.n, kThreads), static_cast<unsigned>(a.base.limbs));
+  ks_inner_product_babies_kernel<<<grid, kThreads, 0, native(stream)>>>(a);
+  check_launch("ks_inner_product_babies_kernel");
+}
 
 void ks_inner_product_pair(const KsInnerProductPairArgs& a, Stream stream) {
   if (a.base.limbs == 0) return;

@@ -251,7 +251,8 @@ def test_double_hoisting_counts_its_mod_ups_and_mod_downs(s, monkeypatch):
     evaluator = s.evaluator(transform.galois_elements())
     calls = {"mod_up": 0, "mod_down": [], "keys": []}
     real = {name: getattr(keyswitch, name)
-            for name in ("decompose_mod_up", "mod_down", "inner_product", "_inner_product_into")}
+            for name in ("decompose_mod_up", "mod_down", "inner_product", "_inner_product_into",
+                         "_inner_product_babies_into")}
 
     def mod_up(ctx, d, level):
         calls["mod_up"] += 1
@@ -269,8 +270,13 @@ def test_double_hoisting_counts_its_mod_ups_and_mod_downs(s, monkeypatch):
         calls["keys"].append(key.galois_element)
         return real["_inner_product_into"](ctx, digits, key, level, out, **fused)
 
+    def inner_product_babies_into(ctx, digits, keys, *args, **kwargs):  # fused variant 3: the babies at once
+        calls["keys"] += [key.galois_element for key in keys]
+        return real["_inner_product_babies_into"](ctx, digits, keys, *args, **kwargs)
+
     for name, fn in (("decompose_mod_up", mod_up), ("mod_down", mod_down), ("inner_product", inner_product),
-                     ("_inner_product_into", inner_product_into)):
+                     ("_inner_product_into", inner_product_into),
+                     ("_inner_product_babies_into", inner_product_babies_into)):
         monkeypatch.setattr(keyswitch, name, fn)
     z = s.vector(n)
     ct = s.encrypt(z)

@@ -305,3 +305,43 @@ def test_linear_combination_into_a_strided_out():
     pair = torch.zeros((2, 2, 3, N), dtype=torch.int64)
     ops.linear_combination(terms, weights, moduli, out=pair[:, 1], constant=constant)
     assert torch.equal(pair[:, 1], expected) and not pair[:, 0].any()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("extreme", [False, True])
+def test_ks_inner_product_babies_equal_one_fused_inner_product_each(device, extreme):
+    rng, _ = fresh_rng()
+    moduli = modulus_table(PRIMES).to(device)
+    digits = _residues(rng, (3,), PRIMES, extreme, device)
+    elements, positions = [5, 25, 2 * N - 1], [3, 0, 2]
+    keys = [_residues(rng, (3, 2), PRIMES, extreme, device) for _ in elements]
+    add = _residues(rng, (), PRIMES[2:], extreme, device)
+    out = torch.zeros((4, 2, len(PRIMES), N), dtype=torch.int64, device=device)
+    ops.ks_inner_product_babies(digits, keys, elements, positions, len(PRIMES), len(PRIMES), moduli, out=out, add=add)
+    for key, element, position in zip(keys, elements, positions):
+        expected = torch.empty((2, len(PRIMES), N), dtype=torch.int64, device=device)
+        ops.ks_inner_product_fused(digits, key, len(PRIMES), len(PRIMES), moduli, out=expected, galois=element,
+                                   add=add, add_galois=element)
+        assert torch.equal(out[position], expected)
+    assert not out[1].any()  # no baby at position 1
+    with pytest.raises(RuntimeError, match="two baby steps write position 3"):
+        ops.ks_inner_product_babies(digits, keys, elements, [3, 3, 2], len(PRIMES), len(PRIMES), moduli, out=out)
+    with pytest.raises(RuntimeError, match="one Galois element and one position each"):
+        ops.ks_inner_product_babies(digits, keys, elements[:2], positions, len(PRIMES), len(PRIMES), moduli, out=out)
+
+
+@pytest.mark.gpu
+def test_ks_inner_product_babies_on_cuda_equal_the_cpu():
+    rng, _ = fresh_rng()
+    moduli = modulus_table(PRIMES)
+    digits = _residues(rng, (3,), PRIMES, True, "cpu")
+    keys = [_residues(rng, (3, 2), PRIMES, False, "cpu") for _ in range(16)]
+    elements = [pow(5, k, 2 * N) for k in range(1, 17)]
+    add = _residues(rng, (), PRIMES[1:], False, "cpu")
+    outs = []
+    for device in ("cpu", "cuda"):
+        out = torch.empty((16, 2, len(PRIMES), N), dtype=torch.int64, device=device)
+        ops.ks_inner_product_babies(digits.to(device), [k.to(device) for k in keys], elements, list(range(16)),
+                                    len(PRIMES) - 1, len(PRIMES) - 1, moduli.to(device), out=out, add=add.to(device))
+        outs.append(out.cpu())
+    assert torch.equal(*outs)
