@@ -341,10 +341,15 @@ class LinearTransform:
         total = None
         fused = _fused_passes()
         products = _giant_products(encoded.giant_steps, babies, qp.moduli) if ops.kernel_variant("fused") >= 2 else None
+        if products is not None and ops.kernel_variant("fused") >= 3:
+            with _step("lintrans_giant_steps", device):
+                total = _giant_steps_batched(ctx, encoded.giant_steps, products, level, keys)
+            with _step("lintrans_mod_down", device):
+                return keyswitch.mod_down(ctx, total, level)
         for i, step in enumerate(encoded.giant_steps):
             with _step(f"lintrans_giant_step_{step.giant}", device):
                 if products is not None:
-                    acc = products[i]
+                    acc = products[:, i]
                 else:
                     acc = _fused_multiply_accumulate(step.data, babies.rows(step.babies, self._gathers), qp.moduli)
                 if step.giant and fused:  # rotated, plus the sum so far, in the inner product's pass
@@ -547,15 +552,41 @@ def _giant_products(steps, babies: _BabySteps, moduli: torch.Tensor) -> torch.Te
     stack = babies.stack
     if stack.shape[0] > MAX_BABIES_PER_PASS or any(len(s.babies) > MAX_FUSED_TERMS for s in steps):
         return None
-    out = torch.empty((len(steps), *stack.shape[1:]), dtype=stack.dtype, device=stack.device)
+    out = torch.empty((2, len(steps), *stack.shape[2:]), dtype=stack.dtype, device=stack.device)
     for first in range(0, len(steps), GIANTS_PER_PASS):
         group = steps[first:first + GIANTS_PER_PASS]
         index = [-1] * (len(group) * stack.shape[0])
         for g, step in enumerate(group):
             for t, j in enumerate(step.babies):
                 index[g * stack.shape[0] + babies.position[j]] = t
-        ops.giant_products(stack, [s.data for s in group], index, moduli, out=out[first:first + len(group)])
+        ops.giant_products(stack, [s.data for s in group], index, moduli, out=out[:, first:first + len(group)])
     return out
+
+
+def _giant_steps_batched(ctx: rlwe.RLWEContext, steps, products: torch.Tensor, level: int,
+                         keys: _RotationKeys) -> torch.Tensor:
+    """sum_g P rot_g(acc_g) over QP_l from every giant step's product ``[2, G, rows, N]`` (component-major):
+    the one-component ModDowns of all nonzero giant steps in one batch (their P rows' INTT, the Conv and
+    the NTT with its epilogue: 3 launches instead of 3 per giant step, the small ones latency-bound),
+    the INTTs of their ModUps in one launch, then per giant step its automorphism, the rest of its ModUp and
+    its fused inner product (sigma(acc_0) and the running sum added in the same pass)."""
+    q = ctx.q_at(level)
+    first = 1 if steps[0].giant == 0 else 0  # (giant steps are sorted: 0 first when present)
+    total = products[:, 0] if first else None
+    if len(steps) == first:
+        return total
+    downs = keyswitch.mod_down(ctx, products[1, first:], level)  # [G', l+1, N]
+    elements = [keys.element(s.giant) for s in steps[first:]]
+    sigmas = torch.empty_like(downs)
+    for k, element in enumerate(elements):
+        ops.automorphism_ntt(downs[k], q.moduli, element, out=sigmas[k])
+    coeffs = q.intt(sigmas)
+    for k, element in enumerate(elements):
+        digits = keyswitch._decompose_mod_up(ctx, sigmas[k], level, coeffs[k])
+        out = torch.empty_like(products[:, 0]) if total is None else total
+        total = keyswitch._inner_product_into(ctx, digits, keys.key(element), level, out, add=products[0, first + k],
+                                              add_galois=element, accumulate=total is not None)
+    return total
 
 
 def _fused_multiply_accumulate(pts: torch.Tensor, rotated: torch.Tensor, moduli: torch.Tensor) -> torch.Tensor:

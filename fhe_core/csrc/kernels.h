@@ -317,7 +317,7 @@ struct LinearCombinationArgs {
 };
 
 // The plaintext products of up to kMaxGiants giant steps of a BSGS linear transform in one pass over the
-// baby steps: out[g][c][i][x] = sum_j pts[g][index[g][j]][i][x] * babies[j][c][i][x] mod q_i over the
+// baby steps: out[c][g][i][x] = sum_j pts[g][index[g][j]][i][x] * babies[j][c][i][x] mod q_i over the
 // baby positions j with index[g][j] >= 0, each baby word read once for every giant of the launch
 // (the per-giant inner products read the whole baby stack once per giant).
 constexpr int kMaxGiants = 4;
@@ -328,7 +328,8 @@ struct GiantProductsArgs {
   int8_t index[kMaxGiants][kMaxBabies];     // plaintext of giant g for baby position j, or -1
   int giants;
   int n_babies;
-  u64* out;                                 // [giants, 2, limbs, N]
+  u64* out;                                 // [2, giants, limbs, N]: component c of giant g at
+  int64_t out_stride;                       //   out + c * out_stride + g * limbs * N
   const Modulus* moduli;                    // [limbs]
   int limbs;
   int64_t n;

@@ -874,7 +874,8 @@ Tensor& linear_combination_out(at::TensorList terms, const Tensor& weights, cons
   return out;
 }
 
-// The plaintext products of up to kMaxGiants giant steps in one pass over the baby stack (kernels.h):
+// The plaintext products of up to kMaxGiants giant steps in one pass over the baby stack (kernels.h), out
+// [2, giants, limbs, N] (component-major: a slice of a [2, G, limbs, N] buffer):
 // index[g * n_babies + j] is giant g's plaintext for baby position j, or -1; each giant's used
 // plaintexts are 0 .. m_g - 1, each once.
 template <class B>
@@ -907,11 +908,16 @@ Tensor& giant_products_out(const Tensor& babies, at::TensorList pts, at::IntArra
       FHE_CHECK(seen[t] == 1, op, ": giant ", g, "'s plaintext ", t, " must pair with exactly one baby step");
     args.pts[g] = words(p);
   }
-  const std::vector<int64_t> sizes{giants, 2, limbs, n};
-  check_out(out, babies, sizes, op);
+  FHE_CHECK(out.scalar_type() == at::kLong && out.dim() == 4 && out.size(0) == 2 && out.size(1) == giants &&
+                out.size(2) == limbs && out.size(3) == n && out.stride(3) == 1 && out.stride(2) == n &&
+                out.stride(1) == limbs * n && out.stride(0) >= giants * limbs * n,
+            op, ": out must be [2, ", giants, ", ", limbs, ", ", n, "] with contiguous [giants, limbs, N] blocks, got "
+            "shape ", out.sizes(), " and strides ", out.strides());
+  check_same_device(out, babies, op, "out");
   at::assert_no_overlap(out, babies);
   for (const Tensor& p : pts) at::assert_no_overlap(out, p);
   args.babies = words(babies);
+  args.out_stride = out.stride(0);
   args.giants = static_cast<int>(giants);
   args.n_babies = static_cast<int>(n_babies);
   args.out = mutable_words(out);

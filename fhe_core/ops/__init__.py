@@ -266,11 +266,12 @@ def ks_inner_product_babies(digits: Tensor, keys: list[Tensor], galois: list[int
 
 def giant_products(babies: Tensor, pts: list[Tensor], index: list[int], moduli: Tensor, *, out: Tensor) -> Tensor:
     """The plaintext products of up to 4 giant steps of a BSGS linear transform in one pass over the
-    baby steps: ``out[g][c] = sum_j pts[g][index[g * n1 + j]] * babies[j][c]`` mod q_i over the baby
+    baby steps: ``out[c][g] = sum_j pts[g][index[g * n1 + j]] * babies[j][c]`` mod q_i over the baby
     positions j whose index is not -1 (each of giant g's plaintexts pairs with exactly one).
 
     babies: ``[n1 <= 32, 2, limbs, N]``; pts: 1 to 4 tensors ``[m_g <= 63, limbs, N]``; index:
-    ``giants x n1`` ints; out: ``[giants, 2, limbs, N]`` contiguous. Each baby word is read once for
+    ``giants x n1`` ints; out: ``[2, giants, limbs, N]``, component-major, each component's
+    ``[giants, limbs, N]`` contiguous (``buffer[:, g0:g1]`` of a ``[2, G, limbs, N]`` buffer). Each baby word is read once for
     all the giants of the call, where :func:`ks_inner_product` per giant reads the stack once per giant.
     Returns out.
     """

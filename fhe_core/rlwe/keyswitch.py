@@ -180,7 +180,9 @@ def _mod_down(ctx: RLWEContext, c: torch.Tensor, level: int, add: torch.Tensor |
     first B' components: in the same pass as ModDown's last step where the variant allows."""
     t = ctx.tables(level)
     alpha, rows = ctx.alpha, len(t.qp)
-    batch = c.reshape(-1, rows, ctx.n).contiguous()  # a view unless c was strided
+    batch = c.reshape(-1, rows, ctx.n)  # a view; a copy only if the [rows, N] blocks are not contiguous
+    if batch.stride(-1) != 1 or batch.stride(-2) != ctx.n:
+        batch = batch.contiguous()
     with _step("mod_down", ctx.device):
         fused = ops.kernel_variant("mod_down") == 1
         if fused:                                                       # every component's P rows, one launch

@@ -59,7 +59,7 @@ void giant_products(const GiantProductsArgs& a) {
     }
     const int m = static_cast<int>(position.size());
     if (m == 0) {
-      std::fill_n(a.out + 2 * g * plane, 2 * plane, u64{0});
+      for (int c = 0; c < 2; ++c) std::fill_n(a.out + c * a.out_stride + g * plane, plane, u64{0});
       continue;
     }
     bool consecutive = true;
@@ -72,8 +72,11 @@ void giant_products(const GiantProductsArgs& a) {
         std::memcpy(gathered.data() + 2 * t * plane, a.babies + 2 * position[t] * plane, 2 * plane * sizeof(u64));
       key = gathered.data();
     }
-    ks_inner_product(KsInnerProductArgs{a.pts[g], key, a.out + 2 * g * plane, a.moduli, m, a.limbs, a.limbs, a.limbs,
+    std::vector<u64> product(static_cast<size_t>(2 * plane));
+    ks_inner_product(KsInnerProductArgs{a.pts[g], key, product.data(), a.moduli, m, a.limbs, a.limbs, a.limbs,
                                         a.limbs, a.n});
+    for (int c = 0; c < 2; ++c)
+      std::memcpy(a.out + c * a.out_stride + g * plane, product.data() + c * plane, plane * sizeof(u64));
   }
 }
 

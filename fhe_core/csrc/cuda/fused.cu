@@ -107,8 +107,8 @@ __global__ void giant_products_kernel(GiantProductsArgs a) {
 #pragma unroll
   for (int g = 0; g < kMaxGiants; ++g) {
     if (g >= a.giants) break;
-    a.out[2 * g * plane + at] = reduce128(acc[g][0], m);
-    a.out[(2 * g + 1) * plane + at] = reduce128(acc[g][1], m);
+    a.out[g * plane + at] = reduce128(acc[g][0], m);
+    a.out[a.out_stride + g * plane + at] = reduce128(acc[g][1], m);
   }
 }
 

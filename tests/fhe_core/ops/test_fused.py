@@ -212,30 +212,32 @@ def _giant_case(rng, device, extreme):
 def test_giant_products_equal_one_inner_product_per_giant(device, extreme):
     rng, _ = fresh_rng()
     moduli, babies, positions, pts, index = _giant_case(rng, device, extreme)
-    out = torch.empty((3, 2, len(PRIMES), N), dtype=torch.int64, device=device)
+    buffer = torch.zeros((2, 5, len(PRIMES), N), dtype=torch.int64, device=device)
+    out = buffer[:, 1:4]  # component-major, a slice of a larger buffer
     ops.giant_products(babies, pts, index, moduli, out=out)
     for g, p in enumerate(positions):
         expected = ops.ks_inner_product(pts[g], babies[p].contiguous(), len(PRIMES), len(PRIMES), moduli)
-        assert torch.equal(out[g], expected)
+        assert torch.equal(out[:, g], expected)
+    assert not buffer[:, 0].any() and not buffer[:, 4].any()
 
 
 def test_giant_products_against_python_integers():
     rng, _ = fresh_rng()
     moduli, babies, positions, pts, index = _giant_case(rng, "cpu", False)
-    out = torch.empty((3, 2, len(PRIMES), N), dtype=torch.int64)
+    out = torch.empty((2, 3, len(PRIMES), N), dtype=torch.int64)
     ops.giant_products(babies, pts, index, moduli, out=out)
     b, p = to_ints(babies), [to_ints(x) for x in pts]
     for g, used in enumerate(positions):
         for c in (0, 1):
             for i, q in enumerate(PRIMES):
                 for x in (0, N - 1):
-                    assert int(out[g, c, i, x]) == sum(p[g][t][i][x] * b[j][c][i][x] for t, j in enumerate(used)) % q
+                    assert int(out[c, g, i, x]) == sum(p[g][t][i][x] * b[j][c][i][x] for t, j in enumerate(used)) % q
 
 
 def test_giant_products_refuse_bad_tables():
     rng, _ = fresh_rng()
     moduli, babies, _, pts, index = _giant_case(rng, "cpu", False)
-    out = torch.empty((3, 2, len(PRIMES), N), dtype=torch.int64)
+    out = torch.empty((2, 3, len(PRIMES), N), dtype=torch.int64)
     with pytest.raises(RuntimeError, match="must pair with exactly one baby step"):
         ops.giant_products(babies, pts, [0 if i == 4 else v for i, v in enumerate(index)], moduli, out=out)
     with pytest.raises(RuntimeError, match="index must have giants x n1 = 18 entries"):
@@ -253,7 +255,7 @@ def test_giant_products_on_cuda_equal_the_cpu(extreme):
     moduli, babies, _, pts, index = _giant_case(rng, "cpu", extreme)
     outs = []
     for device in ("cpu", "cuda"):
-        out = torch.empty((3, 2, len(PRIMES), N), dtype=torch.int64, device=device)
+        out = torch.empty((2, 3, len(PRIMES), N), dtype=torch.int64, device=device)
         ops.giant_products(babies.to(device), [p.to(device) for p in pts], index, moduli.to(device), out=out)
         outs.append(out.cpu())
     assert torch.equal(*outs)
