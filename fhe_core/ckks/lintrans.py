@@ -546,7 +546,8 @@ BABIES_PER_LAUNCH = 16  # ops.ks_inner_product_babies' limit
 
 
 def _giant_products(steps, babies: _BabySteps, moduli: torch.Tensor) -> torch.Tensor | None:
-    """Every giant step's sum_j pt_(g,j) * (P rot_j(ct)), ``[giants, 2, rows, N]``, by ops.giant_products:
+    """Every giant step's sum_j pt_(g,j) * (P rot_j(ct)), ``[2, giants, rows, N]`` (component-major: the
+    acc_1 of consecutive giant steps form one contiguous batch), by ops.giant_products:
     the baby stack is read once per 4 giant steps instead of once per giant step (the baby
     ciphertexts are 2/3 of each product's bytes). None where the limits do not hold (then per step)."""
     stack = babies.stack
