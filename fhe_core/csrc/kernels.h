@@ -235,8 +235,8 @@ enum class Variant : int {
   kTensor = 3,  // 1: CKKS's tensor product as one op (ops.tensor_product; read by ckks/evaluator.py)
   kFused = 4,   // 1: the bootstrapping circuit's fused passes (ops.ks_inner_product_fused, linear_combination,
                 //    rescale in the NTT's store; read by ckks/*.py and ckks/bootstrapping/*.py, both devices);
-                //    2: also giant_products, ks_inner_product_pair, CtS into the EvalMod pair, and center_lift
-                //    by output rows (fused.cu; read by ops.cpp); 3 (default): also the baby steps in one launch
+                //    2: also giant_products, ks_inner_product_pair, CtS into the EvalMod pair; 3 (default): also
+                //    the baby steps in one launch and the giant steps' ModDowns batched
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp
@@ -371,7 +371,6 @@ void linear_combination(const LinearCombinationArgs& args);
 namespace cuda {
 void ks_inner_product_babies(const KsInnerProductBabiesArgs& args, Stream stream);
 void ks_inner_product_pair(const KsInnerProductPairArgs& args, Stream stream);
-void center_lift_rows(const CenterLiftArgs& args, Stream stream);  // center_lift, one output row per block row
 void giant_products(const GiantProductsArgs& args, Stream stream);
 void ks_inner_product_fused(const KsInnerProductFusedArgs& args, Stream stream);
 void linear_combination(const LinearCombinationArgs& args, Stream stream);

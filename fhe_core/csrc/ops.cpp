@@ -174,7 +174,6 @@ struct CpuBackend {
   }
   static void linear_combination(const LinearCombinationArgs& a, const Tensor&) { cpu::linear_combination(a); }
   static void giant_products(const GiantProductsArgs& a, const Tensor&) { cpu::giant_products(a); }
-  static void center_lift_rows(const CenterLiftArgs& a, const Tensor&) { cpu::center_lift(a); }
   static void ks_inner_product_pair(const KsInnerProductPairArgs& a, const Tensor&) { cpu::ks_inner_product_pair(a); }
   static void ks_inner_product_babies(const KsInnerProductBabiesArgs& a, const Tensor&) {
     cpu::ks_inner_product_babies(a);
@@ -219,9 +218,6 @@ struct CudaBackend {
   }
   static void giant_products(const GiantProductsArgs& a, const Tensor& t) {
     cuda::giant_products(a, current_stream(t));
-  }
-  static void center_lift_rows(const CenterLiftArgs& a, const Tensor& t) {
-    cuda::center_lift_rows(a, current_stream(t));
   }
   static void ks_inner_product_pair(const KsInnerProductPairArgs& a, const Tensor& t) {
     cuda::ks_inner_product_pair(a, current_stream(t));
@@ -635,8 +631,7 @@ Tensor& center_lift_out(const Tensor& a, int64_t q, const Tensor& dst_moduli, Te
   at::assert_no_overlap(out, a);
   const CenterLiftArgs args{words(a), mutable_words(out), make_modulus(static_cast<u64>(q)), moduli_ptr(dst_moduli),
                             a.numel() / a.size(-1), static_cast<int>(dst_moduli.size(0)), a.size(-1)};
-  if (kernel_variant(Variant::kFused) >= 2) B::center_lift_rows(args, a);  // (the same words; fused.cu)
-  else B::center_lift(args, a);
+  B::center_lift(args, a);
   return out;
 }
 

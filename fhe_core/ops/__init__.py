@@ -48,8 +48,8 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     :func:`ks_inner_product_fused` and :func:`linear_combination` in the linear transforms, the
     polynomial evaluator and the batched pair, rescale's last step in the NTT's store; 2: also
     :func:`giant_products`, :func:`ks_inner_product_pair`, CoeffsToSlots writing the EvalMod pair in
-    place and center_lift by output rows; 3, the default: also the baby steps in one
-    :func:`ks_inner_product_babies`; read by the ckks Python on both devices).
+    place; 3, the default: also the baby steps in one :func:`ks_inner_product_babies` and the giant
+    steps' ModDowns as one batch; read by the ckks Python on both devices).
     All variants give the same residues bit for bit; the switch exists so that tests compare them
     and benchmarks time them side by side. The CPU kernels have one variant and ignore "conv". A
     launch reads the setting when it is enqueued (so a captured CUDA graph keeps the variant it was

@@ -167,30 +167,6 @@ __global__ void ks_inner_product_pair_kernel(KsInnerProductPairArgs p) {
     for (int i = 0; i < 2; ++i) a.out[(2 * c + i) * plane + at] = reduce128(acc[i][c], m);
 }
 
-// center_lift (kernels.h, CenterLiftArgs) with one output row per blockIdx.y and kWidth consecutive words
-// per thread (16-byte accesses for kWidth = 4): the one-thread-per-coefficient kernel writes the l_out rows
-// of a coefficient one after another and reaches ~1.5 TB/s; here every store is independent and wide.
-// The input row is re-read per output row from L2 (it is 1/l_out of the bytes).
-template <int kWidth>
-__global__ void center_lift_rows_kernel(CenterLiftArgs a) {
-  const int64_t row = blockIdx.y;  // b * l_out + j
-  const int j = static_cast<int>(row % a.l_out);
-  const int64_t b = row / a.l_out;
-  const int64_t x = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) * kWidth;
-  if (x >= a.n) return;
-  const Modulus dst = a.dst[j];
-  const u64* in = a.in + b * a.n + x;
-  u64* out = a.out + row * a.n + x;
-  if (kWidth == 4) {
-    const Pair p0 = *reinterpret_cast<const Pair*>(in);
-    const Pair p1 = *reinterpret_cast<const Pair*>(in + 2);
-    *reinterpret_cast<Pair*>(out) = Pair{center_lift_one(p0.x, a.src, dst), center_lift_one(p0.y, a.src, dst)};
-    *reinterpret_cast<Pair*>(out + 2) = Pair{center_lift_one(p1.x, a.src, dst), center_lift_one(p1.y, a.src, dst)};
-  } else {
-    out[0] = center_lift_one(in[0], a.src, dst);
-  }
-}
-
 }  // namespace
 
 void ks_inner_product_babies(const KsInnerProductBabiesArgs& a, Stream stream) {
@@ -207,18 +183,6 @@ void ks_inner_product_pair(const KsInnerProductPairArgs& a, Stream stream) {
   const dim3 grid(blocks_for(a.base.n, kThreads), static_cast<unsigned>(a.base.limbs));
   ks_inner_product_pair_kernel<<<grid, kThreads, 0, native(stream)>>>(a);
   check_launch("ks_inner_product_pair_kernel");
-}
-
-void center_lift_rows(const CenterLiftArgs& a, Stream stream) {
-  if (a.batch == 0 || a.l_out == 0) return;
-  const DeviceScope scope(stream.device);
-  const bool vector = a.n % 4 == 0 && reinterpret_cast<uintptr_t>(a.in) % 16 == 0 &&
-                      reinterpret_cast<uintptr_t>(a.out) % 16 == 0;
-  const int width = vector ? 4 : 1;
-  const dim3 grid(blocks_for(a.n, kThreads * width), static_cast<unsigned>(a.batch * a.l_out));
-  if (vector) center_lift_rows_kernel<4><<<grid, kThreads, 0, native(stream)>>>(a);
-  else center_lift_rows_kernel<1><<<grid, kThreads, 0, native(stream)>>>(a);
-  check_launch("center_lift_rows_kernel");
 }
 
 void giant_products(const GiantProductsArgs& a, Stream stream) {
