@@ -291,23 +291,31 @@ BOOT_REFERENCE_V100_US = 328000  # "Over 100x Faster Bootstrapping": full-slot N
 def count_key_switches(fn) -> tuple[int, int]:
     """(key switches, bytes of switching key they read) during fn(): every key switch (relinearize,
     rotate, hoisted rotation) goes through ``rlwe.keyswitch._inner_product`` (the unchecked step
-    that the public ``inner_product`` and the evaluators call), which reads the digits' rows of
-    the key, ``[digits, 2, alpha + l + 1, N]``."""
+    that the public ``inner_product`` and the evaluators call) or, with the fused passes
+    (ops.kernel_variant "fused"), ``_inner_product_into`` and ``_inner_product_pair_into`` (two key
+    switches of a batched pair reading the key once); each reads the digits' rows of the key,
+    ``[digits, 2, alpha + l + 1, N]``."""
     from fhe_core.rlwe import keyswitch
 
-    inner = keyswitch._inner_product
+    names = ("_inner_product", "_inner_product_into", "_inner_product_pair_into", "_inner_product_babies_into")
+    originals = {name: getattr(keyswitch, name) for name in names}
     seen = [0, 0]
 
-    def counting(ctx, digits, key, level):
-        seen[0] += 1
-        seen[1] += digits.shape[0] * 2 * digits.shape[1] * digits.shape[2] * WORD
-        return inner(ctx, digits, key, level)
+    def counting(name):
+        def count(ctx, digits, *args, **kwargs):  # (the pair: two key switches, one read of the key)
+            switches = len(args[0]) if name == "_inner_product_babies_into" else 1  # (args[0]: the keys)
+            seen[0] += 2 if name == "_inner_product_pair_into" else switches
+            seen[1] += switches * digits.shape[0] * 2 * digits.shape[1] * digits.shape[2] * WORD
+            return originals[name](ctx, digits, *args, **kwargs)
+        return count
 
-    keyswitch._inner_product = counting
+    for name in originals:
+        setattr(keyswitch, name, counting(name))
     try:
         fn()
     finally:
-        keyswitch._inner_product = inner
+        for name, original in originals.items():
+            setattr(keyswitch, name, original)
     return seen[0], seen[1]
 
 
@@ -420,6 +428,13 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False, 
               flush=True)
         cases.append(Case("bootstrap (graphed, Python call)", name, whole, lambda i: graphed.bootstrap(ct),
                           capture=False))
+    # the circuit's fused passes (ops.kernel_variant "fused", the default) against the composed ops, same run
+    cases += [Case("bootstrap [fused v0: composed ops]", name, whole,
+                   with_variant("fused", 0, lambda i: boot.bootstrap(ct))),
+              Case("bootstrap [fused v1: session 3, round 1]", name, whole,
+                   with_variant("fused", 1, lambda i: boot.bootstrap(ct))),
+              Case("bootstrap [fused v2: round 2]", name, whole,
+                   with_variant("fused", 2, lambda i: boot.bootstrap(ct)))]
     steps = {  # name: (run, ciphertext bytes in and out)
         "boot: mod_raise": (lambda i: boot.mod_raise(ct), ct_bytes + top),
         "boot: coeffs_to_slots": (lambda i: boot.coeffs_to_slots(raised), 3 * top),
@@ -430,6 +445,8 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False, 
     }
     cases += [Case(step, name, io + count_key_switches(lambda: run(0))[1], run)  # noqa: B023 (called at once)
               for step, (run, io) in steps.items()]
+    cases += [Case(f"{step} [fused v0]", name, io, with_variant("fused", 0, run))
+              for step, (run, io) in steps.items() if step != "boot: mod_raise"]
     if len(parts) == 2:  # full packing: the batched pair against two separate evaluations
         from fhe_core.ckks.bootstrapping import EvalModEvaluator
 
@@ -542,7 +559,7 @@ def device_name(device: str) -> str:
 
 
 # suites that run only with --only NAME (far too slow for the default run, and on a CPU)
-OPT_IN_SUITES = ("boot", "boot-sparse")
+OPT_IN_SUITES = ("boot", "boot-sparse", "boot-lite")
 
 
 def run(device: str, threads: list[int], only: str | None = None) -> dict:
@@ -550,7 +567,8 @@ def run(device: str, threads: list[int], only: str | None = None) -> dict:
     copy_bw = copy_bandwidth(device)
     rows = []
     suites = {"keyswitch": make_keyswitch_cases, "ckks": make_ckks_cases, "bfv": make_bfv_cases,
-              "boot": make_boot_cases, "boot-sparse": make_sparse_boot_cases}
+              "boot": make_boot_cases, "boot-sparse": make_sparse_boot_cases,
+              "boot-lite": lambda device: make_boot_cases(device, variants=False)}  # boot without the wide keys
     default_suites = [name for name in suites if name not in OPT_IN_SUITES]
     if only in suites:
         cases = suites[only](device)
@@ -605,7 +623,8 @@ def main() -> None:
                         help="CPU thread counts to measure (default: 1 and all)")
     parser.add_argument("--only", help="run only the ops whose name contains this text, or one suite: "
                                          "'keyswitch', 'ckks', 'bfv', 'boot' (bootstrapping at "
-                                         "N16_H192_FULL, only with --only boot; 'boot-sparse' at N16_H192_SPARSE) "
+                                         "N16_H192_FULL, only with --only boot; 'boot-sparse' at N16_H192_SPARSE; "
+                                         "'boot-lite': boot without its larger-baby-step variant) "
                                          "(references: CKKS and boot, the V100 of 'Over 100x "
                                          "Faster Bootstrapping'; BFV, the RTX 3060 Ti of 'Homomorphic Encryption "
                                          "on GPU')")

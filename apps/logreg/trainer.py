@@ -111,6 +111,10 @@ class EncryptedHELRTrainer:
         self.params = params if params is not None else _dataset_params(config, dataset)
         self._check_inputs(keys)
         self._bootstrapper = Bootstrapper(self.params, config.bootstrapping_parameters, keys)
+        # on CUDA the refresh replays one captured bootstrap_pair (the same residues as the eager call,
+        # without ~2000 launches from Python per bootstrap; the graph's pool keeps one bootstrap's buffers)
+        on_cuda = torch.device(self.params.device).type == "cuda"
+        self._refresher = self._bootstrapper.graphed() if on_cuda else self._bootstrapper
         self.evaluator = self._bootstrapper.evaluator
         self._encoder = Encoder(self.params)
         self._gammas = nesterov_gammas(config.lambda0, schedule.iterations)
@@ -284,7 +288,7 @@ class EncryptedHELRTrainer:
         """Refresh w and v with one bootstrap of X = w + i v (module docstring)."""
         delta = float(self.params.default_scale)
         self.bootstraps += 1
-        return self._bootstrapper.bootstrap_pair(self._at_scale(w, delta), self._at_scale(v, delta))  # ~Delta (1e-13)
+        return self._refresher.bootstrap_pair(self._at_scale(w, delta), self._at_scale(v, delta))  # ~Delta (1e-13)
 
     # ---- scoring -----------------------------------------------------------------------------------
 

@@ -67,6 +67,7 @@ from fhe_core.ring import primitive_root_2n, shoup_constants
 
 SCALE_TOLERANCE = 1e-9  # relative difference under which two scales count as equal
 MESSAGE_BITS = 1  # a result must fit messages |z| < 2^MESSAGE_BITS below Q_l / 2 (module docstring)
+MAX_COMBINATION_TERMS = 16  # ciphertexts one linear_combination pass reads (ops.linear_combination)
 CONSTANT_CACHE_SIZE = 4096  # constants kept on the device per evaluator (see Evaluator._constant_halves)
 Operand = Ciphertext | Plaintext | int | float | complex
 
@@ -134,6 +135,7 @@ class Evaluator:
         self._ctx = rlwe_context(params)
         self._rescale_tables: dict[int, _RescaleTables] = {}
         self._constant_cache: dict[tuple[int, int, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+        self._table_cache: dict[tuple, torch.Tensor] = {}  # weights of linear_combination (see _halves_table)
         self._sqrt_minus_one = [pow(primitive_root_2n(q, params.n), params.n // 2, q) for q in params.q_primes]
         self._log_q = list(itertools.accumulate(math.log2(q) for q in params.q_primes))  # log2 Q_l by level
         # the largest scale a result at each level may have ("Scale budget"; finite, so inf is refused)
@@ -251,6 +253,14 @@ class Evaluator:
         t = self._rescale_constants(level)
         q, lower = self._ctx.q_at(level), self._ctx.q_at(level - 1)
         with _step("rescale", self._ctx.device):
+            data = ct.data
+            if ops.kernel_variant("fused") >= 1 and data.stride(-1) == 1 and data.stride(-2) == data.shape[-1]:
+                # the last limbs read in place, (c - NTT(r)) q_l^-1 in the NTT's last store, every component at once
+                last = ops.intt(data[:, level:level + 1], q.moduli[level:], q.ntt_table[level:])
+                lift = ops.center_lift(last, t.q_last, lower.moduli)
+                out = ops.mod_down_ntt(lift, data[:, :level], 0, t.q_last_inv, t.q_last_inv_shoup, lower.moduli,
+                                       lower.ntt_table, out=lift)
+                return ct.replace(data=out, level=level - 1, scale=ct.scale / t.q_last)
             last = ops.intt(ct.data[:, level:level + 1].contiguous(), q.moduli[level:], q.ntt_table[level:])
             correction = lower.ntt(ops.center_lift(last, t.q_last, lower.moduli))  # [d+1, l, N]: [c_l] centred
             out = torch.empty_like(correction)
@@ -338,6 +348,91 @@ class Evaluator:
             moduli = self._ctx.q_at(level).moduli.repeat_interleave(2, dim=0)
             entry = self._constant_cache[key] = (consts, consts_shoup, moduli)
         return entry
+
+    # ---- linear combinations (one pass) ----------------------------------------------------------
+
+    @canonical_results
+    def linear_combination(self, terms, level: int, constant: tuple[complex, int] | None = None) -> Ciphertext:
+        """sum_k sign_k * value_k * a_k (+ sign * constant) at ``level``, in one pass.
+
+        terms: ``[(a_k, value_k, constant_scale_k, sign_k)]``, 1 to 16 ciphertexts of one degree and
+        slot count at levels >= ``level``, each multiplied by its real or complex constant encoded at
+        constant_scale_k and added (sign +1) or subtracted (-1; the first term's sign must be +1);
+        constant: (value, sign) added to c_0 at the result's scale, or None. The result equals
+        ``out = mul(drop_level(a_0, level), value_0, constant_scale=cs_0)``, then
+        ``add``/``sub`` of each further such product, then of the constant, residue for residue and
+        scale for scale (a_0.scale * cs_0), with the same checks; but the operands are read once (a
+        ciphertext above ``level`` in place) and the sum is written once (ops.linear_combination).
+        Consumes no level; needs no key.
+        """
+        return self._linear_combination(terms, level, constant, "linear_combination")
+
+    def _linear_combination(self, terms, level: int, constant, op: str, constant_components: int = 1,
+                            out: torch.Tensor | None = None) -> Ciphertext:
+        """:meth:`linear_combination`; ``out``: ``[d+1, level+1, N]`` of contiguous ``[level+1, N]`` blocks to
+        write into (e.g. one ciphertext of a pair's tensor), not overlapping the terms."""
+        if not 1 <= len(terms) <= MAX_COMBINATION_TERMS:
+            raise ParameterError(f"{op}: 1 to {MAX_COMBINATION_TERMS} terms, got {len(terms)}")
+        first = terms[0][0]
+        scale, integers, data = None, [], []
+        for a, value, constant_scale, sign in terms:
+            current = self._check_ct(a, op, degree=None)
+            if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= current:
+                raise LevelMismatchError(f"{op}: target level must be an int in [0, {current}], got {level!r}")
+            if a.degree != first.degree:
+                raise ParameterError(f"{op}: degrees differ ({first.degree} vs {a.degree})")
+            self._check_slots(first, a, op)
+            if sign not in (1, -1) or (scale is None and sign != 1):
+                raise ParameterError(f"{op}: signs must be +1 or -1, the first +1; got {sign!r}")
+            if current > level:
+                self._check_scale_fits(a.scale, level, op)
+            term_scale = self._scaled_scale(a.scale, constant_scale, level, op)
+            if scale is None:
+                scale = term_scale
+            else:
+                self._check_scales(scale, term_scale, op)
+            re, im = self._rounded_constant(self._scalar(value, op), float(constant_scale), level, op)
+            integers.append((sign * re, sign * im))
+            rows = a.data
+            data.append(rows if rows.stride(-1) == 1 and rows.stride(-2) == rows.shape[-1] else rows.contiguous())
+        self._check_scale_fits(scale, level, op)
+        constant_values = None
+        if constant is not None:
+            value, sign = constant
+            re, im = self._rounded_constant(self._scalar(value, op), scale, level, op)
+            constant_values = self._halves_table(((sign * re, sign * im),), level)[0]
+        weights = self._halves_table(tuple(integers), level)
+        if out is None:
+            out = torch.empty((first.data.shape[0], level + 1, self.params.n), dtype=torch.int64,
+                              device=self._ctx.device)
+        ops.linear_combination(data, weights, self._ctx.q_at(level).moduli, out=out, constant=constant_values,
+                               constant_components=constant_components)
+        return first.replace(data=out, level=level, scale=scale)
+
+    def _scaled_scale(self, scale: float, constant_scale, level: int, op: str) -> float:
+        """The scale of a ciphertext at ``scale`` times a constant at ``constant_scale`` (checked as
+        :meth:`_scaled`)."""
+        try:
+            constant_scale = float(constant_scale)
+        except (TypeError, ValueError):
+            raise ParameterError(f"{op}: constant_scale must be a finite float >= 1, got {constant_scale!r}") from None
+        if not (math.isfinite(constant_scale) and constant_scale >= 1):
+            raise ParameterError(f"{op}: constant_scale must be a finite float >= 1, got {constant_scale}")
+        return self._check_scale_fits(scale * constant_scale, level, op)
+
+    def _halves_table(self, integers: tuple[tuple[int, int], ...], level: int) -> torch.Tensor:
+        """``[K, l+1, 2]``: the NTT-domain values of the constants re + im X^(N/2) on the two halves of
+        the NTT slots (see :meth:`_constant_halves`), canonical; cached on the device per (constants, level)."""
+        key = (integers, level)
+        table = self._table_cache.get(key)
+        if table is None:
+            if len(self._table_cache) >= CONSTANT_CACHE_SIZE:
+                self._table_cache.clear()
+            rows = [[[(re + im * i_q) % q, (re - im * i_q) % q]
+                     for q, i_q in zip(self.params.q_primes[:level + 1], self._sqrt_minus_one)]
+                    for re, im in integers]
+            table = self._table_cache[key] = torch.tensor(rows, dtype=torch.int64).to(self._ctx.device)
+        return table
 
     def _scalar(self, value, op: str) -> complex:
         try:

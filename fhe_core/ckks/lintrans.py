@@ -339,9 +339,22 @@ class LinearTransform:
         with _step("lintrans_baby_steps", device):
             babies = _BabySteps.extended(ctx, ct, self.baby_steps, keys)
         total = None
-        for step in encoded.giant_steps:
+        fused = _fused_passes()
+        products = _giant_products(encoded.giant_steps, babies, qp.moduli) if ops.kernel_variant("fused") >= 2 else None
+        if products is not None and ops.kernel_variant("fused") >= 3:
+            with _step("lintrans_giant_steps", device):
+                total = _giant_steps_batched(ctx, encoded.giant_steps, products, level, keys)
+            with _step("lintrans_mod_down", device):
+                return keyswitch.mod_down(ctx, total, level)
+        for i, step in enumerate(encoded.giant_steps):
             with _step(f"lintrans_giant_step_{step.giant}", device):
-                acc = _fused_multiply_accumulate(step.data, babies.rows(step.babies, self._gathers), qp.moduli)
+                if products is not None:
+                    acc = products[:, i]
+                else:
+                    acc = _fused_multiply_accumulate(step.data, babies.rows(step.babies, self._gathers), qp.moduli)
+                if step.giant and fused:  # rotated, plus the sum so far, in the inner product's pass
+                    total = _rotate_extended_into(ctx, acc, level, keys.element(step.giant), keys, total)
+                    continue
                 if step.giant:
                     acc = _rotate_extended(ctx, acc, level, keys.element(step.giant), keys)
                 total = acc if total is None else ops.add(total, acc, qp.moduli, out=total)
@@ -425,6 +438,26 @@ def _times_p(ctx: rlwe.RLWEContext, c: torch.Tensor, level: int, out: torch.Tens
     return out
 
 
+def _fused_passes() -> bool:
+    """ops.kernel_variant("fused") >= 1 (the default is 3): the fused inner products of the baby and
+    giant steps (ops.ks_inner_product_fused); 2 also the giant steps' plaintext products in one pass
+    over the baby stack (ops.giant_products); 3 also the baby steps in one launch
+    (ops.ks_inner_product_babies); 0: the composed ops (the same residues, bit for bit)."""
+    return ops.kernel_variant("fused") >= 1
+
+
+def _rotate_extended_into(ctx: rlwe.RLWEContext, acc: torch.Tensor, level: int, element: int,
+                          keys: _RotationKeys, total: torch.Tensor | None) -> torch.Tensor:
+    """total + :func:`_rotate_extended` (acc) (``total`` None: a new tensor), with sigma(acc_0) and the
+    sum added in the inner product's pass: no permuted copy of acc_0 and no separate additions."""
+    q = ctx.q_at(level)
+    c1 = ops.automorphism_ntt(keyswitch.mod_down(ctx, acc[1], level), q.moduli, element)
+    digits = keyswitch.decompose_mod_up(ctx, c1, level)
+    out = torch.empty_like(acc) if total is None else total
+    return keyswitch._inner_product_into(ctx, digits, keys.key(element), level, out, add=acc[0], add_galois=element,
+                                         accumulate=total is not None)
+
+
 def _rotate_extended(ctx: rlwe.RLWEContext, acc: torch.Tensor, level: int, element: int,
                      keys: _RotationKeys) -> torch.Tensor:
     """P sigma(c) over QP_l for acc = P c + (rounding) over QP_l ``[2, alpha + l + 1, N]``:
@@ -462,15 +495,32 @@ class _BabySteps:
         level = ct.level
         qp, q = ctx.qp_at(level), ctx.q_at(level)
         out = torch.empty((len(steps), 2, len(qp), ctx.n), dtype=torch.int64, device=ct.data.device)
-        p_c0 = _times_p(ctx, ct.data[0], level, torch.empty(len(qp), ctx.n, dtype=torch.int64, device=ct.data.device))
+        in_place = _fused_passes() and 0 in steps  # P c_0 written straight into step 0's place
+        p_c0 = _times_p(ctx, ct.data[0], level, out[steps.index(0), 0] if in_place else
+                        torch.empty(len(qp), ctx.n, dtype=torch.int64, device=ct.data.device))
         digits = keyswitch.decompose_mod_up(ctx, ct.data[1], level) if any(steps) else None
+        together = ops.kernel_variant("fused") >= 3 and digits is not None
+        if together:  # every nonzero baby step in launches of up to 16 (the digits read from L2 after the first)
+            nonzero = [(i, j, keys.element(j)) for i, j in enumerate(steps) if j]
+            for first in range(0, len(nonzero), BABIES_PER_LAUNCH):
+                chunk = nonzero[first:first + BABIES_PER_LAUNCH]
+                keyswitch._inner_product_babies_into(ctx, digits, [keys.key(e) for _, _, e in chunk],
+                                                     [e for _, _, e in chunk], [i for i, _, _ in chunk], level, out,
+                                                     add=p_c0[ctx.alpha:])
         for i, j in enumerate(steps):
+            if together and j:
+                continue
             if j == 0:
-                out[i, 0].copy_(p_c0)
+                if not in_place:
+                    out[i, 0].copy_(p_c0)
                 _times_p(ctx, ct.data[1], level, out[i, 1])
                 continue
             element = keys.element(j)
             rows = out[i]
+            if _fused_passes():  # the permuted digits' product and P sigma_j(c_0), written in place: one pass
+                keyswitch._inner_product_into(ctx, digits, keys.key(element), level, rows, galois=element,
+                                              add=p_c0[ctx.alpha:], add_galois=element)
+                continue
             rows.copy_(keyswitch.inner_product(ctx, ops.automorphism_ntt(digits, qp.moduli, element),
                                                keys.key(element), level))
             ops.add(rows[0, ctx.alpha:], ops.automorphism_ntt(p_c0[ctx.alpha:], q.moduli, element), q.moduli,
@@ -491,6 +541,53 @@ class _BabySteps:
 
 
 MAX_FUSED_TERMS = 63  # products of two words < 2^61 that a 128-bit accumulator holds (ops.ks_inner_product)
+GIANTS_PER_PASS, MAX_BABIES_PER_PASS = 4, 32  # ops.giant_products' limits
+BABIES_PER_LAUNCH = 16  # ops.ks_inner_product_babies' limit
+
+
+def _giant_products(steps, babies: _BabySteps, moduli: torch.Tensor) -> torch.Tensor | None:
+    """Every giant step's sum_j pt_(g,j) * (P rot_j(ct)), ``[2, giants, rows, N]`` (component-major: the
+    acc_1 of consecutive giant steps form one contiguous batch), by ops.giant_products:
+    the baby stack is read once per 4 giant steps instead of once per giant step (the baby
+    ciphertexts are 2/3 of each product's bytes). None where the limits do not hold (then per step)."""
+    stack = babies.stack
+    if stack.shape[0] > MAX_BABIES_PER_PASS or any(len(s.babies) > MAX_FUSED_TERMS for s in steps):
+        return None
+    out = torch.empty((2, len(steps), *stack.shape[2:]), dtype=stack.dtype, device=stack.device)
+    for first in range(0, len(steps), GIANTS_PER_PASS):
+        group = steps[first:first + GIANTS_PER_PASS]
+        index = [-1] * (len(group) * stack.shape[0])
+        for g, step in enumerate(group):
+            for t, j in enumerate(step.babies):
+                index[g * stack.shape[0] + babies.position[j]] = t
+        ops.giant_products(stack, [s.data for s in group], index, moduli, out=out[:, first:first + len(group)])
+    return out
+
+
+def _giant_steps_batched(ctx: rlwe.RLWEContext, steps, products: torch.Tensor, level: int,
+                         keys: _RotationKeys) -> torch.Tensor:
+    """sum_g P rot_g(acc_g) over QP_l from every giant step's product ``[2, G, rows, N]`` (component-major):
+    the one-component ModDowns of all nonzero giant steps in one batch (their P rows' INTT, the Conv and
+    the NTT with its epilogue: 3 launches instead of 3 per giant step, the small ones latency-bound),
+    the INTTs of their ModUps in one launch, then per giant step its automorphism, the rest of its ModUp and
+    its fused inner product (sigma(acc_0) and the running sum added in the same pass)."""
+    q = ctx.q_at(level)
+    first = 1 if steps[0].giant == 0 else 0  # (giant steps are sorted: 0 first when present)
+    total = products[:, 0] if first else None
+    if len(steps) == first:
+        return total
+    downs = keyswitch.mod_down(ctx, products[1, first:], level)  # [G', l+1, N]
+    elements = [keys.element(s.giant) for s in steps[first:]]
+    sigmas = torch.empty_like(downs)
+    for k, element in enumerate(elements):
+        ops.automorphism_ntt(downs[k], q.moduli, element, out=sigmas[k])
+    coeffs = q.intt(sigmas)
+    for k, element in enumerate(elements):
+        digits = keyswitch._decompose_mod_up(ctx, sigmas[k], level, coeffs[k])
+        out = torch.empty_like(products[:, 0]) if total is None else total
+        total = keyswitch._inner_product_into(ctx, digits, keys.key(element), level, out, add=products[0, first + k],
+                                              add_galois=element, accumulate=total is not None)
+    return total
 
 
 def _fused_multiply_accumulate(pts: torch.Tensor, rotated: torch.Tensor, moduli: torch.Tensor) -> torch.Tensor:

@@ -58,8 +58,9 @@ from typing import NamedTuple
 import numpy as np
 import numpy.polynomial.chebyshev as npcheb
 
+from fhe_core import ops
 from fhe_core.ckks.ciphertext import ScaleMismatchError
-from fhe_core.ckks.evaluator import SCALE_TOLERANCE
+from fhe_core.ckks.evaluator import MAX_COMBINATION_TERMS, SCALE_TOLERANCE
 from fhe_core.errors import LevelMismatchError, ParameterError
 from fhe_core.params import Params
 
@@ -257,6 +258,24 @@ class SimEvaluator:
             raise ParameterError(f"mul: constant_scale must be a finite float >= 1, got {constant_scale}")
         return replace(a, scale=a.scale * float(constant_scale))
 
+    def linear_combination(self, terms, level: int, constant=None) -> SimCiphertext:
+        """One pass of sum_k sign_k c_k a_k (+ a constant), terms ``[(a, c, constant_scale, sign)]``
+        (:meth:`fhe_core.ckks.Evaluator.linear_combination`): at ``level``, with the first term's scale
+        times its constant_scale; every term's scale must agree to 1e-9. No level."""
+        first = terms[0][0]
+        self._level(first, "linear_combination")
+        scale = None
+        for ct, _, constant_scale, _ in terms:
+            if not 0 <= level <= ct.level:
+                raise LevelMismatchError(f"linear_combination: target level must be in [0, {ct.level}], got {level}")
+            term_scale = ct.scale * float(constant_scale)
+            if scale is None:
+                scale = term_scale
+            elif abs(scale - term_scale) > SCALE_TOLERANCE * max(scale, term_scale):
+                raise ScaleMismatchError(f"linear_combination: scales differ: 2^{math.log2(scale):.6f} vs "
+                                         f"2^{math.log2(term_scale):.6f}")
+        return replace(first, level=level, scale=scale)
+
     def mul_relin(self, a: SimCiphertext, b: SimCiphertext) -> SimCiphertext:
         """Lower level of the two, product of the scales. No level."""
         self._level(a, "mul_relin")
@@ -339,6 +358,13 @@ class _Powers(dict):
         return self._dropped[k, level]
 
 
+def _combines(evaluator, terms: int) -> bool:
+    """Whether linear combinations of ``terms`` ciphertexts go through ``evaluator.linear_combination``
+    (one pass; ops.kernel_variant("fused") >= 1) instead of a product and an addition per term."""
+    return (terms <= MAX_COMBINATION_TERMS and hasattr(evaluator, "linear_combination")
+            and ops.kernel_variant("fused") >= 1)
+
+
 def _baby_log(d: int) -> int:
     """log2 of the baby-step bound 2^b: about half the depth (at least 1)."""
     return max(1, math.ceil(math.log2(d + 1)) // 2)
@@ -411,7 +437,15 @@ class PolynomialEvaluator:
         m = 1 << ((k - 1).bit_length() - 1)
         n = k - m
         product = ev.mul_relin(powers[m], powers[n])
-        if basis == "chebyshev":
+        if basis == "chebyshev" and _combines(ev, 2):  # 2 T_m T_n - T_(m-n) (or - 1) in one pass
+            level = product.level
+            if m == n:
+                product = ev.linear_combination([(product, 2, 1.0, 1)], level, (1.0, -1))
+            else:
+                lower = powers[m - n]
+                product = ev.linear_combination([(product, 2, 1.0, 1), (lower, 1.0, product.scale / lower.scale, -1)],
+                                                level)
+        elif basis == "chebyshev":
             product = ev.add(product, product)            # 2 T_m T_n (exact)
             if m == n:
                 product = ev.sub(product, 1.0)            # T_0 at the product's scale
@@ -476,8 +510,14 @@ class PolynomialEvaluator:
 
     def _leaf(self, p: Polynomial, level: int, scale: float, powers: _Powers):
         """sum_k c_k B_k + c_0 at (level, scale): each B_k dropped to ``level`` and multiplied by
-        c_k encoded at scale / scale(B_k), so every term has scale ``scale``. No level consumed."""
+        c_k encoded at scale / scale(B_k), so every term has scale ``scale``. No level consumed.
+        With the fused passes one linear combination (the powers read in place, no level drop)."""
         ev = self.evaluator
+        used = [int(k) for k in np.flatnonzero(p.coefficients[1:]) + 1]
+        if _combines(ev, len(used)):
+            terms = [(powers[k], float(p.coefficients[k]), scale / powers[k].scale, 1) for k in used]
+            constant = (float(p.coefficients[0]), 1) if p.coefficients[0] != 0.0 else None
+            return ev.linear_combination(terms, level, constant)
         out = None
         for k in np.flatnonzero(p.coefficients[1:]) + 1:
             power = powers.at(int(k), level)

@@ -233,6 +233,10 @@ enum class Variant : int {
   kModUp = 1,   // 1: ModUp extends all digits in one Conv and one NTT launch (read by rlwe/keyswitch.py)
   kModDown = 2, // 1: ModDown's (c - x) * P^-1 in the NTT's last store (ops.mod_down_ntt; rlwe/keyswitch.py)
   kTensor = 3,  // 1: CKKS's tensor product as one op (ops.tensor_product; read by ckks/evaluator.py)
+  kFused = 4,   // 1: the bootstrapping circuit's fused passes (ops.ks_inner_product_fused, linear_combination,
+                //    rescale in the NTT's store; read by ckks/*.py and ckks/bootstrapping/*.py, both devices);
+                //    2: also giant_products, ks_inner_product_pair, CtS into the EvalMod pair; 3 (default): also
+                //    the baby steps in one launch and the giant steps' ModDowns batched
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp
@@ -268,6 +272,108 @@ void automorphism_ntt(const AutomorphismArgs& args, Stream stream);
 void automorphism_coeff(const AutomorphismArgs& args, Stream stream);
 void sample(const SampleArgs& args, Stream stream);
 void sample_fixed_weight(const FixedWeightArgs& args, Stream stream);
+}  // namespace cuda
+
+// ---- fused ops of the bootstrapping circuit (cuda/fused.cu, cpu/fused_cpu.cpp) -----------------
+
+// The key-switching inner product with its neighbours in the same pass (no permuted copy of the
+// digits, no separate addition):
+//   out[c][i][x] = [accumulate] out[c][i][x] + sum_j digits[j][i][g(x)] * key[j][c][row(i)][x]
+//                  + [c == 0 and i >= limbs - add_rows] add[i - (limbs - add_rows)][h(x)]   mod q_i,
+// with g, h the NTT-domain automorphisms of `galois` and `add_galois` (galois_ntt_source; element 1
+// is the identity). A double-hoisted baby step is the permuted digits' product plus P sigma(c_0) on
+// the Q rows; a giant step adds sigma(acc_0) over QP_l. Output component c starts at out + c * out_stride.
+struct KsInnerProductFusedArgs {
+  KsInnerProductArgs base;  // digits, key, moduli and sizes as for ks_inner_product; base.out: component 0
+  int64_t out_stride;       // words from output component 0 to component 1
+  u64 galois;               // 1: digits read in place
+  const u64* add;           // [add_rows, N] or nullptr
+  int add_rows;
+  u64 add_galois;
+  bool accumulate;
+  int log_n;
+};
+
+// out[b][i][x] = sum_k weights[k][i][x >= N/2] * terms[k][b][i][x] (+ constant[i][x >= N/2] for the
+// components b < constant_components) mod q_i, accumulated in 128 bits and reduced once. The weights
+// are the NTT-domain values of constants re + im X^(N/2) (two per limb: the two halves of the NTT
+// slots), so a linear combination of ciphertexts with constant coefficients (a polynomial's leaf,
+// 2 T_m T_n - T_(m-n), 2 c^2 - 1) is one pass. Term k's component b, row i is at
+// terms[k] + b * term_stride[k] + i * N: a ciphertext at a higher level is read in place (its first rows).
+constexpr int kMaxCombinationTerms = 16;
+struct LinearCombinationArgs {
+  const u64* terms[kMaxCombinationTerms];
+  int64_t term_stride[kMaxCombinationTerms];
+  int count;
+  const u64* weights;       // [count, limbs, 2], canonical
+  const u64* constant;      // [limbs, 2] canonical, or nullptr
+  int constant_components;
+  u64* out;                 // [batch, limbs, N]: component b at out + b * out_stride
+  const Modulus* moduli;    // [limbs]
+  int64_t batch;
+  int limbs;
+  int64_t n;
+  int64_t out_stride;       // words between output components (limbs * N when contiguous)
+};
+
+// The plaintext products of up to kMaxGiants giant steps of a BSGS linear transform in one pass over the
+// baby steps: out[c][g][i][x] = sum_j pts[g][index[g][j]][i][x] * babies[j][c][i][x] mod q_i over the
+// baby positions j with index[g][j] >= 0, each baby word read once for every giant of the launch
+// (the per-giant inner products read the whole baby stack once per giant).
+constexpr int kMaxGiants = 4;
+constexpr int kMaxBabies = 32;
+struct GiantProductsArgs {
+  const u64* babies;                        // [n_babies, 2, limbs, N]
+  const u64* pts[kMaxGiants];               // giant g: [m_g, limbs, N]
+  int8_t index[kMaxGiants][kMaxBabies];     // plaintext of giant g for baby position j, or -1
+  int giants;
+  int n_babies;
+  u64* out;                                 // [2, giants, limbs, N]: component c of giant g at
+  int64_t out_stride;                       //   out + c * out_stride + g * limbs * N
+  const Modulus* moduli;                    // [limbs]
+  int limbs;
+  int64_t n;
+};
+
+// Two digit sets against one key (the relinearizations of a batched pair): out[c][i] = sum_j
+// digits_i[j] * key[j][c][row] for i = 0, 1, each key word read once for both. base.digits: digit set 0,
+// base.out: [2 (component), 2 (set), limbs, N].
+struct KsInnerProductPairArgs {
+  KsInnerProductArgs base;
+  const u64* digits_b;  // digit set 1, base.digits' shape
+};
+
+// The double-hoisted baby steps of a linear transform in one launch: for each baby b (its key, Galois
+// element and output), out_b = the ks_inner_product_fused of the shared digits read through sigma_b,
+// plus sigma_b(add) on the last add_rows rows of component 0. One thread walks the babies in turn, so
+// the digit rows of its limb, read by every baby through another permutation, come from L2 after the
+// first (the per-baby launches read them from DRAM once per baby: a third of each one's bytes).
+constexpr int kMaxBabySteps = 16;
+struct KsInnerProductBabiesArgs {
+  KsInnerProductArgs base;                // digits, moduli and sizes (base.key, base.out: unused)
+  const u64* keys[kMaxBabySteps];         // [>= dnum, 2, key_rows, N] each
+  u64* outs[kMaxBabySteps];               // [2, limbs, N] each (contiguous)
+  u64 galois[kMaxBabySteps];
+  int count;
+  const u64* add;                         // [add_rows, N] or nullptr
+  int add_rows;
+  int log_n;
+};
+
+namespace cpu {
+void ks_inner_product_babies(const KsInnerProductBabiesArgs& args);
+void ks_inner_product_pair(const KsInnerProductPairArgs& args);
+void giant_products(const GiantProductsArgs& args);
+void ks_inner_product_fused(const KsInnerProductFusedArgs& args);
+void linear_combination(const LinearCombinationArgs& args);
+}  // namespace cpu
+
+namespace cuda {
+void ks_inner_product_babies(const KsInnerProductBabiesArgs& args, Stream stream);
+void ks_inner_product_pair(const KsInnerProductPairArgs& args, Stream stream);
+void giant_products(const GiantProductsArgs& args, Stream stream);
+void ks_inner_product_fused(const KsInnerProductFusedArgs& args, Stream stream);
+void linear_combination(const LinearCombinationArgs& args, Stream stream);
 }  // namespace cuda
 
 }  // namespace fhe

@@ -27,7 +27,7 @@
 namespace fhe {
 
 int& kernel_variant(Variant v) {
-  static int variants[static_cast<int>(Variant::kCount)] = {2, 1, 1, 1};
+  static int variants[static_cast<int>(Variant::kCount)] = {2, 1, 1, 1, 3};
   return variants[static_cast<int>(v)];
 }
 
@@ -169,6 +169,15 @@ struct CpuBackend {
   static void automorphism_coeff(const AutomorphismArgs& a, const Tensor&) { cpu::automorphism_coeff(a); }
   static void sample(const SampleArgs& a, const Tensor&) { cpu::sample(a); }
   static void sample_fixed_weight(const FixedWeightArgs& a, const Tensor&) { cpu::sample_fixed_weight(a); }
+  static void ks_inner_product_fused(const KsInnerProductFusedArgs& a, const Tensor&) {
+    cpu::ks_inner_product_fused(a);
+  }
+  static void linear_combination(const LinearCombinationArgs& a, const Tensor&) { cpu::linear_combination(a); }
+  static void giant_products(const GiantProductsArgs& a, const Tensor&) { cpu::giant_products(a); }
+  static void ks_inner_product_pair(const KsInnerProductPairArgs& a, const Tensor&) { cpu::ks_inner_product_pair(a); }
+  static void ks_inner_product_babies(const KsInnerProductBabiesArgs& a, const Tensor&) {
+    cpu::ks_inner_product_babies(a);
+  }
 };
 
 #ifdef FHE_CORE_WITH_CUDA
@@ -200,6 +209,21 @@ struct CudaBackend {
   static void sample(const SampleArgs& a, const Tensor& t) { cuda::sample(a, current_stream(t)); }
   static void sample_fixed_weight(const FixedWeightArgs& a, const Tensor& t) {
     cuda::sample_fixed_weight(a, current_stream(t));
+  }
+  static void ks_inner_product_fused(const KsInnerProductFusedArgs& a, const Tensor& t) {
+    cuda::ks_inner_product_fused(a, current_stream(t));
+  }
+  static void linear_combination(const LinearCombinationArgs& a, const Tensor& t) {
+    cuda::linear_combination(a, current_stream(t));
+  }
+  static void giant_products(const GiantProductsArgs& a, const Tensor& t) {
+    cuda::giant_products(a, current_stream(t));
+  }
+  static void ks_inner_product_pair(const KsInnerProductPairArgs& a, const Tensor& t) {
+    cuda::ks_inner_product_pair(a, current_stream(t));
+  }
+  static void ks_inner_product_babies(const KsInnerProductBabiesArgs& a, const Tensor& t) {
+    cuda::ks_inner_product_babies(a, current_stream(t));
   }
 };
 #endif
@@ -259,10 +283,13 @@ Tensor& mod_down_ntt_out(const Tensor& x, const Tensor& c, int64_t p_rows, const
   check_ntt_table(table, x, moduli, op);
   const int64_t limbs = moduli.size(0), n = x.size(-1);
   FHE_CHECK(x.dim() == 3, op, ": x must be [batch, limbs, N], got ", x.sizes());
-  check_words(c, op, "c");
+  // c may be a strided batch of contiguous [p_rows + limbs, N] blocks (rescale: the first l rows of each component)
+  FHE_CHECK(c.scalar_type() == at::kLong, op, ": c must be int64, got ", c.scalar_type());
   check_same_device(c, x, op, "c");
   FHE_CHECK(p_rows >= 0 && c.dim() == 3 && c.size(0) == x.size(0) && c.size(1) - limbs == p_rows && c.size(2) == n,
             op, ": c must be [", x.size(0), ", ", p_rows, " + ", limbs, ", ", n, "], got ", c.sizes());
+  FHE_CHECK(c.stride(2) == 1 && c.stride(1) == n && (c.size(0) == 1 || c.stride(0) >= c.size(1) * n), op,
+            ": c must be contiguous or a batch of contiguous [rows, N] blocks, got strides ", c.strides());
   for (const Tensor* t : {&consts, &consts_shoup}) {
     check_words(*t, op, "consts");
     check_same_device(*t, x, op, "consts");
@@ -273,7 +300,8 @@ Tensor& mod_down_ntt_out(const Tensor& x, const Tensor& c, int64_t p_rows, const
   if (!out.is_same(x)) at::assert_no_partial_overlap(out, x);
   at::assert_no_overlap(out, c);
   NttArgs args{words(x), mutable_words(out), moduli_ptr(moduli), words(table), rows, static_cast<int>(limbs), log_n};
-  args.epilogue = NttEpilogue{words(c) + p_rows * n, c.size(1) * n, words(consts), words(consts_shoup)};
+  args.epilogue = NttEpilogue{words(c) + p_rows * n, c.size(0) == 1 ? c.size(1) * n : c.stride(0), words(consts),
+                              words(consts_shoup)};
   if (add.has_value()) {  // added to the first add.size(0) batches
     check_words(*add, op, "add");
     check_same_device(*add, x, op, "add");
@@ -734,10 +762,268 @@ Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n) {
   return table;
 }
 
+// ---- fused ops of the bootstrapping circuit (kernels.h) ------------------------------------------
+
+// The inner product of ks_inner_product_out with the digits read through sigma_galois, add (through
+// sigma_add_galois) on the last add.size(0) rows of component 0, and (accumulate) the previous
+// contents of out. out: [2, limbs, N] of two contiguous [limbs, N] blocks at any distance.
+template <class B>
+Tensor& ks_inner_product_fused_out(const Tensor& digits, const Tensor& key, int64_t q_count, int64_t p_row,
+                                   const Tensor& moduli, int64_t galois, const std::optional<Tensor>& add,
+                                   int64_t add_galois, bool accumulate, Tensor& out) {
+  const char* op = "ks_inner_product_fused";
+  check_residues(digits, moduli, op, "digits");
+  FHE_CHECK(digits.dim() == 3, op, ": digits must be [dnum, limbs, N], got ", digits.sizes());
+  const int64_t dnum = digits.size(0), limbs = digits.size(1), n = digits.size(2);
+  const int log_n = log2_exact(n, op);
+  FHE_CHECK(dnum >= 1 && dnum <= kMaxDigits, op, ": 1 to ", kMaxDigits, " digits, got ", dnum);
+  check_words(key, op, "key");
+  check_same_device(key, digits, op, "key");
+  FHE_CHECK(key.dim() == 4 && key.size(0) >= dnum && key.size(1) == 2 && key.size(3) == n, op,
+            ": key must be [dnum >= ", dnum, ", 2, rows, ", n, "], got ", key.sizes());
+  const int64_t key_rows = key.size(2);
+  FHE_CHECK(q_count >= 0 && q_count <= limbs && q_count <= p_row && p_row + (limbs - q_count) <= key_rows, op,
+            ": limbs [0, ", q_count, ") must be key rows [0, ", q_count, ") and the other ", limbs - q_count,
+            " rows from ", p_row, ", within the key's ", key_rows, " rows");
+  for (const int64_t k : {galois, add_galois})
+    FHE_CHECK(k > 0 && k < 2 * n && k % 2 == 1, op, ": a Galois element must be odd in [1, ", 2 * n, "), got ", k);
+  FHE_CHECK(out.scalar_type() == at::kLong && out.dim() == 3 && out.size(0) == 2 && out.size(1) == limbs &&
+                out.size(2) == n && out.stride(2) == 1 && out.stride(1) == n && out.stride(0) >= limbs * n,
+            op, ": out must be [2, ", limbs, ", ", n, "] with contiguous [limbs, N] blocks, got shape ", out.sizes(),
+            " and strides ", out.strides());
+  check_same_device(out, digits, op, "out");
+  at::assert_no_overlap(out, digits);
+  at::assert_no_overlap(out, key);
+  KsInnerProductFusedArgs args{KsInnerProductArgs{words(digits), words(key), mutable_words(out), moduli_ptr(moduli),
+                                                  static_cast<int>(dnum), static_cast<int>(limbs),
+                                                  static_cast<int>(q_count), p_row, key_rows, n},
+                               out.stride(0), static_cast<u64>(galois), nullptr, 0,
+                               static_cast<u64>(add_galois), accumulate, log_n};
+  if (add.has_value()) {
+    check_words(*add, op, "add");
+    check_same_device(*add, digits, op, "add");
+    FHE_CHECK(add->dim() == 2 && add->size(0) <= limbs && add->size(1) == n, op, ": add must be [<= ", limbs,
+              ", ", n, "], got ", add->sizes());
+    at::assert_no_overlap(out, *add);
+    args.add = words(*add);
+    args.add_rows = static_cast<int>(add->size(0));
+  }
+  B::ks_inner_product_fused(args, digits);
+  return out;
+}
+
+// out = sum_k weights[k] * terms[k] (+ constant on the first constant_components components); see kernels.h.
+// terms[k]: [batch, rows_k >= limbs, N] with contiguous [rows_k, N] blocks (its first limbs rows are read).
+template <class B>
+Tensor& linear_combination_out(at::TensorList terms, const Tensor& weights, const Tensor& moduli,
+                               const std::optional<Tensor>& constant, int64_t constant_components, Tensor& out) {
+  const char* op = "linear_combination";
+  const int64_t count = static_cast<int64_t>(terms.size());
+  FHE_CHECK(count >= 1 && count <= kMaxCombinationTerms, op, ": 1 to ", kMaxCombinationTerms, " terms, got ", count);
+  // out: [batch, limbs, N], contiguous or a batch of contiguous [limbs, N] blocks (a pair's ciphertext)
+  FHE_CHECK(out.scalar_type() == at::kLong && out.dim() == 3 && out.stride(2) == 1 && out.stride(1) == out.size(2) &&
+                (out.size(0) == 1 || out.stride(0) >= out.size(1) * out.size(2)),
+            op, ": out must be an int64 [batch, limbs, N] of contiguous [limbs, N] blocks, got shape ", out.sizes(),
+            " and strides ", out.strides());
+  check_words(moduli, op, "moduli");
+  check_same_device(moduli, out, op, "moduli");
+  FHE_CHECK(moduli.dim() == 2 && moduli.size(1) == 4 && moduli.size(0) == out.size(1), op,
+            ": moduli must be [", out.size(1), ", 4], got ", moduli.sizes());
+  const int64_t batch = out.size(0), limbs = out.size(1), n = out.size(2);
+  log2_exact(n, op);
+  check_words(weights, op, "weights");
+  check_same_device(weights, out, op, "weights");
+  FHE_CHECK(weights.dim() == 3 && weights.size(0) == count && weights.size(1) == limbs && weights.size(2) == 2, op,
+            ": weights must be [", count, ", ", limbs, ", 2], got ", weights.sizes());
+  LinearCombinationArgs args{};
+  for (int64_t k = 0; k < count; ++k) {
+    const Tensor& t = terms[k];
+    FHE_CHECK(t.scalar_type() == at::kLong && t.dim() == 3 && t.size(0) == batch && t.size(1) >= limbs &&
+                  t.size(2) == n && t.stride(2) == 1 && t.stride(1) == n && t.stride(0) >= t.size(1) * n,
+              op, ": term ", k, " must be [", batch, ", >= ", limbs, ", ", n, "] with contiguous [rows, N] blocks, got "
+              "shape ", t.sizes(), " and strides ", t.strides());
+    check_same_device(t, out, op, "a term");
+    at::assert_no_overlap(out, t);
+    args.terms[k] = words(t);
+    args.term_stride[k] = t.stride(0);
+  }
+  args.count = static_cast<int>(count);
+  args.weights = words(weights);
+  if (constant.has_value()) {
+    check_words(*constant, op, "constant");
+    check_same_device(*constant, out, op, "constant");
+    FHE_CHECK(constant->dim() == 2 && constant->size(0) == limbs && constant->size(1) == 2, op,
+              ": constant must be [", limbs, ", 2], got ", constant->sizes());
+    FHE_CHECK(constant_components >= 0 && constant_components <= batch, op, ": constant_components must be in [0, ",
+              batch, "], got ", constant_components);
+    args.constant = words(*constant);
+    args.constant_components = static_cast<int>(constant_components);
+  }
+  args.out = mutable_words(out);
+  args.moduli = moduli_ptr(moduli);
+  args.batch = batch;
+  args.limbs = static_cast<int>(limbs);
+  args.n = n;
+  args.out_stride = batch == 1 ? limbs * n : out.stride(0);
+  B::linear_combination(args, out);
+  return out;
+}
+
+// The plaintext products of up to kMaxGiants giant steps in one pass over the baby stack (kernels.h), out
+// [2, giants, limbs, N] (component-major: a slice of a [2, G, limbs, N] buffer):
+// index[g * n_babies + j] is giant g's plaintext for baby position j, or -1; each giant's used
+// plaintexts are 0 .. m_g - 1, each once.
+template <class B>
+Tensor& giant_products_out(const Tensor& babies, at::TensorList pts, at::IntArrayRef index, const Tensor& moduli,
+                           Tensor& out) {
+  const char* op = "giant_products";
+  check_residues(babies, moduli, op, "babies");
+  FHE_CHECK(babies.dim() == 4 && babies.size(1) == 2, op, ": babies must be [n1, 2, limbs, N], got ", babies.sizes());
+  const int64_t n_babies = babies.size(0), limbs = babies.size(2), n = babies.size(3);
+  const int64_t giants = static_cast<int64_t>(pts.size());
+  FHE_CHECK(giants >= 1 && giants <= kMaxGiants, op, ": 1 to ", kMaxGiants, " giant steps, got ", giants);
+  FHE_CHECK(n_babies >= 1 && n_babies <= kMaxBabies, op, ": 1 to ", kMaxBabies, " baby steps, got ", n_babies);
+  FHE_CHECK(static_cast<int64_t>(index.size()) == giants * n_babies, op, ": index must have giants x n1 = ",
+            giants * n_babies, " entries, got ", index.size());
+  GiantProductsArgs args{};
+  for (int64_t g = 0; g < giants; ++g) {
+    const Tensor& p = pts[g];
+    check_words(p, op, "a plaintext block");
+    check_same_device(p, babies, op, "a plaintext block");
+    FHE_CHECK(p.dim() == 3 && p.size(1) == limbs && p.size(2) == n && p.size(0) >= 1 && p.size(0) <= kMaxDigits,
+              op, ": giant ", g, "'s plaintexts must be [1..", kMaxDigits, ", ", limbs, ", ", n, "], got ", p.sizes());
+    std::vector<int> seen(p.size(0), 0);
+    for (int64_t j = 0; j < n_babies; ++j) {
+      const int64_t t = index[g * n_babies + j];
+      FHE_CHECK(t >= -1 && t < p.size(0), op, ": index ", t, " of giant ", g, " outside [-1, ", p.size(0), ")");
+      if (t >= 0) ++seen[t];
+      args.index[g][j] = static_cast<int8_t>(t);
+    }
+    for (int64_t t = 0; t < p.size(0); ++t)
+      FHE_CHECK(seen[t] == 1, op, ": giant ", g, "'s plaintext ", t, " must pair with exactly one baby step");
+    args.pts[g] = words(p);
+  }
+  FHE_CHECK(out.scalar_type() == at::kLong && out.dim() == 4 && out.size(0) == 2 && out.size(1) == giants &&
+                out.size(2) == limbs && out.size(3) == n && out.stride(3) == 1 && out.stride(2) == n &&
+                out.stride(1) == limbs * n && out.stride(0) >= giants * limbs * n,
+            op, ": out must be [2, ", giants, ", ", limbs, ", ", n, "] with contiguous [giants, limbs, N] blocks, got "
+            "shape ", out.sizes(), " and strides ", out.strides());
+  check_same_device(out, babies, op, "out");
+  at::assert_no_overlap(out, babies);
+  for (const Tensor& p : pts) at::assert_no_overlap(out, p);
+  args.babies = words(babies);
+  args.out_stride = out.stride(0);
+  args.giants = static_cast<int>(giants);
+  args.n_babies = static_cast<int>(n_babies);
+  args.out = mutable_words(out);
+  args.moduli = moduli_ptr(moduli);
+  args.limbs = static_cast<int>(limbs);
+  args.n = n;
+  B::giant_products(args, babies);
+  return out;
+}
+
+// Two digit sets against one key, out [2 (component), 2 (set), limbs, N]: the relinearizations of a pair.
+template <class B>
+Tensor& ks_inner_product_pair_out(const Tensor& digits_a, const Tensor& digits_b, const Tensor& key, int64_t q_count,
+                                  int64_t p_row, const Tensor& moduli, Tensor& out) {
+  const char* op = "ks_inner_product_pair";
+  check_residues(digits_a, moduli, op, "digits_a");
+  FHE_CHECK(digits_a.dim() == 3, op, ": digits must be [dnum, limbs, N], got ", digits_a.sizes());
+  check_words(digits_b, op, "digits_b");
+  check_same_device(digits_b, digits_a, op, "digits_b");
+  FHE_CHECK(digits_b.sizes() == digits_a.sizes(), op, ": the two digit sets differ in shape: ", digits_a.sizes(),
+            " and ", digits_b.sizes());
+  const int64_t dnum = digits_a.size(0), limbs = digits_a.size(1), n = digits_a.size(2);
+  FHE_CHECK(dnum >= 1 && dnum <= kMaxDigits, op, ": 1 to ", kMaxDigits, " digits, got ", dnum);
+  check_words(key, op, "key");
+  check_same_device(key, digits_a, op, "key");
+  FHE_CHECK(key.dim() == 4 && key.size(0) >= dnum && key.size(1) == 2 && key.size(3) == n, op,
+            ": key must be [dnum >= ", dnum, ", 2, rows, ", n, "], got ", key.sizes());
+  const int64_t key_rows = key.size(2);
+  FHE_CHECK(q_count >= 0 && q_count <= limbs && q_count <= p_row && p_row + (limbs - q_count) <= key_rows, op,
+            ": limbs [0, ", q_count, ") must be key rows [0, ", q_count, ") and the other ", limbs - q_count,
+            " rows from ", p_row, ", within the key's ", key_rows, " rows");
+  const std::vector<int64_t> sizes{2, 2, limbs, n};
+  check_out(out, digits_a, sizes, op);
+  for (const Tensor* t : {&digits_a, &digits_b, &key}) at::assert_no_overlap(out, *t);
+  const KsInnerProductPairArgs args{KsInnerProductArgs{words(digits_a), words(key), mutable_words(out),
+                                                       moduli_ptr(moduli), static_cast<int>(dnum),
+                                                       static_cast<int>(limbs), static_cast<int>(q_count), p_row,
+                                                       key_rows, n},
+                                    words(digits_b)};
+  B::ks_inner_product_pair(args, digits_a);
+  return out;
+}
+
+// The baby steps of a double-hoisted linear transform in one launch (kernels.h): baby b's key keys[b] and
+// element galois[b], its result in out[positions[b]] ([n, 2, limbs, N], the baby-step stack), plus
+// sigma_b(add) on the last add.size(0) rows of component 0.
+template <class B>
+Tensor& ks_inner_product_babies_out(const Tensor& digits, at::TensorList keys, at::IntArrayRef galois,
+                                    at::IntArrayRef positions, int64_t q_count, int64_t p_row, const Tensor& moduli,
+                                    const std::optional<Tensor>& add, Tensor& out) {
+  const char* op = "ks_inner_product_babies";
+  check_residues(digits, moduli, op, "digits");
+  FHE_CHECK(digits.dim() == 3, op, ": digits must be [dnum, limbs, N], got ", digits.sizes());
+  const int64_t dnum = digits.size(0), limbs = digits.size(1), n = digits.size(2);
+  const int log_n = log2_exact(n, op);
+  FHE_CHECK(dnum >= 1 && dnum <= kMaxDigits, op, ": 1 to ", kMaxDigits, " digits, got ", dnum);
+  const int64_t count = static_cast<int64_t>(keys.size());
+  FHE_CHECK(count >= 1 && count <= kMaxBabySteps && static_cast<int64_t>(galois.size()) == count &&
+                static_cast<int64_t>(positions.size()) == count,
+            op, ": 1 to ", kMaxBabySteps, " baby steps, with one Galois element and one position each; got ", count,
+            " keys, ", galois.size(), " elements, ", positions.size(), " positions");
+  check_words(out, op, "out");
+  check_same_device(out, digits, op, "out");
+  FHE_CHECK(out.dim() == 4 && out.size(1) == 2 && out.size(2) == limbs && out.size(3) == n, op,
+            ": out must be [n, 2, ", limbs, ", ", n, "], got ", out.sizes());
+  at::assert_no_overlap(out, digits);
+  KsInnerProductBabiesArgs args{};
+  int64_t key_rows = -1;
+  for (int64_t b = 0; b < count; ++b) {
+    const Tensor& key = keys[b];
+    check_words(key, op, "key");
+    check_same_device(key, digits, op, "key");
+    FHE_CHECK(key.dim() == 4 && key.size(0) >= dnum && key.size(1) == 2 && key.size(3) == n &&
+                  (key_rows < 0 || key.size(2) == key_rows),
+              op, ": keys must be [dnum >= ", dnum, ", 2, rows, ", n, "] with one row count, got ", key.sizes());
+    key_rows = key.size(2);
+    FHE_CHECK(galois[b] > 0 && galois[b] < 2 * n && galois[b] % 2 == 1, op, ": a Galois element must be odd in [1, ",
+              2 * n, "), got ", galois[b]);
+    FHE_CHECK(positions[b] >= 0 && positions[b] < out.size(0), op, ": position ", positions[b], " outside [0, ",
+              out.size(0), ")");
+    for (int64_t c = 0; c < b; ++c)
+      FHE_CHECK(positions[c] != positions[b], op, ": two baby steps write position ", positions[b]);
+    at::assert_no_overlap(out, key);
+    args.keys[b] = words(key);
+    args.outs[b] = mutable_words(out) + positions[b] * 2 * limbs * n;
+    args.galois[b] = static_cast<u64>(galois[b]);
+  }
+  FHE_CHECK(q_count >= 0 && q_count <= limbs && q_count <= p_row && p_row + (limbs - q_count) <= key_rows, op,
+            ": limbs [0, ", q_count, ") must be key rows [0, ", q_count, ") and the other ", limbs - q_count,
+            " rows from ", p_row, ", within the keys' ", key_rows, " rows");
+  args.base = KsInnerProductArgs{words(digits), nullptr, nullptr, moduli_ptr(moduli), static_cast<int>(dnum),
+                                 static_cast<int>(limbs), static_cast<int>(q_count), p_row, key_rows, n};
+  args.count = static_cast<int>(count);
+  args.log_n = log_n;
+  if (add.has_value()) {
+    check_words(*add, op, "add");
+    check_same_device(*add, digits, op, "add");
+    FHE_CHECK(add->dim() == 2 && add->size(0) <= limbs && add->size(1) == n, op, ": add must be [<= ", limbs, ", ", n,
+              "], got ", add->sizes());
+    for (int64_t b = 0; b < count; ++b) at::assert_no_overlap(out[positions[b]], *add);
+    args.add = words(*add);
+    args.add_rows = static_cast<int>(add->size(0));
+  }
+  B::ks_inner_product_babies(args, digits);
+  return out;
+}
+
 // ---- run-time kernel variants (see kernels.h) -------------------------------------------------
 
-constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor"};
-constexpr int kVariantMax[] = {2, 1, 1, 1};
+constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "fused"};
+constexpr int kVariantMax[] = {2, 1, 1, 1, 3};
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 
 // Sets a variant, returns the previous value; a negative value only reads it.
@@ -751,7 +1037,7 @@ int64_t set_kernel_variant(const std::string& name, int64_t value) {
     if (value >= 0) slot = static_cast<int>(value);
     return previous;
   }
-  FHE_CHECK(false, "kernel_variant: unknown kernel '", name, "' (known: conv, mod_up, mod_down, tensor)");
+  FHE_CHECK(false, "kernel_variant: unknown kernel '", name, "' (known: conv, mod_up, mod_down, tensor, fused)");
   return 0;
 }
 
@@ -793,6 +1079,11 @@ void register_backend(torch::Library& m) {
   m.impl("automorphism_ntt.out", &automorphism_out<B, true>);
   m.impl("automorphism_coeff", &automorphism<B, false>);
   m.impl("automorphism_coeff.out", &automorphism_out<B, false>);
+  m.impl("ks_inner_product_fused", &ks_inner_product_fused_out<B>);
+  m.impl("linear_combination", &linear_combination_out<B>);
+  m.impl("giant_products", &giant_products_out<B>);
+  m.impl("ks_inner_product_pair", &ks_inner_product_pair_out<B>);
+  m.impl("ks_inner_product_babies", &ks_inner_product_babies_out<B>);
   m.impl("sample_uniform", &sample_uniform<B>);
   m.impl("sample_cbd", &sample_cbd<B>);
   m.impl("sample_ternary", &sample_ternary<B>);
@@ -848,6 +1139,16 @@ TORCH_LIBRARY(fhe_core, m) {
   m.def("sample_ternary(Tensor moduli, int n, int[] key, int nonce, int hamming_weight) -> Tensor");
   m.def("ntt_table(Tensor moduli, Tensor roots, int log_n) -> Tensor");
   m.def("kernel_variant(str name, int value) -> int", &fhe::set_kernel_variant);
+  // (out-only ops: out is a strided view of a caller's buffer, or accumulated into)
+  m.def("ks_inner_product_fused(Tensor digits, Tensor key, int q_count, int p_row, Tensor moduli, int galois, "
+        "Tensor? add, int add_galois, bool accumulate, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("linear_combination(Tensor[] terms, Tensor weights, Tensor moduli, Tensor? constant, "
+        "int constant_components, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("giant_products(Tensor babies, Tensor[] pts, int[] index, Tensor moduli, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("ks_inner_product_pair(Tensor digits_a, Tensor digits_b, Tensor key, int q_count, int p_row, Tensor moduli, "
+        "*, Tensor(a!) out) -> Tensor(a!)");
+  m.def("ks_inner_product_babies(Tensor digits, Tensor[] keys, int[] galois, int[] positions, int q_count, int p_row, "
+        "Tensor moduli, Tensor? add, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("cuda_built() -> bool", []() {
 #ifdef FHE_CORE_WITH_CUDA
     return true;

@@ -25,7 +25,8 @@ __all__ = [
     "cuda_built", "ntt", "intt", "mod_down_ntt", "add", "sub", "neg", "mul", "mul_const", "sub_mul_const",
     "mul_add", "tensor_product", "bconv", "center_lift", "mod_up_conv", "ks_inner_product",
     "automorphism_ntt", "automorphism_coeff", "sample_uniform", "sample_cbd", "sample_ternary",
-    "ntt_table", "seed_words", "kernel_variant", "use_kernel_variant",
+    "ntt_table", "seed_words", "kernel_variant", "use_kernel_variant", "ks_inner_product_fused",
+    "linear_combination", "giant_products", "ks_inner_product_pair", "ks_inner_product_babies",
 ]
 
 
@@ -43,7 +44,12 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     (1: ModUp as one Conv and one NTT over every digit, CUDA only), ``"mod_down"`` (1: ModDown's
     INTT in one launch and its last step in the NTT's store, ``mod_down_ntt``), read by
     ``rlwe.keyswitch``; ``"tensor"`` (1: CKKS's tensor product as one ``tensor_product``, read by
-    ``ckks.Evaluator``).
+    ``ckks.Evaluator``); ``"fused"`` (1: the bootstrapping circuit's fused passes,
+    :func:`ks_inner_product_fused` and :func:`linear_combination` in the linear transforms, the
+    polynomial evaluator and the batched pair, rescale's last step in the NTT's store; 2: also
+    :func:`giant_products`, :func:`ks_inner_product_pair`, CoeffsToSlots writing the EvalMod pair in
+    place; 3, the default: also the baby steps in one :func:`ks_inner_product_babies` and the giant
+    steps' ModDowns as one batch; read by the ckks Python on both devices).
     All variants give the same residues bit for bit; the switch exists so that tests compare them
     and benchmarks time them side by side. The CPU kernels have one variant and ignore "conv". A
     launch reads the setting when it is enqueued (so a captured CUDA graph keeps the variant it was
@@ -205,6 +211,71 @@ def automorphism_ntt(a: Tensor, moduli: Tensor, galois: int, *, out: Tensor | No
 def automorphism_coeff(a: Tensor, moduli: Tensor, galois: int, *, out: Tensor | None = None) -> Tensor:
     """X -> X^k on coefficient-domain residues (a signed permutation). k odd in [1, 2N)."""
     return _call(_ops.automorphism_coeff, (a, moduli, galois), out)
+
+
+def ks_inner_product_fused(digits: Tensor, key: Tensor, q_count: int, p_row: int, moduli: Tensor, *, out: Tensor,
+                           galois: int = 1, add: Tensor | None = None, add_galois: int = 1,
+                           accumulate: bool = False) -> Tensor:
+    """:func:`ks_inner_product` with its neighbours in the same pass, into ``out``:
+
+        out[c][i][x] = [accumulate] out[c][i][x] + sum_j digits[j][i][g(x)] * key[j][c][row(i)][x]
+                       + [c == 0] add[i - (limbs - a)][h(x)]        (last a = add.shape[0] rows only)
+
+    g, h: the NTT-domain automorphisms X -> X^galois, X -> X^add_galois (1: the identity), i.e.
+    ``automorphism_ntt`` of the digits and of ``add`` without their permuted copies. out: ``[2, limbs,
+    N]`` whose two ``[limbs, N]`` blocks are contiguous (they may be apart: ``buffer[:, i]``); it must
+    not overlap the inputs. add: ``[a <= limbs, N]``. Returns out.
+    """
+    return _ops.ks_inner_product_fused(digits, key, q_count, p_row, moduli, galois, add, add_galois, accumulate,
+                                       out=out)
+
+
+def linear_combination(terms: list[Tensor], weights: Tensor, moduli: Tensor, *, out: Tensor,
+                       constant: Tensor | None = None, constant_components: int = 1) -> Tensor:
+    """out[b][i][x] = sum_k weights[k][i][x >= N/2] * terms[k][b][i][x] (+ constant[i][x >= N/2] for
+    b < constant_components) mod q_i, one pass with one reduction (128-bit sum).
+
+    terms: 1 to 16 tensors ``[B, rows_k >= limbs, N]`` with contiguous ``[rows_k, N]`` blocks (the
+    first ``limbs`` rows are read: a ciphertext above the output's level needs no level-dropping
+    copy); weights: ``[K, limbs, 2]`` canonical, the NTT-domain values of constants re + im X^(N/2)
+    on the two halves of the NTT slots; constant: ``[limbs, 2]``; out: ``[B, limbs, N]`` contiguous,
+    not overlapping the terms. Returns out.
+    """
+    return _ops.linear_combination(list(terms), weights, moduli, constant, constant_components, out=out)
+
+
+def ks_inner_product_pair(digits_a: Tensor, digits_b: Tensor, key: Tensor, q_count: int, p_row: int, moduli: Tensor,
+                          *, out: Tensor) -> Tensor:
+    """:func:`ks_inner_product` of two digit sets with one key (the relinearizations of a batched
+    pair), each key word read once for both: ``out[c][i] = sum_j digits_i[j] * key[j][c][row]``,
+    i = a, b. out: ``[2 (component), 2 (set), limbs, N]`` contiguous. Returns out."""
+    return _ops.ks_inner_product_pair(digits_a, digits_b, key, q_count, p_row, moduli, out=out)
+
+
+def ks_inner_product_babies(digits: Tensor, keys: list[Tensor], galois: list[int], positions: list[int], q_count: int,
+                            p_row: int, moduli: Tensor, *, out: Tensor, add: Tensor | None = None) -> Tensor:
+    """Several :func:`ks_inner_product_fused` of one digit tensor in one launch (the baby steps of a
+    double-hoisted linear transform): for each b, ``out[positions[b]]`` = the digits read through
+    sigma_galois[b] times ``keys[b]``, plus sigma_galois[b](add) on the last add.shape[0] rows of
+    component 0. keys: 1 to 16, one row count; out: ``[n, 2, limbs, N]`` contiguous. A thread computes
+    every baby's output of its coefficient in turn, so the digits come from L2 after the first baby.
+    Returns out."""
+    return _ops.ks_inner_product_babies(digits, list(keys), list(galois), list(positions), q_count, p_row, moduli,
+                                        add, out=out)
+
+
+def giant_products(babies: Tensor, pts: list[Tensor], index: list[int], moduli: Tensor, *, out: Tensor) -> Tensor:
+    """The plaintext products of up to 4 giant steps of a BSGS linear transform in one pass over the
+    baby steps: ``out[c][g] = sum_j pts[g][index[g * n1 + j]] * babies[j][c]`` mod q_i over the baby
+    positions j whose index is not -1 (each of giant g's plaintexts pairs with exactly one).
+
+    babies: ``[n1 <= 32, 2, limbs, N]``; pts: 1 to 4 tensors ``[m_g <= 63, limbs, N]``; index:
+    ``giants x n1`` ints; out: ``[2, giants, limbs, N]``, component-major, each component's
+    ``[giants, limbs, N]`` contiguous (``buffer[:, g0:g1]`` of a ``[2, G, limbs, N]`` buffer). Each baby word is read once for
+    all the giants of the call, where :func:`ks_inner_product` per giant reads the stack once per giant.
+    Returns out.
+    """
+    return _ops.giant_products(babies, list(pts), list(index), moduli, out=out)
 
 
 def seed_words(seed: bytes) -> list[int]:

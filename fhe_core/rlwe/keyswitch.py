@@ -54,11 +54,13 @@ def decompose_mod_up(ctx: RLWEContext, d: torch.Tensor, level: int) -> torch.Ten
     return _decompose_mod_up(ctx, d, level)
 
 
-def _decompose_mod_up(ctx: RLWEContext, d: torch.Tensor, level: int) -> torch.Tensor:
-    """:func:`decompose_mod_up` of checked inputs."""
+def _decompose_mod_up(ctx: RLWEContext, d: torch.Tensor, level: int,
+                      coeffs: torch.Tensor | None = None) -> torch.Tensor:
+    """:func:`decompose_mod_up` of checked inputs; ``coeffs``: INTT(d) if the caller has it (several
+    inputs transformed in one launch)."""
     t = ctx.tables(level)
     with _step("mod_up", ctx.device):
-        coeffs = t.q.intt(d)
+        coeffs = t.q.intt(d) if coeffs is None else coeffs
         if _mod_up_all_digits_at_once(ctx):
             return _mod_up_all_digits(ctx, t, d, coeffs)
         if ctx.alpha <= _context.BATCHED_MODUP_MAX_ALPHA:  # small digits: one extension kernel, one NTT
@@ -120,6 +122,39 @@ def _inner_product(ctx: RLWEContext, digits: torch.Tensor, key: SwitchingKey, le
         return ops.ks_inner_product(digits, key.data, rows, rows, t.qp.moduli)
 
 
+def _inner_product_into(ctx: RLWEContext, digits: torch.Tensor, key: SwitchingKey, level: int, out: torch.Tensor,
+                        *, galois: int = 1, add: torch.Tensor | None = None, add_galois: int = 1,
+                        accumulate: bool = False) -> torch.Tensor:
+    """:func:`_inner_product` into ``out`` (``[2, alpha + l + 1, N]``, its components may be apart), with
+    the digits read through sigma_galois, ``add`` (``[a, N]``: the last a rows) read through
+    sigma_add_galois and added to component 0, and (``accumulate``) out's previous contents added: one
+    pass (ops.ks_inner_product_fused) where the composed ops make a permuted copy and an addition each."""
+    rows = len(ctx.tables(level).qp)
+    with _step("inner_product", ctx.device):
+        return ops.ks_inner_product_fused(digits, key.data, rows, rows, ctx.qp_at(level).moduli, out=out,
+                                          galois=galois, add=add, add_galois=add_galois, accumulate=accumulate)
+
+
+def _inner_product_babies_into(ctx: RLWEContext, digits: torch.Tensor, keys: list[SwitchingKey], elements: list[int],
+                               positions: list[int], level: int, out: torch.Tensor,
+                               add: torch.Tensor | None = None) -> torch.Tensor:
+    """:func:`_inner_product_into` with galois=add_galois=elements[b] and keys[b] into out[positions[b]] for
+    every b, one launch sharing the digit reads (ops.ks_inner_product_babies)."""
+    rows = len(ctx.tables(level).qp)
+    with _step("inner_product", ctx.device):
+        return ops.ks_inner_product_babies(digits, [k.data for k in keys], elements, positions, rows, rows,
+                                           ctx.qp_at(level).moduli, out=out, add=add)
+
+
+def _inner_product_pair_into(ctx: RLWEContext, digits_a: torch.Tensor, digits_b: torch.Tensor, key: SwitchingKey,
+                             level: int, out: torch.Tensor) -> torch.Tensor:
+    """:func:`_inner_product` of two digit sets with one key into ``out`` ``[2 (component), 2 (set),
+    alpha + l + 1, N]``, the key read once for both (ops.ks_inner_product_pair)."""
+    rows = len(ctx.tables(level).qp)
+    with _step("inner_product", ctx.device):
+        return ops.ks_inner_product_pair(digits_a, digits_b, key.data, rows, rows, ctx.qp_at(level).moduli, out=out)
+
+
 def mod_down(ctx: RLWEContext, c: torch.Tensor, level: int) -> torch.Tensor:
     """round(c / P) from QP_l to Q_l.
 
@@ -145,7 +180,9 @@ def _mod_down(ctx: RLWEContext, c: torch.Tensor, level: int, add: torch.Tensor |
     first B' components: in the same pass as ModDown's last step where the variant allows."""
     t = ctx.tables(level)
     alpha, rows = ctx.alpha, len(t.qp)
-    batch = c.reshape(-1, rows, ctx.n).contiguous()  # a view unless c was strided
+    batch = c.reshape(-1, rows, ctx.n)  # a view; a copy only if the [rows, N] blocks are not contiguous
+    if batch.stride(-1) != 1 or batch.stride(-2) != ctx.n:
+        batch = batch.contiguous()
     with _step("mod_down", ctx.device):
         fused = ops.kernel_variant("mod_down") == 1
         if fused:                                                       # every component's P rows, one launch

@@ -37,10 +37,14 @@ def test_boot_suite_runs_on_a_tiny_preset_and_is_opt_in():
     assert "boot" in bench.OPT_IN_SUITES  # never in the default all-suites run
     cases = bench.make_boot_cases("cpu", TINY_N10_FULL, allow_insecure=True)
     assert [c.name for c in cases] == ["bootstrap", "bootstrap (single-hoisted DFTs)",
-                                       "bootstrap_pair (two real ciphertexts)", "boot: mod_raise",
-                                       "boot: coeffs_to_slots", "boot: eval_mod", "boot: slots_to_coeffs",
+                                       "bootstrap_pair (two real ciphertexts)", "bootstrap [fused v0: composed ops]",
+                                       "bootstrap [fused v1: session 3, round 1]", "bootstrap [fused v2: round 2]",
+                                       "boot: mod_raise", "boot: coeffs_to_slots", "boot: eval_mod",
+                                       "boot: slots_to_coeffs", "boot: coeffs_to_slots [fused v0]",
+                                       "boot: eval_mod [fused v0]", "boot: slots_to_coeffs [fused v0]",
                                        "boot: eval_mod (two separate evaluations)",
                                        "bootstrap (larger baby steps)", "boot: coeffs_to_slots (larger baby steps)"]
+    assert "boot-lite" in bench.OPT_IN_SUITES
     assert all(c.capture for c in cases)  # the graphed call (not captured again) is a CUDA-only case
     assert cases[0].reference_us == 328000 and "prec min/mean/max" in cases[0].params and "GB" in cases[0].params
     for case in cases:
@@ -65,3 +69,25 @@ def test_key_switches_are_counted_with_the_key_bytes_they_read():
     digits = -(-(level + 1) // params.alpha)
     assert (count, key_bytes) == (1, digits * 2 * (params.alpha + level + 1) * params.n * 8)
     assert bench.count_key_switches(lambda: evaluator.add(ct, ct)) == (0, 0)
+
+
+def test_key_switches_of_a_bootstrap_are_counted_on_both_paths():
+    """The fused passes (ops.kernel_variant "fused") switch keys through keyswitch._inner_product_into
+    and _inner_product_pair_into: a bootstrap counts the same key switches with and without them."""
+    from fhe_core import ckks, ops, rlwe
+    from fhe_core.ckks.bootstrapping import TINY_N10_FULL, Bootstrapper, bootstrapping_galois_elements
+
+    bench = _bench()
+    params = TINY_N10_FULL.params(allow_insecure=True)
+    ctx = ckks.rlwe_context(params)
+    sk = rlwe.gen_secret_key(ctx)
+    boot = Bootstrapper(params, TINY_N10_FULL,
+                        rlwe.gen_eval_keys(ctx, sk, bootstrapping_galois_elements(params, TINY_N10_FULL)))
+    ct = ckks.Encryptor(params, sk).encrypt(ckks.Encoder(params).encode([0.5] * TINY_N10_FULL.slots,
+                                                                         level=boot.min_input_level))
+    counts = []
+    for variant in (0, 1, 2, 3):
+        with ops.use_kernel_variant("fused", variant):
+            counts.append(bench.count_key_switches(lambda: boot.bootstrap(ct)))
+    assert counts[0][0] == counts[1][0] == counts[2][0] == counts[3][0] > 40
+    assert counts[3][1] == counts[2][1] < counts[1][1] == counts[0][1]  # (2) a pair's relinearizations: one key read

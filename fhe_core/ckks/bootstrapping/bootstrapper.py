@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from fhe_core import rlwe
+from fhe_core import ops, rlwe
 from fhe_core.ckks.ciphertext import Ciphertext, Decryptor, Encryptor, ScaleMismatchError, SlotMismatchError
 from fhe_core.ckks.ciphertext import rlwe_context
 from fhe_core.ckks.encoder import Encoder
@@ -216,6 +216,12 @@ class Bootstrapper:
         conj = ev.conjugate(ct)
         if self._packed:
             return (ev.add(ct, conj),)
+        if ops.kernel_variant("fused") >= 2:  # written straight into one pair tensor: one pass each, no stack
+            pair = CiphertextPair.buffer(ct)
+            op = "coeffs_to_slots"
+            re = ev._linear_combination([(ct, 1, 1.0, 1), (conj, 1, 1.0, 1)], ct.level, None, op, out=pair[:, 0])
+            im = ev._linear_combination([(ct, -1j, 1.0, 1), (conj, -1j, 1.0, -1)], ct.level, None, op, out=pair[:, 1])
+            return mark_canonical(re), mark_canonical(im)
         return ev.add(ct, conj), ev.mul(ev.sub(ct, conj), -1j)  # Gaussian integer: no level
 
     def eval_mod(self, parts: tuple[Ciphertext, ...], scale: float) -> Ciphertext:
@@ -229,6 +235,9 @@ class Bootstrapper:
         ev = self.evaluator
         if len(parts) == 1:
             ct = self._eval_mod_evaluator(False, half).evaluate(parts[0])
+        elif ops.kernel_variant("fused") >= 2:  # re + i im in one pass over the pair's halves, read in place
+            re, im = self._eval_mod_evaluator(True, half).evaluate(CiphertextPair.of(*parts)).views()
+            ct = ev.linear_combination([(re, 1, 1.0, 1), (im, 1j, 1.0, 1)], re.level)
         else:
             re, im = self._eval_mod_evaluator(True, half).evaluate(CiphertextPair.of(*parts)).parts()
             ct = ev.add(re, ev.mul(im, 1j))

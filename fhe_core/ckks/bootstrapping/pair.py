@@ -48,7 +48,20 @@ class CiphertextPair:
         if (a.level, a.degree, a.slots, a.params_id) != (b.level, b.degree, b.slots, b.params_id) \
                 or abs(a.scale - b.scale) > SCALE_TOLERANCE * a.scale:
             raise ParameterError("CiphertextPair: the two ciphertexts differ in level, degree, slots, params or scale")
+        base = a.data._base
+        if base is not None and base is b.data._base and base.dim() == 4 and base.shape[1] == 2 \
+                and base.is_contiguous() and a.data.shape == base[:, 0].shape \
+                and a.data.data_ptr() == base[:, 0].data_ptr() and b.data.data_ptr() == base[:, 1].data_ptr() \
+                and a.data.stride() == base[:, 0].stride() and b.data.stride() == base[:, 1].stride():
+            return cls(base, a.level, a.scale, a.slots, a.params_id)  # the two halves of one pair tensor: no copy
         return cls(torch.stack((a.data, b.data), dim=1), a.level, a.scale, a.slots, a.params_id)
+
+    @classmethod
+    def buffer(cls, like: Ciphertext) -> torch.Tensor:
+        """An empty ``[d+1, 2, l+1, N]`` pair tensor for two ciphertexts shaped like ``like``: write them
+        into ``buffer[:, 0]`` and ``buffer[:, 1]`` and :meth:`of` wraps it without a copy."""
+        d1, limbs, n = like.data.shape
+        return torch.empty((d1, 2, limbs, n), dtype=like.data.dtype, device=like.data.device)
 
     @property
     def degree(self) -> int:
@@ -58,6 +71,13 @@ class CiphertextPair:
         """The two ciphertexts (copies, ``[d+1, l+1, N]`` each)."""
         return tuple(mark_canonical(Ciphertext(data=self.data[:, i].contiguous(), level=self.level,
                                                params_id=self.params_id, scale=self.scale, slots=self.slots))
+                     for i in (0, 1))
+
+    def views(self) -> tuple[Ciphertext, Ciphertext]:
+        """The two ciphertexts as views (``[d+1, l+1, N]`` of contiguous ``[l+1, N]`` blocks, no copy),
+        for operations that read strided operands (Evaluator.linear_combination)."""
+        return tuple(mark_canonical(Ciphertext(data=self.data[:, i], level=self.level, params_id=self.params_id,
+                                               scale=self.scale, slots=self.slots))
                      for i in (0, 1))
 
     def flat(self) -> Ciphertext:
@@ -76,6 +96,13 @@ class CiphertextPair:
         return dataclasses.replace(self, **changes)
 
 
+def _fused_passes() -> bool:
+    """ops.kernel_variant("fused") >= 1: one tensor product launch for both ciphertexts, the
+    relinearization's inner products in place and its addition in ModDown's pass (2: both inner
+    products in one pass over the key; 0: the composed ops)."""
+    return ops.kernel_variant("fused") >= 1
+
+
 class PairEvaluator:
     """:class:`~fhe_core.ckks.Evaluator`'s add, sub, mul (by a constant), tensor, relinearize,
     mul_relin, rescale and drop_level on :class:`CiphertextPair`\\ s, with the same level and
@@ -86,6 +113,13 @@ class PairEvaluator:
         self.evaluator = evaluator
         self.params = evaluator.params
         self._ctx = rlwe_context(evaluator.params)
+        self._moduli_twice: dict[int, torch.Tensor] = {}
+
+    def _pair_moduli(self, level: int) -> torch.Tensor:
+        """``[2 (l+1), 4]``: Q_l's moduli twice, for ops over both ciphertexts' rows as one ``[2 (l+1), N]`` block."""
+        if level not in self._moduli_twice:
+            self._moduli_twice[level] = self._ctx.q_at(level).moduli.repeat(2, 1)
+        return self._moduli_twice[level]
 
     # ---- component-agnostic: through the flat view -------------------------------------------------
 
@@ -100,6 +134,13 @@ class PairEvaluator:
         if isinstance(value, CiphertextPair):
             return self.mul_relin(p, value)
         return p.unflat(self.evaluator.mul(p.flat(), value, constant_scale=constant_scale))
+
+    def linear_combination(self, terms, level: int, constant: tuple[complex, int] | None = None) -> CiphertextPair:
+        """:meth:`Evaluator.linear_combination` on pairs (terms ``[(pair, value, constant_scale, sign)]``):
+        one pass for both ciphertexts, the constant on both c_0."""
+        flat = [(p.flat(), value, constant_scale, sign) for p, value, constant_scale, sign in terms]
+        out = self.evaluator._linear_combination(flat, level, constant, "linear_combination", constant_components=2)
+        return terms[0][0].unflat(out)
 
     def add(self, a: CiphertextPair, b) -> CiphertextPair:
         return self._add_or_sub(a, b, "add", ops.add)
@@ -131,6 +172,10 @@ class PairEvaluator:
         level = min(a.level, b.level)
         x, y = (p.data[:, :, :level + 1].contiguous() for p in (a, b))  # views unless a level is dropped
         moduli = self._ctx.q_at(level).moduli
+        if _fused_passes():  # one tensor_product over [2, 2 (l+1), N]: both ciphertexts' rows side by side
+            rows = 2 * (level + 1)
+            data = ops.tensor_product(x.view(2, rows, -1), y.view(2, rows, -1), self._pair_moduli(level))
+            return CiphertextPair(data.view(3, 2, level + 1, -1), level, a.scale * b.scale, a.slots, a.params_id)
         by_y0 = ops.mul(x, y[0], moduli)                      # (x0 y0, x1 y0) of both
         d1 = ops.mul_add(x[0], y[1], by_y0[1], moduli)
         d2 = ops.mul(x[1], y[1], moduli)
@@ -144,6 +189,19 @@ class PairEvaluator:
             raise ParameterError(f"{op}: expected a degree-2 pair, got degree {p.degree}")
         ctx, level = self._ctx, p.level
         key = self.evaluator.keys.relin_key(op)
+        if _fused_passes():  # the inner products written in place, (d0, d1) added in ModDown's pass
+            extended = torch.empty((2, 2, len(ctx.qp_at(level)), ctx.n), dtype=torch.int64, device=p.data.device)
+            if ops.kernel_variant("fused") >= 2:  # both d_2 in one INTT, both inner products in one pass over the key
+                coeffs = ctx.q_at(level).intt(p.data[2])
+                digits = [keyswitch._decompose_mod_up(ctx, p.data[2, i], level, coeffs[i]) for i in (0, 1)]
+                keyswitch._inner_product_pair_into(ctx, *digits, key, level, extended)
+            else:
+                for i in (0, 1):
+                    digits = keyswitch.decompose_mod_up(ctx, p.data[2, i], level)
+                    keyswitch._inner_product_into(ctx, digits, key, level, extended[:, i])
+            d01 = p.data[:2].reshape(4, level + 1, ctx.n)  # a view: (d0, d1) of both, in ModDown's batch order
+            out = keyswitch._mod_down(ctx, extended.view(4, -1, ctx.n), level, add=d01)
+            return p.replace(data=out.view(2, 2, level + 1, ctx.n))
         extended = torch.stack([keyswitch.inner_product(ctx, keyswitch.decompose_mod_up(ctx, p.data[2, i], level),
                                                         key, level) for i in (0, 1)], dim=1)  # [2, 2, QP_l, N]
         out = keyswitch.mod_down(ctx, extended, level)

@@ -22,6 +22,7 @@ Thresholds (2 to 3 bits under the minimum measured over 10 runs; [min, mean]):
   naive one key-switches all 10 rotations at scale 2^40, BSGS only the <= n1 - 1 baby steps.
 """
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -250,11 +251,13 @@ def test_double_hoisting_counts_its_mod_ups_and_mod_downs(s, monkeypatch):
     transform, diagonals = scattered_transform(s, n)
     evaluator = s.evaluator(transform.galois_elements())
     calls = {"mod_up": 0, "mod_down": [], "keys": []}
-    real = {name: getattr(keyswitch, name) for name in ("decompose_mod_up", "mod_down", "inner_product")}
+    real = {name: getattr(keyswitch, name)
+            for name in ("_decompose_mod_up", "mod_down", "inner_product", "_inner_product_into",
+                         "_inner_product_babies_into")}
 
-    def mod_up(ctx, d, level):
+    def mod_up(ctx, d, level, *args):  # (the unchecked step: the public one and the batched giant steps call it)
         calls["mod_up"] += 1
-        return real["decompose_mod_up"](ctx, d, level)
+        return real["_decompose_mod_up"](ctx, d, level, *args)
 
     def mod_down(ctx, c, level):
         calls["mod_down"].append(tuple(c.shape[:-2]))
@@ -264,7 +267,17 @@ def test_double_hoisting_counts_its_mod_ups_and_mod_downs(s, monkeypatch):
         calls["keys"].append(key.galois_element)
         return real["inner_product"](ctx, digits, key, level)
 
-    for name, fn in (("decompose_mod_up", mod_up), ("mod_down", mod_down), ("inner_product", inner_product)):
+    def inner_product_into(ctx, digits, key, level, out, **fused):  # the fused passes (ops.kernel_variant "fused")
+        calls["keys"].append(key.galois_element)
+        return real["_inner_product_into"](ctx, digits, key, level, out, **fused)
+
+    def inner_product_babies_into(ctx, digits, keys, *args, **kwargs):  # fused variant 3: the babies at once
+        calls["keys"] += [key.galois_element for key in keys]
+        return real["_inner_product_babies_into"](ctx, digits, keys, *args, **kwargs)
+
+    for name, fn in (("_decompose_mod_up", mod_up), ("mod_down", mod_down), ("inner_product", inner_product),
+                     ("_inner_product_into", inner_product_into),
+                     ("_inner_product_babies_into", inner_product_babies_into)):
         monkeypatch.setattr(keyswitch, name, fn)
     z = s.vector(n)
     ct = s.encrypt(z)
@@ -273,7 +286,8 @@ def test_double_hoisting_counts_its_mod_ups_and_mod_downs(s, monkeypatch):
     giants = [g for g in transform.giant_steps if g]
     babies = [j for j in transform.baby_steps if j]
     assert calls["mod_up"] == 1 + len(giants)
-    assert calls["mod_down"] == [()] * len(giants) + [(2,)]
+    *giant_mod_downs, final = calls["mod_down"]  # one component per nonzero giant step (fused 3: one batch)
+    assert final == (2,) and sum(math.prod(shape) for shape in giant_mod_downs) == len(giants)
     assert calls["keys"] == ckks.galois_elements(s.params.n, babies + giants)
     expected = dense_from_diagonals(diagonals, n) @ z
     got = s.decrypt(out)
