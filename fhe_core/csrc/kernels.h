@@ -45,7 +45,7 @@ struct NttArgs {
   const u64* in;
   u64* out;               // may equal in
   const Modulus* moduli;  // [limbs]
-  const u64* table;       // [limbs, 4, N], rows as in common/ntt.h
+  const u64* table;       // [limbs, 8, N], rows as in common/ntt.h
   int64_t rows;           // batch * limbs
   int limbs;
   int log_n;
@@ -233,6 +233,8 @@ enum class Variant : int {
   kModUp = 1,   // 1: ModUp extends all digits in one Conv and one NTT launch (read by rlwe/keyswitch.py)
   kModDown = 2, // 1: ModDown's (c - x) * P^-1 in the NTT's last store (ops.mod_down_ntt; rlwe/keyswitch.py)
   kTensor = 3,  // 1: CKKS's tensor product as one op (ops.tensor_product; read by ckks/evaluator.py)
+  kNtt = 4,     // 1: ntt_rows moves the row's contiguous side (the inverse's input, the forward's output and
+                //    ModDown's epilogue) as 16-byte accesses straight from/to registers (ntt.cu)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

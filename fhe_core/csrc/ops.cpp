@@ -27,7 +27,7 @@
 namespace fhe {
 
 int& kernel_variant(Variant v) {
-  static int variants[static_cast<int>(Variant::kCount)] = {2, 1, 1, 1};
+  static int variants[static_cast<int>(Variant::kCount)] = {2, 1, 1, 1, 4};
   return variants[static_cast<int>(v)];
 }
 
@@ -211,7 +211,7 @@ void check_ntt_table(const Tensor& table, const Tensor& a, const Tensor& moduli,
   check_same_device(table, a, op, "table");
   FHE_CHECK(table.dim() == 3 && table.size(0) == moduli.size(0) && table.size(1) == kNttTableRows &&
                   table.size(2) == a.size(-1),
-              op, ": table must be [limbs, 4, N] = [", moduli.size(0), ", 4, ", a.size(-1), "], got ",
+              op, ": table must be [limbs, ", kNttTableRows, ", N] = [", moduli.size(0), ", ", kNttTableRows, ", ", a.size(-1), "], got ",
               table.sizes());
 }
 
@@ -690,7 +690,7 @@ Tensor sample_ternary(const Tensor& moduli, int64_t n, at::IntArrayRef key, int6
 
 // ---- tables (host) ---------------------------------------------------------------------------
 
-// NTT table [l, 4, N] for primes with given primitive 2N-th roots psi (rows as in common/ntt.h).
+// NTT table [l, 8, N] for primes with given primitive 2N-th roots psi (rows as in common/ntt.h).
 Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n) {
   const char* op = "ntt_table";
   check_words(moduli, op, "moduli");
@@ -726,9 +726,15 @@ Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n) {
     inv[0] = n_inv;                      // index 0 is never a twiddle
     u64* fwd_shoup = fwd + kFwdShoup * n;
     u64* inv_shoup = fwd + kInvShoup * n;
+    u64* fwd_pairs = fwd + kFwdPairs * n;
+    u64* inv_pairs = fwd + kInvPairs * n;
     for (int64_t k = 0; k < n; ++k) {
       fwd_shoup[k] = shoup_precompute(fwd[k], q);
       inv_shoup[k] = shoup_precompute(inv[k], q);
+      fwd_pairs[2 * k] = fwd[k];
+      fwd_pairs[2 * k + 1] = fwd_shoup[k];
+      inv_pairs[2 * k] = inv[k];
+      inv_pairs[2 * k + 1] = inv_shoup[k];
     }
   }
   return table;
@@ -736,8 +742,8 @@ Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n) {
 
 // ---- run-time kernel variants (see kernels.h) -------------------------------------------------
 
-constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor"};
-constexpr int kVariantMax[] = {2, 1, 1, 1};
+constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "ntt"};
+constexpr int kVariantMax[] = {2, 1, 1, 1, 4};
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 
 // Sets a variant, returns the previous value; a negative value only reads it.
@@ -751,7 +757,7 @@ int64_t set_kernel_variant(const std::string& name, int64_t value) {
     if (value >= 0) slot = static_cast<int>(value);
     return previous;
   }
-  FHE_CHECK(false, "kernel_variant: unknown kernel '", name, "' (known: conv, mod_up, mod_down, tensor)");
+  FHE_CHECK(false, "kernel_variant: unknown kernel '", name, "' (known: conv, mod_up, mod_down, tensor, ntt)");
   return 0;
 }
 

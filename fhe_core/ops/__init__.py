@@ -3,7 +3,7 @@
 Shapes and conventions (ARCHITECTURE.md):
     residues    int64 tensors ``[..., l, N]`` (limb-major), canonical in ``[0, q_i)`` between ops;
     moduli      ``[l, 4]`` int64 per-prime constants (``ring.modulus_table``);
-    ntt_table   ``[l, 4, N]`` int64 twiddles with Shoup companions (``ring.RNSBasis``).
+    ntt_table   ``[l, 8, N]`` int64 twiddles with Shoup companions (``ring.RNSBasis``).
 Every op runs on the device of its inputs (CPU or CUDA) and gives bit-identical results on
 both. Functional forms return new tensors; pass ``out=`` to reuse a buffer.
 
@@ -43,7 +43,11 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     (1: ModUp as one Conv and one NTT over every digit, CUDA only), ``"mod_down"`` (1: ModDown's
     INTT in one launch and its last step in the NTT's store, ``mod_down_ntt``), read by
     ``rlwe.keyswitch``; ``"tensor"`` (1: CKKS's tensor product as one ``tensor_product``, read by
-    ``ckks.Evaluator``).
+    ``ckks.Evaluator``); ``"ntt"`` (the NTT's kernels: 1, the rows kernel moves each row's contiguous
+    side, the inverse's input, the forward's output and ModDown's epilogue, as 16-byte accesses; 2, and
+    runs the rows of one limb's batches next to each other (twiddles shared through L2); 3, and runs a
+    transform's second kernel backwards (it starts on what the first wrote last); 4, the default, and
+    loads each twiddle with its Shoup companion as one 16-byte pair).
     All variants give the same residues bit for bit; the switch exists so that tests compare them
     and benchmarks time them side by side. The CPU kernels have one variant and ignore "conv". A
     launch reads the setting when it is enqueued (so a captured CUDA graph keeps the variant it was
@@ -231,7 +235,7 @@ def sample_ternary(moduli: Tensor, n: int, seed: bytes, nonce: int, hamming_weig
 
 
 def ntt_table(moduli: Tensor, roots: Tensor, log_n: int) -> Tensor:
-    """``[l, 4, N]`` NTT table on the CPU for primes with primitive 2N-th roots ``roots`` ``[l]``."""
+    """``[l, 8, N]`` NTT table on the CPU for primes with primitive 2N-th roots ``roots`` ``[l]``."""
     return _ops.ntt_table(moduli, roots, log_n)
 
 

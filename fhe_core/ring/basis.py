@@ -2,7 +2,7 @@
 
 An :class:`RNSBasis` holds, on one device, every constant the kernels need for its primes:
 the per-prime Barrett constants (``moduli`` [l, 4]) and the NTT twiddles with their Shoup
-companions (``ntt_table`` [l, 4, N]). A :class:`BasisConverter` holds the constants of the fast
+companions (``ntt_table`` [l, 8, N]). A :class:`BasisConverter` holds the constants of the fast
 basis conversion between two bases. Both are built once per (primes, N, device) and cached;
 prefixes of a basis (the levels of a modulus chain) are views that share the tables.
 """
@@ -94,7 +94,8 @@ class RNSBasis:
         n, log_n: ring degree.
         device: where the tables (and the polynomials using them) live.
         moduli: ``[l, 4]`` int64, see :func:`modulus_table`.
-        ntt_table: ``[l, 4, N]`` int64, rows (psi^brv, Shoup, psi^-brv with N^-1 folded, Shoup).
+        ntt_table: ``[l, 8, N]`` int64, rows (psi^brv, Shoup, psi^-brv with N^-1 folded, Shoup),
+            then the forward and the inverse rows again as interleaved (w, Shoup) pairs (2 rows each).
 
     Use :meth:`get` to share one instance per (primes, N, device).
     """

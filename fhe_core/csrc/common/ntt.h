@@ -16,8 +16,19 @@
 
 namespace fhe {
 
-// Table rows of the int64 tensor [l, 4, N] built once per (prime, N).
-enum NttTableRow : int { kFwd = 0, kFwdShoup = 1, kInv = 2, kInvShoup = 3, kNttTableRows = 4 };
+// Table rows of the int64 tensor [l, 8, N] built once per (prime, N): the twiddles and their Shoup
+// companions in separate rows (0-3, what the CPU kernels read), then the same words interleaved as
+// (w, w') pairs over two rows each (4-5 forward, 6-7 inverse: pair i at words 2i, 2i + 1), which
+// the CUDA kernels read with one 16-byte load per twiddle.
+enum NttTableRow : int {
+  kFwd = 0,
+  kFwdShoup = 1,
+  kInv = 2,
+  kInvShoup = 3,
+  kFwdPairs = 4,
+  kInvPairs = 6,
+  kNttTableRows = 8
+};
 
 FHE_HD u32 bit_reverse(u32 x, int bits) {
 #if defined(__CUDA_ARCH__)

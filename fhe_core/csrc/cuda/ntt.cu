@@ -20,6 +20,8 @@
 //   m * row_base + (hi << d) + (j >> (G - d)),  m = 2^(s0 + d),
 // where row_base = 1 for columns and 2^k1 + row for rows (see common/ntt.h for the table).
 
+#include <type_traits>
+
 #include "../common/ntt.h"
 #include "launch.cuh"
 
@@ -47,12 +49,30 @@ struct Twiddles {
   u32 base;  // 1 for columns, 2^k1 + row for rows
   const u64* inv;
   const u64* inv_shoup;
+  __device__ __forceinline__ void load(u32 idx, u64& tw, u64& tw_shoup) const {
+    tw = w[idx];
+    tw_shoup = ws[idx];
+  }
+};
+
+// Variant 4: the same twiddles from the table's interleaved (w, w') rows (common/ntt.h), one 16-byte
+// load per twiddle instead of two 8-byte ones.
+struct PairedTwiddles {
+  const ulonglong2* pairs;
+  u32 base;
+  const u64* inv;
+  const u64* inv_shoup;
+  __device__ __forceinline__ void load(u32 idx, u64& tw, u64& tw_shoup) const {
+    const ulonglong2 p = pairs[idx];
+    tw = p.x;
+    tw_shoup = p.y;
+  }
 };
 
 // Butterflies of one round on the registers v[U * 2^G] (U = 8 >> G units per thread).
-template <bool kForward, int G>
+template <bool kForward, int G, class Tw>
 __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 first_unit, int s0, int tl,
-                                                  const Twiddles& t, bool fold_n_inv, u64 q) {
+                                                  const Tw& t, bool fold_n_inv, u64 q) {
   constexpr int R = 1 << G;
   constexpr int U = kPerThread / R;
 #pragma unroll
@@ -69,9 +89,14 @@ __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 firs
       for (int j = 0; j < R; ++j) {
         if (j & stride) continue;
         const u32 idx = first + (j >> (G - d));
-        if (kForward) ct_butterfly(x[j], x[j + stride], t.w[idx], t.ws[idx], q);
-        else if (d == 0 && fold_n_inv) gs_butterfly_last(x[j], x[j + stride], t.inv, t.inv_shoup, q);
-        else gs_butterfly(x[j], x[j + stride], t.w[idx], t.ws[idx], q);
+        if (!kForward && d == 0 && fold_n_inv) {
+          gs_butterfly_last(x[j], x[j + stride], t.inv, t.inv_shoup, q);
+          continue;
+        }
+        u64 w, ws;
+        t.load(idx, w, ws);
+        if (kForward) ct_butterfly(x[j], x[j + stride], w, ws, q);
+        else gs_butterfly(x[j], x[j + stride], w, ws, q);
       }
     }
   }
@@ -93,9 +118,9 @@ struct RowLayout {  // contiguous rows; shared tile of rows, one pad word per 8 
   }
 };
 
-template <bool kForward, int G, bool kFromGlobal, bool kToGlobal, class Layout>
+template <bool kForward, int G, bool kFromGlobal, bool kToGlobal, class Layout, class Tw>
 __device__ __forceinline__ void run_round(const u64* gin, u64* gout, u64* smem, const Layout& layout, u32 tcol,
-                                          int s0, int len, const Twiddles& t, bool fold_n_inv, u64 q) {
+                                          int s0, int len, const Tw& t, bool fold_n_inv, u64 q) {
   constexpr int R = 1 << G;
   constexpr int U = kPerThread / R;
   const int tl = len - s0 - G;
@@ -128,10 +153,10 @@ __device__ __forceinline__ void run_round(const u64* gin, u64* gout, u64* smem, 
   }
 }
 
-template <bool kForward, int G, class Layout>
+template <bool kForward, int G, class Layout, class Tw>
 __device__ __forceinline__ void dispatch_round(bool from_global, bool to_global, const u64* gin, u64* gout,
                                                u64* smem, const Layout& layout, u32 tcol, int s0, int len,
-                                               const Twiddles& t, bool fold, u64 q) {
+                                               const Tw& t, bool fold, u64 q) {
   if (from_global) run_round<kForward, G, true, false>(gin, gout, smem, layout, tcol, s0, len, t, fold, q);
   else if (to_global) run_round<kForward, G, false, true>(gin, gout, smem, layout, tcol, s0, len, t, fold, q);
   else run_round<kForward, G, false, false>(gin, gout, smem, layout, tcol, s0, len, t, fold, q);
@@ -140,9 +165,9 @@ __device__ __forceinline__ void dispatch_round(bool from_global, bool to_global,
 // All rounds of a local transform of length 2^len (len >= 5, so at least two rounds). Rounds
 // cover stages [3i, 3i + 3) (the last one shorter); the inverse walks them backwards. The first
 // round may read global memory and the last may write it; the rest goes through shared memory.
-template <bool kForward, class Layout>
+template <bool kForward, class Layout, class Tw>
 __device__ void local_transform(bool first_from_global, bool last_to_global, const u64* gin, u64* gout,
-                                u64* smem, const Layout& layout, u32 tcol, int len, const Twiddles& t,
+                                u64* smem, const Layout& layout, u32 tcol, int len, const Tw& t,
                                 bool fold_n_inv, u64 q) {
   const int rounds = (len + 2) / 3;
   for (int i = 0; i < rounds; ++i) {
@@ -159,25 +184,99 @@ __device__ void local_transform(bool first_from_global, bool last_to_global, con
   }
 }
 
-__device__ __forceinline__ Twiddles global_twiddles(const u64* table, int limb, u32 n, bool forward, u32 base) {
+// ---- variant 1 of ntt_rows: the row's contiguous side straight from/to registers ------------
+//
+// In ntt_rows the forward's last round and the inverse's first one have tl = 0: a thread's units are
+// its 8 consecutive words 8 * tcol .. 8 * tcol + 7 of the row. Variant 0 stages that side of the tile
+// through shared memory with one word per thread and loop trip, which nvcc does not unroll: the
+// inverse's load and ModDown's epilogue (c and add) then wait for one global latency per word in
+// turn. Variant 1 moves those 8 words as four 16-byte accesses per thread, all issued at once, and
+// drops that staging pass and its barrier.
+
+__device__ __forceinline__ void load8(const u64* p, u64 (&v)[kPerThread]) {
+  const ulonglong2* p2 = reinterpret_cast<const ulonglong2*>(p);
+#pragma unroll
+  for (int k = 0; k < kPerThread / 2; ++k) {
+    const ulonglong2 x = p2[k];
+    v[2 * k] = x.x;
+    v[2 * k + 1] = x.y;
+  }
+}
+
+__device__ __forceinline__ void store8(u64* p, const u64 (&v)[kPerThread]) {
+  ulonglong2* p2 = reinterpret_cast<ulonglong2*>(p);
+#pragma unroll
+  for (int k = 0; k < kPerThread / 2; ++k) p2[k] = make_ulonglong2(v[2 * k], v[2 * k + 1]);
+}
+
+// Butterflies of the contiguous round (the last group of stages, s0 = 3 * ((len - 1) / 3)).
+template <bool kForward, class Tw>
+__device__ __forceinline__ void contiguous_round(u64 (&v)[kPerThread], u32 tcol, int len, const Tw& t, u64 q) {
+  const int s0 = 3 * ((len - 1) / 3);
+  const int g = len - s0;
+  if (g == 3) round_butterflies<kForward, 3>(v, tcol, s0, 0, t, false, q);
+  else if (g == 2) round_butterflies<kForward, 2>(v, tcol * 2, s0, 0, t, false, q);
+  else round_butterflies<kForward, 1>(v, tcol * 4, s0, 0, t, false, q);
+}
+
+// The thread's 8 contiguous words of its row in the shared tile.
+__device__ __forceinline__ void load8_shared(const u64* smem, const RowLayout& layout, u32 tcol,
+                                             u64 (&v)[kPerThread]) {
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) v[k] = smem[layout.shared(tcol * kPerThread + k)];
+}
+
+__device__ __forceinline__ void store8_shared(u64* smem, const RowLayout& layout, u32 tcol,
+                                              const u64 (&v)[kPerThread]) {
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) smem[layout.shared(tcol * kPerThread + k)] = v[k];
+}
+
+template <bool kPairs>
+using TwiddlesOf = std::conditional_t<kPairs, PairedTwiddles, Twiddles>;
+
+template <bool kPairs>
+__device__ __forceinline__ TwiddlesOf<kPairs> global_twiddles(const u64* table, int limb, u32 n, bool forward,
+                                                              u32 base) {
   const u64* t = table + static_cast<size_t>(limb) * kNttTableRows * n;
-  return Twiddles{t + (forward ? kFwd : kInv) * n, t + (forward ? kFwdShoup : kInvShoup) * n, base, t + kInv * n,
-                  t + kInvShoup * n};
+  if constexpr (kPairs) {
+    return PairedTwiddles{reinterpret_cast<const ulonglong2*>(t + (forward ? kFwdPairs : kInvPairs) * n), base,
+                          t + kInv * n, t + kInvShoup * n};
+  } else {
+    return Twiddles{t + (forward ? kFwd : kInv) * n, t + (forward ? kFwdShoup : kInvShoup) * n, base, t + kInv * n,
+                    t + kInvShoup * n};
+  }
+}
+
+// The transform row a block works on. Order 0: grid row y is the row (batch-major). Order 1
+// (variant 2), limb-major: the batches' rows of one limb run next to each other. Every twiddle of
+// the rows kernel (indices >= 2^k1) serves one row of one limb's transform and comes from DRAM (a
+// batch's limb tables, 1 MB per limb at N = 2^16 with the Shoup words, do not stay in L2 until the
+// next batch), twice the bytes of the row's data; with the batches adjacent, the second and later
+// reads of a limb's twiddles hit L2 (ModUp transforms 2-3 rows per limb, ModDown 2). Order 2
+// (variant 3, the second kernel of a transform): limb-major backwards, so that it starts on the
+// rows the first kernel wrote last, which are still in L2.
+__device__ __forceinline__ int grid_row(int limbs, int order) {
+  int y = static_cast<int>(blockIdx.y);
+  if (order == 0) return y;
+  if (order == 2) y = static_cast<int>(gridDim.y) - 1 - y;
+  const int batches = static_cast<int>(gridDim.y) / limbs;
+  return (y % batches) * limbs + y / batches;
 }
 
 // First k1 forward stages / last k1 inverse stages. Grid: (T / 8, rows). Block: 8 * 2^k1 / 8,
 // at most 256 threads; 64 registers keep four blocks resident per SM.
-template <bool kForward>
+template <bool kForward, bool kPairs>
 __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                                       const u64* __restrict__ table, int limbs, int log_n, int k1,
-                                                      NttSkip skip, int64_t in_batch_stride) {
+                                                      NttSkip skip, int64_t in_batch_stride, int order) {
   extern __shared__ u64 smem[];
   const u32 n = 1u << log_n;
-  const int row = blockIdx.y;
+  const int row = grid_row(limbs, order);
   if (ntt_row_skipped(skip, row, limbs)) return;  // the whole block: no barrier is left waiting
   const int limb = row % limbs;
   const u64 q = moduli[limb].value;
-  const Twiddles t = global_twiddles(table, limb, n, kForward, 1u);
+  const auto t = global_twiddles<kPairs>(table, limb, n, kForward, 1u);
   const u32 col = threadIdx.x % kColumnsPerBlock;
   const u32 tcol = threadIdx.x / kColumnsPerBlock;
   const size_t column = blockIdx.x * kColumnsPerBlock + col;
@@ -189,19 +288,48 @@ __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, c
                                     !kForward, q);
 }
 
+// Variant 1's store of the forward's 8 contiguous words (in [0, 4q)) at dst: reduced to [0, q), or
+// through ModDown's epilogue (c - x) * P^-1 (+ add). (c + 4q - x) < 5q < 2^64 goes straight into the
+// Shoup product (any 64-bit input is fine there), so x needs no reduction first; the result is the
+// canonical residue either way, the same words as variant 0's.
+__device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, u64 q, const NttEpilogue& epilogue, int row,
+                                           int limb, u32 n, size_t offset, int limbs) {
+  if (epilogue.sub_from == nullptr) {
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) v[k] = reduce_4q(v[k], q);
+    store8(dst, v);
+    return;
+  }
+  const int64_t batch = row / limbs;
+  // offset = row * n + (word in the row); c's row (batch, limb) starts at batch * batch_stride + limb * n
+  const size_t in_row = offset - static_cast<size_t>(row) * n;
+  u64 c[kPerThread];
+  load8(epilogue.sub_from + batch * epilogue.batch_stride + static_cast<int64_t>(limb) * n + in_row, c);
+  const u64 w = epilogue.consts[limb], ws = epilogue.consts_shoup[limb], four_q = 4 * q;
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) v[k] = mul_shoup(c[k] + four_q - v[k], w, ws, q);
+  if (batch < epilogue.add_batches) {
+    load8(epilogue.add + offset, c);  // same layout as out
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) v[k] = add_mod(v[k], c[k], q);
+  }
+  store8(dst, v);
+}
+
 // Last k2 forward stages / first k2 inverse stages on whole rows. Grid: (2^k1 / rows_per_block,
 // rows). The strided side of each transform (the forward output, the inverse input) goes through
 // shared memory so that global accesses stay coalesced.
-template <bool kForward>
+template <bool kForward, bool kDirect, bool kPairs>
 __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                                            const u64* __restrict__ table, int limbs, int log_n,
                                                            int k1, int rows_per_block, NttSkip skip,
-                                                           NttEpilogue epilogue, int64_t in_batch_stride) {
+                                                           NttEpilogue epilogue, int64_t in_batch_stride,
+                                                           int order) {
   extern __shared__ u64 smem[];
   const u32 n = 1u << log_n;
   const int k2 = log_n - k1;
   const u32 len = 1u << k2;
-  const int row = blockIdx.y;
+  const int row = grid_row(limbs, order);
   if (ntt_row_skipped(skip, row, limbs)) return;
   const int limb = row % limbs;
   const u64 q = moduli[limb].value;
@@ -211,10 +339,41 @@ __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* o
   const u32 first_row = blockIdx.x * rows_per_block;
   const size_t tile = static_cast<size_t>(row) * n + static_cast<size_t>(first_row) * len;
   const u32 tile_len = rows_per_block * len;
-  const Twiddles t = global_twiddles(table, limb, n, kForward, (1u << k1) + first_row + sub);
+  const auto t = global_twiddles<kPairs>(table, limb, n, kForward, (1u << k1) + first_row + sub);
   const RowLayout layout{sub * len};
   const size_t origin = tile + static_cast<size_t>(sub) * len;
 
+  if (kDirect) {
+    const int rounds = (k2 + 2) / 3;
+    u64 v[kPerThread];
+    if (kForward) {  // every round but the last through shared memory, as in local_transform
+      for (int i = 0; i + 1 < rounds; ++i) {
+        if (i == 0) run_round<true, 3, true, false>(in + origin, out + origin, smem, layout, tcol, 0, k2, t, false, q);
+        else run_round<true, 3, false, false>(in + origin, out + origin, smem, layout, tcol, 3 * i, k2, t, false, q);
+        __syncthreads();
+      }
+      load8_shared(smem, layout, tcol, v);
+      contiguous_round<true>(v, tcol, k2, t, q);
+      rows_store(v, out + origin + tcol * kPerThread, q, epilogue, row, limb, n, origin + tcol * kPerThread, limbs);
+    } else {
+      const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
+                                                  : (row / limbs) * in_batch_stride + static_cast<int64_t>(limb) * n;
+      load8(in + in_row + static_cast<size_t>(first_row + sub) * len + tcol * kPerThread, v);
+      contiguous_round<false>(v, tcol, k2, t, q);
+      store8_shared(smem, layout, tcol, v);
+      __syncthreads();
+      for (int i = 1; i < rounds; ++i) {
+        const int s0 = 3 * (rounds - 1 - i);
+        if (i + 1 < rounds) {
+          run_round<false, 3, false, false>(in + origin, out + origin, smem, layout, tcol, s0, k2, t, false, q);
+          __syncthreads();
+        } else {
+          run_round<false, 3, false, true>(in + origin, out + origin, smem, layout, tcol, s0, k2, t, false, q);
+        }
+      }
+    }
+    return;
+  }
   if (!kForward) {  // coalesced load of the whole tile
     const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
                                                 : (row / limbs) * in_batch_stride + static_cast<int64_t>(limb) * n;
@@ -239,6 +398,15 @@ __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* o
   }
 }
 
+// Variant 1's 16-byte accesses need every pointer it moves 8 words through 16-byte aligned (torch's
+// allocations are; a view with an odd word offset takes variant 0).
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+bool direct_rows_aligned(const NttArgs& a) {
+  const NttEpilogue& e = a.epilogue;
+  return aligned16(a.in) && aligned16(a.out) && a.in_batch_stride % 2 == 0 &&
+         (e.sub_from == nullptr || (aligned16(e.sub_from) && e.batch_stride % 2 == 0 && (e.add == nullptr || aligned16(e.add))));
+}
+
 template <bool kForward>
 void launch_ntt(const NttArgs& a, Stream stream) {
   if (a.rows == 0) return;
@@ -258,19 +426,27 @@ void launch_ntt(const NttArgs& a, Stream stream) {
 
   cudaStream_t s = native(stream);
   const int rpb = static_cast<int>(rows_per_block);
+  const int variant = kernel_variant(Variant::kNtt);
+  const bool direct = variant >= 1 && direct_rows_aligned(a);
+  const bool pairs = direct && variant >= 4 && aligned16(a.table);
+  const int first_order = variant >= 3 ? 1 : (variant >= 2 && !kForward ? 1 : 0);  // the kernel run first
+  const int second_order = variant >= 3 ? 2 : (variant >= 2 && kForward ? 1 : 0);  // ... and second
+  auto* columns = pairs ? ntt_columns<kForward, true> : ntt_columns<kForward, false>;
+  auto* rows = pairs ? ntt_rows<kForward, true, true>
+                     : (direct ? ntt_rows<kForward, true, false> : ntt_rows<kForward, false, false>);
   if (kForward) {
-    ntt_columns<true><<<col_grid, col_threads, col_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1,
-                                                                   a.skip, a.in_batch_stride);
+    columns<<<col_grid, col_threads, col_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, a.skip,
+                                                    a.in_batch_stride, first_order);
     check_launch("ntt_columns<forward>");
-    ntt_rows<true><<<row_grid, row_threads, row_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1,
-                                                                   rpb, a.skip, a.epilogue, 0);
+    rows<<<row_grid, row_threads, row_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, rpb, a.skip,
+                                                 a.epilogue, 0, second_order);
     check_launch("ntt_rows<forward>");
   } else {
-    ntt_rows<false><<<row_grid, row_threads, row_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1,
-                                                                    rpb, a.skip, a.epilogue, a.in_batch_stride);
+    rows<<<row_grid, row_threads, row_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, rpb, a.skip,
+                                                 a.epilogue, a.in_batch_stride, first_order);
     check_launch("ntt_rows<inverse>");
-    ntt_columns<false><<<col_grid, col_threads, col_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n,
-                                                                       g.k1, a.skip, 0);
+    columns<<<col_grid, col_threads, col_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, a.skip, 0,
+                                                    second_order);
     check_launch("ntt_columns<inverse>");
   }
 }

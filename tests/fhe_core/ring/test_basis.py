@@ -19,7 +19,7 @@ def test_tables_hold_the_documented_constants(device):
     rng, _ = fresh_rng()
     primes = generate_primes([61, 45, 30], N)
     basis = RNSBasis.get(primes, N, device)
-    assert basis.moduli.device.type == device and basis.ntt_table.shape == (3, 4, N)
+    assert basis.moduli.device.type == device and basis.ntt_table.shape == (3, 8, N)
     for limb, q in enumerate(primes):
         q_row = _u64(basis.moduli[limb])
         assert q_row == [q, ((1 << 128) // q) >> 64, ((1 << 128) // q) & (2 ** 64 - 1), q.bit_length()]
@@ -32,6 +32,11 @@ def test_tables_hold_the_documented_constants(device):
             assert fwd[k] == pow(psi, bit_reverse(k, 11), q)
             assert inv[k] == pow(psi, -bit_reverse(k, 11), q)
             assert fwd_shoup[k] == (fwd[k] << 64) // q and inv_shoup[k] == (inv[k] << 64) // q
+        # rows 4-5 and 6-7: the same words as interleaved (w, Shoup) pairs, for 16-byte loads on CUDA
+        fwd_pairs = _u64(basis.ntt_table[limb, 4:6].reshape(-1))
+        inv_pairs = _u64(basis.ntt_table[limb, 6:8].reshape(-1))
+        assert fwd_pairs[0::2] == fwd and fwd_pairs[1::2] == fwd_shoup
+        assert inv_pairs[0::2] == inv and inv_pairs[1::2] == inv_shoup
 
 
 def test_bases_are_cached_and_prefixes_share_tables():
