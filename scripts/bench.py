@@ -66,9 +66,10 @@ def before_issue_14(fn: Callable[[int], object]) -> Callable[[int], object]:
 BEFORE = "[all v0: before issue 14]"
 CONV_V1 = "[conv v1: 32-row groups]"  # the tensor-core Conv before its balanced geometry (v2, default)
 NTT_V0 = "[ntt v0: before session 3]"  # the NTT kernels before issue 14's session 3 (ops.kernel_variant("ntt"))
-# the NTT variants below the default (4: the twiddles as 16-byte (w, w') pairs besides)
+# the NTT variants besides the default (4: v3 + the twiddles as 16-byte (w, w') pairs)
 NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]", 2: "[ntt v2: v1 + limb-major rows]",
-                3: "[ntt v3: v2 + second kernel backwards]"}
+                3: "[ntt v3: v2 + second kernel backwards]", 5: "[ntt v5: v4 + twiddles prefetched to L2]",
+                6: "[ntt v6: v4 + twiddles prefetched to L1]"}
 
 
 def random_residues(basis: RNSBasis, prefix=()) -> torch.Tensor:

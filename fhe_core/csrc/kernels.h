@@ -234,7 +234,9 @@ enum class Variant : int {
   kModDown = 2, // 1: ModDown's (c - x) * P^-1 in the NTT's last store (ops.mod_down_ntt; rlwe/keyswitch.py)
   kTensor = 3,  // 1: CKKS's tensor product as one op (ops.tensor_product; read by ckks/evaluator.py)
   kNtt = 4,     // 1: ntt_rows moves the row's contiguous side (the inverse's input, the forward's output and
-                //    ModDown's epilogue) as 16-byte accesses straight from/to registers (ntt.cu)
+                //    ModDown's epilogue) as 16-byte accesses straight from/to registers; 2: and limb-major rows;
+                //    3: and the second kernel backwards; 4: and (w, w') twiddle pairs; 5/6: and the rows kernel
+                //    prefetches its twiddles into L2/L1 (ntt.cu)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

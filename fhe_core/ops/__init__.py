@@ -47,7 +47,8 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     side, the inverse's input, the forward's output and ModDown's epilogue, as 16-byte accesses; 2, and
     runs the rows of one limb's batches next to each other (twiddles shared through L2); 3, and runs a
     transform's second kernel backwards (it starts on what the first wrote last); 4, the default, and
-    loads each twiddle with its Shoup companion as one 16-byte pair).
+    loads each twiddle with its Shoup companion as one 16-byte pair; 5 and 6, and the rows kernel
+    prefetches all its twiddles into L2 / L1 when it starts).
     All variants give the same residues bit for bit; the switch exists so that tests compare them
     and benchmarks time them side by side. The CPU kernels have one variant and ignore "conv". A
     launch reads the setting when it is enqueued (so a captured CUDA graph keeps the variant it was

@@ -288,6 +288,34 @@ __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, c
                                     !kForward, q);
 }
 
+// Variants 5 and 6: at the start of a rows block, each thread prefetches one 128-byte line of the
+// block's twiddle pairs into L2 (5) or L1 (6), so that only the first round waits for DRAM. A block
+// of rows_per_block = 2^log_rpb rows needs, for its stage s, the 2^s * rows_per_block pairs from
+// index 2^s * base0 (16 bytes each): 2^s * rows_per_block / 8 lines for s >= 3, and all stages
+// together (2^k2 - 1) * rows_per_block pairs, i.e. one line per thread (blockDim.x = 2^k2 *
+// rows_per_block / 8). Thread t in [2^h, 2^(h+1)) takes line t - 2^h of stage h + 3 - log_rpb; the
+// threads t < rows_per_block take the few lines of stages 0-2.
+__device__ __forceinline__ void prefetch_line(const void* p, int level) {
+  if (level == 1) asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+  else asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+}
+
+__device__ __forceinline__ void prefetch_row_twiddles(const ulonglong2* pairs, u32 base0, int rows_per_block,
+                                                      int level) {
+  const u32 t = threadIdx.x;
+  const u32 rpb = static_cast<u32>(rows_per_block);
+  const int log_rpb = 31 - __clz(rows_per_block);
+  if (t >= rpb) {
+    const int h = 31 - __clz(static_cast<int>(t));
+    prefetch_line(pairs + (base0 << (h + 3 - log_rpb)) + (t - (1u << h)) * 8, level);
+  }
+  for (u32 s = t; s < 3; s += rpb) {
+    const ulonglong2* first = pairs + (base0 << s);
+    prefetch_line(first, level);
+    prefetch_line(first + (rpb << s) - 1, level);
+  }
+}
+
 // Variant 1's store of the forward's 8 contiguous words (in [0, 4q)) at dst: reduced to [0, q), or
 // through ModDown's epilogue (c - x) * P^-1 (+ add). (c + 4q - x) < 5q < 2^64 goes straight into the
 // Shoup product (any 64-bit input is fine there), so x needs no reduction first; the result is the
@@ -319,7 +347,7 @@ __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, u64 q
 // Last k2 forward stages / first k2 inverse stages on whole rows. Grid: (2^k1 / rows_per_block,
 // rows). The strided side of each transform (the forward output, the inverse input) goes through
 // shared memory so that global accesses stay coalesced.
-template <bool kForward, bool kDirect, bool kPairs>
+template <bool kForward, bool kDirect, bool kPairs, int kPrefetch = 0>
 __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                                            const u64* __restrict__ table, int limbs, int log_n,
                                                            int k1, int rows_per_block, NttSkip skip,
@@ -342,6 +370,7 @@ __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* o
   const auto t = global_twiddles<kPairs>(table, limb, n, kForward, (1u << k1) + first_row + sub);
   const RowLayout layout{sub * len};
   const size_t origin = tile + static_cast<size_t>(sub) * len;
+  if constexpr (kPairs && kPrefetch != 0) prefetch_row_twiddles(t.pairs, (1u << k1) + first_row, rows_per_block, kPrefetch);
 
   if (kDirect) {
     const int rounds = (k2 + 2) / 3;
@@ -431,9 +460,13 @@ void launch_ntt(const NttArgs& a, Stream stream) {
   const bool pairs = direct && variant >= 4 && aligned16(a.table);
   const int first_order = variant >= 3 ? 1 : (variant >= 2 && !kForward ? 1 : 0);  // the kernel run first
   const int second_order = variant >= 3 ? 2 : (variant >= 2 && kForward ? 1 : 0);  // ... and second
+  const int prefetch = pairs && variant >= 5 ? variant - 4 : 0;  // twiddles into L2 (1) or L1 (2)
   auto* columns = pairs ? ntt_columns<kForward, true> : ntt_columns<kForward, false>;
-  auto* rows = pairs ? ntt_rows<kForward, true, true>
-                     : (direct ? ntt_rows<kForward, true, false> : ntt_rows<kForward, false, false>);
+  auto* rows = prefetch == 2 ? ntt_rows<kForward, true, true, 2>
+               : prefetch == 1 ? ntt_rows<kForward, true, true, 1>
+               : pairs         ? ntt_rows<kForward, true, true>
+               : direct        ? ntt_rows<kForward, true, false>
+                               : ntt_rows<kForward, false, false>;
   if (kForward) {
     columns<<<col_grid, col_threads, col_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, a.skip,
                                                     a.in_batch_stride, first_order);

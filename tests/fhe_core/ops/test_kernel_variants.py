@@ -25,8 +25,8 @@ def test_kernel_variant_rejects_unknown_names_and_values():
         ops.kernel_variant("conv", 3)
     with pytest.raises(RuntimeError, match="mod_up is 0 \\(reference\\) to 1, got 2"):
         ops.kernel_variant("mod_up", 2)
-    with pytest.raises(RuntimeError, match="ntt is 0 \\(reference\\) to 4, got 5"):
-        ops.kernel_variant("ntt", 5)
+    with pytest.raises(RuntimeError, match="ntt is 0 \\(reference\\) to 6, got 7"):
+        ops.kernel_variant("ntt", 7)
 
 
 # the reference kernel; the tensor-core kernel with 32-row groups (1), with balanced groups, 8 blocks
@@ -199,8 +199,8 @@ def test_tensor_core_mod_up_conv_is_bit_identical(alpha, q_count):
 # The NTT (ops.kernel_variant("ntt")): 0 the reference kernels; 1 the rows kernel's contiguous side (the
 # inverse's input, the forward's output, ModDown's epilogue) as 16-byte accesses from registers; 2 and
 # the rows kernel in limb-major grid order; 3 and the second kernel of a transform backwards; 4 and the
-# twiddles as interleaved (w, w') pairs.
-NTT_VARIANTS = (0, 1, 2, 3, 4)
+# twiddles as interleaved (w, w') pairs; 5 and 6: and the rows kernel prefetches its twiddles into L2 / L1.
+NTT_VARIANTS = (0, 1, 2, 3, 4, 5, 6)
 
 
 @pytest.mark.gpu
