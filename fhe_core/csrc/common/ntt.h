@@ -52,6 +52,17 @@ FHE_HD void ct_butterfly(u64& x, u64& y, u64 w, u64 w_shoup, u64 q) {
   y = xr + two_q - t;
 }
 
+// The forward butterfly without Harvey's reduction of x: x + w*y and x - w*y + 2q, each below x + 2q
+// (w*y comes out of the Shoup product in [0, 2q) for any y < 2^64). A transform of log N such
+// stages from inputs below 4q stays below (4 + 2 log N) q: for primes with (5 + 2 log N) q < 2^64
+// (about 2^58.7 at N = 2^17) no stage needs a reduction, only the output (CUDA "lazy forward").
+FHE_HD void ct_butterfly_lazy(u64& x, u64& y, u64 w, u64 w_shoup, u64 q) {
+  const u64 t = mul_shoup_lazy(y, w, w_shoup, q);
+  const u64 xr = x;
+  x = xr + t;
+  y = xr + 2 * q - t;
+}
+
 // x, y in [0, 2q) -> x + y, (x - y)*w, both in [0, 2q).
 FHE_HD void gs_butterfly(u64& x, u64& y, u64 w, u64 w_shoup, u64 q) {
   const u64 two_q = 2 * q;

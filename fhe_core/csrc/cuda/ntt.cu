@@ -44,6 +44,7 @@ Geometry split(int log_n) { return {log_n / 2, log_n - log_n / 2}; }
 // companion ws[...]; inv/inv_shoup point at the inverse table, whose entries 0 and 1 the folded
 // last butterfly needs.
 struct Twiddles {
+  static constexpr bool kLazy = false;  // Harvey's forward butterflies (see LazyTwiddles)
   const u64* w;
   const u64* ws;
   u32 base;  // 1 for columns, 2^k1 + row for rows
@@ -58,6 +59,7 @@ struct Twiddles {
 // Variant 4: the same twiddles from the table's interleaved (w, w') rows (common/ntt.h), one 16-byte
 // load per twiddle instead of two 8-byte ones.
 struct PairedTwiddles {
+  static constexpr bool kLazy = false;
   const ulonglong2* pairs;
   u32 base;
   const u64* inv;
@@ -68,6 +70,22 @@ struct PairedTwiddles {
     tw_shoup = p.y;
   }
 };
+
+// Variant 7: the same twiddles, forward butterflies without the reduction of x (ct_butterfly_lazy in
+// common/ntt.h): every stage's values grow by less than 2q, so for a prime with (5 + 2 log N) q < 2^64
+// (lazy_forward_fits) the whole forward transform needs no reduction but the output's. That drops
+// about a sixth of a forward butterfly's instructions (a 64-bit compare and select, on the ALU pipe
+// that ncu reports busiest). The values between the kernels are below (4 + 2 k1) q instead of 4q.
+template <class Base>
+struct LazyTwiddles : Base {
+  static constexpr bool kLazy = true;
+};
+
+// Values of a forward transform from inputs below 4q stay below lazy_bound(log_n) * q with lazy butterflies.
+__device__ __forceinline__ u64 lazy_bound(int log_n) { return 4 + 2 * static_cast<u64>(log_n); }
+__device__ __forceinline__ bool lazy_forward_fits(u64 q, int log_n) {
+  return __umul64hi(q, lazy_bound(log_n) + 1) == 0;  // (bound + 1) q < 2^64: room for the epilogue's c + bound q
+}
 
 // Butterflies of one round on the registers v[U * 2^G] (U = 8 >> G units per thread).
 template <bool kForward, int G, class Tw>
@@ -95,7 +113,8 @@ __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 firs
         }
         u64 w, ws;
         t.load(idx, w, ws);
-        if (kForward) ct_butterfly(x[j], x[j + stride], w, ws, q);
+        if constexpr (kForward && Tw::kLazy) ct_butterfly_lazy(x[j], x[j + stride], w, ws, q);
+        else if (kForward) ct_butterfly(x[j], x[j + stride], w, ws, q);
         else gs_butterfly(x[j], x[j + stride], w, ws, q);
       }
     }
@@ -184,6 +203,26 @@ __device__ void local_transform(bool first_from_global, bool last_to_global, con
   }
 }
 
+// Variant 9: local_transform for a length known at compile time (N = 2^16: both kernels do 8 stages),
+// first round from and last round to global memory: the rounds unroll, so the round dispatch, the
+// unit geometry (tl, step) and the stage numbers m = 2^(s0 + d) in the twiddle indices fold into
+// constants.
+template <bool kForward, int kLen, class Layout, class Tw>
+__device__ __forceinline__ void local_transform_fixed(const u64* gin, u64* gout, u64* smem, const Layout& layout,
+                                                      u32 tcol, const Tw& t, bool fold_n_inv, u64 q) {
+  constexpr int rounds = (kLen + 2) / 3;
+#pragma unroll
+  for (int i = 0; i < rounds; ++i) {
+    const int s0 = 3 * (kForward ? i : rounds - 1 - i);
+    const int g = kLen - s0 < 3 ? kLen - s0 : 3;
+    const bool from_global = i == 0, to_global = i == rounds - 1, fold = fold_n_inv && s0 == 0;
+    if (g == 3) dispatch_round<kForward, 3>(from_global, to_global, gin, gout, smem, layout, tcol, s0, kLen, t, fold, q);
+    else if (g == 2) dispatch_round<kForward, 2>(from_global, to_global, gin, gout, smem, layout, tcol, s0, kLen, t, fold, q);
+    else dispatch_round<kForward, 1>(from_global, to_global, gin, gout, smem, layout, tcol, s0, kLen, t, fold, q);
+    if (!to_global) __syncthreads();
+  }
+}
+
 // ---- variant 1 of ntt_rows: the row's contiguous side straight from/to registers ------------
 //
 // In ntt_rows the forward's last round and the inverse's first one have tl = 0: a thread's units are
@@ -266,11 +305,12 @@ __device__ __forceinline__ int grid_row(int limbs, int order) {
 
 // First k1 forward stages / last k1 inverse stages. Grid: (T / 8, rows). Block: 8 * 2^k1 / 8,
 // at most 256 threads; 64 registers keep four blocks resident per SM.
-template <bool kForward, bool kPairs>
-__global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, const Modulus* __restrict__ moduli,
+template <bool kForward, bool kPairs, bool kLazy = false, int kLen = 0, int kMinBlocks = 4>
+__global__ void __launch_bounds__(256, kMinBlocks) ntt_columns(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                                       const u64* __restrict__ table, int limbs, int log_n, int k1,
                                                       NttSkip skip, int64_t in_batch_stride, int order) {
   extern __shared__ u64 smem[];
+  if constexpr (kLen != 0) k1 = kLen;
   const u32 n = 1u << log_n;
   const int row = grid_row(limbs, order);
   if (ntt_row_skipped(skip, row, limbs)) return;  // the whole block: no barrier is left waiting
@@ -284,8 +324,23 @@ __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, c
   const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
                                               : (row / limbs) * in_batch_stride + static_cast<int64_t>(limb) * n;
   const ColumnLayout layout{n >> k1, col};
-  local_transform<kForward>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, t,
-                                    !kForward, q);
+  if constexpr (kForward && kLazy) {
+    if (lazy_forward_fits(q, log_n)) {
+      const LazyTwiddles<std::decay_t<decltype(t)>> lazy{t};
+      if constexpr (kLen != 0) {
+        local_transform_fixed<true, kLen>(in + in_row + column, out + origin, smem, layout, tcol, lazy, false, q);
+      } else {
+        local_transform<true>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, lazy, false, q);
+      }
+      return;
+    }
+  }
+  if constexpr (kLen != 0) {
+    local_transform_fixed<kForward, kLen>(in + in_row + column, out + origin, smem, layout, tcol, t, !kForward, q);
+  } else {
+    local_transform<kForward>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, t,
+                                      !kForward, q);
+  }
 }
 
 // Variants 5 and 6: at the start of a rows block, each thread prefetches one 128-byte line of the
@@ -316,15 +371,20 @@ __device__ __forceinline__ void prefetch_row_twiddles(const ulonglong2* pairs, u
   }
 }
 
-// Variant 1's store of the forward's 8 contiguous words (in [0, 4q)) at dst: reduced to [0, q), or
-// through ModDown's epilogue (c - x) * P^-1 (+ add). (c + 4q - x) < 5q < 2^64 goes straight into the
-// Shoup product (any 64-bit input is fine there), so x needs no reduction first; the result is the
-// canonical residue either way, the same words as variant 0's.
-__device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, u64 q, const NttEpilogue& epilogue, int row,
-                                           int limb, u32 n, size_t offset, int limbs) {
+// Variant 1's store of the forward's 8 contiguous words at dst: reduced to [0, q), or through ModDown's
+// epilogue (c - x) * P^-1 (+ add). x is below bound = 4q (Harvey) or lazy_bound(log_n) * q (lazy):
+// c + bound - x < (bound + 1) q < 2^64 goes straight into the Shoup product (any 64-bit input is fine
+// there), so x needs no reduction first; a lazy x is reduced by a Shoup product by 1 (w' = floor(2^64
+// / q), the high word of the Barrett ratio). The result is the canonical residue either way, the same
+// words as variant 0's.
+template <bool kLazy>
+__device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const Modulus& m, int log_n,
+                                           const NttEpilogue& epilogue, int row, int limb, u32 n, size_t offset,
+                                           int limbs) {
+  const u64 q = m.value;
   if (epilogue.sub_from == nullptr) {
 #pragma unroll
-    for (int k = 0; k < kPerThread; ++k) v[k] = reduce_4q(v[k], q);
+    for (int k = 0; k < kPerThread; ++k) v[k] = kLazy ? mul_shoup(v[k], 1, m.ratio_hi, q) : reduce_4q(v[k], q);
     store8(dst, v);
     return;
   }
@@ -333,9 +393,10 @@ __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, u64 q
   const size_t in_row = offset - static_cast<size_t>(row) * n;
   u64 c[kPerThread];
   load8(epilogue.sub_from + batch * epilogue.batch_stride + static_cast<int64_t>(limb) * n + in_row, c);
-  const u64 w = epilogue.consts[limb], ws = epilogue.consts_shoup[limb], four_q = 4 * q;
+  const u64 w = epilogue.consts[limb], ws = epilogue.consts_shoup[limb];
+  const u64 bound = (kLazy ? lazy_bound(log_n) : 4) * q;
 #pragma unroll
-  for (int k = 0; k < kPerThread; ++k) v[k] = mul_shoup(c[k] + four_q - v[k], w, ws, q);
+  for (int k = 0; k < kPerThread; ++k) v[k] = mul_shoup(c[k] + bound - v[k], w, ws, q);
   if (batch < epilogue.add_batches) {
     load8(epilogue.add + offset, c);  // same layout as out
 #pragma unroll
@@ -344,18 +405,41 @@ __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, u64 q
   store8(dst, v);
 }
 
+// Variant >= 1's forward rows: every round but the last through shared memory (as local_transform),
+// the last one's 8 contiguous words straight to global memory.
+template <int kLen, class Tw>
+__device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64* smem, const RowLayout& layout,
+                                                    u32 tcol, int k2, const Tw& t, const Modulus& m, int log_n,
+                                                    const NttEpilogue& epilogue, int row, int limb, u32 n,
+                                                    size_t origin, int limbs) {
+  const u64 q = m.value;
+  const int rounds = (k2 + 2) / 3;
+#pragma unroll
+  for (int i = 0; i + 1 < rounds; ++i) {
+    if (i == 0) run_round<true, 3, true, false>(in + origin, out + origin, smem, layout, tcol, 0, k2, t, false, q);
+    else run_round<true, 3, false, false>(in + origin, out + origin, smem, layout, tcol, 3 * i, k2, t, false, q);
+    __syncthreads();
+  }
+  u64 v[kPerThread];
+  load8_shared(smem, layout, tcol, v);
+  contiguous_round<true>(v, tcol, k2, t, q);
+  const size_t offset = origin + tcol * kPerThread;
+  rows_store<Tw::kLazy>(v, out + offset, m, log_n, epilogue, row, limb, n, offset, limbs);
+}
+
 // Last k2 forward stages / first k2 inverse stages on whole rows. Grid: (2^k1 / rows_per_block,
 // rows). The strided side of each transform (the forward output, the inverse input) goes through
 // shared memory so that global accesses stay coalesced.
-template <bool kForward, bool kDirect, bool kPairs, int kPrefetch = 0>
-__global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli,
+template <bool kForward, bool kDirect, bool kPairs, int kPrefetch = 0, bool kLazy = false, int kLen = 0,
+          int kMinBlocks = 8>
+__global__ void __launch_bounds__(kRowThreads, kMinBlocks) ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                                            const u64* __restrict__ table, int limbs, int log_n,
                                                            int k1, int rows_per_block, NttSkip skip,
                                                            NttEpilogue epilogue, int64_t in_batch_stride,
                                                            int order) {
   extern __shared__ u64 smem[];
   const u32 n = 1u << log_n;
-  const int k2 = log_n - k1;
+  const int k2 = kLen != 0 ? kLen : log_n - k1;  // kLen: variant 9's compile-time row length (k1 = k2)
   const u32 len = 1u << k2;
   const int row = grid_row(limbs, order);
   if (ntt_row_skipped(skip, row, limbs)) return;
@@ -374,23 +458,25 @@ __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* o
 
   if (kDirect) {
     const int rounds = (k2 + 2) / 3;
-    u64 v[kPerThread];
-    if (kForward) {  // every round but the last through shared memory, as in local_transform
-      for (int i = 0; i + 1 < rounds; ++i) {
-        if (i == 0) run_round<true, 3, true, false>(in + origin, out + origin, smem, layout, tcol, 0, k2, t, false, q);
-        else run_round<true, 3, false, false>(in + origin, out + origin, smem, layout, tcol, 3 * i, k2, t, false, q);
-        __syncthreads();
+    if (kForward) {
+      const Modulus m = moduli[limb];
+      if constexpr (kLazy) {
+        if (lazy_forward_fits(q, log_n)) {
+          rows_forward_direct<kLen>(in, out, smem, layout, tcol, k2, LazyTwiddles<std::decay_t<decltype(t)>>{t}, m,
+                                    log_n, epilogue, row, limb, n, origin, limbs);
+          return;
+        }
       }
-      load8_shared(smem, layout, tcol, v);
-      contiguous_round<true>(v, tcol, k2, t, q);
-      rows_store(v, out + origin + tcol * kPerThread, q, epilogue, row, limb, n, origin + tcol * kPerThread, limbs);
+      rows_forward_direct<kLen>(in, out, smem, layout, tcol, k2, t, m, log_n, epilogue, row, limb, n, origin, limbs);
     } else {
+      u64 v[kPerThread];
       const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
                                                   : (row / limbs) * in_batch_stride + static_cast<int64_t>(limb) * n;
       load8(in + in_row + static_cast<size_t>(first_row + sub) * len + tcol * kPerThread, v);
       contiguous_round<false>(v, tcol, k2, t, q);
       store8_shared(smem, layout, tcol, v);
       __syncthreads();
+#pragma unroll
       for (int i = 1; i < rounds; ++i) {
         const int s0 = 3 * (rounds - 1 - i);
         if (i + 1 < rounds) {
@@ -436,6 +522,45 @@ bool direct_rows_aligned(const NttArgs& a) {
          (e.sub_from == nullptr || (aligned16(e.sub_from) && e.batch_stride % 2 == 0 && (e.add == nullptr || aligned16(e.add))));
 }
 
+// What ops.kernel_variant("ntt") selects (kernels.h): each variant adds to the one before it, except
+// that 5 and 6 are 4 plus a twiddle prefetch, 7 is 4 with the lazy forward butterflies and the grid
+// orders that measured best, 8 is 7 plus the L2 prefetch, 9 is 7 with compile-time row lengths
+// at N = 2^16 and 10 is 9 with more resident blocks: the columns kernel at 48 registers (5 blocks of
+// 256 threads per SM instead of 4) and the inverse rows kernel at 56 (9 blocks of 128 instead of 8),
+// where the compile-time lengths leave few or no spills (ptxas: 4-8 bytes, 0); the forward rows
+// kernel, which holds both the lazy and the reducing path, stays at 64. Inputs that the 16-byte paths cannot
+// take (a view 8 bytes off alignment) run variant 0; a table off alignment runs without pairs.
+struct NttPlan {
+  bool direct = false, pairs = false, lazy = false;
+  int first_order = 0, second_order = 0;  // grid_row orders of the kernel run first / second
+  int prefetch = 0;                       // rows kernel twiddles: 0 none, 1 into L2, 2 into L1
+  bool fixed16 = false;                   // N = 2^16 kernels with the row length a compile-time 8
+  bool occupancy = false;                 // ... and register caps for more resident blocks (variant 10)
+};
+
+NttPlan ntt_plan(int variant, bool forward, bool aligned, bool table_aligned, int log_n) {
+  NttPlan p;
+  if (variant == 0 || !aligned) return p;
+  p.direct = true;
+  if (variant == 2) {  // limb-major rows kernel
+    p.first_order = forward ? 0 : 1;
+    p.second_order = forward ? 1 : 0;
+  } else if (variant >= 3 && variant <= 6) {  // both kernels limb-major, the second backwards
+    p.first_order = 1;
+    p.second_order = 2;
+  } else if (variant >= 7) {  // the rows kernel limb-major (backwards when second), the columns batch-major
+    p.first_order = forward ? 0 : 1;
+    p.second_order = forward ? 2 : 0;
+  }
+  p.pairs = variant >= 4 && table_aligned;
+  p.lazy = variant >= 7 && p.pairs && forward;
+  if (p.pairs && (variant == 5 || variant == 6)) p.prefetch = variant - 4;
+  if (p.pairs && variant == 8) p.prefetch = 1;
+  p.fixed16 = variant >= 9 && p.pairs && log_n == 16;
+  p.occupancy = variant == 10 && p.fixed16;
+  return p;
+}
+
 template <bool kForward>
 void launch_ntt(const NttArgs& a, Stream stream) {
   if (a.rows == 0) return;
@@ -455,18 +580,24 @@ void launch_ntt(const NttArgs& a, Stream stream) {
 
   cudaStream_t s = native(stream);
   const int rpb = static_cast<int>(rows_per_block);
-  const int variant = kernel_variant(Variant::kNtt);
-  const bool direct = variant >= 1 && direct_rows_aligned(a);
-  const bool pairs = direct && variant >= 4 && aligned16(a.table);
-  const int first_order = variant >= 3 ? 1 : (variant >= 2 && !kForward ? 1 : 0);  // the kernel run first
-  const int second_order = variant >= 3 ? 2 : (variant >= 2 && kForward ? 1 : 0);  // ... and second
-  const int prefetch = pairs && variant >= 5 ? variant - 4 : 0;  // twiddles into L2 (1) or L1 (2)
-  auto* columns = pairs ? ntt_columns<kForward, true> : ntt_columns<kForward, false>;
-  auto* rows = prefetch == 2 ? ntt_rows<kForward, true, true, 2>
-               : prefetch == 1 ? ntt_rows<kForward, true, true, 1>
-               : pairs         ? ntt_rows<kForward, true, true>
-               : direct        ? ntt_rows<kForward, true, false>
-                               : ntt_rows<kForward, false, false>;
+  const NttPlan plan = ntt_plan(kernel_variant(Variant::kNtt), kForward, direct_rows_aligned(a), aligned16(a.table),
+                                a.log_n);
+  using Rows = decltype(&ntt_rows<kForward, false, false>);
+  using Columns = decltype(&ntt_columns<kForward, false>);
+  Columns columns = plan.occupancy ? ntt_columns<kForward, true, kForward, 8, 5>
+                    : plan.fixed16 ? ntt_columns<kForward, true, kForward, 8>
+                    : plan.lazy  ? ntt_columns<kForward, true, kForward>
+                    : plan.pairs ? ntt_columns<kForward, true>
+                                 : ntt_columns<kForward, false>;
+  Rows rows = ntt_rows<kForward, false, false>;
+  if (plan.occupancy) rows = ntt_rows<kForward, true, true, 0, kForward, 8, kForward ? 8 : 9>;
+  else if (plan.fixed16) rows = ntt_rows<kForward, true, true, 0, kForward, 8>;
+  else if (plan.lazy) rows = plan.prefetch == 1 ? ntt_rows<kForward, true, true, 1, kForward> : ntt_rows<kForward, true, true, 0, kForward>;
+  else if (plan.prefetch == 2) rows = ntt_rows<kForward, true, true, 2>;
+  else if (plan.prefetch == 1) rows = ntt_rows<kForward, true, true, 1>;
+  else if (plan.pairs) rows = ntt_rows<kForward, true, true>;
+  else if (plan.direct) rows = ntt_rows<kForward, true, false>;
+  const int first_order = plan.first_order, second_order = plan.second_order;
   if (kForward) {
     columns<<<col_grid, col_threads, col_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, a.skip,
                                                     a.in_batch_stride, first_order);

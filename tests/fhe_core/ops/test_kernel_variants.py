@@ -6,6 +6,7 @@ import torch
 
 from fhe_core import ops
 from fhe_core.ring import BasisConverter, RNSBasis, generate_primes, modulus_table, shoup_constants, words_tensor
+from fhe_core.ring.primes import is_prime
 from fhe_reference import fresh_rng, random_residues, to_ints
 
 
@@ -25,8 +26,8 @@ def test_kernel_variant_rejects_unknown_names_and_values():
         ops.kernel_variant("conv", 3)
     with pytest.raises(RuntimeError, match="mod_up is 0 \\(reference\\) to 1, got 2"):
         ops.kernel_variant("mod_up", 2)
-    with pytest.raises(RuntimeError, match="ntt is 0 \\(reference\\) to 6, got 7"):
-        ops.kernel_variant("ntt", 7)
+    with pytest.raises(RuntimeError, match="ntt is 0 \\(reference\\) to 10, got 11"):
+        ops.kernel_variant("ntt", 11)
 
 
 # the reference kernel; the tensor-core kernel with 32-row groups (1), with balanced groups, 8 blocks
@@ -199,8 +200,10 @@ def test_tensor_core_mod_up_conv_is_bit_identical(alpha, q_count):
 # The NTT (ops.kernel_variant("ntt")): 0 the reference kernels; 1 the rows kernel's contiguous side (the
 # inverse's input, the forward's output, ModDown's epilogue) as 16-byte accesses from registers; 2 and
 # the rows kernel in limb-major grid order; 3 and the second kernel of a transform backwards; 4 and the
-# twiddles as interleaved (w, w') pairs; 5 and 6: and the rows kernel prefetches its twiddles into L2 / L1.
-NTT_VARIANTS = (0, 1, 2, 3, 4, 5, 6)
+# twiddles as interleaved (w, w') pairs; 5 and 6: and the rows kernel prefetches its twiddles into L2 / L1;
+# 7: 4 with the forward butterflies unreduced for primes with (5 + 2 log N) q < 2^64 (other grid orders);
+# 8: 7 with the L2 prefetch; 9: 7 with compile-time row lengths at N = 2^16; 10: 9 with more blocks per SM.
+NTT_VARIANTS = tuple(range(11))
 
 
 @pytest.mark.gpu
@@ -298,3 +301,44 @@ def test_ntt_variants_strided_skipped_and_misaligned(forward):
         assert torch.equal(strided, expected), f"variant {variant}, strided"
         assert torch.equal(skipped, expected_skip), f"variant {variant}, skip"
         assert torch.equal(shifted.cpu(), expected), f"variant {variant}, misaligned"
+
+
+def _prime_near(limit: int, n: int, above: bool) -> int:
+    """The prime q = 1 mod 2N nearest below (or above) limit."""
+    q = limit - (limit - 1) % (2 * n) + (2 * n if above else 0)
+    while not is_prime(q):
+        q += 2 * n if above else -2 * n
+    return q
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("log_n", [16, 17])
+def test_ntt_lazy_forward_at_its_prime_limit(log_n):
+    """Variants 7-10 run the forward transform without reductions for primes with (5 + 2 log N) q < 2^64:
+    the largest such prime (values up to (4 + 2 log N) q, just below 2^64, and the epilogue's c + bound q)
+    and the smallest prime above the limit (Harvey's butterflies), with inputs at q - 1 and 4q - 1 (the
+    forward transform accepts [0, 4q)), plain and through ModDown's epilogue: == the CPU build and
+    variant 0."""
+    rng, _ = fresh_rng()
+    n = 1 << log_n
+    limit = (2 ** 64 - 1) // (5 + 2 * log_n)
+    primes = [_prime_near(limit, n, above=False), _prime_near(limit + 1, n, above=True),
+              _prime_near(2 ** 61 - 1, n, above=False)]
+    cpu, gpu = RNSBasis.get(primes, n, "cpu"), RNSBasis.get(primes, n, "cuda")
+    a = random_residues(rng, primes, (2,), n)
+    q_col = cpu.moduli[:, :1]
+    a[0, :, : n // 2] = q_col - 1
+    a[1, :, : n // 2] = 4 * q_col - 1  # 4q < 2^63 for every prime here
+    expected = cpu.ntt(a)
+    assert torch.equal(expected, cpu.ntt(a % q_col))
+    c = random_residues(rng, [3] + primes, (2,), n)  # one P row (not read), then Q's
+    c[0, 1:, :64] = q_col - 1
+    consts = [int(rng.integers(1, q)) for q in primes]
+    k_cpu, k_gpu = shoup_constants(consts, primes), shoup_constants(consts, primes, "cuda")
+    expected_down = ops.mod_down_ntt(a, c, 1, *k_cpu, cpu.moduli, cpu.ntt_table)
+    for variant in (0, 4, 7, 8, 9, 10):
+        with ops.use_kernel_variant("ntt", variant):
+            got = gpu.ntt(a.cuda()).cpu()
+            got_down = ops.mod_down_ntt(a.cuda(), c.cuda(), 1, *k_gpu, gpu.moduli, gpu.ntt_table).cpu()
+        assert torch.equal(got, expected), f"variant {variant}"
+        assert torch.equal(got_down, expected_down), f"variant {variant}, ModDown's epilogue"
