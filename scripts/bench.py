@@ -72,7 +72,8 @@ NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]", 2: "[n
                 6: "[ntt v6: v4 + twiddles prefetched to L1]",
                 7: "[ntt v7: v4 + unreduced forward butterflies (q < 2^58.7), rows-only limb-major]",
                 8: "[ntt v8: v7 + twiddles prefetched to L2]", 9: "[ntt v9: v7 + compile-time lengths at 2^16]",
-                10: "[ntt v10: v9 + 48/56-register columns/inverse rows]"}
+                10: "[ntt v10: v9 + 48/56-register columns/inverse rows]",
+                11: "[ntt v11: v10 + ModDown's c/add prefetched to L2]"}
 
 
 def random_residues(basis: RNSBasis, prefix=()) -> torch.Tensor:

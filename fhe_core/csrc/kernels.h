@@ -238,7 +238,7 @@ enum class Variant : int {
                 //    3: and the second kernel backwards; 4: and (w, w') twiddle pairs; 5/6: and the rows kernel
                 //    prefetches its twiddles into L2/L1; 7: 4 with unreduced forward butterflies for primes
                 //    below ~2^58.7; 8: 7 with the L2 prefetch; 9: 7 with compile-time lengths at N = 2^16;
-                //    10: 9 with more resident blocks (ntt.cu, NttPlan)
+                //    10: 9 with more resident blocks; 11: 10 prefetching ModDown's c and add (ntt.cu, NttPlan)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

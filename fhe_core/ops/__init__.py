@@ -51,7 +51,8 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     prefetches all its twiddles into L2 / L1 when it starts; 7, 4 with forward butterflies that skip
     Harvey's reduction for primes with (5 + 2 log N) q < 2^64 (below ~2^58.7) and other grid orders;
     8, 7 with the L2 prefetch; 9, 7 with the row lengths compiled in at N = 2^16; 10, the default, 9
-    with more resident blocks of the columns and inverse rows kernels).
+    with more resident blocks of the columns and inverse rows kernels; 11, 10 with ModDown's c and add
+    prefetched into L2 when a forward rows block starts).
     All variants give the same residues bit for bit; the switch exists so that tests compare them
     and benchmarks time them side by side. The CPU kernels have one variant and ignore "conv". A
     launch reads the setting when it is enqueued (so a captured CUDA graph keeps the variant it was

@@ -454,7 +454,17 @@ __global__ void __launch_bounds__(kRowThreads, kMinBlocks) ntt_rows(const u64* i
   const auto t = global_twiddles<kPairs>(table, limb, n, kForward, (1u << k1) + first_row + sub);
   const RowLayout layout{sub * len};
   const size_t origin = tile + static_cast<size_t>(sub) * len;
-  if constexpr (kPairs && kPrefetch != 0) prefetch_row_twiddles(t.pairs, (1u << k1) + first_row, rows_per_block, kPrefetch);
+  if constexpr (kPairs && (kPrefetch == 1 || kPrefetch == 2)) {
+    prefetch_row_twiddles(t.pairs, (1u << k1) + first_row, rows_per_block, kPrefetch);
+  }
+  if constexpr (kForward && kPrefetch == 3) {  // variant 11: the epilogue's c and add lines into L2 now
+    if (epilogue.sub_from != nullptr) {
+      const int64_t batch = row / limbs;
+      const size_t word = static_cast<size_t>(first_row + sub) * len + tcol * kPerThread;  // in the row
+      prefetch_line(epilogue.sub_from + batch * epilogue.batch_stride + static_cast<int64_t>(limb) * n + word, 1);
+      if (batch < epilogue.add_batches) prefetch_line(epilogue.add + origin + tcol * kPerThread, 1);
+    }
+  }
 
   if (kDirect) {
     const int rounds = (k2 + 2) / 3;
@@ -528,7 +538,8 @@ bool direct_rows_aligned(const NttArgs& a) {
 // at N = 2^16 and 10 is 9 with more resident blocks: the columns kernel at 48 registers (5 blocks of
 // 256 threads per SM instead of 4) and the inverse rows kernel at 56 (9 blocks of 128 instead of 8),
 // where the compile-time lengths leave few or no spills (ptxas: 4-8 bytes, 0); the forward rows
-// kernel, which holds both the lazy and the reducing path, stays at 64. Inputs that the 16-byte paths cannot
+// kernel, which holds both the lazy and the reducing path, stays at 64. 11 is 10 with the forward rows
+// kernel prefetching, at its start, the lines of ModDown's c and add that its last store reads. Inputs that the 16-byte paths cannot
 // take (a view 8 bytes off alignment) run variant 0; a table off alignment runs without pairs.
 struct NttPlan {
   bool direct = false, pairs = false, lazy = false;
@@ -536,6 +547,7 @@ struct NttPlan {
   int prefetch = 0;                       // rows kernel twiddles: 0 none, 1 into L2, 2 into L1
   bool fixed16 = false;                   // N = 2^16 kernels with the row length a compile-time 8
   bool occupancy = false;                 // ... and register caps for more resident blocks (variant 10)
+  bool epilogue_prefetch = false;         // ... and the forward rows prefetch ModDown's c and add (11)
 };
 
 NttPlan ntt_plan(int variant, bool forward, bool aligned, bool table_aligned, int log_n) {
@@ -557,7 +569,8 @@ NttPlan ntt_plan(int variant, bool forward, bool aligned, bool table_aligned, in
   if (p.pairs && (variant == 5 || variant == 6)) p.prefetch = variant - 4;
   if (p.pairs && variant == 8) p.prefetch = 1;
   p.fixed16 = variant >= 9 && p.pairs && log_n == 16;
-  p.occupancy = variant == 10 && p.fixed16;
+  p.occupancy = variant >= 10 && p.fixed16;
+  p.epilogue_prefetch = variant == 11 && p.occupancy && forward;
   return p;
 }
 
@@ -590,7 +603,8 @@ void launch_ntt(const NttArgs& a, Stream stream) {
                     : plan.pairs ? ntt_columns<kForward, true>
                                  : ntt_columns<kForward, false>;
   Rows rows = ntt_rows<kForward, false, false>;
-  if (plan.occupancy) rows = ntt_rows<kForward, true, true, 0, kForward, 8, kForward ? 8 : 9>;
+  if (plan.epilogue_prefetch) rows = ntt_rows<kForward, true, true, 3, kForward, 8, 8>;
+  else if (plan.occupancy) rows = ntt_rows<kForward, true, true, 0, kForward, 8, kForward ? 8 : 9>;
   else if (plan.fixed16) rows = ntt_rows<kForward, true, true, 0, kForward, 8>;
   else if (plan.lazy) rows = plan.prefetch == 1 ? ntt_rows<kForward, true, true, 1, kForward> : ntt_rows<kForward, true, true, 0, kForward>;
   else if (plan.prefetch == 2) rows = ntt_rows<kForward, true, true, 2>;

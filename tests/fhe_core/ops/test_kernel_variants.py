@@ -26,8 +26,8 @@ def test_kernel_variant_rejects_unknown_names_and_values():
         ops.kernel_variant("conv", 3)
     with pytest.raises(RuntimeError, match="mod_up is 0 \\(reference\\) to 1, got 2"):
         ops.kernel_variant("mod_up", 2)
-    with pytest.raises(RuntimeError, match="ntt is 0 \\(reference\\) to 10, got 11"):
-        ops.kernel_variant("ntt", 11)
+    with pytest.raises(RuntimeError, match="ntt is 0 \\(reference\\) to 11, got 12"):
+        ops.kernel_variant("ntt", 12)
 
 
 # the reference kernel; the tensor-core kernel with 32-row groups (1), with balanced groups, 8 blocks
@@ -202,8 +202,9 @@ def test_tensor_core_mod_up_conv_is_bit_identical(alpha, q_count):
 # the rows kernel in limb-major grid order; 3 and the second kernel of a transform backwards; 4 and the
 # twiddles as interleaved (w, w') pairs; 5 and 6: and the rows kernel prefetches its twiddles into L2 / L1;
 # 7: 4 with the forward butterflies unreduced for primes with (5 + 2 log N) q < 2^64 (other grid orders);
-# 8: 7 with the L2 prefetch; 9: 7 with compile-time row lengths at N = 2^16; 10: 9 with more blocks per SM.
-NTT_VARIANTS = tuple(range(11))
+# 8: 7 with the L2 prefetch; 9: 7 with compile-time row lengths at N = 2^16; 10: 9 with more blocks per SM;
+# 11: 10 with ModDown's c and add prefetched into L2.
+NTT_VARIANTS = tuple(range(12))
 
 
 @pytest.mark.gpu
@@ -314,7 +315,7 @@ def _prime_near(limit: int, n: int, above: bool) -> int:
 @pytest.mark.gpu
 @pytest.mark.parametrize("log_n", [16, 17])
 def test_ntt_lazy_forward_at_its_prime_limit(log_n):
-    """Variants 7-10 run the forward transform without reductions for primes with (5 + 2 log N) q < 2^64:
+    """Variants 7-11 run the forward transform without reductions for primes with (5 + 2 log N) q < 2^64:
     the largest such prime (values up to (4 + 2 log N) q, just below 2^64, and the epilogue's c + bound q)
     and the smallest prime above the limit (Harvey's butterflies), with inputs at q - 1 and 4q - 1 (the
     forward transform accepts [0, 4q)), plain and through ModDown's epilogue: == the CPU build and
@@ -336,7 +337,7 @@ def test_ntt_lazy_forward_at_its_prime_limit(log_n):
     consts = [int(rng.integers(1, q)) for q in primes]
     k_cpu, k_gpu = shoup_constants(consts, primes), shoup_constants(consts, primes, "cuda")
     expected_down = ops.mod_down_ntt(a, c, 1, *k_cpu, cpu.moduli, cpu.ntt_table)
-    for variant in (0, 4, 7, 8, 9, 10):
+    for variant in (0, 4, 7, 8, 9, 10, 11):
         with ops.use_kernel_variant("ntt", variant):
             got = gpu.ntt(a.cuda()).cpu()
             got_down = ops.mod_down_ntt(a.cuda(), c.cuda(), 1, *k_gpu, gpu.moduli, gpu.ntt_table).cpu()
