@@ -66,14 +66,10 @@ def before_issue_14(fn: Callable[[int], object]) -> Callable[[int], object]:
 BEFORE = "[all v0: before issue 14]"
 CONV_V1 = "[conv v1: 32-row groups]"  # the tensor-core Conv before its balanced geometry (v2, default)
 NTT_V0 = "[ntt v0: before session 3]"  # the NTT kernels before issue 14's session 3 (ops.kernel_variant("ntt"))
-# the NTT variants besides the default
-NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]", 2: "[ntt v2: v1 + limb-major rows]",
-                3: "[ntt v3: v2 + second kernel backwards]", 4: "[ntt v4: v3 + (w, w') twiddle pairs]", 5: "[ntt v5: v4 + twiddles prefetched to L2]",
-                6: "[ntt v6: v4 + twiddles prefetched to L1]",
-                7: "[ntt v7: v4 + unreduced forward butterflies (q < 2^58.7), rows-only limb-major]",
-                8: "[ntt v8: v7 + twiddles prefetched to L2]", 9: "[ntt v9: v7 + compile-time lengths at 2^16]",
-                10: "[ntt v10: v9 + 48/56-register columns/inverse rows]",
-                11: "[ntt v11: v10 + ModDown's c/add prefetched to L2]"}
+# the NTT variants below the default (4: 3 with the row lengths compiled in at N = 2^16)
+NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
+                2: "[ntt v2: v1 + (w, w') twiddle pairs, limb-major grids]",
+                3: "[ntt v3: v2 + unreduced forward butterflies (q < 2^58.7), rows-only limb-major]"}
 
 
 def random_residues(basis: RNSBasis, prefix=()) -> torch.Tensor:

@@ -233,12 +233,10 @@ enum class Variant : int {
   kModUp = 1,   // 1: ModUp extends all digits in one Conv and one NTT launch (read by rlwe/keyswitch.py)
   kModDown = 2, // 1: ModDown's (c - x) * P^-1 in the NTT's last store (ops.mod_down_ntt; rlwe/keyswitch.py)
   kTensor = 3,  // 1: CKKS's tensor product as one op (ops.tensor_product; read by ckks/evaluator.py)
-  kNtt = 4,     // 1: ntt_rows moves the row's contiguous side (the inverse's input, the forward's output and
-                //    ModDown's epilogue) as 16-byte accesses straight from/to registers; 2: and limb-major rows;
-                //    3: and the second kernel backwards; 4: and (w, w') twiddle pairs; 5/6: and the rows kernel
-                //    prefetches its twiddles into L2/L1; 7: 4 with unreduced forward butterflies for primes
-                //    below ~2^58.7; 8: 7 with the L2 prefetch; 9: 7 with compile-time lengths at N = 2^16;
-                //    10: 9 with more resident blocks; 11: 10 prefetching ModDown's c and add (ntt.cu, NttPlan)
+  kNtt = 4,     // 1: ntt_rows moves each row's contiguous side (the inverse's input, the forward's output,
+                //    ModDown's epilogue) as 16-byte accesses from registers; 2: and (w, w') twiddle pairs,
+                //    limb-major grids; 3: pairs and forward butterflies without Harvey's reduction for primes
+                //    below ~2^58.7; 4 (default): 3 with compile-time lengths at N = 2^16 (ntt.cu, NttPlan)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

@@ -27,7 +27,7 @@
 namespace fhe {
 
 int& kernel_variant(Variant v) {
-  static int variants[static_cast<int>(Variant::kCount)] = {2, 1, 1, 1, 10};
+  static int variants[static_cast<int>(Variant::kCount)] = {2, 1, 1, 1, 4};
   return variants[static_cast<int>(v)];
 }
 
@@ -743,7 +743,7 @@ Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n) {
 // ---- run-time kernel variants (see kernels.h) -------------------------------------------------
 
 constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "ntt"};
-constexpr int kVariantMax[] = {2, 1, 1, 1, 11};
+constexpr int kVariantMax[] = {2, 1, 1, 1, 4};
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 
 // Sets a variant, returns the previous value; a negative value only reads it.

@@ -45,14 +45,10 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     ``rlwe.keyswitch``; ``"tensor"`` (1: CKKS's tensor product as one ``tensor_product``, read by
     ``ckks.Evaluator``); ``"ntt"`` (the NTT's kernels: 1, the rows kernel moves each row's contiguous
     side, the inverse's input, the forward's output and ModDown's epilogue, as 16-byte accesses; 2, and
-    runs the rows of one limb's batches next to each other (twiddles shared through L2); 3, and runs a
-    transform's second kernel backwards (it starts on what the first wrote last); 4, and
-    loads each twiddle with its Shoup companion as one 16-byte pair; 5 and 6, and the rows kernel
-    prefetches all its twiddles into L2 / L1 when it starts; 7, 4 with forward butterflies that skip
-    Harvey's reduction for primes with (5 + 2 log N) q < 2^64 (below ~2^58.7) and other grid orders;
-    8, 7 with the L2 prefetch; 9, 7 with the row lengths compiled in at N = 2^16; 10, the default, 9
-    with more resident blocks of the columns and inverse rows kernels; 11, 10 with ModDown's c and add
-    prefetched into L2 when a forward rows block starts).
+    loads each twiddle with its Shoup companion as one 16-byte pair, with limb-major grids (a limb's
+    twiddles shared by its batches through L2); 3, and forward butterflies without Harvey's reduction
+    for primes with (5 + 2 log N) q < 2^64 (below ~2^58.7); 4, the default, 3 with the row lengths
+    compiled in at N = 2^16).
     All variants give the same residues bit for bit; the switch exists so that tests compare them
     and benchmarks time them side by side. The CPU kernels have one variant and ignore "conv". A
     launch reads the setting when it is enqueued (so a captured CUDA graph keeps the variant it was

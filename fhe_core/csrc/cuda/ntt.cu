@@ -19,6 +19,12 @@
 //   in its stage s0 + d the butterfly (j, j + 2^(G-1-d)) uses the twiddle of global index
 //   m * row_base + (hi << d) + (j >> (G - d)),  m = 2^(s0 + d),
 // where row_base = 1 for columns and 2^k1 + row for rows (see common/ntt.h for the table).
+//
+// ops.kernel_variant("ntt") picks among the versions of these kernels (NttPlan, below): 0 is the
+// one described above; the others move the rows kernel's contiguous side in 16-byte accesses, read
+// twiddles as (w, w') pairs, order the grid limb-major, skip Harvey's reduction in the forward
+// butterflies for primes below ~2^58.7 and compile in the row length at N = 2^16. All give the same
+// words (canonical outputs).
 
 #include <type_traits>
 
@@ -56,7 +62,7 @@ struct Twiddles {
   }
 };
 
-// Variant 4: the same twiddles from the table's interleaved (w, w') rows (common/ntt.h), one 16-byte
+// Variants >= 2: the same twiddles from the table's interleaved (w, w') rows (common/ntt.h), one 16-byte
 // load per twiddle instead of two 8-byte ones.
 struct PairedTwiddles {
   static constexpr bool kLazy = false;
@@ -71,7 +77,7 @@ struct PairedTwiddles {
   }
 };
 
-// Variant 7: the same twiddles, forward butterflies without the reduction of x (ct_butterfly_lazy in
+// Variants >= 3: the same twiddles, forward butterflies without the reduction of x (ct_butterfly_lazy in
 // common/ntt.h): every stage's values grow by less than 2q, so for a prime with (5 + 2 log N) q < 2^64
 // (lazy_forward_fits) the whole forward transform needs no reduction but the output's. That drops
 // about a sixth of a forward butterfly's instructions (a 64-bit compare and select, on the ALU pipe
@@ -203,7 +209,7 @@ __device__ void local_transform(bool first_from_global, bool last_to_global, con
   }
 }
 
-// Variant 9: local_transform for a length known at compile time (N = 2^16: both kernels do 8 stages),
+// Variant 4: local_transform for a length known at compile time (N = 2^16: both kernels do 8 stages),
 // first round from and last round to global memory: the rounds unroll, so the round dispatch, the
 // unit geometry (tl, step) and the stage numbers m = 2^(s0 + d) in the twiddle indices fold into
 // constants.
@@ -287,14 +293,14 @@ __device__ __forceinline__ TwiddlesOf<kPairs> global_twiddles(const u64* table, 
   }
 }
 
-// The transform row a block works on. Order 0: grid row y is the row (batch-major). Order 1
-// (variant 2), limb-major: the batches' rows of one limb run next to each other. Every twiddle of
+// The transform row a block works on. Order 0: grid row y is the row (batch-major). Order 1,
+// limb-major: the batches' rows of one limb run next to each other. Every twiddle of
 // the rows kernel (indices >= 2^k1) serves one row of one limb's transform and comes from DRAM (a
 // batch's limb tables, 1 MB per limb at N = 2^16 with the Shoup words, do not stay in L2 until the
 // next batch), twice the bytes of the row's data; with the batches adjacent, the second and later
 // reads of a limb's twiddles hit L2 (ModUp transforms 2-3 rows per limb, ModDown 2). Order 2
-// (variant 3, the second kernel of a transform): limb-major backwards, so that it starts on the
-// rows the first kernel wrote last, which are still in L2.
+// (for the second kernel of a transform): limb-major backwards, so that it starts on rows the first
+// kernel wrote last, still in L2. Which kernel takes which order: NttPlan.
 __device__ __forceinline__ int grid_row(int limbs, int order) {
   int y = static_cast<int>(blockIdx.y);
   if (order == 0) return y;
@@ -305,8 +311,8 @@ __device__ __forceinline__ int grid_row(int limbs, int order) {
 
 // First k1 forward stages / last k1 inverse stages. Grid: (T / 8, rows). Block: 8 * 2^k1 / 8,
 // at most 256 threads; 64 registers keep four blocks resident per SM.
-template <bool kForward, bool kPairs, bool kLazy = false, int kLen = 0, int kMinBlocks = 4>
-__global__ void __launch_bounds__(256, kMinBlocks) ntt_columns(const u64* in, u64* out, const Modulus* __restrict__ moduli,
+template <bool kForward, bool kPairs, bool kLazy = false, int kLen = 0>
+__global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                                       const u64* __restrict__ table, int limbs, int log_n, int k1,
                                                       NttSkip skip, int64_t in_batch_stride, int order) {
   extern __shared__ u64 smem[];
@@ -340,34 +346,6 @@ __global__ void __launch_bounds__(256, kMinBlocks) ntt_columns(const u64* in, u6
   } else {
     local_transform<kForward>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, t,
                                       !kForward, q);
-  }
-}
-
-// Variants 5 and 6: at the start of a rows block, each thread prefetches one 128-byte line of the
-// block's twiddle pairs into L2 (5) or L1 (6), so that only the first round waits for DRAM. A block
-// of rows_per_block = 2^log_rpb rows needs, for its stage s, the 2^s * rows_per_block pairs from
-// index 2^s * base0 (16 bytes each): 2^s * rows_per_block / 8 lines for s >= 3, and all stages
-// together (2^k2 - 1) * rows_per_block pairs, i.e. one line per thread (blockDim.x = 2^k2 *
-// rows_per_block / 8). Thread t in [2^h, 2^(h+1)) takes line t - 2^h of stage h + 3 - log_rpb; the
-// threads t < rows_per_block take the few lines of stages 0-2.
-__device__ __forceinline__ void prefetch_line(const void* p, int level) {
-  if (level == 1) asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-  else asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-}
-
-__device__ __forceinline__ void prefetch_row_twiddles(const ulonglong2* pairs, u32 base0, int rows_per_block,
-                                                      int level) {
-  const u32 t = threadIdx.x;
-  const u32 rpb = static_cast<u32>(rows_per_block);
-  const int log_rpb = 31 - __clz(rows_per_block);
-  if (t >= rpb) {
-    const int h = 31 - __clz(static_cast<int>(t));
-    prefetch_line(pairs + (base0 << (h + 3 - log_rpb)) + (t - (1u << h)) * 8, level);
-  }
-  for (u32 s = t; s < 3; s += rpb) {
-    const ulonglong2* first = pairs + (base0 << s);
-    prefetch_line(first, level);
-    prefetch_line(first + (rpb << s) - 1, level);
   }
 }
 
@@ -430,16 +408,15 @@ __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64
 // Last k2 forward stages / first k2 inverse stages on whole rows. Grid: (2^k1 / rows_per_block,
 // rows). The strided side of each transform (the forward output, the inverse input) goes through
 // shared memory so that global accesses stay coalesced.
-template <bool kForward, bool kDirect, bool kPairs, int kPrefetch = 0, bool kLazy = false, int kLen = 0,
-          int kMinBlocks = 8>
-__global__ void __launch_bounds__(kRowThreads, kMinBlocks) ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli,
+template <bool kForward, bool kDirect, bool kPairs, bool kLazy = false, int kLen = 0>
+__global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                                            const u64* __restrict__ table, int limbs, int log_n,
                                                            int k1, int rows_per_block, NttSkip skip,
                                                            NttEpilogue epilogue, int64_t in_batch_stride,
                                                            int order) {
   extern __shared__ u64 smem[];
   const u32 n = 1u << log_n;
-  const int k2 = kLen != 0 ? kLen : log_n - k1;  // kLen: variant 9's compile-time row length (k1 = k2)
+  const int k2 = kLen != 0 ? kLen : log_n - k1;  // kLen: variant 4's compile-time row length (k1 = k2)
   const u32 len = 1u << k2;
   const int row = grid_row(limbs, order);
   if (ntt_row_skipped(skip, row, limbs)) return;
@@ -454,17 +431,6 @@ __global__ void __launch_bounds__(kRowThreads, kMinBlocks) ntt_rows(const u64* i
   const auto t = global_twiddles<kPairs>(table, limb, n, kForward, (1u << k1) + first_row + sub);
   const RowLayout layout{sub * len};
   const size_t origin = tile + static_cast<size_t>(sub) * len;
-  if constexpr (kPairs && (kPrefetch == 1 || kPrefetch == 2)) {
-    prefetch_row_twiddles(t.pairs, (1u << k1) + first_row, rows_per_block, kPrefetch);
-  }
-  if constexpr (kForward && kPrefetch == 3) {  // variant 11: the epilogue's c and add lines into L2 now
-    if (epilogue.sub_from != nullptr) {
-      const int64_t batch = row / limbs;
-      const size_t word = static_cast<size_t>(first_row + sub) * len + tcol * kPerThread;  // in the row
-      prefetch_line(epilogue.sub_from + batch * epilogue.batch_stride + static_cast<int64_t>(limb) * n + word, 1);
-      if (batch < epilogue.add_batches) prefetch_line(epilogue.add + origin + tcol * kPerThread, 1);
-    }
-  }
 
   if (kDirect) {
     const int rounds = (k2 + 2) / 3;
@@ -532,45 +498,38 @@ bool direct_rows_aligned(const NttArgs& a) {
          (e.sub_from == nullptr || (aligned16(e.sub_from) && e.batch_stride % 2 == 0 && (e.add == nullptr || aligned16(e.add))));
 }
 
-// What ops.kernel_variant("ntt") selects (kernels.h): each variant adds to the one before it, except
-// that 5 and 6 are 4 plus a twiddle prefetch, 7 is 4 with the lazy forward butterflies and the grid
-// orders that measured best, 8 is 7 plus the L2 prefetch, 9 is 7 with compile-time row lengths
-// at N = 2^16 and 10 is 9 with more resident blocks: the columns kernel at 48 registers (5 blocks of
-// 256 threads per SM instead of 4) and the inverse rows kernel at 56 (9 blocks of 128 instead of 8),
-// where the compile-time lengths leave few or no spills (ptxas: 4-8 bytes, 0); the forward rows
-// kernel, which holds both the lazy and the reducing path, stays at 64. 11 is 10 with the forward rows
-// kernel prefetching, at its start, the lines of ModDown's c and add that its last store reads. Inputs that the 16-byte paths cannot
-// take (a view 8 bytes off alignment) run variant 0; a table off alignment runs without pairs.
+// What ops.kernel_variant("ntt") selects (kernels.h). Inputs that the 16-byte paths cannot take (a
+// view 8 bytes off alignment) run variant 0; a table off alignment runs variant 1.
+//   1: ntt_rows moves each row's contiguous side as 16-byte accesses (the inverse's input, the
+//      forward's output and ModDown's epilogue), grid orders as variant 0;
+//   2: and (w, w') twiddle pairs, both kernels limb-major, the second one backwards;
+//   3: pairs, lazy forward butterflies, only the rows kernel limb-major (backwards in the forward,
+//      where it runs second), the columns kernel batch-major;
+//   4: 3 with the row lengths compile-time constants at N = 2^16 (the default).
+// Variants measured and removed (docs/performance.md, "Issue 14, session 3"): the rows kernel alone
+// limb-major, twiddles prefetched into L2 or L1, ModDown's c and add prefetched into L2, 48/56
+// registers for the columns and inverse rows kernels.
 struct NttPlan {
   bool direct = false, pairs = false, lazy = false;
   int first_order = 0, second_order = 0;  // grid_row orders of the kernel run first / second
-  int prefetch = 0;                       // rows kernel twiddles: 0 none, 1 into L2, 2 into L1
   bool fixed16 = false;                   // N = 2^16 kernels with the row length a compile-time 8
-  bool occupancy = false;                 // ... and register caps for more resident blocks (variant 10)
-  bool epilogue_prefetch = false;         // ... and the forward rows prefetch ModDown's c and add (11)
 };
 
 NttPlan ntt_plan(int variant, bool forward, bool aligned, bool table_aligned, int log_n) {
   NttPlan p;
   if (variant == 0 || !aligned) return p;
   p.direct = true;
-  if (variant == 2) {  // limb-major rows kernel
-    p.first_order = forward ? 0 : 1;
-    p.second_order = forward ? 1 : 0;
-  } else if (variant >= 3 && variant <= 6) {  // both kernels limb-major, the second backwards
+  p.pairs = variant >= 2 && table_aligned;
+  if (!p.pairs) return p;
+  if (variant == 2) {
     p.first_order = 1;
     p.second_order = 2;
-  } else if (variant >= 7) {  // the rows kernel limb-major (backwards when second), the columns batch-major
-    p.first_order = forward ? 0 : 1;
-    p.second_order = forward ? 2 : 0;
+    return p;
   }
-  p.pairs = variant >= 4 && table_aligned;
-  p.lazy = variant >= 7 && p.pairs && forward;
-  if (p.pairs && (variant == 5 || variant == 6)) p.prefetch = variant - 4;
-  if (p.pairs && variant == 8) p.prefetch = 1;
-  p.fixed16 = variant >= 9 && p.pairs && log_n == 16;
-  p.occupancy = variant >= 10 && p.fixed16;
-  p.epilogue_prefetch = variant == 11 && p.occupancy && forward;
+  p.first_order = forward ? 0 : 1;
+  p.second_order = forward ? 2 : 0;
+  p.lazy = forward;
+  p.fixed16 = variant >= 4 && log_n == 16;
   return p;
 }
 
@@ -597,18 +556,13 @@ void launch_ntt(const NttArgs& a, Stream stream) {
                                 a.log_n);
   using Rows = decltype(&ntt_rows<kForward, false, false>);
   using Columns = decltype(&ntt_columns<kForward, false>);
-  Columns columns = plan.occupancy ? ntt_columns<kForward, true, kForward, 8, 5>
-                    : plan.fixed16 ? ntt_columns<kForward, true, kForward, 8>
+  Columns columns = plan.fixed16 ? ntt_columns<kForward, true, kForward, 8>
                     : plan.lazy  ? ntt_columns<kForward, true, kForward>
                     : plan.pairs ? ntt_columns<kForward, true>
                                  : ntt_columns<kForward, false>;
   Rows rows = ntt_rows<kForward, false, false>;
-  if (plan.epilogue_prefetch) rows = ntt_rows<kForward, true, true, 3, kForward, 8, 8>;
-  else if (plan.occupancy) rows = ntt_rows<kForward, true, true, 0, kForward, 8, kForward ? 8 : 9>;
-  else if (plan.fixed16) rows = ntt_rows<kForward, true, true, 0, kForward, 8>;
-  else if (plan.lazy) rows = plan.prefetch == 1 ? ntt_rows<kForward, true, true, 1, kForward> : ntt_rows<kForward, true, true, 0, kForward>;
-  else if (plan.prefetch == 2) rows = ntt_rows<kForward, true, true, 2>;
-  else if (plan.prefetch == 1) rows = ntt_rows<kForward, true, true, 1>;
+  if (plan.fixed16) rows = ntt_rows<kForward, true, true, kForward, 8>;
+  else if (plan.lazy) rows = ntt_rows<kForward, true, true, kForward>;
   else if (plan.pairs) rows = ntt_rows<kForward, true, true>;
   else if (plan.direct) rows = ntt_rows<kForward, true, false>;
   const int first_order = plan.first_order, second_order = plan.second_order;
