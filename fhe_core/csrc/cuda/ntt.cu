@@ -384,8 +384,9 @@ __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const
 }
 
 // Variant >= 1's forward rows: every round but the last through shared memory (as local_transform),
-// the last one's 8 contiguous words straight to global memory.
-template <int kLen, class Tw>
+// the last one's 8 contiguous words straight to global memory. (With a compile-time k2 from the
+// kernel, the round loop unrolls.)
+template <class Tw>
 __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64* smem, const RowLayout& layout,
                                                     u32 tcol, int k2, const Tw& t, const Modulus& m, int log_n,
                                                     const NttEpilogue& epilogue, int row, int limb, u32 n,
@@ -406,8 +407,8 @@ __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64
 }
 
 // Last k2 forward stages / first k2 inverse stages on whole rows. Grid: (2^k1 / rows_per_block,
-// rows). The strided side of each transform (the forward output, the inverse input) goes through
-// shared memory so that global accesses stay coalesced.
+// rows). Variant 0 stages the contiguous side of each transform (the forward output, the inverse
+// input) through shared memory, variants >= 1 move it with 16-byte accesses (see load8).
 template <bool kForward, bool kDirect, bool kPairs, bool kLazy = false, int kLen = 0>
 __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                                            const u64* __restrict__ table, int limbs, int log_n,
@@ -438,12 +439,12 @@ __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* o
       const Modulus m = moduli[limb];
       if constexpr (kLazy) {
         if (lazy_forward_fits(q, log_n)) {
-          rows_forward_direct<kLen>(in, out, smem, layout, tcol, k2, LazyTwiddles<std::decay_t<decltype(t)>>{t}, m,
-                                    log_n, epilogue, row, limb, n, origin, limbs);
+          rows_forward_direct(in, out, smem, layout, tcol, k2, LazyTwiddles<std::decay_t<decltype(t)>>{t}, m, log_n,
+                              epilogue, row, limb, n, origin, limbs);
           return;
         }
       }
-      rows_forward_direct<kLen>(in, out, smem, layout, tcol, k2, t, m, log_n, epilogue, row, limb, n, origin, limbs);
+      rows_forward_direct(in, out, smem, layout, tcol, k2, t, m, log_n, epilogue, row, limb, n, origin, limbs);
     } else {
       u64 v[kPerThread];
       const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
