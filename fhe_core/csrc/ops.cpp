@@ -211,8 +211,8 @@ void check_ntt_table(const Tensor& table, const Tensor& a, const Tensor& moduli,
   check_same_device(table, a, op, "table");
   FHE_CHECK(table.dim() == 3 && table.size(0) == moduli.size(0) && table.size(1) == kNttTableRows &&
                   table.size(2) == a.size(-1),
-              op, ": table must be [limbs, ", kNttTableRows, ", N] = [", moduli.size(0), ", ", kNttTableRows, ", ", a.size(-1), "], got ",
-              table.sizes());
+              op, ": table must be [limbs, ", kNttTableRows, ", N] = [", moduli.size(0), ", ", kNttTableRows, ", ",
+              a.size(-1), "], got ", table.sizes());
 }
 
 template <class B, bool kForward>

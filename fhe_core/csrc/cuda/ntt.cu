@@ -222,9 +222,13 @@ __device__ __forceinline__ void local_transform_fixed(const u64* gin, u64* gout,
     const int s0 = 3 * (kForward ? i : rounds - 1 - i);
     const int g = kLen - s0 < 3 ? kLen - s0 : 3;
     const bool from_global = i == 0, to_global = i == rounds - 1, fold = fold_n_inv && s0 == 0;
-    if (g == 3) dispatch_round<kForward, 3>(from_global, to_global, gin, gout, smem, layout, tcol, s0, kLen, t, fold, q);
-    else if (g == 2) dispatch_round<kForward, 2>(from_global, to_global, gin, gout, smem, layout, tcol, s0, kLen, t, fold, q);
-    else dispatch_round<kForward, 1>(from_global, to_global, gin, gout, smem, layout, tcol, s0, kLen, t, fold, q);
+    if (g == 3) {
+      dispatch_round<kForward, 3>(from_global, to_global, gin, gout, smem, layout, tcol, s0, kLen, t, fold, q);
+    } else if (g == 2) {
+      dispatch_round<kForward, 2>(from_global, to_global, gin, gout, smem, layout, tcol, s0, kLen, t, fold, q);
+    } else {
+      dispatch_round<kForward, 1>(from_global, to_global, gin, gout, smem, layout, tcol, s0, kLen, t, fold, q);
+    }
     if (!to_global) __syncthreads();
   }
 }
@@ -495,8 +499,9 @@ __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* o
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 bool direct_rows_aligned(const NttArgs& a) {
   const NttEpilogue& e = a.epilogue;
-  return aligned16(a.in) && aligned16(a.out) && a.in_batch_stride % 2 == 0 &&
-         (e.sub_from == nullptr || (aligned16(e.sub_from) && e.batch_stride % 2 == 0 && (e.add == nullptr || aligned16(e.add))));
+  const bool epilogue_aligned = e.sub_from == nullptr || (aligned16(e.sub_from) && e.batch_stride % 2 == 0 &&
+                                                          (e.add == nullptr || aligned16(e.add)));
+  return aligned16(a.in) && aligned16(a.out) && a.in_batch_stride % 2 == 0 && epilogue_aligned;
 }
 
 // What ops.kernel_variant("ntt") selects (kernels.h). Inputs that the 16-byte paths cannot take (a
