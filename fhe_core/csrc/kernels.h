@@ -45,13 +45,14 @@ struct NttArgs {
   const u64* in;
   u64* out;               // may equal in
   const Modulus* moduli;  // [limbs]
-  const u64* table;       // [limbs, 8, N], rows as in common/ntt.h
+  const u64* table;       // [limbs, table_rows, N], rows as in common/ntt.h
   int64_t rows;           // batch * limbs
   int limbs;
   int log_n;
   NttSkip skip = {};
   NttEpilogue epilogue = {};  // forward only
   int64_t in_batch_stride = 0;  // words between batches of `in` (0: contiguous, batch * limbs * N)
+  int table_rows = 8;           // rows per limb of `table`: 8 (with the pairs: CUDA), 4 (CPU tables)
 };
 
 // Where row r of an NTT's input starts (in words from `in`).

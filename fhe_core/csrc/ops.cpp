@@ -127,8 +127,10 @@ void cpu_ntt(const NttArgs& a) {
     for (int64_t row = begin; row < end; ++row) {
       if (ntt_row_skipped(a.skip, row, a.limbs)) continue;
       const int limb = static_cast<int>(row % a.limbs);
-      kTransform(NttArgs{a.in + ntt_in_offset(a, row), a.out + row * n, a.moduli + limb,
-                         a.table + limb * kNttTableRows * n, 1, 1, a.log_n});
+      NttArgs one{a.in + ntt_in_offset(a, row), a.out + row * n, a.moduli + limb,
+                  a.table + limb * a.table_rows * n, 1, 1, a.log_n};
+      one.table_rows = a.table_rows;
+      kTransform(one);
     }
   });
 }
@@ -206,13 +208,19 @@ struct CudaBackend {
 
 // ---- NTT -------------------------------------------------------------------------------------
 
-void check_ntt_table(const Tensor& table, const Tensor& a, const Tensor& moduli, const char* op) {
+// The table's rows per limb: 8 on CUDA (the kernels read the (w, w') pairs), 4 or 8 on the CPU (whose
+// kernels read rows 0-3 only; RNSBasis builds the pairs for CUDA tables only).
+int check_ntt_table(const Tensor& table, const Tensor& a, const Tensor& moduli, const char* op) {
   check_words(table, op, "table");
   check_same_device(table, a, op, "table");
-  FHE_CHECK(table.dim() == 3 && table.size(0) == moduli.size(0) && table.size(1) == kNttTableRows &&
-                  table.size(2) == a.size(-1),
-              op, ": table must be [limbs, ", kNttTableRows, ", N] = [", moduli.size(0), ", ", kNttTableRows, ", ",
-              a.size(-1), "], got ", table.sizes());
+  const bool cpu = table.device().is_cpu();
+  const int64_t r = table.dim() == 3 ? table.size(1) : -1;
+  FHE_CHECK(table.dim() == 3 && table.size(0) == moduli.size(0) && table.size(2) == a.size(-1) &&
+                (r == kNttTableRows || (cpu && r == kNttTableRowsCpu)),
+            op, ": table must be [limbs, ", cpu ? "4 or 8" : "8", ", N] = [", moduli.size(0), ", ",
+            cpu ? "4 or 8" : "8", ", ", a.size(-1), "], got ", table.sizes(),
+            cpu ? "" : " (a CUDA table holds the (w, w') pair rows: ntt_table(..., pairs=True))");
+  return static_cast<int>(r);
 }
 
 template <class B, bool kForward>
@@ -227,13 +235,14 @@ Tensor& ntt_out(const Tensor& a, const Tensor& moduli, const Tensor& table, at::
             "skip); got shape ", a.sizes(), " and strides ", a.strides());
   const int64_t rows = check_residues(strided ? a.select(0, 0) : a, moduli, op) * (strided ? a.size(0) : 1);
   const int log_n = log2_exact(a.size(-1), op);
-  check_ntt_table(table, a, moduli, op);
+  const int table_rows = check_ntt_table(table, a, moduli, op);
   check_out(out, a, a.sizes(), op);
   if (!out.is_same(a)) at::assert_no_partial_overlap(out, a);
   // torch cannot tell whether a strided input overlaps out (it answers "too hard" and lets it pass)
   FHE_CHECK(!strided || !out.is_alias_of(a), op, ": out must not share memory with a strided a");
   NttArgs args{words(a), mutable_words(out), moduli_ptr(moduli), words(table), rows,
                static_cast<int>(moduli.size(0)), log_n};
+  args.table_rows = table_rows;
   if (strided) args.in_batch_stride = a.stride(0);
   if (skip.has_value()) {
     const auto s = *skip;
@@ -256,7 +265,7 @@ Tensor& mod_down_ntt_out(const Tensor& x, const Tensor& c, int64_t p_rows, const
   const char* op = "mod_down_ntt";
   const int64_t rows = check_residues(x, moduli, op, "x");
   const int log_n = log2_exact(x.size(-1), op);
-  check_ntt_table(table, x, moduli, op);
+  const int table_rows = check_ntt_table(table, x, moduli, op);
   const int64_t limbs = moduli.size(0), n = x.size(-1);
   FHE_CHECK(x.dim() == 3, op, ": x must be [batch, limbs, N], got ", x.sizes());
   check_words(c, op, "c");
@@ -273,6 +282,7 @@ Tensor& mod_down_ntt_out(const Tensor& x, const Tensor& c, int64_t p_rows, const
   if (!out.is_same(x)) at::assert_no_partial_overlap(out, x);
   at::assert_no_overlap(out, c);
   NttArgs args{words(x), mutable_words(out), moduli_ptr(moduli), words(table), rows, static_cast<int>(limbs), log_n};
+  args.table_rows = table_rows;
   args.epilogue = NttEpilogue{words(c) + p_rows * n, c.size(1) * n, words(consts), words(consts_shoup)};
   if (add.has_value()) {  // added to the first add.size(0) batches
     check_words(*add, op, "add");
@@ -690,8 +700,9 @@ Tensor sample_ternary(const Tensor& moduli, int64_t n, at::IntArrayRef key, int6
 
 // ---- tables (host) ---------------------------------------------------------------------------
 
-// NTT table [l, 8, N] for primes with given primitive 2N-th roots psi (rows as in common/ntt.h).
-Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n) {
+// NTT table [l, 4, N] (pairs: [l, 8, N], for CUDA) for primes with given primitive 2N-th roots psi (rows as
+// in common/ntt.h).
+Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n, bool pairs) {
   const char* op = "ntt_table";
   check_words(moduli, op, "moduli");
   check_words(roots, op, "roots");
@@ -702,7 +713,8 @@ Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n) {
               "], got ", log_n);
   const int log = static_cast<int>(log_n);
   const int64_t n = int64_t{1} << log, limbs = moduli.size(0);
-  Tensor table = at::empty({limbs, kNttTableRows, n}, moduli.options());
+  const int64_t table_rows = pairs ? kNttTableRows : kNttTableRowsCpu;
+  Tensor table = at::empty({limbs, table_rows, n}, moduli.options());
   const Modulus* mods = moduli_ptr(moduli);
   const u64* psi = words(roots);
   u64* out = mutable_words(table);
@@ -711,7 +723,7 @@ Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n) {
     const u64 q = m.value;
     FHE_CHECK(pow_mod(psi[l], n, m) == q - 1, op, ": root ", psi[l], " is not a primitive 2N-th root mod ", q);
     const u64 psi_inv = pow_mod(psi[l], 2 * n - 1, m);
-    u64* fwd = out + l * kNttTableRows * n;
+    u64* fwd = out + l * table_rows * n;
     u64* inv = fwd + kInv * n;
     u64 p = 1, pi = 1;
     for (int64_t k = 0; k < n; ++k) {  // psi^k and psi^-k, stored at slot brv(k)
@@ -726,11 +738,14 @@ Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n) {
     inv[0] = n_inv;                      // index 0 is never a twiddle
     u64* fwd_shoup = fwd + kFwdShoup * n;
     u64* inv_shoup = fwd + kInvShoup * n;
-    u64* fwd_pairs = fwd + kFwdPairs * n;
-    u64* inv_pairs = fwd + kInvPairs * n;
     for (int64_t k = 0; k < n; ++k) {
       fwd_shoup[k] = shoup_precompute(fwd[k], q);
       inv_shoup[k] = shoup_precompute(inv[k], q);
+    }
+    if (!pairs) continue;
+    u64* fwd_pairs = fwd + kFwdPairs * n;
+    u64* inv_pairs = fwd + kInvPairs * n;
+    for (int64_t k = 0; k < n; ++k) {
       fwd_pairs[2 * k] = fwd[k];
       fwd_pairs[2 * k + 1] = fwd_shoup[k];
       inv_pairs[2 * k] = inv[k];
@@ -852,7 +867,7 @@ TORCH_LIBRARY(fhe_core, m) {
   m.def("sample_uniform(Tensor moduli, int n, int[] key, int nonce) -> Tensor");
   m.def("sample_cbd(Tensor moduli, int n, int[] key, int nonce, int eta) -> Tensor");
   m.def("sample_ternary(Tensor moduli, int n, int[] key, int nonce, int hamming_weight) -> Tensor");
-  m.def("ntt_table(Tensor moduli, Tensor roots, int log_n) -> Tensor");
+  m.def("ntt_table(Tensor moduli, Tensor roots, int log_n, bool pairs=False) -> Tensor");
   m.def("kernel_variant(str name, int value) -> int", &fhe::set_kernel_variant);
   m.def("cuda_built() -> bool", []() {
 #ifdef FHE_CORE_WITH_CUDA

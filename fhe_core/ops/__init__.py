@@ -3,7 +3,8 @@
 Shapes and conventions (ARCHITECTURE.md):
     residues    int64 tensors ``[..., l, N]`` (limb-major), canonical in ``[0, q_i)`` between ops;
     moduli      ``[l, 4]`` int64 per-prime constants (``ring.modulus_table``);
-    ntt_table   ``[l, 8, N]`` int64 twiddles with Shoup companions (``ring.RNSBasis``).
+    ntt_table   ``[l, 4, N]`` int64 twiddles with Shoup companions (``ring.RNSBasis``); on CUDA
+                ``[l, 8, N]``, with the same words again as (w, w') pairs (``ntt_table(pairs=True)``).
 Every op runs on the device of its inputs (CPU or CUDA) and gives bit-identical results on
 both. Functional forms return new tensors; pass ``out=`` to reuse a buffer.
 
@@ -235,9 +236,12 @@ def sample_ternary(moduli: Tensor, n: int, seed: bytes, nonce: int, hamming_weig
     return _ops.sample_ternary(moduli, n, seed_words(seed), nonce, hamming_weight)
 
 
-def ntt_table(moduli: Tensor, roots: Tensor, log_n: int) -> Tensor:
-    """``[l, 8, N]`` NTT table on the CPU for primes with primitive 2N-th roots ``roots`` ``[l]``."""
-    return _ops.ntt_table(moduli, roots, log_n)
+def ntt_table(moduli: Tensor, roots: Tensor, log_n: int, *, pairs: bool = False) -> Tensor:
+    """NTT table, built on the CPU, for primes with primitive 2N-th roots ``roots`` ``[l]``: ``[l, 4, N]``
+    (rows psi^brv, Shoup, psi^-brv with N^-1 folded, Shoup: all the CPU kernels read), or with ``pairs``
+    ``[l, 8, N]``, rows 4-5 and 6-7 the forward and inverse rows again as interleaved (w, Shoup) pairs
+    (what the CUDA kernels read; a CUDA table must have them)."""
+    return _ops.ntt_table(moduli, roots, log_n, pairs)
 
 
 # ---- shape functions for torch.compile / opcheck ---------------------------------------------

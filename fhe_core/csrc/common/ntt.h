@@ -16,15 +16,17 @@
 
 namespace fhe {
 
-// Table rows of the int64 tensor [l, 8, N] built once per (prime, N): the twiddles and their Shoup
-// companions in separate rows (0-3, what the CPU kernels read), then the same words interleaved as
-// (w, w') pairs over two rows each (4-5 forward, 6-7 inverse: pair i at words 2i, 2i + 1), which
-// the CUDA kernels read with one 16-byte load per twiddle.
+// Table rows of the int64 tensor [l, R, N] built once per (prime, N, device): the twiddles and their
+// Shoup companions in separate rows (0-3, what the CPU kernels read; a CPU table has only these, R = 4),
+// then, in a CUDA table (R = 8), the same words interleaved as (w, w') pairs over two rows each (4-5
+// forward, 6-7 inverse: pair i at words 2i, 2i + 1), which the CUDA kernels read with one 16-byte load
+// per twiddle. Kernels take R from the table (NttArgs::table_rows).
 enum NttTableRow : int {
   kFwd = 0,
   kFwdShoup = 1,
   kInv = 2,
   kInvShoup = 3,
+  kNttTableRowsCpu = 4,
   kFwdPairs = 4,
   kInvPairs = 6,
   kNttTableRows = 8
