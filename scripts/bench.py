@@ -58,13 +58,14 @@ def with_variant(name: str, value: int, fn: Callable[[int], object]) -> Callable
 
 def before_issue_14(fn: Callable[[int], object]) -> Callable[[int], object]:
     """fn with every reference variant: the kernels and compositions as they were before issue 14."""
-    for name in ("conv", "mod_up", "mod_down", "tensor", "ntt"):
+    for name in ("conv", "mod_up", "mod_down", "tensor", "ntt", "galois"):
         fn = with_variant(name, 0, fn)
     return fn
 
 
 BEFORE = "[all v0: before issue 14]"
 CONV_V1 = "[conv v1: 32-row groups]"  # the tensor-core Conv before its balanced geometry (v2, default)
+GALOIS_V0 = "[galois v0: automorphism passes]"  # sigma_k as its own pass (ops.kernel_variant("galois") = 0)
 NTT_V0 = "[ntt v0: before session 3]"  # the NTT kernels before issue 14's session 3 (ops.kernel_variant("ntt"))
 # the NTT variants below the default (4: 3 with the row lengths compiled in at N = 2^16)
 NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
@@ -291,8 +292,12 @@ def make_ckks_cases(device: str) -> list[Case]:
              with_variant("conv", 1, lambda i: evaluator.rotate(a, 1))),
         Case(f"HRotate {NTT_V0}", name, 2 * ct + 765 * limb_poly,
              with_variant("ntt", 0, lambda i: evaluator.rotate(a, 1))),
+        Case(f"HRotate {GALOIS_V0}", name, 2 * ct + 765 * limb_poly,
+             with_variant("galois", 0, lambda i: evaluator.rotate(a, 1))),
         Case("hoisted, 8 rotations", name, 2 * ct + (157 + 8 * 732) * limb_poly,
              lambda i: evaluator.rotate_hoisted(a, steps)),
+        Case(f"hoisted, 8 rotations {GALOIS_V0}", name, 2 * ct + (157 + 8 * 732) * limb_poly,
+             with_variant("galois", 0, lambda i: evaluator.rotate_hoisted(a, steps))),
         Case("relin key generation", name, 2 * 3 * (11 + limbs) * limb_poly, lambda i: rlwe.gen_relin_key(ctx, sk)),
     ]
     return cases

@@ -84,6 +84,8 @@ def main() -> None:
                         help='profile these ops.kernel_variant("conv") values instead of current / before')
     parser.add_argument("--ntt", type=int, nargs="+", metavar="VARIANT",
                         help='profile these ops.kernel_variant("ntt") values instead of current / before')
+    parser.add_argument("--galois", type=int, nargs="+", metavar="VARIANT",
+                        help='profile these ops.kernel_variant("galois") values instead of current / before')
     parser.add_argument("--bootstrap", action="store_true", help="profile one bootstrap instead")
     parser.add_argument("--ncu", action="store_true",
                         help="run one HMult + relin and one HRotate between cudaProfilerStart/Stop (for ncu)")
@@ -110,12 +112,14 @@ def main() -> None:
         torch.cuda.synchronize()
         torch.cuda.profiler.stop()
         return
-    before = {"conv": 0, "mod_up": 0, "mod_down": 0, "tensor": 0, "ntt": 0}
+    before = {"conv": 0, "mod_up": 0, "mod_down": 0, "tensor": 0, "ntt": 0, "galois": 0}
     runs = (("current variants", {}), ("before issue 14", before))
     if args.conv:
         runs = tuple((f"conv v{v}", {"conv": v}) for v in args.conv)
     if args.ntt:
         runs = tuple((f"ntt v{v}", {"ntt": v}) for v in args.ntt)
+    if args.galois:
+        runs = tuple((f"galois v{v}", {"galois": v}) for v in args.galois)
     for label, variants in runs:
         previous = {name: ops.kernel_variant(name, value) for name, value in variants.items()}
         try:

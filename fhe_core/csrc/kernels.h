@@ -39,6 +39,7 @@ struct NttEpilogue {
   const u64* consts_shoup = nullptr;  // [limbs]
   const u64* add = nullptr;           // [add_batches, limbs, N] or nullptr
   int64_t add_batches = 0;
+  u64 add_galois = 1;  // add sigma_k(add) (NTT domain, slot i reads galois_ntt_source(i)): a rotation's sigma(c0)
 };
 
 struct NttArgs {
@@ -53,6 +54,10 @@ struct NttArgs {
   NttEpilogue epilogue = {};  // forward only
   int64_t in_batch_stride = 0;  // words between batches of `in` (0: contiguous, batch * limbs * N)
   int table_rows = 8;           // rows per limb of `table`: 8 (with the pairs: CUDA), 4 (CPU tables)
+  // Inverse only (CUDA), galois != 1: transform sigma_k(in) (slot i reads in's slot galois_ntt_source(i)),
+  // and store sigma_k(in) itself to `permuted` ([rows, N], contiguous like out). A rotation's ModUp.
+  u64 galois = 1;
+  u64* permuted = nullptr;
 };
 
 // Where row r of an NTT's input starts (in words from `in`).
@@ -238,6 +243,9 @@ enum class Variant : int {
                 //    ModDown's epilogue) as 16-byte accesses from registers; 2: and (w, w') twiddle pairs,
                 //    limb-major grids; 3: pairs and forward butterflies without Harvey's reduction for primes
                 //    below ~2^58.7; 4 (default): 3 with compile-time lengths at N = 2^16 (ntt.cu, NttPlan)
+  kGalois = 5,  // 1 (default): a rotation's sigma_k read inside ModUp's inverse NTT (ops.intt_galois) and
+                //    ModDown's epilogue add (mod_down_ntt's add_galois) instead of ops.automorphism_ntt
+                //    (read by rlwe/keyswitch.py)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

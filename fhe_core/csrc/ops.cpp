@@ -18,6 +18,8 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "check.h"
@@ -27,7 +29,7 @@
 namespace fhe {
 
 int& kernel_variant(Variant v) {
-  static int variants[static_cast<int>(Variant::kCount)] = {2, 1, 1, 1, 4};
+  static int variants[static_cast<int>(Variant::kCount)] = {2, 1, 1, 1, 4, 1};
   return variants[static_cast<int>(v)];
 }
 
@@ -258,10 +260,21 @@ Tensor& ntt_out(const Tensor& a, const Tensor& moduli, const Tensor& table, at::
 }
 
 // The forward NTT of ModDown's conversion with its last step: out[b] = (c[b, p_rows:] - NTT(x[b])) * consts.
+void check_galois(int64_t galois, int64_t n, const char* op, const char* what) {
+  FHE_CHECK(galois > 0 && galois < 2 * n && (galois & 1) == 1, op, ": ", what,
+            " must be an odd Galois element in [1, 2N), got ", galois);
+}
+
+template <class B>
+constexpr bool kIsCpu = std::is_same_v<B, CpuBackend>;
+
+template <class B, bool kNtt>
+Tensor& automorphism_out(const Tensor& a, const Tensor& moduli, int64_t galois, Tensor& out);
+
 template <class B>
 Tensor& mod_down_ntt_out(const Tensor& x, const Tensor& c, int64_t p_rows, const Tensor& consts,
                          const Tensor& consts_shoup, const Tensor& moduli, const Tensor& table,
-                         const std::optional<Tensor>& add, Tensor& out) {
+                         const std::optional<Tensor>& add, int64_t add_galois, Tensor& out) {
   const char* op = "mod_down_ntt";
   const int64_t rows = check_residues(x, moduli, op, "x");
   const int log_n = log2_exact(x.size(-1), op);
@@ -290,19 +303,59 @@ Tensor& mod_down_ntt_out(const Tensor& x, const Tensor& c, int64_t p_rows, const
     FHE_CHECK(add->dim() == 3 && add->size(0) <= x.size(0) && add->size(1) == limbs && add->size(2) == n, op,
               ": add must be [<= ", x.size(0), ", ", limbs, ", ", n, "], got ", add->sizes());
     at::assert_no_overlap(out, *add);  // add is read in the NTT's last store, after out is written
+    check_galois(add_galois, n, op, "add_galois");
+    FHE_CHECK(add_galois == 1 || add->is_contiguous(), op, ": add must be contiguous with add_galois");
+    if (add_galois != 1 && kIsCpu<B>) {  // the CPU: sigma_k(add) first (what the CUDA store reads in place)
+      Tensor permuted = at::empty_like(*add, at::MemoryFormat::Contiguous);
+      automorphism_out<B, true>(*add, moduli, add_galois, permuted);
+      args.epilogue.add = words(permuted);
+      args.epilogue.add_batches = add->size(0);
+      B::ntt_forward(args, x);
+      return out;
+    }
     args.epilogue.add = words(*add);
     args.epilogue.add_batches = add->size(0);
+    args.epilogue.add_galois = static_cast<u64>(add_galois);
+  } else {
+    check_galois(add_galois, n, op, "add_galois");
   }
   B::ntt_forward(args, x);
   return out;
 }
 
+// A rotation's ModUp input: (INTT(sigma_k(a)), sigma_k(a)) for a contiguous [..., l, N] NTT-domain a. On
+// CUDA (ntt variant >= 1) the inverse NTT reads sigma_k(a) straight from a and stores the permuted rows on
+// the way; elsewhere it is automorphism_ntt, then intt.
+template <class B>
+std::tuple<Tensor, Tensor> intt_galois(const Tensor& a, const Tensor& moduli, const Tensor& table, int64_t galois) {
+  const char* op = "intt_galois";
+  FHE_CHECK(a.is_contiguous(), op, ": a must be contiguous, got strides ", a.strides());
+  const int64_t rows = check_residues(a, moduli, op);
+  const int log_n = log2_exact(a.size(-1), op);
+  const int table_rows = check_ntt_table(table, a, moduli, op);
+  check_galois(galois, a.size(-1), op, "the Galois element");
+  Tensor out = at::empty_like(a, at::MemoryFormat::Contiguous);
+  Tensor permuted = at::empty_like(a, at::MemoryFormat::Contiguous);
+  if (kIsCpu<B> || galois == 1) {
+    automorphism_out<B, true>(a, moduli, galois, permuted);
+    ntt_out<B, false>(permuted, moduli, table, std::nullopt, out);
+    return {out, permuted};
+  }
+  NttArgs args{words(a), mutable_words(out), moduli_ptr(moduli), words(table), rows,
+               static_cast<int>(moduli.size(0)), log_n};
+  args.table_rows = table_rows;
+  args.galois = static_cast<u64>(galois);
+  args.permuted = mutable_words(permuted);
+  B::ntt_inverse(args, a);
+  return {out, permuted};
+}
+
 template <class B>
 Tensor mod_down_ntt(const Tensor& x, const Tensor& c, int64_t p_rows, const Tensor& consts,
                     const Tensor& consts_shoup, const Tensor& moduli, const Tensor& table,
-                    const std::optional<Tensor>& add) {
+                    const std::optional<Tensor>& add, int64_t add_galois) {
   Tensor out = at::empty_like(x, at::MemoryFormat::Contiguous);
-  return mod_down_ntt_out<B>(x, c, p_rows, consts, consts_shoup, moduli, table, add, out);
+  return mod_down_ntt_out<B>(x, c, p_rows, consts, consts_shoup, moduli, table, add, add_galois, out);
 }
 
 template <class B, bool kForward>
@@ -757,8 +810,9 @@ Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n, bool 
 
 // ---- run-time kernel variants (see kernels.h) -------------------------------------------------
 
-constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "ntt"};
-constexpr int kVariantMax[] = {2, 1, 1, 1, 4};
+constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "ntt", "galois"};
+constexpr int kVariantMax[] = {2, 1, 1, 1, 4, 1};
+static_assert(sizeof(kVariantMax) / sizeof(kVariantMax[0]) == static_cast<size_t>(Variant::kCount));
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 
 // Sets a variant, returns the previous value; a negative value only reads it.
@@ -786,6 +840,7 @@ void register_backend(torch::Library& m) {
   m.impl("intt.out", &ntt_out<B, false>);
   m.impl("mod_down_ntt", &mod_down_ntt<B>);
   m.impl("mod_down_ntt.out", &mod_down_ntt_out<B>);
+  m.impl("intt_galois", &intt_galois<B>);
   m.impl("add", &binary<B, ElementwiseOp::kAdd>);
   m.impl("add.out", &binary_out<B, ElementwiseOp::kAdd>);
   m.impl("sub", &binary<B, ElementwiseOp::kSub>);
@@ -828,9 +883,10 @@ TORCH_LIBRARY(fhe_core, m) {
   m.def("intt(Tensor a, Tensor moduli, Tensor table, int[]? skip=None) -> Tensor");
   m.def("intt.out(Tensor a, Tensor moduli, Tensor table, int[]? skip=None, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("mod_down_ntt(Tensor x, Tensor c, int p_rows, Tensor consts, Tensor consts_shoup, Tensor moduli, "
-        "Tensor table, Tensor? add=None) -> Tensor");
+        "Tensor table, Tensor? add=None, int add_galois=1) -> Tensor");
   m.def("mod_down_ntt.out(Tensor x, Tensor c, int p_rows, Tensor consts, Tensor consts_shoup, Tensor moduli, "
-        "Tensor table, Tensor? add=None, *, Tensor(a!) out) -> Tensor(a!)");
+        "Tensor table, Tensor? add=None, int add_galois=1, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("intt_galois(Tensor a, Tensor moduli, Tensor table, int galois) -> (Tensor, Tensor)");
   for (const char* name : {"add", "sub", "mul"}) {
     m.def((std::string(name) + "(Tensor a, Tensor b, Tensor moduli) -> Tensor").c_str());
     m.def((std::string(name) + ".out(Tensor a, Tensor b, Tensor moduli, *, Tensor(a!) out) -> Tensor(a!)").c_str());

@@ -23,7 +23,8 @@ _ops = torch.ops.fhe_core
 Tensor = torch.Tensor
 
 __all__ = [
-    "cuda_built", "ntt", "intt", "mod_down_ntt", "add", "sub", "neg", "mul", "mul_const", "sub_mul_const",
+    "cuda_built", "ntt", "intt", "intt_galois", "mod_down_ntt",
+    "add", "sub", "neg", "mul", "mul_const", "sub_mul_const",
     "mul_add", "tensor_product", "bconv", "center_lift", "mod_up_conv", "ks_inner_product",
     "automorphism_ntt", "automorphism_coeff", "sample_uniform", "sample_cbd", "sample_ternary",
     "ntt_table", "seed_words", "kernel_variant", "use_kernel_variant",
@@ -49,7 +50,9 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     loads each twiddle with its Shoup companion as one 16-byte pair, with limb-major grids (a limb's
     twiddles shared by its batches through L2); 3, and forward butterflies without Harvey's reduction
     for primes with (5 + 2 log N) q < 2^64 (below ~2^58.7); 4, the default, 3 with the row lengths
-    compiled in at N = 2^16).
+    compiled in at N = 2^16); ``"galois"`` (1, the default: a rotation's sigma_k read inside ModUp's
+    inverse NTT, ``intt_galois``, and ModDown's epilogue add, ``mod_down_ntt(add_galois=k)``, instead of
+    two ``automorphism_ntt`` passes; read by ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1).
     All variants give the same residues bit for bit; the switch exists so that tests compare them
     and benchmarks time them side by side. The CPU kernels have one variant and ignore "conv". A
     launch reads the setting when it is enqueued (so a captured CUDA graph keeps the variant it was
@@ -94,15 +97,26 @@ def intt(a: Tensor, moduli: Tensor, table: Tensor, *, skip: tuple[int, int, int]
 
 
 def mod_down_ntt(x: Tensor, c: Tensor, p_rows: int, consts: Tensor, consts_shoup: Tensor, moduli: Tensor,
-                 table: Tensor, add: Tensor | None = None, *, out: Tensor | None = None) -> Tensor:
+                 table: Tensor, add: Tensor | None = None, *, add_galois: int = 1,
+                 out: Tensor | None = None) -> Tensor:
     """ModDown's tail in one pass: ``out[b] = (c[b, p_rows:] - NTT(x[b])) * consts (+ add[b])`` mod q_i.
 
     x: ``[B, l, N]`` coefficients (the conversion of c's P part); c: ``[B, p_rows + l, N]`` NTT
     domain over (P, Q_l); consts, consts_shoup: ``[l]`` (P^-1 mod q_i, Shoup); add: ``[B', l, N]``
     with B' <= B, added to the first B' batches (relinearization's (d0, d1), a rotation's
-    sigma(c0)). On CUDA all of it happens in the NTT's last store; ``out`` may be ``x``.
+    sigma(c0)). On CUDA all of it happens in the NTT's last store; ``out`` may be ``x``. With
+    ``add_galois`` k != 1 (odd, in [1, 2N)) it adds ``automorphism_ntt(add, moduli, k)`` instead, read
+    in place by that store on CUDA (a rotation's sigma(c0) without its own pass; add contiguous).
     """
-    return _call(_ops.mod_down_ntt, (x, c, p_rows, consts, consts_shoup, moduli, table, add), out)
+    return _call(_ops.mod_down_ntt, (x, c, p_rows, consts, consts_shoup, moduli, table, add, add_galois), out)
+
+
+def intt_galois(a: Tensor, moduli: Tensor, table: Tensor, galois: int) -> tuple[Tensor, Tensor]:
+    """``(intt(sigma), sigma)`` with ``sigma = automorphism_ntt(a, moduli, galois)``: a rotation's ModUp
+    input. a: contiguous ``[..., l, N]`` NTT domain. On CUDA (``kernel_variant("ntt") >= 1``) the
+    inverse NTT reads sigma straight from ``a`` (in bit-reversed order a Galois map sends each aligned
+    run of 8 slots onto another one) and stores it on the way, one pass fewer over the rows."""
+    return _ops.intt_galois(a, moduli, table, galois)
 
 
 def add(a: Tensor, b: Tensor, moduli: Tensor, *, out: Tensor | None = None) -> Tensor:
@@ -257,8 +271,12 @@ def _register_fakes() -> None:
         return a.new_empty((3, a.shape[-2], a.shape[-1]))
 
     @torch.library.register_fake("fhe_core::mod_down_ntt")
-    def _(x, c, p_rows, consts, consts_shoup, moduli, table, add=None):
+    def _(x, c, p_rows, consts, consts_shoup, moduli, table, add=None, add_galois=1):
         return torch.empty_like(x)
+
+    @torch.library.register_fake("fhe_core::intt_galois")
+    def _(a, moduli, table, galois):
+        return torch.empty_like(a), torch.empty_like(a)
 
     @torch.library.register_fake("fhe_core::mod_up_conv")
     def _(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own=None):

@@ -359,7 +359,15 @@ __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, c
 // there), so x needs no reduction first; a lazy x is reduced by a Shoup product by 1 (w' = floor(2^64
 // / q), the high word of the Barrett ratio). The result is the canonical residue either way, the same
 // words as variant 0's.
-template <bool kLazy>
+// A rotation's sigma_k(add) (kGalois): each thread's 8 output slots read 8 slots of one aligned run of 8 in the
+// add row (in bit-reversed order a Galois map sends every aligned run of 2^j slots onto another one, permuted
+// inside), as 8-byte loads of the same two 32-byte sectors that the 16-byte loads would touch.
+__device__ __forceinline__ void load8_galois(const u64* row, u32 first, u64 galois, int log_n, u64 (&v)[kPerThread]) {
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) v[k] = __ldg(row + galois_ntt_source(first + k, galois, log_n));
+}
+
+template <bool kLazy, bool kGalois = false>
 __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const Modulus& m, int log_n,
                                            const NttEpilogue& epilogue, int row, int limb, u32 n, size_t offset,
                                            int limbs) {
@@ -380,7 +388,12 @@ __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const
 #pragma unroll
   for (int k = 0; k < kPerThread; ++k) v[k] = mul_shoup(c[k] + bound - v[k], w, ws, q);
   if (batch < epilogue.add_batches) {
-    load8(epilogue.add + offset, c);  // same layout as out
+    if constexpr (kGalois) {
+      load8_galois(epilogue.add + static_cast<size_t>(row) * n, static_cast<u32>(in_row), epilogue.add_galois, log_n,
+                   c);
+    } else {
+      load8(epilogue.add + offset, c);  // same layout as out
+    }
 #pragma unroll
     for (int k = 0; k < kPerThread; ++k) v[k] = add_mod(v[k], c[k], q);
   }
@@ -390,7 +403,7 @@ __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const
 // Variant >= 1's forward rows: every round but the last through shared memory (as local_transform),
 // the last one's 8 contiguous words straight to global memory. (With a compile-time k2 from the
 // kernel, the round loop unrolls.)
-template <class Tw>
+template <bool kGalois, class Tw>
 __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64* smem, const RowLayout& layout,
                                                     u32 tcol, int k2, const Tw& t, const Modulus& m, int log_n,
                                                     const NttEpilogue& epilogue, int row, int limb, u32 n,
@@ -407,18 +420,21 @@ __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64
   load8_shared(smem, layout, tcol, v);
   contiguous_round<true>(v, tcol, k2, t, q);
   const size_t offset = origin + tcol * kPerThread;
-  rows_store<Tw::kLazy>(v, out + offset, m, log_n, epilogue, row, limb, n, offset, limbs);
+  rows_store<Tw::kLazy, kGalois>(v, out + offset, m, log_n, epilogue, row, limb, n, offset, limbs);
 }
 
 // Last k2 forward stages / first k2 inverse stages on whole rows. Grid: (2^k1 / rows_per_block,
 // rows). Variant 0 stages the contiguous side of each transform (the forward output, the inverse
 // input) through shared memory, variants >= 1 move it with 16-byte accesses (see load8).
-template <bool kForward, bool kDirect, bool kPairs, bool kLazy = false, int kLen = 0>
+// kGalois (direct only): the forward adds sigma_k(epilogue.add) (k = epilogue.add_galois), the inverse
+// transforms sigma_k(in) (k = galois) and stores sigma_k(in) to `permuted` as well (a rotation's ModUp
+// needs it for the digits' own rows); each thread reads its 8 slots from one aligned run of 8 (load8_galois).
+template <bool kForward, bool kDirect, bool kPairs, bool kLazy = false, int kLen = 0, bool kGalois = false>
 __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                                            const u64* __restrict__ table, int limbs, int log_n,
                                                            int k1, int rows_per_block, NttSkip skip,
                                                            NttEpilogue epilogue, int64_t in_batch_stride,
-                                                           int order) {
+                                                           int order, u64 galois, u64* permuted) {
   extern __shared__ u64 smem[];
   const u32 n = 1u << log_n;
   const int k2 = kLen != 0 ? kLen : log_n - k1;  // kLen: variant 4's compile-time row length (k1 = k2)
@@ -443,17 +459,23 @@ __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* o
       const Modulus m = moduli[limb];
       if constexpr (kLazy) {
         if (lazy_forward_fits(q, log_n)) {
-          rows_forward_direct(in, out, smem, layout, tcol, k2, LazyTwiddles<std::decay_t<decltype(t)>>{t}, m, log_n,
-                              epilogue, row, limb, n, origin, limbs);
+          rows_forward_direct<kGalois>(in, out, smem, layout, tcol, k2, LazyTwiddles<std::decay_t<decltype(t)>>{t}, m,
+                                       log_n, epilogue, row, limb, n, origin, limbs);
           return;
         }
       }
-      rows_forward_direct(in, out, smem, layout, tcol, k2, t, m, log_n, epilogue, row, limb, n, origin, limbs);
+      rows_forward_direct<kGalois>(in, out, smem, layout, tcol, k2, t, m, log_n, epilogue, row, limb, n, origin, limbs);
     } else {
       u64 v[kPerThread];
       const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
                                                   : (row / limbs) * in_batch_stride + static_cast<int64_t>(limb) * n;
-      load8(in + in_row + static_cast<size_t>(first_row + sub) * len + tcol * kPerThread, v);
+      const u32 first = (first_row + sub) * len + tcol * kPerThread;  // the thread's 8 slots of the row
+      if constexpr (kGalois) {
+        load8_galois(in + in_row, first, galois, log_n, v);
+        store8(permuted + static_cast<size_t>(row) * n + first, v);
+      } else {
+        load8(in + in_row + first, v);
+      }
       contiguous_round<false>(v, tcol, k2, t, q);
       store8_shared(smem, layout, tcol, v);
       __syncthreads();
@@ -486,10 +508,15 @@ __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* o
     const u64 w = epilogue.consts[limb], ws = epilogue.consts_shoup[limb];
     const int64_t batch = row / limbs;
     const u64* add = batch < epilogue.add_batches ? epilogue.add + tile : nullptr;  // same layout as out
+    const u64* add_row = add != nullptr ? add - static_cast<size_t>(first_row) * len : nullptr;
     for (u32 i = threadIdx.x; i < tile_len; i += blockDim.x) {
       const u64 x = reduce_4q(smem[i + (i >> 3)], q);
       const u64 y = mul_shoup(sub_mod(c[i], x, q), w, ws, q);
-      out[tile + i] = add != nullptr ? add_mod(y, add[i], q) : y;
+      const u64 a = add == nullptr            ? 0
+                    : epilogue.add_galois == 1 ? add[i]
+                                               : add_row[galois_ntt_source(first_row * len + i, epilogue.add_galois,
+                                                                           log_n)];
+      out[tile + i] = add != nullptr ? add_mod(y, a, q) : y;
     }
   }
 }
@@ -501,7 +528,8 @@ bool direct_rows_aligned(const NttArgs& a) {
   const NttEpilogue& e = a.epilogue;
   const bool epilogue_aligned = e.sub_from == nullptr || (aligned16(e.sub_from) && e.batch_stride % 2 == 0 &&
                                                           (e.add == nullptr || aligned16(e.add)));
-  return aligned16(a.in) && aligned16(a.out) && a.in_batch_stride % 2 == 0 && epilogue_aligned;
+  return aligned16(a.in) && aligned16(a.out) && a.in_batch_stride % 2 == 0 && epilogue_aligned &&
+         (a.permuted == nullptr || aligned16(a.permuted));
 }
 
 // What ops.kernel_variant("ntt") selects (kernels.h). Inputs that the 16-byte paths cannot take (a
@@ -560,28 +588,47 @@ void launch_ntt(const NttArgs& a, Stream stream) {
   const int rpb = static_cast<int>(rows_per_block);
   const NttPlan plan = ntt_plan(kernel_variant(Variant::kNtt), kForward, direct_rows_aligned(a), aligned16(a.table),
                                 a.log_n);
+  const bool galois = kForward ? a.epilogue.sub_from != nullptr && a.epilogue.add != nullptr &&
+                                     a.epilogue.add_galois != 1
+                               : a.galois != 1;
+  if (!kForward && galois && !plan.direct) {  // variant 0 / unaligned: sigma_k first, into `permuted`
+    automorphism_ntt(AutomorphismArgs{a.in, a.permuted, a.moduli, a.rows, a.limbs, a.log_n, a.galois}, stream);
+    NttArgs plain = a;
+    plain.in = a.permuted;
+    plain.in_batch_stride = 0;
+    plain.galois = 1;
+    plain.permuted = nullptr;
+    return launch_ntt<false>(plain, stream);
+  }
   using Rows = decltype(&ntt_rows<kForward, false, false>);
   using Columns = decltype(&ntt_columns<kForward, false>);
   Columns columns = plan.fixed16 ? ntt_columns<kForward, true, kForward, 8>
                     : plan.lazy  ? ntt_columns<kForward, true, kForward>
                     : plan.pairs ? ntt_columns<kForward, true>
                                  : ntt_columns<kForward, false>;
-  Rows rows = ntt_rows<kForward, false, false>;
-  if (plan.fixed16) rows = ntt_rows<kForward, true, true, kForward, 8>;
-  else if (plan.lazy) rows = ntt_rows<kForward, true, true, kForward>;
-  else if (plan.pairs) rows = ntt_rows<kForward, true, true>;
-  else if (plan.direct) rows = ntt_rows<kForward, true, false>;
+  Rows rows = ntt_rows<kForward, false, false>;  // (variant 0 takes epilogue.add_galois at run time)
+  if (galois) {
+    if (plan.fixed16) rows = ntt_rows<kForward, true, true, kForward, 8, true>;
+    else if (plan.lazy) rows = ntt_rows<kForward, true, true, kForward, 0, true>;
+    else if (plan.pairs) rows = ntt_rows<kForward, true, true, false, 0, true>;
+    else if (plan.direct) rows = ntt_rows<kForward, true, false, false, 0, true>;
+  } else {
+    if (plan.fixed16) rows = ntt_rows<kForward, true, true, kForward, 8>;
+    else if (plan.lazy) rows = ntt_rows<kForward, true, true, kForward>;
+    else if (plan.pairs) rows = ntt_rows<kForward, true, true>;
+    else if (plan.direct) rows = ntt_rows<kForward, true, false>;
+  }
   const int first_order = plan.first_order, second_order = plan.second_order;
   if (kForward) {
     columns<<<col_grid, col_threads, col_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, a.skip,
                                                     a.in_batch_stride, first_order);
     check_launch("ntt_columns<forward>");
     rows<<<row_grid, row_threads, row_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, rpb, a.skip,
-                                                 a.epilogue, 0, second_order);
+                                                 a.epilogue, 0, second_order, 1, nullptr);
     check_launch("ntt_rows<forward>");
   } else {
     rows<<<row_grid, row_threads, row_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, rpb, a.skip,
-                                                 a.epilogue, a.in_batch_stride, first_order);
+                                                 a.epilogue, a.in_batch_stride, first_order, a.galois, a.permuted);
     check_launch("ntt_rows<inverse>");
     columns<<<col_grid, col_threads, col_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, a.skip, 0,
                                                     second_order);
