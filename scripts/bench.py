@@ -67,10 +67,11 @@ BEFORE = "[all v0: before issue 14]"
 CONV_V1 = "[conv v1: 32-row groups]"  # the tensor-core Conv before its balanced geometry (v2, default)
 GALOIS_V0 = "[galois v0: automorphism passes]"  # sigma_k as its own pass (ops.kernel_variant("galois") = 0)
 NTT_V0 = "[ntt v0: before session 3]"  # the NTT kernels before issue 14's session 3 (ops.kernel_variant("ntt"))
-# the NTT variants below the default (4: 3 with the row lengths compiled in at N = 2^16)
+# the NTT variants other than the default (4: 3 with the row lengths compiled in at N = 2^16)
 NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
                 2: "[ntt v2: v1 + (w, w') twiddle pairs, limb-major grids]",
-                3: "[ntt v3: v2 + unreduced forward butterflies (q < 2^58.7), rows-only limb-major]"}
+                3: "[ntt v3: v2 + unreduced forward butterflies (q < 2^58.7), rows-only limb-major]",
+                5: "[ntt v5: v4 + the inverse's sums unreduced within each round (q < 2^60)]"}
 
 
 def random_residues(basis: RNSBasis, prefix=()) -> torch.Tensor:

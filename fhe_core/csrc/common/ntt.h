@@ -84,6 +84,24 @@ FHE_HD void gs_butterfly_last(u64& x, u64& y, const u64* inv, const u64* inv_sho
   y = mul_shoup(d, inv[1], inv_shoup[1], q);
 }
 
+// The inverse butterflies without the reduction of the sum (CUDA ntt variant 5): x, y below b (a power of
+// two times q with 2b <= 2^64) -> x + y below 2b, unreduced, and (x - y) w in [0, 2q). Over a group of G
+// stages the sums double per stage (an element's bound is 2q times 2 per stage since it last was a
+// difference), so a group from inputs below 2q ends below 2^(G+1) q and is reduced once, element by element.
+FHE_HD void gs_butterfly_lazy(u64& x, u64& y, u64 w, u64 w_shoup, u64 q, u64 b) {
+  const u64 d = x + b - y;
+  x = x + y;
+  y = mul_shoup_lazy(d, w, w_shoup, q);
+}
+
+// gs_butterfly_last for x, y below b (as gs_butterfly_lazy): the Shoup products take any 64-bit input.
+FHE_HD void gs_butterfly_last_lazy(u64& x, u64& y, const u64* inv, const u64* inv_shoup, u64 q, u64 b) {
+  const u64 s = x + y;
+  const u64 d = x + b - y;
+  x = mul_shoup(s, inv[0], inv_shoup[0], q);
+  y = mul_shoup(d, inv[1], inv_shoup[1], q);
+}
+
 // [0, 4q) -> [0, q)
 FHE_HD u64 reduce_4q(u64 x, u64 q) { return csub(csub(x, 2 * q), q); }
 

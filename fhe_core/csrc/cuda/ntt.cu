@@ -93,6 +93,18 @@ __device__ __forceinline__ bool lazy_forward_fits(u64 q, int log_n) {
   return __umul64hi(q, lazy_bound(log_n) + 1) == 0;  // (bound + 1) q < 2^64: room for the epilogue's c + bound q
 }
 
+// Variant 5's inverse (LazyTwiddles in an inverse kernel): gs_butterfly_lazy inside each round of G <= 3
+// stages, for primes below 2^60 (a round's sums stay below 16q < 2^64; checked per block). Before step s
+// of a round, the unit's element j (and its partner j + 2^s) is below lazy_inverse_bound(s, j) * q: 2 if
+// j's low s bits are 0 ... (2 << s if they are all 0), 2 << (s - 1 - h) with h the highest set bit of those
+// bits (the last step where j was a difference). The bounds fold into constants in the unrolled loops.
+__host__ __device__ constexpr int highest_bit(u32 x) { return x == 0 ? -1 : 1 + highest_bit(x >> 1); }
+__host__ __device__ constexpr u32 lazy_inverse_bound(int step, u32 j) {
+  const u32 low = j & ((1u << step) - 1);
+  return low == 0 ? 2u << step : 2u << (step - 1 - highest_bit(low));
+}
+__device__ __forceinline__ bool lazy_inverse_fits(u64 q) { return q < (u64{1} << 60); }
+
 // Butterflies of one round on the registers v[U * 2^G] (U = 8 >> G units per thread).
 template <bool kForward, int G, class Tw>
 __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 first_unit, int s0, int tl,
@@ -114,14 +126,28 @@ __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 firs
         if (j & stride) continue;
         const u32 idx = first + (j >> (G - d));
         if (!kForward && d == 0 && fold_n_inv) {
-          gs_butterfly_last(x[j], x[j + stride], t.inv, t.inv_shoup, q);
+          if constexpr (Tw::kLazy) {
+            gs_butterfly_last_lazy(x[j], x[j + stride], t.inv, t.inv_shoup, q, q * lazy_inverse_bound(step, j));
+          } else {
+            gs_butterfly_last(x[j], x[j + stride], t.inv, t.inv_shoup, q);
+          }
           continue;
         }
         u64 w, ws;
         t.load(idx, w, ws);
         if constexpr (kForward && Tw::kLazy) ct_butterfly_lazy(x[j], x[j + stride], w, ws, q);
         else if (kForward) ct_butterfly(x[j], x[j + stride], w, ws, q);
+        else if constexpr (Tw::kLazy) gs_butterfly_lazy(x[j], x[j + stride], w, ws, q, q * lazy_inverse_bound(step, j));
         else gs_butterfly(x[j], x[j + stride], w, ws, q);
+      }
+    }
+    if constexpr (!kForward && Tw::kLazy) {
+      if (!fold_n_inv) {  // back below 2q (the folded round's outputs are canonical already)
+#pragma unroll
+        for (int j = 0; j < R; ++j) {
+#pragma unroll
+          for (u32 b = lazy_inverse_bound(G, j) / 2; b >= 2; b /= 2) x[j] = csub(x[j], q * b);
+        }
       }
     }
   }
@@ -345,6 +371,17 @@ __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, c
       return;
     }
   }
+  if constexpr (!kForward && kLazy) {
+    if (lazy_inverse_fits(q)) {
+      const LazyTwiddles<std::decay_t<decltype(t)>> lazy{t};
+      if constexpr (kLen != 0) {
+        local_transform_fixed<false, kLen>(in + in_row + column, out + origin, smem, layout, tcol, lazy, true, q);
+      } else {
+        local_transform<false>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, lazy, true, q);
+      }
+      return;
+    }
+  }
   if constexpr (kLen != 0) {
     local_transform_fixed<kForward, kLen>(in + in_row + column, out + origin, smem, layout, tcol, t, !kForward, q);
   } else {
@@ -423,6 +460,36 @@ __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64
   rows_store<Tw::kLazy, kGalois>(v, out + offset, m, log_n, epilogue, row, limb, n, offset, limbs);
 }
 
+// Variant >= 1's inverse rows: the first round's 8 contiguous words straight from global memory (in: the
+// input row; with kGalois the thread's slots of sigma_k(in), also stored to the permuted row), every other
+// round through shared memory, the last one to global memory (out: the block's row).
+template <bool kGalois, class Tw>
+__device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64* smem, const RowLayout& layout,
+                                                    u32 tcol, int k2, u32 first, const Tw& t, u64 q, int log_n,
+                                                    u64 galois, u64* permuted) {
+  const int rounds = (k2 + 2) / 3;
+  u64 v[kPerThread];
+  if constexpr (kGalois) {
+    load8_galois(in, first, galois, log_n, v);
+    store8(permuted + first, v);
+  } else {
+    load8(in + first, v);
+  }
+  contiguous_round<false>(v, tcol, k2, t, q);
+  store8_shared(smem, layout, tcol, v);
+  __syncthreads();
+#pragma unroll
+  for (int i = 1; i < rounds; ++i) {
+    const int s0 = 3 * (rounds - 1 - i);
+    if (i + 1 < rounds) {
+      run_round<false, 3, false, false>(in, out, smem, layout, tcol, s0, k2, t, false, q);
+      __syncthreads();
+    } else {
+      run_round<false, 3, false, true>(in, out, smem, layout, tcol, s0, k2, t, false, q);
+    }
+  }
+}
+
 // Last k2 forward stages / first k2 inverse stages on whole rows. Grid: (2^k1 / rows_per_block,
 // rows). Variant 0 stages the contiguous side of each transform (the forward output, the inverse
 // input) through shared memory, variants >= 1 move it with 16-byte accesses (see load8).
@@ -454,7 +521,6 @@ __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* o
   const size_t origin = tile + static_cast<size_t>(sub) * len;
 
   if (kDirect) {
-    const int rounds = (k2 + 2) / 3;
     if (kForward) {
       const Modulus m = moduli[limb];
       if constexpr (kLazy) {
@@ -466,29 +532,19 @@ __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* o
       }
       rows_forward_direct<kGalois>(in, out, smem, layout, tcol, k2, t, m, log_n, epilogue, row, limb, n, origin, limbs);
     } else {
-      u64 v[kPerThread];
       const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
                                                   : (row / limbs) * in_batch_stride + static_cast<int64_t>(limb) * n;
       const u32 first = (first_row + sub) * len + tcol * kPerThread;  // the thread's 8 slots of the row
-      if constexpr (kGalois) {
-        load8_galois(in + in_row, first, galois, log_n, v);
-        store8(permuted + static_cast<size_t>(row) * n + first, v);
-      } else {
-        load8(in + in_row + first, v);
-      }
-      contiguous_round<false>(v, tcol, k2, t, q);
-      store8_shared(smem, layout, tcol, v);
-      __syncthreads();
-#pragma unroll
-      for (int i = 1; i < rounds; ++i) {
-        const int s0 = 3 * (rounds - 1 - i);
-        if (i + 1 < rounds) {
-          run_round<false, 3, false, false>(in + origin, out + origin, smem, layout, tcol, s0, k2, t, false, q);
-          __syncthreads();
-        } else {
-          run_round<false, 3, false, true>(in + origin, out + origin, smem, layout, tcol, s0, k2, t, false, q);
+      if constexpr (kLazy) {
+        if (lazy_inverse_fits(q)) {
+          rows_inverse_direct<kGalois>(in + in_row, out + origin, smem, layout, tcol, k2, first,
+                                       LazyTwiddles<std::decay_t<decltype(t)>>{t}, q, log_n, galois,
+                                       permuted == nullptr ? nullptr : permuted + static_cast<size_t>(row) * n);
+          return;
         }
       }
+      rows_inverse_direct<kGalois>(in + in_row, out + origin, smem, layout, tcol, k2, first, t, q, log_n, galois,
+                                   permuted == nullptr ? nullptr : permuted + static_cast<size_t>(row) * n);
     }
     return;
   }
@@ -539,7 +595,8 @@ bool direct_rows_aligned(const NttArgs& a) {
 //   2: and (w, w') twiddle pairs, both kernels limb-major, the second one backwards;
 //   3: pairs, lazy forward butterflies, only the rows kernel limb-major (backwards in the forward,
 //      where it runs second), the columns kernel batch-major;
-//   4: 3 with the row lengths compile-time constants at N = 2^16 (the default).
+//   4: 3 with the row lengths compile-time constants at N = 2^16 (the default);
+//   5: 4 with the inverse's sums unreduced inside each round (gs_butterfly_lazy, primes below 2^60).
 // Variants measured and removed (docs/performance.md, "Issue 14, session 3"): the rows kernel alone
 // limb-major, twiddles prefetched into L2 or L1, ModDown's c and add prefetched into L2, 48/56
 // registers for the columns and inverse rows kernels.
@@ -562,7 +619,7 @@ NttPlan ntt_plan(int variant, bool forward, bool aligned, bool table_aligned, in
   }
   p.first_order = forward ? 0 : 1;
   p.second_order = forward ? 2 : 0;
-  p.lazy = forward;
+  p.lazy = forward || variant >= 5;
   p.fixed16 = variant >= 4 && log_n == 16;
   return p;
 }
@@ -602,19 +659,22 @@ void launch_ntt(const NttArgs& a, Stream stream) {
   }
   using Rows = decltype(&ntt_rows<kForward, false, false>);
   using Columns = decltype(&ntt_columns<kForward, false>);
-  Columns columns = plan.fixed16 ? ntt_columns<kForward, true, kForward, 8>
-                    : plan.lazy  ? ntt_columns<kForward, true, kForward>
+  // (plan.lazy: the forward's unreduced butterflies, or in the inverse variant 5's)
+  Columns columns = plan.fixed16 ? (plan.lazy ? ntt_columns<kForward, true, true, 8> : ntt_columns<kForward, true, false, 8>)
+                    : plan.lazy  ? ntt_columns<kForward, true, true>
                     : plan.pairs ? ntt_columns<kForward, true>
                                  : ntt_columns<kForward, false>;
   Rows rows = ntt_rows<kForward, false, false>;  // (variant 0 takes epilogue.add_galois at run time)
   if (galois) {
-    if (plan.fixed16) rows = ntt_rows<kForward, true, true, kForward, 8, true>;
-    else if (plan.lazy) rows = ntt_rows<kForward, true, true, kForward, 0, true>;
+    if (plan.fixed16 && plan.lazy) rows = ntt_rows<kForward, true, true, true, 8, true>;
+    else if (plan.fixed16) rows = ntt_rows<kForward, true, true, false, 8, true>;
+    else if (plan.lazy) rows = ntt_rows<kForward, true, true, true, 0, true>;
     else if (plan.pairs) rows = ntt_rows<kForward, true, true, false, 0, true>;
     else if (plan.direct) rows = ntt_rows<kForward, true, false, false, 0, true>;
   } else {
-    if (plan.fixed16) rows = ntt_rows<kForward, true, true, kForward, 8>;
-    else if (plan.lazy) rows = ntt_rows<kForward, true, true, kForward>;
+    if (plan.fixed16 && plan.lazy) rows = ntt_rows<kForward, true, true, true, 8>;
+    else if (plan.fixed16) rows = ntt_rows<kForward, true, true, false, 8>;
+    else if (plan.lazy) rows = ntt_rows<kForward, true, true, true>;
     else if (plan.pairs) rows = ntt_rows<kForward, true, true>;
     else if (plan.direct) rows = ntt_rows<kForward, true, false>;
   }
