@@ -71,7 +71,8 @@ NTT_V0 = "[ntt v0: before session 3]"  # the NTT kernels before issue 14's sessi
 NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
                 2: "[ntt v2: v1 + (w, w') twiddle pairs, limb-major grids]",
                 3: "[ntt v3: v2 + unreduced forward butterflies (q < 2^58.7), rows-only limb-major]",
-                5: "[ntt v5: v4 + the inverse's sums unreduced within each round (q < 2^60)]"}
+                5: "[ntt v5: v4 + the inverse's sums unreduced within each round (q < 2^60)]",
+                6: "[ntt v6: v5 + truncated Shoup quotients in the forward columns (q < ~2^58.3)]"}
 
 
 def random_residues(basis: RNSBasis, prefix=()) -> torch.Tensor:

@@ -87,10 +87,45 @@ struct LazyTwiddles : Base {
   static constexpr bool kLazy = true;
 };
 
+// Variant 6's forward columns: LazyTwiddles with the Shoup quotient truncated (mulhi_truncated): a product
+// in [0, 4q) instead of [0, 2q), so each stage adds < 4q and the k1 column stages end below (4 + 4 k1) q;
+// the rows kernel's lazy stages then add 2q each, to trunc_bound(log_n, k1) q, which the epilogue must allow
+// for: (bound + 1) q < 2^64 (trunc_forward_fits, checked per block by both kernels alike).
+template <class Base>
+struct TruncatedTwiddles : Base {
+  static constexpr bool kLazy = true;
+  static constexpr bool kTruncated = true;
+};
+template <class Tw, class = void>
+struct IsTruncated : std::false_type {};
+template <class Tw>
+struct IsTruncated<Tw, std::void_t<decltype(Tw::kTruncated)>> : std::bool_constant<Tw::kTruncated> {};
+
+// floor(a b / 2^64) - e with e in {0, 1, 2}: the four 32-bit partial products but the low one, and no
+// carries out of the middle ones (they sum below 3 * 2^32): one wide and two high 32-bit multiplies
+// instead of the four wide ones of __umul64hi.
+__device__ __forceinline__ u64 mulhi_truncated(u64 a, u64 b) {
+  const u32 a0 = static_cast<u32>(a), a1 = static_cast<u32>(a >> 32);
+  const u32 b0 = static_cast<u32>(b), b1 = static_cast<u32>(b >> 32);
+  return static_cast<u64>(a1) * b1 + __umulhi(a0, b1) + __umulhi(a1, b0);
+}
+
+// x + w*y and x - w*y + 4q with w*y in [0, 4q) from the truncated quotient (any y < 2^64).
+__device__ __forceinline__ void ct_butterfly_truncated(u64& x, u64& y, u64 w, u64 w_shoup, u64 q) {
+  const u64 t = y * w - mulhi_truncated(y, w_shoup) * q;
+  const u64 xr = x;
+  x = xr + t;
+  y = xr + 4 * q - t;
+}
+
 // Values of a forward transform from inputs below 4q stay below lazy_bound(log_n) * q with lazy butterflies.
 __device__ __forceinline__ u64 lazy_bound(int log_n) { return 4 + 2 * static_cast<u64>(log_n); }
 __device__ __forceinline__ bool lazy_forward_fits(u64 q, int log_n) {
   return __umul64hi(q, lazy_bound(log_n) + 1) == 0;  // (bound + 1) q < 2^64: room for the epilogue's c + bound q
+}
+__device__ __forceinline__ u64 trunc_bound(int log_n, int k1) { return 4 + 4 * static_cast<u64>(k1) + 2 * static_cast<u64>(log_n - k1); }
+__device__ __forceinline__ bool trunc_forward_fits(u64 q, int log_n, int k1) {
+  return __umul64hi(q, trunc_bound(log_n, k1) + 1) == 0;
 }
 
 // Variant 5's inverse (LazyTwiddles in an inverse kernel): gs_butterfly_lazy inside each round of G <= 3
@@ -135,7 +170,8 @@ __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 firs
         }
         u64 w, ws;
         t.load(idx, w, ws);
-        if constexpr (kForward && Tw::kLazy) ct_butterfly_lazy(x[j], x[j + stride], w, ws, q);
+        if constexpr (kForward && IsTruncated<Tw>::value) ct_butterfly_truncated(x[j], x[j + stride], w, ws, q);
+        else if constexpr (kForward && Tw::kLazy) ct_butterfly_lazy(x[j], x[j + stride], w, ws, q);
         else if (kForward) ct_butterfly(x[j], x[j + stride], w, ws, q);
         else if constexpr (Tw::kLazy) gs_butterfly_lazy(x[j], x[j + stride], w, ws, q, q * lazy_inverse_bound(step, j));
         else gs_butterfly(x[j], x[j + stride], w, ws, q);
@@ -341,7 +377,7 @@ __device__ __forceinline__ int grid_row(int limbs, int order) {
 
 // First k1 forward stages / last k1 inverse stages. Grid: (T / 8, rows). Block: 8 * 2^k1 / 8,
 // at most 256 threads; 64 registers keep four blocks resident per SM.
-template <bool kForward, bool kPairs, bool kLazy = false, int kLen = 0>
+template <bool kForward, bool kPairs, bool kLazy = false, int kLen = 0, bool kTruncated = false>
 __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                                       const u64* __restrict__ table, int limbs, int log_n, int k1,
                                                       NttSkip skip, int64_t in_batch_stride, int order) {
@@ -360,6 +396,18 @@ __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, c
   const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
                                               : (row / limbs) * in_batch_stride + static_cast<int64_t>(limb) * n;
   const ColumnLayout layout{n >> k1, col};
+  if constexpr (kForward && kTruncated) {
+    if (trunc_forward_fits(q, log_n, k1)) {
+      const TruncatedTwiddles<std::decay_t<decltype(t)>> truncated{t};
+      if constexpr (kLen != 0) {
+        local_transform_fixed<true, kLen>(in + in_row + column, out + origin, smem, layout, tcol, truncated, false, q);
+      } else {
+        local_transform<true>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, truncated, false,
+                              q);
+      }
+      return;
+    }
+  }
   if constexpr (kForward && kLazy) {
     if (lazy_forward_fits(q, log_n)) {
       const LazyTwiddles<std::decay_t<decltype(t)>> lazy{t};
@@ -390,12 +438,6 @@ __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, c
   }
 }
 
-// Variant 1's store of the forward's 8 contiguous words at dst: reduced to [0, q), or through ModDown's
-// epilogue (c - x) * P^-1 (+ add). x is below bound = 4q (Harvey) or lazy_bound(log_n) * q (lazy):
-// c + bound - x < (bound + 1) q < 2^64 goes straight into the Shoup product (any 64-bit input is fine
-// there), so x needs no reduction first; a lazy x is reduced by a Shoup product by 1 (w' = floor(2^64
-// / q), the high word of the Barrett ratio). The result is the canonical residue either way, the same
-// words as variant 0's.
 // A rotation's sigma_k(add) (kGalois): each thread's 8 output slots read 8 slots of one aligned run of 8 in the
 // add row (in bit-reversed order a Galois map sends every aligned run of 2^j slots onto another one, permuted
 // inside), as 8-byte loads of the same two 32-byte sectors that the 16-byte loads would touch.
@@ -404,10 +446,16 @@ __device__ __forceinline__ void load8_galois(const u64* row, u32 first, u64 galo
   for (int k = 0; k < kPerThread; ++k) v[k] = __ldg(row + galois_ntt_source(first + k, galois, log_n));
 }
 
+// Variant 1's store of the forward's 8 contiguous words at dst: reduced to [0, q), or through ModDown's
+// epilogue (c - x) * P^-1 (+ add). x is below bound = 4q (Harvey) or lazy_bound(log_n) * q (lazy):
+// c + bound - x < (bound + 1) q < 2^64 goes straight into the Shoup product (any 64-bit input is fine
+// there), so x needs no reduction first; a lazy x is reduced by a Shoup product by 1 (w' = floor(2^64
+// / q), the high word of the Barrett ratio). The result is the canonical residue either way, the same
+// words as variant 0's.
 template <bool kLazy, bool kGalois = false>
 __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const Modulus& m, int log_n,
                                            const NttEpilogue& epilogue, int row, int limb, u32 n, size_t offset,
-                                           int limbs) {
+                                           int limbs, u64 lazy_factor) {
   const u64 q = m.value;
   if (epilogue.sub_from == nullptr) {
 #pragma unroll
@@ -421,7 +469,7 @@ __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const
   u64 c[kPerThread];
   load8(epilogue.sub_from + batch * epilogue.batch_stride + static_cast<int64_t>(limb) * n + in_row, c);
   const u64 w = epilogue.consts[limb], ws = epilogue.consts_shoup[limb];
-  const u64 bound = (kLazy ? lazy_bound(log_n) : 4) * q;
+  const u64 bound = (kLazy ? lazy_factor : 4) * q;
 #pragma unroll
   for (int k = 0; k < kPerThread; ++k) v[k] = mul_shoup(c[k] + bound - v[k], w, ws, q);
   if (batch < epilogue.add_batches) {
@@ -444,7 +492,7 @@ template <bool kGalois, class Tw>
 __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64* smem, const RowLayout& layout,
                                                     u32 tcol, int k2, const Tw& t, const Modulus& m, int log_n,
                                                     const NttEpilogue& epilogue, int row, int limb, u32 n,
-                                                    size_t origin, int limbs) {
+                                                    size_t origin, int limbs, u64 lazy_factor) {
   const u64 q = m.value;
   const int rounds = (k2 + 2) / 3;
 #pragma unroll
@@ -457,7 +505,7 @@ __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64
   load8_shared(smem, layout, tcol, v);
   contiguous_round<true>(v, tcol, k2, t, q);
   const size_t offset = origin + tcol * kPerThread;
-  rows_store<Tw::kLazy, kGalois>(v, out + offset, m, log_n, epilogue, row, limb, n, offset, limbs);
+  rows_store<Tw::kLazy, kGalois>(v, out + offset, m, log_n, epilogue, row, limb, n, offset, limbs, lazy_factor);
 }
 
 // Variant >= 1's inverse rows: the first round's 8 contiguous words straight from global memory (in: the
@@ -496,7 +544,8 @@ __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64
 // kGalois (direct only): the forward adds sigma_k(epilogue.add) (k = epilogue.add_galois), the inverse
 // transforms sigma_k(in) (k = galois) and stores sigma_k(in) to `permuted` as well (a rotation's ModUp
 // needs it for the digits' own rows); each thread reads its 8 slots from one aligned run of 8 (load8_galois).
-template <bool kForward, bool kDirect, bool kPairs, bool kLazy = false, int kLen = 0, bool kGalois = false>
+template <bool kForward, bool kDirect, bool kPairs, bool kLazy = false, int kLen = 0, bool kGalois = false,
+          bool kTruncated = false>
 __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                                            const u64* __restrict__ table, int limbs, int log_n,
                                                            int k1, int rows_per_block, NttSkip skip,
@@ -524,13 +573,17 @@ __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* o
     if (kForward) {
       const Modulus m = moduli[limb];
       if constexpr (kLazy) {
-        if (lazy_forward_fits(q, log_n)) {
+        // the columns kernel's values: below trunc_bound if it ran truncated (variant 6), else lazy_bound
+        const bool truncated = kTruncated && trunc_forward_fits(q, log_n, k1);
+        if (truncated || lazy_forward_fits(q, log_n)) {
           rows_forward_direct<kGalois>(in, out, smem, layout, tcol, k2, LazyTwiddles<std::decay_t<decltype(t)>>{t}, m,
-                                       log_n, epilogue, row, limb, n, origin, limbs);
+                                       log_n, epilogue, row, limb, n, origin, limbs,
+                                       truncated ? trunc_bound(log_n, k1) : lazy_bound(log_n));
           return;
         }
       }
-      rows_forward_direct<kGalois>(in, out, smem, layout, tcol, k2, t, m, log_n, epilogue, row, limb, n, origin, limbs);
+      rows_forward_direct<kGalois>(in, out, smem, layout, tcol, k2, t, m, log_n, epilogue, row, limb, n, origin, limbs,
+                                   4);
     } else {
       const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
                                                   : (row / limbs) * in_batch_stride + static_cast<int64_t>(limb) * n;
@@ -596,7 +649,8 @@ bool direct_rows_aligned(const NttArgs& a) {
 //   3: pairs, lazy forward butterflies, only the rows kernel limb-major (backwards in the forward,
 //      where it runs second), the columns kernel batch-major;
 //   4: 3 with the row lengths compile-time constants at N = 2^16 (the default);
-//   5: 4 with the inverse's sums unreduced inside each round (gs_butterfly_lazy, primes below 2^60).
+//   5: 4 with the inverse's sums unreduced inside each round (gs_butterfly_lazy, primes below 2^60);
+//   6: 5 with the forward columns' Shoup quotients truncated (mulhi_truncated, primes with trunc_forward_fits).
 // Variants measured and removed (docs/performance.md, "Issue 14, session 3"): the rows kernel alone
 // limb-major, twiddles prefetched into L2 or L1, ModDown's c and add prefetched into L2, 48/56
 // registers for the columns and inverse rows kernels.
@@ -604,6 +658,7 @@ struct NttPlan {
   bool direct = false, pairs = false, lazy = false;
   int first_order = 0, second_order = 0;  // grid_row orders of the kernel run first / second
   bool fixed16 = false;                   // N = 2^16 kernels with the row length a compile-time 8
+  bool truncated = false;                 // the forward columns' truncated Shoup quotient (variant 6)
 };
 
 NttPlan ntt_plan(int variant, bool forward, bool aligned, bool table_aligned, int log_n) {
@@ -621,6 +676,7 @@ NttPlan ntt_plan(int variant, bool forward, bool aligned, bool table_aligned, in
   p.second_order = forward ? 2 : 0;
   p.lazy = forward || variant >= 5;
   p.fixed16 = variant >= 4 && log_n == 16;
+  p.truncated = forward && variant >= 6;
   return p;
 }
 
@@ -660,12 +716,17 @@ void launch_ntt(const NttArgs& a, Stream stream) {
   using Rows = decltype(&ntt_rows<kForward, false, false>);
   using Columns = decltype(&ntt_columns<kForward, false>);
   // (plan.lazy: the forward's unreduced butterflies, or in the inverse variant 5's)
-  Columns columns = plan.fixed16 ? (plan.lazy ? ntt_columns<kForward, true, true, 8> : ntt_columns<kForward, true, false, 8>)
+  Columns columns = plan.fixed16 && plan.truncated ? ntt_columns<kForward, true, true, 8, true>
+                    : plan.truncated ? ntt_columns<kForward, true, true, 0, true>
+                    : plan.fixed16 ? (plan.lazy ? ntt_columns<kForward, true, true, 8> : ntt_columns<kForward, true, false, 8>)
                     : plan.lazy  ? ntt_columns<kForward, true, true>
                     : plan.pairs ? ntt_columns<kForward, true>
                                  : ntt_columns<kForward, false>;
   Rows rows = ntt_rows<kForward, false, false>;  // (variant 0 takes epilogue.add_galois at run time)
-  if (galois) {
+  if (plan.truncated) {  // (forward only)
+    if (plan.fixed16) rows = galois ? ntt_rows<kForward, true, true, true, 8, true, true> : ntt_rows<kForward, true, true, true, 8, false, true>;
+    else rows = galois ? ntt_rows<kForward, true, true, true, 0, true, true> : ntt_rows<kForward, true, true, true, 0, false, true>;
+  } else if (galois) {
     if (plan.fixed16 && plan.lazy) rows = ntt_rows<kForward, true, true, true, 8, true>;
     else if (plan.fixed16) rows = ntt_rows<kForward, true, true, false, 8, true>;
     else if (plan.lazy) rows = ntt_rows<kForward, true, true, true, 0, true>;

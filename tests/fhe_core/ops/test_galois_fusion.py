@@ -10,7 +10,7 @@ from fhe_core.ring import RNSBasis, generate_primes, shoup_constants
 from fhe_core.ring.primes import is_prime
 from fhe_reference import fresh_rng, random_residues
 
-NTT_VARIANTS = tuple(range(6))
+NTT_VARIANTS = tuple(range(7))
 
 
 def _elements(n: int, rng) -> list[int]:

@@ -26,8 +26,8 @@ def test_kernel_variant_rejects_unknown_names_and_values():
         ops.kernel_variant("conv", 3)
     with pytest.raises(RuntimeError, match="mod_up is 0 \\(reference\\) to 1, got 2"):
         ops.kernel_variant("mod_up", 2)
-    with pytest.raises(RuntimeError, match="ntt is 0 \\(reference\\) to 5, got 6"):
-        ops.kernel_variant("ntt", 6)
+    with pytest.raises(RuntimeError, match="ntt is 0 \\(reference\\) to 6, got 7"):
+        ops.kernel_variant("ntt", 7)
 
 
 # the reference kernel; the tensor-core kernel with 32-row groups (1), with balanced groups, 8 blocks
@@ -201,7 +201,7 @@ def test_tensor_core_mod_up_conv_is_bit_identical(alpha, q_count):
 # inverse's input, the forward's output, ModDown's epilogue) as 16-byte accesses from registers; 2 and the
 # twiddles as interleaved (w, w') pairs, limb-major grids; 3 and the forward butterflies unreduced for primes
 # with (5 + 2 log N) q < 2^64; 4 (default) 3 with compile-time row lengths at N = 2^16.
-NTT_VARIANTS = tuple(range(6))
+NTT_VARIANTS = tuple(range(7))
 
 
 @pytest.mark.gpu

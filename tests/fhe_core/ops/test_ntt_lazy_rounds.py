@@ -1,12 +1,14 @@
-"""NTT variant 5: the inverse's sums left unreduced within each round of up to 3 stages (gs_butterfly_lazy,
-primes below 2^60). A Python-integer model of the kernels' rounds at the largest such prime (every bound the
-kernel assumes asserted, every value below 2^64) == the CPU build; on CUDA, every variant at the prime limit."""
+"""NTT variants 5 and 6. 5: the inverse's sums left unreduced within each round of up to 3 stages
+(gs_butterfly_lazy, primes below 2^60): a Python-integer model of the kernels' rounds at the largest such
+prime (every bound the kernel assumes asserted, every value below 2^64) == the CPU build. 6: the forward
+columns' Shoup quotient truncated (mulhi_truncated): its error in Python integers at extreme inputs. On CUDA,
+every variant at both prime limits == the CPU build."""
 import numpy as np
 import pytest
 import torch
 
 from fhe_core import ops
-from fhe_core.ring import RNSBasis
+from fhe_core.ring import RNSBasis, shoup_constants
 from fhe_core.ring.primes import is_prime
 from fhe_reference import fresh_rng, random_residues
 
@@ -108,9 +110,70 @@ def test_lazy_inverse_on_cuda_at_its_prime_limit(log_n):
     a[0, :, : n // 2] = cpu.moduli[:, :1] - 1
     expected = cpu.intt(a)
     expected_galois = ops.intt_galois(a, cpu.moduli, cpu.ntt_table, 5)
-    for variant in range(6):
+    for variant in range(7):
         with ops.use_kernel_variant("ntt", variant):
             got = gpu.intt(a.cuda()).cpu()
             got_galois = ops.intt_galois(a.cuda(), gpu.moduli, gpu.ntt_table, 5)
         assert torch.equal(got, expected), variant
         assert torch.equal(got_galois[0].cpu(), expected_galois[0]), (variant, "galois")
+
+
+def _mulhi_truncated(a: int, b: int) -> int:
+    """ntt.cu's mulhi_truncated: a1 b1 + hi32(a0 b1) + hi32(a1 b0), 32-bit halves."""
+    a0, a1, b0, b1 = a & 0xFFFFFFFF, a >> 32, b & 0xFFFFFFFF, b >> 32
+    return a1 * b1 + ((a0 * b1) >> 32) + ((a1 * b0) >> 32)
+
+
+def _trunc_limit(log_n: int) -> int:
+    """The largest q with (trunc_bound + 1) q < 2^64, trunc_bound = 4 + 4 k1 + 2 k2."""
+    k1 = log_n // 2
+    return (WORD - 1) // (5 + 4 * k1 + 2 * (log_n - k1))
+
+
+def test_truncated_shoup_product_is_within_4q_at_extreme_inputs():
+    """The truncated quotient is 0-2 below floor(a w' / 2^64), so a w - q' q lies in [0, 4q): at a = 2^64 - 1
+    and 2^64 - 2^32, w = q - 1 and 1, and random ones, for primes at the variant's limit."""
+    rng, _ = fresh_rng()
+    for log_n in (16, 17):
+        q = _prime_below(_trunc_limit(log_n), 1 << log_n)
+        for w in [q - 1, 1, q // 3, *(int(v) for v in rng.integers(1, q, size=50, dtype=np.uint64))]:
+            w_shoup = (w << 64) // q
+            for a in [WORD - 1, WORD - (1 << 32), (1 << 32) - 1, 4 * q - 1,
+                      *(int(v) for v in rng.integers(0, 2 ** 63, size=50, dtype=np.uint64))]:
+                exact = (a * w_shoup) >> 64
+                assert exact - 2 <= _mulhi_truncated(a, w_shoup) <= exact
+                r = (a * w - _mulhi_truncated(a, w_shoup) * q) % WORD
+                assert r < 4 * q and r % q == a * w % q
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("log_n", [11, 16, 17])
+def test_truncated_forward_on_cuda_at_its_prime_limit(log_n):
+    """The largest prime with (trunc_bound + 1) q < 2^64 (truncated columns, values up to trunc_bound q) and the
+    smallest above it (variant 5's lazy forward), inputs 4q - 1 and q - 1, plain and through ModDown's
+    epilogue: every variant == the CPU build."""
+    rng, _ = fresh_rng()
+    n = 1 << log_n
+    limit = _trunc_limit(log_n)
+    below = _prime_below(limit, n)
+    above = limit + 1 + (-limit) % (2 * n)
+    while not is_prime(above):
+        above += 2 * n
+    primes = [below, above, _prime_below(1 << 50, n)]
+    cpu, gpu = RNSBasis.get(primes, n), RNSBasis.get(primes, n, "cuda")
+    a = random_residues(rng, primes, (2,), n)
+    q_col = cpu.moduli[:, :1]
+    a[0, :, : n // 2] = q_col - 1
+    a[1, :, : n // 2] = 4 * q_col - 1
+    expected = cpu.ntt(a)
+    c = random_residues(rng, [3] + primes, (2,), n)
+    c[0, 1:, :64] = q_col - 1
+    consts = [int(rng.integers(1, q)) for q in primes]
+    k_cpu, k_gpu = shoup_constants(consts, primes), shoup_constants(consts, primes, "cuda")
+    expected_down = ops.mod_down_ntt(a, c, 1, *k_cpu, cpu.moduli, cpu.ntt_table)
+    for variant in range(7):
+        with ops.use_kernel_variant("ntt", variant):
+            got = gpu.ntt(a.cuda()).cpu()
+            got_down = ops.mod_down_ntt(a.cuda(), c.cuda(), 1, *k_gpu, gpu.moduli, gpu.ntt_table).cpu()
+        assert torch.equal(got, expected), variant
+        assert torch.equal(got_down, expected_down), (variant, "ModDown's epilogue")
