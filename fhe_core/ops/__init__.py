@@ -50,7 +50,9 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     loads each twiddle with its Shoup companion as one 16-byte pair, with limb-major grids (a limb's
     twiddles shared by its batches through L2); 3, and forward butterflies without Harvey's reduction
     for primes with (5 + 2 log N) q < 2^64 (below ~2^58.7); 4, the default, 3 with the row lengths
-    compiled in at N = 2^16); ``"galois"`` (1, the default: a rotation's sigma_k read inside ModUp's
+    compiled in at N = 2^16; 5, 4 with the inverse's sums unreduced within each round of 3 stages, for
+    primes below 2^60; 6, 5 with truncated Shoup quotients in the forward's first kernel, for primes below
+    ~2^58.3 at N = 2^16); ``"galois"`` (1, the default: a rotation's sigma_k read inside ModUp's
     inverse NTT, ``intt_galois``, and ModDown's epilogue add, ``mod_down_ntt(add_galois=k)``, instead of
     two ``automorphism_ntt`` passes; read by ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1).
     All variants give the same residues bit for bit; the switch exists so that tests compare them
