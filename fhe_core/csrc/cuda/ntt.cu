@@ -441,9 +441,18 @@ __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, c
 // A rotation's sigma_k(add) (kGalois): each thread's 8 output slots read 8 slots of one aligned run of 8 in the
 // add row (in bit-reversed order a Galois map sends every aligned run of 2^j slots onto another one, permuted
 // inside), as 8-byte loads of the same two 32-byte sectors that the 16-byte loads would touch.
+// The run's 8 sources from one galois_ntt_source: first + j (first a multiple of 8) reads
+// (s & ~7) | brv3((brv3(s & 7) + k brv3(j)) mod 8), s the source of first (brv3 reverses 3 bits): in the
+// exponent e = k (2 brv(i) + 1) the slot's low 3 bits add k brv3(j) to the top 3 bits of (e - 1) / 2.
+__device__ __forceinline__ u32 brv3(u32 x) { return __brev(x) >> 29; }
 __device__ __forceinline__ void load8_galois(const u64* row, u32 first, u64 galois, int log_n, u64 (&v)[kPerThread]) {
+  const u32 s = galois_ntt_source(first, galois, log_n);
+  const u32 base = s & ~7u, top = brv3(s & 7u), k = static_cast<u32>(galois) & 7u;
 #pragma unroll
-  for (int k = 0; k < kPerThread; ++k) v[k] = __ldg(row + galois_ntt_source(first + k, galois, log_n));
+  for (int j = 0; j < kPerThread; ++j) {
+    const u32 rj = ((j & 1) << 2) | (j & 2) | ((j >> 2) & 1);  // brv3(j), a constant after unrolling
+    v[j] = __ldg(row + (base | brv3((top + k * rj) & 7u)));
+  }
 }
 
 // Variant 1's store of the forward's 8 contiguous words at dst: reduced to [0, q), or through ModDown's
