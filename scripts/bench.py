@@ -296,6 +296,8 @@ def make_ckks_cases(device: str) -> list[Case]:
              with_variant("ntt", 0, lambda i: evaluator.rotate(a, 1))),
         Case(f"HRotate {GALOIS_V0}", name, 2 * ct + 765 * limb_poly,
              with_variant("galois", 0, lambda i: evaluator.rotate(a, 1))),
+        Case("HRotate [galois v2: 16-byte loads permuted in registers]", name, 2 * ct + 765 * limb_poly,
+             with_variant("galois", 2, lambda i: evaluator.rotate(a, 1))),
         Case("hoisted, 8 rotations", name, 2 * ct + (157 + 8 * 732) * limb_poly,
              lambda i: evaluator.rotate_hoisted(a, steps)),
         Case(f"hoisted, 8 rotations {GALOIS_V0}", name, 2 * ct + (157 + 8 * 732) * limb_poly,

@@ -247,7 +247,8 @@ enum class Variant : int {
                 //    forward columns kernel (ntt.cu, NttPlan)
   kGalois = 5,  // 1 (default): a rotation's sigma_k read inside ModUp's inverse NTT (ops.intt_galois) and
                 //    ModDown's epilogue add (mod_down_ntt's add_galois) instead of ops.automorphism_ntt
-                //    (read by rlwe/keyswitch.py)
+                //    (read by rlwe/keyswitch.py); 2: the same, the inverse's gather as 16-byte loads of the
+                //    source run permuted in registers (ntt.cu, load8_galois_in_registers)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

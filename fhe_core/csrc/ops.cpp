@@ -811,7 +811,7 @@ Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n, bool 
 // ---- run-time kernel variants (see kernels.h) -------------------------------------------------
 
 constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "ntt", "galois"};
-constexpr int kVariantMax[] = {2, 1, 1, 1, 6, 1};
+constexpr int kVariantMax[] = {2, 1, 1, 1, 6, 2};
 static_assert(sizeof(kVariantMax) / sizeof(kVariantMax[0]) == static_cast<size_t>(Variant::kCount));
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 

@@ -155,14 +155,14 @@ def test_mod_down_paths_with_an_addend_are_bit_identical_on_cpu(level):
         assert torch.equal(fused, separate), name
 
 
-def _rotations(ctx, degree1, elements, keys, *, galois: bool):
-    """apply_galois and apply_galois_hoisted with sigma_k read inside the key switch (galois) or by
-    automorphism passes first; on the CPU the fused composition is forced (it runs there, unused)."""
+def _rotations(ctx, degree1, elements, keys, *, galois: int):
+    """apply_galois and apply_galois_hoisted with sigma_k read inside the key switch (galois 1, 2) or by
+    automorphism passes first (0); on the CPU the fused composition is forced (it runs there, unused)."""
     with pytest.MonkeyPatch.context() as patch:
         if ctx.device.type == "cpu":
-            patch.setattr(keyswitch, "_mod_up_all_digits_at_once", lambda ctx: galois)
-            patch.setattr(keyswitch, "_galois_in_key_switch", lambda ctx: galois)
-        with ops.use_kernel_variant("galois", int(galois)):
+            patch.setattr(keyswitch, "_mod_up_all_digits_at_once", lambda ctx: galois > 0)
+            patch.setattr(keyswitch, "_galois_in_key_switch", lambda ctx: galois > 0)
+        with ops.use_kernel_variant("galois", galois):
             hoisted = rlwe.apply_galois_hoisted(ctx, degree1, elements, keys)
             return [*(rlwe.apply_galois(ctx, degree1, k, keys).data.cpu() for k in elements),
                     *(hoisted[k].data.cpu() for k in elements)]
@@ -179,8 +179,8 @@ def test_galois_in_key_switch_is_bit_identical_on_cpu(level):
     keys = rlwe.gen_eval_keys(ctx, sk, elements, seed=fixed_seed("paths/evk"))
     degree1 = rlwe.Ciphertext(data=torch.stack([_inputs(ctx, level, rng) for _ in range(2)]), level=level,
                               params_id=ctx.params_id)
-    fused = _rotations(ctx, degree1, elements, keys, galois=True)
-    separate = _rotations(ctx, degree1, elements, keys, galois=False)
+    fused = _rotations(ctx, degree1, elements, keys, galois=1)
+    separate = _rotations(ctx, degree1, elements, keys, galois=0)
     for i, (a, b) in enumerate(zip(fused, separate)):
         assert torch.equal(a, b), i
 
@@ -188,7 +188,7 @@ def test_galois_in_key_switch_is_bit_identical_on_cpu(level):
 @pytest.mark.gpu
 @pytest.mark.parametrize("level", [11, 4])
 def test_galois_in_key_switch_is_bit_identical_on_cuda(level):
-    """On CUDA, galois 1 (default) and 0, on every NTT variant (0: intt_galois's automorphism fallback) ==
+    """On CUDA, galois 0, 1 (default) and 2, on every NTT variant (0: intt_galois's automorphism fallback) ==
     the CPU, bit for bit."""
     rng, _ = fresh_rng()
     cpu, gpu = context(LARGE_DIGITS), context(LARGE_DIGITS, "cuda")
@@ -199,11 +199,11 @@ def test_galois_in_key_switch_is_bit_identical_on_cuda(level):
     keys_gpu = rlwe.gen_eval_keys(gpu, sk_gpu, elements, seed=fixed_seed("paths/evk"))
     data = torch.stack([_inputs(cpu, level, rng) for _ in range(2)])
     degree1 = rlwe.Ciphertext(data=data, level=level, params_id=cpu.params_id)
-    expected = _rotations(cpu, degree1, elements, keys, galois=False)
+    expected = _rotations(cpu, degree1, elements, keys, galois=0)
     on_gpu = degree1.replace(data=data.cuda())
-    for variant in (4, 3, 2, 1, 0):
+    for variant in (6, 5, 4, 3, 2, 1, 0):
         with ops.use_kernel_variant("ntt", variant):
-            for galois in (True, False):
+            for galois in (2, 1, 0):
                 got = _rotations(gpu, on_gpu, elements, keys_gpu, galois=galois)
                 for i, (a, b) in enumerate(zip(got, expected)):
                     assert torch.equal(a, b), (variant, galois, i)
