@@ -67,12 +67,12 @@ BEFORE = "[all v0: before issue 14]"
 CONV_V1 = "[conv v1: 32-row groups]"  # the tensor-core Conv before its balanced geometry (v2, default)
 GALOIS_V0 = "[galois v0: automorphism passes]"  # sigma_k as its own pass (ops.kernel_variant("galois") = 0)
 NTT_V0 = "[ntt v0: before session 3]"  # the NTT kernels before issue 14's session 3 (ops.kernel_variant("ntt"))
-# the NTT variants other than the default (4: 3 with the row lengths compiled in at N = 2^16)
+# the NTT variants other than the default (6)
 NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
                 2: "[ntt v2: v1 + (w, w') twiddle pairs, limb-major grids]",
                 3: "[ntt v3: v2 + unreduced forward butterflies (q < 2^58.7), rows-only limb-major]",
-                5: "[ntt v5: v4 + the inverse's sums unreduced within each round (q < 2^60)]",
-                6: "[ntt v6: v5 + truncated Shoup quotients in the forward columns (q < ~2^58.3)]"}
+                4: "[ntt v4: v3 + row lengths compiled in at N = 2^16]",
+                5: "[ntt v5: v4 + the inverse's sums unreduced within each round (q < 2^60)]"}
 
 
 def random_residues(basis: RNSBasis, prefix=()) -> torch.Tensor:
@@ -287,6 +287,8 @@ def make_ckks_cases(device: str) -> list[Case]:
              with_variant("conv", 1, lambda i: evaluator.mul_relin(a, b))),
         Case(f"HMult + relin {NTT_V0}", name, 3 * ct + (765 - 124) * limb_poly,
              with_variant("ntt", 0, lambda i: evaluator.mul_relin(a, b))),
+        Case(f"HMult + relin {NTT_VARIANTS[4]}", name, 3 * ct + (765 - 124) * limb_poly,
+             with_variant("ntt", 4, lambda i: evaluator.mul_relin(a, b))),
         Case("rescale", name, 2 * ct, lambda i: evaluator.rescale(unscaled), REFERENCE_V100_US["rescale"]),
         Case("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1), REFERENCE_V100_US["HRotate"]),
         Case(f"HRotate {BEFORE}", name, 2 * ct + 765 * limb_poly, before_issue_14(lambda i: evaluator.rotate(a, 1))),
@@ -294,10 +296,10 @@ def make_ckks_cases(device: str) -> list[Case]:
              with_variant("conv", 1, lambda i: evaluator.rotate(a, 1))),
         Case(f"HRotate {NTT_V0}", name, 2 * ct + 765 * limb_poly,
              with_variant("ntt", 0, lambda i: evaluator.rotate(a, 1))),
+        Case(f"HRotate {NTT_VARIANTS[4]}", name, 2 * ct + 765 * limb_poly,
+             with_variant("ntt", 4, lambda i: evaluator.rotate(a, 1))),
         Case(f"HRotate {GALOIS_V0}", name, 2 * ct + 765 * limb_poly,
              with_variant("galois", 0, lambda i: evaluator.rotate(a, 1))),
-        Case("HRotate [galois v2: 16-byte loads permuted in registers]", name, 2 * ct + 765 * limb_poly,
-             with_variant("galois", 2, lambda i: evaluator.rotate(a, 1))),
         Case("hoisted, 8 rotations", name, 2 * ct + (157 + 8 * 732) * limb_poly,
              lambda i: evaluator.rotate_hoisted(a, steps)),
         Case(f"hoisted, 8 rotations {GALOIS_V0}", name, 2 * ct + (157 + 8 * 732) * limb_poly,

@@ -242,13 +242,12 @@ enum class Variant : int {
   kNtt = 4,     // 1: ntt_rows moves each row's contiguous side (the inverse's input, the forward's output,
                 //    ModDown's epilogue) as 16-byte accesses from registers; 2: and (w, w') twiddle pairs,
                 //    limb-major grids; 3: pairs and forward butterflies without Harvey's reduction for primes
-                //    below ~2^58.7; 4 (default): 3 with compile-time lengths at N = 2^16; 5: 4 with the inverse's
-                //    sums unreduced within each round (q < 2^60); 6: 5 with truncated Shoup quotients in the
-                //    forward columns kernel (ntt.cu, NttPlan)
+                //    below ~2^58.7; 4: 3 with compile-time lengths at N = 2^16; 5: 4 with the inverse's sums
+                //    unreduced within each round (q < 2^60); 6 (default): 5 with truncated Shoup quotients in
+                //    the forward columns kernel (ntt.cu, NttPlan)
   kGalois = 5,  // 1 (default): a rotation's sigma_k read inside ModUp's inverse NTT (ops.intt_galois) and
                 //    ModDown's epilogue add (mod_down_ntt's add_galois) instead of ops.automorphism_ntt
-                //    (read by rlwe/keyswitch.py); 2: the same, the inverse's gather as 16-byte loads of the
-                //    source run permuted in registers (ntt.cu, load8_galois_in_registers)
+                //    (read by rlwe/keyswitch.py)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

@@ -29,7 +29,7 @@
 namespace fhe {
 
 int& kernel_variant(Variant v) {
-  static int variants[static_cast<int>(Variant::kCount)] = {2, 1, 1, 1, 4, 1};
+  static int variants[static_cast<int>(Variant::kCount)] = {2, 1, 1, 1, 6, 1};
   return variants[static_cast<int>(v)];
 }
 
@@ -811,7 +811,7 @@ Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n, bool 
 // ---- run-time kernel variants (see kernels.h) -------------------------------------------------
 
 constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "ntt", "galois"};
-constexpr int kVariantMax[] = {2, 1, 1, 1, 6, 2};
+constexpr int kVariantMax[] = {2, 1, 1, 1, 6, 1};
 static_assert(sizeof(kVariantMax) / sizeof(kVariantMax[0]) == static_cast<size_t>(Variant::kCount));
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 

@@ -49,13 +49,12 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     side, the inverse's input, the forward's output and ModDown's epilogue, as 16-byte accesses; 2, and
     loads each twiddle with its Shoup companion as one 16-byte pair, with limb-major grids (a limb's
     twiddles shared by its batches through L2); 3, and forward butterflies without Harvey's reduction
-    for primes with (5 + 2 log N) q < 2^64 (below ~2^58.7); 4, the default, 3 with the row lengths
-    compiled in at N = 2^16; 5, 4 with the inverse's sums unreduced within each round of 3 stages, for
-    primes below 2^60; 6, 5 with truncated Shoup quotients in the forward's first kernel, for primes below
+    for primes with (5 + 2 log N) q < 2^64 (below ~2^58.7); 4, 3 with the row lengths compiled in at
+    N = 2^16; 5, 4 with the inverse's sums unreduced within each round of 3 stages, for primes below 2^60;
+    6, the default, 5 with truncated Shoup quotients in the forward's first kernel, for primes below
     ~2^58.3 at N = 2^16); ``"galois"`` (1, the default: a rotation's sigma_k read inside ModUp's
     inverse NTT, ``intt_galois``, and ModDown's epilogue add, ``mod_down_ntt(add_galois=k)``, instead of
-    two ``automorphism_ntt`` passes; read by ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1;
-    2: the same with the inverse's gather as 16-byte loads permuted in registers instead of 8-byte loads).
+    two ``automorphism_ntt`` passes; read by ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1).
     All variants give the same residues bit for bit; the switch exists so that tests compare them
     and benchmarks time them side by side. The CPU kernels have one variant and ignore "conv". A
     launch reads the setting when it is enqueued (so a captured CUDA graph keeps the variant it was

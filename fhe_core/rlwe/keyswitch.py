@@ -235,10 +235,10 @@ def _apply_galois(ctx: RLWEContext, ct: Ciphertext, k: int, key: SwitchingKey, l
 
 
 def _galois_in_key_switch(ctx: RLWEContext) -> bool:
-    """On CUDA (ops.kernel_variant "galois" = 1, the default, or 2, with the one-launch ModUp and the fused
+    """On CUDA (ops.kernel_variant "galois" = 1, the default, with the one-launch ModUp and the fused
     ModDown) sigma_k is read inside the key switch's kernels instead of an automorphism pass over both
     components (:func:`_key_switch_galois`)."""
-    return (_mod_up_all_digits_at_once(ctx) and ops.kernel_variant("galois") >= 1
+    return (_mod_up_all_digits_at_once(ctx) and ops.kernel_variant("galois") == 1
             and ops.kernel_variant("mod_down") == 1)
 
 

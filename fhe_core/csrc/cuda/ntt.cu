@@ -455,45 +455,6 @@ __device__ __forceinline__ void load8_galois(const u64* row, u32 first, u64 galo
   }
 }
 
-// galois variant 2 (inverse input only): the source run with four 16-byte loads, permuted in registers.
-// With wb[x] = w[brv3(x)] (the run in bit-reversed order, a renaming), slot j takes wb[(top + k brv3(j)) mod 8]:
-// a rotation by the thread's top (a 3-level barrel shifter of selects), then the multiplication by k mod 8,
-// the same for the whole grid (a uniform branch over k mod 8 in {1, 3, 5, 7}, register renamings).
-__device__ __forceinline__ void load8_galois_in_registers(const u64* row, u32 first, u64 galois, int log_n,
-                                                          u64 (&v)[kPerThread]) {
-  const u32 s = galois_ntt_source(first, galois, log_n);
-  const u32 top = brv3(s & 7u), k = static_cast<u32>(galois) & 7u;
-  u64 w[kPerThread];
-  load8(row + (s & ~7u), w);
-  u64 z[kPerThread];
-#pragma unroll
-  for (int x = 0; x < kPerThread; ++x) z[x] = w[((x & 1) << 2) | (x & 2) | ((x >> 2) & 1)];
-#pragma unroll
-  for (int b = 1; b < kPerThread; b *= 2) {  // z[x] <- z[(x + top) mod 8], one bit of top per level
-    const bool shift = (top & static_cast<u32>(b)) != 0;
-    u64 t[kPerThread];
-#pragma unroll
-    for (int x = 0; x < kPerThread; ++x) t[x] = shift ? z[(x + b) & 7] : z[x];
-#pragma unroll
-    for (int x = 0; x < kPerThread; ++x) z[x] = t[x];
-  }
-#define FHE_GALOIS_PERMUTE(K)                                                     \
-  _Pragma("unroll") for (int j = 0; j < kPerThread; ++j) {                       \
-    const int rj = ((j & 1) << 2) | (j & 2) | ((j >> 2) & 1);                    \
-    v[j] = z[((K) * rj) & 7];                                                    \
-  }
-  if (k == 1) {
-    FHE_GALOIS_PERMUTE(1)
-  } else if (k == 3) {
-    FHE_GALOIS_PERMUTE(3)
-  } else if (k == 5) {
-    FHE_GALOIS_PERMUTE(5)
-  } else {
-    FHE_GALOIS_PERMUTE(7)
-  }
-#undef FHE_GALOIS_PERMUTE
-}
-
 // Variant 1's store of the forward's 8 contiguous words at dst: reduced to [0, q), or through ModDown's
 // epilogue (c - x) * P^-1 (+ add). x is below bound = 4q (Harvey) or lazy_bound(log_n) * q (lazy):
 // c + bound - x < (bound + 1) q < 2^64 goes straight into the Shoup product (any 64-bit input is fine
@@ -565,10 +526,8 @@ __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64
                                                     u64 galois, u64* permuted) {
   const int rounds = (k2 + 2) / 3;
   u64 v[kPerThread];
-  if constexpr (kGalois) {  // galois: the element, bit 32 set for galois variant 2 (load8_galois_in_registers)
-    const u64 k = galois & 0xFFFFFFFFu;
-    if (galois >> 32) load8_galois_in_registers(in, first, k, log_n, v);
-    else load8_galois(in, first, k, log_n, v);
+  if constexpr (kGalois) {
+    load8_galois(in, first, galois, log_n, v);
     store8(permuted + first, v);
   } else {
     load8(in + first, v);
@@ -799,9 +758,7 @@ void launch_ntt(const NttArgs& a, Stream stream) {
     check_launch("ntt_rows<forward>");
   } else {
     rows<<<row_grid, row_threads, row_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, rpb, a.skip,
-                                                 a.epilogue, a.in_batch_stride, first_order,
-                                                 a.galois | (kernel_variant(Variant::kGalois) >= 2 ? u64{1} << 32 : 0),
-                                                 a.permuted);
+                                                 a.epilogue, a.in_batch_stride, first_order, a.galois, a.permuted);
     check_launch("ntt_rows<inverse>");
     columns<<<col_grid, col_threads, col_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, a.skip, 0,
                                                     second_order);

@@ -200,7 +200,8 @@ def test_tensor_core_mod_up_conv_is_bit_identical(alpha, q_count):
 # The NTT (ops.kernel_variant("ntt")): 0 the reference kernels; 1 the rows kernel's contiguous side (the
 # inverse's input, the forward's output, ModDown's epilogue) as 16-byte accesses from registers; 2 and the
 # twiddles as interleaved (w, w') pairs, limb-major grids; 3 and the forward butterflies unreduced for primes
-# with (5 + 2 log N) q < 2^64; 4 (default) 3 with compile-time row lengths at N = 2^16.
+# with (5 + 2 log N) q < 2^64; 4 3 with compile-time row lengths at N = 2^16; 5 4 with the inverse's sums
+# unreduced within each round (q < 2^60); 6 (default) 5 with truncated Shoup quotients in the forward columns.
 NTT_VARIANTS = tuple(range(7))
 
 
