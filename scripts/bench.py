@@ -58,13 +58,21 @@ def with_variant(name: str, value: int, fn: Callable[[int], object]) -> Callable
 
 def before_issue_14(fn: Callable[[int], object]) -> Callable[[int], object]:
     """fn with every reference variant: the kernels and compositions as they were before issue 14."""
-    for name in ("conv", "mod_up", "mod_down", "tensor"):
+    for name in ("conv", "mod_up", "mod_down", "tensor", "ntt", "galois"):
         fn = with_variant(name, 0, fn)
     return fn
 
 
 BEFORE = "[all v0: before issue 14]"
 CONV_V1 = "[conv v1: 32-row groups]"  # the tensor-core Conv before its balanced geometry (v2, default)
+GALOIS_V0 = "[galois v0: automorphism passes]"  # sigma_k as its own pass (ops.kernel_variant("galois") = 0)
+NTT_V0 = "[ntt v0: before session 3]"  # the NTT kernels before issue 14's session 3 (ops.kernel_variant("ntt"))
+# the NTT variants other than the default (6)
+NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
+                2: "[ntt v2: v1 + (w, w') twiddle pairs, limb-major grids]",
+                3: "[ntt v3: v2 + unreduced forward butterflies (q < 2^58.7), rows-only limb-major]",
+                4: "[ntt v4: v3 + row lengths compiled in at N = 2^16]",
+                5: "[ntt v5: v4 + the inverse's sums unreduced within each round (q < 2^60)]"}
 
 
 def random_residues(basis: RNSBasis, prefix=()) -> torch.Tensor:
@@ -82,10 +90,12 @@ def make_cases(device: str, sets: int) -> list[Case]:
         ys = [torch.empty_like(x) for x in xs]
         data = LIMBS * n * WORD
         table = 2 * LIMBS * n * WORD  # one twiddle row + its Shoup row per direction
-        cases.append(Case("ntt", f"N=2^{log_n}, l={LIMBS}", 2 * data + table,
-                          lambda i, b=basis, xs=xs, ys=ys: b.ntt(xs[i], out=ys[i])))
-        cases.append(Case("intt", f"N=2^{log_n}, l={LIMBS}", 2 * data + table,
-                          lambda i, b=basis, xs=xs, ys=ys: b.intt(xs[i], out=ys[i])))
+        for name, fn in (("ntt", basis.ntt), ("intt", basis.intt)):
+            run = lambda i, fn=fn, xs=xs, ys=ys: fn(xs[i], out=ys[i])  # noqa: E731
+            cases.append(Case(name, f"N=2^{log_n}, l={LIMBS}", 2 * data + table, run))
+            for variant, label in ((0, NTT_V0), *NTT_VARIANTS.items()):
+                cases.append(Case(f"{name} {label}", f"N=2^{log_n}, l={LIMBS}", 2 * data + table,
+                                  with_variant("ntt", variant, run)))
 
     n = 1 << 16
     basis = RNSBasis.get(generate_primes([50] * LIMBS, n), n, device)
@@ -176,6 +186,7 @@ def make_keyswitch_cases(device: str) -> list[Case]:
         Case("mod_up [conv v0: mac128]", name, 157 * limb_poly, with_variant("conv", 0, mod_up)),
         Case(f"mod_up {CONV_V1}", name, 157 * limb_poly, with_variant("conv", 1, mod_up)),
         Case("mod_up [mod_up v0: per digit]", name, 157 * limb_poly, with_variant("mod_up", 0, mod_up)),
+        Case(f"mod_up {NTT_V0}", name, 157 * limb_poly, with_variant("ntt", 0, mod_up)),
         Case(f"mod_up {BEFORE}", name, 157 * limb_poly, before_issue_14(mod_up)),
         Case("inner_product (fused)", name, 462 * limb_poly, lambda i: rlwe.inner_product(ctx, digits, key, level)),
         Case("mod_down", name, 146 * limb_poly, mod_down),
@@ -183,6 +194,7 @@ def make_keyswitch_cases(device: str) -> list[Case]:
         Case(f"mod_down {CONV_V1}", name, 146 * limb_poly, with_variant("conv", 1, mod_down)),
         Case("mod_down [mod_down v0: separate (c - x) P^-1 pass]", name, 146 * limb_poly,
              with_variant("mod_down", 0, mod_down)),
+        Case(f"mod_down {NTT_V0}", name, 146 * limb_poly, with_variant("ntt", 0, mod_down)),
         Case(f"mod_down {BEFORE}", name, 146 * limb_poly, before_issue_14(mod_down)),
         Case("HRotate (apply_galois)", name, (765 + 124) * limb_poly, rotate),
         Case(f"HRotate (apply_galois) {BEFORE}", name, (765 + 124) * limb_poly, before_issue_14(rotate)),
@@ -273,13 +285,25 @@ def make_ckks_cases(device: str) -> list[Case]:
              before_issue_14(lambda i: evaluator.mul_relin(a, b))),
         Case(f"HMult + relin {CONV_V1}", name, 3 * ct + (765 - 124) * limb_poly,
              with_variant("conv", 1, lambda i: evaluator.mul_relin(a, b))),
+        Case(f"HMult + relin {NTT_V0}", name, 3 * ct + (765 - 124) * limb_poly,
+             with_variant("ntt", 0, lambda i: evaluator.mul_relin(a, b))),
+        Case(f"HMult + relin {NTT_VARIANTS[4]}", name, 3 * ct + (765 - 124) * limb_poly,
+             with_variant("ntt", 4, lambda i: evaluator.mul_relin(a, b))),
         Case("rescale", name, 2 * ct, lambda i: evaluator.rescale(unscaled), REFERENCE_V100_US["rescale"]),
         Case("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1), REFERENCE_V100_US["HRotate"]),
         Case(f"HRotate {BEFORE}", name, 2 * ct + 765 * limb_poly, before_issue_14(lambda i: evaluator.rotate(a, 1))),
         Case(f"HRotate {CONV_V1}", name, 2 * ct + 765 * limb_poly,
              with_variant("conv", 1, lambda i: evaluator.rotate(a, 1))),
+        Case(f"HRotate {NTT_V0}", name, 2 * ct + 765 * limb_poly,
+             with_variant("ntt", 0, lambda i: evaluator.rotate(a, 1))),
+        Case(f"HRotate {NTT_VARIANTS[4]}", name, 2 * ct + 765 * limb_poly,
+             with_variant("ntt", 4, lambda i: evaluator.rotate(a, 1))),
+        Case(f"HRotate {GALOIS_V0}", name, 2 * ct + 765 * limb_poly,
+             with_variant("galois", 0, lambda i: evaluator.rotate(a, 1))),
         Case("hoisted, 8 rotations", name, 2 * ct + (157 + 8 * 732) * limb_poly,
              lambda i: evaluator.rotate_hoisted(a, steps)),
+        Case(f"hoisted, 8 rotations {GALOIS_V0}", name, 2 * ct + (157 + 8 * 732) * limb_poly,
+             with_variant("galois", 0, lambda i: evaluator.rotate_hoisted(a, steps))),
         Case("relin key generation", name, 2 * 3 * (11 + limbs) * limb_poly, lambda i: rlwe.gen_relin_key(ctx, sk)),
     ]
     return cases

@@ -6,6 +6,8 @@ per kernel: launches and device time per op. A planning tool, not a benchmark (b
 
     python scripts/profile_keyswitch.py
     python scripts/profile_keyswitch.py --conv 1 2   # instead: one table per tensor-core Conv variant
+    python scripts/profile_keyswitch.py --ntt 0 4    # instead: one table per NTT variant (also with
+                                                     # --bootstrap)
     python scripts/profile_keyswitch.py --bootstrap  # one bootstrap at N16_H192_FULL, kernels grouped
     ncu --profile-from-start off -k regex:ntt python scripts/profile_keyswitch.py --ncu
                                                      # one HMult and one HRotate between
@@ -59,8 +61,9 @@ def print_table(title: str, rows: list[tuple[str, int, float]]) -> None:
         print(f"| {name} | {count} | {us:.1f} |")
 
 
-def profile_bootstrap() -> None:
-    """The kernels of one bootstrap at N16_H192_FULL (2^15 slots), grouped by name."""
+def profile_bootstrap(ntt_variants: list[int] | None = None) -> None:
+    """The kernels of one bootstrap at N16_H192_FULL (2^15 slots), grouped by name; with ntt_variants,
+    one table per ops.kernel_variant("ntt") value."""
     from fhe_core.ckks.bootstrapping import N16_H192_FULL, Bootstrapper, bootstrapping_galois_elements
 
     params = N16_H192_FULL.params(device="cuda")
@@ -71,21 +74,29 @@ def profile_bootstrap() -> None:
     encoder, encryptor = Encoder(params), Encryptor(params, sk)
     z = np.random.default_rng(1).uniform(-1, 1, N16_H192_FULL.slots)
     ct = encryptor.encrypt(encoder.encode(z, level=boot.min_input_level, slots=N16_H192_FULL.slots))
-    for fused in (3, 0):  # the bootstrapping circuit's fused passes (the default), and the composed ops before them
-        with ops.use_kernel_variant("fused", fused):
-            print_table(f"bootstrap, N16_H192_FULL, fused v{fused}", kernel_table(lambda: boot.bootstrap(ct)))
+    if not ntt_variants:
+        for fused in (3, 0):  # the bootstrapping circuit's fused passes (the default), and the composed ops before them
+            with ops.use_kernel_variant("fused", fused):
+                print_table(f"bootstrap, N16_H192_FULL, fused v{fused}", kernel_table(lambda: boot.bootstrap(ct)))
+    for variant in ntt_variants or ():
+        with ops.use_kernel_variant("ntt", variant):
+            print_table(f"bootstrap, N16_H192_FULL, ntt v{variant}", kernel_table(lambda: boot.bootstrap(ct)))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--conv", type=int, nargs="+", metavar="VARIANT",
                         help='profile these ops.kernel_variant("conv") values instead of current / before')
+    parser.add_argument("--ntt", type=int, nargs="+", metavar="VARIANT",
+                        help='profile these ops.kernel_variant("ntt") values instead of current / before')
+    parser.add_argument("--galois", type=int, nargs="+", metavar="VARIANT",
+                        help='profile these ops.kernel_variant("galois") values instead of current / before')
     parser.add_argument("--bootstrap", action="store_true", help="profile one bootstrap instead")
     parser.add_argument("--ncu", action="store_true",
                         help="run one HMult + relin and one HRotate between cudaProfilerStart/Stop (for ncu)")
     args = parser.parse_args()
     if args.bootstrap:
-        profile_bootstrap()
+        profile_bootstrap(args.ntt)
         return
     params = preset("N16QP1766L30D3", device="cuda")
     ctx = rlwe_context(params)
@@ -106,10 +117,14 @@ def main() -> None:
         torch.cuda.synchronize()
         torch.cuda.profiler.stop()
         return
-    before = {"conv": 0, "mod_up": 0, "mod_down": 0, "tensor": 0}
+    before = {"conv": 0, "mod_up": 0, "mod_down": 0, "tensor": 0, "ntt": 0, "galois": 0}
     runs = (("current variants", {}), ("before issue 14", before))
     if args.conv:
         runs = tuple((f"conv v{v}", {"conv": v}) for v in args.conv)
+    if args.ntt:
+        runs = tuple((f"ntt v{v}", {"ntt": v}) for v in args.ntt)
+    if args.galois:
+        runs = tuple((f"galois v{v}", {"galois": v}) for v in args.galois)
     for label, variants in runs:
         previous = {name: ops.kernel_variant(name, value) for name, value in variants.items()}
         try:

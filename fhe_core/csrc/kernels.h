@@ -39,19 +39,25 @@ struct NttEpilogue {
   const u64* consts_shoup = nullptr;  // [limbs]
   const u64* add = nullptr;           // [add_batches, limbs, N] or nullptr
   int64_t add_batches = 0;
+  u64 add_galois = 1;  // add sigma_k(add) (NTT domain, slot i reads galois_ntt_source(i)): a rotation's sigma(c0)
 };
 
 struct NttArgs {
   const u64* in;
   u64* out;               // may equal in
   const Modulus* moduli;  // [limbs]
-  const u64* table;       // [limbs, 4, N], rows as in common/ntt.h
+  const u64* table;       // [limbs, table_rows, N], rows as in common/ntt.h
   int64_t rows;           // batch * limbs
   int limbs;
   int log_n;
   NttSkip skip = {};
   NttEpilogue epilogue = {};  // forward only
   int64_t in_batch_stride = 0;  // words between batches of `in` (0: contiguous, batch * limbs * N)
+  int table_rows = 8;           // rows per limb of `table`: 8 (with the pairs: CUDA), 4 (CPU tables)
+  // Inverse only (CUDA), galois != 1: transform sigma_k(in) (slot i reads in's slot galois_ntt_source(i)),
+  // and store sigma_k(in) itself to `permuted` ([rows, N], contiguous like out). A rotation's ModUp.
+  u64 galois = 1;
+  u64* permuted = nullptr;
 };
 
 // Where row r of an NTT's input starts (in words from `in`).
@@ -237,6 +243,15 @@ enum class Variant : int {
                 //    rescale in the NTT's store; read by ckks/*.py and ckks/bootstrapping/*.py, both devices);
                 //    2: also giant_products, ks_inner_product_pair, CtS into the EvalMod pair; 3 (default): also
                 //    the baby steps in one launch and the giant steps' ModDowns batched
+  kNtt = 5,     // 1: ntt_rows moves each row's contiguous side (the inverse's input, the forward's output,
+                //    ModDown's epilogue) as 16-byte accesses from registers; 2: and (w, w') twiddle pairs,
+                //    limb-major grids; 3: pairs and forward butterflies without Harvey's reduction for primes
+                //    below ~2^58.7; 4: 3 with compile-time lengths at N = 2^16; 5: 4 with the inverse's sums
+                //    unreduced within each round (q < 2^60); 6 (default): 5 with truncated Shoup quotients in
+                //    the forward columns kernel (ntt.cu, NttPlan)
+  kGalois = 6,  // 1 (default): a rotation's sigma_k read inside ModUp's inverse NTT (ops.intt_galois) and
+                //    ModDown's epilogue add (mod_down_ntt's add_galois) instead of ops.automorphism_ntt
+                //    (read by rlwe/keyswitch.py)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

@@ -18,6 +18,8 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "check.h"
@@ -27,7 +29,7 @@
 namespace fhe {
 
 int& kernel_variant(Variant v) {
-  static int variants[static_cast<int>(Variant::kCount)] = {2, 1, 1, 1, 3};
+  static int variants[static_cast<int>(Variant::kCount)] = {2, 1, 1, 1, 3, 6, 1};
   return variants[static_cast<int>(v)];
 }
 
@@ -127,8 +129,10 @@ void cpu_ntt(const NttArgs& a) {
     for (int64_t row = begin; row < end; ++row) {
       if (ntt_row_skipped(a.skip, row, a.limbs)) continue;
       const int limb = static_cast<int>(row % a.limbs);
-      kTransform(NttArgs{a.in + ntt_in_offset(a, row), a.out + row * n, a.moduli + limb,
-                         a.table + limb * kNttTableRows * n, 1, 1, a.log_n});
+      NttArgs one{a.in + ntt_in_offset(a, row), a.out + row * n, a.moduli + limb,
+                  a.table + limb * a.table_rows * n, 1, 1, a.log_n};
+      one.table_rows = a.table_rows;
+      kTransform(one);
     }
   });
 }
@@ -230,13 +234,19 @@ struct CudaBackend {
 
 // ---- NTT -------------------------------------------------------------------------------------
 
-void check_ntt_table(const Tensor& table, const Tensor& a, const Tensor& moduli, const char* op) {
+// The table's rows per limb: 8 on CUDA (the kernels read the (w, w') pairs), 4 or 8 on the CPU (whose
+// kernels read rows 0-3 only; RNSBasis builds the pairs for CUDA tables only).
+int check_ntt_table(const Tensor& table, const Tensor& a, const Tensor& moduli, const char* op) {
   check_words(table, op, "table");
   check_same_device(table, a, op, "table");
-  FHE_CHECK(table.dim() == 3 && table.size(0) == moduli.size(0) && table.size(1) == kNttTableRows &&
-                  table.size(2) == a.size(-1),
-              op, ": table must be [limbs, 4, N] = [", moduli.size(0), ", 4, ", a.size(-1), "], got ",
-              table.sizes());
+  const bool cpu = table.device().is_cpu();
+  const int64_t r = table.dim() == 3 ? table.size(1) : -1;
+  FHE_CHECK(table.dim() == 3 && table.size(0) == moduli.size(0) && table.size(2) == a.size(-1) &&
+                (r == kNttTableRows || (cpu && r == kNttTableRowsCpu)),
+            op, ": table must be [limbs, ", cpu ? "4 or 8" : "8", ", N] = [", moduli.size(0), ", ",
+            cpu ? "4 or 8" : "8", ", ", a.size(-1), "], got ", table.sizes(),
+            cpu ? "" : " (a CUDA table holds the (w, w') pair rows: ntt_table(..., pairs=True))");
+  return static_cast<int>(r);
 }
 
 template <class B, bool kForward>
@@ -251,13 +261,14 @@ Tensor& ntt_out(const Tensor& a, const Tensor& moduli, const Tensor& table, at::
             "skip); got shape ", a.sizes(), " and strides ", a.strides());
   const int64_t rows = check_residues(strided ? a.select(0, 0) : a, moduli, op) * (strided ? a.size(0) : 1);
   const int log_n = log2_exact(a.size(-1), op);
-  check_ntt_table(table, a, moduli, op);
+  const int table_rows = check_ntt_table(table, a, moduli, op);
   check_out(out, a, a.sizes(), op);
   if (!out.is_same(a)) at::assert_no_partial_overlap(out, a);
   // torch cannot tell whether a strided input overlaps out (it answers "too hard" and lets it pass)
   FHE_CHECK(!strided || !out.is_alias_of(a), op, ": out must not share memory with a strided a");
   NttArgs args{words(a), mutable_words(out), moduli_ptr(moduli), words(table), rows,
                static_cast<int>(moduli.size(0)), log_n};
+  args.table_rows = table_rows;
   if (strided) args.in_batch_stride = a.stride(0);
   if (skip.has_value()) {
     const auto s = *skip;
@@ -273,14 +284,25 @@ Tensor& ntt_out(const Tensor& a, const Tensor& moduli, const Tensor& table, at::
 }
 
 // The forward NTT of ModDown's conversion with its last step: out[b] = (c[b, p_rows:] - NTT(x[b])) * consts.
+void check_galois(int64_t galois, int64_t n, const char* op, const char* what) {
+  FHE_CHECK(galois > 0 && galois < 2 * n && (galois & 1) == 1, op, ": ", what,
+            " must be an odd Galois element in [1, 2N), got ", galois);
+}
+
+template <class B>
+constexpr bool kIsCpu = std::is_same_v<B, CpuBackend>;
+
+template <class B, bool kNtt>
+Tensor& automorphism_out(const Tensor& a, const Tensor& moduli, int64_t galois, Tensor& out);
+
 template <class B>
 Tensor& mod_down_ntt_out(const Tensor& x, const Tensor& c, int64_t p_rows, const Tensor& consts,
                          const Tensor& consts_shoup, const Tensor& moduli, const Tensor& table,
-                         const std::optional<Tensor>& add, Tensor& out) {
+                         const std::optional<Tensor>& add, int64_t add_galois, Tensor& out) {
   const char* op = "mod_down_ntt";
   const int64_t rows = check_residues(x, moduli, op, "x");
   const int log_n = log2_exact(x.size(-1), op);
-  check_ntt_table(table, x, moduli, op);
+  const int table_rows = check_ntt_table(table, x, moduli, op);
   const int64_t limbs = moduli.size(0), n = x.size(-1);
   FHE_CHECK(x.dim() == 3, op, ": x must be [batch, limbs, N], got ", x.sizes());
   // c may be a strided batch of contiguous [p_rows + limbs, N] blocks (rescale: the first l rows of each component)
@@ -300,6 +322,7 @@ Tensor& mod_down_ntt_out(const Tensor& x, const Tensor& c, int64_t p_rows, const
   if (!out.is_same(x)) at::assert_no_partial_overlap(out, x);
   at::assert_no_overlap(out, c);
   NttArgs args{words(x), mutable_words(out), moduli_ptr(moduli), words(table), rows, static_cast<int>(limbs), log_n};
+  args.table_rows = table_rows;
   args.epilogue = NttEpilogue{words(c) + p_rows * n, c.size(0) == 1 ? c.size(1) * n : c.stride(0), words(consts),
                               words(consts_shoup)};
   if (add.has_value()) {  // added to the first add.size(0) batches
@@ -308,19 +331,59 @@ Tensor& mod_down_ntt_out(const Tensor& x, const Tensor& c, int64_t p_rows, const
     FHE_CHECK(add->dim() == 3 && add->size(0) <= x.size(0) && add->size(1) == limbs && add->size(2) == n, op,
               ": add must be [<= ", x.size(0), ", ", limbs, ", ", n, "], got ", add->sizes());
     at::assert_no_overlap(out, *add);  // add is read in the NTT's last store, after out is written
+    check_galois(add_galois, n, op, "add_galois");
+    FHE_CHECK(add_galois == 1 || add->is_contiguous(), op, ": add must be contiguous with add_galois");
+    if (add_galois != 1 && kIsCpu<B>) {  // the CPU: sigma_k(add) first (what the CUDA store reads in place)
+      Tensor permuted = at::empty_like(*add, at::MemoryFormat::Contiguous);
+      automorphism_out<B, true>(*add, moduli, add_galois, permuted);
+      args.epilogue.add = words(permuted);
+      args.epilogue.add_batches = add->size(0);
+      B::ntt_forward(args, x);
+      return out;
+    }
     args.epilogue.add = words(*add);
     args.epilogue.add_batches = add->size(0);
+    args.epilogue.add_galois = static_cast<u64>(add_galois);
+  } else {
+    check_galois(add_galois, n, op, "add_galois");
   }
   B::ntt_forward(args, x);
   return out;
 }
 
+// A rotation's ModUp input: (INTT(sigma_k(a)), sigma_k(a)) for a contiguous [..., l, N] NTT-domain a. On
+// CUDA (ntt variant >= 1) the inverse NTT reads sigma_k(a) straight from a and stores the permuted rows on
+// the way; elsewhere it is automorphism_ntt, then intt.
+template <class B>
+std::tuple<Tensor, Tensor> intt_galois(const Tensor& a, const Tensor& moduli, const Tensor& table, int64_t galois) {
+  const char* op = "intt_galois";
+  FHE_CHECK(a.is_contiguous(), op, ": a must be contiguous, got strides ", a.strides());
+  const int64_t rows = check_residues(a, moduli, op);
+  const int log_n = log2_exact(a.size(-1), op);
+  const int table_rows = check_ntt_table(table, a, moduli, op);
+  check_galois(galois, a.size(-1), op, "the Galois element");
+  Tensor out = at::empty_like(a, at::MemoryFormat::Contiguous);
+  Tensor permuted = at::empty_like(a, at::MemoryFormat::Contiguous);
+  if (kIsCpu<B> || galois == 1) {
+    automorphism_out<B, true>(a, moduli, galois, permuted);
+    ntt_out<B, false>(permuted, moduli, table, std::nullopt, out);
+    return {out, permuted};
+  }
+  NttArgs args{words(a), mutable_words(out), moduli_ptr(moduli), words(table), rows,
+               static_cast<int>(moduli.size(0)), log_n};
+  args.table_rows = table_rows;
+  args.galois = static_cast<u64>(galois);
+  args.permuted = mutable_words(permuted);
+  B::ntt_inverse(args, a);
+  return {out, permuted};
+}
+
 template <class B>
 Tensor mod_down_ntt(const Tensor& x, const Tensor& c, int64_t p_rows, const Tensor& consts,
                     const Tensor& consts_shoup, const Tensor& moduli, const Tensor& table,
-                    const std::optional<Tensor>& add) {
+                    const std::optional<Tensor>& add, int64_t add_galois) {
   Tensor out = at::empty_like(x, at::MemoryFormat::Contiguous);
-  return mod_down_ntt_out<B>(x, c, p_rows, consts, consts_shoup, moduli, table, add, out);
+  return mod_down_ntt_out<B>(x, c, p_rows, consts, consts_shoup, moduli, table, add, add_galois, out);
 }
 
 template <class B, bool kForward>
@@ -718,8 +781,9 @@ Tensor sample_ternary(const Tensor& moduli, int64_t n, at::IntArrayRef key, int6
 
 // ---- tables (host) ---------------------------------------------------------------------------
 
-// NTT table [l, 4, N] for primes with given primitive 2N-th roots psi (rows as in common/ntt.h).
-Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n) {
+// NTT table [l, 4, N] (pairs: [l, 8, N], for CUDA) for primes with given primitive 2N-th roots psi (rows as
+// in common/ntt.h).
+Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n, bool pairs) {
   const char* op = "ntt_table";
   check_words(moduli, op, "moduli");
   check_words(roots, op, "roots");
@@ -730,7 +794,8 @@ Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n) {
               "], got ", log_n);
   const int log = static_cast<int>(log_n);
   const int64_t n = int64_t{1} << log, limbs = moduli.size(0);
-  Tensor table = at::empty({limbs, kNttTableRows, n}, moduli.options());
+  const int64_t table_rows = pairs ? kNttTableRows : kNttTableRowsCpu;
+  Tensor table = at::empty({limbs, table_rows, n}, moduli.options());
   const Modulus* mods = moduli_ptr(moduli);
   const u64* psi = words(roots);
   u64* out = mutable_words(table);
@@ -739,7 +804,7 @@ Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n) {
     const u64 q = m.value;
     FHE_CHECK(pow_mod(psi[l], n, m) == q - 1, op, ": root ", psi[l], " is not a primitive 2N-th root mod ", q);
     const u64 psi_inv = pow_mod(psi[l], 2 * n - 1, m);
-    u64* fwd = out + l * kNttTableRows * n;
+    u64* fwd = out + l * table_rows * n;
     u64* inv = fwd + kInv * n;
     u64 p = 1, pi = 1;
     for (int64_t k = 0; k < n; ++k) {  // psi^k and psi^-k, stored at slot brv(k)
@@ -757,6 +822,15 @@ Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n) {
     for (int64_t k = 0; k < n; ++k) {
       fwd_shoup[k] = shoup_precompute(fwd[k], q);
       inv_shoup[k] = shoup_precompute(inv[k], q);
+    }
+    if (!pairs) continue;
+    u64* fwd_pairs = fwd + kFwdPairs * n;
+    u64* inv_pairs = fwd + kInvPairs * n;
+    for (int64_t k = 0; k < n; ++k) {
+      fwd_pairs[2 * k] = fwd[k];
+      fwd_pairs[2 * k + 1] = fwd_shoup[k];
+      inv_pairs[2 * k] = inv[k];
+      inv_pairs[2 * k + 1] = inv_shoup[k];
     }
   }
   return table;
@@ -1022,8 +1096,9 @@ Tensor& ks_inner_product_babies_out(const Tensor& digits, at::TensorList keys, a
 
 // ---- run-time kernel variants (see kernels.h) -------------------------------------------------
 
-constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "fused"};
-constexpr int kVariantMax[] = {2, 1, 1, 1, 3};
+constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "fused", "ntt", "galois"};
+constexpr int kVariantMax[] = {2, 1, 1, 1, 3, 6, 1};
+static_assert(sizeof(kVariantMax) / sizeof(kVariantMax[0]) == static_cast<size_t>(Variant::kCount));
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 
 // Sets a variant, returns the previous value; a negative value only reads it.
@@ -1037,7 +1112,8 @@ int64_t set_kernel_variant(const std::string& name, int64_t value) {
     if (value >= 0) slot = static_cast<int>(value);
     return previous;
   }
-  FHE_CHECK(false, "kernel_variant: unknown kernel '", name, "' (known: conv, mod_up, mod_down, tensor, fused)");
+  FHE_CHECK(false, "kernel_variant: unknown kernel '", name,
+            "' (known: conv, mod_up, mod_down, tensor, fused, ntt, galois)");
   return 0;
 }
 
@@ -1051,6 +1127,7 @@ void register_backend(torch::Library& m) {
   m.impl("intt.out", &ntt_out<B, false>);
   m.impl("mod_down_ntt", &mod_down_ntt<B>);
   m.impl("mod_down_ntt.out", &mod_down_ntt_out<B>);
+  m.impl("intt_galois", &intt_galois<B>);
   m.impl("add", &binary<B, ElementwiseOp::kAdd>);
   m.impl("add.out", &binary_out<B, ElementwiseOp::kAdd>);
   m.impl("sub", &binary<B, ElementwiseOp::kSub>);
@@ -1098,9 +1175,10 @@ TORCH_LIBRARY(fhe_core, m) {
   m.def("intt(Tensor a, Tensor moduli, Tensor table, int[]? skip=None) -> Tensor");
   m.def("intt.out(Tensor a, Tensor moduli, Tensor table, int[]? skip=None, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("mod_down_ntt(Tensor x, Tensor c, int p_rows, Tensor consts, Tensor consts_shoup, Tensor moduli, "
-        "Tensor table, Tensor? add=None) -> Tensor");
+        "Tensor table, Tensor? add=None, int add_galois=1) -> Tensor");
   m.def("mod_down_ntt.out(Tensor x, Tensor c, int p_rows, Tensor consts, Tensor consts_shoup, Tensor moduli, "
-        "Tensor table, Tensor? add=None, *, Tensor(a!) out) -> Tensor(a!)");
+        "Tensor table, Tensor? add=None, int add_galois=1, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("intt_galois(Tensor a, Tensor moduli, Tensor table, int galois) -> (Tensor, Tensor)");
   for (const char* name : {"add", "sub", "mul"}) {
     m.def((std::string(name) + "(Tensor a, Tensor b, Tensor moduli) -> Tensor").c_str());
     m.def((std::string(name) + ".out(Tensor a, Tensor b, Tensor moduli, *, Tensor(a!) out) -> Tensor(a!)").c_str());
@@ -1137,7 +1215,7 @@ TORCH_LIBRARY(fhe_core, m) {
   m.def("sample_uniform(Tensor moduli, int n, int[] key, int nonce) -> Tensor");
   m.def("sample_cbd(Tensor moduli, int n, int[] key, int nonce, int eta) -> Tensor");
   m.def("sample_ternary(Tensor moduli, int n, int[] key, int nonce, int hamming_weight) -> Tensor");
-  m.def("ntt_table(Tensor moduli, Tensor roots, int log_n) -> Tensor");
+  m.def("ntt_table(Tensor moduli, Tensor roots, int log_n, bool pairs=False) -> Tensor");
   m.def("kernel_variant(str name, int value) -> int", &fhe::set_kernel_variant);
   // (out-only ops: out is a strided view of a caller's buffer, or accumulated into)
   m.def("ks_inner_product_fused(Tensor digits, Tensor key, int q_count, int p_row, Tensor moduli, int galois, "

@@ -3,7 +3,8 @@
 Shapes and conventions (ARCHITECTURE.md):
     residues    int64 tensors ``[..., l, N]`` (limb-major), canonical in ``[0, q_i)`` between ops;
     moduli      ``[l, 4]`` int64 per-prime constants (``ring.modulus_table``);
-    ntt_table   ``[l, 4, N]`` int64 twiddles with Shoup companions (``ring.RNSBasis``).
+    ntt_table   ``[l, 4, N]`` int64 twiddles with Shoup companions (``ring.RNSBasis``); on CUDA
+                ``[l, 8, N]``, with the same words again as (w, w') pairs (``ntt_table(pairs=True)``).
 Every op runs on the device of its inputs (CPU or CUDA) and gives bit-identical results on
 both. Functional forms return new tensors; pass ``out=`` to reuse a buffer.
 
@@ -22,7 +23,8 @@ _ops = torch.ops.fhe_core
 Tensor = torch.Tensor
 
 __all__ = [
-    "cuda_built", "ntt", "intt", "mod_down_ntt", "add", "sub", "neg", "mul", "mul_const", "sub_mul_const",
+    "cuda_built", "ntt", "intt", "intt_galois", "mod_down_ntt",
+    "add", "sub", "neg", "mul", "mul_const", "sub_mul_const",
     "mul_add", "tensor_product", "bconv", "center_lift", "mod_up_conv", "ks_inner_product",
     "automorphism_ntt", "automorphism_coeff", "sample_uniform", "sample_cbd", "sample_ternary",
     "ntt_table", "seed_words", "kernel_variant", "use_kernel_variant", "ks_inner_product_fused",
@@ -38,22 +40,28 @@ def cuda_built() -> bool:
 def kernel_variant(name: str, value: int | None = None) -> int:
     """Read (``value=None``) or set the CUDA kernel variant ``name``; returns the previous value.
 
-    0 is the reference kernel; the default is the fastest measured alternative. Known names:
-    ``"conv"`` (basis conversion as a byte-sliced integer matrix product on the tensor cores: 1 with
-    output rows in groups of 32, 2, the default, in balanced groups at 64 registers), ``"mod_up"``
-    (1: ModUp as one Conv and one NTT over every digit, CUDA only), ``"mod_down"`` (1: ModDown's
-    INTT in one launch and its last step in the NTT's store, ``mod_down_ntt``), read by
-    ``rlwe.keyswitch``; ``"tensor"`` (1: CKKS's tensor product as one ``tensor_product``, read by
-    ``ckks.Evaluator``); ``"fused"`` (1: the bootstrapping circuit's fused passes,
-    :func:`ks_inner_product_fused` and :func:`linear_combination` in the linear transforms, the
-    polynomial evaluator and the batched pair, rescale's last step in the NTT's store; 2: also
-    :func:`giant_products`, :func:`ks_inner_product_pair`, CoeffsToSlots writing the EvalMod pair in
-    place; 3, the default: also the baby steps in one :func:`ks_inner_product_babies` and the giant
-    steps' ModDowns as one batch; read by the ckks Python on both devices).
-    All variants give the same residues bit for bit; the switch exists so that tests compare them
-    and benchmarks time them side by side. The CPU kernels have one variant and ignore "conv". A
-    launch reads the setting when it is enqueued (so a captured CUDA graph keeps the variant it was
-    captured with).
+    0 is the reference kernel; the default is the fastest measured alternative. Known names: ``"conv"`` (basis
+    conversion as a byte-sliced integer matrix product on the tensor cores: 1 with output rows in groups of 32, 2,
+    the default, in balanced groups at 64 registers), ``"mod_up"`` (1: ModUp as one Conv and one NTT over every
+    digit, CUDA only), ``"mod_down"`` (1: ModDown's INTT in one launch and its last step in the NTT's store,
+    ``mod_down_ntt``), read by ``rlwe.keyswitch``; ``"tensor"`` (1: CKKS's tensor product as one ``tensor_product``,
+    read by ``ckks.Evaluator``); ``"fused"`` (1: the bootstrapping circuit's fused passes,
+    :func:`ks_inner_product_fused` and :func:`linear_combination` in the linear transforms, the polynomial evaluator
+    and the batched pair, rescale's last step in the NTT's store; 2: also :func:`giant_products`,
+    :func:`ks_inner_product_pair`, CoeffsToSlots writing the EvalMod pair in place; 3, the default: also the baby
+    steps in one :func:`ks_inner_product_babies` and the giant steps' ModDowns as one batch; read by the ckks Python
+    on both devices); ``"ntt"`` (the NTT's kernels: 1, the rows kernel moves each row's contiguous side, the
+    inverse's input, the forward's output and ModDown's epilogue, as 16-byte accesses; 2, and loads each twiddle
+    with its Shoup companion as one 16-byte pair, with limb-major grids (a limb's twiddles shared by its batches
+    through L2); 3, and forward butterflies without Harvey's reduction for primes with (5 + 2 log N) q < 2^64 (below
+    ~2^58.7); 4, 3 with the row lengths compiled in at N = 2^16; 5, 4 with the inverse's sums unreduced within each
+    round of 3 stages, for primes below 2^60; 6, the default, 5 with truncated Shoup quotients in the forward's
+    first kernel, for primes below ~2^58.3 at N = 2^16); ``"galois"`` (1, the default: a rotation's sigma_k read
+    inside ModUp's inverse NTT, ``intt_galois``, and ModDown's epilogue add, ``mod_down_ntt(add_galois=k)``, instead
+    of two ``automorphism_ntt`` passes; read by ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1). All
+    variants give the same residues bit for bit; the switch exists so that tests compare them and benchmarks time
+    them side by side. The CPU kernels have one variant and ignore "conv". A launch reads the setting when it is
+    enqueued (so a captured CUDA graph keeps the variant it was captured with).
     """
     return int(_ops.kernel_variant(name, -1 if value is None else int(value)))
 
@@ -94,15 +102,26 @@ def intt(a: Tensor, moduli: Tensor, table: Tensor, *, skip: tuple[int, int, int]
 
 
 def mod_down_ntt(x: Tensor, c: Tensor, p_rows: int, consts: Tensor, consts_shoup: Tensor, moduli: Tensor,
-                 table: Tensor, add: Tensor | None = None, *, out: Tensor | None = None) -> Tensor:
+                 table: Tensor, add: Tensor | None = None, *, add_galois: int = 1,
+                 out: Tensor | None = None) -> Tensor:
     """ModDown's tail in one pass: ``out[b] = (c[b, p_rows:] - NTT(x[b])) * consts (+ add[b])`` mod q_i.
 
     x: ``[B, l, N]`` coefficients (the conversion of c's P part); c: ``[B, p_rows + l, N]`` NTT
     domain over (P, Q_l); consts, consts_shoup: ``[l]`` (P^-1 mod q_i, Shoup); add: ``[B', l, N]``
     with B' <= B, added to the first B' batches (relinearization's (d0, d1), a rotation's
-    sigma(c0)). On CUDA all of it happens in the NTT's last store; ``out`` may be ``x``.
+    sigma(c0)). On CUDA all of it happens in the NTT's last store; ``out`` may be ``x``. With
+    ``add_galois`` k != 1 (odd, in [1, 2N)) it adds ``automorphism_ntt(add, moduli, k)`` instead, read
+    in place by that store on CUDA (a rotation's sigma(c0) without its own pass; add contiguous).
     """
-    return _call(_ops.mod_down_ntt, (x, c, p_rows, consts, consts_shoup, moduli, table, add), out)
+    return _call(_ops.mod_down_ntt, (x, c, p_rows, consts, consts_shoup, moduli, table, add, add_galois), out)
+
+
+def intt_galois(a: Tensor, moduli: Tensor, table: Tensor, galois: int) -> tuple[Tensor, Tensor]:
+    """``(intt(sigma), sigma)`` with ``sigma = automorphism_ntt(a, moduli, galois)``: a rotation's ModUp
+    input. a: contiguous ``[..., l, N]`` NTT domain. On CUDA (``kernel_variant("ntt") >= 1``) the
+    inverse NTT reads sigma straight from ``a`` (in bit-reversed order a Galois map sends each aligned
+    run of 8 slots onto another one) and stores it on the way, one pass fewer over the rows."""
+    return _ops.intt_galois(a, moduli, table, galois)
 
 
 def add(a: Tensor, b: Tensor, moduli: Tensor, *, out: Tensor | None = None) -> Tensor:
@@ -269,11 +288,10 @@ def giant_products(babies: Tensor, pts: list[Tensor], index: list[int], moduli: 
     baby steps: ``out[c][g] = sum_j pts[g][index[g * n1 + j]] * babies[j][c]`` mod q_i over the baby
     positions j whose index is not -1 (each of giant g's plaintexts pairs with exactly one).
 
-    babies: ``[n1 <= 32, 2, limbs, N]``; pts: 1 to 4 tensors ``[m_g <= 63, limbs, N]``; index:
-    ``giants x n1`` ints; out: ``[2, giants, limbs, N]``, component-major, each component's
-    ``[giants, limbs, N]`` contiguous (``buffer[:, g0:g1]`` of a ``[2, G, limbs, N]`` buffer). Each baby word is read once for
-    all the giants of the call, where :func:`ks_inner_product` per giant reads the stack once per giant.
-    Returns out.
+    babies: ``[n1 <= 32, 2, limbs, N]``; pts: 1 to 4 tensors ``[m_g <= 63, limbs, N]``; index: ``giants x n1`` ints;
+    out: ``[2, giants, limbs, N]``, component-major, each component's ``[giants, limbs, N]`` contiguous (``buffer[:,
+    g0:g1]`` of a ``[2, G, limbs, N]`` buffer). Each baby word is read once for all the giants of the call, where
+    :func:`ks_inner_product` per giant reads the stack once per giant. Returns out.
     """
     return _ops.giant_products(babies, list(pts), list(index), moduli, out=out)
 
@@ -301,9 +319,12 @@ def sample_ternary(moduli: Tensor, n: int, seed: bytes, nonce: int, hamming_weig
     return _ops.sample_ternary(moduli, n, seed_words(seed), nonce, hamming_weight)
 
 
-def ntt_table(moduli: Tensor, roots: Tensor, log_n: int) -> Tensor:
-    """``[l, 4, N]`` NTT table on the CPU for primes with primitive 2N-th roots ``roots`` ``[l]``."""
-    return _ops.ntt_table(moduli, roots, log_n)
+def ntt_table(moduli: Tensor, roots: Tensor, log_n: int, *, pairs: bool = False) -> Tensor:
+    """NTT table, built on the CPU, for primes with primitive 2N-th roots ``roots`` ``[l]``: ``[l, 4, N]``
+    (rows psi^brv, Shoup, psi^-brv with N^-1 folded, Shoup: all the CPU kernels read), or with ``pairs``
+    ``[l, 8, N]``, rows 4-5 and 6-7 the forward and inverse rows again as interleaved (w, Shoup) pairs
+    (what the CUDA kernels read; a CUDA table must have them)."""
+    return _ops.ntt_table(moduli, roots, log_n, pairs)
 
 
 # ---- shape functions for torch.compile / opcheck ---------------------------------------------
@@ -319,8 +340,12 @@ def _register_fakes() -> None:
         return a.new_empty((3, a.shape[-2], a.shape[-1]))
 
     @torch.library.register_fake("fhe_core::mod_down_ntt")
-    def _(x, c, p_rows, consts, consts_shoup, moduli, table, add=None):
+    def _(x, c, p_rows, consts, consts_shoup, moduli, table, add=None, add_galois=1):
         return torch.empty_like(x)
+
+    @torch.library.register_fake("fhe_core::intt_galois")
+    def _(a, moduli, table, galois):
+        return torch.empty_like(a), torch.empty_like(a)
 
     @torch.library.register_fake("fhe_core::mod_up_conv")
     def _(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own=None):

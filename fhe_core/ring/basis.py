@@ -2,8 +2,8 @@
 
 An :class:`RNSBasis` holds, on one device, every constant the kernels need for its primes:
 the per-prime Barrett constants (``moduli`` [l, 4]) and the NTT twiddles with their Shoup
-companions (``ntt_table`` [l, 4, N]). A :class:`BasisConverter` holds the constants of the fast
-basis conversion between two bases. Both are built once per (primes, N, device) and cached;
+companions (``ntt_table`` [l, 4, N]; [l, 8, N] on CUDA). A :class:`BasisConverter` holds the
+constants of the fast basis conversion between two bases. Both are built once per (primes, N, device) and cached;
 prefixes of a basis (the levels of a modulus chain) are views that share the tables.
 """
 from __future__ import annotations
@@ -94,7 +94,9 @@ class RNSBasis:
         n, log_n: ring degree.
         device: where the tables (and the polynomials using them) live.
         moduli: ``[l, 4]`` int64, see :func:`modulus_table`.
-        ntt_table: ``[l, 4, N]`` int64, rows (psi^brv, Shoup, psi^-brv with N^-1 folded, Shoup).
+        ntt_table: ``[l, 4, N]`` int64, rows (psi^brv, Shoup, psi^-brv with N^-1 folded, Shoup); on
+            CUDA ``[l, 8, N]``: then the forward and the inverse rows again as interleaved (w, Shoup)
+            pairs (2 rows each), which only the CUDA kernels read.
 
     Use :meth:`get` to share one instance per (primes, N, device).
     """
@@ -109,7 +111,7 @@ class RNSBasis:
             _validate(self.primes, self.n)
             moduli = modulus_table(self.primes)
             roots = words_tensor([primitive_root_2n(q, self.n) for q in self.primes])
-            table = ops.ntt_table(moduli, roots, self.log_n)
+            table = ops.ntt_table(moduli, roots, self.log_n, pairs=self.device.type == "cuda")
             _tables = (moduli.to(self.device), table.to(self.device))
         self.moduli, self.ntt_table = _tables
 

@@ -175,9 +175,11 @@ def mod_down(ctx: RLWEContext, c: torch.Tensor, level: int) -> torch.Tensor:
     return _mod_down(ctx, c, level)
 
 
-def _mod_down(ctx: RLWEContext, c: torch.Tensor, level: int, add: torch.Tensor | None = None) -> torch.Tensor:
-    """:func:`mod_down` of checked inputs, plus ``add`` (``[B', l+1, N]``, B' <= the batch of c) on the
-    first B' components: in the same pass as ModDown's last step where the variant allows."""
+def _mod_down(ctx: RLWEContext, c: torch.Tensor, level: int, add: torch.Tensor | None = None,
+              add_galois: int = 1) -> torch.Tensor:
+    """:func:`mod_down` of checked inputs, plus ``add`` (``[B', l+1, N]``, B' <= the batch of c; with
+    ``add_galois`` k != 1, sigma_k(add)) on the first B' components: in the same pass as ModDown's last
+    step where the variant allows."""
     t = ctx.tables(level)
     alpha, rows = ctx.alpha, len(t.qp)
     batch = c.reshape(-1, rows, ctx.n)  # a view; a copy only if the [rows, N] blocks are not contiguous
@@ -194,8 +196,10 @@ def _mod_down(ctx: RLWEContext, c: torch.Tensor, level: int, add: torch.Tensor |
         conv = t.p_to_q(c_p, exact=True)                                # [c]_P, centred, over Q_l
         if fused:                                                       # NTT and (c - conv) * P^-1, one pass
             out = ops.mod_down_ntt(conv, batch, alpha, t.p_inv, t.p_inv_shoup, t.q.moduli, t.q.ntt_table, add,
-                                   out=conv)
+                                   add_galois=add_galois, out=conv)
         else:
+            if add is not None and add_galois != 1:
+                add = ops.automorphism_ntt(add, t.q.moduli, add_galois)
             conv = t.q.ntt(conv, out=conv)
             for b in range(batch.shape[0]):                             # (c - conv) * P^-1, one pass
                 ops.sub_mul_const(batch[b, alpha:], conv[b], t.p_inv, t.p_inv_shoup, t.q.moduli, out=conv[b])
@@ -260,8 +264,30 @@ def apply_galois(ctx: RLWEContext, ct: Ciphertext, galois_element: int, keys: Ev
 def _apply_galois(ctx: RLWEContext, ct: Ciphertext, k: int, key: SwitchingKey, level: int) -> Ciphertext:
     """:func:`apply_galois` of a checked degree-1 ciphertext at ``level``, element and key."""
     q = ctx.q_at(level)
-    permuted = ops.automorphism_ntt(ct.data.contiguous(), q.moduli, k)  # (a hand-made view may be strided)
+    data = ct.data.contiguous()  # (a hand-made view may be strided)
+    if _galois_in_key_switch(ctx):
+        return ct.replace(data=_key_switch_galois(ctx, data, k, key, level))
+    permuted = ops.automorphism_ntt(data, q.moduli, k)
     return ct.replace(data=_key_switch(ctx, permuted[1], key, level, add=permuted[:1]))
+
+
+def _galois_in_key_switch(ctx: RLWEContext) -> bool:
+    """On CUDA (ops.kernel_variant "galois" = 1, the default, with the one-launch ModUp and the fused
+    ModDown) sigma_k is read inside the key switch's kernels instead of an automorphism pass over both
+    components (:func:`_key_switch_galois`)."""
+    return (_mod_up_all_digits_at_once(ctx) and ops.kernel_variant("galois") == 1
+            and ops.kernel_variant("mod_down") == 1)
+
+
+def _key_switch_galois(ctx: RLWEContext, data: torch.Tensor, k: int, key: SwitchingKey, level: int) -> torch.Tensor:
+    """(sigma_k(c0), 0) + key_switch(sigma_k(c1)) for contiguous ``data`` = (c0, c1), equal to the
+    automorphism-first path bit for bit: ModUp's inverse NTT reads sigma_k(c1) from c1 and stores it
+    for the digits' own rows (ops.intt_galois), ModDown's last store adds sigma_k(c0) read from c0."""
+    t = ctx.tables(level)
+    with _step("mod_up", ctx.device):
+        coeffs, d = ops.intt_galois(data[1], t.q.moduli, t.q.ntt_table, k)
+        digits = _mod_up_all_digits(ctx, t, d, coeffs)
+    return _mod_down(ctx, _inner_product(ctx, digits, key, level), level, add=data[:1], add_galois=k)
 
 
 def apply_galois_hoisted(ctx: RLWEContext, ct: Ciphertext, galois_elements: Iterable[int],
@@ -290,11 +316,15 @@ def _apply_galois_hoisted(ctx: RLWEContext, ct: Ciphertext, galois_keys: dict[in
     keys by element."""
     q, qp = ctx.q_at(level), ctx.qp_at(level)
     digits = _decompose_mod_up(ctx, ct.data[1], level)
+    c0 = ct.data[:1].contiguous() if _galois_in_key_switch(ctx) else None
     results = {}
     for k in galois_keys:
         with _step(f"hoisted_rotation_{k}", ctx.device):
             extended = _inner_product(ctx, ops.automorphism_ntt(digits, qp.moduli, k), galois_keys[k], level)
-            out = _mod_down(ctx, extended, level, add=ops.automorphism_ntt(ct.data[:1], q.moduli, k))
+            if c0 is not None:  # sigma_k(c0) read by ModDown's last store
+                out = _mod_down(ctx, extended, level, add=c0, add_galois=k)
+            else:
+                out = _mod_down(ctx, extended, level, add=ops.automorphism_ntt(ct.data[:1], q.moduli, k))
         results[k] = ct.replace(data=out)
     return results
 

@@ -16,8 +16,21 @@
 
 namespace fhe {
 
-// Table rows of the int64 tensor [l, 4, N] built once per (prime, N).
-enum NttTableRow : int { kFwd = 0, kFwdShoup = 1, kInv = 2, kInvShoup = 3, kNttTableRows = 4 };
+// Table rows of the int64 tensor [l, R, N] built once per (prime, N, device): the twiddles and their
+// Shoup companions in separate rows (0-3, what the CPU kernels read; a CPU table has only these, R = 4),
+// then, in a CUDA table (R = 8), the same words interleaved as (w, w') pairs over two rows each (4-5
+// forward, 6-7 inverse: pair i at words 2i, 2i + 1), which the CUDA kernels read with one 16-byte load
+// per twiddle. Kernels take R from the table (NttArgs::table_rows).
+enum NttTableRow : int {
+  kFwd = 0,
+  kFwdShoup = 1,
+  kInv = 2,
+  kInvShoup = 3,
+  kNttTableRowsCpu = 4,
+  kFwdPairs = 4,
+  kInvPairs = 6,
+  kNttTableRows = 8
+};
 
 FHE_HD u32 bit_reverse(u32 x, int bits) {
 #if defined(__CUDA_ARCH__)
@@ -41,6 +54,17 @@ FHE_HD void ct_butterfly(u64& x, u64& y, u64 w, u64 w_shoup, u64 q) {
   y = xr + two_q - t;
 }
 
+// The forward butterfly without Harvey's reduction of x: x + w*y and x - w*y + 2q, each below x + 2q
+// (w*y comes out of the Shoup product in [0, 2q) for any y < 2^64). A transform of log N such
+// stages from inputs below 4q stays below (4 + 2 log N) q: for primes with (5 + 2 log N) q < 2^64
+// (about 2^58.7 at N = 2^17) no stage needs a reduction, only the output (CUDA "lazy forward").
+FHE_HD void ct_butterfly_lazy(u64& x, u64& y, u64 w, u64 w_shoup, u64 q) {
+  const u64 t = mul_shoup_lazy(y, w, w_shoup, q);
+  const u64 xr = x;
+  x = xr + t;
+  y = xr + 2 * q - t;
+}
+
 // x, y in [0, 2q) -> x + y, (x - y)*w, both in [0, 2q).
 FHE_HD void gs_butterfly(u64& x, u64& y, u64 w, u64 w_shoup, u64 q) {
   const u64 two_q = 2 * q;
@@ -56,6 +80,24 @@ FHE_HD void gs_butterfly_last(u64& x, u64& y, const u64* inv, const u64* inv_sho
   const u64 two_q = 2 * q;
   const u64 s = x + y;           // < 4q: fine for Shoup
   const u64 d = x + two_q - y;   // < 4q
+  x = mul_shoup(s, inv[0], inv_shoup[0], q);
+  y = mul_shoup(d, inv[1], inv_shoup[1], q);
+}
+
+// The inverse butterflies without the reduction of the sum (CUDA ntt variant 5): x, y below b (a power of
+// two times q with 2b <= 2^64) -> x + y below 2b, unreduced, and (x - y) w in [0, 2q). Over a group of G
+// stages the sums double per stage (an element's bound is 2q times 2 per stage since it last was a
+// difference), so a group from inputs below 2q ends below 2^(G+1) q and is reduced once, element by element.
+FHE_HD void gs_butterfly_lazy(u64& x, u64& y, u64 w, u64 w_shoup, u64 q, u64 b) {
+  const u64 d = x + b - y;
+  x = x + y;
+  y = mul_shoup_lazy(d, w, w_shoup, q);
+}
+
+// gs_butterfly_last for x, y below b (as gs_butterfly_lazy): the Shoup products take any 64-bit input.
+FHE_HD void gs_butterfly_last_lazy(u64& x, u64& y, const u64* inv, const u64* inv_shoup, u64 q, u64 b) {
+  const u64 s = x + y;
+  const u64 d = x + b - y;
   x = mul_shoup(s, inv[0], inv_shoup[0], q);
   y = mul_shoup(d, inv[1], inv_shoup[1], q);
 }

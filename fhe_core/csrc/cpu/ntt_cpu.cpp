@@ -257,7 +257,7 @@ void for_each_row(const NttArgs& a, RowFn scalar_fn, RowFn vector52_fn, RowFn ve
       const int limb = static_cast<int>(r % a.limbs);
       const u64 q = a.moduli[limb].value;
       const RowFn fn = !simd ? scalar_fn : q < kIfmaMaxPrime ? vector52_fn : vector64_fn;
-      fn(a.in + r * n, a.out + r * n, a.table + limb * kNttTableRows * n, q, a.log_n);
+      fn(a.in + r * n, a.out + r * n, a.table + limb * a.table_rows * n, q, a.log_n);
     }
   });
 }

@@ -19,6 +19,14 @@
 //   in its stage s0 + d the butterfly (j, j + 2^(G-1-d)) uses the twiddle of global index
 //   m * row_base + (hi << d) + (j >> (G - d)),  m = 2^(s0 + d),
 // where row_base = 1 for columns and 2^k1 + row for rows (see common/ntt.h for the table).
+//
+// ops.kernel_variant("ntt") picks among the versions of these kernels (NttPlan, below): 0 is the
+// one described above; the others move the rows kernel's contiguous side in 16-byte accesses, read
+// twiddles as (w, w') pairs, order the grid limb-major, skip Harvey's reduction in the forward
+// butterflies for primes below ~2^58.7 and compile in the row length at N = 2^16. All give the same
+// words (canonical outputs).
+
+#include <type_traits>
 
 #include "../common/ntt.h"
 #include "launch.cuh"
@@ -42,17 +50,100 @@ Geometry split(int log_n) { return {log_n / 2, log_n - log_n / 2}; }
 // companion ws[...]; inv/inv_shoup point at the inverse table, whose entries 0 and 1 the folded
 // last butterfly needs.
 struct Twiddles {
+  static constexpr bool kLazy = false;  // Harvey's forward butterflies (see LazyTwiddles)
   const u64* w;
   const u64* ws;
   u32 base;  // 1 for columns, 2^k1 + row for rows
   const u64* inv;
   const u64* inv_shoup;
+  __device__ __forceinline__ void load(u32 idx, u64& tw, u64& tw_shoup) const {
+    tw = w[idx];
+    tw_shoup = ws[idx];
+  }
 };
 
+// Variants >= 2: the same twiddles from the table's interleaved (w, w') rows (common/ntt.h), one 16-byte
+// load per twiddle instead of two 8-byte ones.
+struct PairedTwiddles {
+  static constexpr bool kLazy = false;
+  const ulonglong2* pairs;
+  u32 base;
+  const u64* inv;
+  const u64* inv_shoup;
+  __device__ __forceinline__ void load(u32 idx, u64& tw, u64& tw_shoup) const {
+    const ulonglong2 p = pairs[idx];
+    tw = p.x;
+    tw_shoup = p.y;
+  }
+};
+
+// Variants >= 3: the same twiddles, forward butterflies without the reduction of x (ct_butterfly_lazy in
+// common/ntt.h): every stage's values grow by less than 2q, so for a prime with (5 + 2 log N) q < 2^64
+// (lazy_forward_fits) the whole forward transform needs no reduction but the output's. That drops
+// about a sixth of a forward butterfly's instructions (a 64-bit compare and select, on the ALU pipe
+// that ncu reports busiest). The values between the kernels are below (4 + 2 k1) q instead of 4q.
+template <class Base>
+struct LazyTwiddles : Base {
+  static constexpr bool kLazy = true;
+};
+
+// Variant 6's forward columns: LazyTwiddles with the Shoup quotient truncated (mulhi_truncated): a product
+// in [0, 4q) instead of [0, 2q), so each stage adds < 4q and the k1 column stages end below (4 + 4 k1) q;
+// the rows kernel's lazy stages then add 2q each, to trunc_bound(log_n, k1) q, which the epilogue must allow
+// for: (bound + 1) q < 2^64 (trunc_forward_fits, checked per block by both kernels alike).
+template <class Base>
+struct TruncatedTwiddles : Base {
+  static constexpr bool kLazy = true;
+  static constexpr bool kTruncated = true;
+};
+template <class Tw, class = void>
+struct IsTruncated : std::false_type {};
+template <class Tw>
+struct IsTruncated<Tw, std::void_t<decltype(Tw::kTruncated)>> : std::bool_constant<Tw::kTruncated> {};
+
+// floor(a b / 2^64) - e with e in {0, 1, 2}: the four 32-bit partial products but the low one, and no
+// carries out of the middle ones (they sum below 3 * 2^32): one wide and two high 32-bit multiplies
+// instead of the four wide ones of __umul64hi.
+__device__ __forceinline__ u64 mulhi_truncated(u64 a, u64 b) {
+  const u32 a0 = static_cast<u32>(a), a1 = static_cast<u32>(a >> 32);
+  const u32 b0 = static_cast<u32>(b), b1 = static_cast<u32>(b >> 32);
+  return static_cast<u64>(a1) * b1 + __umulhi(a0, b1) + __umulhi(a1, b0);
+}
+
+// x + w*y and x - w*y + 4q with w*y in [0, 4q) from the truncated quotient (any y < 2^64).
+__device__ __forceinline__ void ct_butterfly_truncated(u64& x, u64& y, u64 w, u64 w_shoup, u64 q) {
+  const u64 t = y * w - mulhi_truncated(y, w_shoup) * q;
+  const u64 xr = x;
+  x = xr + t;
+  y = xr + 4 * q - t;
+}
+
+// Values of a forward transform from inputs below 4q stay below lazy_bound(log_n) * q with lazy butterflies.
+__device__ __forceinline__ u64 lazy_bound(int log_n) { return 4 + 2 * static_cast<u64>(log_n); }
+__device__ __forceinline__ bool lazy_forward_fits(u64 q, int log_n) {
+  return __umul64hi(q, lazy_bound(log_n) + 1) == 0;  // (bound + 1) q < 2^64: room for the epilogue's c + bound q
+}
+__device__ __forceinline__ u64 trunc_bound(int log_n, int k1) { return 4 + 4 * static_cast<u64>(k1) + 2 * static_cast<u64>(log_n - k1); }
+__device__ __forceinline__ bool trunc_forward_fits(u64 q, int log_n, int k1) {
+  return __umul64hi(q, trunc_bound(log_n, k1) + 1) == 0;
+}
+
+// Variant 5's inverse (LazyTwiddles in an inverse kernel): gs_butterfly_lazy inside each round of G <= 3
+// stages, for primes below 2^60 (a round's sums stay below 16q < 2^64; checked per block). Before step s
+// of a round, the unit's element j (and its partner j + 2^s) is below lazy_inverse_bound(s, j) * q: 2 if
+// j's low s bits are 0 ... (2 << s if they are all 0), 2 << (s - 1 - h) with h the highest set bit of those
+// bits (the last step where j was a difference). The bounds fold into constants in the unrolled loops.
+__host__ __device__ constexpr int highest_bit(u32 x) { return x == 0 ? -1 : 1 + highest_bit(x >> 1); }
+__host__ __device__ constexpr u32 lazy_inverse_bound(int step, u32 j) {
+  const u32 low = j & ((1u << step) - 1);
+  return low == 0 ? 2u << step : 2u << (step - 1 - highest_bit(low));
+}
+__device__ __forceinline__ bool lazy_inverse_fits(u64 q) { return q < (u64{1} << 60); }
+
 // Butterflies of one round on the registers v[U * 2^G] (U = 8 >> G units per thread).
-template <bool kForward, int G>
+template <bool kForward, int G, class Tw>
 __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 first_unit, int s0, int tl,
-                                                  const Twiddles& t, bool fold_n_inv, u64 q) {
+                                                  const Tw& t, bool fold_n_inv, u64 q) {
   constexpr int R = 1 << G;
   constexpr int U = kPerThread / R;
 #pragma unroll
@@ -69,9 +160,30 @@ __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 firs
       for (int j = 0; j < R; ++j) {
         if (j & stride) continue;
         const u32 idx = first + (j >> (G - d));
-        if (kForward) ct_butterfly(x[j], x[j + stride], t.w[idx], t.ws[idx], q);
-        else if (d == 0 && fold_n_inv) gs_butterfly_last(x[j], x[j + stride], t.inv, t.inv_shoup, q);
-        else gs_butterfly(x[j], x[j + stride], t.w[idx], t.ws[idx], q);
+        if (!kForward && d == 0 && fold_n_inv) {
+          if constexpr (Tw::kLazy) {
+            gs_butterfly_last_lazy(x[j], x[j + stride], t.inv, t.inv_shoup, q, q * lazy_inverse_bound(step, j));
+          } else {
+            gs_butterfly_last(x[j], x[j + stride], t.inv, t.inv_shoup, q);
+          }
+          continue;
+        }
+        u64 w, ws;
+        t.load(idx, w, ws);
+        if constexpr (kForward && IsTruncated<Tw>::value) ct_butterfly_truncated(x[j], x[j + stride], w, ws, q);
+        else if constexpr (kForward && Tw::kLazy) ct_butterfly_lazy(x[j], x[j + stride], w, ws, q);
+        else if (kForward) ct_butterfly(x[j], x[j + stride], w, ws, q);
+        else if constexpr (Tw::kLazy) gs_butterfly_lazy(x[j], x[j + stride], w, ws, q, q * lazy_inverse_bound(step, j));
+        else gs_butterfly(x[j], x[j + stride], w, ws, q);
+      }
+    }
+    if constexpr (!kForward && Tw::kLazy) {
+      if (!fold_n_inv) {  // back below 2q (the folded round's outputs are canonical already)
+#pragma unroll
+        for (int j = 0; j < R; ++j) {
+#pragma unroll
+          for (u32 b = lazy_inverse_bound(G, j) / 2; b >= 2; b /= 2) x[j] = csub(x[j], q * b);
+        }
       }
     }
   }
@@ -93,9 +205,9 @@ struct RowLayout {  // contiguous rows; shared tile of rows, one pad word per 8 
   }
 };
 
-template <bool kForward, int G, bool kFromGlobal, bool kToGlobal, class Layout>
+template <bool kForward, int G, bool kFromGlobal, bool kToGlobal, class Layout, class Tw>
 __device__ __forceinline__ void run_round(const u64* gin, u64* gout, u64* smem, const Layout& layout, u32 tcol,
-                                          int s0, int len, const Twiddles& t, bool fold_n_inv, u64 q) {
+                                          int s0, int len, const Tw& t, bool fold_n_inv, u64 q) {
   constexpr int R = 1 << G;
   constexpr int U = kPerThread / R;
   const int tl = len - s0 - G;
@@ -128,10 +240,10 @@ __device__ __forceinline__ void run_round(const u64* gin, u64* gout, u64* smem, 
   }
 }
 
-template <bool kForward, int G, class Layout>
+template <bool kForward, int G, class Layout, class Tw>
 __device__ __forceinline__ void dispatch_round(bool from_global, bool to_global, const u64* gin, u64* gout,
                                                u64* smem, const Layout& layout, u32 tcol, int s0, int len,
-                                               const Twiddles& t, bool fold, u64 q) {
+                                               const Tw& t, bool fold, u64 q) {
   if (from_global) run_round<kForward, G, true, false>(gin, gout, smem, layout, tcol, s0, len, t, fold, q);
   else if (to_global) run_round<kForward, G, false, true>(gin, gout, smem, layout, tcol, s0, len, t, fold, q);
   else run_round<kForward, G, false, false>(gin, gout, smem, layout, tcol, s0, len, t, fold, q);
@@ -140,9 +252,9 @@ __device__ __forceinline__ void dispatch_round(bool from_global, bool to_global,
 // All rounds of a local transform of length 2^len (len >= 5, so at least two rounds). Rounds
 // cover stages [3i, 3i + 3) (the last one shorter); the inverse walks them backwards. The first
 // round may read global memory and the last may write it; the rest goes through shared memory.
-template <bool kForward, class Layout>
+template <bool kForward, class Layout, class Tw>
 __device__ void local_transform(bool first_from_global, bool last_to_global, const u64* gin, u64* gout,
-                                u64* smem, const Layout& layout, u32 tcol, int len, const Twiddles& t,
+                                u64* smem, const Layout& layout, u32 tcol, int len, const Tw& t,
                                 bool fold_n_inv, u64 q) {
   const int rounds = (len + 2) / 3;
   for (int i = 0; i < rounds; ++i) {
@@ -159,25 +271,124 @@ __device__ void local_transform(bool first_from_global, bool last_to_global, con
   }
 }
 
-__device__ __forceinline__ Twiddles global_twiddles(const u64* table, int limb, u32 n, bool forward, u32 base) {
+// Variant 4: local_transform for a length known at compile time (N = 2^16: both kernels do 8 stages),
+// first round from and last round to global memory: the rounds unroll, so the round dispatch, the
+// unit geometry (tl, step) and the stage numbers m = 2^(s0 + d) in the twiddle indices fold into
+// constants.
+template <bool kForward, int kLen, class Layout, class Tw>
+__device__ __forceinline__ void local_transform_fixed(const u64* gin, u64* gout, u64* smem, const Layout& layout,
+                                                      u32 tcol, const Tw& t, bool fold_n_inv, u64 q) {
+  constexpr int rounds = (kLen + 2) / 3;
+#pragma unroll
+  for (int i = 0; i < rounds; ++i) {
+    const int s0 = 3 * (kForward ? i : rounds - 1 - i);
+    const int g = kLen - s0 < 3 ? kLen - s0 : 3;
+    const bool from_global = i == 0, to_global = i == rounds - 1, fold = fold_n_inv && s0 == 0;
+    if (g == 3) {
+      dispatch_round<kForward, 3>(from_global, to_global, gin, gout, smem, layout, tcol, s0, kLen, t, fold, q);
+    } else if (g == 2) {
+      dispatch_round<kForward, 2>(from_global, to_global, gin, gout, smem, layout, tcol, s0, kLen, t, fold, q);
+    } else {
+      dispatch_round<kForward, 1>(from_global, to_global, gin, gout, smem, layout, tcol, s0, kLen, t, fold, q);
+    }
+    if (!to_global) __syncthreads();
+  }
+}
+
+// ---- variant 1 of ntt_rows: the row's contiguous side straight from/to registers ------------
+//
+// In ntt_rows the forward's last round and the inverse's first one have tl = 0: a thread's units are
+// its 8 consecutive words 8 * tcol .. 8 * tcol + 7 of the row. Variant 0 stages that side of the tile
+// through shared memory with one word per thread and loop trip, which nvcc does not unroll: the
+// inverse's load and ModDown's epilogue (c and add) then wait for one global latency per word in
+// turn. Variant 1 moves those 8 words as four 16-byte accesses per thread, all issued at once, and
+// drops that staging pass and its barrier.
+
+__device__ __forceinline__ void load8(const u64* p, u64 (&v)[kPerThread]) {
+  const ulonglong2* p2 = reinterpret_cast<const ulonglong2*>(p);
+#pragma unroll
+  for (int k = 0; k < kPerThread / 2; ++k) {
+    const ulonglong2 x = p2[k];
+    v[2 * k] = x.x;
+    v[2 * k + 1] = x.y;
+  }
+}
+
+__device__ __forceinline__ void store8(u64* p, const u64 (&v)[kPerThread]) {
+  ulonglong2* p2 = reinterpret_cast<ulonglong2*>(p);
+#pragma unroll
+  for (int k = 0; k < kPerThread / 2; ++k) p2[k] = make_ulonglong2(v[2 * k], v[2 * k + 1]);
+}
+
+// Butterflies of the contiguous round (the last group of stages, s0 = 3 * ((len - 1) / 3)).
+template <bool kForward, class Tw>
+__device__ __forceinline__ void contiguous_round(u64 (&v)[kPerThread], u32 tcol, int len, const Tw& t, u64 q) {
+  const int s0 = 3 * ((len - 1) / 3);
+  const int g = len - s0;
+  if (g == 3) round_butterflies<kForward, 3>(v, tcol, s0, 0, t, false, q);
+  else if (g == 2) round_butterflies<kForward, 2>(v, tcol * 2, s0, 0, t, false, q);
+  else round_butterflies<kForward, 1>(v, tcol * 4, s0, 0, t, false, q);
+}
+
+// The thread's 8 contiguous words of its row in the shared tile.
+__device__ __forceinline__ void load8_shared(const u64* smem, const RowLayout& layout, u32 tcol,
+                                             u64 (&v)[kPerThread]) {
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) v[k] = smem[layout.shared(tcol * kPerThread + k)];
+}
+
+__device__ __forceinline__ void store8_shared(u64* smem, const RowLayout& layout, u32 tcol,
+                                              const u64 (&v)[kPerThread]) {
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) smem[layout.shared(tcol * kPerThread + k)] = v[k];
+}
+
+template <bool kPairs>
+using TwiddlesOf = std::conditional_t<kPairs, PairedTwiddles, Twiddles>;
+
+template <bool kPairs>
+__device__ __forceinline__ TwiddlesOf<kPairs> global_twiddles(const u64* table, int limb, u32 n, bool forward,
+                                                              u32 base) {
   const u64* t = table + static_cast<size_t>(limb) * kNttTableRows * n;
-  return Twiddles{t + (forward ? kFwd : kInv) * n, t + (forward ? kFwdShoup : kInvShoup) * n, base, t + kInv * n,
-                  t + kInvShoup * n};
+  if constexpr (kPairs) {
+    return PairedTwiddles{reinterpret_cast<const ulonglong2*>(t + (forward ? kFwdPairs : kInvPairs) * n), base,
+                          t + kInv * n, t + kInvShoup * n};
+  } else {
+    return Twiddles{t + (forward ? kFwd : kInv) * n, t + (forward ? kFwdShoup : kInvShoup) * n, base, t + kInv * n,
+                    t + kInvShoup * n};
+  }
+}
+
+// The transform row a block works on. Order 0: grid row y is the row (batch-major). Order 1,
+// limb-major: the batches' rows of one limb run next to each other. Every twiddle of
+// the rows kernel (indices >= 2^k1) serves one row of one limb's transform and comes from DRAM (a
+// batch's limb tables, 1 MB per limb at N = 2^16 with the Shoup words, do not stay in L2 until the
+// next batch), twice the bytes of the row's data; with the batches adjacent, the second and later
+// reads of a limb's twiddles hit L2 (ModUp transforms 2-3 rows per limb, ModDown 2). Order 2
+// (for the second kernel of a transform): limb-major backwards, so that it starts on rows the first
+// kernel wrote last, still in L2. Which kernel takes which order: NttPlan.
+__device__ __forceinline__ int grid_row(int limbs, int order) {
+  int y = static_cast<int>(blockIdx.y);
+  if (order == 0) return y;
+  if (order == 2) y = static_cast<int>(gridDim.y) - 1 - y;
+  const int batches = static_cast<int>(gridDim.y) / limbs;
+  return (y % batches) * limbs + y / batches;
 }
 
 // First k1 forward stages / last k1 inverse stages. Grid: (T / 8, rows). Block: 8 * 2^k1 / 8,
 // at most 256 threads; 64 registers keep four blocks resident per SM.
-template <bool kForward>
+template <bool kForward, bool kPairs, bool kLazy = false, int kLen = 0, bool kTruncated = false>
 __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                                       const u64* __restrict__ table, int limbs, int log_n, int k1,
-                                                      NttSkip skip, int64_t in_batch_stride) {
+                                                      NttSkip skip, int64_t in_batch_stride, int order) {
   extern __shared__ u64 smem[];
+  if constexpr (kLen != 0) k1 = kLen;
   const u32 n = 1u << log_n;
-  const int row = blockIdx.y;
+  const int row = grid_row(limbs, order);
   if (ntt_row_skipped(skip, row, limbs)) return;  // the whole block: no barrier is left waiting
   const int limb = row % limbs;
   const u64 q = moduli[limb].value;
-  const Twiddles t = global_twiddles(table, limb, n, kForward, 1u);
+  const auto t = global_twiddles<kPairs>(table, limb, n, kForward, 1u);
   const u32 col = threadIdx.x % kColumnsPerBlock;
   const u32 tcol = threadIdx.x / kColumnsPerBlock;
   const size_t column = blockIdx.x * kColumnsPerBlock + col;
@@ -185,23 +396,175 @@ __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, c
   const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
                                               : (row / limbs) * in_batch_stride + static_cast<int64_t>(limb) * n;
   const ColumnLayout layout{n >> k1, col};
-  local_transform<kForward>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, t,
-                                    !kForward, q);
+  if constexpr (kForward && kTruncated) {
+    if (trunc_forward_fits(q, log_n, k1)) {
+      const TruncatedTwiddles<std::decay_t<decltype(t)>> truncated{t};
+      if constexpr (kLen != 0) {
+        local_transform_fixed<true, kLen>(in + in_row + column, out + origin, smem, layout, tcol, truncated, false, q);
+      } else {
+        local_transform<true>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, truncated, false,
+                              q);
+      }
+      return;
+    }
+  }
+  if constexpr (kForward && kLazy) {
+    if (lazy_forward_fits(q, log_n)) {
+      const LazyTwiddles<std::decay_t<decltype(t)>> lazy{t};
+      if constexpr (kLen != 0) {
+        local_transform_fixed<true, kLen>(in + in_row + column, out + origin, smem, layout, tcol, lazy, false, q);
+      } else {
+        local_transform<true>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, lazy, false, q);
+      }
+      return;
+    }
+  }
+  if constexpr (!kForward && kLazy) {
+    if (lazy_inverse_fits(q)) {
+      const LazyTwiddles<std::decay_t<decltype(t)>> lazy{t};
+      if constexpr (kLen != 0) {
+        local_transform_fixed<false, kLen>(in + in_row + column, out + origin, smem, layout, tcol, lazy, true, q);
+      } else {
+        local_transform<false>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, lazy, true, q);
+      }
+      return;
+    }
+  }
+  if constexpr (kLen != 0) {
+    local_transform_fixed<kForward, kLen>(in + in_row + column, out + origin, smem, layout, tcol, t, !kForward, q);
+  } else {
+    local_transform<kForward>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, t,
+                                      !kForward, q);
+  }
+}
+
+// A rotation's sigma_k(add) (kGalois): each thread's 8 output slots read 8 slots of one aligned run of 8 in the
+// add row (in bit-reversed order a Galois map sends every aligned run of 2^j slots onto another one, permuted
+// inside), as 8-byte loads of the same two 32-byte sectors that the 16-byte loads would touch.
+// The run's 8 sources from one galois_ntt_source: first + j (first a multiple of 8) reads
+// (s & ~7) | brv3((brv3(s & 7) + k brv3(j)) mod 8), s the source of first (brv3 reverses 3 bits): in the
+// exponent e = k (2 brv(i) + 1) the slot's low 3 bits add k brv3(j) to the top 3 bits of (e - 1) / 2.
+__device__ __forceinline__ u32 brv3(u32 x) { return __brev(x) >> 29; }
+__device__ __forceinline__ void load8_galois(const u64* row, u32 first, u64 galois, int log_n, u64 (&v)[kPerThread]) {
+  const u32 s = galois_ntt_source(first, galois, log_n);
+  const u32 base = s & ~7u, top = brv3(s & 7u), k = static_cast<u32>(galois) & 7u;
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const u32 rj = ((j & 1) << 2) | (j & 2) | ((j >> 2) & 1);  // brv3(j), a constant after unrolling
+    v[j] = __ldg(row + (base | brv3((top + k * rj) & 7u)));
+  }
+}
+
+// Variant 1's store of the forward's 8 contiguous words at dst: reduced to [0, q), or through ModDown's
+// epilogue (c - x) * P^-1 (+ add). x is below bound = 4q (Harvey) or lazy_bound(log_n) * q (lazy):
+// c + bound - x < (bound + 1) q < 2^64 goes straight into the Shoup product (any 64-bit input is fine
+// there), so x needs no reduction first; a lazy x is reduced by a Shoup product by 1 (w' = floor(2^64
+// / q), the high word of the Barrett ratio). The result is the canonical residue either way, the same
+// words as variant 0's.
+template <bool kLazy, bool kGalois = false>
+__device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const Modulus& m, int log_n,
+                                           const NttEpilogue& epilogue, int row, int limb, u32 n, size_t offset,
+                                           int limbs, u64 lazy_factor) {
+  const u64 q = m.value;
+  if (epilogue.sub_from == nullptr) {
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) v[k] = kLazy ? mul_shoup(v[k], 1, m.ratio_hi, q) : reduce_4q(v[k], q);
+    store8(dst, v);
+    return;
+  }
+  const int64_t batch = row / limbs;
+  // offset = row * n + (word in the row); c's row (batch, limb) starts at batch * batch_stride + limb * n
+  const size_t in_row = offset - static_cast<size_t>(row) * n;
+  u64 c[kPerThread];
+  load8(epilogue.sub_from + batch * epilogue.batch_stride + static_cast<int64_t>(limb) * n + in_row, c);
+  const u64 w = epilogue.consts[limb], ws = epilogue.consts_shoup[limb];
+  const u64 bound = (kLazy ? lazy_factor : 4) * q;
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) v[k] = mul_shoup(c[k] + bound - v[k], w, ws, q);
+  if (batch < epilogue.add_batches) {
+    if constexpr (kGalois) {
+      load8_galois(epilogue.add + static_cast<size_t>(row) * n, static_cast<u32>(in_row), epilogue.add_galois, log_n,
+                   c);
+    } else {
+      load8(epilogue.add + offset, c);  // same layout as out
+    }
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) v[k] = add_mod(v[k], c[k], q);
+  }
+  store8(dst, v);
+}
+
+// Variant >= 1's forward rows: every round but the last through shared memory (as local_transform),
+// the last one's 8 contiguous words straight to global memory. (With a compile-time k2 from the
+// kernel, the round loop unrolls.)
+template <bool kGalois, class Tw>
+__device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64* smem, const RowLayout& layout,
+                                                    u32 tcol, int k2, const Tw& t, const Modulus& m, int log_n,
+                                                    const NttEpilogue& epilogue, int row, int limb, u32 n,
+                                                    size_t origin, int limbs, u64 lazy_factor) {
+  const u64 q = m.value;
+  const int rounds = (k2 + 2) / 3;
+#pragma unroll
+  for (int i = 0; i + 1 < rounds; ++i) {
+    if (i == 0) run_round<true, 3, true, false>(in + origin, out + origin, smem, layout, tcol, 0, k2, t, false, q);
+    else run_round<true, 3, false, false>(in + origin, out + origin, smem, layout, tcol, 3 * i, k2, t, false, q);
+    __syncthreads();
+  }
+  u64 v[kPerThread];
+  load8_shared(smem, layout, tcol, v);
+  contiguous_round<true>(v, tcol, k2, t, q);
+  const size_t offset = origin + tcol * kPerThread;
+  rows_store<Tw::kLazy, kGalois>(v, out + offset, m, log_n, epilogue, row, limb, n, offset, limbs, lazy_factor);
+}
+
+// Variant >= 1's inverse rows: the first round's 8 contiguous words straight from global memory (in: the
+// input row; with kGalois the thread's slots of sigma_k(in), also stored to the permuted row), every other
+// round through shared memory, the last one to global memory (out: the block's row).
+template <bool kGalois, class Tw>
+__device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64* smem, const RowLayout& layout,
+                                                    u32 tcol, int k2, u32 first, const Tw& t, u64 q, int log_n,
+                                                    u64 galois, u64* permuted) {
+  const int rounds = (k2 + 2) / 3;
+  u64 v[kPerThread];
+  if constexpr (kGalois) {
+    load8_galois(in, first, galois, log_n, v);
+    store8(permuted + first, v);
+  } else {
+    load8(in + first, v);
+  }
+  contiguous_round<false>(v, tcol, k2, t, q);
+  store8_shared(smem, layout, tcol, v);
+  __syncthreads();
+#pragma unroll
+  for (int i = 1; i < rounds; ++i) {
+    const int s0 = 3 * (rounds - 1 - i);
+    if (i + 1 < rounds) {
+      run_round<false, 3, false, false>(in, out, smem, layout, tcol, s0, k2, t, false, q);
+      __syncthreads();
+    } else {
+      run_round<false, 3, false, true>(in, out, smem, layout, tcol, s0, k2, t, false, q);
+    }
+  }
 }
 
 // Last k2 forward stages / first k2 inverse stages on whole rows. Grid: (2^k1 / rows_per_block,
-// rows). The strided side of each transform (the forward output, the inverse input) goes through
-// shared memory so that global accesses stay coalesced.
-template <bool kForward>
+// rows). Variant 0 stages the contiguous side of each transform (the forward output, the inverse
+// input) through shared memory, variants >= 1 move it with 16-byte accesses (see load8).
+// kGalois (direct only): the forward adds sigma_k(epilogue.add) (k = epilogue.add_galois), the inverse
+// transforms sigma_k(in) (k = galois) and stores sigma_k(in) to `permuted` as well (a rotation's ModUp
+// needs it for the digits' own rows); each thread reads its 8 slots from one aligned run of 8 (load8_galois).
+template <bool kForward, bool kDirect, bool kPairs, bool kLazy = false, int kLen = 0, bool kGalois = false,
+          bool kTruncated = false>
 __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                                            const u64* __restrict__ table, int limbs, int log_n,
                                                            int k1, int rows_per_block, NttSkip skip,
-                                                           NttEpilogue epilogue, int64_t in_batch_stride) {
+                                                           NttEpilogue epilogue, int64_t in_batch_stride,
+                                                           int order, u64 galois, u64* permuted) {
   extern __shared__ u64 smem[];
   const u32 n = 1u << log_n;
-  const int k2 = log_n - k1;
+  const int k2 = kLen != 0 ? kLen : log_n - k1;  // kLen: variant 4's compile-time row length (k1 = k2)
   const u32 len = 1u << k2;
-  const int row = blockIdx.y;
+  const int row = grid_row(limbs, order);
   if (ntt_row_skipped(skip, row, limbs)) return;
   const int limb = row % limbs;
   const u64 q = moduli[limb].value;
@@ -211,10 +574,42 @@ __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* o
   const u32 first_row = blockIdx.x * rows_per_block;
   const size_t tile = static_cast<size_t>(row) * n + static_cast<size_t>(first_row) * len;
   const u32 tile_len = rows_per_block * len;
-  const Twiddles t = global_twiddles(table, limb, n, kForward, (1u << k1) + first_row + sub);
+  const auto t = global_twiddles<kPairs>(table, limb, n, kForward, (1u << k1) + first_row + sub);
   const RowLayout layout{sub * len};
   const size_t origin = tile + static_cast<size_t>(sub) * len;
 
+  if (kDirect) {
+    if (kForward) {
+      const Modulus m = moduli[limb];
+      if constexpr (kLazy) {
+        // the columns kernel's values: below trunc_bound if it ran truncated (variant 6), else lazy_bound
+        const bool truncated = kTruncated && trunc_forward_fits(q, log_n, k1);
+        if (truncated || lazy_forward_fits(q, log_n)) {
+          rows_forward_direct<kGalois>(in, out, smem, layout, tcol, k2, LazyTwiddles<std::decay_t<decltype(t)>>{t}, m,
+                                       log_n, epilogue, row, limb, n, origin, limbs,
+                                       truncated ? trunc_bound(log_n, k1) : lazy_bound(log_n));
+          return;
+        }
+      }
+      rows_forward_direct<kGalois>(in, out, smem, layout, tcol, k2, t, m, log_n, epilogue, row, limb, n, origin, limbs,
+                                   4);
+    } else {
+      const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
+                                                  : (row / limbs) * in_batch_stride + static_cast<int64_t>(limb) * n;
+      const u32 first = (first_row + sub) * len + tcol * kPerThread;  // the thread's 8 slots of the row
+      if constexpr (kLazy) {
+        if (lazy_inverse_fits(q)) {
+          rows_inverse_direct<kGalois>(in + in_row, out + origin, smem, layout, tcol, k2, first,
+                                       LazyTwiddles<std::decay_t<decltype(t)>>{t}, q, log_n, galois,
+                                       permuted == nullptr ? nullptr : permuted + static_cast<size_t>(row) * n);
+          return;
+        }
+      }
+      rows_inverse_direct<kGalois>(in + in_row, out + origin, smem, layout, tcol, k2, first, t, q, log_n, galois,
+                                   permuted == nullptr ? nullptr : permuted + static_cast<size_t>(row) * n);
+    }
+    return;
+  }
   if (!kForward) {  // coalesced load of the whole tile
     const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
                                                 : (row / limbs) * in_batch_stride + static_cast<int64_t>(limb) * n;
@@ -231,12 +626,67 @@ __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* o
     const u64 w = epilogue.consts[limb], ws = epilogue.consts_shoup[limb];
     const int64_t batch = row / limbs;
     const u64* add = batch < epilogue.add_batches ? epilogue.add + tile : nullptr;  // same layout as out
+    const u64* add_row = add != nullptr ? add - static_cast<size_t>(first_row) * len : nullptr;
     for (u32 i = threadIdx.x; i < tile_len; i += blockDim.x) {
       const u64 x = reduce_4q(smem[i + (i >> 3)], q);
       const u64 y = mul_shoup(sub_mod(c[i], x, q), w, ws, q);
-      out[tile + i] = add != nullptr ? add_mod(y, add[i], q) : y;
+      const u64 a = add == nullptr            ? 0
+                    : epilogue.add_galois == 1 ? add[i]
+                                               : add_row[galois_ntt_source(first_row * len + i, epilogue.add_galois,
+                                                                           log_n)];
+      out[tile + i] = add != nullptr ? add_mod(y, a, q) : y;
     }
   }
+}
+
+// Variant 1's 16-byte accesses need every pointer it moves 8 words through 16-byte aligned (torch's
+// allocations are; a view with an odd word offset takes variant 0).
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+bool direct_rows_aligned(const NttArgs& a) {
+  const NttEpilogue& e = a.epilogue;
+  const bool epilogue_aligned = e.sub_from == nullptr || (aligned16(e.sub_from) && e.batch_stride % 2 == 0 &&
+                                                          (e.add == nullptr || aligned16(e.add)));
+  return aligned16(a.in) && aligned16(a.out) && a.in_batch_stride % 2 == 0 && epilogue_aligned &&
+         (a.permuted == nullptr || aligned16(a.permuted));
+}
+
+// What ops.kernel_variant("ntt") selects (kernels.h). Inputs that the 16-byte paths cannot take (a
+// view 8 bytes off alignment) run variant 0; a table off alignment runs variant 1.
+//   1: ntt_rows moves each row's contiguous side as 16-byte accesses (the inverse's input, the
+//      forward's output and ModDown's epilogue), grid orders as variant 0;
+//   2: and (w, w') twiddle pairs, both kernels limb-major, the second one backwards;
+//   3: pairs, lazy forward butterflies, only the rows kernel limb-major (backwards in the forward,
+//      where it runs second), the columns kernel batch-major;
+//   4: 3 with the row lengths compile-time constants at N = 2^16 (the default);
+//   5: 4 with the inverse's sums unreduced inside each round (gs_butterfly_lazy, primes below 2^60);
+//   6: 5 with the forward columns' Shoup quotients truncated (mulhi_truncated, primes with trunc_forward_fits).
+// Variants measured and removed (docs/performance.md, "Issue 14, session 3"): the rows kernel alone
+// limb-major, twiddles prefetched into L2 or L1, ModDown's c and add prefetched into L2, 48/56
+// registers for the columns and inverse rows kernels.
+struct NttPlan {
+  bool direct = false, pairs = false, lazy = false;
+  int first_order = 0, second_order = 0;  // grid_row orders of the kernel run first / second
+  bool fixed16 = false;                   // N = 2^16 kernels with the row length a compile-time 8
+  bool truncated = false;                 // the forward columns' truncated Shoup quotient (variant 6)
+};
+
+NttPlan ntt_plan(int variant, bool forward, bool aligned, bool table_aligned, int log_n) {
+  NttPlan p;
+  if (variant == 0 || !aligned) return p;
+  p.direct = true;
+  p.pairs = variant >= 2 && table_aligned;
+  if (!p.pairs) return p;
+  if (variant == 2) {
+    p.first_order = 1;
+    p.second_order = 2;
+    return p;
+  }
+  p.first_order = forward ? 0 : 1;
+  p.second_order = forward ? 2 : 0;
+  p.lazy = forward || variant >= 5;
+  p.fixed16 = variant >= 4 && log_n == 16;
+  p.truncated = forward && variant >= 6;
+  return p;
 }
 
 template <bool kForward>
@@ -258,19 +708,60 @@ void launch_ntt(const NttArgs& a, Stream stream) {
 
   cudaStream_t s = native(stream);
   const int rpb = static_cast<int>(rows_per_block);
+  const NttPlan plan = ntt_plan(kernel_variant(Variant::kNtt), kForward, direct_rows_aligned(a), aligned16(a.table),
+                                a.log_n);
+  const bool galois = kForward ? a.epilogue.sub_from != nullptr && a.epilogue.add != nullptr &&
+                                     a.epilogue.add_galois != 1
+                               : a.galois != 1;
+  if (!kForward && galois && !plan.direct) {  // variant 0 / unaligned: sigma_k first, into `permuted`
+    automorphism_ntt(AutomorphismArgs{a.in, a.permuted, a.moduli, a.rows, a.limbs, a.log_n, a.galois}, stream);
+    NttArgs plain = a;
+    plain.in = a.permuted;
+    plain.in_batch_stride = 0;
+    plain.galois = 1;
+    plain.permuted = nullptr;
+    return launch_ntt<false>(plain, stream);
+  }
+  using Rows = decltype(&ntt_rows<kForward, false, false>);
+  using Columns = decltype(&ntt_columns<kForward, false>);
+  // (plan.lazy: the forward's unreduced butterflies, or in the inverse variant 5's)
+  Columns columns = plan.fixed16 && plan.truncated ? ntt_columns<kForward, true, true, 8, true>
+                    : plan.truncated ? ntt_columns<kForward, true, true, 0, true>
+                    : plan.fixed16 ? (plan.lazy ? ntt_columns<kForward, true, true, 8> : ntt_columns<kForward, true, false, 8>)
+                    : plan.lazy  ? ntt_columns<kForward, true, true>
+                    : plan.pairs ? ntt_columns<kForward, true>
+                                 : ntt_columns<kForward, false>;
+  Rows rows = ntt_rows<kForward, false, false>;  // (variant 0 takes epilogue.add_galois at run time)
+  if (plan.truncated) {  // (forward only)
+    if (plan.fixed16) rows = galois ? ntt_rows<kForward, true, true, true, 8, true, true> : ntt_rows<kForward, true, true, true, 8, false, true>;
+    else rows = galois ? ntt_rows<kForward, true, true, true, 0, true, true> : ntt_rows<kForward, true, true, true, 0, false, true>;
+  } else if (galois) {
+    if (plan.fixed16 && plan.lazy) rows = ntt_rows<kForward, true, true, true, 8, true>;
+    else if (plan.fixed16) rows = ntt_rows<kForward, true, true, false, 8, true>;
+    else if (plan.lazy) rows = ntt_rows<kForward, true, true, true, 0, true>;
+    else if (plan.pairs) rows = ntt_rows<kForward, true, true, false, 0, true>;
+    else if (plan.direct) rows = ntt_rows<kForward, true, false, false, 0, true>;
+  } else {
+    if (plan.fixed16 && plan.lazy) rows = ntt_rows<kForward, true, true, true, 8>;
+    else if (plan.fixed16) rows = ntt_rows<kForward, true, true, false, 8>;
+    else if (plan.lazy) rows = ntt_rows<kForward, true, true, true>;
+    else if (plan.pairs) rows = ntt_rows<kForward, true, true>;
+    else if (plan.direct) rows = ntt_rows<kForward, true, false>;
+  }
+  const int first_order = plan.first_order, second_order = plan.second_order;
   if (kForward) {
-    ntt_columns<true><<<col_grid, col_threads, col_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1,
-                                                                   a.skip, a.in_batch_stride);
+    columns<<<col_grid, col_threads, col_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, a.skip,
+                                                    a.in_batch_stride, first_order);
     check_launch("ntt_columns<forward>");
-    ntt_rows<true><<<row_grid, row_threads, row_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1,
-                                                                   rpb, a.skip, a.epilogue, 0);
+    rows<<<row_grid, row_threads, row_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, rpb, a.skip,
+                                                 a.epilogue, 0, second_order, 1, nullptr);
     check_launch("ntt_rows<forward>");
   } else {
-    ntt_rows<false><<<row_grid, row_threads, row_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1,
-                                                                    rpb, a.skip, a.epilogue, a.in_batch_stride);
+    rows<<<row_grid, row_threads, row_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, rpb, a.skip,
+                                                 a.epilogue, a.in_batch_stride, first_order, a.galois, a.permuted);
     check_launch("ntt_rows<inverse>");
-    ntt_columns<false><<<col_grid, col_threads, col_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n,
-                                                                       g.k1, a.skip, 0);
+    columns<<<col_grid, col_threads, col_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, a.skip, 0,
+                                                    second_order);
     check_launch("ntt_columns<inverse>");
   }
 }

@@ -6,6 +6,7 @@ import torch
 
 from fhe_core import ops
 from fhe_core.ring import BasisConverter, RNSBasis, generate_primes, modulus_table, shoup_constants, words_tensor
+from fhe_core.ring.primes import is_prime
 from fhe_reference import fresh_rng, random_residues, to_ints
 
 
@@ -25,6 +26,8 @@ def test_kernel_variant_rejects_unknown_names_and_values():
         ops.kernel_variant("conv", 3)
     with pytest.raises(RuntimeError, match="mod_up is 0 \\(reference\\) to 1, got 2"):
         ops.kernel_variant("mod_up", 2)
+    with pytest.raises(RuntimeError, match="ntt is 0 \\(reference\\) to 6, got 7"):
+        ops.kernel_variant("ntt", 7)
 
 
 # the reference kernel; the tensor-core kernel with 32-row groups (1), with balanced groups, 8 blocks
@@ -192,3 +195,149 @@ def test_tensor_core_mod_up_conv_is_bit_identical(alpha, q_count):
             got_own = ops.mod_up_conv(x.cuda(), *(t.cuda() for t in args), own.cuda()).cpu()
         assert torch.equal(got, expected), f"variant {variant}"
         assert torch.equal(got_own, expected_own), f"variant {variant}, own rows copied"
+
+
+# The NTT (ops.kernel_variant("ntt")): 0 the reference kernels; 1 the rows kernel's contiguous side (the
+# inverse's input, the forward's output, ModDown's epilogue) as 16-byte accesses from registers; 2 and the
+# twiddles as interleaved (w, w') pairs, limb-major grids; 3 and the forward butterflies unreduced for primes
+# with (5 + 2 log N) q < 2^64; 4 3 with compile-time row lengths at N = 2^16; 5 4 with the inverse's sums
+# unreduced within each round (q < 2^60); 6 (default) 5 with truncated Shoup quotients in the forward columns.
+NTT_VARIANTS = tuple(range(7))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("log_n", range(10, 18))
+def test_ntt_variants_are_bit_identical(log_n):
+    """ntt and intt on every variant == the CPU build, at every supported N (row lengths 2^5 .. 2^9 of
+    the rows kernel: one, two or three stages in its contiguous round), batched [3, l, N] with residues
+    0 and q - 1; 61-bit primes (the widest lazy ranges) included."""
+    rng, _ = fresh_rng()
+    n = 1 << log_n
+    primes = generate_primes([61, 59, 50, 30], n)
+    cpu, gpu = RNSBasis.get(primes, n, "cpu"), RNSBasis.get(primes, n, "cuda")
+    a = random_residues(rng, primes, (3,), n)
+    a[0, :, :64] = 0
+    a[1, :, :64] = cpu.moduli[:, :1] - 1
+    expected_fwd, expected_inv = cpu.ntt(a), cpu.intt(a)
+    assert torch.equal(cpu.intt(expected_fwd), a)
+    for variant in NTT_VARIANTS:
+        with ops.use_kernel_variant("ntt", variant):
+            got_fwd, got_inv = gpu.ntt(a.cuda()).cpu(), gpu.intt(a.cuda()).cpu()
+        assert torch.equal(got_fwd, expected_fwd), f"ntt, variant {variant}"
+        assert torch.equal(got_inv, expected_inv), f"intt, variant {variant}"
+
+
+def _mod_down_ntt_case(rng, n, batches, p_rows, device):
+    """ModDown's shape at N: x [batches, l, N], c [batches, p_rows + l, N] with c's Q rows at 0 and q - 1
+    in places, Shoup constants, one addend for the first batch."""
+    primes = generate_primes([61] * p_rows + [59, 50, 45], n)
+    basis = RNSBasis.get(primes[p_rows:], n, device)
+    x = random_residues(rng, basis.primes, (batches,), n)
+    c = random_residues(rng, primes, (batches,), n)
+    q_col = basis.moduli[:, :1].cpu()
+    c[0, p_rows:, :32] = 0
+    c[1, p_rows:, :32] = q_col - 1
+    consts = shoup_constants([int(rng.integers(1, q)) for q in basis.primes], basis.primes, device)
+    addend = random_residues(rng, basis.primes, (1,), n)
+    return basis, x.to(device), c.to(device), consts, addend.to(device)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("log_n", [11, 16, 17])
+def test_ntt_variants_mod_down_epilogue_is_bit_identical(log_n):
+    """ops.mod_down_ntt ((c - NTT(x)) * consts (+ add) in the rows kernel's store) on every variant ==
+    the CPU build, with and without an addend, in place; == Python integers on a sample of
+    coefficients (variant 1 feeds c + 4q - x, x lazy in [0, 4q), to the Shoup product unreduced)."""
+    rng, _ = fresh_rng()
+    n, p_rows = 1 << log_n, 2
+    cpu_case = _mod_down_ntt_case(rng, n, 3, p_rows, "cpu")
+    basis, x, c, consts, addend = cpu_case
+    gpu_basis = RNSBasis.get(basis.primes, n, "cuda")
+    gpu_consts = tuple(t.cuda() for t in consts)
+    expected = ops.mod_down_ntt(x, c, p_rows, *consts, basis.moduli, basis.ntt_table)
+    expected_add = ops.mod_down_ntt(x, c, p_rows, *consts, basis.moduli, basis.ntt_table, addend)
+    for variant in NTT_VARIANTS:
+        with ops.use_kernel_variant("ntt", variant):
+            args = (c.cuda(), p_rows, *gpu_consts, gpu_basis.moduli, gpu_basis.ntt_table)
+            got = ops.mod_down_ntt(x.cuda(), *args).cpu()
+            in_place = x.cuda()
+            ops.mod_down_ntt(in_place, *args, addend.cuda(), out=in_place)
+        assert torch.equal(got, expected), f"variant {variant}"
+        assert torch.equal(in_place.cpu(), expected_add), f"variant {variant}, with the addend, in place"
+    ntt_x = to_ints(basis.ntt(x)[..., :48])
+    cs, adds, ks = to_ints(c[:, p_rows:, :48]), to_ints(addend[..., :48]), to_ints(consts[0])
+    for b in range(3):
+        for i, q in enumerate(basis.primes):
+            want = [((cv - xv) * ks[i] + (adds[0][i][j] if b == 0 else 0)) % q
+                    for j, (cv, xv) in enumerate(zip(cs[b][i], ntt_x[b][i]))]
+            assert to_ints(expected_add[b, i, :48]) == want, (b, i)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("forward", [True, False])
+def test_ntt_variants_strided_skipped_and_misaligned(forward):
+    """Every variant on a strided batch (ModDown's P rows read in place), with skipped rows (ModUp's own
+    primes), and on views 8 bytes off 16-byte alignment (the 16-byte paths then fall back to variant 0):
+    == the CPU build."""
+    rng, _ = fresh_rng()
+    n = 1 << 16
+    primes = generate_primes([61, 58, 50], n)
+    cpu, gpu = RNSBasis.get(primes, n, "cpu"), RNSBasis.get(primes, n, "cuda")
+    fn = ops.ntt if forward else ops.intt
+    big = random_residues(rng, primes * 2, (3,), n)  # [3, 6, N]: rows 0-2 of each batch are the view
+    x = big[:, :3].contiguous()
+    expected = fn(x, cpu.moduli, cpu.ntt_table)
+    skip = (1, 1, 1)  # batch b leaves row 1 + b alone
+    expected_skip = fn(x, cpu.moduli, cpu.ntt_table, skip=skip)
+    flat = torch.empty(1 + x.numel(), dtype=torch.int64, device="cuda")
+    for variant in NTT_VARIANTS:
+        with ops.use_kernel_variant("ntt", variant):
+            strided = fn(big.cuda()[:, :3], gpu.moduli, gpu.ntt_table).cpu()
+            skipped = fn(x.cuda(), gpu.moduli, gpu.ntt_table, skip=skip).cpu()
+            shifted = flat[1:].view(x.shape)  # data 8 bytes past an aligned address
+            shifted.copy_(x)
+            fn(shifted, gpu.moduli, gpu.ntt_table, out=shifted)
+        assert torch.equal(strided, expected), f"variant {variant}, strided"
+        assert torch.equal(skipped, expected_skip), f"variant {variant}, skip"
+        assert torch.equal(shifted.cpu(), expected), f"variant {variant}, misaligned"
+
+
+def _prime_near(limit: int, n: int, above: bool) -> int:
+    """The prime q = 1 mod 2N nearest below (or above) limit."""
+    q = limit - (limit - 1) % (2 * n) + (2 * n if above else 0)
+    while not is_prime(q):
+        q += 2 * n if above else -2 * n
+    return q
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("log_n", [16, 17])
+def test_ntt_lazy_forward_at_its_prime_limit(log_n):
+    """Variants 3 and 4 run the forward transform without reductions for primes with (5 + 2 log N) q < 2^64:
+    the largest such prime (values up to (4 + 2 log N) q, just below 2^64, and the epilogue's c + bound q)
+    and the smallest prime above the limit (Harvey's butterflies), with inputs at q - 1 and 4q - 1 (the
+    forward transform accepts [0, 4q)), plain and through ModDown's epilogue: == the CPU build on every
+    variant."""
+    rng, _ = fresh_rng()
+    n = 1 << log_n
+    limit = (2 ** 64 - 1) // (5 + 2 * log_n)
+    primes = [_prime_near(limit, n, above=False), _prime_near(limit + 1, n, above=True),
+              _prime_near(2 ** 61 - 1, n, above=False)]
+    cpu, gpu = RNSBasis.get(primes, n, "cpu"), RNSBasis.get(primes, n, "cuda")
+    a = random_residues(rng, primes, (2,), n)
+    q_col = cpu.moduli[:, :1]
+    a[0, :, : n // 2] = q_col - 1
+    a[1, :, : n // 2] = 4 * q_col - 1  # 4q < 2^63 for every prime here
+    expected = cpu.ntt(a)
+    assert torch.equal(expected, cpu.ntt(a % q_col))
+    c = random_residues(rng, [3] + primes, (2,), n)  # one P row (not read), then Q's
+    c[0, 1:, :64] = q_col - 1
+    consts = [int(rng.integers(1, q)) for q in primes]
+    k_cpu, k_gpu = shoup_constants(consts, primes), shoup_constants(consts, primes, "cuda")
+    expected_down = ops.mod_down_ntt(a, c, 1, *k_cpu, cpu.moduli, cpu.ntt_table)
+    for variant in NTT_VARIANTS:
+        with ops.use_kernel_variant("ntt", variant):
+            got = gpu.ntt(a.cuda()).cpu()
+            got_down = ops.mod_down_ntt(a.cuda(), c.cuda(), 1, *k_gpu, gpu.moduli, gpu.ntt_table).cpu()
+        assert torch.equal(got, expected), f"variant {variant}"
+        assert torch.equal(got_down, expected_down), f"variant {variant}, ModDown's epilogue"

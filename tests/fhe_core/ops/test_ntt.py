@@ -1,11 +1,13 @@
 """Batched negacyclic NTT against Python big-integer references, on CPU and CUDA."""
 import hashlib
 
+import numpy as np
 import pytest
 import torch
 
 from fhe_core import ops
 from fhe_core.ring import RNSBasis, generate_primes, primitive_root_2n
+from fhe_core.ring.primes import is_prime
 from fhe_reference import DEVICES, bit_reverse, evaluate, fresh_rng, negacyclic_product, random_residues, to_ints
 
 N_SMALL = 1 << 10
@@ -95,3 +97,46 @@ def test_ntt_rejects_bad_input(device):
         basis.ntt(good.t().contiguous().t())
     with pytest.raises(RuntimeError, match="ntt: N must be a power of two"):
         basis.ntt(torch.zeros(len(basis), 1000, dtype=torch.int64, device=device))
+
+
+def _largest_lazy_prime(log_n: int) -> int:
+    """The largest prime q = 1 mod 2N with (5 + 2 log N) q < 2^64: the CUDA kernels' limit for forward
+    butterflies without Harvey's reduction (ntt.cu, "lazy forward")."""
+    step = 2 << log_n
+    q = (2 ** 64 - 1) // (5 + 2 * log_n)
+    q -= (q - 1) % step
+    while not is_prime(q):
+        q -= step
+    return q
+
+
+def test_lazy_forward_butterflies_stay_in_range_in_python_integers():
+    """The range argument behind the CUDA forward NTT without reductions, in Python integers with the
+    table's own words and the largest prime it is used for: from inputs up to 4q - 1 (the largest the
+    forward transform accepts), each Shoup product w*y comes out in [0, 2q) for y up to 2^64, every
+    value of every stage stays below (4 + 2 log N) q < 2^64 (no 64-bit word overflows), and the output
+    reduced mod q is the CPU build's NTT of the canonical input."""
+    log_n = 10
+    n = 1 << log_n
+    q = _largest_lazy_prime(log_n)
+    assert (5 + 2 * log_n) * q < 2 ** 64 <= (5 + 2 * log_n) * (q + (2 << log_n) * 1000)  # at the limit
+    basis = RNSBasis.get([q], n)
+    table = basis.ntt_table[0].numpy().view(np.uint64)
+    fwd, fwd_shoup = [int(v) for v in table[0]], [int(v) for v in table[1]]
+    rng, _ = fresh_rng()
+    a = [4 * q - 1] * (n // 2) + [int(v) for v in rng.integers(0, 4 * q, size=n // 2, dtype=np.uint64)]
+    inputs = list(a)
+    bound, mask = (4 + 2 * log_n) * q, 2 ** 64 - 1
+    m, t = 1, n // 2
+    while m < n:
+        for i in range(m):
+            w, ws = fwd[m + i], fwd_shoup[m + i]
+            for j in range(2 * i * t, 2 * i * t + t):
+                x, y = a[j], a[j + t]
+                wy = (y * w - ((y * ws) >> 64) * q) & mask  # the kernels' mul_shoup_lazy, mod 2^64
+                assert wy < 2 * q and wy % q == y * w % q
+                a[j], a[j + t] = x + wy, x + 2 * q - wy
+                assert a[j] < bound and a[j + t] < bound
+        m, t = 2 * m, t // 2
+    expected = basis.ntt(torch.tensor([[v % q for v in inputs]], dtype=torch.int64))
+    assert [v % q for v in a] == to_ints(expected[0])

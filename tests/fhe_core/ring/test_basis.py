@@ -19,7 +19,9 @@ def test_tables_hold_the_documented_constants(device):
     rng, _ = fresh_rng()
     primes = generate_primes([61, 45, 30], N)
     basis = RNSBasis.get(primes, N, device)
-    assert basis.moduli.device.type == device and basis.ntt_table.shape == (3, 4, N)
+    # the (w, w') pair rows only where a kernel reads them (CUDA): CPU tables stay [l, 4, N]
+    rows = 8 if device == "cuda" else 4
+    assert basis.moduli.device.type == device and basis.ntt_table.shape == (3, rows, N)
     for limb, q in enumerate(primes):
         q_row = _u64(basis.moduli[limb])
         assert q_row == [q, ((1 << 128) // q) >> 64, ((1 << 128) // q) & (2 ** 64 - 1), q.bit_length()]
@@ -32,6 +34,13 @@ def test_tables_hold_the_documented_constants(device):
             assert fwd[k] == pow(psi, bit_reverse(k, 11), q)
             assert inv[k] == pow(psi, -bit_reverse(k, 11), q)
             assert fwd_shoup[k] == (fwd[k] << 64) // q and inv_shoup[k] == (inv[k] << 64) // q
+        if rows == 4:
+            continue
+        # rows 4-5 and 6-7: the same words as interleaved (w, Shoup) pairs, for 16-byte loads on CUDA
+        fwd_pairs = _u64(basis.ntt_table[limb, 4:6].reshape(-1))
+        inv_pairs = _u64(basis.ntt_table[limb, 6:8].reshape(-1))
+        assert fwd_pairs[0::2] == fwd and fwd_pairs[1::2] == fwd_shoup
+        assert inv_pairs[0::2] == inv and inv_pairs[1::2] == inv_shoup
 
 
 def test_bases_are_cached_and_prefixes_share_tables():
@@ -76,3 +85,38 @@ def test_to_residues_reduces_signed_integers():
     coefficients = [(-1) ** i * i ** 5 for i in range(N)]
     residues = basis.to_residues(coefficients)
     assert residues[1].tolist() == [c % primes[1] for c in coefficients]
+
+
+def test_pair_rows_are_built_on_request_and_the_cpu_kernels_take_either_table():
+    """ops.ntt_table(pairs=True) appends the pair rows to the same four rows; the CPU kernels read the
+    row count from the table (4 or 8 rows give the same residues); CUDA refuses a table without pairs."""
+    from fhe_core import ops
+    from fhe_core.ring import modulus_table, shoup_constants, words_tensor
+
+    primes = generate_primes([50, 61], N)
+    moduli = modulus_table(primes)
+    roots = words_tensor([primitive_root_2n(q, N) for q in primes])
+    plain = ops.ntt_table(moduli, roots, 11)
+    paired = ops.ntt_table(moduli, roots, 11, pairs=True)
+    assert plain.shape == (2, 4, N) and paired.shape == (2, 8, N)
+    assert torch.equal(paired[:, :4], plain)
+    for limb in range(2):
+        pairs = _u64(paired[limb, 4:6].reshape(-1)) + _u64(paired[limb, 6:8].reshape(-1))
+        assert pairs[0::2] == _u64(plain[limb, 0]) + _u64(plain[limb, 2])
+        assert pairs[1::2] == _u64(plain[limb, 1]) + _u64(plain[limb, 3])
+    basis = RNSBasis.get(primes, N)
+    x = basis.to_residues([int(v) for v in fresh_rng()[0].integers(-2**40, 2**40, size=N)])
+    x = torch.stack([x, x.flip(-1)])
+    for fn in (ops.ntt, ops.intt):
+        expected = fn(x, moduli, plain)
+        assert torch.equal(fn(x, moduli, paired), expected)
+        assert torch.equal(fn(x, moduli, paired, skip=(1, 0, 1)), fn(x, moduli, plain, skip=(1, 0, 1)))
+    c = torch.cat([x, x], dim=1)
+    consts, shoup = shoup_constants([q - 5 for q in primes], primes)
+    assert torch.equal(ops.mod_down_ntt(x, c, 2, consts, shoup, moduli, paired),
+                       ops.mod_down_ntt(x, c, 2, consts, shoup, moduli, plain))
+    with pytest.raises(RuntimeError, match="4 or 8"):
+        ops.ntt(x, moduli, plain[:, :3].contiguous())
+    if torch.cuda.is_available() and ops.cuda_built():
+        with pytest.raises(RuntimeError, match="pair rows"):
+            ops.ntt(x.cuda(), moduli.cuda(), plain.cuda())

@@ -153,3 +153,57 @@ def test_mod_down_paths_with_an_addend_are_bit_identical_on_cpu(level):
                             *(hoisted[k].data for k in elements)])
     for name, fused, separate in zip(["relinearize", "apply_galois", "hoisted 1", "hoisted 3"], *outputs):
         assert torch.equal(fused, separate), name
+
+
+def _rotations(ctx, degree1, elements, keys, *, galois: int):
+    """apply_galois and apply_galois_hoisted with sigma_k read inside the key switch (galois 1) or by
+    automorphism passes first (0); on the CPU the fused composition is forced (it runs there, unused)."""
+    with pytest.MonkeyPatch.context() as patch:
+        if ctx.device.type == "cpu":
+            patch.setattr(keyswitch, "_mod_up_all_digits_at_once", lambda ctx: galois > 0)
+            patch.setattr(keyswitch, "_galois_in_key_switch", lambda ctx: galois > 0)
+        with ops.use_kernel_variant("galois", galois):
+            hoisted = rlwe.apply_galois_hoisted(ctx, degree1, elements, keys)
+            return [*(rlwe.apply_galois(ctx, degree1, k, keys).data.cpu() for k in elements),
+                    *(hoisted[k].data.cpu() for k in elements)]
+
+
+@pytest.mark.parametrize("level", [11, 4])
+def test_galois_in_key_switch_is_bit_identical_on_cpu(level):
+    """A rotation with sigma_k read by ModUp's inverse NTT and ModDown's last store (ops.intt_galois,
+    mod_down_ntt's add_galois) == automorphism_ntt of both components first, bit for bit."""
+    rng, _ = fresh_rng()
+    ctx = context(LARGE_DIGITS)
+    sk = rlwe.gen_secret_key(ctx, seed=fixed_seed("paths/sk"))
+    elements = [rlwe.galois_element_for_rotation(r, ctx.n) for r in (1, 3)] + [2 * ctx.n - 1]
+    keys = rlwe.gen_eval_keys(ctx, sk, elements, seed=fixed_seed("paths/evk"))
+    degree1 = rlwe.Ciphertext(data=torch.stack([_inputs(ctx, level, rng) for _ in range(2)]), level=level,
+                              params_id=ctx.params_id)
+    fused = _rotations(ctx, degree1, elements, keys, galois=1)
+    separate = _rotations(ctx, degree1, elements, keys, galois=0)
+    for i, (a, b) in enumerate(zip(fused, separate)):
+        assert torch.equal(a, b), i
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("level", [11, 4])
+def test_galois_in_key_switch_is_bit_identical_on_cuda(level):
+    """On CUDA, galois 1 (default) and 0, on every NTT variant (0: intt_galois's automorphism fallback) ==
+    the CPU, bit for bit."""
+    rng, _ = fresh_rng()
+    cpu, gpu = context(LARGE_DIGITS), context(LARGE_DIGITS, "cuda")
+    elements = [rlwe.galois_element_for_rotation(r, cpu.n) for r in (1, 3)] + [2 * cpu.n - 1]
+    sk = rlwe.gen_secret_key(cpu, seed=fixed_seed("paths/sk"))
+    keys = rlwe.gen_eval_keys(cpu, sk, elements, seed=fixed_seed("paths/evk"))
+    sk_gpu = rlwe.gen_secret_key(gpu, seed=fixed_seed("paths/sk"))
+    keys_gpu = rlwe.gen_eval_keys(gpu, sk_gpu, elements, seed=fixed_seed("paths/evk"))
+    data = torch.stack([_inputs(cpu, level, rng) for _ in range(2)])
+    degree1 = rlwe.Ciphertext(data=data, level=level, params_id=cpu.params_id)
+    expected = _rotations(cpu, degree1, elements, keys, galois=0)
+    on_gpu = degree1.replace(data=data.cuda())
+    for variant in (6, 5, 4, 3, 2, 1, 0):
+        with ops.use_kernel_variant("ntt", variant):
+            for galois in (1, 0):
+                got = _rotations(gpu, on_gpu, elements, keys_gpu, galois=galois)
+                for i, (a, b) in enumerate(zip(got, expected)):
+                    assert torch.equal(a, b), (variant, galois, i)

@@ -5,7 +5,6 @@ also the giant steps' products in one pass, the pair's key read once, CtS writin
 3, the default: also the baby steps in one launch)
 against the composed ops (variant 0), bit for bit: bootstrap and bootstrap_pair on the tiny presets
 (CPU), and on CUDA (gpu marker) eager and graphed."""
-import numpy as np
 import pytest
 import torch
 
