@@ -65,6 +65,14 @@ def before_issue_14(fn: Callable[[int], object]) -> Callable[[int], object]:
 
 BEFORE = "[all v0: before issue 14]"
 CONV_V1 = "[conv v1: 32-row groups]"  # the tensor-core Conv before its balanced geometry (v2, default)
+# issue 14, session 3: the balanced kernel against its lean row loop (v3) and v3 with x one tile ahead (v4)
+CONV_LATER = {2: "[conv v2: balanced]", 3: "[conv v3: lean rows]", 4: "[conv v4: lean rows, x one tile ahead]",
+              5: "[conv v5: v4 in the fewest row groups]"}
+
+
+def conv_variant_cases(label: str, params: str, nbytes: int, fn: Callable[[int], object]) -> list[Case]:
+    """One case per CONV_LATER variant of fn, labelled "<label> [conv vN: ...]"."""
+    return [Case(f"{label} {tag}", params, nbytes, with_variant("conv", v, fn)) for v, tag in CONV_LATER.items()]
 
 
 def random_residues(basis: RNSBasis, prefix=()) -> torch.Tensor:
@@ -131,6 +139,9 @@ def make_cases(device: str, sets: int) -> list[Case]:
     cases.append(Case("bconv 10->30", "N=2^16", 40 * n * WORD, run_conv))
     cases.append(Case("bconv 10->30 [conv v0: mac128]", "N=2^16", 40 * n * WORD, with_variant("conv", 0, run_conv)))
     cases.append(Case(f"bconv 10->30 {CONV_V1}", "N=2^16", 40 * n * WORD, with_variant("conv", 1, run_conv)))
+    cases += conv_variant_cases("bconv 10->30", "N=2^16", 40 * n * WORD, run_conv)
+    run_lazy = lambda i: conv(ins[i], lazy=True, out=conv_outs[i])  # noqa: E731
+    cases += conv_variant_cases("bconv 10->30 lazy", "N=2^16", 40 * n * WORD, run_lazy)
     # ModDown's shape: 11 special primes -> 31, exact (centred), both components
     primes = generate_primes([46] * 11 + [41] * 31, n)
     src, dst = RNSBasis.get(primes[:11], n, device), RNSBasis.get(primes[11:], n, device)
@@ -143,6 +154,9 @@ def make_cases(device: str, sets: int) -> list[Case]:
                       with_variant("conv", 0, run_down)))
     cases.append(Case(f"bconv 11->31 exact x2 {CONV_V1}", "N=2^16", 2 * 42 * n * WORD,
                       with_variant("conv", 1, run_down)))
+    cases += conv_variant_cases("bconv 11->31 exact x2", "N=2^16", 2 * 42 * n * WORD, run_down)
+    run_down_lazy = lambda i: conv_down(ins_down[i], exact=True, lazy=True, out=outs_down[i])  # noqa: E731
+    cases += conv_variant_cases("bconv 11->31 exact x2 lazy", "N=2^16", 2 * 42 * n * WORD, run_down_lazy)
     return cases
 
 
@@ -175,17 +189,20 @@ def make_keyswitch_cases(device: str) -> list[Case]:
         Case("mod_up", name, 157 * limb_poly, mod_up),
         Case("mod_up [conv v0: mac128]", name, 157 * limb_poly, with_variant("conv", 0, mod_up)),
         Case(f"mod_up {CONV_V1}", name, 157 * limb_poly, with_variant("conv", 1, mod_up)),
+        *conv_variant_cases("mod_up", name, 157 * limb_poly, mod_up),
         Case("mod_up [mod_up v0: per digit]", name, 157 * limb_poly, with_variant("mod_up", 0, mod_up)),
         Case(f"mod_up {BEFORE}", name, 157 * limb_poly, before_issue_14(mod_up)),
         Case("inner_product (fused)", name, 462 * limb_poly, lambda i: rlwe.inner_product(ctx, digits, key, level)),
         Case("mod_down", name, 146 * limb_poly, mod_down),
         Case("mod_down [conv v0: mac128]", name, 146 * limb_poly, with_variant("conv", 0, mod_down)),
         Case(f"mod_down {CONV_V1}", name, 146 * limb_poly, with_variant("conv", 1, mod_down)),
+        *conv_variant_cases("mod_down", name, 146 * limb_poly, mod_down),
         Case("mod_down [mod_down v0: separate (c - x) P^-1 pass]", name, 146 * limb_poly,
              with_variant("mod_down", 0, mod_down)),
         Case(f"mod_down {BEFORE}", name, 146 * limb_poly, before_issue_14(mod_down)),
         Case("HRotate (apply_galois)", name, (765 + 124) * limb_poly, rotate),
         Case(f"HRotate (apply_galois) {BEFORE}", name, (765 + 124) * limb_poly, before_issue_14(rotate)),
+        *conv_variant_cases("HRotate (apply_galois)", name, (765 + 124) * limb_poly, rotate),
         Case("hoisted rotation x4 (all 4)", name, (157 + 4 * (608 + 124)) * limb_poly,
              lambda i: rlwe.apply_galois_hoisted(ctx, ct, galois, keys)),
     ]
@@ -273,11 +290,14 @@ def make_ckks_cases(device: str) -> list[Case]:
              before_issue_14(lambda i: evaluator.mul_relin(a, b))),
         Case(f"HMult + relin {CONV_V1}", name, 3 * ct + (765 - 124) * limb_poly,
              with_variant("conv", 1, lambda i: evaluator.mul_relin(a, b))),
+        *conv_variant_cases("HMult + relin", name, 3 * ct + (765 - 124) * limb_poly,
+                            lambda i: evaluator.mul_relin(a, b)),
         Case("rescale", name, 2 * ct, lambda i: evaluator.rescale(unscaled), REFERENCE_V100_US["rescale"]),
         Case("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1), REFERENCE_V100_US["HRotate"]),
         Case(f"HRotate {BEFORE}", name, 2 * ct + 765 * limb_poly, before_issue_14(lambda i: evaluator.rotate(a, 1))),
         Case(f"HRotate {CONV_V1}", name, 2 * ct + 765 * limb_poly,
              with_variant("conv", 1, lambda i: evaluator.rotate(a, 1))),
+        *conv_variant_cases("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1)),
         Case("hoisted, 8 rotations", name, 2 * ct + (157 + 8 * 732) * limb_poly,
              lambda i: evaluator.rotate_hoisted(a, steps)),
         Case("relin key generation", name, 2 * 3 * (11 + limbs) * limb_poly, lambda i: rlwe.gen_relin_key(ctx, sk)),

@@ -121,6 +121,9 @@ struct ConvArgs {
   // own[(j * alpha + k) * N + i] instead of converted: the NTT-domain input, exact on those primes.
   const u64* own = nullptr;
   int own_begin = 0;
+  // The caller only needs the outputs in [0, 3 p_r) (a forward NTT follows, whose butterflies take
+  // [0, 4q)): a kernel may then skip its final corrections (the tensor-core variant 3 does).
+  bool lazy_out = false;
 };
 
 // k >= 0 when output row r of digit j is the digit's own prime k (see ConvArgs::own), else -1.
@@ -229,7 +232,9 @@ struct FixedWeightArgs {
 // ops.kernel_variant from Python; read by the CUDA launchers when they enqueue a kernel.
 enum class Variant : int {
   kConv = 0,    // 1: Conv as a byte-sliced integer matrix product on the tensor cores (rns.cu); 2 (default):
-                //    the same with balanced row groups, 8 blocks per SM and staged loads
+                //    the same with balanced row groups, 8 blocks per SM and staged loads; 3: a leaner row loop
+                //    (own rows copied per tile, 32-bit Barrett quotient, quad sums through shared memory);
+                //    4: 3 with the next tile's x copied ahead (cp.async); 5: 4 in the fewest row groups
   kModUp = 1,   // 1: ModUp extends all digits in one Conv and one NTT launch (read by rlwe/keyswitch.py)
   kModDown = 2, // 1: ModDown's (c - x) * P^-1 in the NTT's last store (ops.mod_down_ntt; rlwe/keyswitch.py)
   kTensor = 3,  // 1: CKKS's tensor product as one op (ops.tensor_product; read by ckks/evaluator.py)

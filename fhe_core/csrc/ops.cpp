@@ -448,7 +448,7 @@ std::vector<int64_t> bconv_out_sizes(const Tensor& a, const Tensor& dst_moduli) 
 template <class B>
 Tensor& bconv_out(const Tensor& a, const Tensor& src_moduli, const Tensor& dst_moduli, const Tensor& qhat_inv,
                   const Tensor& qhat_inv_shoup, const Tensor& qhat_mod_p, const std::optional<Tensor>& neg_q_mod_p,
-                  Tensor& out) {
+                  bool lazy, Tensor& out) {
   const char* op = "bconv";
   check_residues(a, src_moduli, op);
   check_words(dst_moduli, op, "dst_moduli");
@@ -478,19 +478,21 @@ Tensor& bconv_out(const Tensor& a, const Tensor& src_moduli, const Tensor& dst_m
   const auto sizes = bconv_out_sizes(a, dst_moduli);
   check_out(out, a, sizes, op);
   // One digit made of every input limb: the plain Conv.
-  const ConvArgs args{words(a), mutable_words(out), moduli_ptr(src_moduli), moduli_ptr(dst_moduli), words(qhat_inv),
-                      words(qhat_inv_shoup), words(qhat_mod_p), a.numel() / (l_in * a.size(-1)),
-                      static_cast<int>(l_in), static_cast<int>(l_in), 1, static_cast<int>(l_out), a.size(-1),
-                      neg_q_mod_p.has_value() ? words(*neg_q_mod_p) : nullptr};
+  ConvArgs args{words(a), mutable_words(out), moduli_ptr(src_moduli), moduli_ptr(dst_moduli), words(qhat_inv),
+                words(qhat_inv_shoup), words(qhat_mod_p), a.numel() / (l_in * a.size(-1)),
+                static_cast<int>(l_in), static_cast<int>(l_in), 1, static_cast<int>(l_out), a.size(-1),
+                neg_q_mod_p.has_value() ? words(*neg_q_mod_p) : nullptr};
+  args.lazy_out = lazy;
   B::conv(args, a);
   return out;
 }
 
 template <class B>
 Tensor bconv(const Tensor& a, const Tensor& src_moduli, const Tensor& dst_moduli, const Tensor& qhat_inv,
-             const Tensor& qhat_inv_shoup, const Tensor& qhat_mod_p, const std::optional<Tensor>& neg_q_mod_p) {
+             const Tensor& qhat_inv_shoup, const Tensor& qhat_mod_p, const std::optional<Tensor>& neg_q_mod_p,
+             bool lazy) {
   Tensor out = at::empty(bconv_out_sizes(a, dst_moduli), a.options());
-  return bconv_out<B>(a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, neg_q_mod_p, out);
+  return bconv_out<B>(a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, neg_q_mod_p, lazy, out);
 }
 
 // ---- key-switching inner product -----------------------------------------------------------
@@ -535,7 +537,7 @@ Tensor ks_inner_product(const Tensor& digits, const Tensor& key, int64_t q_count
 template <class B>
 Tensor& mod_up_conv_out(const Tensor& coeffs, const Tensor& src_moduli, const Tensor& qhat_inv,
                         const Tensor& qhat_inv_shoup, const Tensor& dst_moduli, const Tensor& qhat_mod_p,
-                        const std::optional<Tensor>& own, Tensor& out) {
+                        const std::optional<Tensor>& own, bool lazy, Tensor& out) {
   const char* op = "mod_up_conv";
   check_residues(coeffs, src_moduli, op, "coeffs");
   FHE_CHECK(coeffs.dim() == 2, op, ": coeffs must be [q_count, N], got ", coeffs.sizes());
@@ -572,6 +574,7 @@ Tensor& mod_up_conv_out(const Tensor& coeffs, const Tensor& src_moduli, const Te
     args.own = words(*own);
     args.own_begin = static_cast<int>(rows - q_count);
   }
+  args.lazy_out = lazy;
   B::conv(args, coeffs);
   return out;
 }
@@ -579,9 +582,9 @@ Tensor& mod_up_conv_out(const Tensor& coeffs, const Tensor& src_moduli, const Te
 template <class B>
 Tensor mod_up_conv(const Tensor& coeffs, const Tensor& src_moduli, const Tensor& qhat_inv,
                    const Tensor& qhat_inv_shoup, const Tensor& dst_moduli, const Tensor& qhat_mod_p,
-                   const std::optional<Tensor>& own) {
+                   const std::optional<Tensor>& own, bool lazy) {
   Tensor out = at::empty({qhat_mod_p.size(0), dst_moduli.size(0), coeffs.size(1)}, coeffs.options());
-  return mod_up_conv_out<B>(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own, out);
+  return mod_up_conv_out<B>(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own, lazy, out);
 }
 
 // ---- centered lift -----------------------------------------------------------------------------
@@ -737,7 +740,7 @@ Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n) {
 // ---- run-time kernel variants (see kernels.h) -------------------------------------------------
 
 constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor"};
-constexpr int kVariantMax[] = {2, 1, 1, 1};
+constexpr int kVariantMax[] = {5, 1, 1, 1};
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 
 // Sets a variant, returns the previous value; a negative value only reads it.
@@ -827,16 +830,16 @@ TORCH_LIBRARY(fhe_core, m) {
   m.def("tensor_product(Tensor a, Tensor b, Tensor moduli) -> Tensor");
   m.def("tensor_product.out(Tensor a, Tensor b, Tensor moduli, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("bconv(Tensor a, Tensor src_moduli, Tensor dst_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, "
-        "Tensor qhat_mod_p, Tensor? neg_q_mod_p=None) -> Tensor");
+        "Tensor qhat_mod_p, Tensor? neg_q_mod_p=None, bool lazy=False) -> Tensor");
   m.def("bconv.out(Tensor a, Tensor src_moduli, Tensor dst_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, "
-        "Tensor qhat_mod_p, Tensor? neg_q_mod_p=None, *, Tensor(a!) out) -> Tensor(a!)");
+        "Tensor qhat_mod_p, Tensor? neg_q_mod_p=None, bool lazy=False, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("ks_inner_product(Tensor digits, Tensor key, int q_count, int p_row, Tensor moduli) -> Tensor");
   m.def("ks_inner_product.out(Tensor digits, Tensor key, int q_count, int p_row, Tensor moduli, *, "
         "Tensor(a!) out) -> Tensor(a!)");
   m.def("mod_up_conv(Tensor coeffs, Tensor src_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, Tensor dst_moduli, "
-        "Tensor qhat_mod_p, Tensor? own=None) -> Tensor");
+        "Tensor qhat_mod_p, Tensor? own=None, bool lazy=False) -> Tensor");
   m.def("mod_up_conv.out(Tensor coeffs, Tensor src_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, "
-        "Tensor dst_moduli, Tensor qhat_mod_p, Tensor? own=None, *, Tensor(a!) out) -> Tensor(a!)");
+        "Tensor dst_moduli, Tensor qhat_mod_p, Tensor? own=None, bool lazy=False, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("center_lift(Tensor a, int q, Tensor dst_moduli) -> Tensor");
   m.def("center_lift.out(Tensor a, int q, Tensor dst_moduli, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("automorphism_ntt(Tensor a, Tensor moduli, int galois) -> Tensor");

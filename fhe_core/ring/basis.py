@@ -195,10 +195,12 @@ class BasisConverter:
         """The cached converter between two cached bases."""
         return _cached_converter(src, dst)
 
-    def __call__(self, a: torch.Tensor, *, exact: bool = False, out: torch.Tensor | None = None) -> torch.Tensor:
-        """``[..., l_src, N]`` -> ``[..., l_dst, N]`` (coefficient domain): x + u*Q, or centred x if ``exact``."""
+    def __call__(self, a: torch.Tensor, *, exact: bool = False, lazy: bool = False,
+                 out: torch.Tensor | None = None) -> torch.Tensor:
+        """``[..., l_src, N]`` -> ``[..., l_dst, N]`` (coefficient domain): x + u*Q, or centred x if ``exact``;
+        ``lazy``: residues possibly in [0, 3p) (see :func:`fhe_core.ops.bconv`), for a forward NTT."""
         return ops.bconv(a, self.src.moduli, self.dst.moduli, self.qhat_inv, self.qhat_inv_shoup,
-                         self.qhat_mod_p, self.neg_q_mod_p if exact else None, out=out)
+                         self.qhat_mod_p, self.neg_q_mod_p if exact else None, lazy=lazy, out=out)
 
 
 @functools.lru_cache(maxsize=256)

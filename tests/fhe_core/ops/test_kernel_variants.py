@@ -1,11 +1,14 @@
 """The alternative CUDA kernels (ops.kernel_variant) against the reference kernels, the CPU build and
 Python integers, bit for bit; and the variant switch itself."""
+from fractions import Fraction
+
 import numpy as np
 import pytest
 import torch
 
 from fhe_core import ops
-from fhe_core.ring import BasisConverter, RNSBasis, generate_primes, modulus_table, shoup_constants, words_tensor
+from fhe_core.ring import (BasisConverter, RNSBasis, generate_primes, is_prime, modulus_table, shoup_constants,
+                           words_tensor)
 from fhe_reference import fresh_rng, random_residues, to_ints
 
 
@@ -21,15 +24,29 @@ def test_kernel_variant_is_read_set_and_restored():
 def test_kernel_variant_rejects_unknown_names_and_values():
     with pytest.raises(RuntimeError, match="unknown kernel 'fft'"):
         ops.kernel_variant("fft", 0)
-    with pytest.raises(RuntimeError, match="conv is 0 \\(reference\\) to 2, got 3"):
-        ops.kernel_variant("conv", 3)
+    with pytest.raises(RuntimeError, match="conv is 0 \\(reference\\) to 5, got 6"):
+        ops.kernel_variant("conv", 6)
     with pytest.raises(RuntimeError, match="mod_up is 0 \\(reference\\) to 1, got 2"):
         ops.kernel_variant("mod_up", 2)
 
 
 # the reference kernel; the tensor-core kernel with 32-row groups (1), with balanced groups, 8 blocks
-# per SM and staged loads (2)
-CONV_VARIANTS = (0, 1, 2)
+# per SM and staged loads (2), with the lean row loop (3: own rows copied per tile, a 32-bit Barrett
+# quotient for primes above 2^32, lazy outputs on request), 3 with the next tile's input copied ahead (4),
+# and 4 in the fewest row groups (5)
+CONV_VARIANTS = (0, 1, 2, 3, 4, 5)
+LAZY_VARIANTS = (3, 4, 5)  # the variants that leave lazy=True outputs in [0, 3p)
+
+
+def _assert_lazy_result(got, expected, primes, variant):
+    """got == expected where the variant keeps its outputs canonical; else got in [0, 3p) and
+    got = expected mod p, row by row (the last-but-one axis runs over primes)."""
+    if variant not in LAZY_VARIANTS:
+        assert torch.equal(got, expected), f"variant {variant} (lazy)"
+        return
+    p = torch.tensor(primes, dtype=torch.int64).unsqueeze(-1)
+    assert bool(((got >= 0) & (got < 3 * p)).all()), f"variant {variant}: lazy output outside [0, 3p)"
+    assert torch.equal(got % p, expected), f"variant {variant}: lazy output not congruent"
 
 
 def _conv_expected(x, src, dst, exact):
@@ -53,12 +70,12 @@ def _conv_expected(x, src, dst, exact):
     return out
 
 
-def _convert_on(device, x, primes_in, primes_out, exact):
+def _convert_on(device, x, primes_in, primes_out, exact, lazy=False):
     """ops.bconv of x ([..., l_in, any length]) with the constants of a converter built at N = 1024."""
     src, dst = RNSBasis.get(primes_in, 1024, device), RNSBasis.get(primes_out, 1024, device)
     conv = BasisConverter.get(src, dst)
     return ops.bconv(x.to(device), src.moduli, dst.moduli, conv.qhat_inv, conv.qhat_inv_shoup, conv.qhat_mod_p,
-                     conv.neg_q_mod_p if exact else None).cpu()
+                     conv.neg_q_mod_p if exact else None, lazy=lazy).cpu()
 
 
 # (input limbs, output limbs, exact, N): slots = inputs (+1 exact) in 2..16 take the tensor cores
@@ -83,10 +100,13 @@ def test_tensor_core_conv_is_bit_identical(l_in, l_out, exact, n):
     x = random_residues(rng, primes_in, (2,), n)
     x[0, :, :16] = torch.tensor([q - 1 for q in primes_in]).unsqueeze(1)
     expected = _convert_on("cpu", x, primes_in, primes_out, exact)
+    assert torch.equal(_convert_on("cpu", x, primes_in, primes_out, exact, lazy=True), expected)  # CPU: canonical
     for variant in CONV_VARIANTS:
         with ops.use_kernel_variant("conv", variant):
             got = _convert_on("cuda", x, primes_in, primes_out, exact)
+            lazy = _convert_on("cuda", x, primes_in, primes_out, exact, lazy=True)
         assert torch.equal(got, expected), f"variant {variant}: {(got != expected).nonzero()[:8].tolist()}"
+        _assert_lazy_result(lazy, expected, primes_out, variant)
     columns = np.unique(np.concatenate([np.arange(16), rng.integers(0, n, size=24)]))
     ints = _conv_expected(x[..., columns], RNSBasis.get(primes_in, 1024), RNSBasis.get(primes_out, 1024), exact)
     # (the exact conversion may round either way within ~2^-50 Q of Q/2: not hit by random inputs)
@@ -117,9 +137,58 @@ def test_tensor_core_conv_small_destination_primes(exact):
     for variant in CONV_VARIANTS:
         with ops.use_kernel_variant("conv", variant):
             got = ops.bconv(x.cuda(), *on_cuda, None if neg_q is None else neg_q.cuda()).cpu()
+            lazy = ops.bconv(x.cuda(), *on_cuda, None if neg_q is None else neg_q.cuda(), lazy=True).cpu()
         assert torch.equal(got, expected), f"variant {variant}"
+        _assert_lazy_result(lazy, expected, dst_primes, variant)
     src, dst = RNSBasis.get(src_primes, n), _Primes(dst_primes)
     assert to_ints(expected[..., :32]) == _conv_expected(x[..., :32], src, dst, exact)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("exact", [False, True])
+def test_tensor_core_conv_at_the_reduction_edges(exact):
+    """The largest sums the tensor-core Conv can form (V near 2^80: 61-bit y_k = q_k - 1 and constants
+    p - 1, so nearly every byte is 0xFF) and random ones, into destination primes on both sides of
+    the lean kernel's edges (2^32: its 32-bit Barrett quotient below, the general reduction above;
+    2^48; 2^50, where it folds V), 61-bit primes and 2^16 + 1: every variant against the CPU build and
+    Python integers, lazy outputs in [0, 3p). The constants are made up (y_k = x_k: qhat_inv = 1):
+    bconv takes any."""
+    rng, _ = fresh_rng()
+    n = 1024
+    src_primes = generate_primes([61] * 11, n)
+    edges = []
+    for bits in (32, 48, 50):  # the largest prime below 2^bits and the smallest above
+        edges.append(next(q for q in range(2 ** bits - 1, 2 ** bits - 10 ** 4, -2) if is_prime(q)))
+        edges.append(next(q for q in range(2 ** bits + 1, 2 ** bits + 10 ** 4, 2) if is_prime(q)))
+    dst_primes = edges + [65537] + generate_primes([61] * 3 + [60, 40], n, exclude=src_primes)
+    ones, ones_shoup = shoup_constants([1] * len(src_primes), src_primes)
+    consts = [[p - 1 if (k + r) % 3 else int(rng.integers(1, p)) for r, p in enumerate(dst_primes)]
+              for k in range(len(src_primes))]
+    neg = [p - 1 for p in dst_primes]
+    args = (modulus_table(src_primes), modulus_table(dst_primes), ones, ones_shoup,
+            words_tensor([c for row in consts for c in row]).reshape(len(src_primes), len(dst_primes)))
+    neg_q = words_tensor(neg) if exact else None
+    x = random_residues(rng, src_primes, (2,), n)
+    x[0, :, : n // 2] = torch.tensor([q - 1 for q in src_primes]).unsqueeze(1)  # V near its maximum
+    expected = ops.bconv(x, *args, neg_q)
+    on_cuda = tuple(t.cuda() for t in args)
+    for variant in CONV_VARIANTS:
+        with ops.use_kernel_variant("conv", variant):
+            got = ops.bconv(x.cuda(), *on_cuda, None if neg_q is None else neg_q.cuda()).cpu()
+            lazy = ops.bconv(x.cuda(), *on_cuda, None if neg_q is None else neg_q.cuda(), lazy=True).cpu()
+        assert torch.equal(got, expected), f"variant {variant}"
+        _assert_lazy_result(lazy, expected, dst_primes, variant)
+    columns = np.unique(np.concatenate([np.arange(8), n // 2 + np.arange(4), rng.integers(0, n, size=12)]))
+    xs = to_ints(x[..., columns])
+    for b in range(2):
+        for i, column in enumerate(columns):
+            y = [xs[b][k][i] for k in range(len(src_primes))]
+            u = 0
+            if exact:  # floor(sum y_k / q_k + 1/2), exact rationals (not near a half here)
+                u = int(sum(Fraction(yk, q) for yk, q in zip(y, src_primes)) + Fraction(1, 2))
+            for r, p in enumerate(dst_primes):
+                total = sum(yk * consts[k][r] for k, yk in enumerate(y)) + u * neg[r]
+                assert int(expected[b, r, column]) == total % p
 
 
 class _Primes:
@@ -186,9 +255,12 @@ def test_tensor_core_mod_up_conv_is_bit_identical(alpha, q_count):
     and without the digits' own rows copied from a given tensor."""
     x, args, own, expected, expected_own = _mod_up_case(alpha, q_count)
     assert torch.equal(ops.mod_up_conv(x, *args, own), expected_own)
+    primes = to_ints(args[3][:, 0])
     for variant in CONV_VARIANTS:
         with ops.use_kernel_variant("conv", variant):
             got = ops.mod_up_conv(x.cuda(), *(t.cuda() for t in args)).cpu()
             got_own = ops.mod_up_conv(x.cuda(), *(t.cuda() for t in args), own.cuda()).cpu()
+            lazy_own = ops.mod_up_conv(x.cuda(), *(t.cuda() for t in args), own.cuda(), lazy=True).cpu()
         assert torch.equal(got, expected), f"variant {variant}"
         assert torch.equal(got_own, expected_own), f"variant {variant}, own rows copied"
+        _assert_lazy_result(lazy_own, expected_own, primes, variant)
