@@ -23,7 +23,7 @@ Tensor = torch.Tensor
 
 __all__ = [
     "cuda_built", "ntt", "intt", "mod_down_ntt", "add", "sub", "neg", "mul", "mul_const", "sub_mul_const",
-    "mul_add", "tensor_product", "bconv", "center_lift", "mod_up_conv", "ks_inner_product",
+    "mul_add", "tensor_product", "bconv", "center_lift", "mod_up_conv", "conv_mma_fragments", "ks_inner_product",
     "automorphism_ntt", "automorphism_coeff", "sample_uniform", "sample_cbd", "sample_ternary",
     "ntt_table", "seed_words", "kernel_variant", "use_kernel_variant",
 ]
@@ -39,15 +39,16 @@ def kernel_variant(name: str, value: int | None = None) -> int:
 
     0 is the reference kernel; the default is the fastest measured alternative. Known names:
     ``"conv"`` (basis conversion as a byte-sliced integer matrix product on the tensor cores: 1 with
-    output rows in groups of 32, 2, the default, in balanced groups at 64 registers, 3 with about half
-    the instructions per output row, 4 = 3 with the next tile's input copied ahead, 5 = 4 in the fewest
-    row groups), ``"mod_up"``
+    output rows in groups of 32, 2 in balanced groups at 64 registers, 3 with about half the
+    instructions per output row, 4 = 3 with the next tile's input copied ahead, 5 = 4 in the fewest
+    row groups, 6 and 7 (the default) = 4 and 5 reading precomputed B operands where the call passes
+    them, 8 = 7 with two output rows at once), ``"mod_up"``
     (1: ModUp as one Conv and one NTT over every digit, CUDA only), ``"mod_down"`` (1: ModDown's
     INTT in one launch and its last step in the NTT's store, ``mod_down_ntt``), read by
     ``rlwe.keyswitch``; ``"tensor"`` (1: CKKS's tensor product as one ``tensor_product``, read by
     ``ckks.Evaluator``).
     All variants give the same residues bit for bit (a ``lazy`` conversion the same residues modulo
-    each prime: conv 3 to 5 leave them in [0, 3p)); the switch exists so that tests compare them
+    each prime: conv 3 to 8 leave them in [0, 3p)); the switch exists so that tests compare them
     and benchmarks time them side by side. The CPU kernels have one variant and ignore "conv". A
     launch reads the setting when it is enqueued (so a captured CUDA graph keeps the variant it was
     captured with).
@@ -149,7 +150,7 @@ def tensor_product(a: Tensor, b: Tensor, moduli: Tensor, *, out: Tensor | None =
 
 def bconv(a: Tensor, src_moduli: Tensor, dst_moduli: Tensor, qhat_inv: Tensor, qhat_inv_shoup: Tensor,
           qhat_mod_p: Tensor, neg_q_mod_p: Tensor | None = None, *, lazy: bool = False,
-          out: Tensor | None = None) -> Tensor:
+          fragments: Tensor | None = None, out: Tensor | None = None) -> Tensor:
     """Basis conversion Conv_{Q->P} (HK20/BEHZ), coefficient domain.
 
     a: ``[..., l_in, N]`` residues of x mod Q, x in [0, Q) -> ``[..., l_out, N]`` residues of
@@ -159,15 +160,17 @@ def bconv(a: Tensor, src_moduli: Tensor, dst_moduli: Tensor, qhat_inv: Tensor, q
     subtracted (exact conversion; for x within ~l_in 2^-52 Q of Q/2 either representative may
     come out). Constants from :class:`fhe_core.ring.BasisConverter`. ``lazy=True``: the residues
     may be left in [0, 3 p_j) instead of [0, p_j) (for a forward NTT, which takes [0, 4 p_j) and
-    returns canonical values; the CUDA kernel then skips its final corrections).
+    returns canonical values; the CUDA kernel then skips its final corrections). ``fragments``:
+    :func:`conv_mma_fragments` of this call's qhat_mod_p, dst_moduli and neg_q_mod_p, on a's device
+    (the tensor-core kernel then reads them instead of building them in every block).
     """
-    return _call(_ops.bconv, (a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, neg_q_mod_p, lazy),
-                 out)
+    return _call(_ops.bconv, (a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, neg_q_mod_p, lazy,
+                              fragments), out)
 
 
 def mod_up_conv(coeffs: Tensor, src_moduli: Tensor, qhat_inv: Tensor, qhat_inv_shoup: Tensor,
                 dst_moduli: Tensor, qhat_mod_p: Tensor, own: Tensor | None = None, *, lazy: bool = False,
-                out: Tensor | None = None) -> Tensor:
+                fragments: Tensor | None = None, out: Tensor | None = None) -> Tensor:
     """ModUp's fast basis extension of every digit at once (HK20), coefficient domain.
 
     coeffs: ``[q_count, N]`` over Q_l; digit j is rows [j*alpha, (j+1)*alpha) (the last may be
@@ -177,10 +180,21 @@ def mod_up_conv(coeffs: Tensor, src_moduli: Tensor, qhat_inv: Tensor, qhat_inv_s
     to the input on the digit's own primes. With ``own`` (``[q_count, N]``, the input in the NTT
     domain; the destination is (P, Q) with Q's primes last), the digits' own rows are copied from it
     instead of converted: ModUp then transforms only the other rows. ``lazy``: as in :func:`bconv`
-    (the converted rows may be left in [0, 3 p_r); copied rows are as given).
+    (the converted rows may be left in [0, 3 p_r); copied rows are as given); ``fragments``: as in
+    :func:`bconv` (:func:`conv_mma_fragments` of qhat_mod_p and dst_moduli).
     """
-    return _call(_ops.mod_up_conv, (coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own, lazy),
-                 out)
+    return _call(_ops.mod_up_conv, (coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own, lazy,
+                                    fragments), out)
+
+
+def conv_mma_fragments(qhat_mod_p: Tensor, dst_moduli: Tensor, neg_q_mod_p: Tensor | None = None) -> Tensor:
+    """The tensor-core Conv's B operands for these constants, computed once (on the CPU) and returned
+    on qhat_mod_p's device: int32 ``[dnum, rows, KT, 64]`` (KT = ceil(slots / 4), slots = alpha, + 1
+    with neg_q_mod_p) for the ``fragments=`` argument of :func:`bconv` (qhat_mod_p ``[alpha, rows]``,
+    and neg_q_mod_p for the exact conversion) and :func:`mod_up_conv` (``[dnum, alpha, rows]``).
+    """
+    cpu = (qhat_mod_p.cpu(), dst_moduli.cpu(), None if neg_q_mod_p is None else neg_q_mod_p.cpu())
+    return _ops.conv_mma_fragments(*cpu).to(qhat_mod_p.device)
 
 
 def center_lift(a: Tensor, q: int, dst_moduli: Tensor, *, out: Tensor | None = None) -> Tensor:
@@ -261,7 +275,7 @@ def _register_fakes() -> None:
         return torch.empty_like(x)
 
     @torch.library.register_fake("fhe_core::mod_up_conv")
-    def _(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own=None, lazy=False):
+    def _(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own=None, lazy=False, fragments=None):
         return coeffs.new_empty((qhat_mod_p.shape[0], dst_moduli.shape[0], coeffs.shape[1]))
 
     @torch.library.register_fake("fhe_core::center_lift")
@@ -273,7 +287,8 @@ def _register_fakes() -> None:
         return digits.new_empty((2, digits.shape[1], digits.shape[2]))
 
     @torch.library.register_fake("fhe_core::bconv")
-    def _(a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, neg_q_mod_p=None, lazy=False):
+    def _(a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, neg_q_mod_p=None, lazy=False,
+          fragments=None):
         return a.new_empty((*a.shape[:-2], dst_moduli.shape[0], a.shape[-1]))
 
     def sampled(moduli, n, *args):

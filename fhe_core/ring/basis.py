@@ -189,6 +189,12 @@ class BasisConverter:
         self.qhat_mod_p = words_tensor([h % p for h in qhat for p in dst.primes], src.device).reshape(
             len(src), len(dst))
         self.neg_q_mod_p = words_tensor([-big_q % p for p in dst.primes], src.device)
+        # the tensor-core Conv's operands (CUDA, up to 16 source primes), fast and exact conversion
+        self.mma_fragments: dict[bool, torch.Tensor] = {}
+        if torch.device(src.device).type == "cuda" and len(src) < 16:
+            self.mma_fragments = {exact: ops.conv_mma_fragments(self.qhat_mod_p, self.dst.moduli,
+                                                                self.neg_q_mod_p if exact else None)
+                                  for exact in (False, True)}
 
     @staticmethod
     def get(src: RNSBasis, dst: RNSBasis) -> BasisConverter:
@@ -200,7 +206,8 @@ class BasisConverter:
         """``[..., l_src, N]`` -> ``[..., l_dst, N]`` (coefficient domain): x + u*Q, or centred x if ``exact``;
         ``lazy``: residues possibly in [0, 3p) (see :func:`fhe_core.ops.bconv`), for a forward NTT."""
         return ops.bconv(a, self.src.moduli, self.dst.moduli, self.qhat_inv, self.qhat_inv_shoup,
-                         self.qhat_mod_p, self.neg_q_mod_p if exact else None, lazy=lazy, out=out)
+                         self.qhat_mod_p, self.neg_q_mod_p if exact else None, lazy=lazy,
+                         fragments=self.mma_fragments.get(exact), out=out)
 
 
 @functools.lru_cache(maxsize=256)

@@ -423,7 +423,7 @@ __global__ void __launch_bounds__(kMmaTile) conv_mma_kernel(ConvArgs a, int grou
   conv_mma_body<KT, false>(a, groups, group_rows, ys, bfrag2, nullptr, nullptr, nullptr);
 }
 
-// Variant 2, the default (issue 14: the first kernel is latency-bound, 30% occupancy, a third of its
+// Variant 2 (issue 14: the first kernel is latency-bound, 30% occupancy, a third of its
 // stalls on global loads): shared memory sized to the block's rows (dynamic) and registers capped so
 // that 8 blocks (32 warps) fit an SM, the staged loads of conv_mma_body, and a geometry that balances
 // the rows over the groups (ModUp's 42 rows: 14 + 14 + 14 rather than 32 + 10) and picks the split by
@@ -523,10 +523,10 @@ struct LeanSplit {
 
 constexpr int kLeanScratchWords = kMmaWarps * 32 * 4;  // u32: per warp, 32 coefficients x 4 partial sums
 
-template <int KT>
+template <int KT, int kRows = 1>
 constexpr size_t lean_smem_bytes(int group_rows) {
   return sizeof(u64) * 4 * KT * kMmaYStride                 // ys
-         + sizeof(u32) * kLeanScratchWords                  // the quads' transposition
+         + sizeof(u32) * kLeanScratchWords * kRows          // the quads' transposition
          + sizeof(uint2) * group_rows * KT * 32             // B fragments
          + sizeof(MmaRow) * group_rows                      // row constants
          + sizeof(Modulus) * 4 * KT + sizeof(u64) * 2 * 4 * KT;  // slot moduli, qhat_inv (+ Shoup)
@@ -543,16 +543,19 @@ __device__ __forceinline__ void cp_async8(void* shared, const void* global) {
 }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
-// kPrefetch (variant 4): the next tile's x is copied by cp.async into ys while the rows of this one run
-// (ys is idle once every warp holds its A fragments: one more barrier per tile, no more shared memory),
-// and each thread turns its own column of x into y in place.
-template <int KT, bool kLazy, bool kPrefetch>
+// kPrefetch (variants 4-8): the next tile's x is copied by cp.async into ys while the rows of this one
+// run (ys is idle once every warp holds its A fragments: one more barrier per tile, no more shared
+// memory), and each thread turns its own column of x into y in place. kRows (variant 8: 2): output
+// rows per step of the row loop, as independent chains of products, transposition and reduction.
+// ConvArgs::mma_fragments (variants 6-8 when given): the B fragments copied from a precomputed table
+// (ops.conv_mma_fragments) instead of built by every block (4 KT x rows chains of 7 modular shifts).
+template <int KT, bool kLazy, bool kPrefetch, int kRows>
 __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
     conv_mma_lean_kernel(ConvArgs a, LeanSplit split) {
   extern __shared__ u64 conv_smem[];
   auto ys = reinterpret_cast<u64(*)[kMmaYStride]>(conv_smem);
   u32* scratch = reinterpret_cast<u32*>(conv_smem + 4 * KT * kMmaYStride);
-  uint2* bfrag2 = reinterpret_cast<uint2*>(scratch + kLeanScratchWords);
+  uint2* bfrag2 = reinterpret_cast<uint2*>(scratch + kRows * kLeanScratchWords);
   MmaRow* row_const = reinterpret_cast<MmaRow*>(bfrag2 + split.group_rows * KT * 32);
   Modulus* slot_mod = reinterpret_cast<Modulus*>(row_const + split.group_rows);
   u64* slot_inv = reinterpret_cast<u64*>(slot_mod + 4 * KT);
@@ -575,16 +578,23 @@ __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
   if (kPrefetch && width > 0)  // the first tile's x, in flight while the constants are built
     for (int k = 0; k < count; ++k) cp_async8(&ys[k][tid], in + k * a.n + blockIdx.x * kMmaTile);
 
-  for (int chain = tid; chain < 4 * KT * split.group_rows; chain += kMmaTile) {  // one (slot, row) chain
-    const int k = chain / split.group_rows, rr = chain % split.group_rows;
-    u64 c = 0, q = 1;
-    if (rr < width) {
-      const int r = lean_output_row(c_begin + rr, own_lo, own_count);
-      q = a.dst[r].value;
-      if (k < count) c = a.qhat_mod_p[(static_cast<int64_t>(j) * a.alpha + k) * a.rows + r];
-      else if (exact && k == count) c = a.neg_q_mod_p[r];
+  if (a.mma_fragments != nullptr) {  // precomputed (variants 6, 7): the group's rows, 16 bytes per copy
+    const uint4* table = reinterpret_cast<const uint4*>(a.mma_fragments) + static_cast<int64_t>(j) * a.rows * KT * 16;
+    uint4* fragments = reinterpret_cast<uint4*>(bfrag2);
+    for (int e = tid; e < width * KT * 16; e += kMmaTile)
+      fragments[e] = table[lean_output_row(c_begin + e / (KT * 16), own_lo, own_count) * KT * 16 + e % (KT * 16)];
+  } else {
+    for (int chain = tid; chain < 4 * KT * split.group_rows; chain += kMmaTile) {  // one (slot, row) chain
+      const int k = chain / split.group_rows, rr = chain % split.group_rows;
+      u64 c = 0, q = 1;
+      if (rr < width) {
+        const int r = lean_output_row(c_begin + rr, own_lo, own_count);
+        q = a.dst[r].value;
+        if (k < count) c = a.qhat_mod_p[(static_cast<int64_t>(j) * a.alpha + k) * a.rows + r];
+        else if (exact && k == count) c = a.neg_q_mod_p[r];
+      }
+      build_b_fragments<KT>(bfrag, k, rr, c, q);
     }
-    build_b_fragments<KT>(bfrag, k, rr, c, q);
   }
   for (int rr = tid; rr < width; rr += kMmaTile) {
     const int r = lean_output_row(c_begin + rr, own_lo, own_count);
@@ -599,7 +609,7 @@ __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
 
   u64* out = a.out + (b * a.dnum + j) * a.rows * a.n;
   const u32* ys32 = reinterpret_cast<const u32*>(&ys[0][0]);
-  u32* quad = scratch + warp * 128;
+  u32* quad = scratch + warp * 128 * kRows;
   const int coefficient = 32 * warp + 16 * (t >> 1) + g + 8 * (t & 1);  // this lane's result, in the tile
   for (int64_t tile = blockIdx.x; width > 0 && tile < tile_count; tile += gridDim.x) {
     const int64_t c0 = tile * kMmaTile;
@@ -645,28 +655,41 @@ __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
       }
     }
     u64* out_tile = out + c0 + coefficient;
-    for (int rr = 0; rr < width; ++rr) {
-      int acc[2][4] = {};
+    for (int rr = 0; rr < width; rr += kRows) {  // kRows rows at once: independent chains (variant 8)
+      const int here = min(kRows, width - rr);    // warp-uniform
+      int acc[kRows][2][4] = {};
 #pragma unroll
-      for (int kt = 0; kt < KT; ++kt) {
-        const uint2 bf = bfrag2[(rr * KT + kt) * 32 + lane];
-        mma_u8(acc[0], af[0][kt], bf.x, bf.y);
-        mma_u8(acc[1], af[1][kt], bf.x, bf.y);
+      for (int i = 0; i < kRows; ++i) {
+        if (i >= here) break;
+#pragma unroll
+        for (int kt = 0; kt < KT; ++kt) {
+          const uint2 bf = bfrag2[((rr + i) * KT + kt) * 32 + lane];
+          mma_u8(acc[i][0], af[0][kt], bf.x, bf.y);
+          mma_u8(acc[i][1], af[1][kt], bf.x, bf.y);
+        }
       }
       // P = T_2t + 2^8 T_2t+1 (< 2^32) of coefficient 16 m + g + 8 h of the warp, weight 2^(16 t) in its V:
       // word 4 (16 m + g + 8 h) + t, 32 consecutive words per store (no bank conflict); each lane then
       // reads the four words of its own coefficient as 16 bytes.
 #pragma unroll
-      for (int m = 0; m < 2; ++m)
+      for (int i = 0; i < kRows; ++i)
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-          quad[4 * (16 * m + g + 8 * h) + t] =
-              static_cast<u32>(acc[m][2 * h]) + (static_cast<u32>(acc[m][2 * h + 1]) << 8);
+        for (int m = 0; m < 2; ++m)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            quad[128 * i + 4 * (16 * m + g + 8 * h) + t] =
+                static_cast<u32>(acc[i][m][2 * h]) + (static_cast<u32>(acc[i][m][2 * h + 1]) << 8);
       __syncwarp();
-      const uint4 p = reinterpret_cast<const uint4*>(quad)[coefficient - 32 * warp];
-      __syncwarp();  // every lane has read before the next row's stores
-      const MmaRow row = row_const[rr];
-      out_tile[row.offset] = reduce_quad_sums<kLazy>(p, row, a.dst, a.n);
+      uint4 p[kRows];
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) p[i] = reinterpret_cast<const uint4*>(quad)[32 * i + coefficient - 32 * warp];
+      __syncwarp();  // every lane has read before the next rows' stores
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) {
+        if (i >= here) break;
+        const MmaRow row = row_const[rr + i];
+        out_tile[row.offset] = reduce_quad_sums<kLazy>(p[i], row, a.dst, a.n);
+      }
     }
   }
   // The group's own rows (ModUp) over the same tiles, after the conversion (whose registers the copies
@@ -798,7 +821,7 @@ int64_t lean_resident_blocks(int device, int group_rows) {
   static int cached[kMaxDevices][kMmaMaxRows + 1] = {};
   int scratch = 0;
   int& slot = device >= 0 && device < kMaxDevices ? cached[device][group_rows] : scratch;
-  return resident_blocks(conv_mma_lean_kernel<KT, false, false>, device, lean_smem_bytes<KT>(group_rows), slot);
+  return resident_blocks(conv_mma_lean_kernel<KT, false, false, 1>, device, lean_smem_bytes<KT>(group_rows), slot);
 }
 
 struct LeanGeometry {
@@ -842,24 +865,27 @@ LeanGeometry lean_geometry(const ConvArgs& a, int device, bool fewest_groups) {
   return best;
 }
 
-template <int KT, bool kPrefetch>
+template <int KT, bool kPrefetch, int kRows = 1>
 void launch_conv_mma_lean(const ConvArgs& a, Stream stream, bool fewest_groups) {
   const LeanGeometry geometry = lean_geometry<KT>(a, stream.device, fewest_groups);
   const dim3 grid(static_cast<unsigned>(geometry.blocks_x), static_cast<unsigned>(geometry.blocks_y));
-  const size_t smem = lean_smem_bytes<KT>(geometry.split.group_rows);
+  const size_t smem = lean_smem_bytes<KT, kRows>(geometry.split.group_rows);
   const cudaStream_t s = native(stream);
-  if (a.lazy_out) conv_mma_lean_kernel<KT, true, kPrefetch><<<grid, kMmaTile, smem, s>>>(a, geometry.split);
-  else conv_mma_lean_kernel<KT, false, kPrefetch><<<grid, kMmaTile, smem, s>>>(a, geometry.split);
+  if (a.lazy_out) conv_mma_lean_kernel<KT, true, kPrefetch, kRows><<<grid, kMmaTile, smem, s>>>(a, geometry.split);
+  else conv_mma_lean_kernel<KT, false, kPrefetch, kRows><<<grid, kMmaTile, smem, s>>>(a, geometry.split);
   check_launch("conv_mma_lean_kernel");
 }
 
 template <int KT>
-void launch_conv_mma(const ConvArgs& a, Stream stream, int variant) {
+void launch_conv_mma(const ConvArgs& args, Stream stream, int variant) {
+  ConvArgs a = args;
+  if (variant < 6 || !aligned16(a.mma_fragments)) a.mma_fragments = nullptr;  // 3-5: built per block
   // The lean kernel copies own rows 16 bytes at a time: it needs 16-byte aligned rows (else variant 2).
   const bool lean = variant >= 3 && (a.own == nullptr || (aligned16(a.own) && aligned16(a.out)));
   if (variant == 1) launch_conv_mma<KT>(a, stream);
   else if (lean && variant == 3) launch_conv_mma_lean<KT, false>(a, stream, false);
-  else if (lean) launch_conv_mma_lean<KT, true>(a, stream, variant == 5);
+  else if (lean && variant == 8) launch_conv_mma_lean<KT, true, 2>(a, stream, true);
+  else if (lean) launch_conv_mma_lean<KT, true>(a, stream, variant == 5 || variant == 7);
   else launch_conv_mma_balanced<KT>(a, stream);
 }
 

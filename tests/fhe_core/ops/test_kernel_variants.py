@@ -24,8 +24,8 @@ def test_kernel_variant_is_read_set_and_restored():
 def test_kernel_variant_rejects_unknown_names_and_values():
     with pytest.raises(RuntimeError, match="unknown kernel 'fft'"):
         ops.kernel_variant("fft", 0)
-    with pytest.raises(RuntimeError, match="conv is 0 \\(reference\\) to 5, got 6"):
-        ops.kernel_variant("conv", 6)
+    with pytest.raises(RuntimeError, match="conv is 0 \\(reference\\) to 8, got 9"):
+        ops.kernel_variant("conv", 9)
     with pytest.raises(RuntimeError, match="mod_up is 0 \\(reference\\) to 1, got 2"):
         ops.kernel_variant("mod_up", 2)
 
@@ -33,9 +33,10 @@ def test_kernel_variant_rejects_unknown_names_and_values():
 # the reference kernel; the tensor-core kernel with 32-row groups (1), with balanced groups, 8 blocks
 # per SM and staged loads (2), with the lean row loop (3: own rows copied per tile, a 32-bit Barrett
 # quotient for primes above 2^32, lazy outputs on request), 3 with the next tile's input copied ahead (4),
-# and 4 in the fewest row groups (5)
-CONV_VARIANTS = (0, 1, 2, 3, 4, 5)
-LAZY_VARIANTS = (3, 4, 5)  # the variants that leave lazy=True outputs in [0, 3p)
+# 4 in the fewest row groups (5), 4 and 5 reading precomputed B fragments where given (6, 7; 7 is the
+# default), and 7 with two output rows at once (8)
+CONV_VARIANTS = (0, 1, 2, 3, 4, 5, 6, 7, 8)
+LAZY_VARIANTS = (3, 4, 5, 6, 7, 8)  # the variants that leave lazy=True outputs in [0, 3p)
 
 
 def _assert_lazy_result(got, expected, primes, variant):
@@ -133,13 +134,7 @@ def test_tensor_core_conv_small_destination_primes(exact):
     args = (modulus_table(src_primes), modulus_table(dst_primes), qhat_inv, qhat_inv_shoup, qhat_mod_p)
     x = random_residues(rng, src_primes, (2,), n)
     expected = ops.bconv(x, *args, neg_q)
-    on_cuda = tuple(t.cuda() for t in args)
-    for variant in CONV_VARIANTS:
-        with ops.use_kernel_variant("conv", variant):
-            got = ops.bconv(x.cuda(), *on_cuda, None if neg_q is None else neg_q.cuda()).cpu()
-            lazy = ops.bconv(x.cuda(), *on_cuda, None if neg_q is None else neg_q.cuda(), lazy=True).cpu()
-        assert torch.equal(got, expected), f"variant {variant}"
-        _assert_lazy_result(lazy, expected, dst_primes, variant)
+    _assert_every_variant(x, args, neg_q, expected, dst_primes)
     src, dst = RNSBasis.get(src_primes, n), _Primes(dst_primes)
     assert to_ints(expected[..., :32]) == _conv_expected(x[..., :32], src, dst, exact)
 
@@ -171,13 +166,7 @@ def test_tensor_core_conv_at_the_reduction_edges(exact):
     x = random_residues(rng, src_primes, (2,), n)
     x[0, :, : n // 2] = torch.tensor([q - 1 for q in src_primes]).unsqueeze(1)  # V near its maximum
     expected = ops.bconv(x, *args, neg_q)
-    on_cuda = tuple(t.cuda() for t in args)
-    for variant in CONV_VARIANTS:
-        with ops.use_kernel_variant("conv", variant):
-            got = ops.bconv(x.cuda(), *on_cuda, None if neg_q is None else neg_q.cuda()).cpu()
-            lazy = ops.bconv(x.cuda(), *on_cuda, None if neg_q is None else neg_q.cuda(), lazy=True).cpu()
-        assert torch.equal(got, expected), f"variant {variant}"
-        _assert_lazy_result(lazy, expected, dst_primes, variant)
+    _assert_every_variant(x, args, neg_q, expected, dst_primes)
     columns = np.unique(np.concatenate([np.arange(8), n // 2 + np.arange(4), rng.integers(0, n, size=12)]))
     xs = to_ints(x[..., columns])
     for b in range(2):
@@ -189,6 +178,22 @@ def test_tensor_core_conv_at_the_reduction_edges(exact):
             for r, p in enumerate(dst_primes):
                 total = sum(yk * consts[k][r] for k, yk in enumerate(y)) + u * neg[r]
                 assert int(expected[b, r, column]) == total % p
+
+
+def _assert_every_variant(x, args, neg_q, expected, dst_primes):
+    """ops.bconv(x, *args, neg_q) on CUDA == expected for every Conv variant, with and without the
+    precomputed B fragments (variants 6, 7 read them), canonical and lazy."""
+    fragments = ops.conv_mma_fragments(args[4], args[1], neg_q).cuda()
+    on_cuda = tuple(t.cuda() for t in args)
+    neg = None if neg_q is None else neg_q.cuda()
+    for variant in CONV_VARIANTS:
+        with ops.use_kernel_variant("conv", variant):
+            got = ops.bconv(x.cuda(), *on_cuda, neg).cpu()
+            with_table = ops.bconv(x.cuda(), *on_cuda, neg, fragments=fragments).cpu()
+            lazy = ops.bconv(x.cuda(), *on_cuda, neg, lazy=True, fragments=fragments).cpu()
+        assert torch.equal(got, expected), f"variant {variant}"
+        assert torch.equal(with_table, expected), f"variant {variant}, fragments given"
+        _assert_lazy_result(lazy, expected, dst_primes, variant)
 
 
 class _Primes:
@@ -256,11 +261,46 @@ def test_tensor_core_mod_up_conv_is_bit_identical(alpha, q_count):
     x, args, own, expected, expected_own = _mod_up_case(alpha, q_count)
     assert torch.equal(ops.mod_up_conv(x, *args, own), expected_own)
     primes = to_ints(args[3][:, 0])
+    fragments = ops.conv_mma_fragments(args[4], args[3]).cuda()
     for variant in CONV_VARIANTS:
         with ops.use_kernel_variant("conv", variant):
             got = ops.mod_up_conv(x.cuda(), *(t.cuda() for t in args)).cpu()
-            got_own = ops.mod_up_conv(x.cuda(), *(t.cuda() for t in args), own.cuda()).cpu()
-            lazy_own = ops.mod_up_conv(x.cuda(), *(t.cuda() for t in args), own.cuda(), lazy=True).cpu()
+            got_own = ops.mod_up_conv(x.cuda(), *(t.cuda() for t in args), own.cuda(), fragments=fragments).cpu()
+            lazy_own = ops.mod_up_conv(x.cuda(), *(t.cuda() for t in args), own.cuda(), lazy=True,
+                                       fragments=fragments).cpu()
         assert torch.equal(got, expected), f"variant {variant}"
         assert torch.equal(got_own, expected_own), f"variant {variant}, own rows copied"
         _assert_lazy_result(lazy_own, expected_own, primes, variant)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_conv_mma_fragments_hold_the_shifted_constants(exact):
+    """ops.conv_mma_fragments against Python integers: the byte of word (K tile k / 4, lane
+    4 b + 2 (k & 1) + h, register (k & 3) / 2) at position e is byte b of 2^(8 (4 h + e)) C mod p for
+    slot k's constant C (qhat_mod_p, (-Q) mod p at the exact conversion's extra slot, zero past it);
+    and the shapes it refuses."""
+    rng, _ = fresh_rng()
+    src = RNSBasis.get(generate_primes([50] * 5, 1024), 1024)
+    dst = RNSBasis.get(generate_primes([61, 40, 46, 33], 1024, exclude=src.primes), 1024)
+    conv = BasisConverter.get(src, dst)
+    table = ops.conv_mma_fragments(conv.qhat_mod_p, dst.moduli, conv.neg_q_mod_p if exact else None)
+    slots = 5 + exact
+    assert table.dtype == torch.int32 and list(table.shape) == [1, 4, 2, 64]
+    words = table.numpy().view(np.uint32)
+    constants = to_ints(conv.qhat_mod_p)
+    for r, p in enumerate(dst.primes):
+        for k in range(8):
+            c = constants[k][r] if k < 5 else (int(-src.modulus % p) if exact and k == slots - 1 else 0)
+            for h in range(2):
+                for b in range(8):
+                    word = int(words[0, r, k // 4, (4 * b + 2 * (k & 1) + h) * 2 + (k & 3) // 2])
+                    for e in range(4):
+                        assert (word >> (8 * e)) & 0xFF == ((c << (8 * (4 * h + e))) % p >> (8 * b)) & 0xFF
+    x = random_residues(rng, src.primes, (2,), 1024)
+    with pytest.raises(RuntimeError, match="fragments must be"):  # built for another slot count
+        ops.bconv(x, src.moduli, dst.moduli, conv.qhat_inv, conv.qhat_inv_shoup, conv.qhat_mod_p,
+                  fragments=ops.conv_mma_fragments(conv.qhat_mod_p[:4].contiguous(), dst.moduli))
+    with pytest.raises(RuntimeError, match="reduced mod their prime"):
+        ops.conv_mma_fragments(conv.qhat_mod_p + int(dst.primes[-1]), dst.moduli)
+    with pytest.raises(RuntimeError, match="1 to 16 slots"):
+        ops.conv_mma_fragments(torch.zeros(17, 4, dtype=torch.int64), dst.moduli)
