@@ -477,17 +477,17 @@ struct alignas(16) MmaRow {
   u32 mu;      // floor(2^(32 + s) / q) for s = bit length of q - 1 >= 32 (then 2^31 <= mu < 2^32); 0: q < 2^32
   u32 shift;   // s - 32
   u32 offset;  // output row * N (< 2^32: rows * N words of one digit)
-  u32 pad;
+  u32 row;     // output row (its B fragments in a precomputed table)
 };
 
-// The row constants of output prime m at output row offset `offset`.
-__device__ __forceinline__ MmaRow mma_row(const Modulus& m, u32 offset) {
+// The row constants of output prime m at output row `row` (offset = row * N).
+__device__ __forceinline__ MmaRow mma_row(const Modulus& m, u32 offset, u32 row) {
   const int s = 63 - __clzll(static_cast<long long>(m.value));
-  if (s < 32) return MmaRow{m.value, 0, 0, 0, offset, 0};
+  if (s < 32) return MmaRow{m.value, 0, 0, 0, offset, row};
   // floor(2^(32 + s) / q) = floor(floor(2^128 / q) / 2^(96 - s)), 96 - s in [36, 64]
   const u64 mu = s == 32 ? m.ratio_hi : (m.ratio_hi << (s - 32)) | (m.ratio_lo >> (96 - s));
-  const u64 fold = (u64{1} << 50) % m.value;
-  return MmaRow{m.value, fold, static_cast<u32>(mu), static_cast<u32>(s - 32), offset, 0};
+  const u64 fold = (u64{1} << 50) - m.value * (m.ratio_hi >> 14);  // floor(2^50 / q) = floor(ratio / 2^78)
+  return MmaRow{m.value, fold, static_cast<u32>(mu), static_cast<u32>(s - 32), offset, row};
 }
 
 // V = P0 + 2^16 P1 + 2^32 P2 + 2^48 P3 mod q (P_t = T_2t + 2^8 T_2t+1, so V = sum_b 2^(8b) T_b < 2^80), for
@@ -532,6 +532,21 @@ constexpr size_t lean_smem_bytes(int group_rows) {
          + sizeof(Modulus) * 4 * KT + sizeof(u64) * 2 * 4 * KT;  // slot moduli, qhat_inv (+ Shoup)
 }
 
+// conv_rounded_overflow's sum (the same correctly rounded quotients, added in the same order: the same
+// result), with the 4 KT quotients computed first so that their divisions need not wait for each other.
+template <int KT>
+__device__ __forceinline__ u64 rounded_overflow_unrolled(const u64* y, int64_t stride, const Modulus* src, int count) {
+  double quotient[4 * KT];
+#pragma unroll
+  for (int k = 0; k < 4 * KT; ++k)
+    quotient[k] = k < count ? __ddiv_rn(__ull2double_rn(y[k * stride]), __ull2double_rn(src[k].value)) : 0.0;
+  double sum = 0.5;
+#pragma unroll
+  for (int k = 0; k < 4 * KT; ++k)
+    if (k < count) sum = __dadd_rn(sum, quotient[k]);
+  return static_cast<u64>(sum);
+}
+
 // Output row of a digit's converted row c: the rows before its own block, then those after it.
 __device__ __forceinline__ int lean_output_row(int c, int own_lo, int own_count) {
   return c < own_lo ? c : c + own_count;
@@ -549,8 +564,8 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 // rows per step of the row loop, as independent chains of products, transposition and reduction.
 // ConvArgs::mma_fragments (variants 6-9 when given): the B fragments copied from a precomputed table
 // (ops.conv_mma_fragments) instead of built by every block (4 KT x rows chains of 7 modular shifts);
-// kGlobalB (variant 9): read from that table in the row loop (L1-resident: the blocks of a digit share
-// it) instead of shared memory, which leaves 8 blocks per SM for any number of rows per group.
+// kGlobalB (variants 9, 10): read from that table in the row loop (L1-resident: the blocks of a digit
+// share it) instead of shared memory, which leaves 8 blocks per SM for any number of rows per group.
 template <int KT, bool kLazy, bool kPrefetch, int kRows, bool kGlobalB>
 __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
     conv_mma_lean_kernel(ConvArgs a, LeanSplit split) {
@@ -601,7 +616,7 @@ __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
   }
   for (int rr = tid; rr < width; rr += kMmaTile) {
     const int r = lean_output_row(c_begin + rr, own_lo, own_count);
-    row_const[rr] = mma_row(a.dst[r], static_cast<u32>(r * a.n));
+    row_const[rr] = mma_row(a.dst[r], static_cast<u32>(r * a.n), static_cast<u32>(r));
   }
   for (int k = tid; k < count; k += kMmaTile) {
     slot_mod[k] = a.src[first + k];
@@ -635,7 +650,7 @@ __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
     for (int k = 0; k < 4 * KT; ++k)
       if (k < count) ys[k][tid] = mul_shoup(x[k], slot_inv[k], slot_inv[4 * KT + k], slot_mod[k].value);
     for (int k = count; k < 4 * KT; ++k)
-      ys[k][tid] = exact && k == count ? conv_rounded_overflow(&ys[0][tid], kMmaYStride, slot_mod, count) : 0;
+      ys[k][tid] = exact && k == count ? rounded_overflow_unrolled<KT>(&ys[0][tid], kMmaYStride, slot_mod, count) : 0;
     __syncthreads();
 
     u32 af[2][KT][4];
@@ -667,9 +682,8 @@ __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
         if (i >= here) break;
 #pragma unroll
         for (int kt = 0; kt < KT; ++kt) {
-          const uint2 bf = kGlobalB
-              ? __ldg(&global_b[(lean_output_row(c_begin + rr + i, own_lo, own_count) * KT + kt) * 32 + lane])
-              : bfrag2[((rr + i) * KT + kt) * 32 + lane];
+          const uint2 bf = kGlobalB ? __ldg(&global_b[(row_const[rr + i].row * KT + kt) * 32 + lane])
+                                    : bfrag2[((rr + i) * KT + kt) * 32 + lane];
           mma_u8(acc[i][0], af[0][kt], bf.x, bf.y);
           mma_u8(acc[i][1], af[1][kt], bf.x, bf.y);
         }
@@ -838,6 +852,8 @@ int64_t lean_resident_blocks(int device, int group_rows) {
                          slot);
 }
 
+constexpr int kLeanMaxRowsGlobalB = 64;  // rows per group of variant 9 (only their constants in shared memory)
+
 struct LeanGeometry {
   LeanSplit split{};
   int64_t blocks_x = 0, blocks_y = 0;
@@ -846,8 +862,10 @@ struct LeanGeometry {
 // As balanced_geometry, over the converted rows (ModUp: 31 or 33 of 42 per digit; the own rows cost a
 // quarter of a row each, 16-byte copies) and with the lean kernel's costs: a row ~60-70 instructions, a
 // tile ~300 (x loads, the y_k, the A fragments), ~550 with the exact conversion's quotient.
-// fewest_groups (variant 5): only the fewest groups of at most mma_rows<KT>() rows (ModUp 2 x 17,
-// ModDown 1 x 31), so that each tile's x, y_k and quotient are computed as few times as possible.
+// fewest_groups (variants 5, 7-9): only the fewest groups of at most mma_rows<KT>() rows (ModUp 2 x 17,
+// ModDown 1 x 31), or 64 with the B fragments in global memory (variant 9: ModUp 1 x 33), so that each
+// tile's x, y_k and quotient are computed as few times as possible (measured: a tile costs as much as
+// ~9 output rows, v4 against v5 on an H200).
 template <int KT, bool kGlobalB = false>
 LeanGeometry lean_geometry(const ConvArgs& a, int device, bool fewest_groups) {
   const int64_t tile_count = a.n / kMmaTile;
@@ -855,7 +873,8 @@ LeanGeometry lean_geometry(const ConvArgs& a, int device, bool fewest_groups) {
   const int own_max = a.own != nullptr ? std::min(a.alpha, a.q_count) : 0;
   const int own_min = a.own != nullptr ? a.q_count - (a.dnum - 1) * a.alpha : 0;  // the last digit's
   const int converted = a.rows - own_min;  // the most converted rows of a digit
-  const int fewest = std::max(1, (converted + mma_rows<KT>() - 1) / mma_rows<KT>());
+  const int max_rows = kGlobalB ? kLeanMaxRowsGlobalB : mma_rows<KT>();  // shared memory bounds the others
+  const int fewest = std::max(1, (converted + max_rows - 1) / max_rows);
   LeanGeometry best;
   int64_t best_cost = std::numeric_limits<int64_t>::max();
   for (int groups = fewest; groups <= (fewest_groups ? fewest : std::max(converted, 1)); ++groups) {
@@ -902,6 +921,7 @@ void launch_conv_mma(const ConvArgs& args, Stream stream, int variant) {
   else if (lean && variant == 3) launch_conv_mma_lean<KT, false>(a, stream, false);
   else if (lean && variant == 8) launch_conv_mma_lean<KT, true, 2>(a, stream, true);
   else if (lean && variant == 9 && a.mma_fragments != nullptr) launch_conv_mma_lean<KT, true, 1, true>(a, stream, true);
+  else if (lean && variant == 10 && a.mma_fragments != nullptr) launch_conv_mma_lean<KT, true, 2, true>(a, stream, true);
   else if (lean) launch_conv_mma_lean<KT, true>(a, stream, variant == 5 || variant >= 7);  // 9: no table given
   else launch_conv_mma_balanced<KT>(a, stream);
 }
