@@ -186,15 +186,15 @@ class BasisConverter:
         qhat = [big_q // q for q in src.primes]
         qhat_inv = [pow(h % q, -1, q) for h, q in zip(qhat, src.primes)]
         self.qhat_inv, self.qhat_inv_shoup = shoup_constants(qhat_inv, src.primes, src.device)
-        self.qhat_mod_p = words_tensor([h % p for h in qhat for p in dst.primes], src.device).reshape(
-            len(src), len(dst))
-        self.neg_q_mod_p = words_tensor([-big_q % p for p in dst.primes], src.device)
+        qhat_mod_p = words_tensor([h % p for h in qhat for p in dst.primes]).reshape(len(src), len(dst))
+        neg_q_mod_p = words_tensor([-big_q % p for p in dst.primes])
+        self.qhat_mod_p, self.neg_q_mod_p = qhat_mod_p.to(src.device), neg_q_mod_p.to(src.device)
         # the tensor-core Conv's operands (CUDA, up to 16 source primes), fast and exact conversion
         self.mma_fragments: dict[bool, torch.Tensor] = {}
         if torch.device(src.device).type == "cuda" and len(src) < 16:
-            self.mma_fragments = {exact: ops.conv_mma_fragments(self.qhat_mod_p, self.dst.moduli,
-                                                                self.neg_q_mod_p if exact else None)
-                                  for exact in (False, True)}
+            moduli = modulus_table(dst.primes)
+            self.mma_fragments = {exact: ops.conv_mma_fragments(qhat_mod_p, moduli, neg_q_mod_p if exact else None)
+                                  .to(src.device) for exact in (False, True)}
 
     @staticmethod
     def get(src: RNSBasis, dst: RNSBasis) -> BasisConverter:
