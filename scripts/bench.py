@@ -67,12 +67,10 @@ BEFORE = "[all v0: before issue 14]"
 CONV_V1 = "[conv v1: 32-row groups]"  # the tensor-core Conv before its balanced geometry (v2)
 # issue 14, session 3: the balanced kernel against its lean row loop (v3), v3 with x one tile ahead (v4), v4 in
 # the fewest row groups (v5), v4 / v5 reading the B fragments precomputed per converter (v6, v7: the default),
-# v7 with two output rows at once (v8), v7 reading the B fragments from the table in its row loop (v9), and v9
-# with two rows at once (v10)
+# and v7 with two output rows at once (v8)
 CONV_LATER = {2: "[conv v2: balanced]", 3: "[conv v3: lean rows]", 4: "[conv v4: lean rows, x one tile ahead]",
               5: "[conv v5: v4 in the fewest row groups]", 6: "[conv v6: v4 + precomputed B fragments]",
-              7: "[conv v7: v5 + precomputed B fragments]", 8: "[conv v8: v7, two rows at once]",
-              9: "[conv v9: v7, B fragments read from the table]", 10: "[conv v10: v9, two rows at once]"}
+              7: "[conv v7: v5 + precomputed B fragments]", 8: "[conv v8: v7, two rows at once]"}
 
 
 def conv_variant_cases(label: str, params: str, nbytes: int, fn: Callable[[int], object]) -> list[Case]:

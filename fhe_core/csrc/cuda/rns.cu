@@ -477,17 +477,19 @@ struct alignas(16) MmaRow {
   u32 mu;      // floor(2^(32 + s) / q) for s = bit length of q - 1 >= 32 (then 2^31 <= mu < 2^32); 0: q < 2^32
   u32 shift;   // s - 32
   u32 offset;  // output row * N (< 2^32: rows * N words of one digit)
-  u32 row;     // output row (its B fragments in a precomputed table)
+  u32 pad;
 };
 
-// The row constants of output prime m at output row `row` (offset = row * N).
-__device__ __forceinline__ MmaRow mma_row(const Modulus& m, u32 offset, u32 row) {
+// The row constants of output prime m at output row offset `offset` (row * N).
+__device__ __forceinline__ MmaRow mma_row(const Modulus& m, u32 offset) {
   const int s = 63 - __clzll(static_cast<long long>(m.value));
-  if (s < 32) return MmaRow{m.value, 0, 0, 0, offset, row};
+  if (s < 32) return MmaRow{m.value, 0, 0, 0, offset, 0};
   // floor(2^(32 + s) / q) = floor(floor(2^128 / q) / 2^(96 - s)), 96 - s in [36, 64]
   const u64 mu = s == 32 ? m.ratio_hi : (m.ratio_hi << (s - 32)) | (m.ratio_lo >> (96 - s));
-  const u64 fold = (u64{1} << 50) - m.value * (m.ratio_hi >> 14);  // floor(2^50 / q) = floor(ratio / 2^78)
-  return MmaRow{m.value, fold, static_cast<u32>(mu), static_cast<u32>(s - 32), offset, row};
+  // (A 64-bit remainder here, once per row and block: computing it inline from the ratio instead changed the
+  // kernel's register allocation at 64 registers and spilled 16-28 bytes in the tile loop, 3-9% slower.)
+  const u64 fold = (u64{1} << 50) % m.value;
+  return MmaRow{m.value, fold, static_cast<u32>(mu), static_cast<u32>(s - 32), offset, 0};
 }
 
 // V = P0 + 2^16 P1 + 2^32 P2 + 2^48 P3 mod q (P_t = T_2t + 2^8 T_2t+1, so V = sum_b 2^(8b) T_b < 2^80), for
@@ -523,11 +525,11 @@ struct LeanSplit {
 
 constexpr int kLeanScratchWords = kMmaWarps * 32 * 4;  // u32: per warp, 32 coefficients x 4 partial sums
 
-template <int KT, int kRows = 1, bool kGlobalB = false>
+template <int KT, int kRows = 1>
 constexpr size_t lean_smem_bytes(int group_rows) {
   return sizeof(u64) * 4 * KT * kMmaYStride                 // ys
          + sizeof(u32) * kLeanScratchWords * kRows          // the quads' transposition
-         + sizeof(uint2) * (kGlobalB ? 0 : group_rows) * KT * 32  // B fragments
+         + sizeof(uint2) * group_rows * KT * 32             // B fragments
          + sizeof(MmaRow) * group_rows                      // row constants
          + sizeof(Modulus) * 4 * KT + sizeof(u64) * 2 * 4 * KT;  // slot moduli, qhat_inv (+ Shoup)
 }
@@ -562,18 +564,16 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 // run (ys is idle once every warp holds its A fragments: one more barrier per tile, no more shared
 // memory), and each thread turns its own column of x into y in place. kRows (variant 8: 2): output
 // rows per step of the row loop, as independent chains of products, transposition and reduction.
-// ConvArgs::mma_fragments (variants 6-9 when given): the B fragments copied from a precomputed table
-// (ops.conv_mma_fragments) instead of built by every block (4 KT x rows chains of 7 modular shifts);
-// kGlobalB (variants 9, 10): read from that table in the row loop (L1-resident: the blocks of a digit
-// share it) instead of shared memory, which leaves 8 blocks per SM for any number of rows per group.
-template <int KT, bool kLazy, bool kPrefetch, int kRows, bool kGlobalB>
+// ConvArgs::mma_fragments (variants 6-8 when given): the B fragments copied from a precomputed table
+// (ops.conv_mma_fragments) instead of built by every block (4 KT x rows chains of 7 modular shifts).
+template <int KT, bool kLazy, bool kPrefetch, int kRows>
 __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
     conv_mma_lean_kernel(ConvArgs a, LeanSplit split) {
   extern __shared__ u64 conv_smem[];
   auto ys = reinterpret_cast<u64(*)[kMmaYStride]>(conv_smem);
   u32* scratch = reinterpret_cast<u32*>(conv_smem + 4 * KT * kMmaYStride);
   uint2* bfrag2 = reinterpret_cast<uint2*>(scratch + kRows * kLeanScratchWords);
-  MmaRow* row_const = reinterpret_cast<MmaRow*>(bfrag2 + (kGlobalB ? 0 : split.group_rows) * KT * 32);
+  MmaRow* row_const = reinterpret_cast<MmaRow*>(bfrag2 + split.group_rows * KT * 32);
   Modulus* slot_mod = reinterpret_cast<Modulus*>(row_const + split.group_rows);
   u64* slot_inv = reinterpret_cast<u64*>(slot_mod + 4 * KT);
   u32* bfrag = reinterpret_cast<u32*>(bfrag2);
@@ -595,8 +595,7 @@ __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
   if (kPrefetch && width > 0)  // the first tile's x, in flight while the constants are built
     for (int k = 0; k < count; ++k) cp_async8(&ys[k][tid], in + k * a.n + blockIdx.x * kMmaTile);
 
-  if (kGlobalB) {  // the row loop reads the precomputed table (variant 9)
-  } else if (a.mma_fragments != nullptr) {  // precomputed (variants 6-8): the group's rows, 16 bytes per copy
+  if (a.mma_fragments != nullptr) {  // precomputed (variants 6-8): the group's rows, 16 bytes per copy
     const uint4* table = reinterpret_cast<const uint4*>(a.mma_fragments) + static_cast<int64_t>(j) * a.rows * KT * 16;
     uint4* fragments = reinterpret_cast<uint4*>(bfrag2);
     for (int e = tid; e < width * KT * 16; e += kMmaTile)
@@ -616,7 +615,7 @@ __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
   }
   for (int rr = tid; rr < width; rr += kMmaTile) {
     const int r = lean_output_row(c_begin + rr, own_lo, own_count);
-    row_const[rr] = mma_row(a.dst[r], static_cast<u32>(r * a.n), static_cast<u32>(r));
+    row_const[rr] = mma_row(a.dst[r], static_cast<u32>(r * a.n));
   }
   for (int k = tid; k < count; k += kMmaTile) {
     slot_mod[k] = a.src[first + k];
@@ -629,7 +628,6 @@ __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
   const u32* ys32 = reinterpret_cast<const u32*>(&ys[0][0]);
   u32* quad = scratch + warp * 128 * kRows;
   const int coefficient = 32 * warp + 16 * (t >> 1) + g + 8 * (t & 1);  // this lane's result, in the tile
-  const uint2* global_b = kGlobalB ? reinterpret_cast<const uint2*>(a.mma_fragments) + j * a.rows * KT * 32 : nullptr;
   for (int64_t tile = blockIdx.x; width > 0 && tile < tile_count; tile += gridDim.x) {
     const int64_t c0 = tile * kMmaTile;
     u64 x[4 * KT];
@@ -682,8 +680,7 @@ __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
         if (i >= here) break;
 #pragma unroll
         for (int kt = 0; kt < KT; ++kt) {
-          const uint2 bf = kGlobalB ? __ldg(&global_b[(row_const[rr + i].row * KT + kt) * 32 + lane])
-                                    : bfrag2[((rr + i) * KT + kt) * 32 + lane];
+          const uint2 bf = bfrag2[((rr + i) * KT + kt) * 32 + lane];
           mma_u8(acc[i][0], af[0][kt], bf.x, bf.y);
           mma_u8(acc[i][1], af[1][kt], bf.x, bf.y);
         }
@@ -836,23 +833,13 @@ void launch_conv_mma_balanced(const ConvArgs& a, Stream stream) {
   check_launch("conv_mma_balanced_kernel");
 }
 
-template <int KT, bool kGlobalB = false>
+template <int KT>
 int64_t lean_resident_blocks(int device, int group_rows) {
-  if (kGlobalB) {  // shared memory independent of the rows
-    static int cached[kMaxDevices] = {};
-    int scratch = 0;
-    int& slot = device >= 0 && device < kMaxDevices ? cached[device] : scratch;
-    return resident_blocks(conv_mma_lean_kernel<KT, false, true, 1, true>, device, lean_smem_bytes<KT, 1, true>(0),
-                           slot);
-  }
   static int cached[kMaxDevices][kMmaMaxRows + 1] = {};
   int scratch = 0;
   int& slot = device >= 0 && device < kMaxDevices ? cached[device][group_rows] : scratch;
-  return resident_blocks(conv_mma_lean_kernel<KT, false, false, 1, false>, device, lean_smem_bytes<KT>(group_rows),
-                         slot);
+  return resident_blocks(conv_mma_lean_kernel<KT, false, false, 1>, device, lean_smem_bytes<KT>(group_rows), slot);
 }
-
-constexpr int kLeanMaxRowsGlobalB = 64;  // rows per group of variant 9 (only their constants in shared memory)
 
 struct LeanGeometry {
   LeanSplit split{};
@@ -862,19 +849,17 @@ struct LeanGeometry {
 // As balanced_geometry, over the converted rows (ModUp: 31 or 33 of 42 per digit; the own rows cost a
 // quarter of a row each, 16-byte copies) and with the lean kernel's costs: a row ~60-70 instructions, a
 // tile ~300 (x loads, the y_k, the A fragments), ~550 with the exact conversion's quotient.
-// fewest_groups (variants 5, 7-9): only the fewest groups of at most mma_rows<KT>() rows (ModUp 2 x 17,
-// ModDown 1 x 31), or 64 with the B fragments in global memory (variant 9: ModUp 1 x 33), so that each
-// tile's x, y_k and quotient are computed as few times as possible (measured: a tile costs as much as
-// ~9 output rows, v4 against v5 on an H200).
-template <int KT, bool kGlobalB = false>
+// fewest_groups (variants 5, 7, 8): only the fewest groups of at most mma_rows<KT>() rows (ModUp 2 x 17,
+// ModDown 1 x 31), so that each tile's x, y_k and quotient are computed as few times as possible
+// (measured on an H200, v4 against v5: a tile costs about as much as 9 output rows).
+template <int KT>
 LeanGeometry lean_geometry(const ConvArgs& a, int device, bool fewest_groups) {
   const int64_t tile_count = a.n / kMmaTile;
   const int64_t tile_cost = a.neg_q_mod_p != nullptr ? 11 : 6;
   const int own_max = a.own != nullptr ? std::min(a.alpha, a.q_count) : 0;
   const int own_min = a.own != nullptr ? a.q_count - (a.dnum - 1) * a.alpha : 0;  // the last digit's
   const int converted = a.rows - own_min;  // the most converted rows of a digit
-  const int max_rows = kGlobalB ? kLeanMaxRowsGlobalB : mma_rows<KT>();  // shared memory bounds the others
-  const int fewest = std::max(1, (converted + max_rows - 1) / max_rows);
+  const int fewest = std::max(1, (converted + mma_rows<KT>() - 1) / mma_rows<KT>());
   LeanGeometry best;
   int64_t best_cost = std::numeric_limits<int64_t>::max();
   for (int groups = fewest; groups <= (fewest_groups ? fewest : std::max(converted, 1)); ++groups) {
@@ -882,7 +867,7 @@ LeanGeometry lean_geometry(const ConvArgs& a, int device, bool fewest_groups) {
     if (groups > fewest && group_rows < 8) break;
     if (groups > fewest && (converted + group_rows - 1) / group_rows != groups) continue;  // as fewer groups
     const int own_rows = (own_max + groups - 1) / groups;
-    const int64_t resident = lean_resident_blocks<KT, kGlobalB>(device, group_rows);
+    const int64_t resident = lean_resident_blocks<KT>(device, group_rows);
     const int64_t blocks_y = a.batch * a.dnum * groups;
     const int64_t one_wave = std::clamp<int64_t>(resident / blocks_y, 1, tile_count);
     for (const int64_t tiles_per_block : {(tile_count + one_wave - 1) / one_wave, int64_t{1}}) {
@@ -898,16 +883,14 @@ LeanGeometry lean_geometry(const ConvArgs& a, int device, bool fewest_groups) {
   return best;
 }
 
-template <int KT, bool kPrefetch, int kRows = 1, bool kGlobalB = false>
+template <int KT, bool kPrefetch, int kRows = 1>
 void launch_conv_mma_lean(const ConvArgs& a, Stream stream, bool fewest_groups) {
-  const LeanGeometry geometry = lean_geometry<KT, kGlobalB>(a, stream.device, fewest_groups);
+  const LeanGeometry geometry = lean_geometry<KT>(a, stream.device, fewest_groups);
   const dim3 grid(static_cast<unsigned>(geometry.blocks_x), static_cast<unsigned>(geometry.blocks_y));
-  const size_t smem = lean_smem_bytes<KT, kRows, kGlobalB>(geometry.split.group_rows);
+  const size_t smem = lean_smem_bytes<KT, kRows>(geometry.split.group_rows);
   const cudaStream_t s = native(stream);
-  if (a.lazy_out)
-    conv_mma_lean_kernel<KT, true, kPrefetch, kRows, kGlobalB><<<grid, kMmaTile, smem, s>>>(a, geometry.split);
-  else
-    conv_mma_lean_kernel<KT, false, kPrefetch, kRows, kGlobalB><<<grid, kMmaTile, smem, s>>>(a, geometry.split);
+  if (a.lazy_out) conv_mma_lean_kernel<KT, true, kPrefetch, kRows><<<grid, kMmaTile, smem, s>>>(a, geometry.split);
+  else conv_mma_lean_kernel<KT, false, kPrefetch, kRows><<<grid, kMmaTile, smem, s>>>(a, geometry.split);
   check_launch("conv_mma_lean_kernel");
 }
 
@@ -920,9 +903,7 @@ void launch_conv_mma(const ConvArgs& args, Stream stream, int variant) {
   if (variant == 1) launch_conv_mma<KT>(a, stream);
   else if (lean && variant == 3) launch_conv_mma_lean<KT, false>(a, stream, false);
   else if (lean && variant == 8) launch_conv_mma_lean<KT, true, 2>(a, stream, true);
-  else if (lean && variant == 9 && a.mma_fragments != nullptr) launch_conv_mma_lean<KT, true, 1, true>(a, stream, true);
-  else if (lean && variant == 10 && a.mma_fragments != nullptr) launch_conv_mma_lean<KT, true, 2, true>(a, stream, true);
-  else if (lean) launch_conv_mma_lean<KT, true>(a, stream, variant == 5 || variant >= 7);  // 9: no table given
+  else if (lean) launch_conv_mma_lean<KT, true>(a, stream, variant == 5 || variant == 7);
   else launch_conv_mma_balanced<KT>(a, stream);
 }
 
