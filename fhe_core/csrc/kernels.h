@@ -236,7 +236,7 @@ struct FixedWeightArgs {
 enum class Variant : int {
   kConv = 0,    // 1: Conv as a byte-sliced integer matrix product on the tensor cores (rns.cu); 2: the same
                 //    with balanced row groups, 8 blocks per SM and staged loads; 3: a leaner row loop
-                //    (own rows copied per tile, 32-bit Barrett quotient, quad sums through shared memory);
+                //    (own rows copied after the tiles, 32-bit Barrett quotient, quad sums through shared memory);
                 //    4: 3 with the next tile's x copied ahead (cp.async); 5: 4 in the fewest row groups;
                 //    6, 7 (default): 4, 5 with the B fragments precomputed (ConvArgs::mma_fragments) when given;
                 //    8: 7 with two output rows at once

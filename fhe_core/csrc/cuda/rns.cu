@@ -460,10 +460,10 @@ __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
 // quad by shuffles (4 SHFL, 12 SEL, ~31 in all), the 80-bit Barrett step (~41: a 64 x 64-bit high
 // product and two 64-bit conditional subtractions) behind a 32-byte Modulus load and its q < 2^16 test.
 // Here, with the same tensor-core products and the same canonical results:
-//  - a group's rows are converted rows only; ModUp's copied own rows go to the tile phase (16-byte
-//    copies issued next to the x loads; a copy no longer stalls a warp for a DRAM round trip per row),
-//    and the geometry balances the converted rows;
-//  - a row's constants {q, mu, output row} are one 16-byte shared-memory read (MmaRow);
+//  - a group's rows are converted rows only; ModUp's own rows are copied after the tiles (16 bytes per
+//    copy, four in flight: a copy no longer stalls a warp for a DRAM round trip per row), and the
+//    geometry balances the converted rows;
+//  - a row's constants {q, 2^50 mod q, mu, shift, output offset} are one 32-byte shared record (MmaRow);
 //  - the lane quad's four 32-bit partial sums are transposed through 512 bytes of shared memory per
 //    warp: four conflict-free 4-byte stores and one 16-byte load per lane (reduce_quad_sums);
 //  - for q >= 2^32, V < 2^80 is first folded at 2^50 (W = V mod q, W < 2^31 q) so that the Barrett

@@ -31,7 +31,7 @@ def test_kernel_variant_rejects_unknown_names_and_values():
 
 
 # the reference kernel; the tensor-core kernel with 32-row groups (1), with balanced groups, 8 blocks
-# per SM and staged loads (2), with the lean row loop (3: own rows copied per tile, a 32-bit Barrett
+# per SM and staged loads (2), with the lean row loop (3: own rows copied after the tiles, a 32-bit Barrett
 # quotient for primes above 2^32, lazy outputs on request), 3 with the next tile's input copied ahead (4),
 # 4 in the fewest row groups (5), 4 and 5 reading precomputed B fragments where given (6, 7; 7 is the
 # default), and 7 with two output rows at once (8)
