@@ -73,7 +73,8 @@ CONV_LATER = {2: "[conv v2: balanced]", 3: "[conv v3: lean rows]", 4: "[conv v4:
               7: "[conv v7: v5 + precomputed B fragments]", 8: "[conv v8: v7, two rows at once]"}
 # ModUp's Conv with 5 bytes per 40-bit input slot (2 K tiles instead of 3; elsewhere as v7 / v8)
 CONV_NARROW = {9: "[conv v9: v7, 5-byte slots]", 10: "[conv v10: v9, two rows at once, 7 blocks/SM]",
-               11: "[conv v11: v9 at 7 blocks/SM]"}
+               11: "[conv v11: v9 at 7 blocks/SM]", 12: "[conv v12: v11, ModUp in one row group]",
+               13: "[conv v13: v10, ModUp in one row group]"}
 
 
 def conv_variant_cases(label: str, params: str, nbytes: int, fn: Callable[[int], object],

@@ -244,7 +244,8 @@ enum class Variant : int {
                 //    6, 7 (default): 4, 5 with the B fragments precomputed (ConvArgs::mma_fragments) when given;
                 //    8: 7 with two output rows at once; 9: 7 with 5 bytes per y slot where ConvArgs::mma_narrow is
                 //    given (2 K tiles instead of 3), else 7; 10: 9 with two output rows at once, 7 blocks per SM
-                //    (else 8); 11: 9 at 7 blocks per SM (up to 72 registers)
+                //    (else 8); 11: 9 at 7 blocks per SM (up to 72 registers); 12, 13: 11 and 10 with ModUp's rows
+                //    in one group (up to 40 rows) instead of groups of at most 32
   kModUp = 1,   // 1: ModUp extends all digits in one Conv and one NTT launch (read by rlwe/keyswitch.py)
   kModDown = 2, // 1: ModDown's (c - x) * P^-1 in the NTT's last store (ops.mod_down_ntt; rlwe/keyswitch.py)
   kTensor = 3,  // 1: CKKS's tensor product as one op (ops.tensor_product; read by ckks/evaluator.py)

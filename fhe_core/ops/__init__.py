@@ -45,13 +45,14 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     row groups, 6 and 7 (the default) = 4 and 5 reading precomputed B operands where the call passes
     them, 8 = 7 with two output rows at once, 9 = 7 with 5 bytes per input slot where :func:`mod_up_conv`
     gets ``narrow_fragments`` (2 K tiles instead of 3), 10 = 9 with two output rows at once, 11 = 9 with
-    registers for 7 blocks per SM instead of 8), ``"mod_up"``
+    registers for 7 blocks per SM instead of 8, 12 and 13 = 11 and 10 with up to 40 rows in one group),
+    ``"mod_up"``
     (1: ModUp as one Conv and one NTT over every digit, CUDA only), ``"mod_down"`` (1: ModDown's
     INTT in one launch and its last step in the NTT's store, ``mod_down_ntt``), read by
     ``rlwe.keyswitch``; ``"tensor"`` (1: CKKS's tensor product as one ``tensor_product``, read by
     ``ckks.Evaluator``).
     All variants give the same residues bit for bit (a ``lazy`` conversion the same residues modulo
-    each prime: conv 3 to 11 leave them in [0, 3p)); the switch exists so that tests compare them
+    each prime: conv 3 to 13 leave them in [0, 3p)); the switch exists so that tests compare them
     and benchmarks time them side by side. The CPU kernels have one variant and ignore "conv". A
     launch reads the setting when it is enqueued (so a captured CUDA graph keeps the variant it was
     captured with).

@@ -907,9 +907,12 @@ void launch_conv_mma_balanced(const ConvArgs& a, Stream stream) {
   check_launch("conv_mma_balanced_kernel");
 }
 
+constexpr int kLeanMaxRows = 40;  // rows of one lean group (variants 12, 13: ModUp's 31-33 in one)
+static_assert(lean_smem_bytes<2, 2, true>(kLeanMaxRows) <= 48 * 1024, "no opt-in to more shared memory");
+
 template <int KT, bool kNarrow = false, int kRows = 1, int kBlocks = 0>
 int64_t lean_resident_blocks(int device, int group_rows) {
-  static int cached[kMaxDevices][kMmaMaxRows + 1] = {};
+  static int cached[kMaxDevices][kLeanMaxRows + 1] = {};
   int scratch = 0;
   int& slot = device >= 0 && device < kMaxDevices ? cached[device][group_rows] : scratch;
   if constexpr (kNarrow)
@@ -929,15 +932,16 @@ struct LeanGeometry {
 // tile ~300 (x loads, the y_k, the A fragments), ~550 with the exact conversion's quotient.
 // fewest_groups (variants 5, 7, 8): only the fewest groups of at most mma_rows<KT>() rows (ModUp 2 x 17,
 // ModDown 1 x 31), so that each tile's x, y_k and quotient are computed as few times as possible
-// (measured on an H200, v4 against v5: a tile costs about as much as 9 output rows).
+// (measured on an H200, v4 against v5: a tile costs about as much as 9 output rows). max_rows: rows per group
+// at most (variants 12, 13: kLeanMaxRows, ModUp's rows in one group).
 template <int KT, bool kNarrow = false, int kRows = 1, int kBlocks = 0>
-LeanGeometry lean_geometry(const ConvArgs& a, int device, bool fewest_groups) {
+LeanGeometry lean_geometry(const ConvArgs& a, int device, bool fewest_groups, int max_rows) {
   const int64_t tile_count = a.n / kMmaTile;
   const int64_t tile_cost = a.neg_q_mod_p != nullptr ? 11 : 6;
   const int own_max = a.own != nullptr ? std::min(a.alpha, a.q_count) : 0;
   const int own_min = a.own != nullptr ? a.q_count - (a.dnum - 1) * a.alpha : 0;  // the last digit's
   const int converted = a.rows - own_min;  // the most converted rows of a digit
-  const int fewest = std::max(1, (converted + mma_rows<KT>() - 1) / mma_rows<KT>());
+  const int fewest = std::max(1, (converted + max_rows - 1) / max_rows);
   LeanGeometry best;
   int64_t best_cost = std::numeric_limits<int64_t>::max();
   for (int groups = fewest; groups <= (fewest_groups ? fewest : std::max(converted, 1)); ++groups) {
@@ -962,8 +966,9 @@ LeanGeometry lean_geometry(const ConvArgs& a, int device, bool fewest_groups) {
 }
 
 template <int KT, bool kPrefetch, int kRows = 1, bool kNarrow = false, int kBlocks = 0>
-void launch_conv_mma_lean(const ConvArgs& a, Stream stream, bool fewest_groups) {
-  const LeanGeometry geometry = lean_geometry<KT, kNarrow, kRows, kBlocks>(a, stream.device, fewest_groups);
+void launch_conv_mma_lean(const ConvArgs& a, Stream stream, bool fewest_groups, int max_rows = mma_rows<KT>()) {
+  const LeanGeometry geometry =
+      lean_geometry<KT, kNarrow, kRows, kBlocks>(a, stream.device, fewest_groups, max_rows);
   const dim3 grid(static_cast<unsigned>(geometry.blocks_x), static_cast<unsigned>(geometry.blocks_y));
   const size_t smem = lean_smem_bytes<KT, kRows, kNarrow>(geometry.split.group_rows);
   const cudaStream_t s = native(stream);
@@ -982,7 +987,7 @@ void launch_conv_mma(const ConvArgs& args, Stream stream, int variant) {
   const bool lean = variant >= 3 && (a.own == nullptr || (aligned16(a.own) && aligned16(a.out)));
   if (variant == 1) launch_conv_mma<KT>(a, stream);
   else if (lean && variant == 3) launch_conv_mma_lean<KT, false>(a, stream, false);
-  else if (lean && (variant == 8 || variant == 10)) launch_conv_mma_lean<KT, true, 2>(a, stream, true);
+  else if (lean && (variant == 8 || variant == 10 || variant == 13)) launch_conv_mma_lean<KT, true, 2>(a, stream, true);
   else if (lean) launch_conv_mma_lean<KT, true>(a, stream, variant == 5 || variant >= 7);
   else launch_conv_mma_balanced<KT>(a, stream);
 }
@@ -1007,14 +1012,16 @@ bool launch_conv_mma_if_applicable(const ConvArgs& a, Stream s) {
   const int variant = kernel_variant(Variant::kConv);
   if (variant == 0 || a.n % kMmaTile != 0 || slots < 2 || slots > kMmaMaxSlots) return false;
   if (!has_integer_mma(s.device)) return false;
-  // Variants 9-11: the narrow layout where the caller passed its table (ModUp, 40-bit digit primes), else 7
-  // (8 for variant 10).
+  // Variants 9-13: the narrow layout where the caller passed its table (ModUp, 40-bit digit primes), else 7
+  // (8 for variants 10 and 13).
   const bool lean_copies = a.own == nullptr || (aligned16(a.own) && aligned16(a.out));
   if (variant >= 9 && a.mma_narrow != nullptr && aligned16(a.mma_narrow) && a.neg_q_mod_p == nullptr &&
       a.alpha >= 9 && a.alpha <= kNarrowSlots && lean_copies) {
     if (variant == 9) launch_conv_mma_lean<2, true, 1, true>(a, s, true);
     else if (variant == 10) launch_conv_mma_lean<2, true, 2, true, 7>(a, s, true);
-    else launch_conv_mma_lean<2, true, 1, true, 7>(a, s, true);
+    else if (variant == 11) launch_conv_mma_lean<2, true, 1, true, 7>(a, s, true);
+    else if (variant == 12) launch_conv_mma_lean<2, true, 1, true, 7>(a, s, true, kLeanMaxRows);
+    else launch_conv_mma_lean<2, true, 2, true, 7>(a, s, true, kLeanMaxRows);
     return true;
   }
   switch ((slots + 3) / 4) {

@@ -24,8 +24,8 @@ def test_kernel_variant_is_read_set_and_restored():
 def test_kernel_variant_rejects_unknown_names_and_values():
     with pytest.raises(RuntimeError, match="unknown kernel 'fft'"):
         ops.kernel_variant("fft", 0)
-    with pytest.raises(RuntimeError, match="conv is 0 \\(reference\\) to 11, got 12"):
-        ops.kernel_variant("conv", 12)
+    with pytest.raises(RuntimeError, match="conv is 0 \\(reference\\) to 13, got 14"):
+        ops.kernel_variant("conv", 14)
     with pytest.raises(RuntimeError, match="mod_up is 0 \\(reference\\) to 1, got 2"):
         ops.kernel_variant("mod_up", 2)
 
@@ -35,10 +35,10 @@ def test_kernel_variant_rejects_unknown_names_and_values():
 # quotient for primes above 2^32, lazy outputs on request), 3 with the next tile's input copied ahead (4),
 # 4 in the fewest row groups (5), 4 and 5 reading precomputed B fragments where given (6, 7; 7 is the
 # default), and 7 with two output rows at once (8); 7 with 5 bytes per input slot where mod_up_conv gets
-# narrow_fragments, else 7 (9), and 9 with two rows at once (10) or at 7 blocks per SM (11)
-CONV_VARIANTS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
-LAZY_VARIANTS = (3, 4, 5, 6, 7, 8, 9, 10, 11)  # the variants that leave lazy=True outputs in [0, 3p)
-NARROW_VARIANTS = (9, 10, 11)
+# narrow_fragments, else 7 (9), 9 with two rows at once (10) or at 7 blocks per SM (11), and 11 and 10 with
+# up to 40 rows in one group (12, 13)
+CONV_VARIANTS = tuple(range(14))
+LAZY_VARIANTS = tuple(range(3, 14))  # the variants that leave lazy=True outputs in [0, 3p)
 
 
 def _assert_lazy_result(got, expected, primes, variant):
