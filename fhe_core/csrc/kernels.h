@@ -128,7 +128,8 @@ struct ConvArgs {
   // [dnum][rows][KT][32 lanes][2] words; nullptr: each block builds its own (conv variants 6, 7 read it).
   const u32* mma_fragments = nullptr;
   // The same in the narrow layout (conv variants 9, 10; ModUp of 9 to 12 slots whose slots k >= 1 have
-  // primes <= 2^40): slot 0 in 8 bytes, slots k >= 1 in 5, so 2 K tiles instead of 3: [dnum][rows][2][32][2].
+  // primes <= 2^41): slot 0 in 8 bytes, the low 40 bits of slots k >= 1 in 5, so 2 K tiles instead of 3:
+  // [dnum][rows][160] words (2 tiles of [32][2], then 2^40 C_k mod p_r for k < 12 as 64-bit words).
   const u32* mma_narrow = nullptr;
 };
 

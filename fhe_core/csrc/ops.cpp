@@ -440,7 +440,8 @@ Tensor mul_add(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& 
 constexpr int64_t kMaxBconvInputLimbs = 64;  // 64 products of < 2^122 fit a 128-bit accumulator
 constexpr int64_t kMmaMaxSlots = 16;         // the tensor-core Conv's slots (input limbs, + 1 if exact)
 constexpr int64_t kMmaNarrowMaxSlots = 12;   // the narrow layout: 8 + 5 * 11 bytes <= 2 K tiles of 32
-constexpr int kMmaNarrowBits = 40;           // its slots k >= 1 hold y < 2^40 in 5 bytes
+constexpr int kMmaNarrowBits = 41;           // its slots k >= 1 hold y < 2^41: 5 bytes and a rare correction
+constexpr int64_t kMmaNarrowRowWords = 160;  // int32 per (digit, row): 2 K tiles of 64, 12 words of 64 bits, pad
 
 int64_t mma_k_tiles(int64_t slots) { return (slots + 3) / 4; }
 
@@ -464,10 +465,13 @@ const u32* checked_fragments(const std::optional<Tensor>& fragments, const Tenso
 // byte shifts D_a = 2^(8a) C mod p_r (a < 8); the word for lane 4 b + 2 (k & 1) + h, register (k & 3) / 2
 // of K tile k / 4 holds byte b of D_4h, ..., D_4h+3. qhat_mod_p: [dnum, alpha, rows] (ModUp) or
 // [alpha, rows] (one digit, bconv). Returns int32 [dnum, rows, KT, 64] on the CPU.
-// With src_moduli (the narrow layout of conv variants 9 and 10, fast conversions of 9 to 12 slots whose
-// slots k >= 1 have primes <= 2^40, so y_k < 2^40): slot 0 takes K positions 0..7 (bytes a = 0..7 of y_0)
-// and slot k >= 1 the five positions 5 k + 3 + a (a < 5), in KT = 2 tiles (position 63 is zero): the
-// word for lane 4 b + t, register h of K tile kt holds byte b of the D at positions 32 kt + 16 h + 4 t + e.
+// With src_moduli (the narrow layout of conv variants 9-13, fast conversions of 9 to 12 slots whose slots
+// k >= 1 have primes <= 2^41, so y_k < 2^41): slot 0 takes K positions 0..7 (bytes a = 0..7 of y_0) and slot
+// k >= 1 the five positions 5 k + 3 + a (a < 5: the low 40 bits of y_k), in KT = 2 tiles (position 63 is
+// zero): the word for lane 4 b + t, register h of K tile kt holds byte b of the D at positions
+// 32 kt + 16 h + 4 t + e (words 0..127 of a row); words 128 + 2 k, 129 + 2 k hold D_5 = 2^40 C mod p_r of
+// slot k (1 <= k < 12) as a 64-bit word (the correction where y_k >= 2^40). Returns int32
+// [dnum, rows, kMmaNarrowRowWords] (a shape no 8-byte table has).
 Tensor conv_mma_fragments(const Tensor& qhat_mod_p, const Tensor& dst_moduli, const std::optional<Tensor>& neg_q_mod_p,
                           const std::optional<Tensor>& src_moduli) {
   const char* op = "conv_mma_fragments";
@@ -504,8 +508,9 @@ Tensor conv_mma_fragments(const Tensor& qhat_mod_p, const Tensor& dst_moduli, co
       FHE_CHECK(i % alpha == 0 || src[i].value <= (u64{1} << kMmaNarrowBits), op, ": the narrow layout needs the "
                 "primes of slots 1.. of every digit <= 2^", kMmaNarrowBits, ", prime ", i, " is ", src[i].value);
   }
-  const int64_t kt_count = narrow ? 2 : mma_k_tiles(slots);
-  Tensor out = at::zeros({dnum, rows, kt_count, 64}, qhat_mod_p.options().dtype(at::kInt));
+  const int64_t kt_count = narrow ? 2 : mma_k_tiles(slots), row_words = narrow ? kMmaNarrowRowWords : 64 * kt_count;
+  Tensor out = narrow ? at::zeros({dnum, rows, row_words}, qhat_mod_p.options().dtype(at::kInt))
+                      : at::zeros({dnum, rows, kt_count, 64}, qhat_mod_p.options().dtype(at::kInt));
   u32* words_out = reinterpret_cast<u32*>(out.data_ptr<int32_t>());
   const u64* consts = words(qhat_mod_p);
   const Modulus* moduli = moduli_ptr(dst_moduli);
@@ -530,7 +535,7 @@ Tensor conv_mma_fragments(const Tensor& qhat_mod_p, const Tensor& dst_moduli, co
         d[k * 8] = c;
         for (int a = 1; a < 8; ++a) d[k * 8 + a] = static_cast<u64>((static_cast<unsigned __int128>(d[k * 8 + a - 1]) << 8) % q);
       }
-      u32* row = words_out + (j * rows + r) * kt_count * 64;
+      u32* row = words_out + (j * rows + r) * row_words;
       for (int64_t kt = 0; kt < kt_count; ++kt)
         for (int lane = 0; lane < 32; ++lane)
           for (int h = 0; h < 2; ++h) {
@@ -543,6 +548,10 @@ Tensor conv_mma_fragments(const Tensor& qhat_mod_p, const Tensor& dst_moduli, co
             }
             row[(kt * 32 + lane) * 2 + h] = word;
           }
+      for (int64_t k = 1; narrow && k < kMmaNarrowMaxSlots; ++k) {  // 2^40 C_k mod p_r
+        row[128 + 2 * k] = static_cast<u32>(d[k * 8 + 5]);
+        row[129 + 2 * k] = static_cast<u32>(d[k * 8 + 5] >> 32);
+      }
     }
   return out;
 }
@@ -691,7 +700,7 @@ Tensor& mod_up_conv_out(const Tensor& coeffs, const Tensor& src_moduli, const Te
     const Tensor& f = *narrow_fragments;
     FHE_CHECK(f.scalar_type() == at::kInt && f.is_contiguous(), op, ": narrow_fragments must be contiguous int32");
     check_same_device(f, coeffs, op, "narrow_fragments");
-    const std::vector<int64_t> narrow_sizes{dnum, rows, 2, 64};
+    const std::vector<int64_t> narrow_sizes{dnum, rows, kMmaNarrowRowWords};
     FHE_CHECK(alpha >= 9 && alpha <= kMmaNarrowMaxSlots && f.sizes() == at::IntArrayRef(narrow_sizes), op,
               ": narrow_fragments must be ", narrow_sizes, " (conv_mma_fragments with src_moduli), got ", f.sizes());
     args.mma_narrow = reinterpret_cast<const u32*>(f.data_ptr<int32_t>());

@@ -200,8 +200,9 @@ def conv_mma_fragments(qhat_mod_p: Tensor, dst_moduli: Tensor, neg_q_mod_p: Tens
     with neg_q_mod_p) for the ``fragments=`` argument of :func:`bconv` (qhat_mod_p ``[alpha, rows]``,
     and neg_q_mod_p for the exact conversion) and :func:`mod_up_conv` (``[dnum, alpha, rows]``).
     With src_moduli (the source primes, ``[q_count, 4]``): the narrow layout for :func:`mod_up_conv`'s
-    ``narrow_fragments`` (KT = 2: slot 0 in 8 bytes, slots 1.. in 5), for 9 <= alpha <= 12 and primes
-    <= 2^40 in every digit's slots 1.. (see :func:`narrow_conv_applies`; else a RuntimeError).
+    ``narrow_fragments`` (``[dnum, rows, 160]``: 2 K tiles, slot 0 in 8 bytes, the low 40 bits of slots
+    1.. in 5, and 2^40 C mod p per slot for the rare y_k >= 2^40), for 9 <= alpha <= 12 and primes <= 2^41
+    in every digit's slots 1.. (else a RuntimeError; :func:`narrow_conv_applies` says where it pays).
     """
     cpu = (qhat_mod_p.cpu(), dst_moduli.cpu(), None if neg_q_mod_p is None else neg_q_mod_p.cpu(),
            None if src_moduli is None else src_moduli.cpu())
@@ -209,10 +210,12 @@ def conv_mma_fragments(qhat_mod_p: Tensor, dst_moduli: Tensor, neg_q_mod_p: Tens
 
 
 def narrow_conv_applies(src_primes: list[int], alpha: int) -> bool:
-    """Whether :func:`conv_mma_fragments` has a narrow layout for a fast conversion of these source
-    primes in digits of alpha: 9 <= alpha <= 12 (8 + 5 (alpha - 1) bytes fit two K tiles of 32; fewer
-    slots fit them at 8 bytes each) and every prime but a digit's first <= 2^40 (so y_k < 2^40)."""
-    return 9 <= alpha <= 12 and all(p <= 1 << 40 for i, p in enumerate(src_primes) if i % alpha)
+    """Whether the tensor-core ModUp should take :func:`conv_mma_fragments`' narrow layout for these
+    source primes in digits of alpha: 9 <= alpha <= 12 (8 + 5 (alpha - 1) bytes fit two K tiles of 32;
+    fewer slots fit them at 8 bytes each) and every prime but a digit's first below 2^40 + 2^28, so that
+    y_k >= 2^40 (corrected outside the tensor cores) has a probability below 2^-12 per slot (~2^-15 for
+    the "40-bit" primes of the presets, which lie on both sides of 2^40)."""
+    return 9 <= alpha <= 12 and all(p < (1 << 40) + (1 << 28) for i, p in enumerate(src_primes) if i % alpha)
 
 
 def center_lift(a: Tensor, q: int, dst_moduli: Tensor, *, out: Tensor | None = None) -> Tensor:

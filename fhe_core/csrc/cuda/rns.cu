@@ -525,13 +525,19 @@ struct LeanSplit {
 
 constexpr int kLeanScratchWords = kMmaWarps * 32 * 4;  // u32: per warp, 32 coefficients x 4 partial sums
 
-// The narrow layout (variants 9, 10; ConvArgs::mma_narrow): y_0 in 8 bytes, y_k (k >= 1, < 2^40) in 5, so up
-// to 12 slots fill 63 bytes = 2 K tiles. Each coefficient (thread) owns kNarrowStride words of shared memory:
-// its x staged there (12 words of 8 bytes), then its y_k packed into the first 16 words over them (no other
-// thread reads them until the tile's barrier). 28 g mod 32 is a distinct multiple of 4 for g < 8, so the
-// A-fragment reads (row g, word 8 kt + t) of a warp hit 32 distinct banks, and so do 16-byte accesses.
+// The narrow layout (variants 9-13; ConvArgs::mma_narrow): y_0 in 8 bytes, the low 40 bits of y_k (k >= 1) in
+// 5, so up to 12 slots fill 63 bytes = 2 K tiles. The primes of slots k >= 1 are below 2^41, so y_k = lo_k +
+// 2^40 h_k with h_k in {0, 1}; h_k = 1 only where y_k >= 2^40, rare for the primes it is used with (just above
+// 2^40: probability (q - 2^40) / q, ~2^-15 for the preset's), and then the row's result gets
+// sum_k h_k (2^40 C_k mod p) added from the table's third tile (narrow_fixup, after the warp's rows, where
+// any lane's mask of h_k is not zero). Each coefficient (thread) owns kNarrowStride words of shared memory:
+// its x staged there (12 words of 8 bytes), then its packed row (16 words) over them (no other thread reads
+// them before the tile's barrier).
+// 28 g mod 32 is a distinct multiple of 4 for g < 8, so the A-fragment reads (row g, word 8 kt + t) of a warp
+// hit 32 distinct banks, and so do 16-byte accesses.
 constexpr int kNarrowSlots = 12;
 constexpr int kNarrowStride = 28;
+constexpr int kNarrowRowWords = 160;  // u32 per (digit, row) of ConvArgs::mma_narrow (ops.cpp, conv_mma_fragments)
 static_assert(kNarrowStride * sizeof(u32) >= kNarrowSlots * sizeof(u64) && kNarrowStride % 4 == 0,
               "a thread's x fit its packed row's words, 16-byte aligned");
 
@@ -550,25 +556,40 @@ constexpr size_t lean_smem_bytes(int group_rows) {
          + sizeof(u32) * kLeanScratchWords * kRows          // the quads' transposition
          + sizeof(uint2) * group_rows * KT * 32             // B fragments
          + sizeof(MmaRow) * group_rows                      // row constants
-         + sizeof(Modulus) * slots + sizeof(u64) * 2 * slots;  // slot moduli, qhat_inv (+ Shoup)
+         + sizeof(Modulus) * slots + sizeof(u64) * 2 * slots   // slot moduli, qhat_inv (+ Shoup)
+         + (kNarrow ? sizeof(u32) * kMmaTile : 0);              // the masks of h_k (narrow)
 }
 
-// The packed row of one coefficient (narrow layout): bytes 0..7 y_0, bytes 5 k + 3 .. 5 k + 7 y_k (< 2^40).
-__device__ __forceinline__ void store_narrow_row(u32* row, const u64 (&y)[kNarrowSlots]) {
+// The packed row of one coefficient (narrow layout): bytes 0..7 y_0, bytes 5 k + 3 .. 5 k + 7 the low 40 bits
+// of y_k (y_k < 2^41). Returns the mask of the slots with y_k >= 2^40.
+__device__ __forceinline__ u32 store_narrow_row(u32* row, const u64 (&y)[kNarrowSlots]) {
+  constexpr u64 kLow40 = (u64{1} << 40) - 1;
   u32 w[16] = {};
+  u32 wide = 0;
   w[0] = static_cast<u32>(y[0]);
   w[1] = static_cast<u32>(y[0] >> 32);
 #pragma unroll
   for (int k = 1; k < kNarrowSlots; ++k) {
     constexpr int kBase = 3;
     const int byte = 5 * k + kBase, word = byte / 4;
-    const u64 v = y[k] << (8 * (byte % 4));  // 40 + 24 bits at most: two words
+    const u64 v = (y[k] & kLow40) << (8 * (byte % 4));  // 40 + 24 bits at most: two words
     w[word] |= static_cast<u32>(v);
     w[word + 1] |= static_cast<u32>(v >> 32);
+    wide |= static_cast<u32>(y[k] >> 40) << k;
   }
   uint4* out = reinterpret_cast<uint4*>(row);
 #pragma unroll
   for (int i = 0; i < 4; ++i) out[i] = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+  return wide;
+}
+
+// The narrow layout's rare correction (see kNarrowSlots): r (in [0, 3q)) + sum of 2^40 C_k mod q over the
+// slots k of `wide`, canonical. wide_terms: 2^40 C_k mod q for k < 12, from the table row of this (digit,
+// output row).
+__device__ __forceinline__ u64 narrow_fixup(u64 r, u32 wide, u64 q, const u64* wide_terms) {
+  r = csub(csub(r, 2 * q), q);
+  for (; wide != 0; wide &= wide - 1) r = add_mod(r, wide_terms[__ffs(wide) - 1], q);
+  return r;
 }
 
 // conv_rounded_overflow's sum (the same correctly rounded quotients, added in the same order: the same
@@ -608,7 +629,8 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 // the 8-byte layout takes 3, so 4 products and 2 B loads per output row instead of 6 and 3, and 16 A-fragment
 // registers instead of 24. Each thread stages its x in, and packs its y over, its own words (kNarrowStride).
 // kBlocks: blocks per SM the registers are capped for (0: balanced_blocks_per_sm, 8 at 64 registers; variants
-// 10 and 11: 7, at up to 72 registers, where the narrow kernels compile without spills).
+// 10 and 11: 7, at up to 72 registers, where the narrow kernels compile without spills; 12, 13: 6, as many as
+// their shared memory allows).
 template <int KT, bool kLazy, bool kPrefetch, int kRows, bool kNarrow = false, int kBlocks = 0>
 __global__ void __launch_bounds__(kMmaTile, kBlocks > 0 ? kBlocks : balanced_blocks_per_sm<KT>())
     conv_mma_lean_kernel(ConvArgs a, LeanSplit split) {
@@ -623,6 +645,7 @@ __global__ void __launch_bounds__(kMmaTile, kBlocks > 0 ? kBlocks : balanced_blo
   MmaRow* row_const = reinterpret_cast<MmaRow*>(bfrag2 + split.group_rows * KT * 32);
   Modulus* slot_mod = reinterpret_cast<Modulus*>(row_const + split.group_rows);
   u64* slot_inv = reinterpret_cast<u64*>(slot_mod + kSlots);
+  u32* wide_mask = reinterpret_cast<u32*>(slot_inv + 2 * kSlots);  // [kMmaTile] (narrow)
   u32* bfrag = reinterpret_cast<u32*>(bfrag2);
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -643,11 +666,13 @@ __global__ void __launch_bounds__(kMmaTile, kBlocks > 0 ? kBlocks : balanced_blo
     for (int k = 0; k < count; ++k) cp_async8(staged(k), in + k * a.n + blockIdx.x * kMmaTile);
 
   const u32* precomputed = kNarrow ? a.mma_narrow : a.mma_fragments;
-  if (kNarrow || precomputed != nullptr) {  // precomputed (variants 6-10): the group's rows, 16 bytes per copy
-    const uint4* table = reinterpret_cast<const uint4*>(precomputed) + static_cast<int64_t>(j) * a.rows * KT * 16;
+  // 16-byte words of a table row (narrow: 2 K tiles, then 2^40 C_k mod p in 12 64-bit words, and padding)
+  constexpr int kTableRow = kNarrow ? kNarrowRowWords / 4 : KT * 16;
+  if (kNarrow || precomputed != nullptr) {  // precomputed (variants 6-13): the group's rows, 16 bytes per copy
+    const uint4* table = reinterpret_cast<const uint4*>(precomputed) + static_cast<int64_t>(j) * a.rows * kTableRow;
     uint4* fragments = reinterpret_cast<uint4*>(bfrag2);
     for (int e = tid; e < width * KT * 16; e += kMmaTile)
-      fragments[e] = table[lean_output_row(c_begin + e / (KT * 16), own_lo, own_count) * KT * 16 + e % (KT * 16)];
+      fragments[e] = table[lean_output_row(c_begin + e / (KT * 16), own_lo, own_count) * kTableRow + e % (KT * 16)];
   } else {
     for (int chain = tid; chain < 4 * KT * split.group_rows; chain += kMmaTile) {  // one (slot, row) chain
       const int k = chain / split.group_rows, rr = chain % split.group_rows;
@@ -669,8 +694,8 @@ __global__ void __launch_bounds__(kMmaTile, kBlocks > 0 ? kBlocks : balanced_blo
     slot_mod[k] = a.src[first + k];
     slot_inv[k] = a.qhat_inv[first + k];
     slot_inv[kSlots + k] = a.qhat_inv_shoup[first + k];
-    // (ops.conv_mma_fragments checks it; a y_k of 41 bits would spill into the next slot's bytes)
-    if (kNarrow && k > 0 && a.src[first + k].value > (u64{1} << 40)) __trap();
+    // (ops.conv_mma_fragments checks it; h_k = y_k >> 40 must be 0 or 1)
+    if (kNarrow && k > 0 && a.src[first + k].value > (u64{1} << 41)) __trap();
   }
   __syncthreads();  // the first tile reads the slot constants
 
@@ -708,7 +733,7 @@ __global__ void __launch_bounds__(kMmaTile, kBlocks > 0 ? kBlocks : balanced_blo
 #pragma unroll
       for (int k = 0; k < kNarrowSlots; ++k)
         y[k] = k < count ? mul_shoup(x[k], slot_inv[k], slot_inv[kSlots + k], slot_mod[k].value) : 0;
-      store_narrow_row(reinterpret_cast<u32*>(&ys[0][0]) + tid * kNarrowStride, y);
+      wide_mask[tid] = store_narrow_row(reinterpret_cast<u32*>(&ys[0][0]) + tid * kNarrowStride, y);
     } else {
 #pragma unroll
       for (int k = 0; k < kSlots; ++k)
@@ -781,6 +806,18 @@ __global__ void __launch_bounds__(kMmaTile, kBlocks > 0 ? kBlocks : balanced_blo
         const MmaRow row = row_const[rr + i];
         out_tile[row.offset] = reduce_quad_sums<kLazy>(p[i], row, a.dst, a.n);
       }
+    }
+    if constexpr (kNarrow) {  // rare: some y_k >= 2^40 in this warp's coefficients (see kNarrowSlots)
+      const u32 wide = wide_mask[coefficient];  // written by a lane of this warp before the tile's barrier
+      if (__any_sync(0xffffffffu, wide != 0) && wide != 0) {
+        for (int rr = 0; rr < width; ++rr) {
+          const MmaRow row = row_const[rr];
+          const int64_t table_row = static_cast<int64_t>(j) * a.rows + row.offset / a.n;
+          out_tile[row.offset] = narrow_fixup(out_tile[row.offset], wide, row.q,
+              reinterpret_cast<const u64*>(a.mma_narrow) + table_row * (kNarrowRowWords / 2) + 64);
+        }
+      }
+      __syncwarp();  // every lane has read its mask before the next tile's are written
     }
   }
   // The group's own rows (ModUp) over the same tiles, after the conversion (whose registers the copies
@@ -1020,8 +1057,8 @@ bool launch_conv_mma_if_applicable(const ConvArgs& a, Stream s) {
     if (variant == 9) launch_conv_mma_lean<2, true, 1, true>(a, s, true);
     else if (variant == 10) launch_conv_mma_lean<2, true, 2, true, 7>(a, s, true);
     else if (variant == 11) launch_conv_mma_lean<2, true, 1, true, 7>(a, s, true);
-    else if (variant == 12) launch_conv_mma_lean<2, true, 1, true, 7>(a, s, true, kLeanMaxRows);
-    else launch_conv_mma_lean<2, true, 2, true, 7>(a, s, true, kLeanMaxRows);
+    else if (variant == 12) launch_conv_mma_lean<2, true, 1, true, 6>(a, s, true, kLeanMaxRows);
+    else launch_conv_mma_lean<2, true, 2, true, 6>(a, s, true, kLeanMaxRows);
     return true;
   }
   switch ((slots + 3) / 4) {

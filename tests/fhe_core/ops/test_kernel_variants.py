@@ -308,13 +308,31 @@ def test_conv_mma_fragments_hold_the_shifted_constants(exact):
         ops.conv_mma_fragments(torch.zeros(17, 4, dtype=torch.int64), dst.moduli)
 
 
-def _narrow_mod_up_case(alpha, q_count, n=1024):
-    """A ModUp whose digits qualify for the narrow layout: a 60-bit first prime (8 bytes in slot 0 of
-    digit 0), 40-bit ones after it, 50- and 61-bit primes in P; inputs with y_k = q_k - 1 in the first
-    columns (every byte of the 5-byte slots in use) and random ones after."""
+def _primes_above(bound, count, n, exclude=()):
+    """The first count primes above bound that are 1 mod 2n (as the presets' "40-bit" primes above 2^40)."""
+    found, q = [], bound + 1
+    while len(found) < count:
+        if q not in exclude and is_prime(q):
+            found.append(q)
+        q += 2 * n
+    return found
+
+
+def _narrow_mod_up_case(alpha, q_count, n=1024, far=False):
+    """A ModUp whose digits take the narrow layout: a 60-bit first prime (8 bytes in slot 0 of digit 0), then
+    40-bit primes alternating with primes just above 2^40 (as in the presets; with far, 41-bit primes near
+    2^41 instead, where y_k >= 2^40 for about half the inputs), 50- and 61-bit primes in P; inputs with
+    y_k = q_k - 1 in the first 8 columns (every byte of the 5-byte slots in use, and y_k >= 2^40 on every
+    prime above 2^40) and random ones after. Returns (x, args, q primes, (P, Q) primes, qhat_inv, table)."""
     rng, _ = fresh_rng()
-    primes = generate_primes([60] + [40] * (q_count - 1) + [61] * (alpha // 2) + [50] * (alpha - alpha // 2), n)
-    q_primes, p_primes = primes[:q_count], primes[q_count:]
+    low = generate_primes([60] + [40] * (q_count // 2) + [61] * (alpha // 2) + [50] * (alpha - alpha // 2), n)
+    high = (generate_primes([41] * (q_count - 1 - q_count // 2), n, exclude=low) if far else
+            _primes_above(1 << 40, q_count - 1 - q_count // 2, n, exclude=low))
+    q_primes = [low[0]] + [q for pair in zip(low[1:q_count // 2 + 1], high + [None]) for q in pair if q]
+    q_primes += high[len(q_primes) - 1 - q_count // 2:] if len(q_primes) < q_count else []
+    q_primes = q_primes[:q_count]
+    p_primes = low[q_count // 2 + 1:]
+    assert len(set(q_primes)) == q_count and sum(q > 1 << 40 for q in q_primes) >= q_count // 2 - 1
     qp_primes = p_primes + q_primes
     dnum, rows = -(-q_count // alpha), alpha + q_count
     inv, table = [], []
@@ -339,30 +357,36 @@ def test_conv_mma_fragments_narrow_layout(alpha, q_count):
     """The narrow table (ops.conv_mma_fragments with src_moduli) against Python integers: the byte at
     position e of word (K tile kt, lane 4 b + t, register h) is byte b of 2^(8a) C mod p for the (slot k,
     byte a) at K position P = 32 kt + 16 h + 4 t + e: (0, P) for P < 8, ((P - 3) // 5, (P - 3) % 5) after,
-    zero at P = 63 and for slots past the digit; and what it refuses."""
+    zero at P = 63 and for slots past the digit; words 128.. hold 2^40 C_k mod p for slots k >= 1 as 64-bit
+    words; and what it refuses."""
     _, args, q_primes, qp_primes, _, table = _narrow_mod_up_case(alpha, q_count, n=16)
     assert ops.narrow_conv_applies(q_primes, alpha)
     narrow = ops.conv_mma_fragments(args[4], args[3], src_moduli=args[0])
     dnum = -(-q_count // alpha)
-    assert narrow.dtype == torch.int32 and list(narrow.shape) == [dnum, len(qp_primes), 2, 64]
+    assert narrow.dtype == torch.int32 and list(narrow.shape) == [dnum, len(qp_primes), 160]
     words = narrow.numpy().view(np.uint32)
     for j in range(dnum):
         for r in range(0, len(qp_primes), 5):
             p = qp_primes[r]
+            constant = [table[j * alpha + k][r] if k < alpha else 0 for k in range(12)]
             for kt in range(2):
                 for lane in range(32):
                     b, t = lane // 4, lane % 4
                     for h in range(2):
-                        word = int(words[j, r, kt, lane * 2 + h])
+                        word = int(words[j, r, 64 * kt + lane * 2 + h])
                         for e in range(4):
                             pos = 32 * kt + 16 * h + 4 * t + e
                             k, a = (0, pos) if pos < 8 else ((pos - 3) // 5, (pos - 3) % 5)
-                            c = table[j * alpha + k][r] if k < alpha else 0
+                            c = constant[k] if k < 12 else 0
                             assert (word >> (8 * e)) & 0xFF == ((c << (8 * a)) % p >> (8 * b)) & 0xFF
+            wide = [int(words[j, r, 128 + 2 * k]) | int(words[j, r, 129 + 2 * k]) << 32 for k in range(16)]
+            assert wide == [0] + [(constant[k] << 40) % p for k in range(1, 12)] + [0] * 4
     assert not ops.narrow_conv_applies(q_primes, 8)  # 8 slots fit 2 K tiles at 8 bytes each
-    wide = [q_primes[0], q_primes[1], generate_primes([41], 16, exclude=q_primes)[0]] + q_primes[3:]
-    assert not ops.narrow_conv_applies(wide, alpha)
-    with pytest.raises(RuntimeError, match="<= 2\\^40"):
+    far = [q_primes[0], q_primes[1], generate_primes([41], 16, exclude=q_primes)[0]] + q_primes[3:]
+    assert not ops.narrow_conv_applies(far, alpha)  # correct, but y_k >= 2^40 half the time: not worth it
+    ops.conv_mma_fragments(args[4], args[3], src_moduli=modulus_table(far))
+    wide = far[:2] + generate_primes([42], 16, exclude=q_primes) + far[3:]
+    with pytest.raises(RuntimeError, match="<= 2\\^41"):
         ops.conv_mma_fragments(args[4], args[3], src_moduli=modulus_table(wide))
     with pytest.raises(RuntimeError, match="narrow layout is for fast conversions"):
         ops.conv_mma_fragments(args[4], args[3], src_moduli=args[0][:-alpha].contiguous())
@@ -379,13 +403,14 @@ def test_mod_up_conv_ignores_narrow_fragments_on_cpu():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("alpha,q_count,n", [(11, 31, 65536), (11, 31, 4096), (9, 20, 2048), (12, 24, 1024),
-                                             (10, 21, 1024)])
-def test_narrow_mod_up_conv_is_bit_identical(alpha, q_count, n):
-    """ModUp's extension with the narrow layout (variants 9-11) == every other variant == the CPU build,
+@pytest.mark.parametrize("alpha,q_count,n,far", [(11, 31, 65536, False), (11, 31, 4096, True), (9, 20, 2048, False),
+                                                 (12, 24, 1024, True), (10, 21, 1024, False)])
+def test_narrow_mod_up_conv_is_bit_identical(alpha, q_count, n, far):
+    """ModUp's extension with the narrow layout (variants 9-13) == every other variant == the CPU build,
     with and without own rows, canonical and lazy; == Python integers on the columns where every y_k is
-    q_k - 1 and on random ones."""
-    x, args, q_primes, qp_primes, inv, table = _narrow_mod_up_case(alpha, q_count, n)
+    q_k - 1 (>= 2^40 on the primes above it: the correction) and on random ones. far: primes near 2^41,
+    where the correction is taken by about half the coefficients."""
+    x, args, q_primes, qp_primes, inv, table = _narrow_mod_up_case(alpha, q_count, n, far)
     rng, _ = fresh_rng()
     own = random_residues(rng, q_primes, (), n)
     expected, expected_own = ops.mod_up_conv(x, *args), ops.mod_up_conv(x, *args, own)
@@ -413,3 +438,18 @@ def test_narrow_mod_up_conv_is_bit_identical(alpha, q_count, n):
             for r, p in enumerate(qp_primes):
                 total = sum(yk * table[j * alpha + m][r] for m, yk in enumerate(y))
                 assert int(expected[j, r, columns[i]]) == total % p
+
+
+@pytest.mark.gpu
+def test_narrow_conv_runs_the_narrow_kernel():
+    """Variant 9 with narrow_fragments launches the 2-K-tile kernel (a test that the layout is not
+    silently skipped: the profiler's kernel name carries KT = 2 and kNarrow = true)."""
+    x, args, *_ = _narrow_mod_up_case(11, 31, 4096)
+    on_cuda = tuple(t.cuda() for t in args)
+    narrow = ops.conv_mma_fragments(args[4], args[3], src_moduli=args[0]).cuda()
+    with ops.use_kernel_variant("conv", 9), torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        ops.mod_up_conv(x.cuda(), *on_cuda, narrow_fragments=narrow)
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if "conv_mma_lean_kernel" in e.name]
+    assert names and all("conv_mma_lean_kernel<2, false, true, 1, true, 0>" in n for n in names), names
