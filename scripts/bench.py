@@ -71,18 +71,11 @@ CONV_V1 = "[conv v1: 32-row groups]"  # the tensor-core Conv before its balanced
 CONV_LATER = {2: "[conv v2: balanced]", 3: "[conv v3: lean rows]", 4: "[conv v4: lean rows, x one tile ahead]",
               5: "[conv v5: v4 in the fewest row groups]", 6: "[conv v6: v4 + precomputed B fragments]",
               7: "[conv v7: v5 + precomputed B fragments]", 8: "[conv v8: v7, two rows at once]"}
-# ModUp's Conv with 5 bytes per 40-bit input slot (2 K tiles instead of 3; elsewhere as v7 / v8)
-CONV_NARROW = {9: "[conv v9: v7, 5-byte slots]", 10: "[conv v10: v9, two rows at once, 7 blocks/SM]",
-               11: "[conv v11: v9 at 7 blocks/SM]", 12: "[conv v12: v11, ModUp in one row group]",
-               13: "[conv v13: v10, ModUp in one row group]"}
 
 
-def conv_variant_cases(label: str, params: str, nbytes: int, fn: Callable[[int], object],
-                       narrow: bool = False) -> list[Case]:
-    """One case per CONV_LATER variant of fn (and CONV_NARROW's where fn runs a ModUp), labelled
-    "<label> [conv vN: ...]"."""
-    tags = {**CONV_LATER, **CONV_NARROW} if narrow else CONV_LATER
-    return [Case(f"{label} {tag}", params, nbytes, with_variant("conv", v, fn)) for v, tag in tags.items()]
+def conv_variant_cases(label: str, params: str, nbytes: int, fn: Callable[[int], object]) -> list[Case]:
+    """One case per CONV_LATER variant of fn, labelled "<label> [conv vN: ...]"."""
+    return [Case(f"{label} {tag}", params, nbytes, with_variant("conv", v, fn)) for v, tag in CONV_LATER.items()]
 
 
 def random_residues(basis: RNSBasis, prefix=()) -> torch.Tensor:
@@ -199,7 +192,7 @@ def make_keyswitch_cases(device: str) -> list[Case]:
         Case("mod_up", name, 157 * limb_poly, mod_up),
         Case("mod_up [conv v0: mac128]", name, 157 * limb_poly, with_variant("conv", 0, mod_up)),
         Case(f"mod_up {CONV_V1}", name, 157 * limb_poly, with_variant("conv", 1, mod_up)),
-        *conv_variant_cases("mod_up", name, 157 * limb_poly, mod_up, narrow=True),
+        *conv_variant_cases("mod_up", name, 157 * limb_poly, mod_up),
         Case("mod_up [mod_up v0: per digit]", name, 157 * limb_poly, with_variant("mod_up", 0, mod_up)),
         Case(f"mod_up {BEFORE}", name, 157 * limb_poly, before_issue_14(mod_up)),
         Case("inner_product (fused)", name, 462 * limb_poly, lambda i: rlwe.inner_product(ctx, digits, key, level)),
@@ -212,7 +205,7 @@ def make_keyswitch_cases(device: str) -> list[Case]:
         Case(f"mod_down {BEFORE}", name, 146 * limb_poly, before_issue_14(mod_down)),
         Case("HRotate (apply_galois)", name, (765 + 124) * limb_poly, rotate),
         Case(f"HRotate (apply_galois) {BEFORE}", name, (765 + 124) * limb_poly, before_issue_14(rotate)),
-        *conv_variant_cases("HRotate (apply_galois)", name, (765 + 124) * limb_poly, rotate, narrow=True),
+        *conv_variant_cases("HRotate (apply_galois)", name, (765 + 124) * limb_poly, rotate),
         Case("hoisted rotation x4 (all 4)", name, (157 + 4 * (608 + 124)) * limb_poly,
              lambda i: rlwe.apply_galois_hoisted(ctx, ct, galois, keys)),
     ]
@@ -301,14 +294,13 @@ def make_ckks_cases(device: str) -> list[Case]:
         Case(f"HMult + relin {CONV_V1}", name, 3 * ct + (765 - 124) * limb_poly,
              with_variant("conv", 1, lambda i: evaluator.mul_relin(a, b))),
         *conv_variant_cases("HMult + relin", name, 3 * ct + (765 - 124) * limb_poly,
-                            lambda i: evaluator.mul_relin(a, b), narrow=True),
+                            lambda i: evaluator.mul_relin(a, b)),
         Case("rescale", name, 2 * ct, lambda i: evaluator.rescale(unscaled), REFERENCE_V100_US["rescale"]),
         Case("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1), REFERENCE_V100_US["HRotate"]),
         Case(f"HRotate {BEFORE}", name, 2 * ct + 765 * limb_poly, before_issue_14(lambda i: evaluator.rotate(a, 1))),
         Case(f"HRotate {CONV_V1}", name, 2 * ct + 765 * limb_poly,
              with_variant("conv", 1, lambda i: evaluator.rotate(a, 1))),
-        *conv_variant_cases("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1),
-                            narrow=True),
+        *conv_variant_cases("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1)),
         Case("hoisted, 8 rotations", name, 2 * ct + (157 + 8 * 732) * limb_poly,
              lambda i: evaluator.rotate_hoisted(a, steps)),
         Case("relin key generation", name, 2 * 3 * (11 + limbs) * limb_poly, lambda i: rlwe.gen_relin_key(ctx, sk)),

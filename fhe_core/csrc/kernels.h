@@ -127,10 +127,6 @@ struct ConvArgs {
   // The tensor-core kernel's B fragments, precomputed (ops.conv_mma_fragments of these constants):
   // [dnum][rows][KT][32 lanes][2] words; nullptr: each block builds its own (conv variants 6, 7 read it).
   const u32* mma_fragments = nullptr;
-  // The same in the narrow layout (conv variants 9, 10; ModUp of 9 to 12 slots whose slots k >= 1 have
-  // primes <= 2^41): slot 0 in 8 bytes, the low 40 bits of slots k >= 1 in 5, so 2 K tiles instead of 3:
-  // [dnum][rows][160] words (2 tiles of [32][2], then 2^40 C_k mod p_r for k < 12 as 64-bit words).
-  const u32* mma_narrow = nullptr;
 };
 
 // k >= 0 when output row r of digit j is the digit's own prime k (see ConvArgs::own), else -1.
@@ -243,10 +239,7 @@ enum class Variant : int {
                 //    (own rows copied after the tiles, 32-bit Barrett quotient, quad sums through shared memory);
                 //    4: 3 with the next tile's x copied ahead (cp.async); 5: 4 in the fewest row groups;
                 //    6, 7 (default): 4, 5 with the B fragments precomputed (ConvArgs::mma_fragments) when given;
-                //    8: 7 with two output rows at once; 9: 7 with 5 bytes per y slot where ConvArgs::mma_narrow is
-                //    given (2 K tiles instead of 3), else 7; 10: 9 with two output rows at once, 7 blocks per SM
-                //    (else 8); 11: 9 at 7 blocks per SM (up to 72 registers); 12, 13: 11 and 10 with ModUp's rows
-                //    in one group (up to 40 rows) instead of groups of at most 32
+                //    8: 7 with two output rows at once
   kModUp = 1,   // 1: ModUp extends all digits in one Conv and one NTT launch (read by rlwe/keyswitch.py)
   kModDown = 2, // 1: ModDown's (c - x) * P^-1 in the NTT's last store (ops.mod_down_ntt; rlwe/keyswitch.py)
   kTensor = 3,  // 1: CKKS's tensor product as one op (ops.tensor_product; read by ckks/evaluator.py)

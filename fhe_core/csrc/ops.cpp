@@ -439,9 +439,6 @@ Tensor mul_add(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& 
 
 constexpr int64_t kMaxBconvInputLimbs = 64;  // 64 products of < 2^122 fit a 128-bit accumulator
 constexpr int64_t kMmaMaxSlots = 16;         // the tensor-core Conv's slots (input limbs, + 1 if exact)
-constexpr int64_t kMmaNarrowMaxSlots = 12;   // the narrow layout: 8 + 5 * 11 bytes <= 2 K tiles of 32
-constexpr int kMmaNarrowBits = 41;           // its slots k >= 1 hold y < 2^41: 5 bytes and a rare correction
-constexpr int64_t kMmaNarrowRowWords = 160;  // int32 per (digit, row): 2 K tiles of 64, 12 words of 64 bits, pad
 
 int64_t mma_k_tiles(int64_t slots) { return (slots + 3) / 4; }
 
@@ -465,15 +462,7 @@ const u32* checked_fragments(const std::optional<Tensor>& fragments, const Tenso
 // byte shifts D_a = 2^(8a) C mod p_r (a < 8); the word for lane 4 b + 2 (k & 1) + h, register (k & 3) / 2
 // of K tile k / 4 holds byte b of D_4h, ..., D_4h+3. qhat_mod_p: [dnum, alpha, rows] (ModUp) or
 // [alpha, rows] (one digit, bconv). Returns int32 [dnum, rows, KT, 64] on the CPU.
-// With src_moduli (the narrow layout of conv variants 9-13, fast conversions of 9 to 12 slots whose slots
-// k >= 1 have primes <= 2^41, so y_k < 2^41): slot 0 takes K positions 0..7 (bytes a = 0..7 of y_0) and slot
-// k >= 1 the five positions 5 k + 3 + a (a < 5: the low 40 bits of y_k), in KT = 2 tiles (position 63 is
-// zero): the word for lane 4 b + t, register h of K tile kt holds byte b of the D at positions
-// 32 kt + 16 h + 4 t + e (words 0..127 of a row); words 128 + 2 k, 129 + 2 k hold D_5 = 2^40 C mod p_r of
-// slot k (1 <= k < 12) as a 64-bit word (the correction where y_k >= 2^40). Returns int32
-// [dnum, rows, kMmaNarrowRowWords] (a shape no 8-byte table has).
-Tensor conv_mma_fragments(const Tensor& qhat_mod_p, const Tensor& dst_moduli, const std::optional<Tensor>& neg_q_mod_p,
-                          const std::optional<Tensor>& src_moduli) {
+Tensor conv_mma_fragments(const Tensor& qhat_mod_p, const Tensor& dst_moduli, const std::optional<Tensor>& neg_q_mod_p) {
   const char* op = "conv_mma_fragments";
   check_words(qhat_mod_p, op, "qhat_mod_p");
   check_words(dst_moduli, op, "dst_moduli");
@@ -491,66 +480,29 @@ Tensor conv_mma_fragments(const Tensor& qhat_mod_p, const Tensor& dst_moduli, co
                   dnum == 1, op, ": neg_q_mod_p must be [", rows, "] on the CPU, with one digit");
     neg = words(*neg_q_mod_p);
   }
-  const int64_t slots = alpha + (neg != nullptr ? 1 : 0);
+  const int64_t slots = alpha + (neg != nullptr ? 1 : 0), kt_count = mma_k_tiles(slots);
   FHE_CHECK(slots >= 1 && slots <= kMmaMaxSlots, op, ": the tensor cores take 1 to ", kMmaMaxSlots,
             " slots, got ", slots);
-  const bool narrow = src_moduli.has_value();
-  if (narrow) {
-    check_words(*src_moduli, op, "src_moduli");
-    FHE_CHECK(src_moduli->device().is_cpu() && src_moduli->dim() == 2 && src_moduli->size(1) == 4, op,
-              ": src_moduli must be [q_count, 4] on the CPU, got ", src_moduli->sizes());
-    const int64_t q_count = src_moduli->size(0);
-    FHE_CHECK(neg == nullptr && alpha >= 9 && alpha <= kMmaNarrowMaxSlots && dnum == (q_count + alpha - 1) / alpha,
-              op, ": the narrow layout is for fast conversions of 9 to ", kMmaNarrowMaxSlots, " slots whose ",
-              dnum, " digits cover src_moduli's ", q_count, " primes");
-    const Modulus* src = moduli_ptr(*src_moduli);
-    for (int64_t i = 0; i < q_count; ++i)
-      FHE_CHECK(i % alpha == 0 || src[i].value <= (u64{1} << kMmaNarrowBits), op, ": the narrow layout needs the "
-                "primes of slots 1.. of every digit <= 2^", kMmaNarrowBits, ", prime ", i, " is ", src[i].value);
-  }
-  const int64_t kt_count = narrow ? 2 : mma_k_tiles(slots), row_words = narrow ? kMmaNarrowRowWords : 64 * kt_count;
-  Tensor out = narrow ? at::zeros({dnum, rows, row_words}, qhat_mod_p.options().dtype(at::kInt))
-                      : at::zeros({dnum, rows, kt_count, 64}, qhat_mod_p.options().dtype(at::kInt));
+  Tensor out = at::zeros({dnum, rows, kt_count, 64}, qhat_mod_p.options().dtype(at::kInt));
   u32* words_out = reinterpret_cast<u32*>(out.data_ptr<int32_t>());
   const u64* consts = words(qhat_mod_p);
   const Modulus* moduli = moduli_ptr(dst_moduli);
-  // K position -> (slot, byte of y): 8 bytes per slot, or the narrow layout (slot -1: zero).
-  auto position = [&](int64_t p, int64_t& k, int64_t& a) {
-    if (!narrow) {
-      k = p / 8, a = p % 8;
-    } else if (p < 8) {
-      k = 0, a = p;
-    } else {
-      k = (p - 3) / 5, a = (p - 3) % 5;
-      if (k >= kMmaNarrowMaxSlots) k = -1;
-    }
-  };
-  std::vector<u64> d(static_cast<size_t>(kMmaMaxSlots * 8));  // D[k][a] of one (digit, row)
   for (int64_t j = 0; j < dnum; ++j)
     for (int64_t r = 0; r < rows; ++r) {
       const u64 q = moduli[r].value;
-      for (int64_t k = 0; k < kMmaMaxSlots; ++k) {
+      u32* row = words_out + (j * rows + r) * kt_count * 64;
+      for (int64_t k = 0; k < 4 * kt_count; ++k) {
         const u64 c = k < alpha ? consts[(j * alpha + k) * rows + r] : (neg != nullptr && k == alpha ? neg[r] : 0);
         FHE_CHECK(c < q, op, ": constants must be reduced mod their prime");
-        d[k * 8] = c;
-        for (int a = 1; a < 8; ++a) d[k * 8 + a] = static_cast<u64>((static_cast<unsigned __int128>(d[k * 8 + a - 1]) << 8) % q);
-      }
-      u32* row = words_out + (j * rows + r) * row_words;
-      for (int64_t kt = 0; kt < kt_count; ++kt)
-        for (int lane = 0; lane < 32; ++lane)
-          for (int h = 0; h < 2; ++h) {
-            const int b = lane / 4, t = lane % 4;
+        u64 d[8];
+        d[0] = c;
+        for (int a = 1; a < 8; ++a) d[a] = static_cast<u64>((static_cast<unsigned __int128>(d[a - 1]) << 8) % q);
+        for (int h = 0; h < 2; ++h)
+          for (int b = 0; b < 8; ++b) {
             u32 word = 0;
-            for (int e = 0; e < 4; ++e) {
-              int64_t k = 0, a = 0;
-              position(32 * kt + 16 * h + 4 * t + e, k, a);
-              if (k >= 0) word |= static_cast<u32>((d[k * 8 + a] >> (8 * b)) & 0xff) << (8 * e);
-            }
-            row[(kt * 32 + lane) * 2 + h] = word;
+            for (int e = 0; e < 4; ++e) word |= static_cast<u32>((d[4 * h + e] >> (8 * b)) & 0xff) << (8 * e);
+            row[((k / 4) * 32 + 4 * b + 2 * (k & 1) + h) * 2 + (k & 3) / 2] = word;
           }
-      for (int64_t k = 1; narrow && k < kMmaNarrowMaxSlots; ++k) {  // 2^40 C_k mod p_r
-        row[128 + 2 * k] = static_cast<u32>(d[k * 8 + 5]);
-        row[129 + 2 * k] = static_cast<u32>(d[k * 8 + 5] >> 32);
       }
     }
   return out;
@@ -657,7 +609,7 @@ template <class B>
 Tensor& mod_up_conv_out(const Tensor& coeffs, const Tensor& src_moduli, const Tensor& qhat_inv,
                         const Tensor& qhat_inv_shoup, const Tensor& dst_moduli, const Tensor& qhat_mod_p,
                         const std::optional<Tensor>& own, bool lazy, const std::optional<Tensor>& fragments,
-                        const std::optional<Tensor>& narrow_fragments, Tensor& out) {
+                        Tensor& out) {
   const char* op = "mod_up_conv";
   check_residues(coeffs, src_moduli, op, "coeffs");
   FHE_CHECK(coeffs.dim() == 2, op, ": coeffs must be [q_count, N], got ", coeffs.sizes());
@@ -696,15 +648,6 @@ Tensor& mod_up_conv_out(const Tensor& coeffs, const Tensor& src_moduli, const Te
   }
   args.lazy_out = lazy;
   args.mma_fragments = checked_fragments(fragments, coeffs, dnum, rows, alpha, op);
-  if (narrow_fragments.has_value()) {  // conv_mma_fragments(..., src_moduli): 2 K tiles (checks the primes)
-    const Tensor& f = *narrow_fragments;
-    FHE_CHECK(f.scalar_type() == at::kInt && f.is_contiguous(), op, ": narrow_fragments must be contiguous int32");
-    check_same_device(f, coeffs, op, "narrow_fragments");
-    const std::vector<int64_t> narrow_sizes{dnum, rows, kMmaNarrowRowWords};
-    FHE_CHECK(alpha >= 9 && alpha <= kMmaNarrowMaxSlots && f.sizes() == at::IntArrayRef(narrow_sizes), op,
-              ": narrow_fragments must be ", narrow_sizes, " (conv_mma_fragments with src_moduli), got ", f.sizes());
-    args.mma_narrow = reinterpret_cast<const u32*>(f.data_ptr<int32_t>());
-  }
   B::conv(args, coeffs);
   return out;
 }
@@ -712,11 +655,10 @@ Tensor& mod_up_conv_out(const Tensor& coeffs, const Tensor& src_moduli, const Te
 template <class B>
 Tensor mod_up_conv(const Tensor& coeffs, const Tensor& src_moduli, const Tensor& qhat_inv,
                    const Tensor& qhat_inv_shoup, const Tensor& dst_moduli, const Tensor& qhat_mod_p,
-                   const std::optional<Tensor>& own, bool lazy, const std::optional<Tensor>& fragments,
-                   const std::optional<Tensor>& narrow_fragments) {
+                   const std::optional<Tensor>& own, bool lazy, const std::optional<Tensor>& fragments) {
   Tensor out = at::empty({qhat_mod_p.size(0), dst_moduli.size(0), coeffs.size(1)}, coeffs.options());
   return mod_up_conv_out<B>(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own, lazy, fragments,
-                            narrow_fragments, out);
+                            out);
 }
 
 // ---- centered lift -----------------------------------------------------------------------------
@@ -872,7 +814,7 @@ Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n) {
 // ---- run-time kernel variants (see kernels.h) -------------------------------------------------
 
 constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor"};
-constexpr int kVariantMax[] = {13, 1, 1, 1};
+constexpr int kVariantMax[] = {8, 1, 1, 1};
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 
 // Sets a variant, returns the previous value; a negative value only reads it.
@@ -970,14 +912,11 @@ TORCH_LIBRARY(fhe_core, m) {
   m.def("ks_inner_product.out(Tensor digits, Tensor key, int q_count, int p_row, Tensor moduli, *, "
         "Tensor(a!) out) -> Tensor(a!)");
   m.def("mod_up_conv(Tensor coeffs, Tensor src_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, Tensor dst_moduli, "
-        "Tensor qhat_mod_p, Tensor? own=None, bool lazy=False, Tensor? fragments=None, "
-        "Tensor? narrow_fragments=None) -> Tensor");
+        "Tensor qhat_mod_p, Tensor? own=None, bool lazy=False, Tensor? fragments=None) -> Tensor");
   m.def("mod_up_conv.out(Tensor coeffs, Tensor src_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, "
-        "Tensor dst_moduli, Tensor qhat_mod_p, Tensor? own=None, bool lazy=False, Tensor? fragments=None, "
-        "Tensor? narrow_fragments=None, *, "
+        "Tensor dst_moduli, Tensor qhat_mod_p, Tensor? own=None, bool lazy=False, Tensor? fragments=None, *, "
         "Tensor(a!) out) -> Tensor(a!)");
-  m.def("conv_mma_fragments(Tensor qhat_mod_p, Tensor dst_moduli, Tensor? neg_q_mod_p=None, "
-        "Tensor? src_moduli=None) -> Tensor");
+  m.def("conv_mma_fragments(Tensor qhat_mod_p, Tensor dst_moduli, Tensor? neg_q_mod_p=None) -> Tensor");
   m.def("center_lift(Tensor a, int q, Tensor dst_moduli) -> Tensor");
   m.def("center_lift.out(Tensor a, int q, Tensor dst_moduli, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("automorphism_ntt(Tensor a, Tensor moduli, int galois) -> Tensor");

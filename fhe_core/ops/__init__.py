@@ -23,8 +23,7 @@ Tensor = torch.Tensor
 
 __all__ = [
     "cuda_built", "ntt", "intt", "mod_down_ntt", "add", "sub", "neg", "mul", "mul_const", "sub_mul_const",
-    "mul_add", "tensor_product", "bconv", "center_lift", "mod_up_conv", "conv_mma_fragments", "narrow_conv_applies",
-    "ks_inner_product",
+    "mul_add", "tensor_product", "bconv", "center_lift", "mod_up_conv", "conv_mma_fragments", "ks_inner_product",
     "automorphism_ntt", "automorphism_coeff", "sample_uniform", "sample_cbd", "sample_ternary",
     "ntt_table", "seed_words", "kernel_variant", "use_kernel_variant",
 ]
@@ -43,16 +42,13 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     output rows in groups of 32, 2 in balanced groups at 64 registers, 3 with about half the
     instructions per output row, 4 = 3 with the next tile's input copied ahead, 5 = 4 in the fewest
     row groups, 6 and 7 (the default) = 4 and 5 reading precomputed B operands where the call passes
-    them, 8 = 7 with two output rows at once, 9 = 7 with 5 bytes per input slot where :func:`mod_up_conv`
-    gets ``narrow_fragments`` (2 K tiles instead of 3), 10 = 9 with two output rows at once, 11 = 9 with
-    registers for 7 blocks per SM instead of 8, 12 and 13 = 11 and 10 with up to 40 rows in one group),
-    ``"mod_up"``
+    them, 8 = 7 with two output rows at once), ``"mod_up"``
     (1: ModUp as one Conv and one NTT over every digit, CUDA only), ``"mod_down"`` (1: ModDown's
     INTT in one launch and its last step in the NTT's store, ``mod_down_ntt``), read by
     ``rlwe.keyswitch``; ``"tensor"`` (1: CKKS's tensor product as one ``tensor_product``, read by
     ``ckks.Evaluator``).
     All variants give the same residues bit for bit (a ``lazy`` conversion the same residues modulo
-    each prime: conv 3 to 13 leave them in [0, 3p)); the switch exists so that tests compare them
+    each prime: conv 3 to 8 leave them in [0, 3p)); the switch exists so that tests compare them
     and benchmarks time them side by side. The CPU kernels have one variant and ignore "conv". A
     launch reads the setting when it is enqueued (so a captured CUDA graph keeps the variant it was
     captured with).
@@ -174,8 +170,7 @@ def bconv(a: Tensor, src_moduli: Tensor, dst_moduli: Tensor, qhat_inv: Tensor, q
 
 def mod_up_conv(coeffs: Tensor, src_moduli: Tensor, qhat_inv: Tensor, qhat_inv_shoup: Tensor,
                 dst_moduli: Tensor, qhat_mod_p: Tensor, own: Tensor | None = None, *, lazy: bool = False,
-                fragments: Tensor | None = None, narrow_fragments: Tensor | None = None,
-                out: Tensor | None = None) -> Tensor:
+                fragments: Tensor | None = None, out: Tensor | None = None) -> Tensor:
     """ModUp's fast basis extension of every digit at once (HK20), coefficient domain.
 
     coeffs: ``[q_count, N]`` over Q_l; digit j is rows [j*alpha, (j+1)*alpha) (the last may be
@@ -186,36 +181,20 @@ def mod_up_conv(coeffs: Tensor, src_moduli: Tensor, qhat_inv: Tensor, qhat_inv_s
     domain; the destination is (P, Q) with Q's primes last), the digits' own rows are copied from it
     instead of converted: ModUp then transforms only the other rows. ``lazy``: as in :func:`bconv`
     (the converted rows may be left in [0, 3 p_r); copied rows are as given); ``fragments``: as in
-    :func:`bconv` (:func:`conv_mma_fragments` of qhat_mod_p and dst_moduli); ``narrow_fragments``: the
-    same with src_moduli (the narrow layout, read by conv variants 9 and 10).
+    :func:`bconv` (:func:`conv_mma_fragments` of qhat_mod_p and dst_moduli).
     """
     return _call(_ops.mod_up_conv, (coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own, lazy,
-                                    fragments, narrow_fragments), out)
+                                    fragments), out)
 
 
-def conv_mma_fragments(qhat_mod_p: Tensor, dst_moduli: Tensor, neg_q_mod_p: Tensor | None = None,
-                       src_moduli: Tensor | None = None) -> Tensor:
+def conv_mma_fragments(qhat_mod_p: Tensor, dst_moduli: Tensor, neg_q_mod_p: Tensor | None = None) -> Tensor:
     """The tensor-core Conv's B operands for these constants, computed once (on the CPU) and returned
     on qhat_mod_p's device: int32 ``[dnum, rows, KT, 64]`` (KT = ceil(slots / 4), slots = alpha, + 1
     with neg_q_mod_p) for the ``fragments=`` argument of :func:`bconv` (qhat_mod_p ``[alpha, rows]``,
     and neg_q_mod_p for the exact conversion) and :func:`mod_up_conv` (``[dnum, alpha, rows]``).
-    With src_moduli (the source primes, ``[q_count, 4]``): the narrow layout for :func:`mod_up_conv`'s
-    ``narrow_fragments`` (``[dnum, rows, 160]``: 2 K tiles, slot 0 in 8 bytes, the low 40 bits of slots
-    1.. in 5, and 2^40 C mod p per slot for the rare y_k >= 2^40), for 9 <= alpha <= 12 and primes <= 2^41
-    in every digit's slots 1.. (else a RuntimeError; :func:`narrow_conv_applies` says where it pays).
     """
-    cpu = (qhat_mod_p.cpu(), dst_moduli.cpu(), None if neg_q_mod_p is None else neg_q_mod_p.cpu(),
-           None if src_moduli is None else src_moduli.cpu())
+    cpu = (qhat_mod_p.cpu(), dst_moduli.cpu(), None if neg_q_mod_p is None else neg_q_mod_p.cpu())
     return _ops.conv_mma_fragments(*cpu).to(qhat_mod_p.device)
-
-
-def narrow_conv_applies(src_primes: list[int], alpha: int) -> bool:
-    """Whether the tensor-core ModUp should take :func:`conv_mma_fragments`' narrow layout for these
-    source primes in digits of alpha: 9 <= alpha <= 12 (8 + 5 (alpha - 1) bytes fit two K tiles of 32;
-    fewer slots fit them at 8 bytes each) and every prime but a digit's first below 2^40 + 2^28, so that
-    y_k >= 2^40 (corrected outside the tensor cores) has a probability below 2^-12 per slot (~2^-15 for
-    the "40-bit" primes of the presets, which lie on both sides of 2^40)."""
-    return 9 <= alpha <= 12 and all(p < (1 << 40) + (1 << 28) for i, p in enumerate(src_primes) if i % alpha)
 
 
 def center_lift(a: Tensor, q: int, dst_moduli: Tensor, *, out: Tensor | None = None) -> Tensor:
@@ -296,8 +275,7 @@ def _register_fakes() -> None:
         return torch.empty_like(x)
 
     @torch.library.register_fake("fhe_core::mod_up_conv")
-    def _(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own=None, lazy=False, fragments=None,
-          narrow_fragments=None):
+    def _(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own=None, lazy=False, fragments=None):
         return coeffs.new_empty((qhat_mod_p.shape[0], dst_moduli.shape[0], coeffs.shape[1]))
 
     @torch.library.register_fake("fhe_core::center_lift")

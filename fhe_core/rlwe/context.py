@@ -68,7 +68,6 @@ class BatchedModUp:
     qhat_inv_shoup: torch.Tensor
     qhat_mod_p: torch.Tensor      # [dnum_l, alpha, alpha + l + 1], zero past the last digit's primes
     mma_fragments: torch.Tensor | None = None  # ops.conv_mma_fragments of qhat_mod_p (CUDA, alpha <= 16)
-    narrow_fragments: torch.Tensor | None = None  # the same in the narrow layout, where ops.narrow_conv_applies
 
 
 # Small digits favour one batched ModUp (a few launches, own rows recomputed) over the per-digit
@@ -232,13 +231,10 @@ class RLWEContext:
             table += [h % r for h in padded for r in qp.primes]
         inv, inv_shoup = shoup_constants(inverses, q.primes, self.device)
         table_cpu = words_tensor(table).reshape(-1, self.alpha, len(qp))
-        fragments = narrow = None
+        fragments = None
         if torch.device(self.device).type == "cuda" and self.alpha <= 16:
             fragments = ops.conv_mma_fragments(table_cpu, modulus_table(qp.primes)).to(self.device)
-            if ops.narrow_conv_applies(q.primes, self.alpha):  # 40-bit digit primes: 2 K tiles, not 3
-                narrow = ops.conv_mma_fragments(table_cpu, modulus_table(qp.primes),
-                                                src_moduli=modulus_table(q.primes)).to(self.device)
-        return BatchedModUp(inv, inv_shoup, table_cpu.to(self.device), fragments, narrow)
+        return BatchedModUp(inv, inv_shoup, table_cpu.to(self.device), fragments)
 
     def _extension_part(self, qhat: Sequence[int], qp: RNSBasis, start: int, stop: int) -> ExtensionPart:
         rows = qp.rows(start, stop)

@@ -64,7 +64,7 @@ def _decompose_mod_up(ctx: RLWEContext, d: torch.Tensor, level: int) -> torch.Te
         if ctx.alpha <= _context.BATCHED_MODUP_MAX_ALPHA:  # small digits: one extension kernel, one NTT
             b = t.batched_mod_up
             out = ops.mod_up_conv(coeffs, t.q.moduli, b.qhat_inv, b.qhat_inv_shoup, t.qp.moduli, b.qhat_mod_p,
-                                  fragments=b.mma_fragments, narrow_fragments=b.narrow_fragments)
+                                  fragments=b.mma_fragments)
             return t.qp.ntt(out, out=out)
         out = torch.empty((len(t.digits), len(t.qp), ctx.n), dtype=torch.int64, device=ctx.device)
         for j, ext in enumerate(t.digits):
@@ -92,8 +92,7 @@ def _mod_up_all_digits(ctx: RLWEContext, t, d: torch.Tensor, coeffs: torch.Tenso
     per-digit path bit for bit."""
     b = t.batched_mod_up
     out = ops.mod_up_conv(coeffs, t.q.moduli, b.qhat_inv, b.qhat_inv_shoup, t.qp.moduli, b.qhat_mod_p, d,
-                          lazy=True, fragments=b.mma_fragments,  # lazy: the NTT below takes [0, 4p)
-                          narrow_fragments=b.narrow_fragments)
+                          lazy=True, fragments=b.mma_fragments)  # lazy: the NTT below takes [0, 4p)
     alpha = ctx.alpha  # digit j's own rows: alpha + j * alpha onwards, alpha of them (fewer in the last)
     return ops.ntt(out, t.qp.moduli, t.qp.ntt_table, skip=(alpha, alpha, alpha), out=out)
 

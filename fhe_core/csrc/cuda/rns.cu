@@ -525,71 +525,13 @@ struct LeanSplit {
 
 constexpr int kLeanScratchWords = kMmaWarps * 32 * 4;  // u32: per warp, 32 coefficients x 4 partial sums
 
-// The narrow layout (variants 9-13; ConvArgs::mma_narrow): y_0 in 8 bytes, the low 40 bits of y_k (k >= 1) in
-// 5, so up to 12 slots fill 63 bytes = 2 K tiles. The primes of slots k >= 1 are below 2^41, so y_k = lo_k +
-// 2^40 h_k with h_k in {0, 1}; h_k = 1 only where y_k >= 2^40, rare for the primes it is used with (just above
-// 2^40: probability (q - 2^40) / q, ~2^-15 for the preset's), and then the row's result gets
-// sum_k h_k (2^40 C_k mod p) added from the table's third tile (narrow_fixup, after the warp's rows, where
-// any lane's mask of h_k is not zero). Each coefficient (thread) owns kNarrowStride words of shared memory:
-// its x staged there (12 words of 8 bytes), then its packed row (16 words) over them (no other thread reads
-// them before the tile's barrier).
-// 28 g mod 32 is a distinct multiple of 4 for g < 8, so the A-fragment reads (row g, word 8 kt + t) of a warp
-// hit 32 distinct banks, and so do 16-byte accesses.
-constexpr int kNarrowSlots = 12;
-constexpr int kNarrowStride = 28;
-constexpr int kNarrowRowWords = 160;  // u32 per (digit, row) of ConvArgs::mma_narrow (ops.cpp, conv_mma_fragments)
-static_assert(kNarrowStride * sizeof(u32) >= kNarrowSlots * sizeof(u64) && kNarrowStride % 4 == 0,
-              "a thread's x fit its packed row's words, 16-byte aligned");
-
-// y slots staged per tile (x copied ahead into ys[k][tid], or a thread's own words (narrow), then the y_k).
-template <int KT, bool kNarrow>
-constexpr int lean_slots() { return kNarrow ? kNarrowSlots : 4 * KT; }
-
-// u64 words of the staging buffer.
-template <int KT, bool kNarrow>
-constexpr int lean_y_words() { return kNarrow ? kMmaTile * kNarrowStride / 2 : 4 * KT * kMmaYStride; }
-
-template <int KT, int kRows = 1, bool kNarrow = false>
+template <int KT, int kRows = 1>
 constexpr size_t lean_smem_bytes(int group_rows) {
-  constexpr int slots = lean_slots<KT, kNarrow>();
-  return sizeof(u64) * lean_y_words<KT, kNarrow>()          // ys
+  return sizeof(u64) * 4 * KT * kMmaYStride                 // ys
          + sizeof(u32) * kLeanScratchWords * kRows          // the quads' transposition
          + sizeof(uint2) * group_rows * KT * 32             // B fragments
          + sizeof(MmaRow) * group_rows                      // row constants
-         + sizeof(Modulus) * slots + sizeof(u64) * 2 * slots   // slot moduli, qhat_inv (+ Shoup)
-         + (kNarrow ? sizeof(u32) * kMmaTile : 0);              // the masks of h_k (narrow)
-}
-
-// The packed row of one coefficient (narrow layout): bytes 0..7 y_0, bytes 5 k + 3 .. 5 k + 7 the low 40 bits
-// of y_k (y_k < 2^41). Returns the mask of the slots with y_k >= 2^40.
-__device__ __forceinline__ u32 store_narrow_row(u32* row, const u64 (&y)[kNarrowSlots]) {
-  constexpr u64 kLow40 = (u64{1} << 40) - 1;
-  u32 w[16] = {};
-  u32 wide = 0;
-  w[0] = static_cast<u32>(y[0]);
-  w[1] = static_cast<u32>(y[0] >> 32);
-#pragma unroll
-  for (int k = 1; k < kNarrowSlots; ++k) {
-    constexpr int kBase = 3;
-    const int byte = 5 * k + kBase, word = byte / 4;
-    const u64 v = (y[k] & kLow40) << (8 * (byte % 4));  // 40 + 24 bits at most: two words
-    w[word] |= static_cast<u32>(v);
-    w[word + 1] |= static_cast<u32>(v >> 32);
-    wide |= static_cast<u32>(y[k] >> 40) << k;
-  }
-  uint4* out = reinterpret_cast<uint4*>(row);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) out[i] = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
-  return wide;
-}
-
-// The narrow layout's rare correction (see kNarrowSlots): r (in [0, 3q)) + sum of 2^40 C_k mod q over the
-// slots k of `wide`, canonical. wide_terms: 2^40 C_k mod q for k < 12, from the table row of this (digit,
-// output row).
-__device__ __forceinline__ u64 narrow_fixup(u64 r, u32 wide, u64 q, const u64* wide_terms) {
-  r = csub(csub(r, 2 * q), q);
-  for (; wide != 0; wide &= wide - 1) r = add_mod(r, wide_terms[__ffs(wide) - 1], q);
-  return r;
+         + sizeof(Modulus) * 4 * KT + sizeof(u64) * 2 * 4 * KT;  // slot moduli, qhat_inv (+ Shoup)
 }
 
 // conv_rounded_overflow's sum (the same correctly rounded quotients, added in the same order: the same
@@ -624,28 +566,16 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 // rows per step of the row loop, as independent chains of products, transposition and reduction.
 // ConvArgs::mma_fragments (variants 6-8 when given): the B fragments copied from a precomputed table
 // (ops.conv_mma_fragments) instead of built by every block (4 KT x rows chains of 7 modular shifts).
-// kNarrow (variants 9, 10; KT = 2, fast conversions, ConvArgs::mma_narrow given): the A operand is each
-// coefficient's packed row (store_narrow_row) instead of 8 bytes per slot: 2 K tiles for 9 to 12 slots where
-// the 8-byte layout takes 3, so 4 products and 2 B loads per output row instead of 6 and 3, and 16 A-fragment
-// registers instead of 24. Each thread stages its x in, and packs its y over, its own words (kNarrowStride).
-// kBlocks: blocks per SM the registers are capped for (0: balanced_blocks_per_sm, 8 at 64 registers; variants
-// 10 and 11: 7, at up to 72 registers, where the narrow kernels compile without spills; 12, 13: 6, as many as
-// their shared memory allows).
-template <int KT, bool kLazy, bool kPrefetch, int kRows, bool kNarrow = false, int kBlocks = 0>
-__global__ void __launch_bounds__(kMmaTile, kBlocks > 0 ? kBlocks : balanced_blocks_per_sm<KT>())
+template <int KT, bool kLazy, bool kPrefetch, int kRows>
+__global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
     conv_mma_lean_kernel(ConvArgs a, LeanSplit split) {
-  static_assert(!kNarrow || KT == 2, "the narrow layout is 2 K tiles");
-  constexpr int kSlots = lean_slots<KT, kNarrow>();
   extern __shared__ u64 conv_smem[];
   auto ys = reinterpret_cast<u64(*)[kMmaYStride]>(conv_smem);
-  u32* scratch = reinterpret_cast<u32*>(conv_smem + lean_y_words<KT, kNarrow>());
-  // x of slot k of this thread's coefficient, staged by cp.async (variants 4-10)
-  auto staged = [&](int k) -> u64* { return kNarrow ? conv_smem + threadIdx.x * (kNarrowStride / 2) + k : &ys[k][threadIdx.x]; };
+  u32* scratch = reinterpret_cast<u32*>(conv_smem + 4 * KT * kMmaYStride);
   uint2* bfrag2 = reinterpret_cast<uint2*>(scratch + kRows * kLeanScratchWords);
   MmaRow* row_const = reinterpret_cast<MmaRow*>(bfrag2 + split.group_rows * KT * 32);
   Modulus* slot_mod = reinterpret_cast<Modulus*>(row_const + split.group_rows);
-  u64* slot_inv = reinterpret_cast<u64*>(slot_mod + kSlots);
-  u32* wide_mask = reinterpret_cast<u32*>(slot_inv + 2 * kSlots);  // [kMmaTile] (narrow)
+  u64* slot_inv = reinterpret_cast<u64*>(slot_mod + 4 * KT);
   u32* bfrag = reinterpret_cast<u32*>(bfrag2);
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -663,16 +593,13 @@ __global__ void __launch_bounds__(kMmaTile, kBlocks > 0 ? kBlocks : balanced_blo
   const u64* in = a.in + (b * a.q_count + first) * a.n + tid;
   const int64_t tile_count = a.n / kMmaTile;
   if (kPrefetch && width > 0)  // the first tile's x, in flight while the constants are built
-    for (int k = 0; k < count; ++k) cp_async8(staged(k), in + k * a.n + blockIdx.x * kMmaTile);
+    for (int k = 0; k < count; ++k) cp_async8(&ys[k][tid], in + k * a.n + blockIdx.x * kMmaTile);
 
-  const u32* precomputed = kNarrow ? a.mma_narrow : a.mma_fragments;
-  // 16-byte words of a table row (narrow: 2 K tiles, then 2^40 C_k mod p in 12 64-bit words, and padding)
-  constexpr int kTableRow = kNarrow ? kNarrowRowWords / 4 : KT * 16;
-  if (kNarrow || precomputed != nullptr) {  // precomputed (variants 6-13): the group's rows, 16 bytes per copy
-    const uint4* table = reinterpret_cast<const uint4*>(precomputed) + static_cast<int64_t>(j) * a.rows * kTableRow;
+  if (a.mma_fragments != nullptr) {  // precomputed (variants 6-8): the group's rows, 16 bytes per copy
+    const uint4* table = reinterpret_cast<const uint4*>(a.mma_fragments) + static_cast<int64_t>(j) * a.rows * KT * 16;
     uint4* fragments = reinterpret_cast<uint4*>(bfrag2);
     for (int e = tid; e < width * KT * 16; e += kMmaTile)
-      fragments[e] = table[lean_output_row(c_begin + e / (KT * 16), own_lo, own_count) * kTableRow + e % (KT * 16)];
+      fragments[e] = table[lean_output_row(c_begin + e / (KT * 16), own_lo, own_count) * KT * 16 + e % (KT * 16)];
   } else {
     for (int chain = tid; chain < 4 * KT * split.group_rows; chain += kMmaTile) {  // one (slot, row) chain
       const int k = chain / split.group_rows, rr = chain % split.group_rows;
@@ -693,9 +620,7 @@ __global__ void __launch_bounds__(kMmaTile, kBlocks > 0 ? kBlocks : balanced_blo
   for (int k = tid; k < count; k += kMmaTile) {
     slot_mod[k] = a.src[first + k];
     slot_inv[k] = a.qhat_inv[first + k];
-    slot_inv[kSlots + k] = a.qhat_inv_shoup[first + k];
-    // (ops.conv_mma_fragments checks it; h_k = y_k >> 40 must be 0 or 1)
-    if (kNarrow && k > 0 && a.src[first + k].value > (u64{1} << 41)) __trap();
+    slot_inv[4 * KT + k] = a.qhat_inv_shoup[first + k];
   }
   __syncthreads();  // the first tile reads the slot constants
 
@@ -705,20 +630,11 @@ __global__ void __launch_bounds__(kMmaTile, kBlocks > 0 ? kBlocks : balanced_blo
   const int coefficient = 32 * warp + 16 * (t >> 1) + g + 8 * (t & 1);  // this lane's result, in the tile
   for (int64_t tile = blockIdx.x; width > 0 && tile < tile_count; tile += gridDim.x) {
     const int64_t c0 = tile * kMmaTile;
-    u64 x[kSlots];
+    u64 x[4 * KT];
     if constexpr (kPrefetch) {
       cp_async_wait_all();  // this thread's own copies: no barrier needed to read them
-      if constexpr (kNarrow) {  // 16 bytes at a time from this thread's words
 #pragma unroll
-        for (int k = 0; k < kSlots; k += 2) {
-          const ulonglong2 v = *reinterpret_cast<const ulonglong2*>(staged(k));
-          x[k] = k < count ? v.x : 0;
-          x[k + 1] = k + 1 < count ? v.y : 0;
-        }
-      } else {
-#pragma unroll
-        for (int k = 0; k < kSlots; ++k) x[k] = k < count ? *staged(k) : 0;
-      }
+      for (int k = 0; k < 4 * KT; ++k) x[k] = k < count ? ys[k][tid] : 0;
     } else {
       if (tile != blockIdx.x) __syncthreads();  // the previous tile's A fragments are read
       // A stride the compiler cannot see through: else it hoists the 4 KT load addresses out of the tile
@@ -726,21 +642,13 @@ __global__ void __launch_bounds__(kMmaTile, kBlocks > 0 ? kBlocks : balanced_blo
       int stride = static_cast<int>(a.n);
       asm volatile("" : "+r"(stride));
 #pragma unroll
-      for (int k = 0; k < kSlots; ++k) x[k] = k < count ? in[k * stride + c0] : 0;
+      for (int k = 0; k < 4 * KT; ++k) x[k] = k < count ? in[k * stride + c0] : 0;
     }
-    if constexpr (kNarrow) {
-      u64 y[kNarrowSlots];
 #pragma unroll
-      for (int k = 0; k < kNarrowSlots; ++k)
-        y[k] = k < count ? mul_shoup(x[k], slot_inv[k], slot_inv[kSlots + k], slot_mod[k].value) : 0;
-      wide_mask[tid] = store_narrow_row(reinterpret_cast<u32*>(&ys[0][0]) + tid * kNarrowStride, y);
-    } else {
-#pragma unroll
-      for (int k = 0; k < kSlots; ++k)
-        if (k < count) ys[k][tid] = mul_shoup(x[k], slot_inv[k], slot_inv[kSlots + k], slot_mod[k].value);
-      for (int k = count; k < kSlots; ++k)
-        ys[k][tid] = exact && k == count ? rounded_overflow_unrolled<KT>(&ys[0][tid], kMmaYStride, slot_mod, count) : 0;
-    }
+    for (int k = 0; k < 4 * KT; ++k)
+      if (k < count) ys[k][tid] = mul_shoup(x[k], slot_inv[k], slot_inv[4 * KT + k], slot_mod[k].value);
+    for (int k = count; k < 4 * KT; ++k)
+      ys[k][tid] = exact && k == count ? rounded_overflow_unrolled<KT>(&ys[0][tid], kMmaYStride, slot_mod, count) : 0;
     __syncthreads();
 
     u32 af[2][KT][4];
@@ -749,25 +657,18 @@ __global__ void __launch_bounds__(kMmaTile, kBlocks > 0 ? kBlocks : balanced_blo
       const int cb = 32 * warp + 16 * m + g;
 #pragma unroll
       for (int kt = 0; kt < KT; ++kt) {
-        if constexpr (kNarrow) {  // words t and t + 4 of K tile kt in rows cb and cb + 8
-          af[m][kt][0] = ys32[cb * kNarrowStride + 8 * kt + t];
-          af[m][kt][1] = ys32[(cb + 8) * kNarrowStride + 8 * kt + t];
-          af[m][kt][2] = ys32[cb * kNarrowStride + 8 * kt + t + 4];
-          af[m][kt][3] = ys32[(cb + 8) * kNarrowStride + 8 * kt + t + 4];
-        } else {
-          const int k0 = 4 * kt + (t >> 1), k1 = k0 + 2;
-          af[m][kt][0] = ys32[(k0 * kMmaYStride + cb) * 2 + (t & 1)];
-          af[m][kt][1] = ys32[(k0 * kMmaYStride + cb + 8) * 2 + (t & 1)];
-          af[m][kt][2] = ys32[(k1 * kMmaYStride + cb) * 2 + (t & 1)];
-          af[m][kt][3] = ys32[(k1 * kMmaYStride + cb + 8) * 2 + (t & 1)];
-        }
+        const int k0 = 4 * kt + (t >> 1), k1 = k0 + 2;
+        af[m][kt][0] = ys32[(k0 * kMmaYStride + cb) * 2 + (t & 1)];
+        af[m][kt][1] = ys32[(k0 * kMmaYStride + cb + 8) * 2 + (t & 1)];
+        af[m][kt][2] = ys32[(k1 * kMmaYStride + cb) * 2 + (t & 1)];
+        af[m][kt][3] = ys32[(k1 * kMmaYStride + cb + 8) * 2 + (t & 1)];
       }
     }
     if constexpr (kPrefetch) {
       const int64_t next = tile + gridDim.x;
       if (next < tile_count) {
         __syncthreads();  // every warp holds its A fragments: ys is free for the next tile's x
-        for (int k = 0; k < count; ++k) cp_async8(staged(k), in + k * a.n + next * kMmaTile);
+        for (int k = 0; k < count; ++k) cp_async8(&ys[k][tid], in + k * a.n + next * kMmaTile);
       }
     }
     u64* out_tile = out + c0 + coefficient;
@@ -806,18 +707,6 @@ __global__ void __launch_bounds__(kMmaTile, kBlocks > 0 ? kBlocks : balanced_blo
         const MmaRow row = row_const[rr + i];
         out_tile[row.offset] = reduce_quad_sums<kLazy>(p[i], row, a.dst, a.n);
       }
-    }
-    if constexpr (kNarrow) {  // rare: some y_k >= 2^40 in this warp's coefficients (see kNarrowSlots)
-      const u32 wide = wide_mask[coefficient];  // written by a lane of this warp before the tile's barrier
-      if (__any_sync(0xffffffffu, wide != 0) && wide != 0) {
-        for (int rr = 0; rr < width; ++rr) {
-          const MmaRow row = row_const[rr];
-          const int64_t table_row = static_cast<int64_t>(j) * a.rows + row.offset / a.n;
-          out_tile[row.offset] = narrow_fixup(out_tile[row.offset], wide, row.q,
-              reinterpret_cast<const u64*>(a.mma_narrow) + table_row * (kNarrowRowWords / 2) + 64);
-        }
-      }
-      __syncwarp();  // every lane has read its mask before the next tile's are written
     }
   }
   // The group's own rows (ModUp) over the same tiles, after the conversion (whose registers the copies
@@ -944,19 +833,12 @@ void launch_conv_mma_balanced(const ConvArgs& a, Stream stream) {
   check_launch("conv_mma_balanced_kernel");
 }
 
-constexpr int kLeanMaxRows = 40;  // rows of one lean group (variants 12, 13: ModUp's 31-33 in one)
-static_assert(lean_smem_bytes<2, 2, true>(kLeanMaxRows) <= 48 * 1024, "no opt-in to more shared memory");
-
-template <int KT, bool kNarrow = false, int kRows = 1, int kBlocks = 0>
+template <int KT>
 int64_t lean_resident_blocks(int device, int group_rows) {
-  static int cached[kMaxDevices][kLeanMaxRows + 1] = {};
+  static int cached[kMaxDevices][kMmaMaxRows + 1] = {};
   int scratch = 0;
   int& slot = device >= 0 && device < kMaxDevices ? cached[device][group_rows] : scratch;
-  if constexpr (kNarrow)
-    return resident_blocks(conv_mma_lean_kernel<KT, false, true, kRows, true, kBlocks>, device,
-                           lean_smem_bytes<KT, kRows, true>(group_rows), slot);
-  else
-    return resident_blocks(conv_mma_lean_kernel<KT, false, false, 1>, device, lean_smem_bytes<KT>(group_rows), slot);
+  return resident_blocks(conv_mma_lean_kernel<KT, false, false, 1>, device, lean_smem_bytes<KT>(group_rows), slot);
 }
 
 struct LeanGeometry {
@@ -969,16 +851,15 @@ struct LeanGeometry {
 // tile ~300 (x loads, the y_k, the A fragments), ~550 with the exact conversion's quotient.
 // fewest_groups (variants 5, 7, 8): only the fewest groups of at most mma_rows<KT>() rows (ModUp 2 x 17,
 // ModDown 1 x 31), so that each tile's x, y_k and quotient are computed as few times as possible
-// (measured on an H200, v4 against v5: a tile costs about as much as 9 output rows). max_rows: rows per group
-// at most (variants 12, 13: kLeanMaxRows, ModUp's rows in one group).
-template <int KT, bool kNarrow = false, int kRows = 1, int kBlocks = 0>
-LeanGeometry lean_geometry(const ConvArgs& a, int device, bool fewest_groups, int max_rows) {
+// (measured on an H200, v4 against v5: a tile costs about as much as 9 output rows).
+template <int KT>
+LeanGeometry lean_geometry(const ConvArgs& a, int device, bool fewest_groups) {
   const int64_t tile_count = a.n / kMmaTile;
   const int64_t tile_cost = a.neg_q_mod_p != nullptr ? 11 : 6;
   const int own_max = a.own != nullptr ? std::min(a.alpha, a.q_count) : 0;
   const int own_min = a.own != nullptr ? a.q_count - (a.dnum - 1) * a.alpha : 0;  // the last digit's
   const int converted = a.rows - own_min;  // the most converted rows of a digit
-  const int fewest = std::max(1, (converted + max_rows - 1) / max_rows);
+  const int fewest = std::max(1, (converted + mma_rows<KT>() - 1) / mma_rows<KT>());
   LeanGeometry best;
   int64_t best_cost = std::numeric_limits<int64_t>::max();
   for (int groups = fewest; groups <= (fewest_groups ? fewest : std::max(converted, 1)); ++groups) {
@@ -986,7 +867,7 @@ LeanGeometry lean_geometry(const ConvArgs& a, int device, bool fewest_groups, in
     if (groups > fewest && group_rows < 8) break;
     if (groups > fewest && (converted + group_rows - 1) / group_rows != groups) continue;  // as fewer groups
     const int own_rows = (own_max + groups - 1) / groups;
-    const int64_t resident = lean_resident_blocks<KT, kNarrow, kRows, kBlocks>(device, group_rows);
+    const int64_t resident = lean_resident_blocks<KT>(device, group_rows);
     const int64_t blocks_y = a.batch * a.dnum * groups;
     const int64_t one_wave = std::clamp<int64_t>(resident / blocks_y, 1, tile_count);
     for (const int64_t tiles_per_block : {(tile_count + one_wave - 1) / one_wave, int64_t{1}}) {
@@ -1002,17 +883,14 @@ LeanGeometry lean_geometry(const ConvArgs& a, int device, bool fewest_groups, in
   return best;
 }
 
-template <int KT, bool kPrefetch, int kRows = 1, bool kNarrow = false, int kBlocks = 0>
-void launch_conv_mma_lean(const ConvArgs& a, Stream stream, bool fewest_groups, int max_rows = mma_rows<KT>()) {
-  const LeanGeometry geometry =
-      lean_geometry<KT, kNarrow, kRows, kBlocks>(a, stream.device, fewest_groups, max_rows);
+template <int KT, bool kPrefetch, int kRows = 1>
+void launch_conv_mma_lean(const ConvArgs& a, Stream stream, bool fewest_groups) {
+  const LeanGeometry geometry = lean_geometry<KT>(a, stream.device, fewest_groups);
   const dim3 grid(static_cast<unsigned>(geometry.blocks_x), static_cast<unsigned>(geometry.blocks_y));
-  const size_t smem = lean_smem_bytes<KT, kRows, kNarrow>(geometry.split.group_rows);
+  const size_t smem = lean_smem_bytes<KT, kRows>(geometry.split.group_rows);
   const cudaStream_t s = native(stream);
-  if (a.lazy_out)
-    conv_mma_lean_kernel<KT, true, kPrefetch, kRows, kNarrow, kBlocks><<<grid, kMmaTile, smem, s>>>(a, geometry.split);
-  else
-    conv_mma_lean_kernel<KT, false, kPrefetch, kRows, kNarrow, kBlocks><<<grid, kMmaTile, smem, s>>>(a, geometry.split);
+  if (a.lazy_out) conv_mma_lean_kernel<KT, true, kPrefetch, kRows><<<grid, kMmaTile, smem, s>>>(a, geometry.split);
+  else conv_mma_lean_kernel<KT, false, kPrefetch, kRows><<<grid, kMmaTile, smem, s>>>(a, geometry.split);
   check_launch("conv_mma_lean_kernel");
 }
 
@@ -1024,8 +902,8 @@ void launch_conv_mma(const ConvArgs& args, Stream stream, int variant) {
   const bool lean = variant >= 3 && (a.own == nullptr || (aligned16(a.own) && aligned16(a.out)));
   if (variant == 1) launch_conv_mma<KT>(a, stream);
   else if (lean && variant == 3) launch_conv_mma_lean<KT, false>(a, stream, false);
-  else if (lean && (variant == 8 || variant == 10 || variant == 13)) launch_conv_mma_lean<KT, true, 2>(a, stream, true);
-  else if (lean) launch_conv_mma_lean<KT, true>(a, stream, variant == 5 || variant >= 7);
+  else if (lean && variant == 8) launch_conv_mma_lean<KT, true, 2>(a, stream, true);
+  else if (lean) launch_conv_mma_lean<KT, true>(a, stream, variant == 5 || variant == 7);
   else launch_conv_mma_balanced<KT>(a, stream);
 }
 
@@ -1049,18 +927,6 @@ bool launch_conv_mma_if_applicable(const ConvArgs& a, Stream s) {
   const int variant = kernel_variant(Variant::kConv);
   if (variant == 0 || a.n % kMmaTile != 0 || slots < 2 || slots > kMmaMaxSlots) return false;
   if (!has_integer_mma(s.device)) return false;
-  // Variants 9-13: the narrow layout where the caller passed its table (ModUp, 40-bit digit primes), else 7
-  // (8 for variants 10 and 13).
-  const bool lean_copies = a.own == nullptr || (aligned16(a.own) && aligned16(a.out));
-  if (variant >= 9 && a.mma_narrow != nullptr && aligned16(a.mma_narrow) && a.neg_q_mod_p == nullptr &&
-      a.alpha >= 9 && a.alpha <= kNarrowSlots && lean_copies) {
-    if (variant == 9) launch_conv_mma_lean<2, true, 1, true>(a, s, true);
-    else if (variant == 10) launch_conv_mma_lean<2, true, 2, true, 7>(a, s, true);
-    else if (variant == 11) launch_conv_mma_lean<2, true, 1, true, 7>(a, s, true);
-    else if (variant == 12) launch_conv_mma_lean<2, true, 1, true, 6>(a, s, true, kLeanMaxRows);
-    else launch_conv_mma_lean<2, true, 2, true, 6>(a, s, true, kLeanMaxRows);
-    return true;
-  }
   switch ((slots + 3) / 4) {
     case 1: launch_conv_mma<1>(a, s, variant); break;
     case 2: launch_conv_mma<2>(a, s, variant); break;

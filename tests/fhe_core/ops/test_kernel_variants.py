@@ -24,8 +24,8 @@ def test_kernel_variant_is_read_set_and_restored():
 def test_kernel_variant_rejects_unknown_names_and_values():
     with pytest.raises(RuntimeError, match="unknown kernel 'fft'"):
         ops.kernel_variant("fft", 0)
-    with pytest.raises(RuntimeError, match="conv is 0 \\(reference\\) to 13, got 14"):
-        ops.kernel_variant("conv", 14)
+    with pytest.raises(RuntimeError, match="conv is 0 \\(reference\\) to 8, got 9"):
+        ops.kernel_variant("conv", 9)
     with pytest.raises(RuntimeError, match="mod_up is 0 \\(reference\\) to 1, got 2"):
         ops.kernel_variant("mod_up", 2)
 
@@ -34,11 +34,9 @@ def test_kernel_variant_rejects_unknown_names_and_values():
 # per SM and staged loads (2), with the lean row loop (3: own rows copied after the tiles, a 32-bit Barrett
 # quotient for primes above 2^32, lazy outputs on request), 3 with the next tile's input copied ahead (4),
 # 4 in the fewest row groups (5), 4 and 5 reading precomputed B fragments where given (6, 7; 7 is the
-# default), and 7 with two output rows at once (8); 7 with 5 bytes per input slot where mod_up_conv gets
-# narrow_fragments, else 7 (9), 9 with two rows at once (10) or at 7 blocks per SM (11), and 11 and 10 with
-# up to 40 rows in one group (12, 13)
-CONV_VARIANTS = tuple(range(14))
-LAZY_VARIANTS = tuple(range(3, 14))  # the variants that leave lazy=True outputs in [0, 3p)
+# default), and 7 with two output rows at once (8)
+CONV_VARIANTS = (0, 1, 2, 3, 4, 5, 6, 7, 8)
+LAZY_VARIANTS = (3, 4, 5, 6, 7, 8)  # the variants that leave lazy=True outputs in [0, 3p)
 
 
 def _assert_lazy_result(got, expected, primes, variant):
@@ -306,150 +304,3 @@ def test_conv_mma_fragments_hold_the_shifted_constants(exact):
         ops.conv_mma_fragments(conv.qhat_mod_p + int(dst.primes[-1]), dst.moduli)
     with pytest.raises(RuntimeError, match="1 to 16 slots"):
         ops.conv_mma_fragments(torch.zeros(17, 4, dtype=torch.int64), dst.moduli)
-
-
-def _primes_above(bound, count, n, exclude=()):
-    """The first count primes above bound that are 1 mod 2n (as the presets' "40-bit" primes above 2^40)."""
-    found, q = [], bound + 1
-    while len(found) < count:
-        if q not in exclude and is_prime(q):
-            found.append(q)
-        q += 2 * n
-    return found
-
-
-def _narrow_mod_up_case(alpha, q_count, n=1024, far=False):
-    """A ModUp whose digits take the narrow layout: a 60-bit first prime (8 bytes in slot 0 of digit 0), then
-    40-bit primes alternating with primes just above 2^40 (as in the presets; with far, 41-bit primes near
-    2^41 instead, where y_k >= 2^40 for about half the inputs), 50- and 61-bit primes in P; inputs with
-    y_k = q_k - 1 in the first 8 columns (every byte of the 5-byte slots in use, and y_k >= 2^40 on every
-    prime above 2^40) and random ones after. Returns (x, args, q primes, (P, Q) primes, qhat_inv, table)."""
-    rng, _ = fresh_rng()
-    low = generate_primes([60] + [40] * (q_count // 2) + [61] * (alpha // 2) + [50] * (alpha - alpha // 2), n)
-    high = (generate_primes([41] * (q_count - 1 - q_count // 2), n, exclude=low) if far else
-            _primes_above(1 << 40, q_count - 1 - q_count // 2, n, exclude=low))
-    q_primes = [low[0]] + [q for pair in zip(low[1:q_count // 2 + 1], high + [None]) for q in pair if q]
-    q_primes += high[len(q_primes) - 1 - q_count // 2:] if len(q_primes) < q_count else []
-    q_primes = q_primes[:q_count]
-    p_primes = low[q_count // 2 + 1:]
-    assert len(set(q_primes)) == q_count and sum(q > 1 << 40 for q in q_primes) >= q_count // 2 - 1
-    qp_primes = p_primes + q_primes
-    dnum, rows = -(-q_count // alpha), alpha + q_count
-    inv, table = [], []
-    for j in range(dnum):
-        digit = q_primes[j * alpha:(j + 1) * alpha]
-        big_q = 1
-        for q in digit:
-            big_q *= q
-        inv += [pow(big_q // q % q, -1, q) for q in digit]
-        table += [[(big_q // q) % p for p in qp_primes] for q in digit] + [[0] * rows] * (alpha - len(digit))
-    inv_t, inv_shoup = shoup_constants(inv, q_primes)
-    table_t = words_tensor([v for row in table for v in row]).reshape(dnum, alpha, rows)
-    x = random_residues(rng, q_primes, (), n)
-    # y_k = x_k qhat_inv_k = q_k - 1: x_k = -(qhat_inv_k)^-1 mod q_k
-    x[:, :8] = words_tensor([(-pow(h, -1, q)) % q for h, q in zip(inv, q_primes)]).unsqueeze(1)
-    args = (modulus_table(q_primes), inv_t, inv_shoup, modulus_table(qp_primes), table_t)
-    return x, args, q_primes, qp_primes, inv, table
-
-
-@pytest.mark.parametrize("alpha,q_count", [(11, 31), (9, 20), (12, 24)])
-def test_conv_mma_fragments_narrow_layout(alpha, q_count):
-    """The narrow table (ops.conv_mma_fragments with src_moduli) against Python integers: the byte at
-    position e of word (K tile kt, lane 4 b + t, register h) is byte b of 2^(8a) C mod p for the (slot k,
-    byte a) at K position P = 32 kt + 16 h + 4 t + e: (0, P) for P < 8, ((P - 3) // 5, (P - 3) % 5) after,
-    zero at P = 63 and for slots past the digit; words 128.. hold 2^40 C_k mod p for slots k >= 1 as 64-bit
-    words; and what it refuses."""
-    _, args, q_primes, qp_primes, _, table = _narrow_mod_up_case(alpha, q_count, n=16)
-    assert ops.narrow_conv_applies(q_primes, alpha)
-    narrow = ops.conv_mma_fragments(args[4], args[3], src_moduli=args[0])
-    dnum = -(-q_count // alpha)
-    assert narrow.dtype == torch.int32 and list(narrow.shape) == [dnum, len(qp_primes), 160]
-    words = narrow.numpy().view(np.uint32)
-    for j in range(dnum):
-        for r in range(0, len(qp_primes), 5):
-            p = qp_primes[r]
-            constant = [table[j * alpha + k][r] if k < alpha else 0 for k in range(12)]
-            for kt in range(2):
-                for lane in range(32):
-                    b, t = lane // 4, lane % 4
-                    for h in range(2):
-                        word = int(words[j, r, 64 * kt + lane * 2 + h])
-                        for e in range(4):
-                            pos = 32 * kt + 16 * h + 4 * t + e
-                            k, a = (0, pos) if pos < 8 else ((pos - 3) // 5, (pos - 3) % 5)
-                            c = constant[k] if k < 12 else 0
-                            assert (word >> (8 * e)) & 0xFF == ((c << (8 * a)) % p >> (8 * b)) & 0xFF
-            wide = [int(words[j, r, 128 + 2 * k]) | int(words[j, r, 129 + 2 * k]) << 32 for k in range(16)]
-            assert wide == [0] + [(constant[k] << 40) % p for k in range(1, 12)] + [0] * 4
-    assert not ops.narrow_conv_applies(q_primes, 8)  # 8 slots fit 2 K tiles at 8 bytes each
-    far = [q_primes[0], q_primes[1], generate_primes([41], 16, exclude=q_primes)[0]] + q_primes[3:]
-    assert not ops.narrow_conv_applies(far, alpha)  # correct, but y_k >= 2^40 half the time: not worth it
-    ops.conv_mma_fragments(args[4], args[3], src_moduli=modulus_table(far))
-    wide = far[:2] + generate_primes([42], 16, exclude=q_primes) + far[3:]
-    with pytest.raises(RuntimeError, match="<= 2\\^41"):
-        ops.conv_mma_fragments(args[4], args[3], src_moduli=modulus_table(wide))
-    with pytest.raises(RuntimeError, match="narrow layout is for fast conversions"):
-        ops.conv_mma_fragments(args[4], args[3], src_moduli=args[0][:-alpha].contiguous())
-    x = random_residues(fresh_rng()[0], q_primes, (), 16)
-    with pytest.raises(RuntimeError, match="narrow_fragments must be"):  # the 8-byte table in its place
-        ops.mod_up_conv(x, *args, narrow_fragments=ops.conv_mma_fragments(args[4], args[3]))
-
-
-def test_mod_up_conv_ignores_narrow_fragments_on_cpu():
-    """The CPU build takes the narrow table (checked) and computes the same residues without it."""
-    x, args, *_ = _narrow_mod_up_case(11, 31, n=64)
-    narrow = ops.conv_mma_fragments(args[4], args[3], src_moduli=args[0])
-    assert torch.equal(ops.mod_up_conv(x, *args, narrow_fragments=narrow), ops.mod_up_conv(x, *args))
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("alpha,q_count,n,far", [(11, 31, 65536, False), (11, 31, 4096, True), (9, 20, 2048, False),
-                                                 (12, 24, 1024, True), (10, 21, 1024, False)])
-def test_narrow_mod_up_conv_is_bit_identical(alpha, q_count, n, far):
-    """ModUp's extension with the narrow layout (variants 9-13) == every other variant == the CPU build,
-    with and without own rows, canonical and lazy; == Python integers on the columns where every y_k is
-    q_k - 1 (>= 2^40 on the primes above it: the correction) and on random ones. far: primes near 2^41,
-    where the correction is taken by about half the coefficients."""
-    x, args, q_primes, qp_primes, inv, table = _narrow_mod_up_case(alpha, q_count, n, far)
-    rng, _ = fresh_rng()
-    own = random_residues(rng, q_primes, (), n)
-    expected, expected_own = ops.mod_up_conv(x, *args), ops.mod_up_conv(x, *args, own)
-    on_cuda = tuple(t.cuda() for t in args)
-    fragments = ops.conv_mma_fragments(args[4], args[3]).cuda()
-    narrow = ops.conv_mma_fragments(args[4], args[3], src_moduli=args[0]).cuda()
-    for variant in CONV_VARIANTS:
-        with ops.use_kernel_variant("conv", variant):
-            got = ops.mod_up_conv(x.cuda(), *on_cuda, fragments=fragments, narrow_fragments=narrow).cpu()
-            got_own = ops.mod_up_conv(x.cuda(), *on_cuda, own.cuda(), fragments=fragments,
-                                      narrow_fragments=narrow).cpu()
-            lazy_own = ops.mod_up_conv(x.cuda(), *on_cuda, own.cuda(), lazy=True, fragments=fragments,
-                                       narrow_fragments=narrow).cpu()
-        assert torch.equal(got, expected), f"variant {variant}: {(got != expected).nonzero()[:8].tolist()}"
-        assert torch.equal(got_own, expected_own), f"variant {variant}, own rows copied"
-        _assert_lazy_result(lazy_own, expected_own, qp_primes, variant)
-    columns = np.unique(np.concatenate([np.arange(8), rng.integers(8, n, size=8)]))
-    xs = to_ints(x[:, columns])
-    for j in range(-(-q_count // alpha)):
-        digit = range(j * alpha, min((j + 1) * alpha, q_count))
-        for i in range(len(columns)):
-            y = [xs[k][i] * inv[k] % q_primes[k] for k in digit]
-            if i < 8:
-                assert y == [q_primes[k] - 1 for k in digit]
-            for r, p in enumerate(qp_primes):
-                total = sum(yk * table[j * alpha + m][r] for m, yk in enumerate(y))
-                assert int(expected[j, r, columns[i]]) == total % p
-
-
-@pytest.mark.gpu
-def test_narrow_conv_runs_the_narrow_kernel():
-    """Variant 9 with narrow_fragments launches the 2-K-tile kernel (a test that the layout is not
-    silently skipped: the profiler's kernel name carries KT = 2 and kNarrow = true)."""
-    x, args, *_ = _narrow_mod_up_case(11, 31, 4096)
-    on_cuda = tuple(t.cuda() for t in args)
-    narrow = ops.conv_mma_fragments(args[4], args[3], src_moduli=args[0]).cuda()
-    with ops.use_kernel_variant("conv", 9), torch.profiler.profile(
-            activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        ops.mod_up_conv(x.cuda(), *on_cuda, narrow_fragments=narrow)
-        torch.cuda.synchronize()
-    names = [e.name for e in prof.events() if "conv_mma_lean_kernel" in e.name]
-    assert names and all("conv_mma_lean_kernel<2, false, true, 1, true, 0>" in n for n in names), names

@@ -15,8 +15,6 @@ LARGE_DIGITS = Shape(10, (40,) * 12, (50,) * 5)
 # the same with 50- and 60-bit primes (conv 3-8 leave ModUp's and ModDown's conversions lazy before their
 # NTTs; LARGE_DIGITS' 40-bit ones too, also above the 2^32 edge of their fast reduction)
 WIDE_PRIMES = Shape(10, (50,) * 12, (60,) * 5)
-# alpha = 10, a 60-bit prime and then 40-bit ones: ModUp's Conv takes the narrow layout (conv 9-13)
-NARROW_DIGITS = Shape(10, (60,) + (40,) * 20, (50,) * 10)
 
 
 def _key_switch_outputs(ctx, d, key, level, *, mod_up: int, conv: int = 1, mod_down: int = 1):
@@ -50,16 +48,12 @@ def test_mod_up_paths_are_bit_identical_on_cpu(level):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape,level", [(shape, level) for shape in (LARGE_DIGITS, WIDE_PRIMES)
-                                         for level in (11, 10, 6, 0)] + [(NARROW_DIGITS, level)
-                                                                          for level in (20, 12, 9, 0)],
-                         ids=lambda v: v.id if isinstance(v, Shape) else str(v))
+@pytest.mark.parametrize("shape", [LARGE_DIGITS, WIDE_PRIMES], ids=lambda s: s.id)
+@pytest.mark.parametrize("level", [11, 10, 6, 0])
 def test_mod_up_paths_are_bit_identical_on_cuda(level, shape):
     """Every combination of the CUDA variants against the CPU's per-digit composition."""
     rng, _ = fresh_rng()
     cpu, gpu = context(shape), context(shape, "cuda")
-    if shape is NARROW_DIGITS:
-        assert gpu.tables(level).batched_mod_up.narrow_fragments is not None
     sk = rlwe.gen_secret_key(cpu, seed=fixed_seed("paths/sk"))
     keys = rlwe.gen_eval_keys(cpu, sk, [], seed=fixed_seed("paths/evk"))
     sk_gpu = rlwe.gen_secret_key(gpu, seed=fixed_seed("paths/sk"))
@@ -68,8 +62,7 @@ def test_mod_up_paths_are_bit_identical_on_cuda(level, shape):
     expected = _key_switch_outputs(cpu, d, keys.relin_key("t"), level, mod_up=0, mod_down=0)
     for variants in [(1, 1, 1), (0, 1, 0), (1, 0, 1), (0, 0, 0), (0, 1, 1), (1, 2, 1), (0, 2, 0), (1, 3, 1),
                      (0, 3, 0), (1, 4, 1), (0, 4, 1), (1, 5, 1), (0, 5, 0), (1, 6, 1), (0, 6, 0), (1, 7, 1),
-                     (1, 8, 1), (0, 8, 0), (1, 9, 1), (0, 9, 0), (1, 10, 1), (1, 11, 1),
-                     (1, 12, 1), (1, 13, 1)]:
+                     (1, 8, 1), (0, 8, 0)]:
         mod_up, conv, mod_down = variants
         got = _key_switch_outputs(gpu, d.cuda(), keys_gpu.relin_key("t"), level, mod_up=mod_up, conv=conv,
                                   mod_down=mod_down)
