@@ -42,13 +42,13 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     output rows in groups of 32, 2 in balanced groups at 64 registers, 3 with about half the
     instructions per output row, 4 = 3 with the next tile's input copied ahead, 5 = 4 in the fewest
     row groups, 6 and 7 (the default) = 4 and 5 reading precomputed B operands where the call passes
-    them, 8 = 7 with two output rows at once), ``"mod_up"``
+    them, 8 = 7 with two output rows at once, 9 = 7 with exact conversions in blocks of one tile), ``"mod_up"``
     (1: ModUp as one Conv and one NTT over every digit, CUDA only), ``"mod_down"`` (1: ModDown's
     INTT in one launch and its last step in the NTT's store, ``mod_down_ntt``), read by
     ``rlwe.keyswitch``; ``"tensor"`` (1: CKKS's tensor product as one ``tensor_product``, read by
     ``ckks.Evaluator``).
     All variants give the same residues bit for bit (a ``lazy`` conversion the same residues modulo
-    each prime: conv 3 to 8 leave them in [0, 3p)); the switch exists so that tests compare them
+    each prime: conv 3 to 9 leave them in [0, 3p)); the switch exists so that tests compare them
     and benchmarks time them side by side. The CPU kernels have one variant and ignore "conv". A
     launch reads the setting when it is enqueued (so a captured CUDA graph keeps the variant it was
     captured with).
