@@ -64,7 +64,7 @@ def before_issue_14(fn: Callable[[int], object]) -> Callable[[int], object]:
 
 
 BEFORE = "[all v0: before issue 14]"
-CONV_V1 = "[conv v1: 32-row groups]"  # the tensor-core Conv before its balanced geometry (v2, default)
+CONV_V1 = "[conv v1: 32-row groups]"  # the tensor-core Conv before its balanced geometry (v2)
 GALOIS_V0 = "[galois v0: automorphism passes]"  # sigma_k as its own pass (ops.kernel_variant("galois") = 0)
 NTT_V0 = "[ntt v0: before session 3]"  # the NTT kernels before issue 14's session 3 (ops.kernel_variant("ntt"))
 # the NTT variants other than the default (6)
@@ -73,6 +73,18 @@ NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
                 3: "[ntt v3: v2 + unreduced forward butterflies (q < 2^58.7), rows-only limb-major]",
                 4: "[ntt v4: v3 + row lengths compiled in at N = 2^16]",
                 5: "[ntt v5: v4 + the inverse's sums unreduced within each round (q < 2^60)]"}
+# issue 14, session 3: the balanced kernel against its lean row loop (v3), v3 with x one tile ahead (v4), v4 in
+# the fewest row groups (v5), v4 / v5 reading the B fragments precomputed per converter (v6, v7: the default),
+# and v7 with two output rows at once (v8)
+CONV_LATER = {2: "[conv v2: balanced]", 3: "[conv v3: lean rows]", 4: "[conv v4: lean rows, x one tile ahead]",
+              5: "[conv v5: v4 in the fewest row groups]", 6: "[conv v6: v4 + precomputed B fragments]",
+              7: "[conv v7: v5 + precomputed B fragments]", 8: "[conv v8: v7, two rows at once]",
+              9: "[conv v9: v7, exact conversions in one-tile blocks]"}
+
+
+def conv_variant_cases(label: str, params: str, nbytes: int, fn: Callable[[int], object]) -> list[Case]:
+    """One case per CONV_LATER variant of fn, labelled "<label> [conv vN: ...]"."""
+    return [Case(f"{label} {tag}", params, nbytes, with_variant("conv", v, fn)) for v, tag in CONV_LATER.items()]
 
 
 def random_residues(basis: RNSBasis, prefix=()) -> torch.Tensor:
@@ -141,6 +153,9 @@ def make_cases(device: str, sets: int) -> list[Case]:
     cases.append(Case("bconv 10->30", "N=2^16", 40 * n * WORD, run_conv))
     cases.append(Case("bconv 10->30 [conv v0: mac128]", "N=2^16", 40 * n * WORD, with_variant("conv", 0, run_conv)))
     cases.append(Case(f"bconv 10->30 {CONV_V1}", "N=2^16", 40 * n * WORD, with_variant("conv", 1, run_conv)))
+    cases += conv_variant_cases("bconv 10->30", "N=2^16", 40 * n * WORD, run_conv)
+    run_lazy = lambda i: conv(ins[i], lazy=True, out=conv_outs[i])  # noqa: E731
+    cases += conv_variant_cases("bconv 10->30 lazy", "N=2^16", 40 * n * WORD, run_lazy)
     # ModDown's shape: 11 special primes -> 31, exact (centred), both components
     primes = generate_primes([46] * 11 + [41] * 31, n)
     src, dst = RNSBasis.get(primes[:11], n, device), RNSBasis.get(primes[11:], n, device)
@@ -153,6 +168,9 @@ def make_cases(device: str, sets: int) -> list[Case]:
                       with_variant("conv", 0, run_down)))
     cases.append(Case(f"bconv 11->31 exact x2 {CONV_V1}", "N=2^16", 2 * 42 * n * WORD,
                       with_variant("conv", 1, run_down)))
+    cases += conv_variant_cases("bconv 11->31 exact x2", "N=2^16", 2 * 42 * n * WORD, run_down)
+    run_down_lazy = lambda i: conv_down(ins_down[i], exact=True, lazy=True, out=outs_down[i])  # noqa: E731
+    cases += conv_variant_cases("bconv 11->31 exact x2 lazy", "N=2^16", 2 * 42 * n * WORD, run_down_lazy)
     return cases
 
 
@@ -185,6 +203,7 @@ def make_keyswitch_cases(device: str) -> list[Case]:
         Case("mod_up", name, 157 * limb_poly, mod_up),
         Case("mod_up [conv v0: mac128]", name, 157 * limb_poly, with_variant("conv", 0, mod_up)),
         Case(f"mod_up {CONV_V1}", name, 157 * limb_poly, with_variant("conv", 1, mod_up)),
+        *conv_variant_cases("mod_up", name, 157 * limb_poly, mod_up),
         Case("mod_up [mod_up v0: per digit]", name, 157 * limb_poly, with_variant("mod_up", 0, mod_up)),
         Case(f"mod_up {NTT_V0}", name, 157 * limb_poly, with_variant("ntt", 0, mod_up)),
         Case(f"mod_up {BEFORE}", name, 157 * limb_poly, before_issue_14(mod_up)),
@@ -192,12 +211,14 @@ def make_keyswitch_cases(device: str) -> list[Case]:
         Case("mod_down", name, 146 * limb_poly, mod_down),
         Case("mod_down [conv v0: mac128]", name, 146 * limb_poly, with_variant("conv", 0, mod_down)),
         Case(f"mod_down {CONV_V1}", name, 146 * limb_poly, with_variant("conv", 1, mod_down)),
+        *conv_variant_cases("mod_down", name, 146 * limb_poly, mod_down),
         Case("mod_down [mod_down v0: separate (c - x) P^-1 pass]", name, 146 * limb_poly,
              with_variant("mod_down", 0, mod_down)),
         Case(f"mod_down {NTT_V0}", name, 146 * limb_poly, with_variant("ntt", 0, mod_down)),
         Case(f"mod_down {BEFORE}", name, 146 * limb_poly, before_issue_14(mod_down)),
         Case("HRotate (apply_galois)", name, (765 + 124) * limb_poly, rotate),
         Case(f"HRotate (apply_galois) {BEFORE}", name, (765 + 124) * limb_poly, before_issue_14(rotate)),
+        *conv_variant_cases("HRotate (apply_galois)", name, (765 + 124) * limb_poly, rotate),
         Case("hoisted rotation x4 (all 4)", name, (157 + 4 * (608 + 124)) * limb_poly,
              lambda i: rlwe.apply_galois_hoisted(ctx, ct, galois, keys)),
     ]
@@ -289,6 +310,8 @@ def make_ckks_cases(device: str) -> list[Case]:
              with_variant("ntt", 0, lambda i: evaluator.mul_relin(a, b))),
         Case(f"HMult + relin {NTT_VARIANTS[4]}", name, 3 * ct + (765 - 124) * limb_poly,
              with_variant("ntt", 4, lambda i: evaluator.mul_relin(a, b))),
+        *conv_variant_cases("HMult + relin", name, 3 * ct + (765 - 124) * limb_poly,
+                            lambda i: evaluator.mul_relin(a, b)),
         Case("rescale", name, 2 * ct, lambda i: evaluator.rescale(unscaled), REFERENCE_V100_US["rescale"]),
         Case("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1), REFERENCE_V100_US["HRotate"]),
         Case(f"HRotate {BEFORE}", name, 2 * ct + 765 * limb_poly, before_issue_14(lambda i: evaluator.rotate(a, 1))),
@@ -300,6 +323,7 @@ def make_ckks_cases(device: str) -> list[Case]:
              with_variant("ntt", 4, lambda i: evaluator.rotate(a, 1))),
         Case(f"HRotate {GALOIS_V0}", name, 2 * ct + 765 * limb_poly,
              with_variant("galois", 0, lambda i: evaluator.rotate(a, 1))),
+        *conv_variant_cases("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1)),
         Case("hoisted, 8 rotations", name, 2 * ct + (157 + 8 * 732) * limb_poly,
              lambda i: evaluator.rotate_hoisted(a, steps)),
         Case(f"hoisted, 8 rotations {GALOIS_V0}", name, 2 * ct + (157 + 8 * 732) * limb_poly,

@@ -127,6 +127,12 @@ struct ConvArgs {
   // own[(j * alpha + k) * N + i] instead of converted: the NTT-domain input, exact on those primes.
   const u64* own = nullptr;
   int own_begin = 0;
+  // The caller only needs the outputs in [0, 3 p_r) (a forward NTT follows, whose butterflies take
+  // [0, 4q)): a kernel may then skip its final corrections (the tensor-core variant 3 does).
+  bool lazy_out = false;
+  // The tensor-core kernel's B fragments, precomputed (ops.conv_mma_fragments of these constants):
+  // [dnum][rows][KT][32 lanes][2] words; nullptr: each block builds its own (conv variants 6, 7 read it).
+  const u32* mma_fragments = nullptr;
 };
 
 // k >= 0 when output row r of digit j is the digit's own prime k (see ConvArgs::own), else -1.
@@ -231,11 +237,15 @@ struct FixedWeightArgs {
 
 // Alternative CUDA kernels that can be chosen at run time, so that benchmarks time them side by side
 // and tests check them bit for bit against each other (the CPU build has only the reference path).
-// Values: 0 = the reference kernel; 1 (default) = the faster one where it applies. Set through
+// Values: 0 = the reference kernel; the default = the fastest measured where it applies. Set through
 // ops.kernel_variant from Python; read by the CUDA launchers when they enqueue a kernel.
 enum class Variant : int {
-  kConv = 0,    // 1: Conv as a byte-sliced integer matrix product on the tensor cores (rns.cu); 2 (default):
-                //    the same with balanced row groups, 8 blocks per SM and staged loads
+  kConv = 0,    // 1: Conv as a byte-sliced integer matrix product on the tensor cores (rns.cu); 2: the same
+                //    with balanced row groups, 8 blocks per SM and staged loads; 3: a leaner row loop
+                //    (own rows copied after the tiles, 32-bit Barrett quotient, quad sums through shared memory);
+                //    4: 3 with the next tile's x copied ahead (cp.async); 5: 4 in the fewest row groups;
+                //    6, 7 (default): 4, 5 with the B fragments precomputed (ConvArgs::mma_fragments) when given;
+                //    8: 7 with two output rows at once; 9: 7 with exact conversions (ModDown) in one-tile blocks
   kModUp = 1,   // 1: ModUp extends all digits in one Conv and one NTT launch (read by rlwe/keyswitch.py)
   kModDown = 2, // 1: ModDown's (c - x) * P^-1 in the NTT's last store (ops.mod_down_ntt; rlwe/keyswitch.py)
   kTensor = 3,  // 1: CKKS's tensor product as one op (ops.tensor_product; read by ckks/evaluator.py)

@@ -29,7 +29,7 @@
 namespace fhe {
 
 int& kernel_variant(Variant v) {
-  static int variants[static_cast<int>(Variant::kCount)] = {2, 1, 1, 1, 3, 6, 1};
+  static int variants[static_cast<int>(Variant::kCount)] = {7, 1, 1, 1, 3, 6, 1};
   return variants[static_cast<int>(v)];
 }
 
@@ -529,6 +529,75 @@ Tensor mul_add(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& 
 // ---- fast basis conversion -------------------------------------------------------------------
 
 constexpr int64_t kMaxBconvInputLimbs = 64;  // 64 products of < 2^122 fit a 128-bit accumulator
+constexpr int64_t kMmaMaxSlots = 16;         // the tensor-core Conv's slots (input limbs, + 1 if exact)
+
+int64_t mma_k_tiles(int64_t slots) { return (slots + 3) / 4; }
+
+// The optional precomputed B fragments of a Conv call (see conv_mma_fragments): int32
+// [dnum, rows, KT, 64] on the input's device, or nothing when there are none.
+const u32* checked_fragments(const std::optional<Tensor>& fragments, const Tensor& a, int64_t dnum, int64_t rows,
+                             int64_t slots, const char* op) {
+  if (!fragments.has_value()) return nullptr;
+  const Tensor& f = *fragments;
+  FHE_CHECK(f.scalar_type() == at::kInt && f.is_contiguous(), op, ": fragments must be contiguous int32");
+  check_same_device(f, a, op, "fragments");
+  const std::vector<int64_t> sizes{dnum, rows, mma_k_tiles(slots), 64};
+  FHE_CHECK(slots <= kMmaMaxSlots && f.sizes() == at::IntArrayRef(sizes), op, ": fragments must be ", sizes,
+            " (conv_mma_fragments of the same constants), got ", f.sizes());
+  return reinterpret_cast<const u32*>(f.data_ptr<int32_t>());
+}
+
+// The tensor-core Conv's B fragments (cuda/rns.cu), computed once per set of constants instead of by
+// every block: for digit j, output row r and slot k < 4 KT (KT = ceil(slots / 4), slots = alpha, + 1
+// with neg_q_mod_p), the constant C (qhat_mod_p[j][k][r]; (-Q) mod p_r at slot alpha; else 0) and its
+// byte shifts D_a = 2^(8a) C mod p_r (a < 8); the word for lane 4 b + 2 (k & 1) + h, register (k & 3) / 2
+// of K tile k / 4 holds byte b of D_4h, ..., D_4h+3. qhat_mod_p: [dnum, alpha, rows] (ModUp) or
+// [alpha, rows] (one digit, bconv). Returns int32 [dnum, rows, KT, 64] on the CPU.
+Tensor conv_mma_fragments(const Tensor& qhat_mod_p, const Tensor& dst_moduli, const std::optional<Tensor>& neg_q_mod_p) {
+  const char* op = "conv_mma_fragments";
+  check_words(qhat_mod_p, op, "qhat_mod_p");
+  check_words(dst_moduli, op, "dst_moduli");
+  FHE_CHECK(qhat_mod_p.device().is_cpu() && dst_moduli.device().is_cpu(), op, ": takes CPU tensors");
+  FHE_CHECK(qhat_mod_p.dim() == 2 || qhat_mod_p.dim() == 3, op, ": qhat_mod_p must be [alpha, rows] or "
+            "[dnum, alpha, rows], got ", qhat_mod_p.sizes());
+  const int64_t dnum = qhat_mod_p.dim() == 3 ? qhat_mod_p.size(0) : 1;
+  const int64_t alpha = qhat_mod_p.size(-2), rows = qhat_mod_p.size(-1);
+  FHE_CHECK(dst_moduli.dim() == 2 && dst_moduli.size(0) == rows && dst_moduli.size(1) == 4, op,
+            ": dst_moduli must be [", rows, ", 4], got ", dst_moduli.sizes());
+  const u64* neg = nullptr;
+  if (neg_q_mod_p.has_value()) {
+    check_words(*neg_q_mod_p, op, "neg_q_mod_p");
+    FHE_CHECK(neg_q_mod_p->device().is_cpu() && neg_q_mod_p->dim() == 1 && neg_q_mod_p->size(0) == rows &&
+                  dnum == 1, op, ": neg_q_mod_p must be [", rows, "] on the CPU, with one digit");
+    neg = words(*neg_q_mod_p);
+  }
+  const int64_t slots = alpha + (neg != nullptr ? 1 : 0), kt_count = mma_k_tiles(slots);
+  FHE_CHECK(slots >= 1 && slots <= kMmaMaxSlots, op, ": the tensor cores take 1 to ", kMmaMaxSlots,
+            " slots, got ", slots);
+  Tensor out = at::zeros({dnum, rows, kt_count, 64}, qhat_mod_p.options().dtype(at::kInt));
+  u32* words_out = reinterpret_cast<u32*>(out.data_ptr<int32_t>());
+  const u64* consts = words(qhat_mod_p);
+  const Modulus* moduli = moduli_ptr(dst_moduli);
+  for (int64_t j = 0; j < dnum; ++j)
+    for (int64_t r = 0; r < rows; ++r) {
+      const u64 q = moduli[r].value;
+      u32* row = words_out + (j * rows + r) * kt_count * 64;
+      for (int64_t k = 0; k < 4 * kt_count; ++k) {
+        const u64 c = k < alpha ? consts[(j * alpha + k) * rows + r] : (neg != nullptr && k == alpha ? neg[r] : 0);
+        FHE_CHECK(c < q, op, ": constants must be reduced mod their prime");
+        u64 d[8];
+        d[0] = c;
+        for (int a = 1; a < 8; ++a) d[a] = static_cast<u64>((static_cast<unsigned __int128>(d[a - 1]) << 8) % q);
+        for (int h = 0; h < 2; ++h)
+          for (int b = 0; b < 8; ++b) {
+            u32 word = 0;
+            for (int e = 0; e < 4; ++e) word |= static_cast<u32>((d[4 * h + e] >> (8 * b)) & 0xff) << (8 * e);
+            row[((k / 4) * 32 + 4 * b + 2 * (k & 1) + h) * 2 + (k & 3) / 2] = word;
+          }
+      }
+    }
+  return out;
+}
 
 std::vector<int64_t> bconv_out_sizes(const Tensor& a, const Tensor& dst_moduli) {
   std::vector<int64_t> sizes(a.sizes().begin(), a.sizes().end());
@@ -539,7 +608,7 @@ std::vector<int64_t> bconv_out_sizes(const Tensor& a, const Tensor& dst_moduli) 
 template <class B>
 Tensor& bconv_out(const Tensor& a, const Tensor& src_moduli, const Tensor& dst_moduli, const Tensor& qhat_inv,
                   const Tensor& qhat_inv_shoup, const Tensor& qhat_mod_p, const std::optional<Tensor>& neg_q_mod_p,
-                  Tensor& out) {
+                  bool lazy, const std::optional<Tensor>& fragments, Tensor& out) {
   const char* op = "bconv";
   check_residues(a, src_moduli, op);
   check_words(dst_moduli, op, "dst_moduli");
@@ -569,19 +638,23 @@ Tensor& bconv_out(const Tensor& a, const Tensor& src_moduli, const Tensor& dst_m
   const auto sizes = bconv_out_sizes(a, dst_moduli);
   check_out(out, a, sizes, op);
   // One digit made of every input limb: the plain Conv.
-  const ConvArgs args{words(a), mutable_words(out), moduli_ptr(src_moduli), moduli_ptr(dst_moduli), words(qhat_inv),
-                      words(qhat_inv_shoup), words(qhat_mod_p), a.numel() / (l_in * a.size(-1)),
-                      static_cast<int>(l_in), static_cast<int>(l_in), 1, static_cast<int>(l_out), a.size(-1),
-                      neg_q_mod_p.has_value() ? words(*neg_q_mod_p) : nullptr};
+  ConvArgs args{words(a), mutable_words(out), moduli_ptr(src_moduli), moduli_ptr(dst_moduli), words(qhat_inv),
+                words(qhat_inv_shoup), words(qhat_mod_p), a.numel() / (l_in * a.size(-1)),
+                static_cast<int>(l_in), static_cast<int>(l_in), 1, static_cast<int>(l_out), a.size(-1),
+                neg_q_mod_p.has_value() ? words(*neg_q_mod_p) : nullptr};
+  args.lazy_out = lazy;
+  args.mma_fragments = checked_fragments(fragments, a, 1, l_out, l_in + (neg_q_mod_p.has_value() ? 1 : 0), op);
   B::conv(args, a);
   return out;
 }
 
 template <class B>
 Tensor bconv(const Tensor& a, const Tensor& src_moduli, const Tensor& dst_moduli, const Tensor& qhat_inv,
-             const Tensor& qhat_inv_shoup, const Tensor& qhat_mod_p, const std::optional<Tensor>& neg_q_mod_p) {
+             const Tensor& qhat_inv_shoup, const Tensor& qhat_mod_p, const std::optional<Tensor>& neg_q_mod_p,
+             bool lazy, const std::optional<Tensor>& fragments) {
   Tensor out = at::empty(bconv_out_sizes(a, dst_moduli), a.options());
-  return bconv_out<B>(a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, neg_q_mod_p, out);
+  return bconv_out<B>(a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, neg_q_mod_p, lazy, fragments,
+                      out);
 }
 
 // ---- key-switching inner product -----------------------------------------------------------
@@ -626,7 +699,8 @@ Tensor ks_inner_product(const Tensor& digits, const Tensor& key, int64_t q_count
 template <class B>
 Tensor& mod_up_conv_out(const Tensor& coeffs, const Tensor& src_moduli, const Tensor& qhat_inv,
                         const Tensor& qhat_inv_shoup, const Tensor& dst_moduli, const Tensor& qhat_mod_p,
-                        const std::optional<Tensor>& own, Tensor& out) {
+                        const std::optional<Tensor>& own, bool lazy, const std::optional<Tensor>& fragments,
+                        Tensor& out) {
   const char* op = "mod_up_conv";
   check_residues(coeffs, src_moduli, op, "coeffs");
   FHE_CHECK(coeffs.dim() == 2, op, ": coeffs must be [q_count, N], got ", coeffs.sizes());
@@ -663,6 +737,8 @@ Tensor& mod_up_conv_out(const Tensor& coeffs, const Tensor& src_moduli, const Te
     args.own = words(*own);
     args.own_begin = static_cast<int>(rows - q_count);
   }
+  args.lazy_out = lazy;
+  args.mma_fragments = checked_fragments(fragments, coeffs, dnum, rows, alpha, op);
   B::conv(args, coeffs);
   return out;
 }
@@ -670,9 +746,10 @@ Tensor& mod_up_conv_out(const Tensor& coeffs, const Tensor& src_moduli, const Te
 template <class B>
 Tensor mod_up_conv(const Tensor& coeffs, const Tensor& src_moduli, const Tensor& qhat_inv,
                    const Tensor& qhat_inv_shoup, const Tensor& dst_moduli, const Tensor& qhat_mod_p,
-                   const std::optional<Tensor>& own) {
+                   const std::optional<Tensor>& own, bool lazy, const std::optional<Tensor>& fragments) {
   Tensor out = at::empty({qhat_mod_p.size(0), dst_moduli.size(0), coeffs.size(1)}, coeffs.options());
-  return mod_up_conv_out<B>(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own, out);
+  return mod_up_conv_out<B>(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own, lazy, fragments,
+                            out);
 }
 
 // ---- centered lift -----------------------------------------------------------------------------
@@ -1097,7 +1174,7 @@ Tensor& ks_inner_product_babies_out(const Tensor& digits, at::TensorList keys, a
 // ---- run-time kernel variants (see kernels.h) -------------------------------------------------
 
 constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "fused", "ntt", "galois"};
-constexpr int kVariantMax[] = {2, 1, 1, 1, 3, 6, 1};
+constexpr int kVariantMax[] = {9, 1, 1, 1, 3, 6, 1};
 static_assert(sizeof(kVariantMax) / sizeof(kVariantMax[0]) == static_cast<size_t>(Variant::kCount));
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 
@@ -1196,16 +1273,19 @@ TORCH_LIBRARY(fhe_core, m) {
   m.def("tensor_product(Tensor a, Tensor b, Tensor moduli) -> Tensor");
   m.def("tensor_product.out(Tensor a, Tensor b, Tensor moduli, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("bconv(Tensor a, Tensor src_moduli, Tensor dst_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, "
-        "Tensor qhat_mod_p, Tensor? neg_q_mod_p=None) -> Tensor");
+        "Tensor qhat_mod_p, Tensor? neg_q_mod_p=None, bool lazy=False, Tensor? fragments=None) -> Tensor");
   m.def("bconv.out(Tensor a, Tensor src_moduli, Tensor dst_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, "
-        "Tensor qhat_mod_p, Tensor? neg_q_mod_p=None, *, Tensor(a!) out) -> Tensor(a!)");
+        "Tensor qhat_mod_p, Tensor? neg_q_mod_p=None, bool lazy=False, Tensor? fragments=None, *, Tensor(a!) out) "
+        "-> Tensor(a!)");
   m.def("ks_inner_product(Tensor digits, Tensor key, int q_count, int p_row, Tensor moduli) -> Tensor");
   m.def("ks_inner_product.out(Tensor digits, Tensor key, int q_count, int p_row, Tensor moduli, *, "
         "Tensor(a!) out) -> Tensor(a!)");
   m.def("mod_up_conv(Tensor coeffs, Tensor src_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, Tensor dst_moduli, "
-        "Tensor qhat_mod_p, Tensor? own=None) -> Tensor");
+        "Tensor qhat_mod_p, Tensor? own=None, bool lazy=False, Tensor? fragments=None) -> Tensor");
   m.def("mod_up_conv.out(Tensor coeffs, Tensor src_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, "
-        "Tensor dst_moduli, Tensor qhat_mod_p, Tensor? own=None, *, Tensor(a!) out) -> Tensor(a!)");
+        "Tensor dst_moduli, Tensor qhat_mod_p, Tensor? own=None, bool lazy=False, Tensor? fragments=None, *, "
+        "Tensor(a!) out) -> Tensor(a!)");
+  m.def("conv_mma_fragments(Tensor qhat_mod_p, Tensor dst_moduli, Tensor? neg_q_mod_p=None) -> Tensor");
   m.def("center_lift(Tensor a, int q, Tensor dst_moduli) -> Tensor");
   m.def("center_lift.out(Tensor a, int q, Tensor dst_moduli, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("automorphism_ntt(Tensor a, Tensor moduli, int galois) -> Tensor");
@@ -1239,6 +1319,7 @@ TORCH_LIBRARY(fhe_core, m) {
 TORCH_LIBRARY_IMPL(fhe_core, CPU, m) {
   fhe::register_backend<fhe::CpuBackend>(m);
   m.impl("ntt_table", &fhe::ntt_table);
+  m.impl("conv_mma_fragments", &fhe::conv_mma_fragments);
 }
 
 #ifdef FHE_CORE_WITH_CUDA

@@ -25,7 +25,7 @@ Tensor = torch.Tensor
 __all__ = [
     "cuda_built", "ntt", "intt", "intt_galois", "mod_down_ntt",
     "add", "sub", "neg", "mul", "mul_const", "sub_mul_const",
-    "mul_add", "tensor_product", "bconv", "center_lift", "mod_up_conv", "ks_inner_product",
+    "mul_add", "tensor_product", "bconv", "center_lift", "mod_up_conv", "conv_mma_fragments", "ks_inner_product",
     "automorphism_ntt", "automorphism_coeff", "sample_uniform", "sample_cbd", "sample_ternary",
     "ntt_table", "seed_words", "kernel_variant", "use_kernel_variant", "ks_inner_product_fused",
     "linear_combination", "giant_products", "ks_inner_product_pair", "ks_inner_product_babies",
@@ -41,27 +41,31 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     """Read (``value=None``) or set the CUDA kernel variant ``name``; returns the previous value.
 
     0 is the reference kernel; the default is the fastest measured alternative. Known names: ``"conv"`` (basis
-    conversion as a byte-sliced integer matrix product on the tensor cores: 1 with output rows in groups of 32, 2,
-    the default, in balanced groups at 64 registers), ``"mod_up"`` (1: ModUp as one Conv and one NTT over every
-    digit, CUDA only), ``"mod_down"`` (1: ModDown's INTT in one launch and its last step in the NTT's store,
-    ``mod_down_ntt``), read by ``rlwe.keyswitch``; ``"tensor"`` (1: CKKS's tensor product as one ``tensor_product``,
-    read by ``ckks.Evaluator``); ``"fused"`` (1: the bootstrapping circuit's fused passes,
-    :func:`ks_inner_product_fused` and :func:`linear_combination` in the linear transforms, the polynomial evaluator
-    and the batched pair, rescale's last step in the NTT's store; 2: also :func:`giant_products`,
-    :func:`ks_inner_product_pair`, CoeffsToSlots writing the EvalMod pair in place; 3, the default: also the baby
-    steps in one :func:`ks_inner_product_babies` and the giant steps' ModDowns as one batch; read by the ckks Python
-    on both devices); ``"ntt"`` (the NTT's kernels: 1, the rows kernel moves each row's contiguous side, the
-    inverse's input, the forward's output and ModDown's epilogue, as 16-byte accesses; 2, and loads each twiddle
-    with its Shoup companion as one 16-byte pair, with limb-major grids (a limb's twiddles shared by its batches
-    through L2); 3, and forward butterflies without Harvey's reduction for primes with (5 + 2 log N) q < 2^64 (below
-    ~2^58.7); 4, 3 with the row lengths compiled in at N = 2^16; 5, 4 with the inverse's sums unreduced within each
-    round of 3 stages, for primes below 2^60; 6, the default, 5 with truncated Shoup quotients in the forward's
-    first kernel, for primes below ~2^58.3 at N = 2^16); ``"galois"`` (1, the default: a rotation's sigma_k read
-    inside ModUp's inverse NTT, ``intt_galois``, and ModDown's epilogue add, ``mod_down_ntt(add_galois=k)``, instead
-    of two ``automorphism_ntt`` passes; read by ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1). All
-    variants give the same residues bit for bit; the switch exists so that tests compare them and benchmarks time
-    them side by side. The CPU kernels have one variant and ignore "conv". A launch reads the setting when it is
-    enqueued (so a captured CUDA graph keeps the variant it was captured with).
+    conversion as a byte-sliced integer matrix product on the tensor cores: 1 with output rows in groups of 32, 2 in
+    balanced groups at 64 registers, 3 with about half the instructions per output row, 4 = 3 with the next tile's
+    input copied ahead, 5 = 4 in the fewest row groups, 6 and 7 (the default) = 4 and 5 reading precomputed B
+    operands where the call passes them, 8 = 7 with two output rows at once, 9 = 7 with exact conversions in blocks
+    of one tile), ``"mod_up"`` (1: ModUp as one Conv and one NTT over every digit, CUDA only), ``"mod_down"`` (1:
+    ModDown's INTT in one launch and its last step in the NTT's store, ``mod_down_ntt``), read by
+    ``rlwe.keyswitch``; ``"tensor"`` (1: CKKS's tensor product as one ``tensor_product``, read by
+    ``ckks.Evaluator``); ``"fused"`` (1: the bootstrapping circuit's fused passes, :func:`ks_inner_product_fused`
+    and :func:`linear_combination` in the linear transforms, the polynomial evaluator and the batched pair,
+    rescale's last step in the NTT's store; 2: also :func:`giant_products`, :func:`ks_inner_product_pair`,
+    CoeffsToSlots writing the EvalMod pair in place; 3, the default: also the baby steps in one
+    :func:`ks_inner_product_babies` and the giant steps' ModDowns as one batch; read by the ckks Python on both
+    devices); ``"ntt"`` (the NTT's kernels: 1, the rows kernel moves each row's contiguous side, the inverse's
+    input, the forward's output and ModDown's epilogue, as 16-byte accesses; 2, and loads each twiddle with its
+    Shoup companion as one 16-byte pair, with limb-major grids (a limb's twiddles shared by its batches through L2);
+    3, and forward butterflies without Harvey's reduction for primes with (5 + 2 log N) q < 2^64 (below ~2^58.7); 4,
+    3 with the row lengths compiled in at N = 2^16; 5, 4 with the inverse's sums unreduced within each round of 3
+    stages, for primes below 2^60; 6, the default, 5 with truncated Shoup quotients in the forward's first kernel,
+    for primes below ~2^58.3 at N = 2^16); ``"galois"`` (1, the default: a rotation's sigma_k read inside ModUp's
+    inverse NTT, ``intt_galois``, and ModDown's epilogue add, ``mod_down_ntt(add_galois=k)``, instead of two
+    ``automorphism_ntt`` passes; read by ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1). All variants
+    give the same residues bit for bit (a ``lazy`` conversion the same residues modulo each prime: conv 3 to 9 leave
+    them in [0, 3p)); the switch exists so that tests compare them and benchmarks time them side by side. The CPU
+    kernels have one variant and ignore "conv". A launch reads the setting when it is enqueued (so a captured CUDA
+    graph keeps the variant it was captured with).
     """
     return int(_ops.kernel_variant(name, -1 if value is None else int(value)))
 
@@ -170,7 +174,8 @@ def tensor_product(a: Tensor, b: Tensor, moduli: Tensor, *, out: Tensor | None =
 
 
 def bconv(a: Tensor, src_moduli: Tensor, dst_moduli: Tensor, qhat_inv: Tensor, qhat_inv_shoup: Tensor,
-          qhat_mod_p: Tensor, neg_q_mod_p: Tensor | None = None, *, out: Tensor | None = None) -> Tensor:
+          qhat_mod_p: Tensor, neg_q_mod_p: Tensor | None = None, *, lazy: bool = False,
+          fragments: Tensor | None = None, out: Tensor | None = None) -> Tensor:
     """Basis conversion Conv_{Q->P} (HK20/BEHZ), coefficient domain.
 
     a: ``[..., l_in, N]`` residues of x mod Q, x in [0, Q) -> ``[..., l_out, N]`` residues of
@@ -178,14 +183,19 @@ def bconv(a: Tensor, src_moduli: Tensor, dst_moduli: Tensor, qhat_inv: Tensor, q
     ``neg_q_mod_p`` (``[l_out]``, (-Q) mod p_j; l_in < 64), of the centred representative of x
     (x if x < Q/2, else x - Q): the multiple of Q is computed in double precision and
     subtracted (exact conversion; for x within ~l_in 2^-52 Q of Q/2 either representative may
-    come out). Constants from :class:`fhe_core.ring.BasisConverter`.
+    come out). Constants from :class:`fhe_core.ring.BasisConverter`. ``lazy=True``: the residues
+    may be left in [0, 3 p_j) instead of [0, p_j) (for a forward NTT, which takes [0, 4 p_j) and
+    returns canonical values; the CUDA kernel then skips its final corrections). ``fragments``:
+    :func:`conv_mma_fragments` of this call's qhat_mod_p, dst_moduli and neg_q_mod_p, on a's device
+    (the tensor-core kernel then reads them instead of building them in every block).
     """
-    return _call(_ops.bconv, (a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, neg_q_mod_p), out)
+    return _call(_ops.bconv, (a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, neg_q_mod_p, lazy,
+                              fragments), out)
 
 
 def mod_up_conv(coeffs: Tensor, src_moduli: Tensor, qhat_inv: Tensor, qhat_inv_shoup: Tensor,
-                dst_moduli: Tensor, qhat_mod_p: Tensor, own: Tensor | None = None, *,
-                out: Tensor | None = None) -> Tensor:
+                dst_moduli: Tensor, qhat_mod_p: Tensor, own: Tensor | None = None, *, lazy: bool = False,
+                fragments: Tensor | None = None, out: Tensor | None = None) -> Tensor:
     """ModUp's fast basis extension of every digit at once (HK20), coefficient domain.
 
     coeffs: ``[q_count, N]`` over Q_l; digit j is rows [j*alpha, (j+1)*alpha) (the last may be
@@ -194,9 +204,22 @@ def mod_up_conv(coeffs: Tensor, src_moduli: Tensor, qhat_inv: Tensor, qhat_inv_s
     Returns ``[dnum, rows, N]``: digit j extended to every prime of the destination, exactly equal
     to the input on the digit's own primes. With ``own`` (``[q_count, N]``, the input in the NTT
     domain; the destination is (P, Q) with Q's primes last), the digits' own rows are copied from it
-    instead of converted: ModUp then transforms only the other rows.
+    instead of converted: ModUp then transforms only the other rows. ``lazy``: as in :func:`bconv`
+    (the converted rows may be left in [0, 3 p_r); copied rows are as given); ``fragments``: as in
+    :func:`bconv` (:func:`conv_mma_fragments` of qhat_mod_p and dst_moduli).
     """
-    return _call(_ops.mod_up_conv, (coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own), out)
+    return _call(_ops.mod_up_conv, (coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own, lazy,
+                                    fragments), out)
+
+
+def conv_mma_fragments(qhat_mod_p: Tensor, dst_moduli: Tensor, neg_q_mod_p: Tensor | None = None) -> Tensor:
+    """The tensor-core Conv's B operands for these constants, computed once (on the CPU) and returned
+    on qhat_mod_p's device: int32 ``[dnum, rows, KT, 64]`` (KT = ceil(slots / 4), slots = alpha, + 1
+    with neg_q_mod_p) for the ``fragments=`` argument of :func:`bconv` (qhat_mod_p ``[alpha, rows]``,
+    and neg_q_mod_p for the exact conversion) and :func:`mod_up_conv` (``[dnum, alpha, rows]``).
+    """
+    cpu = (qhat_mod_p.cpu(), dst_moduli.cpu(), None if neg_q_mod_p is None else neg_q_mod_p.cpu())
+    return _ops.conv_mma_fragments(*cpu).to(qhat_mod_p.device)
 
 
 def center_lift(a: Tensor, q: int, dst_moduli: Tensor, *, out: Tensor | None = None) -> Tensor:
@@ -348,7 +371,7 @@ def _register_fakes() -> None:
         return torch.empty_like(a), torch.empty_like(a)
 
     @torch.library.register_fake("fhe_core::mod_up_conv")
-    def _(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own=None):
+    def _(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own=None, lazy=False, fragments=None):
         return coeffs.new_empty((qhat_mod_p.shape[0], dst_moduli.shape[0], coeffs.shape[1]))
 
     @torch.library.register_fake("fhe_core::center_lift")
@@ -360,7 +383,8 @@ def _register_fakes() -> None:
         return digits.new_empty((2, digits.shape[1], digits.shape[2]))
 
     @torch.library.register_fake("fhe_core::bconv")
-    def _(a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, neg_q_mod_p=None):
+    def _(a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, neg_q_mod_p=None, lazy=False,
+          fragments=None):
         return a.new_empty((*a.shape[:-2], dst_moduli.shape[0], a.shape[-1]))
 
     def sampled(moduli, n, *args):

@@ -188,19 +188,28 @@ class BasisConverter:
         qhat = [big_q // q for q in src.primes]
         qhat_inv = [pow(h % q, -1, q) for h, q in zip(qhat, src.primes)]
         self.qhat_inv, self.qhat_inv_shoup = shoup_constants(qhat_inv, src.primes, src.device)
-        self.qhat_mod_p = words_tensor([h % p for h in qhat for p in dst.primes], src.device).reshape(
-            len(src), len(dst))
-        self.neg_q_mod_p = words_tensor([-big_q % p for p in dst.primes], src.device)
+        qhat_mod_p = words_tensor([h % p for h in qhat for p in dst.primes]).reshape(len(src), len(dst))
+        neg_q_mod_p = words_tensor([-big_q % p for p in dst.primes])
+        self.qhat_mod_p, self.neg_q_mod_p = qhat_mod_p.to(src.device), neg_q_mod_p.to(src.device)
+        # the tensor-core Conv's operands (CUDA, up to 16 source primes), fast and exact conversion
+        self.mma_fragments: dict[bool, torch.Tensor] = {}
+        if torch.device(src.device).type == "cuda" and len(src) < 16:
+            moduli = modulus_table(dst.primes)
+            self.mma_fragments = {exact: ops.conv_mma_fragments(qhat_mod_p, moduli, neg_q_mod_p if exact else None)
+                                  .to(src.device) for exact in (False, True)}
 
     @staticmethod
     def get(src: RNSBasis, dst: RNSBasis) -> BasisConverter:
         """The cached converter between two cached bases."""
         return _cached_converter(src, dst)
 
-    def __call__(self, a: torch.Tensor, *, exact: bool = False, out: torch.Tensor | None = None) -> torch.Tensor:
-        """``[..., l_src, N]`` -> ``[..., l_dst, N]`` (coefficient domain): x + u*Q, or centred x if ``exact``."""
+    def __call__(self, a: torch.Tensor, *, exact: bool = False, lazy: bool = False,
+                 out: torch.Tensor | None = None) -> torch.Tensor:
+        """``[..., l_src, N]`` -> ``[..., l_dst, N]`` (coefficient domain): x + u*Q, or centred x if ``exact``;
+        ``lazy``: residues possibly in [0, 3p) (see :func:`fhe_core.ops.bconv`), for a forward NTT."""
         return ops.bconv(a, self.src.moduli, self.dst.moduli, self.qhat_inv, self.qhat_inv_shoup,
-                         self.qhat_mod_p, self.neg_q_mod_p if exact else None, out=out)
+                         self.qhat_mod_p, self.neg_q_mod_p if exact else None, lazy=lazy,
+                         fragments=self.mma_fragments.get(exact), out=out)
 
 
 @functools.lru_cache(maxsize=256)

@@ -23,9 +23,10 @@ from math import prod
 
 import torch
 
+from fhe_core import ops
 from fhe_core.errors import LevelMismatchError, ParameterError
 from fhe_core.params.security import meets_128_bits
-from fhe_core.ring import BasisConverter, RNSBasis, resolve_device, shoup_constants, words_tensor
+from fhe_core.ring import BasisConverter, RNSBasis, modulus_table, resolve_device, shoup_constants, words_tensor
 
 MAX_CBD_ETA = 32  # the sampler's limit
 
@@ -66,6 +67,7 @@ class BatchedModUp:
     qhat_inv: torch.Tensor        # [l+1] (Q_j/q_k)^-1 mod q_k within each prime's digit
     qhat_inv_shoup: torch.Tensor
     qhat_mod_p: torch.Tensor      # [dnum_l, alpha, alpha + l + 1], zero past the last digit's primes
+    mma_fragments: torch.Tensor | None = None  # ops.conv_mma_fragments of qhat_mod_p (CUDA, alpha <= 16)
 
 
 # Small digits favour one batched ModUp (a few launches, own rows recomputed) over the per-digit
@@ -228,8 +230,11 @@ class RLWEContext:
             padded = qhat + [0] * (self.alpha - len(qhat))
             table += [h % r for h in padded for r in qp.primes]
         inv, inv_shoup = shoup_constants(inverses, q.primes, self.device)
-        qhat_mod_p = words_tensor(table, self.device).reshape(-1, self.alpha, len(qp))
-        return BatchedModUp(inv, inv_shoup, qhat_mod_p)
+        table_cpu = words_tensor(table).reshape(-1, self.alpha, len(qp))
+        fragments = None
+        if torch.device(self.device).type == "cuda" and self.alpha <= 16:
+            fragments = ops.conv_mma_fragments(table_cpu, modulus_table(qp.primes)).to(self.device)
+        return BatchedModUp(inv, inv_shoup, table_cpu.to(self.device), fragments)
 
     def _extension_part(self, qhat: Sequence[int], qp: RNSBasis, start: int, stop: int) -> ExtensionPart:
         rows = qp.rows(start, stop)

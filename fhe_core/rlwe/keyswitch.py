@@ -65,7 +65,8 @@ def _decompose_mod_up(ctx: RLWEContext, d: torch.Tensor, level: int,
             return _mod_up_all_digits(ctx, t, d, coeffs)
         if ctx.alpha <= _context.BATCHED_MODUP_MAX_ALPHA:  # small digits: one extension kernel, one NTT
             b = t.batched_mod_up
-            out = ops.mod_up_conv(coeffs, t.q.moduli, b.qhat_inv, b.qhat_inv_shoup, t.qp.moduli, b.qhat_mod_p)
+            out = ops.mod_up_conv(coeffs, t.q.moduli, b.qhat_inv, b.qhat_inv_shoup, t.qp.moduli, b.qhat_mod_p,
+                                  fragments=b.mma_fragments)
             return t.qp.ntt(out, out=out)
         out = torch.empty((len(t.digits), len(t.qp), ctx.n), dtype=torch.int64, device=ctx.device)
         for j, ext in enumerate(t.digits):
@@ -92,7 +93,8 @@ def _mod_up_all_digits(ctx: RLWEContext, t, d: torch.Tensor, coeffs: torch.Tenso
     (ops.mod_up_conv with ``own``), then one NTT over all digits that skips those rows. Equal to the
     per-digit path bit for bit."""
     b = t.batched_mod_up
-    out = ops.mod_up_conv(coeffs, t.q.moduli, b.qhat_inv, b.qhat_inv_shoup, t.qp.moduli, b.qhat_mod_p, d)
+    out = ops.mod_up_conv(coeffs, t.q.moduli, b.qhat_inv, b.qhat_inv_shoup, t.qp.moduli, b.qhat_mod_p, d,
+                          lazy=True, fragments=b.mma_fragments)  # lazy: the NTT below takes [0, 4p)
     alpha = ctx.alpha  # digit j's own rows: alpha + j * alpha onwards, alpha of them (fewer in the last)
     return ops.ntt(out, t.qp.moduli, t.qp.ntt_table, skip=(alpha, alpha, alpha), out=out)
 
@@ -193,7 +195,7 @@ def _mod_down(ctx: RLWEContext, c: torch.Tensor, level: int, add: torch.Tensor |
             c_p = torch.empty((batch.shape[0], alpha, ctx.n), dtype=torch.int64, device=ctx.device)
             for b in range(batch.shape[0]):                             # the P rows of each component
                 ctx.p_basis.intt(batch[b, :alpha], out=c_p[b])
-        conv = t.p_to_q(c_p, exact=True)                                # [c]_P, centred, over Q_l
+        conv = t.p_to_q(c_p, exact=True, lazy=True)                     # [c]_P, centred, over Q_l (< 3q: NTT next)
         if fused:                                                       # NTT and (c - conv) * P^-1, one pass
             out = ops.mod_down_ntt(conv, batch, alpha, t.p_inv, t.p_inv_shoup, t.q.moduli, t.q.ntt_table, add,
                                    add_galois=add_galois, out=conv)

@@ -423,7 +423,7 @@ __global__ void __launch_bounds__(kMmaTile) conv_mma_kernel(ConvArgs a, int grou
   conv_mma_body<KT, false>(a, groups, group_rows, ys, bfrag2, nullptr, nullptr, nullptr);
 }
 
-// Variant 2, the default (issue 14: the first kernel is latency-bound, 30% occupancy, a third of its
+// Variant 2 (issue 14: the first kernel is latency-bound, 30% occupancy, a third of its
 // stalls on global loads): shared memory sized to the block's rows (dynamic) and registers capped so
 // that 8 blocks (32 warps) fit an SM, the staged loads of conv_mma_body, and a geometry that balances
 // the rows over the groups (ModUp's 42 rows: 14 + 14 + 14 rather than 32 + 10) and picks the split by
@@ -451,6 +451,284 @@ __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
   Modulus* slot_mod = row_mod + group_rows;
   u64* slot_inv = reinterpret_cast<u64*>(slot_mod + 4 * KT);
   conv_mma_body<KT, true>(a, groups, group_rows, ys, bfrag2, row_mod, slot_mod, slot_inv);
+}
+
+// ---- Variant 3: the balanced kernel's row loop at about half the instructions (issue 14, session 3) ----
+//
+// The SASS of the balanced kernel issues ~117 warp instructions per output row and 32 coefficients:
+// the own-row test and 64-bit address arithmetic (~18), the recombination of the T_b across the lane
+// quad by shuffles (4 SHFL, 12 SEL, ~31 in all), the 80-bit Barrett step (~41: a 64 x 64-bit high
+// product and two 64-bit conditional subtractions) behind a 32-byte Modulus load and its q < 2^16 test.
+// Here, with the same tensor-core products and the same canonical results:
+//  - a group's rows are converted rows only; ModUp's own rows are copied after the tiles (16 bytes per
+//    copy, four in flight: a copy no longer stalls a warp for a DRAM round trip per row), and the
+//    geometry balances the converted rows;
+//  - a row's constants {q, 2^50 mod q, mu, shift, output offset} are one 32-byte shared record (MmaRow);
+//  - the lane quad's four 32-bit partial sums are transposed through 512 bytes of shared memory per
+//    warp: four conflict-free 4-byte stores and one 16-byte load per lane (reduce_quad_sums);
+//  - for q >= 2^32, V < 2^80 is first folded at 2^50 (W = V mod q, W < 2^31 q) so that the Barrett
+//    quotient fits 32 bits: one 32-bit high product and a few 32 x 32-bit ones (reduce_quad_sums);
+//  - with ConvArgs::lazy_out the result is left in [0, 3q): ModUp's and ModDown's conversions feed a
+//    forward NTT, whose Harvey butterflies take [0, 4q) and return canonical values.
+
+struct alignas(16) MmaRow {
+  u64 q;
+  u64 fold;    // 2^50 mod q
+  u32 mu;      // floor(2^(32 + s) / q) for s = bit length of q - 1 >= 32 (then 2^31 <= mu < 2^32); 0: q < 2^32
+  u32 shift;   // s - 32
+  u32 offset;  // output row * N (< 2^32: rows * N words of one digit)
+  u32 pad;
+};
+
+// The row constants of output prime m at output row offset `offset` (row * N).
+__device__ __forceinline__ MmaRow mma_row(const Modulus& m, u32 offset) {
+  const int s = 63 - __clzll(static_cast<long long>(m.value));
+  if (s < 32) return MmaRow{m.value, 0, 0, 0, offset, 0};
+  // floor(2^(32 + s) / q) = floor(floor(2^128 / q) / 2^(96 - s)), 96 - s in [36, 64]
+  const u64 mu = s == 32 ? m.ratio_hi : (m.ratio_hi << (s - 32)) | (m.ratio_lo >> (96 - s));
+  // (A 64-bit remainder here, once per row and block: computing it inline from the ratio instead changed the
+  // kernel's register allocation at 64 registers and spilled 16-28 bytes in the tile loop, 3-9% slower.)
+  const u64 fold = (u64{1} << 50) % m.value;
+  return MmaRow{m.value, fold, static_cast<u32>(mu), static_cast<u32>(s - 32), offset, 0};
+}
+
+// V = P0 + 2^16 P1 + 2^32 P2 + 2^48 P3 mod q (P_t = T_2t + 2^8 T_2t+1, so V = sum_b 2^(8b) T_b < 2^80), for
+// q >= 2^32 (mu != 0):
+// first W = (V mod 2^50) + floor(V / 2^50) (2^50 mod q) = V (mod q), W < 2^50 + 2^30 q; then Barrett
+// with a 32-bit quotient: top = floor(W / 2^s) < 2^18 + 2^31 (2^s < q < 2^(s+1), s >= 32) and
+// qhat = floor(top mu / 2^32). qhat <= W / q, and top mu / 2^32 > (W / 2^s - 1)(2^(32+s) / q - 1) / 2^32
+// > W / q - W / 2^(32+s) - 2^s / q > W / q - 1.51, so r = W - qhat q lies in [0, 3q) (computed modulo 2^64,
+// where it fits). Lazy: r as it is; else two conditional subtractions. q < 2^32: reduce80 (canonical).
+template <bool kLazy>
+__device__ __forceinline__ u64 reduce_quad_sums(uint4 p, const MmaRow& row, const Modulus* dst, int64_t n) {
+  const u64 low = p.x + (static_cast<u64>(p.y) << 16);   // < 2^49
+  const u64 high = p.z + (static_cast<u64>(p.w) << 16);  // < 2^49
+  const u64 above = (low >> 32) + high;                  // floor(V / 2^32) < 2^48
+  if (row.mu == 0) return reduce80(U128{(low & 0xffffffffu) | (above << 32), above >> 32}, dst[row.offset / n]);
+  const u32 h = static_cast<u32>(above >> 18);           // floor(V / 2^50) < 2^30
+  const u64 v50 = (low & 0xffffffffu) | ((above & 0x3ffff) << 32);
+  const u64 w_low = static_cast<u64>(h) * static_cast<u32>(row.fold) + v50;  // < 2^62 + 2^50
+  const u64 w_high = (w_low >> 32) + static_cast<u64>(h) * static_cast<u32>(row.fold >> 32);  // floor(W / 2^32)
+  const u32 top = static_cast<u32>(w_high >> row.shift);
+  const u32 qhat = __umulhi(top, row.mu);
+  const u64 r = ((w_low & 0xffffffffu) | (w_high << 32)) - static_cast<u64>(qhat) * row.q;
+  return kLazy ? r : csub(csub(r, 2 * row.q), row.q);
+}
+
+// The split of a digit's rows over grid.y: `groups` groups of at most `group_rows` converted rows, and
+// (ModUp with `own`) at most `own_rows` of the digit's own rows copied by each group.
+struct LeanSplit {
+  int groups;
+  int group_rows;
+  int own_rows;
+};
+
+constexpr int kLeanScratchWords = kMmaWarps * 32 * 4;  // u32: per warp, 32 coefficients x 4 partial sums
+
+template <int KT, int kRows = 1>
+constexpr size_t lean_smem_bytes(int group_rows) {
+  return sizeof(u64) * 4 * KT * kMmaYStride                 // ys
+         + sizeof(u32) * kLeanScratchWords * kRows          // the quads' transposition
+         + sizeof(uint2) * group_rows * KT * 32             // B fragments
+         + sizeof(MmaRow) * group_rows                      // row constants
+         + sizeof(Modulus) * 4 * KT + sizeof(u64) * 2 * 4 * KT;  // slot moduli, qhat_inv (+ Shoup)
+}
+
+// conv_rounded_overflow's sum (the same correctly rounded quotients, added in the same order: the same
+// result), with the 4 KT quotients computed first so that their divisions need not wait for each other.
+template <int KT>
+__device__ __forceinline__ u64 rounded_overflow_unrolled(const u64* y, int64_t stride, const Modulus* src, int count) {
+  double quotient[4 * KT];
+#pragma unroll
+  for (int k = 0; k < 4 * KT; ++k)
+    quotient[k] = k < count ? __ddiv_rn(__ull2double_rn(y[k * stride]), __ull2double_rn(src[k].value)) : 0.0;
+  double sum = 0.5;
+#pragma unroll
+  for (int k = 0; k < 4 * KT; ++k)
+    if (k < count) sum = __dadd_rn(sum, quotient[k]);
+  return static_cast<u64>(sum);
+}
+
+// Output row of a digit's converted row c: the rows before its own block, then those after it.
+__device__ __forceinline__ int lean_output_row(int c, int own_lo, int own_count) {
+  return c < own_lo ? c : c + own_count;
+}
+
+__device__ __forceinline__ void cp_async8(void* shared, const void* global) {
+  const u32 address = static_cast<u32>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(address), "l"(global) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+// kPrefetch (variants 4-8): the next tile's x is copied by cp.async into ys while the rows of this one
+// run (ys is idle once every warp holds its A fragments: one more barrier per tile, no more shared
+// memory), and each thread turns its own column of x into y in place. kRows (variant 8: 2): output
+// rows per step of the row loop, as independent chains of products, transposition and reduction.
+// ConvArgs::mma_fragments (variants 6-8 when given): the B fragments copied from a precomputed table
+// (ops.conv_mma_fragments) instead of built by every block (4 KT x rows chains of 7 modular shifts).
+template <int KT, bool kLazy, bool kPrefetch, int kRows>
+__global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
+    conv_mma_lean_kernel(ConvArgs a, LeanSplit split) {
+  extern __shared__ u64 conv_smem[];
+  auto ys = reinterpret_cast<u64(*)[kMmaYStride]>(conv_smem);
+  u32* scratch = reinterpret_cast<u32*>(conv_smem + 4 * KT * kMmaYStride);
+  uint2* bfrag2 = reinterpret_cast<uint2*>(scratch + kRows * kLeanScratchWords);
+  MmaRow* row_const = reinterpret_cast<MmaRow*>(bfrag2 + split.group_rows * KT * 32);
+  Modulus* slot_mod = reinterpret_cast<Modulus*>(row_const + split.group_rows);
+  u64* slot_inv = reinterpret_cast<u64*>(slot_mod + 4 * KT);
+  u32* bfrag = reinterpret_cast<u32*>(bfrag2);
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int g = lane / 4, t = lane % 4;
+  const int64_t b = blockIdx.y / (a.dnum * split.groups);
+  const int j = blockIdx.y / split.groups % a.dnum;
+  const int group = blockIdx.y % split.groups;
+  const int first = j * a.alpha, count = min(a.alpha, a.q_count - first);
+  const bool exact = a.neg_q_mod_p != nullptr;
+  const int own_count = a.own != nullptr ? count : 0, own_lo = a.own_begin + j * a.alpha;
+  const int c_begin = group * split.group_rows;
+  const int width = max(0, min(split.group_rows, a.rows - own_count - c_begin));  // converted rows here
+  const int own_begin = min(own_count, group * split.own_rows);
+  const int own_end = min(own_count, own_begin + split.own_rows);
+  const u64* in = a.in + (b * a.q_count + first) * a.n + tid;
+  const int64_t tile_count = a.n / kMmaTile;
+  if (kPrefetch && width > 0)  // the first tile's x, in flight while the constants are built
+    for (int k = 0; k < count; ++k) cp_async8(&ys[k][tid], in + k * a.n + blockIdx.x * kMmaTile);
+
+  if (a.mma_fragments != nullptr) {  // precomputed (variants 6-8): the group's rows, 16 bytes per copy
+    const uint4* table = reinterpret_cast<const uint4*>(a.mma_fragments) + static_cast<int64_t>(j) * a.rows * KT * 16;
+    uint4* fragments = reinterpret_cast<uint4*>(bfrag2);
+    for (int e = tid; e < width * KT * 16; e += kMmaTile)
+      fragments[e] = table[lean_output_row(c_begin + e / (KT * 16), own_lo, own_count) * KT * 16 + e % (KT * 16)];
+  } else {
+    for (int chain = tid; chain < 4 * KT * split.group_rows; chain += kMmaTile) {  // one (slot, row) chain
+      const int k = chain / split.group_rows, rr = chain % split.group_rows;
+      u64 c = 0, q = 1;
+      if (rr < width) {
+        const int r = lean_output_row(c_begin + rr, own_lo, own_count);
+        q = a.dst[r].value;
+        if (k < count) c = a.qhat_mod_p[(static_cast<int64_t>(j) * a.alpha + k) * a.rows + r];
+        else if (exact && k == count) c = a.neg_q_mod_p[r];
+      }
+      build_b_fragments<KT>(bfrag, k, rr, c, q);
+    }
+  }
+  for (int rr = tid; rr < width; rr += kMmaTile) {
+    const int r = lean_output_row(c_begin + rr, own_lo, own_count);
+    row_const[rr] = mma_row(a.dst[r], static_cast<u32>(r * a.n));
+  }
+  for (int k = tid; k < count; k += kMmaTile) {
+    slot_mod[k] = a.src[first + k];
+    slot_inv[k] = a.qhat_inv[first + k];
+    slot_inv[4 * KT + k] = a.qhat_inv_shoup[first + k];
+  }
+  __syncthreads();  // the first tile reads the slot constants
+
+  u64* out = a.out + (b * a.dnum + j) * a.rows * a.n;
+  const u32* ys32 = reinterpret_cast<const u32*>(&ys[0][0]);
+  u32* quad = scratch + warp * 128 * kRows;
+  const int coefficient = 32 * warp + 16 * (t >> 1) + g + 8 * (t & 1);  // this lane's result, in the tile
+  for (int64_t tile = blockIdx.x; width > 0 && tile < tile_count; tile += gridDim.x) {
+    const int64_t c0 = tile * kMmaTile;
+    u64 x[4 * KT];
+    if constexpr (kPrefetch) {
+      cp_async_wait_all();  // this thread's own copies: no barrier needed to read them
+#pragma unroll
+      for (int k = 0; k < 4 * KT; ++k) x[k] = k < count ? ys[k][tid] : 0;
+    } else {
+      if (tile != blockIdx.x) __syncthreads();  // the previous tile's A fragments are read
+      // A stride the compiler cannot see through: else it hoists the 4 KT load addresses out of the tile
+      // loop and spills them (64 registers); an IMAD per load here is cheaper.
+      int stride = static_cast<int>(a.n);
+      asm volatile("" : "+r"(stride));
+#pragma unroll
+      for (int k = 0; k < 4 * KT; ++k) x[k] = k < count ? in[k * stride + c0] : 0;
+    }
+#pragma unroll
+    for (int k = 0; k < 4 * KT; ++k)
+      if (k < count) ys[k][tid] = mul_shoup(x[k], slot_inv[k], slot_inv[4 * KT + k], slot_mod[k].value);
+    for (int k = count; k < 4 * KT; ++k)
+      ys[k][tid] = exact && k == count ? rounded_overflow_unrolled<KT>(&ys[0][tid], kMmaYStride, slot_mod, count) : 0;
+    __syncthreads();
+
+    u32 af[2][KT][4];
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+      const int cb = 32 * warp + 16 * m + g;
+#pragma unroll
+      for (int kt = 0; kt < KT; ++kt) {
+        const int k0 = 4 * kt + (t >> 1), k1 = k0 + 2;
+        af[m][kt][0] = ys32[(k0 * kMmaYStride + cb) * 2 + (t & 1)];
+        af[m][kt][1] = ys32[(k0 * kMmaYStride + cb + 8) * 2 + (t & 1)];
+        af[m][kt][2] = ys32[(k1 * kMmaYStride + cb) * 2 + (t & 1)];
+        af[m][kt][3] = ys32[(k1 * kMmaYStride + cb + 8) * 2 + (t & 1)];
+      }
+    }
+    if constexpr (kPrefetch) {
+      const int64_t next = tile + gridDim.x;
+      if (next < tile_count) {
+        __syncthreads();  // every warp holds its A fragments: ys is free for the next tile's x
+        for (int k = 0; k < count; ++k) cp_async8(&ys[k][tid], in + k * a.n + next * kMmaTile);
+      }
+    }
+    u64* out_tile = out + c0 + coefficient;
+    for (int rr = 0; rr < width; rr += kRows) {  // kRows rows at once: independent chains (variant 8)
+      const int here = min(kRows, width - rr);    // warp-uniform
+      int acc[kRows][2][4] = {};
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) {
+        if (i >= here) break;
+#pragma unroll
+        for (int kt = 0; kt < KT; ++kt) {
+          const uint2 bf = bfrag2[((rr + i) * KT + kt) * 32 + lane];
+          mma_u8(acc[i][0], af[0][kt], bf.x, bf.y);
+          mma_u8(acc[i][1], af[1][kt], bf.x, bf.y);
+        }
+      }
+      // P = T_2t + 2^8 T_2t+1 (< 2^32) of coefficient 16 m + g + 8 h of the warp, weight 2^(16 t) in its V:
+      // word 4 (16 m + g + 8 h) + t, 32 consecutive words per store (no bank conflict); each lane then
+      // reads the four words of its own coefficient as 16 bytes.
+#pragma unroll
+      for (int i = 0; i < kRows; ++i)
+#pragma unroll
+        for (int m = 0; m < 2; ++m)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            quad[128 * i + 4 * (16 * m + g + 8 * h) + t] =
+                static_cast<u32>(acc[i][m][2 * h]) + (static_cast<u32>(acc[i][m][2 * h + 1]) << 8);
+      __syncwarp();
+      uint4 p[kRows];
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) p[i] = reinterpret_cast<const uint4*>(quad)[32 * i + coefficient - 32 * warp];
+      __syncwarp();  // every lane has read before the next rows' stores
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) {
+        if (i >= here) break;
+        const MmaRow row = row_const[rr + i];
+        out_tile[row.offset] = reduce_quad_sums<kLazy>(p[i], row, a.dst, a.n);
+      }
+    }
+  }
+  // The group's own rows (ModUp) over the same tiles, after the conversion (whose registers the copies
+  // would otherwise crowd): 16 bytes per thread, four copies in flight.
+  const int own_rows = own_end - own_begin;
+  const int64_t copies = ((tile_count - blockIdx.x + gridDim.x - 1) / gridDim.x) * own_rows * (kMmaTile / 2);
+  const int64_t own_first = first - own_lo;  // own row k + own_lo comes from input row first + k
+  for (int64_t e0 = tid; e0 < copies; e0 += 4 * kMmaTile) {
+    ulonglong2 v[4];
+    int64_t target[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int64_t e = e0 + u * kMmaTile;
+      const int64_t pair = e % (kMmaTile / 2), rest = e / (kMmaTile / 2);
+      const int64_t column = (blockIdx.x + rest / own_rows * gridDim.x) * kMmaTile + 2 * pair;
+      target[u] = (own_lo + own_begin + rest % own_rows) * a.n + column;
+      if (e < copies) v[u] = *reinterpret_cast<const ulonglong2*>(a.own + target[u] + own_first * a.n);
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      if (e0 + u * kMmaTile < copies) *reinterpret_cast<ulonglong2*>(out + target[u]) = v[u];
+  }
 }
 
 // Blocks of a kernel the device holds at once (SMs x blocks per SM), asked once per device and
@@ -556,8 +834,79 @@ void launch_conv_mma_balanced(const ConvArgs& a, Stream stream) {
 }
 
 template <int KT>
-void launch_conv_mma(const ConvArgs& a, Stream stream, int variant) {
+int64_t lean_resident_blocks(int device, int group_rows) {
+  static int cached[kMaxDevices][kMmaMaxRows + 1] = {};
+  int scratch = 0;
+  int& slot = device >= 0 && device < kMaxDevices ? cached[device][group_rows] : scratch;
+  return resident_blocks(conv_mma_lean_kernel<KT, false, false, 1>, device, lean_smem_bytes<KT>(group_rows), slot);
+}
+
+struct LeanGeometry {
+  LeanSplit split{};
+  int64_t blocks_x = 0, blocks_y = 0;
+};
+
+// As balanced_geometry, over the converted rows (ModUp: 31 or 33 of 42 per digit; the own rows cost a
+// quarter of a row each, 16-byte copies) and with the lean kernel's costs: a row ~60-70 instructions, a
+// tile ~300 (x loads, the y_k, the A fragments), ~550 with the exact conversion's quotient.
+// fewest_groups (variants 5, 7, 8): only the fewest groups of at most mma_rows<KT>() rows (ModUp 2 x 17,
+// ModDown 1 x 31), so that each tile's x, y_k and quotient are computed as few times as possible
+// (measured on an H200, v4 against v5: a tile costs about as much as 9 output rows).
+template <int KT>
+// single_tiles (variant 9): exact conversions (ModDown) in blocks of one tile each (1024 blocks for ModDown's
+// 2 x 512 tiles over 660 resident, where the model ties with 512 blocks of 2 tiles: all slots busy at first).
+LeanGeometry lean_geometry(const ConvArgs& a, int device, bool fewest_groups, bool single_tiles = false) {
+  const int64_t tile_count = a.n / kMmaTile;
+  const int64_t tile_cost = a.neg_q_mod_p != nullptr ? 11 : 6;
+  const int own_max = a.own != nullptr ? std::min(a.alpha, a.q_count) : 0;
+  const int own_min = a.own != nullptr ? a.q_count - (a.dnum - 1) * a.alpha : 0;  // the last digit's
+  const int converted = a.rows - own_min;  // the most converted rows of a digit
+  const int fewest = std::max(1, (converted + mma_rows<KT>() - 1) / mma_rows<KT>());
+  LeanGeometry best;
+  int64_t best_cost = std::numeric_limits<int64_t>::max();
+  for (int groups = fewest; groups <= (fewest_groups ? fewest : std::max(converted, 1)); ++groups) {
+    const int group_rows = std::max(1, (converted + groups - 1) / groups);
+    if (groups > fewest && group_rows < 8) break;
+    if (groups > fewest && (converted + group_rows - 1) / group_rows != groups) continue;  // as fewer groups
+    const int own_rows = (own_max + groups - 1) / groups;
+    const int64_t resident = lean_resident_blocks<KT>(device, group_rows);
+    const int64_t blocks_y = a.batch * a.dnum * groups;
+    const int64_t one_wave = std::clamp<int64_t>(resident / blocks_y, 1, tile_count);
+    const bool one_tile = single_tiles && a.neg_q_mod_p != nullptr;
+    for (const int64_t tiles_per_block : {one_tile ? int64_t{1} : (tile_count + one_wave - 1) / one_wave, int64_t{1}}) {
+      const int64_t blocks_x = (tile_count + tiles_per_block - 1) / tiles_per_block;
+      const int64_t waves = (blocks_x * blocks_y + resident - 1) / resident;
+      const int64_t cost = waves * tiles_per_block * (4 * (tile_cost + group_rows) + own_rows);
+      if (cost < best_cost) {
+        best_cost = cost;
+        best = {{groups, group_rows, own_rows}, blocks_x, blocks_y};
+      }
+    }
+  }
+  return best;
+}
+
+template <int KT, bool kPrefetch, int kRows = 1>
+void launch_conv_mma_lean(const ConvArgs& a, Stream stream, bool fewest_groups, bool single_tiles = false) {
+  const LeanGeometry geometry = lean_geometry<KT>(a, stream.device, fewest_groups, single_tiles);
+  const dim3 grid(static_cast<unsigned>(geometry.blocks_x), static_cast<unsigned>(geometry.blocks_y));
+  const size_t smem = lean_smem_bytes<KT, kRows>(geometry.split.group_rows);
+  const cudaStream_t s = native(stream);
+  if (a.lazy_out) conv_mma_lean_kernel<KT, true, kPrefetch, kRows><<<grid, kMmaTile, smem, s>>>(a, geometry.split);
+  else conv_mma_lean_kernel<KT, false, kPrefetch, kRows><<<grid, kMmaTile, smem, s>>>(a, geometry.split);
+  check_launch("conv_mma_lean_kernel");
+}
+
+template <int KT>
+void launch_conv_mma(const ConvArgs& args, Stream stream, int variant) {
+  ConvArgs a = args;
+  if (variant < 6 || !aligned16(a.mma_fragments)) a.mma_fragments = nullptr;  // 3-5: built per block
+  // The lean kernel copies own rows 16 bytes at a time: it needs 16-byte aligned rows (else variant 2).
+  const bool lean = variant >= 3 && (a.own == nullptr || (aligned16(a.own) && aligned16(a.out)));
   if (variant == 1) launch_conv_mma<KT>(a, stream);
+  else if (lean && variant == 3) launch_conv_mma_lean<KT, false>(a, stream, false);
+  else if (lean && variant == 8) launch_conv_mma_lean<KT, true, 2>(a, stream, true);
+  else if (lean) launch_conv_mma_lean<KT, true>(a, stream, variant == 5 || variant >= 7, variant == 9);
   else launch_conv_mma_balanced<KT>(a, stream);
 }
 

@@ -1,12 +1,14 @@
 """The alternative CUDA kernels (ops.kernel_variant) against the reference kernels, the CPU build and
 Python integers, bit for bit; and the variant switch itself."""
+from fractions import Fraction
+
 import numpy as np
 import pytest
 import torch
 
 from fhe_core import ops
-from fhe_core.ring import BasisConverter, RNSBasis, generate_primes, modulus_table, shoup_constants, words_tensor
-from fhe_core.ring.primes import is_prime
+from fhe_core.ring import (BasisConverter, RNSBasis, generate_primes, is_prime, modulus_table, shoup_constants,
+                           words_tensor)
 from fhe_reference import fresh_rng, random_residues, to_ints
 
 
@@ -22,8 +24,8 @@ def test_kernel_variant_is_read_set_and_restored():
 def test_kernel_variant_rejects_unknown_names_and_values():
     with pytest.raises(RuntimeError, match="unknown kernel 'fft'"):
         ops.kernel_variant("fft", 0)
-    with pytest.raises(RuntimeError, match="conv is 0 \\(reference\\) to 2, got 3"):
-        ops.kernel_variant("conv", 3)
+    with pytest.raises(RuntimeError, match="conv is 0 \\(reference\\) to 9, got 10"):
+        ops.kernel_variant("conv", 10)
     with pytest.raises(RuntimeError, match="mod_up is 0 \\(reference\\) to 1, got 2"):
         ops.kernel_variant("mod_up", 2)
     with pytest.raises(RuntimeError, match="ntt is 0 \\(reference\\) to 6, got 7"):
@@ -31,8 +33,23 @@ def test_kernel_variant_rejects_unknown_names_and_values():
 
 
 # the reference kernel; the tensor-core kernel with 32-row groups (1), with balanced groups, 8 blocks
-# per SM and staged loads (2)
-CONV_VARIANTS = (0, 1, 2)
+# per SM and staged loads (2), with the lean row loop (3: own rows copied after the tiles, a 32-bit Barrett
+# quotient for primes above 2^32, lazy outputs on request), 3 with the next tile's input copied ahead (4),
+# 4 in the fewest row groups (5), 4 and 5 reading precomputed B fragments where given (6, 7; 7 is the
+# default), 7 with two output rows at once (8), 7 with exact conversions in blocks of one tile (9)
+CONV_VARIANTS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+LAZY_VARIANTS = (3, 4, 5, 6, 7, 8, 9)  # the variants that leave lazy=True outputs in [0, 3p)
+
+
+def _assert_lazy_result(got, expected, primes, variant):
+    """got == expected where the variant keeps its outputs canonical; else got in [0, 3p) and
+    got = expected mod p, row by row (the last-but-one axis runs over primes)."""
+    if variant not in LAZY_VARIANTS:
+        assert torch.equal(got, expected), f"variant {variant} (lazy)"
+        return
+    p = torch.tensor(primes, dtype=torch.int64).unsqueeze(-1)
+    assert bool(((got >= 0) & (got < 3 * p)).all()), f"variant {variant}: lazy output outside [0, 3p)"
+    assert torch.equal(got % p, expected), f"variant {variant}: lazy output not congruent"
 
 
 def _conv_expected(x, src, dst, exact):
@@ -56,12 +73,12 @@ def _conv_expected(x, src, dst, exact):
     return out
 
 
-def _convert_on(device, x, primes_in, primes_out, exact):
+def _convert_on(device, x, primes_in, primes_out, exact, lazy=False):
     """ops.bconv of x ([..., l_in, any length]) with the constants of a converter built at N = 1024."""
     src, dst = RNSBasis.get(primes_in, 1024, device), RNSBasis.get(primes_out, 1024, device)
     conv = BasisConverter.get(src, dst)
     return ops.bconv(x.to(device), src.moduli, dst.moduli, conv.qhat_inv, conv.qhat_inv_shoup, conv.qhat_mod_p,
-                     conv.neg_q_mod_p if exact else None).cpu()
+                     conv.neg_q_mod_p if exact else None, lazy=lazy).cpu()
 
 
 # (input limbs, output limbs, exact, N): slots = inputs (+1 exact) in 2..16 take the tensor cores
@@ -86,10 +103,13 @@ def test_tensor_core_conv_is_bit_identical(l_in, l_out, exact, n):
     x = random_residues(rng, primes_in, (2,), n)
     x[0, :, :16] = torch.tensor([q - 1 for q in primes_in]).unsqueeze(1)
     expected = _convert_on("cpu", x, primes_in, primes_out, exact)
+    assert torch.equal(_convert_on("cpu", x, primes_in, primes_out, exact, lazy=True), expected)  # CPU: canonical
     for variant in CONV_VARIANTS:
         with ops.use_kernel_variant("conv", variant):
             got = _convert_on("cuda", x, primes_in, primes_out, exact)
+            lazy = _convert_on("cuda", x, primes_in, primes_out, exact, lazy=True)
         assert torch.equal(got, expected), f"variant {variant}: {(got != expected).nonzero()[:8].tolist()}"
+        _assert_lazy_result(lazy, expected, primes_out, variant)
     columns = np.unique(np.concatenate([np.arange(16), rng.integers(0, n, size=24)]))
     ints = _conv_expected(x[..., columns], RNSBasis.get(primes_in, 1024), RNSBasis.get(primes_out, 1024), exact)
     # (the exact conversion may round either way within ~2^-50 Q of Q/2: not hit by random inputs)
@@ -116,13 +136,66 @@ def test_tensor_core_conv_small_destination_primes(exact):
     args = (modulus_table(src_primes), modulus_table(dst_primes), qhat_inv, qhat_inv_shoup, qhat_mod_p)
     x = random_residues(rng, src_primes, (2,), n)
     expected = ops.bconv(x, *args, neg_q)
-    on_cuda = tuple(t.cuda() for t in args)
-    for variant in CONV_VARIANTS:
-        with ops.use_kernel_variant("conv", variant):
-            got = ops.bconv(x.cuda(), *on_cuda, None if neg_q is None else neg_q.cuda()).cpu()
-        assert torch.equal(got, expected), f"variant {variant}"
+    _assert_every_variant(x, args, neg_q, expected, dst_primes)
     src, dst = RNSBasis.get(src_primes, n), _Primes(dst_primes)
     assert to_ints(expected[..., :32]) == _conv_expected(x[..., :32], src, dst, exact)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("exact", [False, True])
+def test_tensor_core_conv_at_the_reduction_edges(exact):
+    """The largest sums the tensor-core Conv can form (V near 2^80: 61-bit y_k = q_k - 1 and constants
+    p - 1, so nearly every byte is 0xFF) and random ones, into destination primes on both sides of
+    the lean kernel's edges (2^32: its 32-bit Barrett quotient below, the general reduction above;
+    2^48; 2^50, where it folds V), 61-bit primes and 2^16 + 1: every variant against the CPU build and
+    Python integers, lazy outputs in [0, 3p). The constants are made up (y_k = x_k: qhat_inv = 1):
+    bconv takes any."""
+    rng, _ = fresh_rng()
+    n = 1024
+    src_primes = generate_primes([61] * 11, n)
+    edges = []
+    for bits in (32, 48, 50):  # the largest prime below 2^bits and the smallest above
+        edges.append(next(q for q in range(2 ** bits - 1, 2 ** bits - 10 ** 4, -2) if is_prime(q)))
+        edges.append(next(q for q in range(2 ** bits + 1, 2 ** bits + 10 ** 4, 2) if is_prime(q)))
+    dst_primes = edges + [65537] + generate_primes([61] * 3 + [60, 40], n, exclude=src_primes)
+    ones, ones_shoup = shoup_constants([1] * len(src_primes), src_primes)
+    consts = [[p - 1 if (k + r) % 3 else int(rng.integers(1, p)) for r, p in enumerate(dst_primes)]
+              for k in range(len(src_primes))]
+    neg = [p - 1 for p in dst_primes]
+    args = (modulus_table(src_primes), modulus_table(dst_primes), ones, ones_shoup,
+            words_tensor([c for row in consts for c in row]).reshape(len(src_primes), len(dst_primes)))
+    neg_q = words_tensor(neg) if exact else None
+    x = random_residues(rng, src_primes, (2,), n)
+    x[0, :, : n // 2] = torch.tensor([q - 1 for q in src_primes]).unsqueeze(1)  # V near its maximum
+    expected = ops.bconv(x, *args, neg_q)
+    _assert_every_variant(x, args, neg_q, expected, dst_primes)
+    columns = np.unique(np.concatenate([np.arange(8), n // 2 + np.arange(4), rng.integers(0, n, size=12)]))
+    xs = to_ints(x[..., columns])
+    for b in range(2):
+        for i, column in enumerate(columns):
+            y = [xs[b][k][i] for k in range(len(src_primes))]
+            u = 0
+            if exact:  # floor(sum y_k / q_k + 1/2), exact rationals (not near a half here)
+                u = int(sum(Fraction(yk, q) for yk, q in zip(y, src_primes)) + Fraction(1, 2))
+            for r, p in enumerate(dst_primes):
+                total = sum(yk * consts[k][r] for k, yk in enumerate(y)) + u * neg[r]
+                assert int(expected[b, r, column]) == total % p
+
+
+def _assert_every_variant(x, args, neg_q, expected, dst_primes):
+    """ops.bconv(x, *args, neg_q) on CUDA == expected for every Conv variant, with and without the
+    precomputed B fragments (variants 6, 7 read them), canonical and lazy."""
+    fragments = ops.conv_mma_fragments(args[4], args[1], neg_q).cuda()
+    on_cuda = tuple(t.cuda() for t in args)
+    neg = None if neg_q is None else neg_q.cuda()
+    for variant in CONV_VARIANTS:
+        with ops.use_kernel_variant("conv", variant):
+            got = ops.bconv(x.cuda(), *on_cuda, neg).cpu()
+            with_table = ops.bconv(x.cuda(), *on_cuda, neg, fragments=fragments).cpu()
+            lazy = ops.bconv(x.cuda(), *on_cuda, neg, lazy=True, fragments=fragments).cpu()
+        assert torch.equal(got, expected), f"variant {variant}"
+        assert torch.equal(with_table, expected), f"variant {variant}, fragments given"
+        _assert_lazy_result(lazy, expected, dst_primes, variant)
 
 
 class _Primes:
@@ -189,12 +262,50 @@ def test_tensor_core_mod_up_conv_is_bit_identical(alpha, q_count):
     and without the digits' own rows copied from a given tensor."""
     x, args, own, expected, expected_own = _mod_up_case(alpha, q_count)
     assert torch.equal(ops.mod_up_conv(x, *args, own), expected_own)
+    primes = to_ints(args[3][:, 0])
+    fragments = ops.conv_mma_fragments(args[4], args[3]).cuda()
     for variant in CONV_VARIANTS:
         with ops.use_kernel_variant("conv", variant):
             got = ops.mod_up_conv(x.cuda(), *(t.cuda() for t in args)).cpu()
-            got_own = ops.mod_up_conv(x.cuda(), *(t.cuda() for t in args), own.cuda()).cpu()
+            got_own = ops.mod_up_conv(x.cuda(), *(t.cuda() for t in args), own.cuda(), fragments=fragments).cpu()
+            lazy_own = ops.mod_up_conv(x.cuda(), *(t.cuda() for t in args), own.cuda(), lazy=True,
+                                       fragments=fragments).cpu()
         assert torch.equal(got, expected), f"variant {variant}"
         assert torch.equal(got_own, expected_own), f"variant {variant}, own rows copied"
+        _assert_lazy_result(lazy_own, expected_own, primes, variant)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_conv_mma_fragments_hold_the_shifted_constants(exact):
+    """ops.conv_mma_fragments against Python integers: the byte of word (K tile k / 4, lane
+    4 b + 2 (k & 1) + h, register (k & 3) / 2) at position e is byte b of 2^(8 (4 h + e)) C mod p for
+    slot k's constant C (qhat_mod_p, (-Q) mod p at the exact conversion's extra slot, zero past it);
+    and the shapes it refuses."""
+    rng, _ = fresh_rng()
+    src = RNSBasis.get(generate_primes([50] * 5, 1024), 1024)
+    dst = RNSBasis.get(generate_primes([61, 40, 46, 33], 1024, exclude=src.primes), 1024)
+    conv = BasisConverter.get(src, dst)
+    table = ops.conv_mma_fragments(conv.qhat_mod_p, dst.moduli, conv.neg_q_mod_p if exact else None)
+    slots = 5 + exact
+    assert table.dtype == torch.int32 and list(table.shape) == [1, 4, 2, 64]
+    words = table.numpy().view(np.uint32)
+    constants = to_ints(conv.qhat_mod_p)
+    for r, p in enumerate(dst.primes):
+        for k in range(8):
+            c = constants[k][r] if k < 5 else (int(-src.modulus % p) if exact and k == slots - 1 else 0)
+            for h in range(2):
+                for b in range(8):
+                    word = int(words[0, r, k // 4, (4 * b + 2 * (k & 1) + h) * 2 + (k & 3) // 2])
+                    for e in range(4):
+                        assert (word >> (8 * e)) & 0xFF == ((c << (8 * (4 * h + e))) % p >> (8 * b)) & 0xFF
+    x = random_residues(rng, src.primes, (2,), 1024)
+    with pytest.raises(RuntimeError, match="fragments must be"):  # built for another slot count
+        ops.bconv(x, src.moduli, dst.moduli, conv.qhat_inv, conv.qhat_inv_shoup, conv.qhat_mod_p,
+                  fragments=ops.conv_mma_fragments(conv.qhat_mod_p[:4].contiguous(), dst.moduli))
+    with pytest.raises(RuntimeError, match="reduced mod their prime"):
+        ops.conv_mma_fragments(conv.qhat_mod_p + int(dst.primes[-1]), dst.moduli)
+    with pytest.raises(RuntimeError, match="1 to 16 slots"):
+        ops.conv_mma_fragments(torch.zeros(17, 4, dtype=torch.int64), dst.moduli)
 
 
 # The NTT (ops.kernel_variant("ntt")): 0 the reference kernels; 1 the rows kernel's contiguous side (the

@@ -12,6 +12,9 @@ from rlwe_helpers import Shape, context, fixed_seed
 
 # alpha = 5 > BATCHED_MODUP_MAX_ALPHA: 12 primes of Q in digits of 5, 5, 2
 LARGE_DIGITS = Shape(10, (40,) * 12, (50,) * 5)
+# the same with 50- and 60-bit primes (conv 3-8 leave ModUp's and ModDown's conversions lazy before their
+# NTTs; LARGE_DIGITS' 40-bit ones too, also above the 2^32 edge of their fast reduction)
+WIDE_PRIMES = Shape(10, (50,) * 12, (60,) * 5)
 
 
 def _key_switch_outputs(ctx, d, key, level, *, mod_up: int, conv: int = 1, mod_down: int = 1):
@@ -45,18 +48,21 @@ def test_mod_up_paths_are_bit_identical_on_cpu(level):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("shape", [LARGE_DIGITS, WIDE_PRIMES], ids=lambda s: s.id)
 @pytest.mark.parametrize("level", [11, 10, 6, 0])
-def test_mod_up_paths_are_bit_identical_on_cuda(level):
+def test_mod_up_paths_are_bit_identical_on_cuda(level, shape):
     """Every combination of the CUDA variants against the CPU's per-digit composition."""
     rng, _ = fresh_rng()
-    cpu, gpu = context(LARGE_DIGITS), context(LARGE_DIGITS, "cuda")
+    cpu, gpu = context(shape), context(shape, "cuda")
     sk = rlwe.gen_secret_key(cpu, seed=fixed_seed("paths/sk"))
     keys = rlwe.gen_eval_keys(cpu, sk, [], seed=fixed_seed("paths/evk"))
     sk_gpu = rlwe.gen_secret_key(gpu, seed=fixed_seed("paths/sk"))
     keys_gpu = rlwe.gen_eval_keys(gpu, sk_gpu, [], seed=fixed_seed("paths/evk"))
     d = _inputs(cpu, level, rng)
     expected = _key_switch_outputs(cpu, d, keys.relin_key("t"), level, mod_up=0, mod_down=0)
-    for variants in [(1, 1, 1), (0, 1, 0), (1, 0, 1), (0, 0, 0), (0, 1, 1), (1, 2, 1), (0, 2, 0)]:
+    for variants in [(1, 1, 1), (0, 1, 0), (1, 0, 1), (0, 0, 0), (0, 1, 1), (1, 2, 1), (0, 2, 0), (1, 3, 1),
+                     (0, 3, 0), (1, 4, 1), (0, 4, 1), (1, 5, 1), (0, 5, 0), (1, 6, 1), (0, 6, 0), (1, 7, 1),
+                     (1, 8, 1), (0, 8, 0), (1, 9, 1), (0, 9, 0)]:
         mod_up, conv, mod_down = variants
         got = _key_switch_outputs(gpu, d.cuda(), keys_gpu.relin_key("t"), level, mod_up=mod_up, conv=conv,
                                   mod_down=mod_down)
