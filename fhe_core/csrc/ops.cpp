@@ -661,22 +661,45 @@ Tensor bconv(const Tensor& a, const Tensor& src_moduli, const Tensor& dst_moduli
 
 constexpr int64_t kMaxDigits = 63;  // dnum products of < 2^122 fit a 128-bit accumulator
 
+// ---- the checks every key-switching inner product makes -----------------------------------------
+
+struct KsDigitShape {
+  int64_t dnum, limbs, n;
+};
+
+// digits: residues [dnum, limbs, N] with 1 <= dnum <= kMaxDigits.
+KsDigitShape check_ks_digits(const Tensor& digits, const Tensor& moduli, const char* op) {
+  check_residues(digits, moduli, op, "digits");
+  FHE_CHECK(digits.dim() == 3, op, ": digits must be [dnum, limbs, N], got ", digits.sizes());
+  const KsDigitShape d{digits.size(0), digits.size(1), digits.size(2)};
+  FHE_CHECK(d.dnum >= 1 && d.dnum <= kMaxDigits, op, ": 1 to ", kMaxDigits, " digits, got ", d.dnum);
+  return d;
+}
+
+// A switching key [>= dnum, 2, rows, N] on the digits' device; returns its row count.
+int64_t check_ks_key(const Tensor& key, const Tensor& digits, const KsDigitShape& d, const char* op) {
+  check_words(key, op, "key");
+  check_same_device(key, digits, op, "key");
+  FHE_CHECK(key.dim() == 4 && key.size(0) >= d.dnum && key.size(1) == 2 && key.size(3) == d.n, op,
+            ": key must be [dnum >= ", d.dnum, ", 2, rows, ", d.n, "], got ", key.sizes());
+  return key.size(2);
+}
+
+// The digits' limbs [0, q_count) are key rows [0, q_count), the others key rows from p_row on.
+void check_ks_rows(int64_t q_count, int64_t p_row, int64_t limbs, int64_t key_rows, const char* op) {
+  FHE_CHECK(q_count >= 0 && q_count <= limbs && q_count <= p_row && p_row + (limbs - q_count) <= key_rows, op,
+            ": limbs [0, ", q_count, ") must be key rows [0, ", q_count, ") and the other ", limbs - q_count,
+            " rows from ", p_row, ", within the key's ", key_rows, " rows");
+}
+
 template <class B>
 Tensor& ks_inner_product_out(const Tensor& digits, const Tensor& key, int64_t q_count, int64_t p_row,
                              const Tensor& moduli, Tensor& out) {
   const char* op = "ks_inner_product";
-  check_residues(digits, moduli, op, "digits");
-  FHE_CHECK(digits.dim() == 3, op, ": digits must be [dnum, limbs, N], got ", digits.sizes());
-  const int64_t dnum = digits.size(0), limbs = digits.size(1), n = digits.size(2);
-  FHE_CHECK(dnum >= 1 && dnum <= kMaxDigits, op, ": 1 to ", kMaxDigits, " digits, got ", dnum);
-  check_words(key, op, "key");
-  check_same_device(key, digits, op, "key");
-  FHE_CHECK(key.dim() == 4 && key.size(0) >= dnum && key.size(1) == 2 && key.size(3) == n, op,
-            ": key must be [dnum >= ", dnum, ", 2, rows, ", n, "], got ", key.sizes());
-  const int64_t key_rows = key.size(2);
-  FHE_CHECK(q_count >= 0 && q_count <= limbs && q_count <= p_row && p_row + (limbs - q_count) <= key_rows, op,
-            ": limbs [0, ", q_count, ") must be key rows [0, ", q_count, ") and the other ", limbs - q_count,
-            " rows from ", p_row, ", within the key's ", key_rows, " rows");
+  const KsDigitShape d = check_ks_digits(digits, moduli, op);
+  const int64_t dnum = d.dnum, limbs = d.limbs, n = d.n;
+  const int64_t key_rows = check_ks_key(key, digits, d, op);
+  check_ks_rows(q_count, p_row, limbs, key_rows, op);
   const std::vector<int64_t> sizes{2, limbs, n};
   check_out(out, digits, sizes, op);
   at::assert_no_overlap(out, digits);
@@ -923,19 +946,11 @@ Tensor& ks_inner_product_fused_out(const Tensor& digits, const Tensor& key, int6
                                    const Tensor& moduli, int64_t galois, const std::optional<Tensor>& add,
                                    int64_t add_galois, bool accumulate, Tensor& out) {
   const char* op = "ks_inner_product_fused";
-  check_residues(digits, moduli, op, "digits");
-  FHE_CHECK(digits.dim() == 3, op, ": digits must be [dnum, limbs, N], got ", digits.sizes());
-  const int64_t dnum = digits.size(0), limbs = digits.size(1), n = digits.size(2);
+  const KsDigitShape d = check_ks_digits(digits, moduli, op);
+  const int64_t dnum = d.dnum, limbs = d.limbs, n = d.n;
   const int log_n = log2_exact(n, op);
-  FHE_CHECK(dnum >= 1 && dnum <= kMaxDigits, op, ": 1 to ", kMaxDigits, " digits, got ", dnum);
-  check_words(key, op, "key");
-  check_same_device(key, digits, op, "key");
-  FHE_CHECK(key.dim() == 4 && key.size(0) >= dnum && key.size(1) == 2 && key.size(3) == n, op,
-            ": key must be [dnum >= ", dnum, ", 2, rows, ", n, "], got ", key.sizes());
-  const int64_t key_rows = key.size(2);
-  FHE_CHECK(q_count >= 0 && q_count <= limbs && q_count <= p_row && p_row + (limbs - q_count) <= key_rows, op,
-            ": limbs [0, ", q_count, ") must be key rows [0, ", q_count, ") and the other ", limbs - q_count,
-            " rows from ", p_row, ", within the key's ", key_rows, " rows");
+  const int64_t key_rows = check_ks_key(key, digits, d, op);
+  check_ks_rows(q_count, p_row, limbs, key_rows, op);
   for (const int64_t k : {galois, add_galois})
     FHE_CHECK(k > 0 && k < 2 * n && k % 2 == 1, op, ": a Galois element must be odd in [1, ", 2 * n, "), got ", k);
   FHE_CHECK(out.scalar_type() == at::kLong && out.dim() == 3 && out.size(0) == 2 && out.size(1) == limbs &&
@@ -1079,22 +1094,14 @@ template <class B>
 Tensor& ks_inner_product_pair_out(const Tensor& digits_a, const Tensor& digits_b, const Tensor& key, int64_t q_count,
                                   int64_t p_row, const Tensor& moduli, Tensor& out) {
   const char* op = "ks_inner_product_pair";
-  check_residues(digits_a, moduli, op, "digits_a");
-  FHE_CHECK(digits_a.dim() == 3, op, ": digits must be [dnum, limbs, N], got ", digits_a.sizes());
+  const KsDigitShape d = check_ks_digits(digits_a, moduli, op);
   check_words(digits_b, op, "digits_b");
   check_same_device(digits_b, digits_a, op, "digits_b");
   FHE_CHECK(digits_b.sizes() == digits_a.sizes(), op, ": the two digit sets differ in shape: ", digits_a.sizes(),
             " and ", digits_b.sizes());
-  const int64_t dnum = digits_a.size(0), limbs = digits_a.size(1), n = digits_a.size(2);
-  FHE_CHECK(dnum >= 1 && dnum <= kMaxDigits, op, ": 1 to ", kMaxDigits, " digits, got ", dnum);
-  check_words(key, op, "key");
-  check_same_device(key, digits_a, op, "key");
-  FHE_CHECK(key.dim() == 4 && key.size(0) >= dnum && key.size(1) == 2 && key.size(3) == n, op,
-            ": key must be [dnum >= ", dnum, ", 2, rows, ", n, "], got ", key.sizes());
-  const int64_t key_rows = key.size(2);
-  FHE_CHECK(q_count >= 0 && q_count <= limbs && q_count <= p_row && p_row + (limbs - q_count) <= key_rows, op,
-            ": limbs [0, ", q_count, ") must be key rows [0, ", q_count, ") and the other ", limbs - q_count,
-            " rows from ", p_row, ", within the key's ", key_rows, " rows");
+  const int64_t dnum = d.dnum, limbs = d.limbs, n = d.n;
+  const int64_t key_rows = check_ks_key(key, digits_a, d, op);
+  check_ks_rows(q_count, p_row, limbs, key_rows, op);
   const std::vector<int64_t> sizes{2, 2, limbs, n};
   check_out(out, digits_a, sizes, op);
   for (const Tensor* t : {&digits_a, &digits_b, &key}) at::assert_no_overlap(out, *t);
@@ -1115,11 +1122,9 @@ Tensor& ks_inner_product_babies_out(const Tensor& digits, at::TensorList keys, a
                                     at::IntArrayRef positions, int64_t q_count, int64_t p_row, const Tensor& moduli,
                                     const std::optional<Tensor>& add, Tensor& out) {
   const char* op = "ks_inner_product_babies";
-  check_residues(digits, moduli, op, "digits");
-  FHE_CHECK(digits.dim() == 3, op, ": digits must be [dnum, limbs, N], got ", digits.sizes());
-  const int64_t dnum = digits.size(0), limbs = digits.size(1), n = digits.size(2);
+  const KsDigitShape d = check_ks_digits(digits, moduli, op);
+  const int64_t dnum = d.dnum, limbs = d.limbs, n = d.n;
   const int log_n = log2_exact(n, op);
-  FHE_CHECK(dnum >= 1 && dnum <= kMaxDigits, op, ": 1 to ", kMaxDigits, " digits, got ", dnum);
   const int64_t count = static_cast<int64_t>(keys.size());
   FHE_CHECK(count >= 1 && count <= kMaxBabySteps && static_cast<int64_t>(galois.size()) == count &&
                 static_cast<int64_t>(positions.size()) == count,
@@ -1134,12 +1139,10 @@ Tensor& ks_inner_product_babies_out(const Tensor& digits, at::TensorList keys, a
   int64_t key_rows = -1;
   for (int64_t b = 0; b < count; ++b) {
     const Tensor& key = keys[b];
-    check_words(key, op, "key");
-    check_same_device(key, digits, op, "key");
-    FHE_CHECK(key.dim() == 4 && key.size(0) >= dnum && key.size(1) == 2 && key.size(3) == n &&
-                  (key_rows < 0 || key.size(2) == key_rows),
-              op, ": keys must be [dnum >= ", dnum, ", 2, rows, ", n, "] with one row count, got ", key.sizes());
-    key_rows = key.size(2);
+    const int64_t rows = check_ks_key(key, digits, d, op);
+    FHE_CHECK(key_rows < 0 || rows == key_rows, op, ": the keys must have one row count, got ", key_rows, " and ",
+              rows);
+    key_rows = rows;
     FHE_CHECK(galois[b] > 0 && galois[b] < 2 * n && galois[b] % 2 == 1, op, ": a Galois element must be odd in [1, ",
               2 * n, "), got ", galois[b]);
     FHE_CHECK(positions[b] >= 0 && positions[b] < out.size(0), op, ": position ", positions[b], " outside [0, ",
@@ -1151,9 +1154,7 @@ Tensor& ks_inner_product_babies_out(const Tensor& digits, at::TensorList keys, a
     args.outs[b] = mutable_words(out) + positions[b] * 2 * limbs * n;
     args.galois[b] = static_cast<u64>(galois[b]);
   }
-  FHE_CHECK(q_count >= 0 && q_count <= limbs && q_count <= p_row && p_row + (limbs - q_count) <= key_rows, op,
-            ": limbs [0, ", q_count, ") must be key rows [0, ", q_count, ") and the other ", limbs - q_count,
-            " rows from ", p_row, ", within the keys' ", key_rows, " rows");
+  check_ks_rows(q_count, p_row, limbs, key_rows, op);
   args.base = KsInnerProductArgs{words(digits), nullptr, nullptr, moduli_ptr(moduli), static_cast<int>(dnum),
                                  static_cast<int>(limbs), static_cast<int>(q_count), p_row, key_rows, n};
   args.count = static_cast<int>(count);
