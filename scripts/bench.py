@@ -78,8 +78,7 @@ NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
 # and v7 with two output rows at once (v8)
 CONV_LATER = {2: "[conv v2: balanced]", 3: "[conv v3: lean rows]", 4: "[conv v4: lean rows, x one tile ahead]",
               5: "[conv v5: v4 in the fewest row groups]", 6: "[conv v6: v4 + precomputed B fragments]",
-              7: "[conv v7: v5 + precomputed B fragments]", 8: "[conv v8: v7, two rows at once]",
-              9: "[conv v9: v7, exact conversions in one-tile blocks]"}
+              7: "[conv v7: v5 + precomputed B fragments]", 8: "[conv v8: v7, two rows at once]"}
 
 
 def conv_variant_cases(label: str, params: str, nbytes: int, fn: Callable[[int], object]) -> list[Case]:

@@ -245,7 +245,7 @@ enum class Variant : int {
                 //    (own rows copied after the tiles, 32-bit Barrett quotient, quad sums through shared memory);
                 //    4: 3 with the next tile's x copied ahead (cp.async); 5: 4 in the fewest row groups;
                 //    6, 7 (default): 4, 5 with the B fragments precomputed (ConvArgs::mma_fragments) when given;
-                //    8: 7 with two output rows at once; 9: 7 with exact conversions (ModDown) in one-tile blocks
+                //    8: 7 with two output rows at once
   kModUp = 1,   // 1: ModUp extends all digits in one Conv and one NTT launch (read by rlwe/keyswitch.py)
   kModDown = 2, // 1: ModDown's (c - x) * P^-1 in the NTT's last store (ops.mod_down_ntt; rlwe/keyswitch.py)
   kTensor = 3,  // 1: CKKS's tensor product as one op (ops.tensor_product; read by ckks/evaluator.py)

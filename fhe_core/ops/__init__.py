@@ -44,28 +44,27 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     conversion as a byte-sliced integer matrix product on the tensor cores: 1 with output rows in groups of 32, 2 in
     balanced groups at 64 registers, 3 with about half the instructions per output row, 4 = 3 with the next tile's
     input copied ahead, 5 = 4 in the fewest row groups, 6 and 7 (the default) = 4 and 5 reading precomputed B
-    operands where the call passes them, 8 = 7 with two output rows at once, 9 = 7 with exact conversions in blocks
-    of one tile), ``"mod_up"`` (1: ModUp as one Conv and one NTT over every digit, CUDA only), ``"mod_down"`` (1:
-    ModDown's INTT in one launch and its last step in the NTT's store, ``mod_down_ntt``), read by
-    ``rlwe.keyswitch``; ``"tensor"`` (1: CKKS's tensor product as one ``tensor_product``, read by
-    ``ckks.Evaluator``); ``"fused"`` (1: the bootstrapping circuit's fused passes, :func:`ks_inner_product_fused`
-    and :func:`linear_combination` in the linear transforms, the polynomial evaluator and the batched pair,
-    rescale's last step in the NTT's store; 2: also :func:`giant_products`, :func:`ks_inner_product_pair`,
-    CoeffsToSlots writing the EvalMod pair in place; 3, the default: also the baby steps in one
-    :func:`ks_inner_product_babies` and the giant steps' ModDowns as one batch; read by the ckks Python on both
-    devices); ``"ntt"`` (the NTT's kernels: 1, the rows kernel moves each row's contiguous side, the inverse's
-    input, the forward's output and ModDown's epilogue, as 16-byte accesses; 2, and loads each twiddle with its
-    Shoup companion as one 16-byte pair, with limb-major grids (a limb's twiddles shared by its batches through L2);
-    3, and forward butterflies without Harvey's reduction for primes with (5 + 2 log N) q < 2^64 (below ~2^58.7); 4,
-    3 with the row lengths compiled in at N = 2^16; 5, 4 with the inverse's sums unreduced within each round of 3
-    stages, for primes below 2^60; 6, the default, 5 with truncated Shoup quotients in the forward's first kernel,
-    for primes below ~2^58.3 at N = 2^16); ``"galois"`` (1, the default: a rotation's sigma_k read inside ModUp's
-    inverse NTT, ``intt_galois``, and ModDown's epilogue add, ``mod_down_ntt(add_galois=k)``, instead of two
-    ``automorphism_ntt`` passes; read by ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1). All variants
-    give the same residues bit for bit (a ``lazy`` conversion the same residues modulo each prime: conv 3 to 9 leave
-    them in [0, 3p)); the switch exists so that tests compare them and benchmarks time them side by side. The CPU
-    kernels have one variant and ignore "conv". A launch reads the setting when it is enqueued (so a captured CUDA
-    graph keeps the variant it was captured with).
+    operands where the call passes them, 8 = 7 with two output rows at once), ``"mod_up"`` (1: ModUp as one Conv and
+    one NTT over every digit, CUDA only), ``"mod_down"`` (1: ModDown's INTT in one launch and its last step in the
+    NTT's store, ``mod_down_ntt``), read by ``rlwe.keyswitch``; ``"tensor"`` (1: CKKS's tensor product as one
+    ``tensor_product``, read by ``ckks.Evaluator``); ``"fused"`` (1: the bootstrapping circuit's fused passes,
+    :func:`ks_inner_product_fused` and :func:`linear_combination` in the linear transforms, the polynomial evaluator
+    and the batched pair, rescale's last step in the NTT's store; 2: also :func:`giant_products`,
+    :func:`ks_inner_product_pair`, CoeffsToSlots writing the EvalMod pair in place; 3, the default: also the baby
+    steps in one :func:`ks_inner_product_babies` and the giant steps' ModDowns as one batch; read by the ckks Python
+    on both devices); ``"ntt"`` (the NTT's kernels: 1, the rows kernel moves each row's contiguous side, the
+    inverse's input, the forward's output and ModDown's epilogue, as 16-byte accesses; 2, and loads each twiddle
+    with its Shoup companion as one 16-byte pair, with limb-major grids (a limb's twiddles shared by its batches
+    through L2); 3, and forward butterflies without Harvey's reduction for primes with (5 + 2 log N) q < 2^64 (below
+    ~2^58.7); 4, 3 with the row lengths compiled in at N = 2^16; 5, 4 with the inverse's sums unreduced within each
+    round of 3 stages, for primes below 2^60; 6, the default, 5 with truncated Shoup quotients in the forward's
+    first kernel, for primes below ~2^58.3 at N = 2^16); ``"galois"`` (1, the default: a rotation's sigma_k read
+    inside ModUp's inverse NTT, ``intt_galois``, and ModDown's epilogue add, ``mod_down_ntt(add_galois=k)``, instead
+    of two ``automorphism_ntt`` passes; read by ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1). All
+    variants give the same residues bit for bit (a ``lazy`` conversion the same residues modulo each prime: conv 3
+    to 8 leave them in [0, 3p)); the switch exists so that tests compare them and benchmarks time them side by side.
+    The CPU kernels have one variant and ignore "conv". A launch reads the setting when it is enqueued (so a
+    captured CUDA graph keeps the variant it was captured with).
     """
     return int(_ops.kernel_variant(name, -1 if value is None else int(value)))
 

@@ -853,9 +853,7 @@ struct LeanGeometry {
 // ModDown 1 x 31), so that each tile's x, y_k and quotient are computed as few times as possible
 // (measured on an H200, v4 against v5: a tile costs about as much as 9 output rows).
 template <int KT>
-// single_tiles (variant 9): exact conversions (ModDown) in blocks of one tile each (1024 blocks for ModDown's
-// 2 x 512 tiles over 660 resident, where the model ties with 512 blocks of 2 tiles: all slots busy at first).
-LeanGeometry lean_geometry(const ConvArgs& a, int device, bool fewest_groups, bool single_tiles = false) {
+LeanGeometry lean_geometry(const ConvArgs& a, int device, bool fewest_groups) {
   const int64_t tile_count = a.n / kMmaTile;
   const int64_t tile_cost = a.neg_q_mod_p != nullptr ? 11 : 6;
   const int own_max = a.own != nullptr ? std::min(a.alpha, a.q_count) : 0;
@@ -872,8 +870,7 @@ LeanGeometry lean_geometry(const ConvArgs& a, int device, bool fewest_groups, bo
     const int64_t resident = lean_resident_blocks<KT>(device, group_rows);
     const int64_t blocks_y = a.batch * a.dnum * groups;
     const int64_t one_wave = std::clamp<int64_t>(resident / blocks_y, 1, tile_count);
-    const bool one_tile = single_tiles && a.neg_q_mod_p != nullptr;
-    for (const int64_t tiles_per_block : {one_tile ? int64_t{1} : (tile_count + one_wave - 1) / one_wave, int64_t{1}}) {
+    for (const int64_t tiles_per_block : {(tile_count + one_wave - 1) / one_wave, int64_t{1}}) {
       const int64_t blocks_x = (tile_count + tiles_per_block - 1) / tiles_per_block;
       const int64_t waves = (blocks_x * blocks_y + resident - 1) / resident;
       const int64_t cost = waves * tiles_per_block * (4 * (tile_cost + group_rows) + own_rows);
@@ -887,8 +884,8 @@ LeanGeometry lean_geometry(const ConvArgs& a, int device, bool fewest_groups, bo
 }
 
 template <int KT, bool kPrefetch, int kRows = 1>
-void launch_conv_mma_lean(const ConvArgs& a, Stream stream, bool fewest_groups, bool single_tiles = false) {
-  const LeanGeometry geometry = lean_geometry<KT>(a, stream.device, fewest_groups, single_tiles);
+void launch_conv_mma_lean(const ConvArgs& a, Stream stream, bool fewest_groups) {
+  const LeanGeometry geometry = lean_geometry<KT>(a, stream.device, fewest_groups);
   const dim3 grid(static_cast<unsigned>(geometry.blocks_x), static_cast<unsigned>(geometry.blocks_y));
   const size_t smem = lean_smem_bytes<KT, kRows>(geometry.split.group_rows);
   const cudaStream_t s = native(stream);
@@ -906,7 +903,7 @@ void launch_conv_mma(const ConvArgs& args, Stream stream, int variant) {
   if (variant == 1) launch_conv_mma<KT>(a, stream);
   else if (lean && variant == 3) launch_conv_mma_lean<KT, false>(a, stream, false);
   else if (lean && variant == 8) launch_conv_mma_lean<KT, true, 2>(a, stream, true);
-  else if (lean) launch_conv_mma_lean<KT, true>(a, stream, variant == 5 || variant >= 7, variant == 9);
+  else if (lean) launch_conv_mma_lean<KT, true>(a, stream, variant == 5 || variant == 7);
   else launch_conv_mma_balanced<KT>(a, stream);
 }
 
