@@ -643,7 +643,7 @@ def run(device: str, threads: list[int], only: str | None = None) -> dict:
 def markdown(result: dict) -> str:
     lines = [f"### {result['device']} ({result['kind']}), {result['date']}", "",
              f"torch {result['torch']}; measured copy bandwidth {result['copy_GBps']:.0f} GB/s "
-             f"(bytes read + written); 50-bit primes.", ""]
+             f"(bytes read + written); engine rows on 50-bit primes, scheme rows on their presets' primes.", ""]
     if result["kind"] == "cuda":
         lines += ["| op | parameters | device time (µs) | eager call (µs) | bytes moved (MB) | GB/s | of copy bw "
                   "| reference (µs) |",
