@@ -521,13 +521,8 @@ class Evaluator:
 
     def _scaled(self, a: Ciphertext, level: int, value: complex, constant_scale: float, op: str) -> Ciphertext:
         """a (checked, at ``level``) times ``value`` encoded at ``constant_scale``."""
-        try:
-            constant_scale = float(constant_scale)
-        except (TypeError, ValueError):
-            raise ParameterError(f"{op}: constant_scale must be a finite float >= 1, got {constant_scale!r}") from None
-        if not (math.isfinite(constant_scale) and constant_scale >= 1):
-            raise ParameterError(f"{op}: constant_scale must be a finite float >= 1, got {constant_scale}")
-        scale = self._check_scale_fits(a.scale * constant_scale, level, op)
+        scale = self._scaled_scale(a.scale, constant_scale, level, op)
+        constant_scale = float(constant_scale)  # valid: _scaled_scale checked it
         re, im = self._rounded_constant(value, constant_scale, level, op)
         data = _limbs(a.data, level)
         halves = data.view(*data.shape[:-2], 2 * (level + 1), self.params.n // 2)  # rows: (limb, half)
