@@ -283,6 +283,25 @@ __device__ __forceinline__ u64 reduce80(U128 v, const Modulus& m) {
   return csub(csub(r, 2 * m.value), m.value);
 }
 
+// The A fragments of a warp's two 16-coefficient halves from the staged y_k (ys32: the [slots][kMmaYStride]
+// words as 32-bit halves): lane (g, t) holds, per K tile, the low or high half (t & 1) of y for slots
+// 4 kt + t / 2 and + 2, coefficients cb and cb + 8 (the m16n8k32 row-major A layout).
+template <int KT>
+__device__ __forceinline__ void load_a_fragments(const u32* ys32, int warp, int g, int t, u32 (&af)[2][KT][4]) {
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+    const int cb = 32 * warp + 16 * m + g;
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt) {
+      const int k0 = 4 * kt + (t >> 1), k1 = k0 + 2;
+      af[m][kt][0] = ys32[(k0 * kMmaYStride + cb) * 2 + (t & 1)];
+      af[m][kt][1] = ys32[(k0 * kMmaYStride + cb + 8) * 2 + (t & 1)];
+      af[m][kt][2] = ys32[(k1 * kMmaYStride + cb) * 2 + (t & 1)];
+      af[m][kt][3] = ys32[(k1 * kMmaYStride + cb + 8) * 2 + (t & 1)];
+    }
+  }
+}
+
 // Body of both tensor-core kernels. Grid: (blocks over the coefficient tiles, batch * dnum * groups
 // of group_rows output rows); kMmaTile threads. The block builds its rows' B fragments once, then
 // for each of its coefficient tiles (blockIdx.x, + gridDim.x, ...) stages the y_k in shared memory
@@ -358,18 +377,7 @@ __device__ __forceinline__ void conv_mma_body(const ConvArgs& a, int groups, int
     __syncthreads();
 
     u32 af[2][KT][4];
-#pragma unroll
-    for (int m = 0; m < 2; ++m) {
-      const int cb = 32 * warp + 16 * m + g;
-#pragma unroll
-      for (int kt = 0; kt < KT; ++kt) {
-        const int k0 = 4 * kt + (t >> 1), k1 = k0 + 2;
-        af[m][kt][0] = ys32[(k0 * kMmaYStride + cb) * 2 + (t & 1)];
-        af[m][kt][1] = ys32[(k0 * kMmaYStride + cb + 8) * 2 + (t & 1)];
-        af[m][kt][2] = ys32[(k1 * kMmaYStride + cb) * 2 + (t & 1)];
-        af[m][kt][3] = ys32[(k1 * kMmaYStride + cb + 8) * 2 + (t & 1)];
-      }
-    }
+    load_a_fragments<KT>(ys32, warp, g, t, af);
     // Lane (g, t) finishes coefficient 32 warp + 16 (t >> 1) + g + 8 (t & 1) of every row.
     const int64_t coefficient = c0 + 32 * warp + 16 * (t >> 1) + g + 8 * (t & 1);
     for (int rr = 0; rr < width; ++rr) {
@@ -652,18 +660,7 @@ __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
     __syncthreads();
 
     u32 af[2][KT][4];
-#pragma unroll
-    for (int m = 0; m < 2; ++m) {
-      const int cb = 32 * warp + 16 * m + g;
-#pragma unroll
-      for (int kt = 0; kt < KT; ++kt) {
-        const int k0 = 4 * kt + (t >> 1), k1 = k0 + 2;
-        af[m][kt][0] = ys32[(k0 * kMmaYStride + cb) * 2 + (t & 1)];
-        af[m][kt][1] = ys32[(k0 * kMmaYStride + cb + 8) * 2 + (t & 1)];
-        af[m][kt][2] = ys32[(k1 * kMmaYStride + cb) * 2 + (t & 1)];
-        af[m][kt][3] = ys32[(k1 * kMmaYStride + cb + 8) * 2 + (t & 1)];
-      }
-    }
+    load_a_fragments<KT>(ys32, warp, g, t, af);
     if constexpr (kPrefetch) {
       const int64_t next = tile + gridDim.x;
       if (next < tile_count) {
