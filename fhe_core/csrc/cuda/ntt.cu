@@ -29,6 +29,7 @@
 #include <type_traits>
 
 #include "../common/ntt.h"
+#include "conv_mma.cuh"
 #include "launch.cuh"
 
 namespace fhe::cuda {
@@ -750,9 +751,11 @@ void launch_ntt(const NttArgs& a, Stream stream) {
   }
   const int first_order = plan.first_order, second_order = plan.second_order;
   if (kForward) {
-    columns<<<col_grid, col_threads, col_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, a.skip,
-                                                    a.in_batch_stride, first_order);
-    check_launch("ntt_columns<forward>");
+    if (!a.rows_only) {  // (rows_only: the columns pass ran already, in place in out: mod_down_fused)
+      columns<<<col_grid, col_threads, col_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, a.skip,
+                                                      a.in_batch_stride, first_order);
+      check_launch("ntt_columns<forward>");
+    }
     rows<<<row_grid, row_threads, row_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, rpb, a.skip,
                                                  a.epilogue, 0, second_order, 1, nullptr);
     check_launch("ntt_rows<forward>");
@@ -760,15 +763,289 @@ void launch_ntt(const NttArgs& a, Stream stream) {
     rows<<<row_grid, row_threads, row_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, rpb, a.skip,
                                                  a.epilogue, a.in_batch_stride, first_order, a.galois, a.permuted);
     check_launch("ntt_rows<inverse>");
+    if (a.rows_only) return;  // (mod_down_fused finishes the columns)
     columns<<<col_grid, col_threads, col_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, a.skip, 0,
                                                     second_order);
     check_launch("ntt_columns<inverse>");
   }
 }
 
+
+// ---- ModDown's columns passes and exact Conv in one kernel (ops.mod_down_fused; issue 14, session 4) ----
+//
+// Between ModDown's inverse NTT of the P rows and the forward NTT of the converted Q rows the data is in
+// natural coefficient order: the inverse's last pass and the forward's first pass (ntt_columns) work on the
+// same strided column sets, and the Conv works per coefficient across limbs. So one block takes C = 1024 / 2^k1
+// adjacent columns (1024 coefficients) of every P limb into shared memory (cp.async, all alpha limbs in flight
+// at once), finishes their inverse columns there, scales them into the Conv's y_k with the exact conversion's
+// rounded quotient u as one more slot (as the tensor-core Conv stages them), then for each Q row of its group
+// converts the 1024 coefficients into a shared tile, runs the row's forward columns on it and stores once.
+// The alpha + limbs intermediate rows per component never reach memory. The words are the unfused path's:
+// the inverse columns end canonical, the Conv's sum is the same integer (its canonical or [0, 3q) residue
+// feeds forward butterflies that take [0, 4q)), and the forward columns run the butterflies that the rows
+// kernel's plan expects (Harvey, lazy or truncated: ntt_columns' bounds).
+constexpr int kFuseThreads = 128;           // 4 warps: one 1024-word column tile, 8 words per thread
+constexpr int kFuseWarps = kFuseThreads / 32;
+constexpr int kFuseTile = 1024;             // coefficients per block
+constexpr int kFuseStride = kFuseTile + 8;  // words per slot row: 2 * 1032 = 16 mod 32 banks (A fragments)
+
+struct FuseLayout {  // C adjacent columns of stride T; shared tile [2^k1][C]
+  u32 stride, col, cols;
+  __device__ u32 global(u32 c) const { return c * stride; }
+  __device__ u32 shared(u32 c) const { return c * cols + col; }
+};
+
+__device__ __forceinline__ void cp_async16(void* shared, const void* global) {
+  const u32 address = static_cast<u32>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(global) : "memory");
+}
+
+// local_transform with the first round's input and the last round's output side fixed at compile time and,
+// for kLen != 0, the length too (unrolled, as local_transform_fixed).
+template <bool kForward, int kLen, bool kFromGlobal, bool kToGlobal, class Tw>
+__device__ __forceinline__ void fuse_transform(u64* gout, u64* tile, const FuseLayout& layout, u32 tcol, int len,
+                                               const Tw& t, bool fold_n_inv, u64 q) {
+  if constexpr (kLen == 0) {
+    local_transform<kForward>(kFromGlobal, kToGlobal, gout, gout, tile, layout, tcol, len, t, fold_n_inv, q);
+  } else {
+    constexpr int rounds = (kLen + 2) / 3;
+#pragma unroll
+    for (int i = 0; i < rounds; ++i) {
+      const int s0 = 3 * (kForward ? i : rounds - 1 - i);
+      const int g = kLen - s0 < 3 ? kLen - s0 : 3;
+      const bool from_global = kFromGlobal && i == 0, to_global = kToGlobal && i == rounds - 1;
+      const bool fold = fold_n_inv && s0 == 0;
+      if (g == 3) {
+        dispatch_round<kForward, 3>(from_global, to_global, gout, gout, tile, layout, tcol, s0, kLen, t, fold, q);
+      } else if (g == 2) {
+        dispatch_round<kForward, 2>(from_global, to_global, gout, gout, tile, layout, tcol, s0, kLen, t, fold, q);
+      } else {
+        dispatch_round<kForward, 1>(from_global, to_global, gout, gout, tile, layout, tcol, s0, kLen, t, fold, q);
+      }
+      if (!to_global) __syncthreads();
+    }
+  }
+}
+
+// Forward modes (the rows kernel's NttPlan): 0 Harvey, 1 lazy where lazy_forward_fits, 2 truncated where
+// trunc_forward_fits (else lazy where that fits), as ntt_columns picks them per limb.
+template <int kLen>
+__device__ __forceinline__ void fuse_forward(u64* gout, u64* tile, const FuseLayout& layout, u32 tcol, int k1,
+                                             const PairedTwiddles& t, int mode, u64 q, int log_n) {
+  if (mode >= 2 && trunc_forward_fits(q, log_n, k1)) {
+    fuse_transform<true, kLen, false, true>(gout, tile, layout, tcol, k1, TruncatedTwiddles<PairedTwiddles>{t}, false, q);
+  } else if (mode >= 1 && lazy_forward_fits(q, log_n)) {
+    fuse_transform<true, kLen, false, true>(gout, tile, layout, tcol, k1, LazyTwiddles<PairedTwiddles>{t}, false, q);
+  } else {
+    fuse_transform<true, kLen, false, true>(gout, tile, layout, tcol, k1, t, false, q);
+  }
+}
+
+template <int kLen>
+__device__ __forceinline__ void fuse_inverse(u64* tile, const FuseLayout& layout, u32 tcol, int k1,
+                                             const PairedTwiddles& t, bool lazy, u64 q) {
+  if (lazy && lazy_inverse_fits(q)) {
+    fuse_transform<false, kLen, false, false>(nullptr, tile, layout, tcol, k1, LazyTwiddles<PairedTwiddles>{t}, true, q);
+  } else {
+    fuse_transform<false, kLen, false, false>(nullptr, tile, layout, tcol, k1, t, true, q);
+  }
+}
+
+// Grid: (N / 1024, batch * groups); kFuseThreads threads; group g converts and transforms the Q rows
+// [g * group_rows, + group_rows). Shared memory: slot_rows y rows of kFuseStride words, the Q row's tile, and
+// (kEngine 1, the tensor cores) the quads' transposition and the rows' MmaRow constants. kEngine 0: the Conv
+// as 128-bit multiply-accumulates (conv_kernel's sum), kEngine 1: as the lean tensor-core Conv's products
+// (B fragments from ModDownFusedArgs::mma_fragments, 4 KT slots). kLen: 0, or the column length 8 compiled in.
+template <int kEngine, int KT, int kLen>
+__global__ void __launch_bounds__(kFuseThreads) mod_down_columns_kernel(ModDownFusedArgs f, int slot_rows, int groups,
+                                                                         int group_rows, int forward_mode,
+                                                                         bool lazy_inverse) {
+  extern __shared__ u64 smem[];
+  const NttArgs& inv = f.inverse;
+  const NttArgs& fwd = f.forward;
+  const int log_n = fwd.log_n;
+  const int k1 = kLen != 0 ? kLen : log_n / 2;
+  const u32 n = 1u << log_n, stride = n >> k1;
+  const int alpha = inv.limbs, limbs = fwd.limbs;
+  const int tid = threadIdx.x;
+  const u32 cols = kFuseTile >> k1;
+  const u32 col = tid % cols, tcol = tid / cols;
+  const u32 column0 = blockIdx.x * cols;
+  const int64_t b = blockIdx.y / groups;
+  const int r0 = (blockIdx.y % groups) * group_rows;
+  const int width = min(group_rows, limbs - r0);
+  u64* ys = smem;                              // [slot_rows][kFuseStride]
+  u64* tile = smem + slot_rows * kFuseStride;  // [kFuseTile]: the Q row being converted and transformed
+  u32* scratch = reinterpret_cast<u32*>(tile + kFuseTile);  // kEngine 1: [kFuseWarps][128]
+  MmaRow* row_const = reinterpret_cast<MmaRow*>(scratch + kFuseWarps * 128);  // kEngine 1: [group_rows]
+  const FuseLayout layout{stride, col, cols};
+
+  // Every P limb's C columns, 16 bytes per copy (C >= 4: whole 32-byte sectors), all in flight at once.
+  const u64* in = inv.out + b * alpha * n + column0;
+  const u32 pairs = cols / 2;
+  for (int e = tid; e < alpha * (kFuseTile / 2); e += kFuseThreads) {
+    const int k = e / (kFuseTile / 2);
+    const u32 r = e % (kFuseTile / 2), c = r / pairs, p = r % pairs;
+    cp_async16(ys + k * kFuseStride + c * cols + 2 * p, in + k * n + c * stride + 2 * p);
+  }
+  if constexpr (kEngine == 1) {
+    for (int rr = tid; rr < width; rr += kFuseThreads)
+      row_const[rr] = mma_row(fwd.moduli[r0 + rr], static_cast<u32>((r0 + rr) * n));
+  }
+  asm volatile("cp.async.wait_all;" ::: "memory");
+  __syncthreads();
+
+  // The inverse's columns, limb by limb in place (canonical: 1/N folded into the last butterflies).
+  for (int k = 0; k < alpha; ++k)
+    fuse_inverse<kLen>(ys + k * kFuseStride, layout, tcol, k1, global_twiddles<true>(inv.table, k, n, false, 1u),
+                       lazy_inverse, inv.moduli[k].value);
+  // y_k = [x_k (P/p_k)^-1]_{p_k} in place, u = round(sum_k y_k / p_k) in slot alpha (each thread its own words).
+  for (int k = 0; k < alpha; ++k) {
+    const u64 w = f.qhat_inv[k], ws = f.qhat_inv_shoup[k], q = inv.moduli[k].value;
+    for (int i = tid; i < kFuseTile; i += kFuseThreads) ys[k * kFuseStride + i] = mul_shoup(ys[k * kFuseStride + i], w, ws, q);
+  }
+  for (int i = tid; i < kFuseTile; i += kFuseThreads) {
+    ys[alpha * kFuseStride + i] = conv_rounded_overflow(ys + i, kFuseStride, inv.moduli, alpha);
+    for (int k = alpha + 1; k < slot_rows; ++k) ys[k * kFuseStride + i] = 0;
+  }
+  __syncthreads();
+
+  const int lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
+  const int coefficient = 16 * (t4 >> 1) + g + 8 * (t4 & 1);  // this lane's result in a group of 32
+  const u32* ys32 = reinterpret_cast<const u32*>(ys);
+  u32* quad = scratch + warp * 128;
+  for (int rr = 0; rr < width; ++rr) {
+    const int r = r0 + rr;
+    if (rr > 0) __syncthreads();  // the previous row's last round has read the tile
+    if constexpr (kEngine == 1) {
+      uint2 bf[KT];
+      const uint2* fragments = reinterpret_cast<const uint2*>(f.mma_fragments) + static_cast<int64_t>(r) * KT * 32 + lane;
+#pragma unroll
+      for (int kt = 0; kt < KT; ++kt) bf[kt] = fragments[kt * 32];
+      const MmaRow row = row_const[rr];
+      for (int group = warp; group < kFuseTile / 32; group += kFuseWarps) {
+        u32 af[2][KT][4];
+        load_a_fragments<KT, kFuseStride>(ys32, 32 * group, g, t4, af);
+        int acc[2][4] = {};
+#pragma unroll
+        for (int kt = 0; kt < KT; ++kt) {
+          mma_u8(acc[0], af[0][kt], bf[kt].x, bf[kt].y);
+          mma_u8(acc[1], af[1][kt], bf[kt].x, bf[kt].y);
+        }
+        // the lean Conv's transposition of the lane quads' partial sums (rns.cu, conv_mma_lean_kernel)
+#pragma unroll
+        for (int m = 0; m < 2; ++m)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            quad[4 * (16 * m + g + 8 * h) + t4] =
+                static_cast<u32>(acc[m][2 * h]) + (static_cast<u32>(acc[m][2 * h + 1]) << 8);
+        __syncwarp();
+        const uint4 p = reinterpret_cast<const uint4*>(quad)[coefficient];
+        __syncwarp();
+        tile[32 * group + coefficient] = reduce_quad_sums<true>(p, row, fwd.moduli, n);
+      }
+    } else {
+      constexpr int kPer = kFuseTile / kFuseThreads;
+      U128 acc[kPer] = {};
+      for (int k = 0; k <= alpha; ++k) {
+        const u64 c = k < alpha ? f.qhat_mod_p[k * limbs + r] : f.neg_q_mod_p[r];
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) mac128(acc[i], ys[k * kFuseStride + tid + i * kFuseThreads], c);
+      }
+      const Modulus m = fwd.moduli[r];
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) tile[tid + i * kFuseThreads] = reduce128(acc[i], m);
+    }
+    __syncthreads();
+    u64* out = fwd.out + (b * limbs + r) * n + column0 + col;
+    fuse_forward<kLen>(out, tile, layout, tcol, k1, global_twiddles<true>(fwd.table, r, n, true, 1u), forward_mode,
+                       fwd.moduli[r].value, log_n);
+  }
+}
+
+bool integer_mma(int device) {
+  static int cached[64] = {};  // 0 unknown, 1 yes, 2 no
+  if (device < 0 || device >= 64) return false;
+  if (cached[device] == 0) {
+    int major = 0;
+    check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
+    cached[device] = major >= 8 ? 1 : 2;
+  }
+  return cached[device] == 1;
+}
+
+struct FuseLaunch {
+  dim3 grid;
+  size_t smem;
+  int slot_rows, groups, group_rows, forward_mode;
+  bool lazy_inverse;
+};
+
+template <int kEngine, int KT, int kLen>
+void launch_mod_down_columns(const ModDownFusedArgs& f, const FuseLaunch& l, cudaStream_t s) {
+  const auto kernel = mod_down_columns_kernel<kEngine, KT, kLen>;
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(l.smem)),
+        "cudaFuncSetAttribute(mod_down_columns_kernel)");
+  kernel<<<l.grid, kFuseThreads, l.smem, s>>>(f, l.slot_rows, l.groups, l.group_rows, l.forward_mode, l.lazy_inverse);
+  check_launch("mod_down_columns_kernel");
+}
+
 }  // namespace
 
 void ntt_forward(const NttArgs& args, Stream stream) { launch_ntt<true>(args, stream); }
 void ntt_inverse(const NttArgs& args, Stream stream) { launch_ntt<false>(args, stream); }
+
+// The variants (kernels.h, Variant::kColFuse): 1 the CUDA-core Conv in 2 row groups; 2, 3, 4 the tensor-core
+// Conv (where the fragments are given, alpha + 1 <= 16 slots and the GPU has integer MMA; else the CUDA-core
+// one) in 1, 2, 4 row groups: more groups, more blocks (2 x 64 at N = 2^16 with one) for as many repeats of
+// the inverse columns.
+bool mod_down_fused(const ModDownFusedArgs& f, Stream stream) {
+  const int variant = kernel_variant(Variant::kColFuse);
+  const NttArgs& inv = f.inverse;
+  const NttArgs& fwd = f.forward;
+  const int alpha = inv.limbs, log_n = fwd.log_n;
+  if (variant == 0 || fwd.rows == 0 || log_n < 10 || log_n > 17 || alpha < 1) return false;
+  if (!aligned16(inv.table) || !aligned16(fwd.table) || !aligned16(inv.out) || !aligned16(fwd.out)) return false;
+  const DeviceScope scope(stream.device);
+  const int kt = (alpha + 1 + 3) / 4;
+  const bool mma = variant >= 2 && f.mma_fragments != nullptr && alpha + 1 <= 16 && integer_mma(stream.device);
+  FuseLaunch l;
+  l.slot_rows = mma ? 4 * kt : alpha + 1;
+  const int wanted = variant == 1 || variant == 3 ? 2 : variant == 2 ? 1 : 4;
+  l.group_rows = (fwd.limbs + wanted - 1) / wanted;
+  l.groups = (fwd.limbs + l.group_rows - 1) / l.group_rows;
+  l.smem = (static_cast<size_t>(l.slot_rows) * kFuseStride + kFuseTile) * sizeof(u64) +
+           (mma ? kFuseThreads * 4 * sizeof(u32) + l.group_rows * sizeof(MmaRow) : 0);
+  if (l.smem > 227 * 1024) return false;
+  const int ntt_variant = kernel_variant(Variant::kNtt);
+  const NttPlan forward_plan = ntt_plan(ntt_variant, true, direct_rows_aligned(fwd), true, log_n);
+  l.forward_mode = forward_plan.truncated ? 2 : forward_plan.lazy ? 1 : 0;  // what the rows kernel expects
+  l.lazy_inverse = ntt_plan(ntt_variant, false, direct_rows_aligned(inv), true, log_n).lazy;
+  const int64_t batch = fwd.rows / fwd.limbs;
+  l.grid = dim3((1u << log_n) / kFuseTile, static_cast<unsigned>(batch * l.groups));
+
+  NttArgs first = inv;
+  first.rows_only = true;
+  launch_ntt<false>(first, stream);
+  const cudaStream_t s = native(stream);
+  const bool fixed = split(log_n).k1 == 8;
+  if (!mma) {
+    if (fixed) launch_mod_down_columns<0, 1, 8>(f, l, s);
+    else launch_mod_down_columns<0, 1, 0>(f, l, s);
+  } else if (kt == 3) {
+    if (fixed) launch_mod_down_columns<1, 3, 8>(f, l, s);
+    else launch_mod_down_columns<1, 3, 0>(f, l, s);
+  } else if (kt == 1) {
+    launch_mod_down_columns<1, 1, 0>(f, l, s);
+  } else if (kt == 2) {
+    launch_mod_down_columns<1, 2, 0>(f, l, s);
+  } else {
+    launch_mod_down_columns<1, 4, 0>(f, l, s);
+  }
+  NttArgs second = fwd;
+  second.rows_only = true;
+  launch_ntt<true>(second, stream);
+  return true;
+}
 
 }  // namespace fhe::cuda
