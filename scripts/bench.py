@@ -82,10 +82,10 @@ CONV_LATER = {2: "[conv v2: balanced]", 3: "[conv v3: lean rows]", 4: "[conv v4:
 
 
 # issue 14, session 4: ModDown's inverse columns, exact Conv and forward columns as one kernel (ops.mod_down_fused)
-COL_FUSE = {1: "[col_fuse v1: fused columns + CUDA-core Conv, 2 row groups]",
-            2: "[col_fuse v2: fused columns + tensor-core Conv, 1 row group]",
-            3: "[col_fuse v3: fused columns + tensor-core Conv, 2 row groups]",
-            4: "[col_fuse v4: fused columns + tensor-core Conv, 4 row groups]"}
+COL_FUSE = {1: "[col_fuse v1: fused columns + CUDA-core Conv, 6 teams]",
+            2: "[col_fuse v2: fused columns + tensor-core Conv, 4 teams]",
+            3: "[col_fuse v3: fused columns + tensor-core Conv, 6 teams]",
+            4: "[col_fuse v4: fused columns + tensor-core Conv, 8 teams]"}
 
 
 def col_fuse_cases(label: str, params: str, nbytes: int, fn: Callable[[int], object]) -> list[Case]:

@@ -280,8 +280,8 @@ enum class Variant : int {
                 //    ModDown's epilogue add (mod_down_ntt's add_galois) instead of ops.automorphism_ntt
                 //    (read by rlwe/keyswitch.py)
   kColFuse = 7, // ModDown's inverse columns pass, exact Conv and forward columns pass in one kernel
-                //    (ops.mod_down_fused, ntt.cu): 1: Conv on the CUDA cores, 2 row groups; 2, 3, 4: Conv on
-                //    the tensor cores, 1, 2, 4 row groups (read by rlwe/keyswitch.py)
+                //    (ops.mod_down_fused, ntt.cu): 1: Conv on the CUDA cores, 6 teams of 4 warps per block;
+                //    2, 3, 4: Conv on the tensor cores, 4, 6, 8 teams (read by rlwe/keyswitch.py)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

@@ -778,14 +778,18 @@ void launch_ntt(const NttArgs& a, Stream stream) {
 // same strided column sets, and the Conv works per coefficient across limbs. So one block takes C = 1024 / 2^k1
 // adjacent columns (1024 coefficients) of every P limb into shared memory (cp.async, all alpha limbs in flight
 // at once), finishes their inverse columns there, scales them into the Conv's y_k with the exact conversion's
-// rounded quotient u as one more slot (as the tensor-core Conv stages them), then for each Q row of its group
-// converts the 1024 coefficients into a shared tile, runs the row's forward columns on it and stores once.
-// The alpha + limbs intermediate rows per component never reach memory. The words are the unfused path's:
-// the inverse columns end canonical, the Conv's sum is the same integer (its canonical or [0, 3q) residue
-// feeds forward butterflies that take [0, 4q)), and the forward columns run the butterflies that the rows
-// kernel's plan expects (Harvey, lazy or truncated: ntt_columns' bounds).
-constexpr int kFuseThreads = 128;           // 4 warps: one 1024-word column tile, 8 words per thread
-constexpr int kFuseWarps = kFuseThreads / 32;
+// rounded quotient u as one more slot (as the tensor-core Conv stages them), then for each Q row converts the
+// 1024 coefficients into a shared tile, runs the row's forward columns on it and stores once. The alpha + limbs
+// intermediate rows per component never reach memory. The words are the unfused path's: the inverse columns
+// end canonical, the Conv's sum is the same integer (its canonical or [0, 3q) residue feeds forward butterflies
+// that take [0, 4q)), and the forward columns run the butterflies that the rows kernel's plan expects (Harvey,
+// lazy or truncated: ntt_columns' bounds).
+// The y slots (~100 KB for alpha = 11) leave room for one block per SM: the block's threads form teams of 4
+// warps (one column transform each), which take the P limbs and then the Q rows in turn, each team with its
+// own tile and named barrier, so that up to 8 rows are in flight per SM. (A first version ran one team per
+// block, 2 blocks per SM: 145-224 us against the ~80 us of the three kernels it replaces, latency-bound.)
+constexpr int kFuseTeamThreads = 128;       // one team: a 1024-word column tile, 8 words per thread
+constexpr int kFuseTeamWarps = kFuseTeamThreads / 32;
 constexpr int kFuseTile = 1024;             // coefficients per block
 constexpr int kFuseStride = kFuseTile + 8;  // words per slot row: 2 * 1032 = 16 mod 32 banks (A fragments)
 
@@ -800,30 +804,32 @@ __device__ __forceinline__ void cp_async16(void* shared, const void* global) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(global) : "memory");
 }
 
-// local_transform with the first round's input and the last round's output side fixed at compile time and,
-// for kLen != 0, the length too (unrolled, as local_transform_fixed).
+// The barrier of one team (named barrier 1 + team; 0 is __syncthreads').
+__device__ __forceinline__ void team_barrier(int team) {
+  asm volatile("bar.sync %0, %1;" ::"r"(1 + team), "r"(kFuseTeamThreads) : "memory");
+}
+
+// local_transform for one team: the first round's input and the last round's output side fixed at compile
+// time, the team's barrier between rounds and, for kLen != 0, the length compiled in (unrolled rounds).
 template <bool kForward, int kLen, bool kFromGlobal, bool kToGlobal, class Tw>
 __device__ __forceinline__ void fuse_transform(u64* gout, u64* tile, const FuseLayout& layout, u32 tcol, int len,
-                                               const Tw& t, bool fold_n_inv, u64 q) {
-  if constexpr (kLen == 0) {
-    local_transform<kForward>(kFromGlobal, kToGlobal, gout, gout, tile, layout, tcol, len, t, fold_n_inv, q);
-  } else {
-    constexpr int rounds = (kLen + 2) / 3;
+                                               const Tw& t, bool fold_n_inv, u64 q, int team) {
+  const int length = kLen != 0 ? kLen : len;
+  const int rounds = (length + 2) / 3;
 #pragma unroll
-    for (int i = 0; i < rounds; ++i) {
-      const int s0 = 3 * (kForward ? i : rounds - 1 - i);
-      const int g = kLen - s0 < 3 ? kLen - s0 : 3;
-      const bool from_global = kFromGlobal && i == 0, to_global = kToGlobal && i == rounds - 1;
-      const bool fold = fold_n_inv && s0 == 0;
-      if (g == 3) {
-        dispatch_round<kForward, 3>(from_global, to_global, gout, gout, tile, layout, tcol, s0, kLen, t, fold, q);
-      } else if (g == 2) {
-        dispatch_round<kForward, 2>(from_global, to_global, gout, gout, tile, layout, tcol, s0, kLen, t, fold, q);
-      } else {
-        dispatch_round<kForward, 1>(from_global, to_global, gout, gout, tile, layout, tcol, s0, kLen, t, fold, q);
-      }
-      if (!to_global) __syncthreads();
+  for (int i = 0; i < rounds; ++i) {
+    const int s0 = 3 * (kForward ? i : rounds - 1 - i);
+    const int g = length - s0 < 3 ? length - s0 : 3;
+    const bool from_global = kFromGlobal && i == 0, to_global = kToGlobal && i == rounds - 1;
+    const bool fold = fold_n_inv && s0 == 0;
+    if (g == 3) {
+      dispatch_round<kForward, 3>(from_global, to_global, gout, gout, tile, layout, tcol, s0, length, t, fold, q);
+    } else if (g == 2) {
+      dispatch_round<kForward, 2>(from_global, to_global, gout, gout, tile, layout, tcol, s0, length, t, fold, q);
+    } else {
+      dispatch_round<kForward, 1>(from_global, to_global, gout, gout, tile, layout, tcol, s0, length, t, fold, q);
     }
+    if (!to_global) team_barrier(team);
   }
 }
 
@@ -831,35 +837,39 @@ __device__ __forceinline__ void fuse_transform(u64* gout, u64* tile, const FuseL
 // trunc_forward_fits (else lazy where that fits), as ntt_columns picks them per limb.
 template <int kLen>
 __device__ __forceinline__ void fuse_forward(u64* gout, u64* tile, const FuseLayout& layout, u32 tcol, int k1,
-                                             const PairedTwiddles& t, int mode, u64 q, int log_n) {
+                                             const PairedTwiddles& t, int mode, u64 q, int log_n, int team) {
   if (mode >= 2 && trunc_forward_fits(q, log_n, k1)) {
-    fuse_transform<true, kLen, false, true>(gout, tile, layout, tcol, k1, TruncatedTwiddles<PairedTwiddles>{t}, false, q);
+    fuse_transform<true, kLen, false, true>(gout, tile, layout, tcol, k1, TruncatedTwiddles<PairedTwiddles>{t}, false,
+                                            q, team);
   } else if (mode >= 1 && lazy_forward_fits(q, log_n)) {
-    fuse_transform<true, kLen, false, true>(gout, tile, layout, tcol, k1, LazyTwiddles<PairedTwiddles>{t}, false, q);
+    fuse_transform<true, kLen, false, true>(gout, tile, layout, tcol, k1, LazyTwiddles<PairedTwiddles>{t}, false, q,
+                                            team);
   } else {
-    fuse_transform<true, kLen, false, true>(gout, tile, layout, tcol, k1, t, false, q);
+    fuse_transform<true, kLen, false, true>(gout, tile, layout, tcol, k1, t, false, q, team);
   }
 }
 
 template <int kLen>
 __device__ __forceinline__ void fuse_inverse(u64* tile, const FuseLayout& layout, u32 tcol, int k1,
-                                             const PairedTwiddles& t, bool lazy, u64 q) {
+                                             const PairedTwiddles& t, bool lazy, u64 q, int team) {
   if (lazy && lazy_inverse_fits(q)) {
-    fuse_transform<false, kLen, false, false>(nullptr, tile, layout, tcol, k1, LazyTwiddles<PairedTwiddles>{t}, true, q);
+    fuse_transform<false, kLen, false, false>(nullptr, tile, layout, tcol, k1, LazyTwiddles<PairedTwiddles>{t}, true,
+                                              q, team);
   } else {
-    fuse_transform<false, kLen, false, false>(nullptr, tile, layout, tcol, k1, t, true, q);
+    fuse_transform<false, kLen, false, false>(nullptr, tile, layout, tcol, k1, t, true, q, team);
   }
 }
 
-// Grid: (N / 1024, batch * groups); kFuseThreads threads; group g converts and transforms the Q rows
-// [g * group_rows, + group_rows). Shared memory: slot_rows y rows of kFuseStride words, the Q row's tile, and
-// (kEngine 1, the tensor cores) the quads' transposition and the rows' MmaRow constants. kEngine 0: the Conv
-// as 128-bit multiply-accumulates (conv_kernel's sum), kEngine 1: as the lean tensor-core Conv's products
-// (B fragments from ModDownFusedArgs::mma_fragments, 4 KT slots). kLen: 0, or the column length 8 compiled in.
-template <int kEngine, int KT, int kLen>
-__global__ void __launch_bounds__(kFuseThreads) mod_down_columns_kernel(ModDownFusedArgs f, int slot_rows, int groups,
-                                                                         int group_rows, int forward_mode,
-                                                                         bool lazy_inverse) {
+// Grid: (N / 1024, batch * groups); kThreads threads = kThreads / 128 teams; group g converts and transforms the
+// Q rows [g * group_rows, + group_rows). Shared memory: slot_rows y rows of kFuseStride words, one tile per team,
+// and (kEngine 1, the tensor cores) the quads' transposition per warp and the rows' MmaRow constants. kEngine 0:
+// the Conv as 128-bit multiply-accumulates (conv_kernel's sum), kEngine 1: as the lean tensor-core Conv's
+// products (B fragments from ModDownFusedArgs::mma_fragments, 4 KT slots). kLen: 0, or the column length 8.
+template <int kEngine, int KT, int kLen, int kThreads>
+__global__ void __launch_bounds__(kThreads) mod_down_columns_kernel(ModDownFusedArgs f, int slot_rows, int groups,
+                                                                    int group_rows, int forward_mode,
+                                                                    bool lazy_inverse) {
+  constexpr int kTeams = kThreads / kFuseTeamThreads;
   extern __shared__ u64 smem[];
   const NttArgs& inv = f.inverse;
   const NttArgs& fwd = f.forward;
@@ -867,63 +877,64 @@ __global__ void __launch_bounds__(kFuseThreads) mod_down_columns_kernel(ModDownF
   const int k1 = kLen != 0 ? kLen : log_n / 2;
   const u32 n = 1u << log_n, stride = n >> k1;
   const int alpha = inv.limbs, limbs = fwd.limbs;
-  const int tid = threadIdx.x;
+  const int tid = threadIdx.x, team = tid / kFuseTeamThreads, ttid = tid % kFuseTeamThreads;
   const u32 cols = kFuseTile >> k1;
-  const u32 col = tid % cols, tcol = tid / cols;
+  const u32 col = ttid % cols, tcol = ttid / cols;
   const u32 column0 = blockIdx.x * cols;
   const int64_t b = blockIdx.y / groups;
   const int r0 = (blockIdx.y % groups) * group_rows;
   const int width = min(group_rows, limbs - r0);
-  u64* ys = smem;                              // [slot_rows][kFuseStride]
-  u64* tile = smem + slot_rows * kFuseStride;  // [kFuseTile]: the Q row being converted and transformed
-  u32* scratch = reinterpret_cast<u32*>(tile + kFuseTile);  // kEngine 1: [kFuseWarps][128]
-  MmaRow* row_const = reinterpret_cast<MmaRow*>(scratch + kFuseWarps * 128);  // kEngine 1: [group_rows]
+  u64* ys = smem;                                                    // [slot_rows][kFuseStride]
+  u64* tile = smem + slot_rows * kFuseStride + team * kFuseTile;     // [kFuseTile]: the team's Q row
+  u32* scratch = reinterpret_cast<u32*>(smem + slot_rows * kFuseStride + kTeams * kFuseTile);  // [warps][128]
+  MmaRow* row_const = reinterpret_cast<MmaRow*>(scratch + kTeams * kFuseTeamWarps * 128);      // [group_rows]
   const FuseLayout layout{stride, col, cols};
 
   // Every P limb's C columns, 16 bytes per copy (C >= 4: whole 32-byte sectors), all in flight at once.
   const u64* in = inv.out + b * alpha * n + column0;
   const u32 pairs = cols / 2;
-  for (int e = tid; e < alpha * (kFuseTile / 2); e += kFuseThreads) {
+  for (int e = tid; e < alpha * (kFuseTile / 2); e += kThreads) {
     const int k = e / (kFuseTile / 2);
     const u32 r = e % (kFuseTile / 2), c = r / pairs, p = r % pairs;
     cp_async16(ys + k * kFuseStride + c * cols + 2 * p, in + k * n + c * stride + 2 * p);
   }
   if constexpr (kEngine == 1) {
-    for (int rr = tid; rr < width; rr += kFuseThreads)
+    for (int rr = tid; rr < width; rr += kThreads)
       row_const[rr] = mma_row(fwd.moduli[r0 + rr], static_cast<u32>((r0 + rr) * n));
   }
   asm volatile("cp.async.wait_all;" ::: "memory");
   __syncthreads();
 
-  // The inverse's columns, limb by limb in place (canonical: 1/N folded into the last butterflies).
-  for (int k = 0; k < alpha; ++k)
+  // The inverse's columns, the teams taking the limbs in turn, in place (canonical: 1/N folded in).
+  for (int k = team; k < alpha; k += kTeams)
     fuse_inverse<kLen>(ys + k * kFuseStride, layout, tcol, k1, global_twiddles<true>(inv.table, k, n, false, 1u),
-                       lazy_inverse, inv.moduli[k].value);
+                       lazy_inverse, inv.moduli[k].value, team);
+  __syncthreads();
   // y_k = [x_k (P/p_k)^-1]_{p_k} in place, u = round(sum_k y_k / p_k) in slot alpha (each thread its own words).
   for (int k = 0; k < alpha; ++k) {
     const u64 w = f.qhat_inv[k], ws = f.qhat_inv_shoup[k], q = inv.moduli[k].value;
-    for (int i = tid; i < kFuseTile; i += kFuseThreads) ys[k * kFuseStride + i] = mul_shoup(ys[k * kFuseStride + i], w, ws, q);
+    for (int i = tid; i < kFuseTile; i += kThreads) ys[k * kFuseStride + i] = mul_shoup(ys[k * kFuseStride + i], w, ws, q);
   }
-  for (int i = tid; i < kFuseTile; i += kFuseThreads) {
+  for (int i = tid; i < kFuseTile; i += kThreads) {
     ys[alpha * kFuseStride + i] = conv_rounded_overflow(ys + i, kFuseStride, inv.moduli, alpha);
     for (int k = alpha + 1; k < slot_rows; ++k) ys[k * kFuseStride + i] = 0;
   }
   __syncthreads();
 
-  const int lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
+  const int lane = tid % 32, warp = ttid / 32, g = lane / 4, t4 = lane % 4;  // (warp: within the team)
   const int coefficient = 16 * (t4 >> 1) + g + 8 * (t4 & 1);  // this lane's result in a group of 32
   const u32* ys32 = reinterpret_cast<const u32*>(ys);
-  u32* quad = scratch + warp * 128;
-  for (int rr = 0; rr < width; ++rr) {
+  u32* quad = scratch + (tid / 32) * 128;
+  for (int rr = team; rr < width; rr += kTeams) {  // the team's rows
     const int r = r0 + rr;
-    if (rr > 0) __syncthreads();  // the previous row's last round has read the tile
+    if (rr != team) team_barrier(team);  // the previous row's last round has read the tile
     if constexpr (kEngine == 1) {
       uint2 bf[KT];
       const uint2* fragments = reinterpret_cast<const uint2*>(f.mma_fragments) + static_cast<int64_t>(r) * KT * 32 + lane;
 #pragma unroll
       for (int kt = 0; kt < KT; ++kt) bf[kt] = fragments[kt * 32];
       const MmaRow row = row_const[rr];
-      for (int group = warp; group < kFuseTile / 32; group += kFuseWarps) {
+      for (int group = warp; group < kFuseTile / 32; group += kFuseTeamWarps) {
         u32 af[2][KT][4];
         load_a_fragments<KT, kFuseStride>(ys32, 32 * group, g, t4, af);
         int acc[2][4] = {};
@@ -945,21 +956,21 @@ __global__ void __launch_bounds__(kFuseThreads) mod_down_columns_kernel(ModDownF
         tile[32 * group + coefficient] = reduce_quad_sums<true>(p, row, fwd.moduli, n);
       }
     } else {
-      constexpr int kPer = kFuseTile / kFuseThreads;
+      constexpr int kPer = kFuseTile / kFuseTeamThreads;
       U128 acc[kPer] = {};
       for (int k = 0; k <= alpha; ++k) {
         const u64 c = k < alpha ? f.qhat_mod_p[k * limbs + r] : f.neg_q_mod_p[r];
 #pragma unroll
-        for (int i = 0; i < kPer; ++i) mac128(acc[i], ys[k * kFuseStride + tid + i * kFuseThreads], c);
+        for (int i = 0; i < kPer; ++i) mac128(acc[i], ys[k * kFuseStride + ttid + i * kFuseTeamThreads], c);
       }
       const Modulus m = fwd.moduli[r];
 #pragma unroll
-      for (int i = 0; i < kPer; ++i) tile[tid + i * kFuseThreads] = reduce128(acc[i], m);
+      for (int i = 0; i < kPer; ++i) tile[ttid + i * kFuseTeamThreads] = reduce128(acc[i], m);
     }
-    __syncthreads();
+    team_barrier(team);
     u64* out = fwd.out + (b * limbs + r) * n + column0 + col;
     fuse_forward<kLen>(out, tile, layout, tcol, k1, global_twiddles<true>(fwd.table, r, n, true, 1u), forward_mode,
-                       fwd.moduli[r].value, log_n);
+                       fwd.moduli[r].value, log_n, team);
   }
 }
 
@@ -981,13 +992,20 @@ struct FuseLaunch {
   bool lazy_inverse;
 };
 
-template <int kEngine, int KT, int kLen>
+template <int kEngine, int KT, int kLen, int kThreads>
 void launch_mod_down_columns(const ModDownFusedArgs& f, const FuseLaunch& l, cudaStream_t s) {
-  const auto kernel = mod_down_columns_kernel<kEngine, KT, kLen>;
+  const auto kernel = mod_down_columns_kernel<kEngine, KT, kLen, kThreads>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(l.smem)),
         "cudaFuncSetAttribute(mod_down_columns_kernel)");
-  kernel<<<l.grid, kFuseThreads, l.smem, s>>>(f, l.slot_rows, l.groups, l.group_rows, l.forward_mode, l.lazy_inverse);
+  kernel<<<l.grid, kThreads, l.smem, s>>>(f, l.slot_rows, l.groups, l.group_rows, l.forward_mode, l.lazy_inverse);
   check_launch("mod_down_columns_kernel");
+}
+
+template <int kEngine, int KT, int kLen>
+void launch_mod_down_columns(const ModDownFusedArgs& f, const FuseLaunch& l, int threads, cudaStream_t s) {
+  if (threads == 512) launch_mod_down_columns<kEngine, KT, kLen, 512>(f, l, s);
+  else if (threads == 768) launch_mod_down_columns<kEngine, KT, kLen, 768>(f, l, s);
+  else launch_mod_down_columns<kEngine, KT, kLen, 1024>(f, l, s);
 }
 
 }  // namespace
@@ -995,10 +1013,9 @@ void launch_mod_down_columns(const ModDownFusedArgs& f, const FuseLaunch& l, cud
 void ntt_forward(const NttArgs& args, Stream stream) { launch_ntt<true>(args, stream); }
 void ntt_inverse(const NttArgs& args, Stream stream) { launch_ntt<false>(args, stream); }
 
-// The variants (kernels.h, Variant::kColFuse): 1 the CUDA-core Conv in 2 row groups; 2, 3, 4 the tensor-core
-// Conv (where the fragments are given, alpha + 1 <= 16 slots and the GPU has integer MMA; else the CUDA-core
-// one) in 1, 2, 4 row groups: more groups, more blocks (2 x 64 at N = 2^16 with one) for as many repeats of
-// the inverse columns.
+// The variants (kernels.h, Variant::kColFuse): 1 the CUDA-core Conv, 6 teams; 2, 3, 4 the tensor-core Conv
+// (where the fragments are given, alpha + 1 <= 16 slots and the GPU has integer MMA; else the CUDA-core one) with
+// 4, 6, 8 teams of 4 warps. One row group: the block's y slots are shared by all of its teams.
 bool mod_down_fused(const ModDownFusedArgs& f, Stream stream) {
   const int variant = kernel_variant(Variant::kColFuse);
   const NttArgs& inv = f.inverse;
@@ -1009,13 +1026,14 @@ bool mod_down_fused(const ModDownFusedArgs& f, Stream stream) {
   const DeviceScope scope(stream.device);
   const int kt = (alpha + 1 + 3) / 4;
   const bool mma = variant >= 2 && f.mma_fragments != nullptr && alpha + 1 <= 16 && integer_mma(stream.device);
+  const int threads = !mma ? 768 : variant == 2 ? 512 : variant == 3 ? 768 : 1024;
+  const int teams = threads / kFuseTeamThreads;
   FuseLaunch l;
   l.slot_rows = mma ? 4 * kt : alpha + 1;
-  const int wanted = variant == 1 || variant == 3 ? 2 : variant == 2 ? 1 : 4;
-  l.group_rows = (fwd.limbs + wanted - 1) / wanted;
-  l.groups = (fwd.limbs + l.group_rows - 1) / l.group_rows;
-  l.smem = (static_cast<size_t>(l.slot_rows) * kFuseStride + kFuseTile) * sizeof(u64) +
-           (mma ? kFuseThreads * 4 * sizeof(u32) + l.group_rows * sizeof(MmaRow) : 0);
+  l.group_rows = fwd.limbs;
+  l.groups = 1;
+  l.smem = (static_cast<size_t>(l.slot_rows) * kFuseStride + static_cast<size_t>(teams) * kFuseTile) * sizeof(u64) +
+           (mma ? teams * kFuseTeamWarps * 128 * sizeof(u32) + l.group_rows * sizeof(MmaRow) : 0);
   if (l.smem > 227 * 1024) return false;
   const int ntt_variant = kernel_variant(Variant::kNtt);
   const NttPlan forward_plan = ntt_plan(ntt_variant, true, direct_rows_aligned(fwd), true, log_n);
@@ -1030,17 +1048,17 @@ bool mod_down_fused(const ModDownFusedArgs& f, Stream stream) {
   const cudaStream_t s = native(stream);
   const bool fixed = split(log_n).k1 == 8;
   if (!mma) {
-    if (fixed) launch_mod_down_columns<0, 1, 8>(f, l, s);
-    else launch_mod_down_columns<0, 1, 0>(f, l, s);
+    if (fixed) launch_mod_down_columns<0, 1, 8, 768>(f, l, s);
+    else launch_mod_down_columns<0, 1, 0, 768>(f, l, s);
   } else if (kt == 3) {
-    if (fixed) launch_mod_down_columns<1, 3, 8>(f, l, s);
-    else launch_mod_down_columns<1, 3, 0>(f, l, s);
+    if (fixed) launch_mod_down_columns<1, 3, 8>(f, l, threads, s);
+    else launch_mod_down_columns<1, 3, 0>(f, l, threads, s);
   } else if (kt == 1) {
-    launch_mod_down_columns<1, 1, 0>(f, l, s);
+    launch_mod_down_columns<1, 1, 0>(f, l, threads, s);
   } else if (kt == 2) {
-    launch_mod_down_columns<1, 2, 0>(f, l, s);
+    launch_mod_down_columns<1, 2, 0>(f, l, threads, s);
   } else {
-    launch_mod_down_columns<1, 4, 0>(f, l, s);
+    launch_mod_down_columns<1, 4, 0>(f, l, threads, s);
   }
   NttArgs second = fwd;
   second.rows_only = true;
