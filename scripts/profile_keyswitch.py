@@ -111,6 +111,8 @@ def main() -> None:
     a, b = encryptor.encrypt(encoder.encode(z)), encryptor.encrypt(encoder.encode(z[::-1].copy()))
     ops_to_profile = {"HMult + relin": lambda: evaluator.mul_relin(a, b), "HRotate": lambda: evaluator.rotate(a, 1)}
     if args.ncu:
+        if args.col_fuse:  # (--ncu --col-fuse V: profile that ModDown variant)
+            ops.kernel_variant("col_fuse", args.col_fuse[0])
         for fn in ops_to_profile.values():  # warm-up: caches and constants outside the profiled range
             fn()
         torch.cuda.synchronize()
