@@ -85,7 +85,10 @@ CONV_LATER = {2: "[conv v2: balanced]", 3: "[conv v3: lean rows]", 4: "[conv v4:
 COL_FUSE = {1: "[col_fuse v1: fused columns + CUDA-core Conv, 6 teams]",
             2: "[col_fuse v2: fused columns + tensor-core Conv, 4 teams]",
             3: "[col_fuse v3: fused columns + tensor-core Conv, 6 teams]",
-            4: "[col_fuse v4: fused columns + tensor-core Conv, 8 teams]"}
+            4: "[col_fuse v4: fused columns + tensor-core Conv, 8 teams]",
+            5: "[col_fuse v5: fused columns + tensor-core Conv, 4 teams x 2 rows]",
+            6: "[col_fuse v6: fused columns + tensor-core Conv, 6 teams x 2 rows]",
+            7: "[col_fuse v7: v5 with unpadded tiles]"}
 
 
 def col_fuse_cases(label: str, params: str, nbytes: int, fn: Callable[[int], object]) -> list[Case]:

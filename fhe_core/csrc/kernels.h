@@ -281,7 +281,8 @@ enum class Variant : int {
                 //    (read by rlwe/keyswitch.py)
   kColFuse = 7, // ModDown's inverse columns pass, exact Conv and forward columns pass in one kernel
                 //    (ops.mod_down_fused, ntt.cu): 1: Conv on the CUDA cores, 6 teams of 4 warps per block;
-                //    2, 3, 4: Conv on the tensor cores, 4, 6, 8 teams (read by rlwe/keyswitch.py)
+                //    2, 3, 4: Conv on the tensor cores, 4, 6, 8 teams; 5, 6: 4, 6 teams, two Q rows per step;
+                //    7: 5 with unpadded tiles (read by rlwe/keyswitch.py)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

@@ -63,7 +63,8 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     of two ``automorphism_ntt`` passes; read by ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1);
     ``"col_fuse"`` (0, the default: ModDown as intt, bconv, mod_down_ntt; 1: :func:`mod_down_fused`'s one kernel for
     the inverse's columns, the exact Conv on the CUDA cores and the forward's columns, 6 teams of 4 warps per block;
-    2, 3, 4: the Conv on the tensor cores, 4, 6, 8 teams; read by ``rlwe.keyswitch`` on CUDA with "mod_down" = 1). All
+    2, 3, 4: the Conv on the tensor cores, 4, 6, 8 teams; 5, 6: 4, 6 teams with two rows per step; 7: 5 with unpadded
+    tiles; read by ``rlwe.keyswitch`` on CUDA with "mod_down" = 1). All
     variants give the same residues bit for bit (a ``lazy`` conversion the same residues modulo each prime: conv 3
     to 8 leave them in [0, 3p)); the switch exists so that tests compare them and benchmarks time them side by side.
     The CPU kernels have one variant and ignore "conv". A launch reads the setting when it is enqueued (so a

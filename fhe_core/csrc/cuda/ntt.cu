@@ -792,11 +792,20 @@ constexpr int kFuseTeamThreads = 128;       // one team: a 1024-word column tile
 constexpr int kFuseTeamWarps = kFuseTeamThreads / 32;
 constexpr int kFuseTile = 1024;             // coefficients per block
 constexpr int kFuseStride = kFuseTile + 8;  // words per slot row: 2 * 1032 = 16 mod 32 banks (A fragments)
+constexpr int kFuseTileWords = kFuseTile + kFuseTile / 8;  // a Q row's tile with 4 pad words per 8 rows (<= 2^8 rows)
 
 struct FuseLayout {  // C adjacent columns of stride T; shared tile [2^k1][C]
   u32 stride, col, cols;
   __device__ u32 global(u32 c) const { return c * stride; }
   __device__ u32 shared(u32 c) const { return c * cols + col; }
+};
+
+// The Q rows' tiles: FuseLayout with 4 pad words after every 8 rows of C = 4 columns. Without them, a thread's 8
+// consecutive rows in the forward's last round (tl = 0) sit in 4 bank pairs per half-warp (4-way conflicts).
+struct FusePaddedLayout {
+  u32 stride, col, cols;
+  __device__ u32 global(u32 c) const { return c * stride; }
+  __device__ u32 shared(u32 c) const { return c * cols + col + ((c >> 3) << 2); }
 };
 
 __device__ __forceinline__ void cp_async16(void* shared, const void* global) {
@@ -833,19 +842,69 @@ __device__ __forceinline__ void fuse_transform(u64* gout, u64* tile, const FuseL
   }
 }
 
-// Forward modes (the rows kernel's NttPlan): 0 Harvey, 1 lazy where lazy_forward_fits, 2 truncated where
-// trunc_forward_fits (else lazy where that fits), as ntt_columns picks them per limb.
-template <int kLen>
-__device__ __forceinline__ void fuse_forward(u64* gout, u64* tile, const FuseLayout& layout, u32 tcol, int k1,
-                                             const PairedTwiddles& t, int mode, u64 q, int log_n, int team) {
-  if (mode >= 2 && trunc_forward_fits(q, log_n, k1)) {
-    fuse_transform<true, kLen, false, true>(gout, tile, layout, tcol, k1, TruncatedTwiddles<PairedTwiddles>{t}, false,
-                                            q, team);
-  } else if (mode >= 1 && lazy_forward_fits(q, log_n)) {
-    fuse_transform<true, kLen, false, true>(gout, tile, layout, tcol, k1, LazyTwiddles<PairedTwiddles>{t}, false, q,
-                                            team);
-  } else {
-    fuse_transform<true, kLen, false, true>(gout, tile, layout, tcol, k1, t, false, q, team);
+// The forward butterflies a Q prime takes (the rows kernel's plan, per limb): 2 truncated, 1 lazy, 0 Harvey.
+__device__ __forceinline__ int forward_kind(int mode, u64 q, int log_n, int k1) {
+  return mode >= 2 && trunc_forward_fits(q, log_n, k1) ? 2 : mode >= 1 && lazy_forward_fits(q, log_n) ? 1 : 0;
+}
+
+// The forward columns of `count` <= kRows tiles of the team with the same butterflies, their rounds interleaved
+// (one barrier per round for all of them), the last round to global memory.
+template <int kLen, int kRows, class Tw, class Layout>
+__device__ __forceinline__ void fuse_forward_rows(u64* const* gout, u64* const* tiles, const Layout& layout,
+                                                  u32 tcol, int k1, const Tw (&t)[kRows], const u64* q, int count,
+                                                  int team) {
+  const int length = kLen != 0 ? kLen : k1;
+  const int rounds = (length + 2) / 3;
+#pragma unroll
+  for (int i = 0; i < rounds; ++i) {
+    const int s0 = 3 * i;
+    const int g = length - s0 < 3 ? length - s0 : 3;
+    const bool to_global = i == rounds - 1;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (r >= count) break;
+      if (g == 3) {
+        dispatch_round<true, 3>(false, to_global, gout[r], gout[r], tiles[r], layout, tcol, s0, length, t[r], false, q[r]);
+      } else if (g == 2) {
+        dispatch_round<true, 2>(false, to_global, gout[r], gout[r], tiles[r], layout, tcol, s0, length, t[r], false, q[r]);
+      } else {
+        dispatch_round<true, 1>(false, to_global, gout[r], gout[r], tiles[r], layout, tcol, s0, length, t[r], false, q[r]);
+      }
+    }
+    if (!to_global) team_barrier(team);
+  }
+}
+
+template <int kLen, int kRows, template <class> class Kind, class Layout>
+__device__ __forceinline__ void fuse_forward_kind(u64* const* gout, u64* const* tiles, const Layout& layout,
+                                                  u32 tcol, int k1, const PairedTwiddles* tw, const u64* q, int count,
+                                                  int team) {
+  Kind<PairedTwiddles> t[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) t[r] = Kind<PairedTwiddles>{tw[r]};
+  fuse_forward_rows<kLen, kRows>(gout, tiles, layout, tcol, k1, t, q, count, team);
+}
+template <class Base>
+using PlainTwiddles = Base;
+
+// The rows' butterflies by kind (forward_kind): together where the rows share it, else one row after the other.
+template <int kLen, int kRows, class Layout>
+__device__ __forceinline__ void fuse_forward(u64* const* gout, u64* const* tiles, const Layout& layout,
+                                             u32 tcol, int k1, const PairedTwiddles* tw, const int* kind, const u64* q,
+                                             int count, int team) {
+  bool same = true;
+#pragma unroll
+  for (int r = 1; r < kRows; ++r) same = same && (r >= count || kind[r] == kind[0]);
+  if (same) {
+    if (kind[0] == 2) fuse_forward_kind<kLen, kRows, TruncatedTwiddles>(gout, tiles, layout, tcol, k1, tw, q, count, team);
+    else if (kind[0] == 1) fuse_forward_kind<kLen, kRows, LazyTwiddles>(gout, tiles, layout, tcol, k1, tw, q, count, team);
+    else fuse_forward_kind<kLen, kRows, PlainTwiddles>(gout, tiles, layout, tcol, k1, tw, q, count, team);
+    return;
+  }
+  for (int r = 0; r < count; ++r) {
+    if (kind[r] == 2) fuse_forward_kind<kLen, 1, TruncatedTwiddles>(gout + r, tiles + r, layout, tcol, k1, tw + r, q + r, 1, team);
+    else if (kind[r] == 1) fuse_forward_kind<kLen, 1, LazyTwiddles>(gout + r, tiles + r, layout, tcol, k1, tw + r, q + r, 1, team);
+    else fuse_forward_kind<kLen, 1, PlainTwiddles>(gout + r, tiles + r, layout, tcol, k1, tw + r, q + r, 1, team);
   }
 }
 
@@ -865,7 +924,7 @@ __device__ __forceinline__ void fuse_inverse(u64* tile, const FuseLayout& layout
 // and (kEngine 1, the tensor cores) the quads' transposition per warp and the rows' MmaRow constants. kEngine 0:
 // the Conv as 128-bit multiply-accumulates (conv_kernel's sum), kEngine 1: as the lean tensor-core Conv's
 // products (B fragments from ModDownFusedArgs::mma_fragments, 4 KT slots). kLen: 0, or the column length 8.
-template <int kEngine, int KT, int kLen, int kThreads>
+template <int kEngine, int KT, int kLen, int kThreads, int kRows, bool kPadded = true>
 __global__ void __launch_bounds__(kThreads) mod_down_columns_kernel(ModDownFusedArgs f, int slot_rows, int groups,
                                                                     int group_rows, int forward_mode,
                                                                     bool lazy_inverse) {
@@ -885,10 +944,13 @@ __global__ void __launch_bounds__(kThreads) mod_down_columns_kernel(ModDownFused
   const int r0 = (blockIdx.y % groups) * group_rows;
   const int width = min(group_rows, limbs - r0);
   u64* ys = smem;                                                    // [slot_rows][kFuseStride]
-  u64* tile = smem + slot_rows * kFuseStride + team * kFuseTile;     // [kFuseTile]: the team's Q row
-  u32* scratch = reinterpret_cast<u32*>(smem + slot_rows * kFuseStride + kTeams * kFuseTile);  // [warps][128]
+  u64* tile = smem + slot_rows * kFuseStride + team * kRows * kFuseTileWords;  // [kRows][kFuseTileWords]: Q rows
+  u32* scratch = reinterpret_cast<u32*>(smem + slot_rows * kFuseStride + kTeams * kRows * kFuseTileWords);
   MmaRow* row_const = reinterpret_cast<MmaRow*>(scratch + kTeams * kFuseTeamWarps * 128);      // [group_rows]
   const FuseLayout layout{stride, col, cols};
+  using TileLayout = std::conditional_t<kPadded, FusePaddedLayout, FuseLayout>;
+  const TileLayout tile_layout{stride, col, cols};
+  const int pad_shift = kPadded ? 13 - k1 : 31;  // linear tile word s = c * C + col sits at s + ((s >> pad_shift) << 2)
 
   // Every P limb's C columns, 16 bytes per copy (C >= 4: whole 32-byte sectors), all in flight at once.
   const u64* in = inv.out + b * alpha * n + column0;
@@ -925,52 +987,79 @@ __global__ void __launch_bounds__(kThreads) mod_down_columns_kernel(ModDownFused
   const int coefficient = 16 * (t4 >> 1) + g + 8 * (t4 & 1);  // this lane's result in a group of 32
   const u32* ys32 = reinterpret_cast<const u32*>(ys);
   u32* quad = scratch + (tid / 32) * 128;
-  for (int rr = team; rr < width; rr += kTeams) {  // the team's rows
-    const int r = r0 + rr;
-    if (rr != team) team_barrier(team);  // the previous row's last round has read the tile
+  for (int rr = kRows * team; rr < width; rr += kRows * kTeams) {  // the team's rows, kRows at a time
+    const int count = min(kRows, width - rr);
+    if (rr != kRows * team) team_barrier(team);  // the previous rows' last round has read the tiles
     if constexpr (kEngine == 1) {
-      uint2 bf[KT];
-      const uint2* fragments = reinterpret_cast<const uint2*>(f.mma_fragments) + static_cast<int64_t>(r) * KT * 32 + lane;
+      uint2 bf[kRows][KT];
 #pragma unroll
-      for (int kt = 0; kt < KT; ++kt) bf[kt] = fragments[kt * 32];
-      const MmaRow row = row_const[rr];
+      for (int i = 0; i < kRows; ++i) {
+        const int r = r0 + rr + min(i, count - 1);
+        const uint2* fragments = reinterpret_cast<const uint2*>(f.mma_fragments) + static_cast<int64_t>(r) * KT * 32 + lane;
+#pragma unroll
+        for (int kt = 0; kt < KT; ++kt) bf[i][kt] = fragments[kt * 32];
+      }
       for (int group = warp; group < kFuseTile / 32; group += kFuseTeamWarps) {
-        u32 af[2][KT][4];
+        u32 af[2][KT][4];  // loaded once for the kRows rows
         load_a_fragments<KT, kFuseStride>(ys32, 32 * group, g, t4, af);
-        int acc[2][4] = {};
+        const int s_lin = 32 * group + coefficient;
+        const int at = s_lin + ((s_lin >> pad_shift) << 2);
 #pragma unroll
-        for (int kt = 0; kt < KT; ++kt) {
-          mma_u8(acc[0], af[0][kt], bf[kt].x, bf[kt].y);
-          mma_u8(acc[1], af[1][kt], bf[kt].x, bf[kt].y);
+        for (int i = 0; i < kRows; ++i) {
+          if (i >= count) break;
+          int acc[2][4] = {};
+#pragma unroll
+          for (int kt = 0; kt < KT; ++kt) {
+            mma_u8(acc[0], af[0][kt], bf[i][kt].x, bf[i][kt].y);
+            mma_u8(acc[1], af[1][kt], bf[i][kt].x, bf[i][kt].y);
+          }
+          // the lean Conv's transposition of the lane quads' partial sums (rns.cu, conv_mma_lean_kernel)
+#pragma unroll
+          for (int m = 0; m < 2; ++m)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+              quad[4 * (16 * m + g + 8 * h) + t4] =
+                  static_cast<u32>(acc[m][2 * h]) + (static_cast<u32>(acc[m][2 * h + 1]) << 8);
+          __syncwarp();
+          const uint4 p = reinterpret_cast<const uint4*>(quad)[coefficient];
+          __syncwarp();
+          tile[i * kFuseTileWords + at] = reduce_quad_sums<true>(p, row_const[rr + i], fwd.moduli, n);
         }
-        // the lean Conv's transposition of the lane quads' partial sums (rns.cu, conv_mma_lean_kernel)
-#pragma unroll
-        for (int m = 0; m < 2; ++m)
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-            quad[4 * (16 * m + g + 8 * h) + t4] =
-                static_cast<u32>(acc[m][2 * h]) + (static_cast<u32>(acc[m][2 * h + 1]) << 8);
-        __syncwarp();
-        const uint4 p = reinterpret_cast<const uint4*>(quad)[coefficient];
-        __syncwarp();
-        tile[32 * group + coefficient] = reduce_quad_sums<true>(p, row, fwd.moduli, n);
       }
     } else {
       constexpr int kPer = kFuseTile / kFuseTeamThreads;
-      U128 acc[kPer] = {};
-      for (int k = 0; k <= alpha; ++k) {
-        const u64 c = k < alpha ? f.qhat_mod_p[k * limbs + r] : f.neg_q_mod_p[r];
+      for (int i = 0; i < count; ++i) {
+        const int r = r0 + rr + i;
+        U128 acc[kPer] = {};
+        for (int k = 0; k <= alpha; ++k) {
+          const u64 c = k < alpha ? f.qhat_mod_p[k * limbs + r] : f.neg_q_mod_p[r];
 #pragma unroll
-        for (int i = 0; i < kPer; ++i) mac128(acc[i], ys[k * kFuseStride + ttid + i * kFuseTeamThreads], c);
+          for (int e = 0; e < kPer; ++e) mac128(acc[e], ys[k * kFuseStride + ttid + e * kFuseTeamThreads], c);
+        }
+        const Modulus m = fwd.moduli[r];
+#pragma unroll
+        for (int e = 0; e < kPer; ++e) {
+          const int s_lin = ttid + e * kFuseTeamThreads;
+          tile[i * kFuseTileWords + s_lin + ((s_lin >> pad_shift) << 2)] = reduce128(acc[e], m);
+        }
       }
-      const Modulus m = fwd.moduli[r];
-#pragma unroll
-      for (int i = 0; i < kPer; ++i) tile[ttid + i * kFuseTeamThreads] = reduce128(acc[i], m);
     }
     team_barrier(team);
-    u64* out = fwd.out + (b * limbs + r) * n + column0 + col;
-    fuse_forward<kLen>(out, tile, layout, tcol, k1, global_twiddles<true>(fwd.table, r, n, true, 1u), forward_mode,
-                       fwd.moduli[r].value, log_n, team);
+    u64* out[kRows];
+    u64* tiles[kRows];
+    PairedTwiddles tw[kRows];
+    int kind[kRows];
+    u64 q[kRows];
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const int r = r0 + rr + min(i, count - 1);
+      out[i] = fwd.out + (b * limbs + r) * n + column0 + col;
+      tiles[i] = tile + i * kFuseTileWords;
+      tw[i] = global_twiddles<true>(fwd.table, r, n, true, 1u);
+      q[i] = fwd.moduli[r].value;
+      kind[i] = forward_kind(forward_mode, q[i], log_n, k1);
+    }
+    fuse_forward<kLen, kRows>(out, tiles, tile_layout, tcol, k1, tw, kind, q, count, team);
   }
 }
 
@@ -992,20 +1081,31 @@ struct FuseLaunch {
   bool lazy_inverse;
 };
 
-template <int kEngine, int KT, int kLen, int kThreads>
+template <int kEngine, int KT, int kLen, int kThreads, int kRows, bool kPadded = true>
 void launch_mod_down_columns(const ModDownFusedArgs& f, const FuseLaunch& l, cudaStream_t s) {
-  const auto kernel = mod_down_columns_kernel<kEngine, KT, kLen, kThreads>;
+  const auto kernel = mod_down_columns_kernel<kEngine, KT, kLen, kThreads, kRows, kPadded>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(l.smem)),
         "cudaFuncSetAttribute(mod_down_columns_kernel)");
   kernel<<<l.grid, kThreads, l.smem, s>>>(f, l.slot_rows, l.groups, l.group_rows, l.forward_mode, l.lazy_inverse);
   check_launch("mod_down_columns_kernel");
 }
 
-template <int kEngine, int KT, int kLen>
-void launch_mod_down_columns(const ModDownFusedArgs& f, const FuseLaunch& l, int threads, cudaStream_t s) {
-  if (threads == 512) launch_mod_down_columns<kEngine, KT, kLen, 512>(f, l, s);
-  else if (threads == 768) launch_mod_down_columns<kEngine, KT, kLen, 768>(f, l, s);
-  else launch_mod_down_columns<kEngine, KT, kLen, 1024>(f, l, s);
+// The tensor-core kernel with (threads, rows per step): at the compiled-in column length (N = 2^16, 2^17 with
+// 3 K tiles: the preset's alpha = 11) every variant's own; elsewhere 4 teams, with the variant's rows per step.
+template <int KT, int kLen>
+void launch_mod_down_columns_mma(const ModDownFusedArgs& f, const FuseLaunch& l, int threads, int rows, bool padded,
+                                 cudaStream_t s) {
+  if constexpr (kLen == 0) {
+    if (rows == 2) launch_mod_down_columns<1, KT, 0, 512, 2>(f, l, s);
+    else launch_mod_down_columns<1, KT, 0, 512, 1>(f, l, s);
+  } else {
+    if (!padded) launch_mod_down_columns<1, KT, kLen, 512, 2, false>(f, l, s);
+    else if (rows == 2 && threads == 768) launch_mod_down_columns<1, KT, kLen, 768, 2>(f, l, s);
+    else if (rows == 2) launch_mod_down_columns<1, KT, kLen, 512, 2>(f, l, s);
+    else if (threads == 1024) launch_mod_down_columns<1, KT, kLen, 1024, 1>(f, l, s);
+    else if (threads == 768) launch_mod_down_columns<1, KT, kLen, 768, 1>(f, l, s);
+    else launch_mod_down_columns<1, KT, kLen, 512, 1>(f, l, s);
+  }
 }
 
 }  // namespace
@@ -1015,7 +1115,9 @@ void ntt_inverse(const NttArgs& args, Stream stream) { launch_ntt<false>(args, s
 
 // The variants (kernels.h, Variant::kColFuse): 1 the CUDA-core Conv, 6 teams; 2, 3, 4 the tensor-core Conv
 // (where the fragments are given, alpha + 1 <= 16 slots and the GPU has integer MMA; else the CUDA-core one) with
-// 4, 6, 8 teams of 4 warps. One row group: the block's y slots are shared by all of its teams.
+// 4, 6, 8 teams of 4 warps, one Q row per step; 5, 6: 4, 6 teams with two Q rows per step (the A fragments
+// loaded once for both); 7: 5 with unpadded tiles (FuseLayout). One row group: the block's y slots are shared by
+// all of its teams. (Three rows per step with 4 teams spilled 320 bytes at 128 registers: not kept.)
 bool mod_down_fused(const ModDownFusedArgs& f, Stream stream) {
   const int variant = kernel_variant(Variant::kColFuse);
   const NttArgs& inv = f.inverse;
@@ -1026,13 +1128,20 @@ bool mod_down_fused(const ModDownFusedArgs& f, Stream stream) {
   const DeviceScope scope(stream.device);
   const int kt = (alpha + 1 + 3) / 4;
   const bool mma = variant >= 2 && f.mma_fragments != nullptr && alpha + 1 <= 16 && integer_mma(stream.device);
-  const int threads = !mma ? 768 : variant == 2 ? 512 : variant == 3 ? 768 : 1024;
+  const bool fixed = split(log_n).k1 == 8 && kt == 3;  // the instances with the column length compiled in
+  int threads = 768, rows = 1;
+  if (mma) {
+    threads = variant == 3 || variant == 6 ? 768 : variant == 4 ? 1024 : 512;
+    rows = variant >= 5 ? 2 : 1;  // (7: 5 without the tiles' padding)
+    if (!fixed) threads = 512;
+  }
   const int teams = threads / kFuseTeamThreads;
   FuseLaunch l;
   l.slot_rows = mma ? 4 * kt : alpha + 1;
   l.group_rows = fwd.limbs;
   l.groups = 1;
-  l.smem = (static_cast<size_t>(l.slot_rows) * kFuseStride + static_cast<size_t>(teams) * kFuseTile) * sizeof(u64) +
+  l.smem = (static_cast<size_t>(l.slot_rows) * kFuseStride + static_cast<size_t>(teams * rows) * kFuseTileWords) *
+               sizeof(u64) +
            (mma ? teams * kFuseTeamWarps * 128 * sizeof(u32) + l.group_rows * sizeof(MmaRow) : 0);
   if (l.smem > 227 * 1024) return false;
   const int ntt_variant = kernel_variant(Variant::kNtt);
@@ -1046,19 +1155,19 @@ bool mod_down_fused(const ModDownFusedArgs& f, Stream stream) {
   first.rows_only = true;
   launch_ntt<false>(first, stream);
   const cudaStream_t s = native(stream);
-  const bool fixed = split(log_n).k1 == 8;
   if (!mma) {
-    if (fixed) launch_mod_down_columns<0, 1, 8, 768>(f, l, s);
-    else launch_mod_down_columns<0, 1, 0, 768>(f, l, s);
-  } else if (kt == 3) {
-    if (fixed) launch_mod_down_columns<1, 3, 8>(f, l, threads, s);
-    else launch_mod_down_columns<1, 3, 0>(f, l, threads, s);
+    if (split(log_n).k1 == 8) launch_mod_down_columns<0, 1, 8, 768, 1>(f, l, s);
+    else launch_mod_down_columns<0, 1, 0, 768, 1>(f, l, s);
+  } else if (fixed) {
+    launch_mod_down_columns_mma<3, 8>(f, l, threads, rows, variant != 7, s);
   } else if (kt == 1) {
-    launch_mod_down_columns<1, 1, 0>(f, l, threads, s);
+    launch_mod_down_columns_mma<1, 0>(f, l, threads, rows, true, s);
   } else if (kt == 2) {
-    launch_mod_down_columns<1, 2, 0>(f, l, threads, s);
+    launch_mod_down_columns_mma<2, 0>(f, l, threads, rows, true, s);
+  } else if (kt == 3) {
+    launch_mod_down_columns_mma<3, 0>(f, l, threads, rows, true, s);
   } else {
-    launch_mod_down_columns<1, 4, 0>(f, l, threads, s);
+    launch_mod_down_columns_mma<4, 0>(f, l, threads, rows, true, s);
   }
   NttArgs second = fwd;
   second.rows_only = true;

@@ -9,7 +9,9 @@ from fhe_core import ops
 from fhe_core.ring import BasisConverter, RNSBasis, generate_primes, shoup_constants, words_tensor
 from fhe_reference import fresh_rng, random_residues
 
-COL_FUSE_VARIANTS = (0, 1, 2, 3, 4)
+# 0: the composed ops; 1: the fused kernel with the CUDA-core Conv; 2-7: with the tensor-core Conv (4, 6, 8 teams
+# of 4 warps, one Q row per step; 4, 6 teams with two; 4 teams, two rows, unpadded tiles)
+COL_FUSE_VARIANTS = (0, 1, 2, 3, 4, 5, 6, 7)
 
 
 class Case:
@@ -77,8 +79,8 @@ def test_mod_down_fused_rejects_bad_operands():
         ops.mod_down_fused(case.c, *bad)
     with pytest.raises(RuntimeError, match="add_galois"):
         ops.mod_down_fused(case.c, *args, add_galois=2)
-    with pytest.raises(RuntimeError, match="col_fuse is 0 \\(reference\\) to 4, got 5"):
-        ops.kernel_variant("col_fuse", 5)
+    with pytest.raises(RuntimeError, match="col_fuse is 0 \\(reference\\) to 7, got 8"):
+        ops.kernel_variant("col_fuse", 8)
 
 
 # (log_n, P bits, Q bits, batch, add_batches): ModDown of N16QP1766L30D3 at the top level (alpha 11, 31 Q primes,

@@ -72,7 +72,7 @@ def test_mod_down_fused_key_switches_on_cuda(shape, level):
     degree2, degree1 = _ciphertexts(cpu, level, rng)
     expected = _key_switches(cpu, degree2, degree1, elements, keys, col_fuse=0)
     on_gpu = [ct.replace(data=ct.data.cuda()) for ct in (degree2, degree1)]
-    for variant in (0, 1, 2, 3, 4):
+    for variant in range(8):
         got = _key_switches(gpu, *on_gpu, elements, keys_gpu, col_fuse=variant)
         for i, (a, b) in enumerate(zip(got, expected)):
             assert torch.equal(a, b), (variant, i)
