@@ -58,7 +58,7 @@ def with_variant(name: str, value: int, fn: Callable[[int], object]) -> Callable
 
 def before_issue_14(fn: Callable[[int], object]) -> Callable[[int], object]:
     """fn with every reference variant: the kernels and compositions as they were before issue 14."""
-    for name in ("conv", "mod_up", "mod_down", "tensor", "ntt", "galois", "col_fuse"):
+    for name in ("conv", "mod_up", "mod_down", "tensor", "ntt", "galois"):
         fn = with_variant(name, 0, fn)
     return fn
 
@@ -79,21 +79,6 @@ NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
 CONV_LATER = {2: "[conv v2: balanced]", 3: "[conv v3: lean rows]", 4: "[conv v4: lean rows, x one tile ahead]",
               5: "[conv v5: v4 in the fewest row groups]", 6: "[conv v6: v4 + precomputed B fragments]",
               7: "[conv v7: v5 + precomputed B fragments]", 8: "[conv v8: v7, two rows at once]"}
-
-
-# issue 14, session 4: ModDown's inverse columns, exact Conv and forward columns as one kernel (ops.mod_down_fused)
-COL_FUSE = {1: "[col_fuse v1: fused columns + CUDA-core Conv, 6 teams]",
-            2: "[col_fuse v2: fused columns + tensor-core Conv, 4 teams]",
-            3: "[col_fuse v3: fused columns + tensor-core Conv, 6 teams]",
-            4: "[col_fuse v4: fused columns + tensor-core Conv, 8 teams]",
-            5: "[col_fuse v5: fused columns + tensor-core Conv, 4 teams x 2 rows]",
-            6: "[col_fuse v6: fused columns + tensor-core Conv, 6 teams x 2 rows]",
-            7: "[col_fuse v7: v5 with unpadded tiles]"}
-
-
-def col_fuse_cases(label: str, params: str, nbytes: int, fn: Callable[[int], object]) -> list[Case]:
-    """One case per COL_FUSE variant of fn, labelled "<label> [col_fuse vN: ...]"."""
-    return [Case(f"{label} {tag}", params, nbytes, with_variant("col_fuse", v, fn)) for v, tag in COL_FUSE.items()]
 
 
 def conv_variant_cases(label: str, params: str, nbytes: int, fn: Callable[[int], object]) -> list[Case]:
@@ -230,11 +215,9 @@ def make_keyswitch_cases(device: str) -> list[Case]:
              with_variant("mod_down", 0, mod_down)),
         Case(f"mod_down {NTT_V0}", name, 146 * limb_poly, with_variant("ntt", 0, mod_down)),
         Case(f"mod_down {BEFORE}", name, 146 * limb_poly, before_issue_14(mod_down)),
-        *col_fuse_cases("mod_down", name, 146 * limb_poly, mod_down),
         Case("HRotate (apply_galois)", name, (765 + 124) * limb_poly, rotate),
         Case(f"HRotate (apply_galois) {BEFORE}", name, (765 + 124) * limb_poly, before_issue_14(rotate)),
         *conv_variant_cases("HRotate (apply_galois)", name, (765 + 124) * limb_poly, rotate),
-        *col_fuse_cases("HRotate (apply_galois)", name, (765 + 124) * limb_poly, rotate),
         Case("hoisted rotation x4 (all 4)", name, (157 + 4 * (608 + 124)) * limb_poly,
              lambda i: rlwe.apply_galois_hoisted(ctx, ct, galois, keys)),
     ]
@@ -328,7 +311,6 @@ def make_ckks_cases(device: str) -> list[Case]:
              with_variant("ntt", 4, lambda i: evaluator.mul_relin(a, b))),
         *conv_variant_cases("HMult + relin", name, 3 * ct + (765 - 124) * limb_poly,
                             lambda i: evaluator.mul_relin(a, b)),
-        *col_fuse_cases("HMult + relin", name, 3 * ct + (765 - 124) * limb_poly, lambda i: evaluator.mul_relin(a, b)),
         Case("rescale", name, 2 * ct, lambda i: evaluator.rescale(unscaled), REFERENCE_V100_US["rescale"]),
         Case("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1), REFERENCE_V100_US["HRotate"]),
         Case(f"HRotate {BEFORE}", name, 2 * ct + 765 * limb_poly, before_issue_14(lambda i: evaluator.rotate(a, 1))),
@@ -341,7 +323,6 @@ def make_ckks_cases(device: str) -> list[Case]:
         Case(f"HRotate {GALOIS_V0}", name, 2 * ct + 765 * limb_poly,
              with_variant("galois", 0, lambda i: evaluator.rotate(a, 1))),
         *conv_variant_cases("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1)),
-        *col_fuse_cases("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1)),
         Case("hoisted, 8 rotations", name, 2 * ct + (157 + 8 * 732) * limb_poly,
              lambda i: evaluator.rotate_hoisted(a, steps)),
         Case(f"hoisted, 8 rotations {GALOIS_V0}", name, 2 * ct + (157 + 8 * 732) * limb_poly,

@@ -58,7 +58,6 @@ struct NttArgs {
   // and store sigma_k(in) itself to `permuted` ([rows, N], contiguous like out). A rotation's ModUp.
   u64 galois = 1;
   u64* permuted = nullptr;
-  bool rows_only = false;  // CUDA: only the rows kernel (the inverse's first pass, the forward's second)
 };
 
 // Where row r of an NTT's input starts (in words from `in`).
@@ -212,22 +211,6 @@ struct AutomorphismArgs {
   u64 galois;             // odd k in [1, 2N)
 };
 
-// ModDown (c - Conv_{P->Q}(INTT_P(c_P))) * P^-1 with the inverse's columns pass, the exact Conv and the
-// forward's columns pass in one CUDA kernel (ops.mod_down_fused): the inverse rows pass of c's P rows
-// (inverse, rows_only) into `coeffs`, then per block of 1024 coefficients (C = 1024 / 2^k1 adjacent columns)
-// every P limb's columns finished in shared memory, converted to every Q limb and each Q limb's columns
-// transformed before one store into forward.in, then the forward rows pass with ModDown's epilogue
-// (forward, rows_only). The Conv's constants as in ConvArgs (one digit, exact).
-struct ModDownFusedArgs {
-  NttArgs inverse;            // c's P rows -> coeffs ([batch, alpha, N])
-  NttArgs forward;            // in = out = the columns' output [batch, limbs, N], with the epilogue
-  const u64* qhat_inv;        // [alpha]
-  const u64* qhat_inv_shoup;  // [alpha]
-  const u64* qhat_mod_p;      // [alpha, limbs]
-  const u64* neg_q_mod_p;     // [limbs]
-  const u32* mma_fragments;   // [1, limbs, KT, 64] (conv_mma_fragments, exact) or nullptr: CUDA-core Conv only
-};
-
 enum class SampleKind : int { kUniform, kCenteredBinomial, kTernaryUniform };
 
 struct SampleArgs {
@@ -279,10 +262,6 @@ enum class Variant : int {
   kGalois = 6,  // 1 (default): a rotation's sigma_k read inside ModUp's inverse NTT (ops.intt_galois) and
                 //    ModDown's epilogue add (mod_down_ntt's add_galois) instead of ops.automorphism_ntt
                 //    (read by rlwe/keyswitch.py)
-  kColFuse = 7, // ModDown's inverse columns pass, exact Conv and forward columns pass in one kernel
-                //    (ops.mod_down_fused, ntt.cu): 1: Conv on the CUDA cores, 6 teams of 4 warps per block;
-                //    2, 3, 4: Conv on the tensor cores, 4, 6, 8 teams; 5, 6: 4, 6 teams, two Q rows per step;
-                //    7: 5 with unpadded tiles (read by rlwe/keyswitch.py)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp
@@ -316,8 +295,6 @@ void ks_inner_product(const KsInnerProductArgs& args, Stream stream);
 void center_lift(const CenterLiftArgs& args, Stream stream);
 void automorphism_ntt(const AutomorphismArgs& args, Stream stream);
 void automorphism_coeff(const AutomorphismArgs& args, Stream stream);
-// ops.mod_down_fused (ntt.cu): false when the fused kernel does not apply (the caller composes the ops).
-bool mod_down_fused(const ModDownFusedArgs& args, Stream stream);
 void sample(const SampleArgs& args, Stream stream);
 void sample_fixed_weight(const FixedWeightArgs& args, Stream stream);
 }  // namespace cuda

@@ -29,7 +29,7 @@
 namespace fhe {
 
 int& kernel_variant(Variant v) {
-  static int variants[static_cast<int>(Variant::kCount)] = {7, 1, 1, 1, 3, 6, 1, 0};
+  static int variants[static_cast<int>(Variant::kCount)] = {7, 1, 1, 1, 3, 6, 1};
   return variants[static_cast<int>(v)];
 }
 
@@ -182,7 +182,6 @@ struct CpuBackend {
   static void ks_inner_product_babies(const KsInnerProductBabiesArgs& a, const Tensor&) {
     cpu::ks_inner_product_babies(a);
   }
-  static bool mod_down_fused(const ModDownFusedArgs&, const Tensor&) { return false; }  // (the composed ops)
 };
 
 #ifdef FHE_CORE_WITH_CUDA
@@ -229,9 +228,6 @@ struct CudaBackend {
   }
   static void ks_inner_product_babies(const KsInnerProductBabiesArgs& a, const Tensor& t) {
     cuda::ks_inner_product_babies(a, current_stream(t));
-  }
-  static bool mod_down_fused(const ModDownFusedArgs& a, const Tensor& t) {
-    return cuda::mod_down_fused(a, current_stream(t));
   }
 };
 #endif
@@ -659,90 +655,6 @@ Tensor bconv(const Tensor& a, const Tensor& src_moduli, const Tensor& dst_moduli
   Tensor out = at::empty(bconv_out_sizes(a, dst_moduli), a.options());
   return bconv_out<B>(a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, neg_q_mod_p, lazy, fragments,
                       out);
-}
-
-// ---- ModDown with its columns passes and Conv fused (CUDA) ---------------------------------------
-
-// A [len] int64 vector of per-limb constants on c's device.
-void check_limb_vector(const Tensor& t, int64_t len, const Tensor& c, const char* op, const char* name) {
-  check_words(t, op, name);
-  check_same_device(t, c, op, name);
-  FHE_CHECK(t.dim() == 1 && t.size(0) == len, op, ": ", name, " must be [", len, "], got ", t.sizes());
-}
-
-// ModDown of c [B, alpha + limbs, N] (NTT domain over (P, Q_l)) with the exact Conv: (c_Q - NTT(Conv(INTT(c_P))))
-// * P^-1 (+ add), the words of intt, bconv(exact, lazy) and mod_down_ntt in turn, which is what it runs on the CPU
-// and where the fused kernel does not apply. On CUDA with ops.kernel_variant("col_fuse") >= 1: the inverse's rows
-// pass, one kernel for the inverse's columns, the Conv and the forward's columns (cuda/ntt.cu), and the forward's
-// rows pass with the epilogue: the alpha + limbs intermediate rows per component stay in shared memory.
-template <class B>
-Tensor mod_down_fused(const Tensor& c, const Tensor& p_moduli, const Tensor& p_table, const Tensor& qhat_inv,
-                      const Tensor& qhat_inv_shoup, const Tensor& qhat_mod_p, const Tensor& neg_q_mod_p,
-                      const std::optional<Tensor>& fragments, const Tensor& consts, const Tensor& consts_shoup,
-                      const Tensor& moduli, const Tensor& table, const std::optional<Tensor>& add,
-                      int64_t add_galois) {
-  const char* op = "mod_down_fused";
-  FHE_CHECK(c.scalar_type() == at::kLong && c.dim() == 3, op, ": c must be int64 [batch, alpha + limbs, N], got ",
-            c.scalar_type(), " ", c.sizes());
-  for (const Tensor* m : {&p_moduli, &moduli}) {
-    check_words(*m, op, "moduli");
-    check_same_device(*m, c, op, "moduli");
-    FHE_CHECK(m->dim() == 2 && m->size(1) == 4 && m->size(0) > 0, op, ": moduli must be [limbs, 4], got ", m->sizes());
-  }
-  const int64_t alpha = p_moduli.size(0), limbs = moduli.size(0), batch = c.size(0), n = c.size(2);
-  FHE_CHECK(c.size(1) == alpha + limbs, op, ": c must be [batch, ", alpha, " + ", limbs, ", N], got ", c.sizes());
-  FHE_CHECK(c.stride(2) == 1 && c.stride(1) == n && (batch == 1 || c.stride(0) >= c.size(1) * n), op,
-            ": c must be contiguous or a batch of contiguous [rows, N] blocks, got strides ", c.strides());
-  FHE_CHECK(alpha < kMaxBconvInputLimbs, op, ": the exact conversion takes at most ", kMaxBconvInputLimbs - 1,
-            " P limbs, got ", alpha);
-  const Tensor c_p = c.narrow(1, 0, alpha);
-  const int log_n = log2_exact(n, op);
-  const int p_table_rows = check_ntt_table(p_table, c_p, p_moduli, op);
-  const int table_rows = check_ntt_table(table, c, moduli, op);
-  check_limb_vector(qhat_inv, alpha, c, op, "qhat_inv");
-  check_limb_vector(qhat_inv_shoup, alpha, c, op, "qhat_inv_shoup");
-  check_words(qhat_mod_p, op, "qhat_mod_p");
-  check_same_device(qhat_mod_p, c, op, "qhat_mod_p");
-  FHE_CHECK(qhat_mod_p.dim() == 2 && qhat_mod_p.size(0) == alpha && qhat_mod_p.size(1) == limbs, op,
-            ": qhat_mod_p must be [", alpha, ", ", limbs, "], got ", qhat_mod_p.sizes());
-  check_limb_vector(neg_q_mod_p, limbs, c, op, "neg_q_mod_p");
-  check_limb_vector(consts, limbs, c, op, "consts");
-  check_limb_vector(consts_shoup, limbs, c, op, "consts_shoup");
-  const u32* fragment_words = checked_fragments(fragments, c, 1, limbs, alpha + 1, op);
-  if (add.has_value()) {
-    check_words(*add, op, "add");
-    check_same_device(*add, c, op, "add");
-    FHE_CHECK(add->dim() == 3 && add->size(0) <= batch && add->size(1) == limbs && add->size(2) == n, op,
-              ": add must be [<= ", batch, ", ", limbs, ", ", n, "], got ", add->sizes());
-  }
-  check_galois(add_galois, n, op, "add_galois");
-  Tensor out = at::empty({batch, limbs, n}, c.options());
-  if (add.has_value()) at::assert_no_overlap(out, *add);
-  if (!kIsCpu<B> && kernel_variant(Variant::kColFuse) != 0) {
-    Tensor coeffs = at::empty({batch, alpha, n}, c.options());
-    NttArgs inverse{words(c), mutable_words(coeffs), moduli_ptr(p_moduli), words(p_table), batch * alpha,
-                    static_cast<int>(alpha), log_n};
-    inverse.table_rows = p_table_rows;
-    inverse.in_batch_stride = batch == 1 ? 0 : c.stride(0);
-    NttArgs forward{words(out), mutable_words(out), moduli_ptr(moduli), words(table), batch * limbs,
-                    static_cast<int>(limbs), log_n};
-    forward.table_rows = table_rows;
-    forward.epilogue = NttEpilogue{words(c) + alpha * n, batch == 1 ? c.size(1) * n : c.stride(0), words(consts),
-                                   words(consts_shoup)};
-    if (add.has_value()) {
-      FHE_CHECK(add_galois == 1 || add->is_contiguous(), op, ": add must be contiguous with add_galois");
-      forward.epilogue.add = words(*add);
-      forward.epilogue.add_batches = add->size(0);
-      forward.epilogue.add_galois = static_cast<u64>(add_galois);
-    }
-    const ModDownFusedArgs args{inverse, forward, words(qhat_inv), words(qhat_inv_shoup), words(qhat_mod_p),
-                                words(neg_q_mod_p), fragment_words};
-    if (B::mod_down_fused(args, c)) return out;
-  }
-  Tensor coeffs = at::empty({batch, alpha, n}, c.options());
-  ntt_out<B, false>(c_p, p_moduli, p_table, std::nullopt, coeffs);
-  bconv_out<B>(coeffs, p_moduli, moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, neg_q_mod_p, true, fragments, out);
-  return mod_down_ntt_out<B>(out, c, alpha, consts, consts_shoup, moduli, table, add, add_galois, out);
 }
 
 // ---- key-switching inner product -----------------------------------------------------------
@@ -1262,8 +1174,8 @@ Tensor& ks_inner_product_babies_out(const Tensor& digits, at::TensorList keys, a
 
 // ---- run-time kernel variants (see kernels.h) -------------------------------------------------
 
-constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "fused", "ntt", "galois", "col_fuse"};
-constexpr int kVariantMax[] = {8, 1, 1, 1, 3, 6, 1, 7};
+constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "fused", "ntt", "galois"};
+constexpr int kVariantMax[] = {8, 1, 1, 1, 3, 6, 1};
 static_assert(sizeof(kVariantMax) / sizeof(kVariantMax[0]) == static_cast<size_t>(Variant::kCount));
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 
@@ -1279,7 +1191,7 @@ int64_t set_kernel_variant(const std::string& name, int64_t value) {
     return previous;
   }
   FHE_CHECK(false, "kernel_variant: unknown kernel '", name,
-            "' (known: conv, mod_up, mod_down, tensor, fused, ntt, galois, col_fuse)");
+            "' (known: conv, mod_up, mod_down, tensor, fused, ntt, galois)");
   return 0;
 }
 
@@ -1294,7 +1206,6 @@ void register_backend(torch::Library& m) {
   m.impl("mod_down_ntt", &mod_down_ntt<B>);
   m.impl("mod_down_ntt.out", &mod_down_ntt_out<B>);
   m.impl("intt_galois", &intt_galois<B>);
-  m.impl("mod_down_fused", &mod_down_fused<B>);
   m.impl("add", &binary<B, ElementwiseOp::kAdd>);
   m.impl("add.out", &binary_out<B, ElementwiseOp::kAdd>);
   m.impl("sub", &binary<B, ElementwiseOp::kSub>);
@@ -1346,9 +1257,6 @@ TORCH_LIBRARY(fhe_core, m) {
   m.def("mod_down_ntt.out(Tensor x, Tensor c, int p_rows, Tensor consts, Tensor consts_shoup, Tensor moduli, "
         "Tensor table, Tensor? add=None, int add_galois=1, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("intt_galois(Tensor a, Tensor moduli, Tensor table, int galois) -> (Tensor, Tensor)");
-  m.def("mod_down_fused(Tensor c, Tensor p_moduli, Tensor p_table, Tensor qhat_inv, Tensor qhat_inv_shoup, "
-        "Tensor qhat_mod_p, Tensor neg_q_mod_p, Tensor? fragments, Tensor consts, Tensor consts_shoup, Tensor moduli, "
-        "Tensor table, Tensor? add=None, int add_galois=1) -> Tensor");
   for (const char* name : {"add", "sub", "mul"}) {
     m.def((std::string(name) + "(Tensor a, Tensor b, Tensor moduli) -> Tensor").c_str());
     m.def((std::string(name) + ".out(Tensor a, Tensor b, Tensor moduli, *, Tensor(a!) out) -> Tensor(a!)").c_str());

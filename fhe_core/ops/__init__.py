@@ -23,7 +23,7 @@ _ops = torch.ops.fhe_core
 Tensor = torch.Tensor
 
 __all__ = [
-    "cuda_built", "ntt", "intt", "intt_galois", "mod_down_ntt", "mod_down_fused",
+    "cuda_built", "ntt", "intt", "intt_galois", "mod_down_ntt",
     "add", "sub", "neg", "mul", "mul_const", "sub_mul_const",
     "mul_add", "tensor_product", "bconv", "center_lift", "mod_up_conv", "conv_mma_fragments", "ks_inner_product",
     "automorphism_ntt", "automorphism_coeff", "sample_uniform", "sample_cbd", "sample_ternary",
@@ -60,11 +60,7 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     round of 3 stages, for primes below 2^60; 6, the default, 5 with truncated Shoup quotients in the forward's
     first kernel, for primes below ~2^58.3 at N = 2^16); ``"galois"`` (1, the default: a rotation's sigma_k read
     inside ModUp's inverse NTT, ``intt_galois``, and ModDown's epilogue add, ``mod_down_ntt(add_galois=k)``, instead
-    of two ``automorphism_ntt`` passes; read by ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1);
-    ``"col_fuse"`` (0, the default: ModDown as intt, bconv, mod_down_ntt; 1: :func:`mod_down_fused`'s one kernel for
-    the inverse's columns, the exact Conv on the CUDA cores and the forward's columns, 6 teams of 4 warps per block;
-    2, 3, 4: the Conv on the tensor cores, 4, 6, 8 teams; 5, 6: 4, 6 teams with two rows per step; 7: 5 with unpadded
-    tiles; read by ``rlwe.keyswitch`` on CUDA with "mod_down" = 1). All
+    of two ``automorphism_ntt`` passes; read by ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1). All
     variants give the same residues bit for bit (a ``lazy`` conversion the same residues modulo each prime: conv 3
     to 8 leave them in [0, 3p)); the switch exists so that tests compare them and benchmarks time them side by side.
     The CPU kernels have one variant and ignore "conv". A launch reads the setting when it is enqueued (so a
@@ -121,25 +117,6 @@ def mod_down_ntt(x: Tensor, c: Tensor, p_rows: int, consts: Tensor, consts_shoup
     in place by that store on CUDA (a rotation's sigma(c0) without its own pass; add contiguous).
     """
     return _call(_ops.mod_down_ntt, (x, c, p_rows, consts, consts_shoup, moduli, table, add, add_galois), out)
-
-
-def mod_down_fused(c: Tensor, p_moduli: Tensor, p_table: Tensor, qhat_inv: Tensor, qhat_inv_shoup: Tensor,
-                   qhat_mod_p: Tensor, neg_q_mod_p: Tensor, consts: Tensor, consts_shoup: Tensor, moduli: Tensor,
-                   table: Tensor, add: Tensor | None = None, *, add_galois: int = 1,
-                   fragments: Tensor | None = None) -> Tensor:
-    """ModDown with the exact conversion: ``(c[b, p:] - ntt(bconv(intt(c[b, :p]), exact, lazy))) * consts (+ add)``.
-
-    c: ``[B, p + l, N]`` NTT domain over (P, Q_l) (contiguous, or a batch of contiguous blocks); p_moduli,
-    p_table: P's (``p`` primes); qhat_inv, qhat_inv_shoup, qhat_mod_p ``[p, l]``, neg_q_mod_p: the P -> Q_l
-    conversion's constants (:class:`fhe_core.ring.basis.BasisConverter`), fragments its exact tensor-core
-    operands (:func:`conv_mma_fragments`, optional); consts, consts_shoup: P^-1 mod q_i (Shoup); add, add_galois
-    as in :func:`mod_down_ntt`. Returns ``[B, l, N]``: the words of :func:`intt`, :func:`bconv` and
-    :func:`mod_down_ntt` in turn, which is what runs on the CPU. On CUDA with ``kernel_variant("col_fuse") >= 1``
-    the inverse's columns pass, the Conv and the forward's columns pass run as one kernel on blocks of 1024
-    coefficients in shared memory (no intermediate rows in memory between the two rows passes).
-    """
-    return _ops.mod_down_fused(c, p_moduli, p_table, qhat_inv, qhat_inv_shoup, qhat_mod_p, neg_q_mod_p, fragments,
-                               consts, consts_shoup, moduli, table, add, add_galois)
 
 
 def intt_galois(a: Tensor, moduli: Tensor, table: Tensor, galois: int) -> tuple[Tensor, Tensor]:
@@ -387,11 +364,6 @@ def _register_fakes() -> None:
     @torch.library.register_fake("fhe_core::mod_down_ntt")
     def _(x, c, p_rows, consts, consts_shoup, moduli, table, add=None, add_galois=1):
         return torch.empty_like(x)
-
-    @torch.library.register_fake("fhe_core::mod_down_fused")
-    def _(c, p_moduli, p_table, qhat_inv, qhat_inv_shoup, qhat_mod_p, neg_q_mod_p, fragments, consts, consts_shoup,
-          moduli, table, add=None, add_galois=1):
-        return c.new_empty((c.shape[0], moduli.shape[0], c.shape[2]))
 
     @torch.library.register_fake("fhe_core::intt_galois")
     def _(a, moduli, table, galois):

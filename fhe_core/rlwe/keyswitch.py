@@ -189,13 +189,6 @@ def _mod_down(ctx: RLWEContext, c: torch.Tensor, level: int, add: torch.Tensor |
         batch = batch.contiguous()
     with _step("mod_down", ctx.device):
         fused = ops.kernel_variant("mod_down") == 1
-        if fused and _mod_down_columns_fused(ctx):                      # 3 launches, columns + Conv in one
-            conv = t.p_to_q
-            out = ops.mod_down_fused(batch, ctx.p_basis.moduli, ctx.p_basis.ntt_table, conv.qhat_inv,
-                                     conv.qhat_inv_shoup, conv.qhat_mod_p, conv.neg_q_mod_p, t.p_inv, t.p_inv_shoup,
-                                     t.q.moduli, t.q.ntt_table, add, add_galois=add_galois,
-                                     fragments=conv.mma_fragments.get(True))
-            return out.reshape(*c.shape[:-2], level + 1, ctx.n)
         if fused:                                                       # every component's P rows, one launch
             c_p = ctx.p_basis.intt(batch[:, :alpha])
         else:
@@ -216,12 +209,6 @@ def _mod_down(ctx: RLWEContext, c: torch.Tensor, level: int, add: torch.Tensor |
             if add is not None:
                 ops.add(out[:add.shape[0]], add, t.q.moduli, out=out[:add.shape[0]])
     return out.reshape(*c.shape[:-2], level + 1, ctx.n)
-
-
-def _mod_down_columns_fused(ctx: RLWEContext) -> bool:
-    """On CUDA with ops.kernel_variant "col_fuse" >= 1: ModDown's inverse columns pass, exact Conv and forward
-    columns pass as one kernel (ops.mod_down_fused), the same words as the three ops. The CPU keeps the ops."""
-    return ctx.device.type == "cuda" and ops.kernel_variant("col_fuse") >= 1
 
 
 def key_switch(ctx: RLWEContext, d: torch.Tensor, key: SwitchingKey, level: int) -> torch.Tensor:
