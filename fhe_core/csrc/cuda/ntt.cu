@@ -455,22 +455,64 @@ __device__ __forceinline__ void load8_galois(const u64* row, u32 first, u64 galo
   }
 }
 
+// HMult's products in the rows kernels (ntt_rows' kProducts, from ops.kernel_variant("tensor_fuse")), bit flags:
+constexpr int kFused = 1;         // the products at all: ModUp's inverse transforms a1 b1, ModDown's store adds the rest
+constexpr int kWide = 2;          // 80 (forward) / 72 (inverse) registers instead of 64 (no spills; 6 / 7 blocks per SM)
+constexpr int kEarly = 4;         // forward: the tensor terms computed at the kernel's start into shared memory (their
+                                  // loads overlap the first round's), added from there by the store
+constexpr int kShortBarrett = 8;  // the products reduced by ShortBarrett instead of reduce128
+constexpr int products_min_blocks(bool forward, int products) {
+  return (products & kWide) != 0 ? (forward ? 6 : 7) : 8;
+}
+
+// z mod q for z < 2^(2k + 1), 2^(k-1) <= q < 2^k, 3 <= k <= 61 (a product of two residues plus a few q: the tensor
+// product's terms) with one 64-bit quotient where reduce128 forms a 128-bit one: x = floor(z / 2^s) < 2^(k+3) <= 2^64
+// (s = k - 2) and qhat = floor(x mu / 2^64) with mu = floor(2^(62+k) / q) < 2^63 (the Barrett ratio floor(2^128 / q)
+// shifted right by 66 - k). qhat <= z / q, and qhat > z/q - z/2^(k+62) - 2^s/q - 1 >= z/q - 5/2, so r = z - qhat q
+// is below 3q (computed on the low words: exact) and two conditional subtractions finish. Canonical, so the same
+// word as reduce128's. (tests/fhe_core/ops/test_tensor_fusion.py checks the bounds at the edges in Python.)
+struct ShortBarrett {
+  u64 q, mu;
+  int s;
+  __device__ __forceinline__ explicit ShortBarrett(const Modulus& m) : q(m.value) {
+    const int k = 64 - __clzll(static_cast<long long>(q));
+    const int shift = 66 - k;
+    s = k - 2;
+    mu = (m.ratio_lo >> shift) | (m.ratio_hi << (64 - shift));
+  }
+  __device__ __forceinline__ u64 reduce(U128 z) const {
+    const u64 x = (z.lo >> s) | (z.hi << (64 - s));
+    return reduce_4q(z.lo - __umul64hi(x, mu) * q, q);
+  }
+};
+
+template <int kProducts>
+__device__ __forceinline__ u64 reduce_product(U128 z, const Modulus& m, const ShortBarrett& sb) {
+  if constexpr ((kProducts & kShortBarrett) != 0) return sb.reduce(z);
+  else return reduce128(z, m);
+}
+
 // HMult's relinearization (NttEpilogue::times): component `batch` of ModDown's output gets the tensor product's
 // d0 = a0 b0 (batch 0) or d1 = a0 b1 + a1 b0 (batch 1), a = epilogue.add and b = epilogue.times ([2, limbs, N]
-// each, `at` the thread's first word in a component, `plane` = limbs * N). v comes in below 2q (the Shoup product
-// unreduced); v + the products (< 2q + 2 q^2 < 2^123) is reduced once by the 128-bit Barrett reduction, so the
-// result is the canonical (y + d) mod q, the same word as add_mod(y, d) of the tensor product's rows. The operands
-// are read two words (16 bytes) per source at a time, to keep the registers near the kernel's 64.
+// each, `at` the thread's first word in a component, `plane` = limbs * N): v = (v + d) mod q for v below 2q (the
+// Shoup product unreduced, or 0). v + the products (< 2q + 2 q^2) is reduced once, so the result is the canonical
+// (y + d) mod q, the same word as add_mod(y, d) of the tensor product's rows. The operands are read two words (16
+// bytes) per source at a time.
+template <int kProducts>
 __device__ __forceinline__ void add_tensor_terms(u64 (&v)[kPerThread], const NttEpilogue& e, int64_t batch, size_t at,
                                                  size_t plane, const Modulus& m) {
+  const ShortBarrett sb(m);
   const ulonglong2* a0 = reinterpret_cast<const ulonglong2*>(e.add + at);
   const ulonglong2* b_same = reinterpret_cast<const ulonglong2*>(e.times + batch * plane + at);  // b0 or b1
   if (batch == 0) {
 #pragma unroll
     for (int k = 0; k < kPerThread / 2; ++k) {
       const ulonglong2 x = a0[k], y = b_same[k];
-      v[2 * k] = mul_add_mod(x.x, y.x, v[2 * k], m);
-      v[2 * k + 1] = mul_add_mod(x.y, y.y, v[2 * k + 1], m);
+      U128 lo{v[2 * k], 0}, hi{v[2 * k + 1], 0};
+      mac128(lo, x.x, y.x);
+      mac128(hi, x.y, y.y);
+      v[2 * k] = reduce_product<kProducts>(lo, m, sb);
+      v[2 * k + 1] = reduce_product<kProducts>(hi, m, sb);
     }
     return;
   }
@@ -484,10 +526,14 @@ __device__ __forceinline__ void add_tensor_terms(u64 (&v)[kPerThread], const Ntt
     mac128(lo, x1.x, y0.x);
     mac128(hi, x0.y, y1.y);
     mac128(hi, x1.y, y0.y);
-    v[2 * k] = reduce128(lo, m);
-    v[2 * k + 1] = reduce128(hi, m);
+    v[2 * k] = reduce_product<kProducts>(lo, m, sb);
+    v[2 * k + 1] = reduce_product<kProducts>(hi, m, sb);
   }
 }
+
+// kEarly: where the thread's 8 tensor terms wait in shared memory, after the row tile (word k of thread t at
+// k * blockDim.x + t: conflict-free); only the thread that wrote them reads them, so no barrier.
+__device__ __forceinline__ u64* early_terms(u64* smem, u32 tile_len) { return smem + tile_len + tile_len / 8; }
 
 // Variant 1's store of the forward's 8 contiguous words at dst: reduced to [0, q), or through ModDown's
 // epilogue (c - x) * P^-1 (+ add). x is below bound = 4q (Harvey) or lazy_bound(log_n) * q (lazy):
@@ -495,10 +541,10 @@ __device__ __forceinline__ void add_tensor_terms(u64 (&v)[kPerThread], const Ntt
 // there), so x needs no reduction first; a lazy x is reduced by a Shoup product by 1 (w' = floor(2^64
 // / q), the high word of the Barrett ratio). The result is the canonical residue either way, the same
 // words as variant 0's.
-template <bool kLazy, bool kGalois = false, bool kTensor = false>
+template <bool kLazy, bool kGalois = false, int kProducts = 0>
 __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const Modulus& m, int log_n,
                                            const NttEpilogue& epilogue, int row, int limb, u32 n, size_t offset,
-                                           int limbs, u64 lazy_factor) {
+                                           int limbs, u64 lazy_factor, const u64* terms) {
   const u64 q = m.value;
   if (epilogue.sub_from == nullptr) {
 #pragma unroll
@@ -513,14 +559,18 @@ __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const
   load8(epilogue.sub_from + batch * epilogue.batch_stride + static_cast<int64_t>(limb) * n + in_row, c);
   const u64 w = epilogue.consts[limb], ws = epilogue.consts_shoup[limb];
   const u64 bound = (kLazy ? lazy_factor : 4) * q;
-  if constexpr (kTensor) {
+  if constexpr (kProducts != 0) {
 #pragma unroll
     for (int k = 0; k < kPerThread; ++k) v[k] = mul_shoup_lazy(c[k] + bound - v[k], w, ws, q);  // [0, 2q)
-    if (batch < 2) add_tensor_terms(v, epilogue, batch, static_cast<size_t>(limb) * n + in_row,
-                                    static_cast<size_t>(limbs) * n, m);
-    else {
+    if (batch >= 2) {
 #pragma unroll
       for (int k = 0; k < kPerThread; ++k) v[k] = csub(v[k], q);
+    } else if constexpr ((kProducts & kEarly) != 0) {  // + the terms computed at the start (canonical): below 3q
+#pragma unroll
+      for (int k = 0; k < kPerThread; ++k) v[k] = reduce_4q(v[k] + terms[k * blockDim.x + threadIdx.x], q);
+    } else {
+      add_tensor_terms<kProducts>(v, epilogue, batch, static_cast<size_t>(limb) * n + in_row,
+                                  static_cast<size_t>(limbs) * n, m);
     }
     store8(dst, v);
     return;
@@ -543,11 +593,12 @@ __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const
 // Variant >= 1's forward rows: every round but the last through shared memory (as local_transform),
 // the last one's 8 contiguous words straight to global memory. (With a compile-time k2 from the
 // kernel, the round loop unrolls.)
-template <bool kGalois, bool kTensor, class Tw>
+template <bool kGalois, int kProducts, class Tw>
 __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64* smem, const RowLayout& layout,
                                                     u32 tcol, int k2, const Tw& t, const Modulus& m, int log_n,
                                                     const NttEpilogue& epilogue, int row, int limb, u32 n,
-                                                    size_t origin, int limbs, u64 lazy_factor) {
+                                                    size_t origin, int limbs, u64 lazy_factor,
+                                                    const u64* terms) {
   const u64 q = m.value;
   const int rounds = (k2 + 2) / 3;
 #pragma unroll
@@ -560,14 +611,14 @@ __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64
   load8_shared(smem, layout, tcol, v);
   contiguous_round<true>(v, tcol, k2, t, q);
   const size_t offset = origin + tcol * kPerThread;
-  rows_store<Tw::kLazy, kGalois, kTensor>(v, out + offset, m, log_n, epilogue, row, limb, n, offset, limbs,
-                                          lazy_factor);
+  rows_store<Tw::kLazy, kGalois, kProducts>(v, out + offset, m, log_n, epilogue, row, limb, n, offset, limbs,
+                                            lazy_factor, terms);
 }
 
 // Variant >= 1's inverse rows: the first round's 8 contiguous words straight from global memory (in: the
 // input row; with kGalois the thread's slots of sigma_k(in), also stored to the permuted row), every other
 // round through shared memory, the last one to global memory (out: the block's row).
-template <bool kGalois, bool kProduct, class Tw>
+template <bool kGalois, int kProducts, class Tw>
 __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64* smem, const RowLayout& layout,
                                                     u32 tcol, int k2, u32 first, const Tw& t, u64 q, int log_n,
                                                     u64 galois, u64* permuted, const u64* times, const Modulus& m) {
@@ -576,12 +627,13 @@ __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64
   if constexpr (kGalois) {
     load8_galois(in, first, galois, log_n, v);
     store8(permuted + first, v);
-  } else if constexpr (kProduct) {  // in * times (canonical), also stored for the digits' own rows
+  } else if constexpr (kProducts != 0) {  // in * times (canonical), also stored for the digits' own rows
     load8(in + first, v);
     u64 y[kPerThread];
     load8(times + first, y);
+    const ShortBarrett sb(m);
 #pragma unroll
-    for (int k = 0; k < kPerThread; ++k) v[k] = mul_mod(v[k], y[k], m);
+    for (int k = 0; k < kPerThread; ++k) v[k] = reduce_product<kProducts>(mul_wide(v[k], y[k]), m, sb);
     store8(permuted + first, v);
   } else {
     load8(in + first, v);
@@ -600,11 +652,6 @@ __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64
     }
   }
 }
-
-// HMult's products in the rows kernel (kProducts): 1 (tensor_fuse variant 1) at the kernel's usual 64 registers (8
-// blocks per SM; ptxas spills 120-130 bytes in the forward's epilogue, which reads 4 operand rows, and 8 in the
-// inverse), 2 (tensor_fuse >= 2) with 80 (forward, 6 blocks) and 72 (inverse, 7 blocks) registers and no spills.
-constexpr int products_min_blocks(bool forward, int products) { return products == 2 ? (forward ? 6 : 7) : 8; }
 
 // Last k2 forward stages / first k2 inverse stages on whole rows. Grid: (2^k1 / rows_per_block,
 // rows). Variant 0 stages the contiguous side of each transform (the forward output, the inverse
@@ -640,19 +687,31 @@ __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kPr
   if (kDirect) {
     if (kForward) {
       const Modulus m = moduli[limb];
+      if constexpr ((kProducts & kEarly) != 0) {  // the tensor terms first, into shared memory (read by the store)
+        const int64_t batch = row / limbs;
+        if (batch < 2) {
+          u64 d[kPerThread] = {};
+          const size_t at = static_cast<size_t>(limb) * n + (origin - static_cast<size_t>(row) * n) + tcol * kPerThread;
+          add_tensor_terms<kProducts>(d, epilogue, batch, at, static_cast<size_t>(limbs) * n, m);
+          u64* terms = early_terms(smem, tile_len);
+#pragma unroll
+          for (int k = 0; k < kPerThread; ++k) terms[k * blockDim.x + threadIdx.x] = d[k];
+        }
+      }
       if constexpr (kLazy) {
         // the columns kernel's values: below trunc_bound if it ran truncated (variant 6), else lazy_bound
         const bool truncated = kTruncated && trunc_forward_fits(q, log_n, k1);
         if (truncated || lazy_forward_fits(q, log_n)) {
-          rows_forward_direct<kGalois, kProducts != 0>(in, out, smem, layout, tcol, k2,
+          rows_forward_direct<kGalois, kProducts>(in, out, smem, layout, tcol, k2,
                                                   LazyTwiddles<std::decay_t<decltype(t)>>{t}, m, log_n, epilogue, row,
                                                   limb, n, origin, limbs,
-                                                  truncated ? trunc_bound(log_n, k1) : lazy_bound(log_n));
+                                                  truncated ? trunc_bound(log_n, k1) : lazy_bound(log_n),
+                                                  early_terms(smem, tile_len));
           return;
         }
       }
-      rows_forward_direct<kGalois, kProducts != 0>(in, out, smem, layout, tcol, k2, t, m, log_n, epilogue, row, limb, n,
-                                              origin, limbs, 4);
+      rows_forward_direct<kGalois, kProducts>(in, out, smem, layout, tcol, k2, t, m, log_n, epilogue, row, limb, n,
+                                              origin, limbs, 4, early_terms(smem, tile_len));
     } else {
       const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
                                                   : (row / limbs) * in_batch_stride + static_cast<int64_t>(limb) * n;
@@ -662,13 +721,13 @@ __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kPr
       const u64* times_row = kProducts != 0 ? epilogue.times + in_row : nullptr;
       if constexpr (kLazy) {
         if (lazy_inverse_fits(q)) {
-          rows_inverse_direct<kGalois, kProducts != 0>(in + in_row, out + origin, smem, layout, tcol, k2, first,
+          rows_inverse_direct<kGalois, kProducts>(in + in_row, out + origin, smem, layout, tcol, k2, first,
                                                   LazyTwiddles<std::decay_t<decltype(t)>>{t}, q, log_n, galois,
                                                   permuted_row, times_row, moduli[limb]);
           return;
         }
       }
-      rows_inverse_direct<kGalois, kProducts != 0>(in + in_row, out + origin, smem, layout, tcol, k2, first, t, q,
+      rows_inverse_direct<kGalois, kProducts>(in + in_row, out + origin, smem, layout, tcol, k2, first, t, q,
                                                    log_n, galois, permuted_row, times_row, moduli[limb]);
     }
     return;
@@ -759,7 +818,7 @@ NttPlan ntt_plan(int variant, bool forward, bool aligned, bool table_aligned, in
 bool plan_fuses_products(const NttPlan& p) { return p.direct && p.pairs && p.lazy; }
 
 template <bool kForward, int kProducts>
-auto products_rows(const NttPlan& plan) {
+auto products_rows_of(const NttPlan& plan) {
   if constexpr (kForward) {
     if (plan.truncated) return plan.fixed16 ? ntt_rows<true, true, true, true, 8, false, true, kProducts>
                                             : ntt_rows<true, true, true, true, 0, false, true, kProducts>;
@@ -768,6 +827,37 @@ auto products_rows(const NttPlan& plan) {
   } else {
     return plan.fixed16 ? ntt_rows<false, true, true, true, 8, false, false, kProducts>
                         : ntt_rows<false, true, true, true, 0, false, false, kProducts>;
+  }
+}
+
+// The kProducts flags of a tensor_fuse variant (kernels.h): 1 at 64 registers; 2 and 3 (3: the inverse's product
+// by ops.mul, so only the forward's here) with kWide; 4 with the forward's terms early (kEarly, 64 registers), the
+// inverse kWide; 5, 4 with ShortBarrett in both.
+int products_flags(int variant, bool forward) {
+  switch (variant) {
+    case 1: return kFused;
+    case 2:
+    case 3: return kFused | kWide;
+    case 4: return forward ? kFused | kEarly : kFused | kWide;
+    default: return forward ? kFused | kEarly | kShortBarrett : kFused | kWide | kShortBarrett;
+  }
+}
+
+template <bool kForward>
+auto products_rows(const NttPlan& plan, int products) {
+  if constexpr (kForward) {
+    switch (products) {
+      case kFused: return products_rows_of<true, kFused>(plan);
+      case kFused | kWide: return products_rows_of<true, kFused | kWide>(plan);
+      case kFused | kEarly: return products_rows_of<true, kFused | kEarly>(plan);
+      default: return products_rows_of<true, kFused | kEarly | kShortBarrett>(plan);
+    }
+  } else {
+    switch (products) {
+      case kFused: return products_rows_of<false, kFused>(plan);
+      case kFused | kWide: return products_rows_of<false, kFused | kWide>(plan);
+      default: return products_rows_of<false, kFused | kWide | kShortBarrett>(plan);
+    }
   }
 }
 
@@ -786,7 +876,7 @@ void launch_ntt(const NttArgs& a, Stream stream) {
   const dim3 row_grid((1u << g.k1) / rows_per_block, static_cast<unsigned>(a.rows));
   const unsigned row_threads = rows_per_block * (len / kPerThread);
   const u32 tile = rows_per_block * len;
-  const size_t row_smem = static_cast<size_t>(tile + tile / 8) * sizeof(u64);
+  size_t row_smem = static_cast<size_t>(tile + tile / 8) * sizeof(u64);
 
   cudaStream_t s = native(stream);
   const int rpb = static_cast<int>(rows_per_block);
@@ -830,9 +920,12 @@ void launch_ntt(const NttArgs& a, Stream stream) {
     else if (plan.pairs) rows = ntt_rows<kForward, true, true>;
     else if (plan.direct) rows = ntt_rows<kForward, true, false>;
   }
+  int products = 0;
   if (kForward ? a.epilogue.times != nullptr : a.times != nullptr) {  // HMult's tensor product (tensor_fuse)
     if (!plan_fuses_products(plan) || galois) throw std::runtime_error("ntt: products in an unsupported plan");
-    rows = kernel_variant(Variant::kTensorFuse) >= 2 ? products_rows<kForward, 2>(plan) : products_rows<kForward, 1>(plan);
+    products = products_flags(kernel_variant(Variant::kTensorFuse), kForward);
+    rows = products_rows<kForward>(plan, products);
+    if ((products & kEarly) != 0) row_smem += static_cast<size_t>(kPerThread) * row_threads * sizeof(u64);
   }
   const int first_order = plan.first_order, second_order = plan.second_order;
   if (kForward) {

@@ -1,8 +1,8 @@
 """HMult's tensor product inside the relinearization's kernels (ops.kernel_variant "tensor_fuse"): ops.intt_product
 (ModUp's inverse NTT reading a1 and b1) and ops.mod_down_ntt's times (ModDown's last store adding a0 b0 and a0 b1 +
 a1 b0) against ops.mul / ops.tensor_product followed by the plain ops, on the CPU and on every CUDA NTT variant and
-register budget, bit for bit, with q - 1 operands and the lazy forward's largest primes; and the epilogue's bounds
-with Python integers."""
+tensor_fuse kernel, bit for bit, with q - 1 operands and the lazy forward's largest primes; and the epilogue's
+bounds and the one-word Barrett reduction (ShortBarrett) with Python integers."""
 import pytest
 import torch
 
@@ -12,7 +12,9 @@ from fhe_core.ring.primes import is_prime
 from fhe_reference import fresh_rng, random_residues
 
 NTT_VARIANTS = tuple(range(7))
-FUSED_BUDGETS = (1, 2)  # tensor_fuse 1: the rows kernels at 64 registers, 2: at 80 / 72 (3 runs 2's kernels)
+# tensor_fuse 1: the rows kernels at 64 registers, 2: at 80 / 72 (3 runs 2's kernels), 4: ModDown's terms first,
+# 5: 4 with ShortBarrett
+FUSED_VARIANTS = (1, 2, 4, 5)
 
 
 def _largest_prime_below(limit: int, n: int) -> int:
@@ -114,6 +116,33 @@ def _reduce128(z: int, q: int) -> int:
     return r - q if r >= q else r
 
 
+def _short_barrett(z: int, q: int) -> int:
+    """ShortBarrett::reduce of ntt.cu on 64-bit words: one 64-bit quotient from z's bits above 2^(k-2)."""
+    k = q.bit_length()
+    ratio = 2 ** 128 // q
+    mu = (ratio >> (66 - k)) % 2 ** 64
+    assert mu < 2 ** 63 and mu == 2 ** (62 + k) // q
+    s = k - 2
+    x = ((z % 2 ** 64) >> s) | (((z >> 64) << (64 - s)) % 2 ** 64)
+    assert x == z >> s and x < 2 ** 64  # z < 2^(2k + 1): no bit of z above 2^(s + 64)
+    r = (z - ((x * mu) >> 64) * q) % 2 ** 64
+    assert r < 3 * q
+    r = r - 2 * q if r >= 2 * q else r
+    return r - q if r >= q else r
+
+
+def test_short_barrett_is_exact_up_to_its_bound():
+    """z mod q for every z < 2^(2k + 1) it is given: at both ends of every prime size it meets (20 to 61 bits),
+    for the largest sums of the tensor terms (y + a0 b1 + a1 b0 with y < 2q) and for random z."""
+    rng, _ = fresh_rng()
+    for k in (20, 30, 36, 40, 41, 46, 50, 58, 59, 60, 61):
+        for q in (2 ** (k - 1) + 1, 2 ** k - 1, int(rng.integers(2 ** (k - 1), 2 ** k)) | 1):
+            top = 2 ** (2 * k + 1) - 1
+            for z in (0, q - 1, q, 2 * q + 2 * (q - 1) ** 2 - 1, (q - 1) ** 2, top, top - q,
+                      *(int.from_bytes(rng.bytes(16), "little") % top for _ in range(50))):
+                assert _short_barrett(z, q) == z % q, (k, q, z)
+
+
 @pytest.mark.parametrize("log_n", [11, 16, 17])
 def test_tensor_epilogue_bounds_at_the_edges(log_n):
     """The rows kernel's epilogue with products, step by step on Python integers at the largest primes it takes
@@ -140,7 +169,7 @@ def test_tensor_epilogue_bounds_at_the_edges(log_n):
 @pytest.mark.gpu
 @pytest.mark.parametrize("log_n", [11, 16, 17])
 def test_intt_product_on_cuda_every_variant(log_n):
-    """intt_product on every NTT variant and register budget (ntt variants < 5 and misaligned views: mul, then the
+    """intt_product on every NTT variant and tensor_fuse kernel (ntt variants < 5 and misaligned views: mul, then the
     inverse; >= 5: the products read by the inverse rows kernel) == the CPU build."""
     rng, _ = fresh_rng()
     n = 1 << log_n
@@ -149,20 +178,20 @@ def test_intt_product_on_cuda_every_variant(log_n):
     a, b = _ciphertexts(rng, primes, n)
     expected = ops.intt_product(a[1], b[1], cpu.moduli, cpu.ntt_table)
     a1, b1 = a[1].cuda(), b[1].cuda()
-    for budget in FUSED_BUDGETS:
+    for fused in FUSED_VARIANTS:
         for variant in NTT_VARIANTS:
-            with ops.use_kernel_variant("ntt", variant), ops.use_kernel_variant("tensor_fuse", budget):
+            with ops.use_kernel_variant("ntt", variant), ops.use_kernel_variant("tensor_fuse", fused):
                 got = ops.intt_product(a1, b1, gpu.moduli, gpu.ntt_table)
                 got_shifted = ops.intt_product(_misaligned(a1), b1, gpu.moduli, gpu.ntt_table)
             for name, pair in (("aligned", got), ("misaligned", got_shifted)):
-                assert torch.equal(pair[1].cpu(), expected[1]), (budget, variant, name, "product")
-                assert torch.equal(pair[0].cpu(), expected[0]), (budget, variant, name)
+                assert torch.equal(pair[1].cpu(), expected[1]), (fused, variant, name, "product")
+                assert torch.equal(pair[0].cpu(), expected[0]), (fused, variant, name)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("log_n", [11, 16, 17])
 def test_mod_down_ntt_times_on_cuda_every_variant(log_n):
-    """mod_down_ntt(add=a, times=b) on every NTT variant and register budget (ntt variants >= 3: the products in
+    """mod_down_ntt(add=a, times=b) on every NTT variant and tensor_fuse kernel (ntt variants >= 3: the products in
     the rows kernel's store; below and for misaligned views: tensor_product first) == the CPU build, with the
     lazy forward's largest primes and q - 1 operands."""
     rng, _ = fresh_rng()
@@ -174,10 +203,10 @@ def test_mod_down_ntt_times_on_cuda_every_variant(log_n):
     gpu = RNSBasis.get(primes, n, "cuda")
     gpu_args = (x.cuda(), c.cuda(), 2, *(t.cuda() for t in consts), gpu.moduli, gpu.ntt_table)
     a_gpu, b_gpu = a.cuda(), b.cuda()
-    for budget in FUSED_BUDGETS:
+    for fused in FUSED_VARIANTS:
         for variant in NTT_VARIANTS:
-            with ops.use_kernel_variant("ntt", variant), ops.use_kernel_variant("tensor_fuse", budget):
+            with ops.use_kernel_variant("ntt", variant), ops.use_kernel_variant("tensor_fuse", fused):
                 got = ops.mod_down_ntt(*gpu_args, a_gpu, times=b_gpu).cpu()
                 got_shifted = ops.mod_down_ntt(*gpu_args, a_gpu, times=_misaligned(b_gpu)).cpu()
-            assert torch.equal(got, expected), (budget, variant)
-            assert torch.equal(got_shifted, expected), (budget, variant, "misaligned")
+            assert torch.equal(got, expected), (fused, variant)
+            assert torch.equal(got_shifted, expected), (fused, variant, "misaligned")
