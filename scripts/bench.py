@@ -68,10 +68,9 @@ CONV_V1 = "[conv v1: 32-row groups]"  # the tensor-core Conv before its balanced
 GALOIS_V0 = "[galois v0: automorphism passes]"  # sigma_k as its own pass (ops.kernel_variant("galois") = 0)
 NTT_V0 = "[ntt v0: before session 3]"  # the NTT kernels before issue 14's session 3 (ops.kernel_variant("ntt"))
 # HMult's tensor product as its own pass (ops.kernel_variant("tensor_fuse") = 0) and the fused variants other than
-# the default (5: v4 + one-word Barrett)
-TENSOR_FUSE = {0: "[tensor_fuse v0: tensor product pass]", 1: "[tensor_fuse v1: fused, 64 registers]",
-               2: "[tensor_fuse v2: fused, 80/72 registers]", 3: "[tensor_fuse v3: only ModDown's part fused]",
-               4: "[tensor_fuse v4: ModDown's terms first]"}
+# the default (1: ModDown's terms computed at its rows kernel's start)
+TENSOR_FUSE = {0: "[tensor_fuse v0: tensor product pass]", 2: "[tensor_fuse v2: ModDown's terms in its store]",
+               3: "[tensor_fuse v3: ModUp's inverse at 64 registers]"}
 # the NTT variants other than the default (6)
 NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
                 2: "[ntt v2: v1 + (w, w') twiddle pairs, limb-major grids]",

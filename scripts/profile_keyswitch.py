@@ -13,6 +13,7 @@ per kernel: launches and device time per op. A planning tool, not a benchmark (b
     ncu --profile-from-start off -k regex:ntt python scripts/profile_keyswitch.py --ncu
                                                      # one HMult and one HRotate between
                                                      # cudaProfilerStart/Stop, nothing printed
+                                                     # (with --tensor-fuse V: at that variant)
 """
 from __future__ import annotations
 
@@ -111,14 +112,16 @@ def main() -> None:
     a, b = encryptor.encrypt(encoder.encode(z)), encryptor.encrypt(encoder.encode(z[::-1].copy()))
     ops_to_profile = {"HMult + relin": lambda: evaluator.mul_relin(a, b), "HRotate": lambda: evaluator.rotate(a, 1)}
     if args.ncu:
-        for fn in ops_to_profile.values():  # warm-up: caches and constants outside the profiled range
-            fn()
-        torch.cuda.synchronize()
-        torch.cuda.profiler.start()
-        for fn in ops_to_profile.values():
-            fn()
-        torch.cuda.synchronize()
-        torch.cuda.profiler.stop()
+        with ops.use_kernel_variant("tensor_fuse", args.tensor_fuse[0] if args.tensor_fuse else ops.kernel_variant(
+                "tensor_fuse")):
+            for fn in ops_to_profile.values():  # warm-up: caches and constants outside the profiled range
+                fn()
+            torch.cuda.synchronize()
+            torch.cuda.profiler.start()
+            for fn in ops_to_profile.values():
+                fn()
+            torch.cuda.synchronize()
+            torch.cuda.profiler.stop()
         return
     before = {"conv": 0, "mod_up": 0, "mod_down": 0, "tensor": 0, "ntt": 0, "galois": 0, "tensor_fuse": 0}
     runs = (("current variants", {}), ("before issue 14", before))

@@ -269,13 +269,12 @@ enum class Variant : int {
   kGalois = 6,  // 1 (default): a rotation's sigma_k read inside ModUp's inverse NTT (ops.intt_galois) and
                 //    ModDown's epilogue add (mod_down_ntt's add_galois) instead of ops.automorphism_ntt
                 //    (read by rlwe/keyswitch.py)
-  kTensorFuse = 7,  // 1: HMult's tensor product inside the relinearization's key switch: ModUp's
-                    //    inverse NTT reads a1, b1 (ops.intt_product) and ModDown's store adds (a0 b0, a0 b1 +
-                    //    a1 b0) (mod_down_ntt's times) instead of tensor_product (read by ckks/evaluator.py and
-                    //    rlwe/keyswitch.py); 2: the same with those rows kernels at 80 / 72 registers (no spills);
-                    //    3: 2 with only ModDown's part fused (d2 = a1 b1 by ops.mul before the inverse NTT);
-                    //    4: ModDown's terms computed at its rows kernel's start into shared memory; 5: 4 with the
-                    //    products reduced by a one-word Barrett quotient (ntt.cu, ShortBarrett; the default)
+  kTensorFuse = 7,  // 1 (default): HMult's tensor product inside the relinearization's key switch: ModUp's
+                    //    inverse NTT reads a1, b1 (ops.intt_product) and ModDown's rows kernel adds (a0 b0, a0 b1 +
+                    //    a1 b0) (mod_down_ntt's times), computed at its start into shared memory, instead of
+                    //    tensor_product (read by ckks/evaluator.py and rlwe/keyswitch.py); 2: ModDown's terms
+                    //    computed in its store, both kernels at 80 / 72 registers; 3: 1 with ModUp's inverse at 64
+                    //    registers instead of 72 (ntt.cu, products_flags)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

@@ -253,7 +253,7 @@ def _relinearize(ctx: RLWEContext, ct: Ciphertext, key: SwitchingKey, level: int
 
 
 def _tensor_in_key_switch(ctx: RLWEContext) -> bool:
-    """On CUDA (ops.kernel_variant "tensor_fuse" >= 1, the default 5, with the one-launch ModUp and the fused
+    """On CUDA (ops.kernel_variant "tensor_fuse" >= 1, the default 1, with the one-launch ModUp and the fused
     ModDown) HMult's tensor product is computed inside the relinearization's kernels instead of its own pass
     (:func:`_relinearize_product`)."""
     return (_mod_up_all_digits_at_once(ctx) and ops.kernel_variant("tensor_fuse") >= 1
@@ -266,15 +266,10 @@ def _relinearize_product(ctx: RLWEContext, a: torch.Tensor, b: torch.Tensor, key
     ``level``) and a checked relinearization key, without the tensor product's pass and its three rows: ModUp's
     inverse NTT reads a1 and b1 and stores d2 = a1 b1 for the digits' own rows (ops.intt_product), ModDown's
     last store adds (a0 b0, a0 b1 + a1 b0) (mod_down_ntt's times). Returns ``[2, l+1, N]``, equal bit for bit
-    to tensor_product then :func:`_relinearize`. (ops.kernel_variant "tensor_fuse" = 3: d2 by ops.mul first, to
-    time ModDown's half alone.)"""
+    to tensor_product then :func:`_relinearize`."""
     t = ctx.tables(level)
     with _step("tensor_mod_up", ctx.device):
-        if ops.kernel_variant("tensor_fuse") == 3:
-            d2 = ops.mul(a[1], b[1], t.q.moduli)
-            coeffs = t.q.intt(d2)
-        else:
-            coeffs, d2 = ops.intt_product(a[1], b[1], t.q.moduli, t.q.ntt_table)
+        coeffs, d2 = ops.intt_product(a[1], b[1], t.q.moduli, t.q.ntt_table)
     digits = _decompose_mod_up(ctx, d2, level, coeffs)
     return _mod_down(ctx, _inner_product(ctx, digits, key, level), level, add=a, add_times=b)
 

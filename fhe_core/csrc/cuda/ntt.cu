@@ -456,11 +456,10 @@ __device__ __forceinline__ void load8_galois(const u64* row, u32 first, u64 galo
 }
 
 // HMult's products in the rows kernels (ntt_rows' kProducts, from ops.kernel_variant("tensor_fuse")), bit flags:
-constexpr int kFused = 1;         // the products at all: ModUp's inverse transforms a1 b1, ModDown's store adds the rest
-constexpr int kWide = 2;          // 80 (forward) / 72 (inverse) registers instead of 64 (no spills; 6 / 7 blocks per SM)
-constexpr int kEarly = 4;         // forward: the tensor terms computed at the kernel's start into shared memory (their
-                                  // loads overlap the first round's), added from there by the store
-constexpr int kShortBarrett = 8;  // the products reduced by ShortBarrett instead of reduce128
+constexpr int kFused = 1;  // the products at all: ModUp's inverse transforms a1 b1, ModDown's store adds the rest
+constexpr int kWide = 2;   // 80 (forward) / 72 (inverse) registers instead of 64 (no spills; 6 / 7 blocks per SM)
+constexpr int kEarly = 4;  // forward: the tensor terms computed at the kernel's start into shared memory (their loads
+                           // overlap the first round's), added from there by the store
 constexpr int products_min_blocks(bool forward, int products) {
   return (products & kWide) != 0 ? (forward ? 6 : 7) : 8;
 }
@@ -486,22 +485,14 @@ struct ShortBarrett {
   }
 };
 
-template <int kProducts>
-__device__ __forceinline__ u64 reduce_product(U128 z, const Modulus& m, const ShortBarrett& sb) {
-  if constexpr ((kProducts & kShortBarrett) != 0) return sb.reduce(z);
-  else return reduce128(z, m);
-}
-
 // HMult's relinearization (NttEpilogue::times): component `batch` of ModDown's output gets the tensor product's
 // d0 = a0 b0 (batch 0) or d1 = a0 b1 + a1 b0 (batch 1), a = epilogue.add and b = epilogue.times ([2, limbs, N]
 // each, `at` the thread's first word in a component, `plane` = limbs * N): v = (v + d) mod q for v below 2q (the
 // Shoup product unreduced, or 0). v + the products (< 2q + 2 q^2) is reduced once, so the result is the canonical
-// (y + d) mod q, the same word as add_mod(y, d) of the tensor product's rows. The operands are read two words (16
-// bytes) per source at a time.
-template <int kProducts>
+// (y + d) mod q, the same word as add_mod(y, d) of the tensor product's rows (ShortBarrett: 2q + 2 q^2 < 2^(2k+1)).
+// The operands are read two words (16 bytes) per source at a time.
 __device__ __forceinline__ void add_tensor_terms(u64 (&v)[kPerThread], const NttEpilogue& e, int64_t batch, size_t at,
-                                                 size_t plane, const Modulus& m) {
-  const ShortBarrett sb(m);
+                                                 size_t plane, const ShortBarrett& sb) {
   const ulonglong2* a0 = reinterpret_cast<const ulonglong2*>(e.add + at);
   const ulonglong2* b_same = reinterpret_cast<const ulonglong2*>(e.times + batch * plane + at);  // b0 or b1
   if (batch == 0) {
@@ -511,8 +502,8 @@ __device__ __forceinline__ void add_tensor_terms(u64 (&v)[kPerThread], const Ntt
       U128 lo{v[2 * k], 0}, hi{v[2 * k + 1], 0};
       mac128(lo, x.x, y.x);
       mac128(hi, x.y, y.y);
-      v[2 * k] = reduce_product<kProducts>(lo, m, sb);
-      v[2 * k + 1] = reduce_product<kProducts>(hi, m, sb);
+      v[2 * k] = sb.reduce(lo);
+      v[2 * k + 1] = sb.reduce(hi);
     }
     return;
   }
@@ -526,8 +517,8 @@ __device__ __forceinline__ void add_tensor_terms(u64 (&v)[kPerThread], const Ntt
     mac128(lo, x1.x, y0.x);
     mac128(hi, x0.y, y1.y);
     mac128(hi, x1.y, y0.y);
-    v[2 * k] = reduce_product<kProducts>(lo, m, sb);
-    v[2 * k + 1] = reduce_product<kProducts>(hi, m, sb);
+    v[2 * k] = sb.reduce(lo);
+    v[2 * k + 1] = sb.reduce(hi);
   }
 }
 
@@ -569,8 +560,8 @@ __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const
 #pragma unroll
       for (int k = 0; k < kPerThread; ++k) v[k] = reduce_4q(v[k] + terms[k * blockDim.x + threadIdx.x], q);
     } else {
-      add_tensor_terms<kProducts>(v, epilogue, batch, static_cast<size_t>(limb) * n + in_row,
-                                  static_cast<size_t>(limbs) * n, m);
+      add_tensor_terms(v, epilogue, batch, static_cast<size_t>(limb) * n + in_row, static_cast<size_t>(limbs) * n,
+                       ShortBarrett(m));
     }
     store8(dst, v);
     return;
@@ -633,7 +624,7 @@ __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64
     load8(times + first, y);
     const ShortBarrett sb(m);
 #pragma unroll
-    for (int k = 0; k < kPerThread; ++k) v[k] = reduce_product<kProducts>(mul_wide(v[k], y[k]), m, sb);
+    for (int k = 0; k < kPerThread; ++k) v[k] = sb.reduce(mul_wide(v[k], y[k]));
     store8(permuted + first, v);
   } else {
     load8(in + first, v);
@@ -661,11 +652,10 @@ __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64
 // needs it for the digits' own rows); each thread reads its 8 slots from one aligned run of 8 (load8_galois).
 template <bool kForward, bool kDirect, bool kPairs, bool kLazy = false, int kLen = 0, bool kGalois = false,
           bool kTruncated = false, int kProducts = 0>
-__global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kProducts)) ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli,
-                                                           const u64* __restrict__ table, int limbs, int log_n,
-                                                           int k1, int rows_per_block, NttSkip skip,
-                                                           NttEpilogue epilogue, int64_t in_batch_stride,
-                                                           int order, u64 galois, u64* permuted) {
+__global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kProducts))
+    ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table, int limbs,
+             int log_n, int k1, int rows_per_block, NttSkip skip, NttEpilogue epilogue, int64_t in_batch_stride,
+             int order, u64 galois, u64* permuted) {
   extern __shared__ u64 smem[];
   const u32 n = 1u << log_n;
   const int k2 = kLen != 0 ? kLen : log_n - k1;  // kLen: variant 4's compile-time row length (k1 = k2)
@@ -691,8 +681,9 @@ __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kPr
         const int64_t batch = row / limbs;
         if (batch < 2) {
           u64 d[kPerThread] = {};
-          const size_t at = static_cast<size_t>(limb) * n + (origin - static_cast<size_t>(row) * n) + tcol * kPerThread;
-          add_tensor_terms<kProducts>(d, epilogue, batch, at, static_cast<size_t>(limbs) * n, m);
+          const size_t at = static_cast<size_t>(limb) * n + (origin - static_cast<size_t>(row) * n) +
+                            tcol * kPerThread;  // the thread's first output word, within its component
+          add_tensor_terms(d, epilogue, batch, at, static_cast<size_t>(limbs) * n, ShortBarrett(m));
           u64* terms = early_terms(smem, tile_len);
 #pragma unroll
           for (int k = 0; k < kPerThread; ++k) terms[k * blockDim.x + threadIdx.x] = d[k];
@@ -727,8 +718,8 @@ __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kPr
           return;
         }
       }
-      rows_inverse_direct<kGalois, kProducts>(in + in_row, out + origin, smem, layout, tcol, k2, first, t, q,
-                                                   log_n, galois, permuted_row, times_row, moduli[limb]);
+      rows_inverse_direct<kGalois, kProducts>(in + in_row, out + origin, smem, layout, tcol, k2, first, t, q, log_n,
+                                              galois, permuted_row, times_row, moduli[limb]);
     }
     return;
   }
@@ -830,34 +821,21 @@ auto products_rows_of(const NttPlan& plan) {
   }
 }
 
-// The kProducts flags of a tensor_fuse variant (kernels.h): 1 at 64 registers; 2 and 3 (3: the inverse's product
-// by ops.mul, so only the forward's here) with kWide; 4 with the forward's terms early (kEarly, 64 registers), the
-// inverse kWide; 5, 4 with ShortBarrett in both.
+// The kProducts flags of a tensor_fuse variant (kernels.h): 1, the forward's terms early (64 registers) and the
+// inverse kWide; 2, both kWide (the forward's terms in its store); 3, the forward's terms early, the inverse at 64.
 int products_flags(int variant, bool forward) {
-  switch (variant) {
-    case 1: return kFused;
-    case 2:
-    case 3: return kFused | kWide;
-    case 4: return forward ? kFused | kEarly : kFused | kWide;
-    default: return forward ? kFused | kEarly | kShortBarrett : kFused | kWide | kShortBarrett;
-  }
+  if (variant == 2) return kFused | kWide;
+  if (variant == 3) return forward ? kFused | kEarly : kFused;
+  return forward ? kFused | kEarly : kFused | kWide;
 }
 
 template <bool kForward>
 auto products_rows(const NttPlan& plan, int products) {
   if constexpr (kForward) {
-    switch (products) {
-      case kFused: return products_rows_of<true, kFused>(plan);
-      case kFused | kWide: return products_rows_of<true, kFused | kWide>(plan);
-      case kFused | kEarly: return products_rows_of<true, kFused | kEarly>(plan);
-      default: return products_rows_of<true, kFused | kEarly | kShortBarrett>(plan);
-    }
+    return products == (kFused | kWide) ? products_rows_of<true, kFused | kWide>(plan)
+                                        : products_rows_of<true, kFused | kEarly>(plan);
   } else {
-    switch (products) {
-      case kFused: return products_rows_of<false, kFused>(plan);
-      case kFused | kWide: return products_rows_of<false, kFused | kWide>(plan);
-      default: return products_rows_of<false, kFused | kWide | kShortBarrett>(plan);
-    }
+    return products == kFused ? products_rows_of<false, kFused>(plan) : products_rows_of<false, kFused | kWide>(plan);
   }
 }
 

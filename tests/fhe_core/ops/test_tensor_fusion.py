@@ -12,9 +12,9 @@ from fhe_core.ring.primes import is_prime
 from fhe_reference import fresh_rng, random_residues
 
 NTT_VARIANTS = tuple(range(7))
-# tensor_fuse 1: the rows kernels at 64 registers, 2: at 80 / 72 (3 runs 2's kernels), 4: ModDown's terms first,
-# 5: 4 with ShortBarrett
-FUSED_VARIANTS = (1, 2, 4, 5)
+# tensor_fuse 1: ModDown's terms first, ModUp's inverse at 72 registers; 2: the terms in ModDown's store; 3: 1 with
+# the inverse at 64
+FUSED_VARIANTS = (1, 2, 3)
 
 
 def _largest_prime_below(limit: int, n: int) -> int:
