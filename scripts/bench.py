@@ -67,10 +67,8 @@ BEFORE = "[all v0: before issue 14]"
 CONV_V1 = "[conv v1: 32-row groups]"  # the tensor-core Conv before its balanced geometry (v2)
 GALOIS_V0 = "[galois v0: automorphism passes]"  # sigma_k as its own pass (ops.kernel_variant("galois") = 0)
 NTT_V0 = "[ntt v0: before session 3]"  # the NTT kernels before issue 14's session 3 (ops.kernel_variant("ntt"))
-# HMult's tensor product as its own pass (ops.kernel_variant("tensor_fuse") = 0) and the fused variants other than
-# the default (1: ModDown's terms computed at its rows kernel's start)
-TENSOR_FUSE = {0: "[tensor_fuse v0: tensor product pass]", 2: "[tensor_fuse v2: ModDown's terms in its store]",
-               3: "[tensor_fuse v3: ModUp's inverse at 64 registers]"}
+# HMult's tensor product as its own pass (ops.kernel_variant("tensor_fuse") = 0), before issue 14's session 4
+TENSOR_FUSE = {0: "[tensor_fuse v0: tensor product pass]"}
 # the NTT variants other than the default (6)
 NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
                 2: "[ntt v2: v1 + (w, w') twiddle pairs, limb-major grids]",

@@ -8,7 +8,7 @@ per kernel: launches and device time per op. A planning tool, not a benchmark (b
     python scripts/profile_keyswitch.py --conv 1 2   # instead: one table per tensor-core Conv variant
     python scripts/profile_keyswitch.py --ntt 0 4    # instead: one table per NTT variant (also with
                                                      # --bootstrap)
-    python scripts/profile_keyswitch.py --tensor-fuse 0 1 2 3  # instead: one table per tensor_fuse variant
+    python scripts/profile_keyswitch.py --tensor-fuse 0 1  # instead: one table per tensor_fuse variant
     python scripts/profile_keyswitch.py --bootstrap  # one bootstrap at N16_H192_FULL, kernels grouped
     ncu --profile-from-start off -k regex:ntt python scripts/profile_keyswitch.py --ncu
                                                      # one HMult and one HRotate between

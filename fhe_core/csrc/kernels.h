@@ -270,11 +270,9 @@ enum class Variant : int {
                 //    ModDown's epilogue add (mod_down_ntt's add_galois) instead of ops.automorphism_ntt
                 //    (read by rlwe/keyswitch.py)
   kTensorFuse = 7,  // 1 (default): HMult's tensor product inside the relinearization's key switch: ModUp's
-                    //    inverse NTT reads a1, b1 (ops.intt_product) and ModDown's rows kernel adds (a0 b0, a0 b1 +
-                    //    a1 b0) (mod_down_ntt's times), computed at its start into shared memory, instead of
-                    //    tensor_product (read by ckks/evaluator.py and rlwe/keyswitch.py); 2: ModDown's terms
-                    //    computed in its store, both kernels at 80 / 72 registers; 3: 1 with ModUp's inverse at 64
-                    //    registers instead of 72 (ntt.cu, products_flags)
+                    //    inverse NTT reads a1, b1 (ops.intt_product) and ModDown's store adds (a0 b0, a0 b1 + a1 b0)
+                    //    (mod_down_ntt's times) instead of tensor_product and its three rows (read by
+                    //    rlwe/keyswitch.py for ckks/evaluator.py; the kernels: ntt.cu, ntt_rows' kProducts)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

@@ -62,10 +62,9 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     inside ModUp's inverse NTT, ``intt_galois``, and ModDown's epilogue add, ``mod_down_ntt(add_galois=k)``, instead
     of two ``automorphism_ntt`` passes; read by ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1);
     ``"tensor_fuse"`` (1, the default: HMult's tensor product inside the relinearization's key switch, ModUp's
-    inverse NTT reading a1 and b1, :func:`intt_product`, and ModDown's rows kernel adding (a0 b0, a0 b1 + a1 b0),
-    ``mod_down_ntt(times=b)``, computed at its start, instead of :func:`tensor_product` and its three rows; 2, the
-    terms computed in ModDown's store instead, at 80 registers; 3, 1 with ModUp's inverse at 64 registers instead
-    of 72; read by ``ckks.Evaluator`` on CUDA with "mod_up" = "mod_down" = 1). All
+    inverse NTT reading a1 and b1, :func:`intt_product`, and ModDown's store adding (a0 b0, a0 b1 + a1 b0),
+    ``mod_down_ntt(times=b)``, instead of :func:`tensor_product` and its three rows; read by ``ckks.Evaluator``
+    through ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1). All
     variants give the same residues bit for bit (a ``lazy`` conversion the same residues modulo each prime: conv 3
     to 8 leave them in [0, 3p)); the switch exists so that tests compare them and benchmarks time them side by side.
     The CPU kernels have one variant and ignore "conv". A launch reads the setting when it is enqueued (so a

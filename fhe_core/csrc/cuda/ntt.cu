@@ -455,14 +455,12 @@ __device__ __forceinline__ void load8_galois(const u64* row, u32 first, u64 galo
   }
 }
 
-// HMult's products in the rows kernels (ntt_rows' kProducts, from ops.kernel_variant("tensor_fuse")), bit flags:
-constexpr int kFused = 1;  // the products at all: ModUp's inverse transforms a1 b1, ModDown's store adds the rest
-constexpr int kWide = 2;   // 80 (forward) / 72 (inverse) registers instead of 64 (no spills; 6 / 7 blocks per SM)
-constexpr int kEarly = 4;  // forward: the tensor terms computed at the kernel's start into shared memory (their loads
-                           // overlap the first round's), added from there by the store
-constexpr int products_min_blocks(bool forward, int products) {
-  return (products & kWide) != 0 ? (forward ? 6 : 7) : 8;
-}
+// HMult's products in the rows kernels (ntt_rows' kProducts, ops.kernel_variant("tensor_fuse") 1): ModUp's inverse
+// transforms a1 b1, ModDown's store adds (a0 b0, a0 b1 + a1 b0). Those kernels get 80 (forward) / 72 (inverse)
+// registers instead of 64 (6 / 7 blocks per SM): at 64 ptxas spilled 130 bytes in the forward's store, which reads 4
+// operand rows, and that measured slower; the forward still spills 80-88 bytes at 80 (its loads run ahead), and
+// measured as fast as computing the terms at the kernel's start into shared memory (64 registers, no spills).
+constexpr int products_min_blocks(bool forward, bool products) { return products ? (forward ? 6 : 7) : 8; }
 
 // z mod q for z < 2^(2k + 1), 2^(k-1) <= q < 2^k, 3 <= k <= 61 (a product of two residues plus a few q: the tensor
 // product's terms) with one 64-bit quotient where reduce128 forms a 128-bit one: x = floor(z / 2^s) < 2^(k+3) <= 2^64
@@ -522,20 +520,16 @@ __device__ __forceinline__ void add_tensor_terms(u64 (&v)[kPerThread], const Ntt
   }
 }
 
-// kEarly: where the thread's 8 tensor terms wait in shared memory, after the row tile (word k of thread t at
-// k * blockDim.x + t: conflict-free); only the thread that wrote them reads them, so no barrier.
-__device__ __forceinline__ u64* early_terms(u64* smem, u32 tile_len) { return smem + tile_len + tile_len / 8; }
-
 // Variant 1's store of the forward's 8 contiguous words at dst: reduced to [0, q), or through ModDown's
 // epilogue (c - x) * P^-1 (+ add). x is below bound = 4q (Harvey) or lazy_bound(log_n) * q (lazy):
 // c + bound - x < (bound + 1) q < 2^64 goes straight into the Shoup product (any 64-bit input is fine
 // there), so x needs no reduction first; a lazy x is reduced by a Shoup product by 1 (w' = floor(2^64
 // / q), the high word of the Barrett ratio). The result is the canonical residue either way, the same
 // words as variant 0's.
-template <bool kLazy, bool kGalois = false, int kProducts = 0>
+template <bool kLazy, bool kGalois = false, bool kProducts = false>
 __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const Modulus& m, int log_n,
                                            const NttEpilogue& epilogue, int row, int limb, u32 n, size_t offset,
-                                           int limbs, u64 lazy_factor, const u64* terms) {
+                                           int limbs, u64 lazy_factor) {
   const u64 q = m.value;
   if (epilogue.sub_from == nullptr) {
 #pragma unroll
@@ -550,15 +544,12 @@ __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const
   load8(epilogue.sub_from + batch * epilogue.batch_stride + static_cast<int64_t>(limb) * n + in_row, c);
   const u64 w = epilogue.consts[limb], ws = epilogue.consts_shoup[limb];
   const u64 bound = (kLazy ? lazy_factor : 4) * q;
-  if constexpr (kProducts != 0) {
+  if constexpr (kProducts) {
 #pragma unroll
     for (int k = 0; k < kPerThread; ++k) v[k] = mul_shoup_lazy(c[k] + bound - v[k], w, ws, q);  // [0, 2q)
     if (batch >= 2) {
 #pragma unroll
       for (int k = 0; k < kPerThread; ++k) v[k] = csub(v[k], q);
-    } else if constexpr ((kProducts & kEarly) != 0) {  // + the terms computed at the start (canonical): below 3q
-#pragma unroll
-      for (int k = 0; k < kPerThread; ++k) v[k] = reduce_4q(v[k] + terms[k * blockDim.x + threadIdx.x], q);
     } else {
       add_tensor_terms(v, epilogue, batch, static_cast<size_t>(limb) * n + in_row, static_cast<size_t>(limbs) * n,
                        ShortBarrett(m));
@@ -584,12 +575,11 @@ __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const
 // Variant >= 1's forward rows: every round but the last through shared memory (as local_transform),
 // the last one's 8 contiguous words straight to global memory. (With a compile-time k2 from the
 // kernel, the round loop unrolls.)
-template <bool kGalois, int kProducts, class Tw>
+template <bool kGalois, bool kProducts, class Tw>
 __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64* smem, const RowLayout& layout,
                                                     u32 tcol, int k2, const Tw& t, const Modulus& m, int log_n,
                                                     const NttEpilogue& epilogue, int row, int limb, u32 n,
-                                                    size_t origin, int limbs, u64 lazy_factor,
-                                                    const u64* terms) {
+                                                    size_t origin, int limbs, u64 lazy_factor) {
   const u64 q = m.value;
   const int rounds = (k2 + 2) / 3;
 #pragma unroll
@@ -603,13 +593,13 @@ __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64
   contiguous_round<true>(v, tcol, k2, t, q);
   const size_t offset = origin + tcol * kPerThread;
   rows_store<Tw::kLazy, kGalois, kProducts>(v, out + offset, m, log_n, epilogue, row, limb, n, offset, limbs,
-                                            lazy_factor, terms);
+                                            lazy_factor);
 }
 
 // Variant >= 1's inverse rows: the first round's 8 contiguous words straight from global memory (in: the
 // input row; with kGalois the thread's slots of sigma_k(in), also stored to the permuted row), every other
 // round through shared memory, the last one to global memory (out: the block's row).
-template <bool kGalois, int kProducts, class Tw>
+template <bool kGalois, bool kProducts, class Tw>
 __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64* smem, const RowLayout& layout,
                                                     u32 tcol, int k2, u32 first, const Tw& t, u64 q, int log_n,
                                                     u64 galois, u64* permuted, const u64* times, const Modulus& m) {
@@ -618,7 +608,7 @@ __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64
   if constexpr (kGalois) {
     load8_galois(in, first, galois, log_n, v);
     store8(permuted + first, v);
-  } else if constexpr (kProducts != 0) {  // in * times (canonical), also stored for the digits' own rows
+  } else if constexpr (kProducts) {  // in * times (canonical), also stored for the digits' own rows
     load8(in + first, v);
     u64 y[kPerThread];
     load8(times + first, y);
@@ -651,7 +641,7 @@ __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64
 // transforms sigma_k(in) (k = galois) and stores sigma_k(in) to `permuted` as well (a rotation's ModUp
 // needs it for the digits' own rows); each thread reads its 8 slots from one aligned run of 8 (load8_galois).
 template <bool kForward, bool kDirect, bool kPairs, bool kLazy = false, int kLen = 0, bool kGalois = false,
-          bool kTruncated = false, int kProducts = 0>
+          bool kTruncated = false, bool kProducts = false>
 __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kProducts))
     ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table, int limbs,
              int log_n, int k1, int rows_per_block, NttSkip skip, NttEpilogue epilogue, int64_t in_batch_stride,
@@ -677,18 +667,6 @@ __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kPr
   if (kDirect) {
     if (kForward) {
       const Modulus m = moduli[limb];
-      if constexpr ((kProducts & kEarly) != 0) {  // the tensor terms first, into shared memory (read by the store)
-        const int64_t batch = row / limbs;
-        if (batch < 2) {
-          u64 d[kPerThread] = {};
-          const size_t at = static_cast<size_t>(limb) * n + (origin - static_cast<size_t>(row) * n) +
-                            tcol * kPerThread;  // the thread's first output word, within its component
-          add_tensor_terms(d, epilogue, batch, at, static_cast<size_t>(limbs) * n, ShortBarrett(m));
-          u64* terms = early_terms(smem, tile_len);
-#pragma unroll
-          for (int k = 0; k < kPerThread; ++k) terms[k * blockDim.x + threadIdx.x] = d[k];
-        }
-      }
       if constexpr (kLazy) {
         // the columns kernel's values: below trunc_bound if it ran truncated (variant 6), else lazy_bound
         const bool truncated = kTruncated && trunc_forward_fits(q, log_n, k1);
@@ -696,20 +674,19 @@ __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kPr
           rows_forward_direct<kGalois, kProducts>(in, out, smem, layout, tcol, k2,
                                                   LazyTwiddles<std::decay_t<decltype(t)>>{t}, m, log_n, epilogue, row,
                                                   limb, n, origin, limbs,
-                                                  truncated ? trunc_bound(log_n, k1) : lazy_bound(log_n),
-                                                  early_terms(smem, tile_len));
+                                                  truncated ? trunc_bound(log_n, k1) : lazy_bound(log_n));
           return;
         }
       }
       rows_forward_direct<kGalois, kProducts>(in, out, smem, layout, tcol, k2, t, m, log_n, epilogue, row, limb, n,
-                                              origin, limbs, 4, early_terms(smem, tile_len));
+                                              origin, limbs, 4);
     } else {
       const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
                                                   : (row / limbs) * in_batch_stride + static_cast<int64_t>(limb) * n;
       const u32 first = (first_row + sub) * len + tcol * kPerThread;  // the thread's 8 slots of the row
       u64* permuted_row = permuted == nullptr ? nullptr : permuted + static_cast<size_t>(row) * n;
       // kProducts: the inverse's second factor comes in epilogue.times (launch_ntt), laid out like in
-      const u64* times_row = kProducts != 0 ? epilogue.times + in_row : nullptr;
+      const u64* times_row = kProducts ? epilogue.times + in_row : nullptr;
       if constexpr (kLazy) {
         if (lazy_inverse_fits(q)) {
           rows_inverse_direct<kGalois, kProducts>(in + in_row, out + origin, smem, layout, tcol, k2, first,
@@ -808,34 +785,17 @@ NttPlan ntt_plan(int variant, bool forward, bool aligned, bool table_aligned, in
 // the caller computes them first otherwise (ops.cpp).
 bool plan_fuses_products(const NttPlan& p) { return p.direct && p.pairs && p.lazy; }
 
-template <bool kForward, int kProducts>
-auto products_rows_of(const NttPlan& plan) {
-  if constexpr (kForward) {
-    if (plan.truncated) return plan.fixed16 ? ntt_rows<true, true, true, true, 8, false, true, kProducts>
-                                            : ntt_rows<true, true, true, true, 0, false, true, kProducts>;
-    return plan.fixed16 ? ntt_rows<true, true, true, true, 8, false, false, kProducts>
-                        : ntt_rows<true, true, true, true, 0, false, false, kProducts>;
-  } else {
-    return plan.fixed16 ? ntt_rows<false, true, true, true, 8, false, false, kProducts>
-                        : ntt_rows<false, true, true, true, 0, false, false, kProducts>;
-  }
-}
-
-// The kProducts flags of a tensor_fuse variant (kernels.h): 1, the forward's terms early (64 registers) and the
-// inverse kWide; 2, both kWide (the forward's terms in its store); 3, the forward's terms early, the inverse at 64.
-int products_flags(int variant, bool forward) {
-  if (variant == 2) return kFused | kWide;
-  if (variant == 3) return forward ? kFused | kEarly : kFused;
-  return forward ? kFused | kEarly : kFused | kWide;
-}
-
+// The rows kernel with HMult's products for a plan that fuses them (plan_fuses_products).
 template <bool kForward>
-auto products_rows(const NttPlan& plan, int products) {
+auto products_rows(const NttPlan& plan) {
   if constexpr (kForward) {
-    return products == (kFused | kWide) ? products_rows_of<true, kFused | kWide>(plan)
-                                        : products_rows_of<true, kFused | kEarly>(plan);
+    if (plan.truncated) return plan.fixed16 ? ntt_rows<true, true, true, true, 8, false, true, true>
+                                            : ntt_rows<true, true, true, true, 0, false, true, true>;
+    return plan.fixed16 ? ntt_rows<true, true, true, true, 8, false, false, true>
+                        : ntt_rows<true, true, true, true, 0, false, false, true>;
   } else {
-    return products == kFused ? products_rows_of<false, kFused>(plan) : products_rows_of<false, kFused | kWide>(plan);
+    return plan.fixed16 ? ntt_rows<false, true, true, true, 8, false, false, true>
+                        : ntt_rows<false, true, true, true, 0, false, false, true>;
   }
 }
 
@@ -854,7 +814,7 @@ void launch_ntt(const NttArgs& a, Stream stream) {
   const dim3 row_grid((1u << g.k1) / rows_per_block, static_cast<unsigned>(a.rows));
   const unsigned row_threads = rows_per_block * (len / kPerThread);
   const u32 tile = rows_per_block * len;
-  size_t row_smem = static_cast<size_t>(tile + tile / 8) * sizeof(u64);
+  const size_t row_smem = static_cast<size_t>(tile + tile / 8) * sizeof(u64);
 
   cudaStream_t s = native(stream);
   const int rpb = static_cast<int>(rows_per_block);
@@ -898,12 +858,9 @@ void launch_ntt(const NttArgs& a, Stream stream) {
     else if (plan.pairs) rows = ntt_rows<kForward, true, true>;
     else if (plan.direct) rows = ntt_rows<kForward, true, false>;
   }
-  int products = 0;
   if (kForward ? a.epilogue.times != nullptr : a.times != nullptr) {  // HMult's tensor product (tensor_fuse)
     if (!plan_fuses_products(plan) || galois) throw std::runtime_error("ntt: products in an unsupported plan");
-    products = products_flags(kernel_variant(Variant::kTensorFuse), kForward);
-    rows = products_rows<kForward>(plan, products);
-    if ((products & kEarly) != 0) row_smem += static_cast<size_t>(kPerThread) * row_threads * sizeof(u64);
+    rows = products_rows<kForward>(plan);
   }
   const int first_order = plan.first_order, second_order = plan.second_order;
   if (kForward) {

@@ -62,11 +62,11 @@ def test_fused_mul_relin_is_bit_identical_on_cpu():
 
 @pytest.mark.gpu
 def test_fused_mul_relin_on_cuda_every_variant():
-    """tensor_fuse 1-3 and 0 (tensor_product + relinearize) on CUDA == the CPU, bit for bit."""
+    """tensor_fuse 1 and 0 (tensor_product + relinearize) on CUDA == the CPU, bit for bit."""
     ev, a, b, *_ = _world()
     expected = _products(ev, a, b)
     ev_gpu = _evaluator("cuda")[0]
     a_gpu, b_gpu = a.replace(data=a.data.cuda()), b.replace(data=b.data.cuda())
-    for variant in (1, 2, 3, 0):
+    for variant in (1, 0):
         with ops.use_kernel_variant("tensor_fuse", variant):
             _same(_products(ev_gpu, a_gpu, b_gpu), expected, variant)

@@ -1,8 +1,8 @@
 """HMult's tensor product inside the relinearization's kernels (ops.kernel_variant "tensor_fuse"): ops.intt_product
 (ModUp's inverse NTT reading a1 and b1) and ops.mod_down_ntt's times (ModDown's last store adding a0 b0 and a0 b1 +
-a1 b0) against ops.mul / ops.tensor_product followed by the plain ops, on the CPU and on every CUDA NTT variant and
-tensor_fuse kernel, bit for bit, with q - 1 operands and the lazy forward's largest primes; and the epilogue's
-bounds and the one-word Barrett reduction (ShortBarrett) with Python integers."""
+a1 b0) against ops.mul / ops.tensor_product followed by the plain ops, on the CPU and on every CUDA NTT variant,
+bit for bit, with q - 1 operands and the lazy forward's largest primes; and the epilogue's bounds and the one-word
+Barrett reduction (ShortBarrett) with Python integers."""
 import pytest
 import torch
 
@@ -12,9 +12,6 @@ from fhe_core.ring.primes import is_prime
 from fhe_reference import fresh_rng, random_residues
 
 NTT_VARIANTS = tuple(range(7))
-# tensor_fuse 1: ModDown's terms first, ModUp's inverse at 72 registers; 2: the terms in ModDown's store; 3: 1 with
-# the inverse at 64
-FUSED_VARIANTS = (1, 2, 3)
 
 
 def _largest_prime_below(limit: int, n: int) -> int:
@@ -169,8 +166,8 @@ def test_tensor_epilogue_bounds_at_the_edges(log_n):
 @pytest.mark.gpu
 @pytest.mark.parametrize("log_n", [11, 16, 17])
 def test_intt_product_on_cuda_every_variant(log_n):
-    """intt_product on every NTT variant and tensor_fuse kernel (ntt variants < 5 and misaligned views: mul, then the
-    inverse; >= 5: the products read by the inverse rows kernel) == the CPU build."""
+    """intt_product on every NTT variant (ntt variants < 5 and misaligned views: mul, then the inverse; >= 5: the
+    products read by the inverse rows kernel) == the CPU build."""
     rng, _ = fresh_rng()
     n = 1 << log_n
     primes = [*_edge_primes(log_n), *generate_primes([61, 50], n)]
@@ -178,22 +175,21 @@ def test_intt_product_on_cuda_every_variant(log_n):
     a, b = _ciphertexts(rng, primes, n)
     expected = ops.intt_product(a[1], b[1], cpu.moduli, cpu.ntt_table)
     a1, b1 = a[1].cuda(), b[1].cuda()
-    for fused in FUSED_VARIANTS:
-        for variant in NTT_VARIANTS:
-            with ops.use_kernel_variant("ntt", variant), ops.use_kernel_variant("tensor_fuse", fused):
-                got = ops.intt_product(a1, b1, gpu.moduli, gpu.ntt_table)
-                got_shifted = ops.intt_product(_misaligned(a1), b1, gpu.moduli, gpu.ntt_table)
-            for name, pair in (("aligned", got), ("misaligned", got_shifted)):
-                assert torch.equal(pair[1].cpu(), expected[1]), (fused, variant, name, "product")
-                assert torch.equal(pair[0].cpu(), expected[0]), (fused, variant, name)
+    for variant in NTT_VARIANTS:
+        with ops.use_kernel_variant("ntt", variant):
+            got = ops.intt_product(a1, b1, gpu.moduli, gpu.ntt_table)
+            got_shifted = ops.intt_product(_misaligned(a1), b1, gpu.moduli, gpu.ntt_table)
+        for name, pair in (("aligned", got), ("misaligned", got_shifted)):
+            assert torch.equal(pair[1].cpu(), expected[1]), (variant, name, "product")
+            assert torch.equal(pair[0].cpu(), expected[0]), (variant, name)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("log_n", [11, 16, 17])
 def test_mod_down_ntt_times_on_cuda_every_variant(log_n):
-    """mod_down_ntt(add=a, times=b) on every NTT variant and tensor_fuse kernel (ntt variants >= 3: the products in
-    the rows kernel's store; below and for misaligned views: tensor_product first) == the CPU build, with the
-    lazy forward's largest primes and q - 1 operands."""
+    """mod_down_ntt(add=a, times=b) on every NTT variant (ntt variants >= 3: the products in the rows kernel's
+    store; below and for misaligned views: tensor_product first) == the CPU build, with the lazy forward's largest
+    primes and q - 1 operands."""
     rng, _ = fresh_rng()
     n = 1 << log_n
     primes = [*_edge_primes(log_n), *generate_primes([61, 50], n)]
@@ -203,10 +199,9 @@ def test_mod_down_ntt_times_on_cuda_every_variant(log_n):
     gpu = RNSBasis.get(primes, n, "cuda")
     gpu_args = (x.cuda(), c.cuda(), 2, *(t.cuda() for t in consts), gpu.moduli, gpu.ntt_table)
     a_gpu, b_gpu = a.cuda(), b.cuda()
-    for fused in FUSED_VARIANTS:
-        for variant in NTT_VARIANTS:
-            with ops.use_kernel_variant("ntt", variant), ops.use_kernel_variant("tensor_fuse", fused):
-                got = ops.mod_down_ntt(*gpu_args, a_gpu, times=b_gpu).cpu()
-                got_shifted = ops.mod_down_ntt(*gpu_args, a_gpu, times=_misaligned(b_gpu)).cpu()
-            assert torch.equal(got, expected), (fused, variant)
-            assert torch.equal(got_shifted, expected), (fused, variant, "misaligned")
+    for variant in NTT_VARIANTS:
+        with ops.use_kernel_variant("ntt", variant):
+            got = ops.mod_down_ntt(*gpu_args, a_gpu, times=b_gpu).cpu()
+            got_shifted = ops.mod_down_ntt(*gpu_args, a_gpu, times=_misaligned(b_gpu)).cpu()
+        assert torch.equal(got, expected), variant
+        assert torch.equal(got_shifted, expected), (variant, "misaligned")

@@ -73,7 +73,7 @@ def test_tensor_is_fused_only_on_cuda_with_the_fused_mod_up_and_mod_down():
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [ALPHA_11, ALPHA_5], ids=lambda s: s.id)
 def test_relinearize_product_is_bit_identical_on_cuda(shape):
-    """On CUDA, tensor_fuse 0-3 on NTT variants 6, 5, 3 (the inverse unfused) and 0 (both unfused) == the CPU's
+    """On CUDA, tensor_fuse 1 and 0 on NTT variants 6, 5, 3 (the inverse unfused) and 0 (both unfused) == the CPU's
     tensor product + relinearize, bit for bit."""
     rng, _ = fresh_rng()
     cpu, gpu = context(shape), context(shape, "cuda")
@@ -84,7 +84,7 @@ def test_relinearize_product_is_bit_identical_on_cuda(shape):
             expected = _relinearized(cpu, a, b, key, level)
         a_gpu, b_gpu = a.cuda(), b.cuda()
         for ntt in (6, 5, 3, 0):
-            for variant in (1, 2, 3, 0):
+            for variant in (1, 0):
                 with ops.use_kernel_variant("ntt", ntt), ops.use_kernel_variant("tensor_fuse", variant):
                     assert keyswitch._tensor_in_key_switch(gpu) == (variant > 0)
                     got = _relinearized(gpu, a_gpu, b_gpu, key_gpu, level)
