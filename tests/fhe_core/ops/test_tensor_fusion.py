@@ -205,3 +205,19 @@ def test_mod_down_ntt_times_on_cuda_every_variant(log_n):
             got_shifted = ops.mod_down_ntt(*gpu_args, a_gpu, times=_misaligned(b_gpu)).cpu()
         assert torch.equal(got, expected), variant
         assert torch.equal(got_shifted, expected), (variant, "misaligned")
+
+
+@pytest.mark.parametrize("device", [pytest.param("cpu"), pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_opcheck_of_the_fused_ops(device):
+    """Schemas and fake implementations of intt_product and mod_down_ntt with times (torch.library.opcheck)."""
+    rng, _ = fresh_rng()
+    n = 1 << 10
+    primes = generate_primes([50, 40], n)
+    basis, x, c, consts = _mod_down_case(rng, n, primes)
+    basis = RNSBasis.get(primes, n, device)
+    a, b = _ciphertexts(rng, primes, n, device)
+    x, c, consts = x.to(device), c.to(device), tuple(t.to(device) for t in consts)
+    cases = [(torch.ops.fhe_core.intt_product.default, (a[1], b[1], basis.moduli, basis.ntt_table)),
+             (torch.ops.fhe_core.mod_down_ntt.default, (x, c, 2, *consts, basis.moduli, basis.ntt_table, a, 1, b))]
+    for op, args in cases:
+        torch.library.opcheck(op, args, test_utils=("test_schema", "test_faketensor"))
