@@ -299,8 +299,9 @@ struct Stream {
 };
 void ntt_forward(const NttArgs& args, Stream stream);
 void ntt_inverse(const NttArgs& args, Stream stream);
-// Whether the rows kernel computes NttArgs::times / NttEpilogue::times itself for these arguments (ntt variant
-// >= 3 or >= 5 and 16-byte aligned pointers); if not, the caller computes the products first.
+// Whether the rows kernel computes NttArgs::times (inverse: ntt variant >= 5) / NttEpilogue::times (forward: ntt
+// variant >= 3) itself for these arguments (16-byte aligned pointers too); if not, the caller computes the products
+// first (ops.cpp).
 bool ntt_fuses_products(const NttArgs& args, bool forward);
 void elementwise(const ElementwiseArgs& args, Stream stream);
 void tensor_product(const TensorProductArgs& args, Stream stream);

@@ -640,6 +640,9 @@ __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64
 // kGalois (direct only): the forward adds sigma_k(epilogue.add) (k = epilogue.add_galois), the inverse
 // transforms sigma_k(in) (k = galois) and stores sigma_k(in) to `permuted` as well (a rotation's ModUp
 // needs it for the digits' own rows); each thread reads its 8 slots from one aligned run of 8 (load8_galois).
+// kProducts (direct, lazy plans only: plan_fuses_products): HMult's tensor product; the inverse transforms in *
+// epilogue.times (the second factor, passed there by launch_ntt) and stores the products to `permuted`, the forward's
+// store adds the tensor terms of epilogue.add and epilogue.times (add_tensor_terms).
 template <bool kForward, bool kDirect, bool kPairs, bool kLazy = false, int kLen = 0, bool kGalois = false,
           bool kTruncated = false, bool kProducts = false>
 __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kProducts))
