@@ -58,7 +58,7 @@ def with_variant(name: str, value: int, fn: Callable[[int], object]) -> Callable
 
 def before_issue_14(fn: Callable[[int], object]) -> Callable[[int], object]:
     """fn with every reference variant: the kernels and compositions as they were before issue 14."""
-    for name in ("conv", "mod_up", "mod_down", "tensor", "ntt", "galois"):
+    for name in ("conv", "mod_up", "mod_down", "tensor", "ntt", "galois", "tensor_fuse"):
         fn = with_variant(name, 0, fn)
     return fn
 
@@ -67,6 +67,8 @@ BEFORE = "[all v0: before issue 14]"
 CONV_V1 = "[conv v1: 32-row groups]"  # the tensor-core Conv before its balanced geometry (v2)
 GALOIS_V0 = "[galois v0: automorphism passes]"  # sigma_k as its own pass (ops.kernel_variant("galois") = 0)
 NTT_V0 = "[ntt v0: before session 3]"  # the NTT kernels before issue 14's session 3 (ops.kernel_variant("ntt"))
+# HMult's tensor product as its own pass (ops.kernel_variant("tensor_fuse") = 0), before issue 14's session 4
+TENSOR_FUSE = {0: "[tensor_fuse v0: tensor product pass]"}
 # the NTT variants other than the default (6)
 NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
                 2: "[ntt v2: v1 + (w, w') twiddle pairs, limb-major grids]",
@@ -309,6 +311,9 @@ def make_ckks_cases(device: str) -> list[Case]:
              with_variant("ntt", 0, lambda i: evaluator.mul_relin(a, b))),
         Case(f"HMult + relin {NTT_VARIANTS[4]}", name, 3 * ct + (765 - 124) * limb_poly,
              with_variant("ntt", 4, lambda i: evaluator.mul_relin(a, b))),
+        *(Case(f"HMult + relin {label}", name, 3 * ct + (765 - 124) * limb_poly,
+               with_variant("tensor_fuse", v, lambda i: evaluator.mul_relin(a, b)))
+          for v, label in TENSOR_FUSE.items()),
         *conv_variant_cases("HMult + relin", name, 3 * ct + (765 - 124) * limb_poly,
                             lambda i: evaluator.mul_relin(a, b)),
         Case("rescale", name, 2 * ct, lambda i: evaluator.rescale(unscaled), REFERENCE_V100_US["rescale"]),

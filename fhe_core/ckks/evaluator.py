@@ -62,7 +62,8 @@ from fhe_core.errors import (
 from fhe_core.params import Params
 from fhe_core.rlwe.checks import canonical_results, check_canonical, check_ciphertext
 from fhe_core.rlwe.keys import check_switching_key
-from fhe_core.rlwe.keyswitch import _apply_galois, _apply_galois_hoisted, _relinearize
+from fhe_core.rlwe.keyswitch import (_apply_galois, _apply_galois_hoisted, _relinearize, _relinearize_product,
+                                     _tensor_in_key_switch)
 from fhe_core.ring import primitive_root_2n, shoup_constants
 
 SCALE_TOLERANCE = 1e-9  # relative difference under which two scales count as equal
@@ -586,11 +587,21 @@ class Evaluator:
         return self._mul_relin(a, b, "mul_relin")
 
     def _mul_relin(self, a: Ciphertext, b: Ciphertext, op: str) -> Ciphertext:
-        """Each operand and the key checked once (here and in :meth:`_tensor`), then the
+        """Each operand and the key checked once (here and in :meth:`_binary_ct`), then the
         unchecked key switch."""
         key = self._relin_key(op)  # before any work
-        product = self._tensor(a, b, op)
-        return _relinearize(self._ctx, product, key, product.level)
+        return self._product_relinearized(a, *self._binary_ct(a, b, op), b.scale, key, op)
+
+    def _product_relinearized(self, a: Ciphertext, a_data: torch.Tensor, b_data: torch.Tensor, level: int,
+                              b_scale: float, key: rlwe.RelinKey, op: str) -> Ciphertext:
+        """:meth:`_tensor_checked` then the relinearization, of checked operands' data at ``level``; on CUDA
+        (ops.kernel_variant "tensor_fuse" = 1) the tensor product happens inside the key switch's kernels
+        (the same words, without the degree-2 ciphertext in memory)."""
+        if _tensor_in_key_switch(self._ctx):
+            scale = self._check_scale_fits(a.scale * b_scale, level, op)
+            return a.replace(data=_relinearize_product(self._ctx, a_data, b_data, key, level), level=level, scale=scale)
+        product = self._tensor_checked(a, a_data, b_data, level, b_scale, op)
+        return _relinearize(self._ctx, product, key, level)
 
     def _relin_key(self, op: str) -> rlwe.RelinKey:
         """The relinearization key, checked (once per operation: the key switch below does not)."""
@@ -733,7 +744,7 @@ class Evaluator:
         if level == 0:
             raise LevelMismatchError(f"{op}: needs operands at level >= 1 (one rescale), got {a.level} and {b.level}")
         elements = self._sum_elements(a.slots, n, op)
-        product = _relinearize(self._ctx, self._tensor_checked(a, a_data, b_data, level, b.scale, op), key, level)
+        product = self._product_relinearized(a, a_data, b_data, level, b.scale, key, op)
         product = self._rescale(product, level)
         return self._rotate_and_sum(product, level - 1, elements, op)
 

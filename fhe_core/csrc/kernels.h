@@ -40,6 +40,10 @@ struct NttEpilogue {
   const u64* add = nullptr;           // [add_batches, limbs, N] or nullptr
   int64_t add_batches = 0;
   u64 add_galois = 1;  // add sigma_k(add) (NTT domain, slot i reads galois_ntt_source(i)): a rotation's sigma(c0)
+  // times != nullptr (CUDA, add_batches = 2, add_galois = 1): add and times are two degree-1 ciphertexts
+  // [2, limbs, N] (contiguous) and the first two batches get their tensor product's (d0, d1) = (add0 times0,
+  // add0 times1 + add1 times0), computed in the store: HMult's relinearization without the d0, d1 rows.
+  const u64* times = nullptr;
 };
 
 struct NttArgs {
@@ -58,6 +62,9 @@ struct NttArgs {
   // and store sigma_k(in) itself to `permuted` ([rows, N], contiguous like out). A rotation's ModUp.
   u64 galois = 1;
   u64* permuted = nullptr;
+  // Inverse only (CUDA), times != nullptr (galois = 1): transform in * times (canonical products, times laid out
+  // like in) and store the products to `permuted`. HMult's ModUp of d2 = a1 b1 without the d2 pass before it.
+  const u64* times = nullptr;
 };
 
 // Where row r of an NTT's input starts (in words from `in`).
@@ -262,6 +269,10 @@ enum class Variant : int {
   kGalois = 6,  // 1 (default): a rotation's sigma_k read inside ModUp's inverse NTT (ops.intt_galois) and
                 //    ModDown's epilogue add (mod_down_ntt's add_galois) instead of ops.automorphism_ntt
                 //    (read by rlwe/keyswitch.py)
+  kTensorFuse = 7,  // 1 (default): HMult's tensor product inside the relinearization's key switch: ModUp's
+                    //    inverse NTT reads a1, b1 (ops.intt_product) and ModDown's store adds (a0 b0, a0 b1 + a1 b0)
+                    //    (mod_down_ntt's times) instead of tensor_product and its three rows (read by
+                    //    rlwe/keyswitch.py for ckks/evaluator.py; the kernels: ntt.cu, ntt_rows' kProducts)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp
@@ -288,6 +299,10 @@ struct Stream {
 };
 void ntt_forward(const NttArgs& args, Stream stream);
 void ntt_inverse(const NttArgs& args, Stream stream);
+// Whether the rows kernel computes NttArgs::times (inverse: ntt variant >= 5) / NttEpilogue::times (forward: ntt
+// variant >= 3) itself for these arguments (16-byte aligned pointers too); if not, the caller computes the products
+// first (ops.cpp).
+bool ntt_fuses_products(const NttArgs& args, bool forward);
 void elementwise(const ElementwiseArgs& args, Stream stream);
 void tensor_product(const TensorProductArgs& args, Stream stream);
 void conv(const ConvArgs& args, Stream stream);

@@ -29,7 +29,7 @@
 namespace fhe {
 
 int& kernel_variant(Variant v) {
-  static int variants[static_cast<int>(Variant::kCount)] = {7, 1, 1, 1, 3, 6, 1};
+  static int variants[static_cast<int>(Variant::kCount)] = {7, 1, 1, 1, 3, 6, 1, 1};
   return variants[static_cast<int>(v)];
 }
 
@@ -155,6 +155,7 @@ void cpu_tensor_product(const TensorProductArgs& t) {
 struct CpuBackend {
   static void ntt_forward(const NttArgs& a, const Tensor&) { cpu_ntt<cpu::ntt_forward>(a); }
   static void ntt_inverse(const NttArgs& a, const Tensor&) { cpu_ntt<cpu::ntt_inverse>(a); }
+  static bool ntt_fuses_products(const NttArgs&, bool) { return false; }  // (NttArgs::times: CUDA only)
   static void elementwise(const ElementwiseArgs& a, const Tensor&) { cpu::elementwise(a); }
   static void tensor_product(const TensorProductArgs& a, const Tensor&) { cpu_tensor_product(a); }
   static void conv(const ConvArgs& a, const Tensor&) {
@@ -195,6 +196,7 @@ cuda::Stream current_stream(const Tensor& t) {
 struct CudaBackend {
   static void ntt_forward(const NttArgs& a, const Tensor& t) { cuda::ntt_forward(a, current_stream(t)); }
   static void ntt_inverse(const NttArgs& a, const Tensor& t) { cuda::ntt_inverse(a, current_stream(t)); }
+  static bool ntt_fuses_products(const NttArgs& a, bool forward) { return cuda::ntt_fuses_products(a, forward); }
   static void elementwise(const ElementwiseArgs& a, const Tensor& t) { cuda::elementwise(a, current_stream(t)); }
   static void tensor_product(const TensorProductArgs& a, const Tensor& t) {
     cuda::tensor_product(a, current_stream(t));
@@ -294,11 +296,38 @@ constexpr bool kIsCpu = std::is_same_v<B, CpuBackend>;
 
 template <class B, bool kNtt>
 Tensor& automorphism_out(const Tensor& a, const Tensor& moduli, int64_t galois, Tensor& out);
+template <class B>
+Tensor& tensor_product_out(const Tensor& a, const Tensor& b, const Tensor& moduli, Tensor& out);
+
+// mod_down_ntt's `times`: add and times are two degree-1 ciphertexts [2, limbs, N] whose tensor product's (d0, d1)
+// the first two batches get. Where the rows kernel cannot compute them in its store (the CPU, ntt variants < 3,
+// views off 16-byte alignment), the tensor product first, its first two components added as usual.
+template <class B>
+void mod_down_ntt_tensor(NttArgs& args, const Tensor& x, const Tensor& add, const Tensor& times, const Tensor& moduli,
+                         const Tensor& out, const char* op) {
+  check_words(times, op, "times");
+  check_same_device(times, x, op, "times");
+  FHE_CHECK(add.dim() == 3 && add.size(0) == 2 && x.size(0) >= 2 && times.sizes() == add.sizes() &&
+                add.is_contiguous(),
+            op, ": with times, add and times must be contiguous [2, limbs, N] and x at least 2 batches, got add ",
+            add.sizes(), ", times ", times.sizes(), ", x ", x.sizes());
+  at::assert_no_overlap(out, times);
+  args.epilogue.add = words(add);
+  args.epilogue.add_batches = 2;
+  args.epilogue.times = words(times);
+  if (B::ntt_fuses_products(args, true)) return B::ntt_forward(args, x);
+  Tensor d = at::empty({3, add.size(1), add.size(2)}, add.options());
+  tensor_product_out<B>(add, times, moduli, d);
+  args.epilogue.add = words(d);  // (d0, d1): the first two [limbs, N] blocks
+  args.epilogue.times = nullptr;
+  B::ntt_forward(args, x);
+}
 
 template <class B>
 Tensor& mod_down_ntt_out(const Tensor& x, const Tensor& c, int64_t p_rows, const Tensor& consts,
                          const Tensor& consts_shoup, const Tensor& moduli, const Tensor& table,
-                         const std::optional<Tensor>& add, int64_t add_galois, Tensor& out) {
+                         const std::optional<Tensor>& add, int64_t add_galois, const std::optional<Tensor>& times,
+                         Tensor& out) {
   const char* op = "mod_down_ntt";
   const int64_t rows = check_residues(x, moduli, op, "x");
   const int log_n = log2_exact(x.size(-1), op);
@@ -333,6 +362,11 @@ Tensor& mod_down_ntt_out(const Tensor& x, const Tensor& c, int64_t p_rows, const
     at::assert_no_overlap(out, *add);  // add is read in the NTT's last store, after out is written
     check_galois(add_galois, n, op, "add_galois");
     FHE_CHECK(add_galois == 1 || add->is_contiguous(), op, ": add must be contiguous with add_galois");
+    if (times.has_value()) {
+      FHE_CHECK(add_galois == 1, op, ": times and add_galois cannot be combined");
+      mod_down_ntt_tensor<B>(args, x, *add, *times, moduli, out, op);
+      return out;
+    }
     if (add_galois != 1 && kIsCpu<B>) {  // the CPU: sigma_k(add) first (what the CUDA store reads in place)
       Tensor permuted = at::empty_like(*add, at::MemoryFormat::Contiguous);
       automorphism_out<B, true>(*add, moduli, add_galois, permuted);
@@ -346,6 +380,7 @@ Tensor& mod_down_ntt_out(const Tensor& x, const Tensor& c, int64_t p_rows, const
     args.epilogue.add_galois = static_cast<u64>(add_galois);
   } else {
     check_galois(add_galois, n, op, "add_galois");
+    FHE_CHECK(!times.has_value(), op, ": times needs add (the other factor of the tensor product)");
   }
   B::ntt_forward(args, x);
   return out;
@@ -381,9 +416,9 @@ std::tuple<Tensor, Tensor> intt_galois(const Tensor& a, const Tensor& moduli, co
 template <class B>
 Tensor mod_down_ntt(const Tensor& x, const Tensor& c, int64_t p_rows, const Tensor& consts,
                     const Tensor& consts_shoup, const Tensor& moduli, const Tensor& table,
-                    const std::optional<Tensor>& add, int64_t add_galois) {
+                    const std::optional<Tensor>& add, int64_t add_galois, const std::optional<Tensor>& times) {
   Tensor out = at::empty_like(x, at::MemoryFormat::Contiguous);
-  return mod_down_ntt_out<B>(x, c, p_rows, consts, consts_shoup, moduli, table, add, add_galois, out);
+  return mod_down_ntt_out<B>(x, c, p_rows, consts, consts_shoup, moduli, table, add, add_galois, times, out);
 }
 
 template <class B, bool kForward>
@@ -475,6 +510,34 @@ template <class B, ElementwiseOp kKind>
 Tensor binary(const Tensor& a, const Tensor& b, const Tensor& moduli) {
   Tensor out = at::empty_like(a, at::MemoryFormat::Contiguous);
   return binary_out<B, kKind>(a, b, moduli, out);
+}
+
+// HMult's ModUp input: (INTT(a * b), a * b) for contiguous NTT-domain a, b [..., l, N] (the tensor product's d2 of
+// two ciphertexts' second components). On CUDA (ntt variant >= 5, 16-byte aligned) the inverse NTT reads a and b,
+// transforms their products and stores them on the way; elsewhere mul, then intt.
+template <class B>
+std::tuple<Tensor, Tensor> intt_product(const Tensor& a, const Tensor& b, const Tensor& moduli, const Tensor& table) {
+  const char* op = "intt_product";
+  const int64_t rows = check_residues(a, moduli, op, "a");
+  check_words(b, op, "b");
+  check_same_device(b, a, op, "b");
+  FHE_CHECK(b.sizes() == a.sizes(), op, ": b must have a's shape ", a.sizes(), ", got ", b.sizes());
+  const int log_n = log2_exact(a.size(-1), op);
+  const int table_rows = check_ntt_table(table, a, moduli, op);
+  Tensor out = at::empty_like(a, at::MemoryFormat::Contiguous);
+  Tensor product = at::empty_like(a, at::MemoryFormat::Contiguous);
+  NttArgs args{words(a), mutable_words(out), moduli_ptr(moduli), words(table), rows,
+               static_cast<int>(moduli.size(0)), log_n};
+  args.table_rows = table_rows;
+  args.times = words(b);
+  args.permuted = mutable_words(product);
+  if (B::ntt_fuses_products(args, false)) {
+    B::ntt_inverse(args, a);
+  } else {
+    binary_out<B, ElementwiseOp::kMul>(a, b, moduli, product);
+    ntt_out<B, false>(product, moduli, table, std::nullopt, out);
+  }
+  return {out, product};
 }
 
 template <class B>
@@ -1174,8 +1237,9 @@ Tensor& ks_inner_product_babies_out(const Tensor& digits, at::TensorList keys, a
 
 // ---- run-time kernel variants (see kernels.h) -------------------------------------------------
 
-constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "fused", "ntt", "galois"};
-constexpr int kVariantMax[] = {8, 1, 1, 1, 3, 6, 1};
+constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "fused", "ntt", "galois",
+                                          "tensor_fuse"};
+constexpr int kVariantMax[] = {8, 1, 1, 1, 3, 6, 1, 1};
 static_assert(sizeof(kVariantMax) / sizeof(kVariantMax[0]) == static_cast<size_t>(Variant::kCount));
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 
@@ -1191,7 +1255,7 @@ int64_t set_kernel_variant(const std::string& name, int64_t value) {
     return previous;
   }
   FHE_CHECK(false, "kernel_variant: unknown kernel '", name,
-            "' (known: conv, mod_up, mod_down, tensor, fused, ntt, galois)");
+            "' (known: conv, mod_up, mod_down, tensor, fused, ntt, galois, tensor_fuse)");
   return 0;
 }
 
@@ -1206,6 +1270,7 @@ void register_backend(torch::Library& m) {
   m.impl("mod_down_ntt", &mod_down_ntt<B>);
   m.impl("mod_down_ntt.out", &mod_down_ntt_out<B>);
   m.impl("intt_galois", &intt_galois<B>);
+  m.impl("intt_product", &intt_product<B>);
   m.impl("add", &binary<B, ElementwiseOp::kAdd>);
   m.impl("add.out", &binary_out<B, ElementwiseOp::kAdd>);
   m.impl("sub", &binary<B, ElementwiseOp::kSub>);
@@ -1253,10 +1318,11 @@ TORCH_LIBRARY(fhe_core, m) {
   m.def("intt(Tensor a, Tensor moduli, Tensor table, int[]? skip=None) -> Tensor");
   m.def("intt.out(Tensor a, Tensor moduli, Tensor table, int[]? skip=None, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("mod_down_ntt(Tensor x, Tensor c, int p_rows, Tensor consts, Tensor consts_shoup, Tensor moduli, "
-        "Tensor table, Tensor? add=None, int add_galois=1) -> Tensor");
+        "Tensor table, Tensor? add=None, int add_galois=1, Tensor? times=None) -> Tensor");
   m.def("mod_down_ntt.out(Tensor x, Tensor c, int p_rows, Tensor consts, Tensor consts_shoup, Tensor moduli, "
-        "Tensor table, Tensor? add=None, int add_galois=1, *, Tensor(a!) out) -> Tensor(a!)");
+        "Tensor table, Tensor? add=None, int add_galois=1, Tensor? times=None, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("intt_galois(Tensor a, Tensor moduli, Tensor table, int galois) -> (Tensor, Tensor)");
+  m.def("intt_product(Tensor a, Tensor b, Tensor moduli, Tensor table) -> (Tensor, Tensor)");
   for (const char* name : {"add", "sub", "mul"}) {
     m.def((std::string(name) + "(Tensor a, Tensor b, Tensor moduli) -> Tensor").c_str());
     m.def((std::string(name) + ".out(Tensor a, Tensor b, Tensor moduli, *, Tensor(a!) out) -> Tensor(a!)").c_str());

@@ -23,7 +23,7 @@ _ops = torch.ops.fhe_core
 Tensor = torch.Tensor
 
 __all__ = [
-    "cuda_built", "ntt", "intt", "intt_galois", "mod_down_ntt",
+    "cuda_built", "ntt", "intt", "intt_galois", "intt_product", "mod_down_ntt",
     "add", "sub", "neg", "mul", "mul_const", "sub_mul_const",
     "mul_add", "tensor_product", "bconv", "center_lift", "mod_up_conv", "conv_mma_fragments", "ks_inner_product",
     "automorphism_ntt", "automorphism_coeff", "sample_uniform", "sample_cbd", "sample_ternary",
@@ -60,7 +60,11 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     round of 3 stages, for primes below 2^60; 6, the default, 5 with truncated Shoup quotients in the forward's
     first kernel, for primes below ~2^58.3 at N = 2^16); ``"galois"`` (1, the default: a rotation's sigma_k read
     inside ModUp's inverse NTT, ``intt_galois``, and ModDown's epilogue add, ``mod_down_ntt(add_galois=k)``, instead
-    of two ``automorphism_ntt`` passes; read by ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1). All
+    of two ``automorphism_ntt`` passes; read by ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1);
+    ``"tensor_fuse"`` (1, the default: HMult's tensor product inside the relinearization's key switch, ModUp's
+    inverse NTT reading a1 and b1, :func:`intt_product`, and ModDown's store adding (a0 b0, a0 b1 + a1 b0),
+    ``mod_down_ntt(times=b)``, instead of :func:`tensor_product` and its three rows; read by ``ckks.Evaluator``
+    through ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1). All
     variants give the same residues bit for bit (a ``lazy`` conversion the same residues modulo each prime: conv 3
     to 8 leave them in [0, 3p)); the switch exists so that tests compare them and benchmarks time them side by side.
     The CPU kernels have one variant and ignore "conv". A launch reads the setting when it is enqueued (so a
@@ -105,7 +109,7 @@ def intt(a: Tensor, moduli: Tensor, table: Tensor, *, skip: tuple[int, int, int]
 
 
 def mod_down_ntt(x: Tensor, c: Tensor, p_rows: int, consts: Tensor, consts_shoup: Tensor, moduli: Tensor,
-                 table: Tensor, add: Tensor | None = None, *, add_galois: int = 1,
+                 table: Tensor, add: Tensor | None = None, *, add_galois: int = 1, times: Tensor | None = None,
                  out: Tensor | None = None) -> Tensor:
     """ModDown's tail in one pass: ``out[b] = (c[b, p_rows:] - NTT(x[b])) * consts (+ add[b])`` mod q_i.
 
@@ -114,9 +118,13 @@ def mod_down_ntt(x: Tensor, c: Tensor, p_rows: int, consts: Tensor, consts_shoup
     with B' <= B, added to the first B' batches (relinearization's (d0, d1), a rotation's
     sigma(c0)). On CUDA all of it happens in the NTT's last store; ``out`` may be ``x``. With
     ``add_galois`` k != 1 (odd, in [1, 2N)) it adds ``automorphism_ntt(add, moduli, k)`` instead, read
-    in place by that store on CUDA (a rotation's sigma(c0) without its own pass; add contiguous).
+    in place by that store on CUDA (a rotation's sigma(c0) without its own pass; add contiguous). With
+    ``times`` (HMult: add and times two degree-1 ciphertexts, contiguous ``[2, l, N]``; B >= 2, add_galois 1) it
+    adds the first two components of ``tensor_product(add, times)``, (add0 times0, add0 times1 + add1 times0),
+    to batches 0 and 1, computed in that store on CUDA (``kernel_variant("ntt") >= 3``, 16-byte aligned views).
     """
-    return _call(_ops.mod_down_ntt, (x, c, p_rows, consts, consts_shoup, moduli, table, add, add_galois), out)
+    return _call(_ops.mod_down_ntt, (x, c, p_rows, consts, consts_shoup, moduli, table, add, add_galois, times),
+                 out)
 
 
 def intt_galois(a: Tensor, moduli: Tensor, table: Tensor, galois: int) -> tuple[Tensor, Tensor]:
@@ -125,6 +133,14 @@ def intt_galois(a: Tensor, moduli: Tensor, table: Tensor, galois: int) -> tuple[
     inverse NTT reads sigma straight from ``a`` (in bit-reversed order a Galois map sends each aligned
     run of 8 slots onto another one) and stores it on the way, one pass fewer over the rows."""
     return _ops.intt_galois(a, moduli, table, galois)
+
+
+def intt_product(a: Tensor, b: Tensor, moduli: Tensor, table: Tensor) -> tuple[Tensor, Tensor]:
+    """``(intt(p), p)`` with ``p = mul(a, b, moduli)``: HMult's ModUp input (d2 = a1 b1 of the tensor product).
+    a, b: contiguous ``[..., l, N]`` NTT domain, one shape. On CUDA (``kernel_variant("ntt") >= 5``, 16-byte
+    aligned) the inverse NTT reads a and b, transforms their products and stores them on the way: no d2 pass
+    before it."""
+    return _ops.intt_product(a, b, moduli, table)
 
 
 def add(a: Tensor, b: Tensor, moduli: Tensor, *, out: Tensor | None = None) -> Tensor:
@@ -362,11 +378,15 @@ def _register_fakes() -> None:
         return a.new_empty((3, a.shape[-2], a.shape[-1]))
 
     @torch.library.register_fake("fhe_core::mod_down_ntt")
-    def _(x, c, p_rows, consts, consts_shoup, moduli, table, add=None, add_galois=1):
+    def _(x, c, p_rows, consts, consts_shoup, moduli, table, add=None, add_galois=1, times=None):
         return torch.empty_like(x)
 
     @torch.library.register_fake("fhe_core::intt_galois")
     def _(a, moduli, table, galois):
+        return torch.empty_like(a), torch.empty_like(a)
+
+    @torch.library.register_fake("fhe_core::intt_product")
+    def _(a, b, moduli, table):
         return torch.empty_like(a), torch.empty_like(a)
 
     @torch.library.register_fake("fhe_core::mod_up_conv")

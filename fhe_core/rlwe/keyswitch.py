@@ -178,10 +178,11 @@ def mod_down(ctx: RLWEContext, c: torch.Tensor, level: int) -> torch.Tensor:
 
 
 def _mod_down(ctx: RLWEContext, c: torch.Tensor, level: int, add: torch.Tensor | None = None,
-              add_galois: int = 1) -> torch.Tensor:
+              add_galois: int = 1, add_times: torch.Tensor | None = None) -> torch.Tensor:
     """:func:`mod_down` of checked inputs, plus ``add`` (``[B', l+1, N]``, B' <= the batch of c; with
-    ``add_galois`` k != 1, sigma_k(add)) on the first B' components: in the same pass as ModDown's last
-    step where the variant allows."""
+    ``add_galois`` k != 1, sigma_k(add); with ``add_times`` (``[2, l+1, N]`` like add, B = 2), the first two
+    components of the tensor product of add and add_times) on the first B' components: in the same pass as
+    ModDown's last step where the variant allows."""
     t = ctx.tables(level)
     alpha, rows = ctx.alpha, len(t.qp)
     batch = c.reshape(-1, rows, ctx.n)  # a view; a copy only if the [rows, N] blocks are not contiguous
@@ -198,8 +199,10 @@ def _mod_down(ctx: RLWEContext, c: torch.Tensor, level: int, add: torch.Tensor |
         conv = t.p_to_q(c_p, exact=True, lazy=True)                     # [c]_P, centred, over Q_l (< 3q: NTT next)
         if fused:                                                       # NTT and (c - conv) * P^-1, one pass
             out = ops.mod_down_ntt(conv, batch, alpha, t.p_inv, t.p_inv_shoup, t.q.moduli, t.q.ntt_table, add,
-                                   add_galois=add_galois, out=conv)
+                                   add_galois=add_galois, times=add_times, out=conv)
         else:
+            if add_times is not None:
+                add = ops.tensor_product(add, add_times, t.q.moduli)[:2]
             if add is not None and add_galois != 1:
                 add = ops.automorphism_ntt(add, t.q.moduli, add_galois)
             conv = t.q.ntt(conv, out=conv)
@@ -247,6 +250,28 @@ def _relinearize(ctx: RLWEContext, ct: Ciphertext, key: SwitchingKey, level: int
     """:func:`relinearize` of a checked degree-2 ciphertext at ``level`` and a checked key."""
     data = ct.data.contiguous()  # (a no-op but for a hand-made strided view: the kernels want dense rows)
     return ct.replace(data=_key_switch(ctx, data[2], key, level, add=data[:2]))
+
+
+def _tensor_in_key_switch(ctx: RLWEContext) -> bool:
+    """On CUDA (ops.kernel_variant "tensor_fuse" = 1, the default, with the one-launch ModUp and the fused
+    ModDown) HMult's tensor product is computed inside the relinearization's kernels instead of its own pass
+    (:func:`_relinearize_product`)."""
+    return (_mod_up_all_digits_at_once(ctx) and ops.kernel_variant("tensor_fuse") == 1
+            and ops.kernel_variant("mod_down") == 1)
+
+
+def _relinearize_product(ctx: RLWEContext, a: torch.Tensor, b: torch.Tensor, key: SwitchingKey,
+                         level: int) -> torch.Tensor:
+    """relinearize(tensor(a, b)) for checked degree-1 data a, b (contiguous ``[2, l+1, N]``, NTT domain, at
+    ``level``) and a checked relinearization key, without the tensor product's pass and its three rows: ModUp's
+    inverse NTT reads a1 and b1 and stores d2 = a1 b1 for the digits' own rows (ops.intt_product), ModDown's
+    last store adds (a0 b0, a0 b1 + a1 b0) (mod_down_ntt's times). Returns ``[2, l+1, N]``, equal bit for bit
+    to tensor_product then :func:`_relinearize`."""
+    t = ctx.tables(level)
+    with _step("tensor_mod_up", ctx.device):
+        coeffs, d2 = ops.intt_product(a[1], b[1], t.q.moduli, t.q.ntt_table)
+    digits = _decompose_mod_up(ctx, d2, level, coeffs)
+    return _mod_down(ctx, _inner_product(ctx, digits, key, level), level, add=a, add_times=b)
 
 
 def apply_galois(ctx: RLWEContext, ct: Ciphertext, galois_element: int, keys: EvalKeySet) -> Ciphertext:

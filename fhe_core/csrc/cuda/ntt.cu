@@ -455,13 +455,78 @@ __device__ __forceinline__ void load8_galois(const u64* row, u32 first, u64 galo
   }
 }
 
+// HMult's products in the rows kernels (ntt_rows' kProducts, ops.kernel_variant("tensor_fuse") 1): ModUp's inverse
+// transforms a1 b1, ModDown's store adds (a0 b0, a0 b1 + a1 b0). Those kernels get 80 (forward) / 72 (inverse)
+// registers instead of 64 (6 / 7 blocks per SM): at 64 ptxas spilled 130 bytes in the forward's store, which reads 4
+// operand rows, and that measured slower; the forward still spills 80-88 bytes at 80 (its loads run ahead), and
+// measured as fast as computing the terms at the kernel's start into shared memory (64 registers, no spills).
+constexpr int products_min_blocks(bool forward, bool products) { return products ? (forward ? 6 : 7) : 8; }
+
+// z mod q for z < 2^(2k + 1), 2^(k-1) <= q < 2^k, 3 <= k <= 61 (a product of two residues plus a few q: the tensor
+// product's terms) with one 64-bit quotient where reduce128 forms a 128-bit one: x = floor(z / 2^s) < 2^(k+3) <= 2^64
+// (s = k - 2) and qhat = floor(x mu / 2^64) with mu = floor(2^(62+k) / q) < 2^63 (the Barrett ratio floor(2^128 / q)
+// shifted right by 66 - k). qhat <= z / q, and qhat > z/q - z/2^(k+62) - 2^s/q - 1 >= z/q - 5/2, so r = z - qhat q
+// is below 3q (computed on the low words: exact) and two conditional subtractions finish. Canonical, so the same
+// word as reduce128's. (tests/fhe_core/ops/test_tensor_fusion.py checks the bounds at the edges in Python.)
+struct ShortBarrett {
+  u64 q, mu;
+  int s;
+  __device__ __forceinline__ explicit ShortBarrett(const Modulus& m) : q(m.value) {
+    const int k = 64 - __clzll(static_cast<long long>(q));
+    const int shift = 66 - k;
+    s = k - 2;
+    mu = (m.ratio_lo >> shift) | (m.ratio_hi << (64 - shift));
+  }
+  __device__ __forceinline__ u64 reduce(U128 z) const {
+    const u64 x = (z.lo >> s) | (z.hi << (64 - s));
+    return reduce_4q(z.lo - __umul64hi(x, mu) * q, q);
+  }
+};
+
+// HMult's relinearization (NttEpilogue::times): component `batch` of ModDown's output gets the tensor product's
+// d0 = a0 b0 (batch 0) or d1 = a0 b1 + a1 b0 (batch 1), a = epilogue.add and b = epilogue.times ([2, limbs, N]
+// each, `at` the thread's first word in a component, `plane` = limbs * N): v = (v + d) mod q for v below 2q (the
+// Shoup product unreduced, or 0). v + the products (< 2q + 2 q^2) is reduced once, so the result is the canonical
+// (y + d) mod q, the same word as add_mod(y, d) of the tensor product's rows (ShortBarrett: 2q + 2 q^2 < 2^(2k+1)).
+// The operands are read two words (16 bytes) per source at a time.
+__device__ __forceinline__ void add_tensor_terms(u64 (&v)[kPerThread], const NttEpilogue& e, int64_t batch, size_t at,
+                                                 size_t plane, const ShortBarrett& sb) {
+  const ulonglong2* a0 = reinterpret_cast<const ulonglong2*>(e.add + at);
+  const ulonglong2* b_same = reinterpret_cast<const ulonglong2*>(e.times + batch * plane + at);  // b0 or b1
+  if (batch == 0) {
+#pragma unroll
+    for (int k = 0; k < kPerThread / 2; ++k) {
+      const ulonglong2 x = a0[k], y = b_same[k];
+      U128 lo{v[2 * k], 0}, hi{v[2 * k + 1], 0};
+      mac128(lo, x.x, y.x);
+      mac128(hi, x.y, y.y);
+      v[2 * k] = sb.reduce(lo);
+      v[2 * k + 1] = sb.reduce(hi);
+    }
+    return;
+  }
+  const ulonglong2* a1 = reinterpret_cast<const ulonglong2*>(e.add + plane + at);
+  const ulonglong2* b0 = reinterpret_cast<const ulonglong2*>(e.times + at);
+#pragma unroll
+  for (int k = 0; k < kPerThread / 2; ++k) {
+    const ulonglong2 x0 = a0[k], y1 = b_same[k], x1 = a1[k], y0 = b0[k];
+    U128 lo{v[2 * k], 0}, hi{v[2 * k + 1], 0};
+    mac128(lo, x0.x, y1.x);
+    mac128(lo, x1.x, y0.x);
+    mac128(hi, x0.y, y1.y);
+    mac128(hi, x1.y, y0.y);
+    v[2 * k] = sb.reduce(lo);
+    v[2 * k + 1] = sb.reduce(hi);
+  }
+}
+
 // Variant 1's store of the forward's 8 contiguous words at dst: reduced to [0, q), or through ModDown's
 // epilogue (c - x) * P^-1 (+ add). x is below bound = 4q (Harvey) or lazy_bound(log_n) * q (lazy):
 // c + bound - x < (bound + 1) q < 2^64 goes straight into the Shoup product (any 64-bit input is fine
 // there), so x needs no reduction first; a lazy x is reduced by a Shoup product by 1 (w' = floor(2^64
 // / q), the high word of the Barrett ratio). The result is the canonical residue either way, the same
 // words as variant 0's.
-template <bool kLazy, bool kGalois = false>
+template <bool kLazy, bool kGalois = false, bool kProducts = false>
 __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const Modulus& m, int log_n,
                                            const NttEpilogue& epilogue, int row, int limb, u32 n, size_t offset,
                                            int limbs, u64 lazy_factor) {
@@ -479,6 +544,19 @@ __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const
   load8(epilogue.sub_from + batch * epilogue.batch_stride + static_cast<int64_t>(limb) * n + in_row, c);
   const u64 w = epilogue.consts[limb], ws = epilogue.consts_shoup[limb];
   const u64 bound = (kLazy ? lazy_factor : 4) * q;
+  if constexpr (kProducts) {
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) v[k] = mul_shoup_lazy(c[k] + bound - v[k], w, ws, q);  // [0, 2q)
+    if (batch >= 2) {
+#pragma unroll
+      for (int k = 0; k < kPerThread; ++k) v[k] = csub(v[k], q);
+    } else {
+      add_tensor_terms(v, epilogue, batch, static_cast<size_t>(limb) * n + in_row, static_cast<size_t>(limbs) * n,
+                       ShortBarrett(m));
+    }
+    store8(dst, v);
+    return;
+  }
 #pragma unroll
   for (int k = 0; k < kPerThread; ++k) v[k] = mul_shoup(c[k] + bound - v[k], w, ws, q);
   if (batch < epilogue.add_batches) {
@@ -497,7 +575,7 @@ __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const
 // Variant >= 1's forward rows: every round but the last through shared memory (as local_transform),
 // the last one's 8 contiguous words straight to global memory. (With a compile-time k2 from the
 // kernel, the round loop unrolls.)
-template <bool kGalois, class Tw>
+template <bool kGalois, bool kProducts, class Tw>
 __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64* smem, const RowLayout& layout,
                                                     u32 tcol, int k2, const Tw& t, const Modulus& m, int log_n,
                                                     const NttEpilogue& epilogue, int row, int limb, u32 n,
@@ -514,20 +592,29 @@ __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64
   load8_shared(smem, layout, tcol, v);
   contiguous_round<true>(v, tcol, k2, t, q);
   const size_t offset = origin + tcol * kPerThread;
-  rows_store<Tw::kLazy, kGalois>(v, out + offset, m, log_n, epilogue, row, limb, n, offset, limbs, lazy_factor);
+  rows_store<Tw::kLazy, kGalois, kProducts>(v, out + offset, m, log_n, epilogue, row, limb, n, offset, limbs,
+                                            lazy_factor);
 }
 
 // Variant >= 1's inverse rows: the first round's 8 contiguous words straight from global memory (in: the
 // input row; with kGalois the thread's slots of sigma_k(in), also stored to the permuted row), every other
 // round through shared memory, the last one to global memory (out: the block's row).
-template <bool kGalois, class Tw>
+template <bool kGalois, bool kProducts, class Tw>
 __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64* smem, const RowLayout& layout,
                                                     u32 tcol, int k2, u32 first, const Tw& t, u64 q, int log_n,
-                                                    u64 galois, u64* permuted) {
+                                                    u64 galois, u64* permuted, const u64* times, const Modulus& m) {
   const int rounds = (k2 + 2) / 3;
   u64 v[kPerThread];
   if constexpr (kGalois) {
     load8_galois(in, first, galois, log_n, v);
+    store8(permuted + first, v);
+  } else if constexpr (kProducts) {  // in * times (canonical), also stored for the digits' own rows
+    load8(in + first, v);
+    u64 y[kPerThread];
+    load8(times + first, y);
+    const ShortBarrett sb(m);
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) v[k] = sb.reduce(mul_wide(v[k], y[k]));
     store8(permuted + first, v);
   } else {
     load8(in + first, v);
@@ -553,13 +640,15 @@ __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64
 // kGalois (direct only): the forward adds sigma_k(epilogue.add) (k = epilogue.add_galois), the inverse
 // transforms sigma_k(in) (k = galois) and stores sigma_k(in) to `permuted` as well (a rotation's ModUp
 // needs it for the digits' own rows); each thread reads its 8 slots from one aligned run of 8 (load8_galois).
+// kProducts (direct, lazy plans only: plan_fuses_products): HMult's tensor product; the inverse transforms in *
+// epilogue.times (the second factor, passed there by launch_ntt) and stores the products to `permuted`, the forward's
+// store adds the tensor terms of epilogue.add and epilogue.times (add_tensor_terms).
 template <bool kForward, bool kDirect, bool kPairs, bool kLazy = false, int kLen = 0, bool kGalois = false,
-          bool kTruncated = false>
-__global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli,
-                                                           const u64* __restrict__ table, int limbs, int log_n,
-                                                           int k1, int rows_per_block, NttSkip skip,
-                                                           NttEpilogue epilogue, int64_t in_batch_stride,
-                                                           int order, u64 galois, u64* permuted) {
+          bool kTruncated = false, bool kProducts = false>
+__global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kProducts))
+    ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table, int limbs,
+             int log_n, int k1, int rows_per_block, NttSkip skip, NttEpilogue epilogue, int64_t in_batch_stride,
+             int order, u64 galois, u64* permuted) {
   extern __shared__ u64 smem[];
   const u32 n = 1u << log_n;
   const int k2 = kLen != 0 ? kLen : log_n - k1;  // kLen: variant 4's compile-time row length (k1 = k2)
@@ -585,28 +674,32 @@ __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* o
         // the columns kernel's values: below trunc_bound if it ran truncated (variant 6), else lazy_bound
         const bool truncated = kTruncated && trunc_forward_fits(q, log_n, k1);
         if (truncated || lazy_forward_fits(q, log_n)) {
-          rows_forward_direct<kGalois>(in, out, smem, layout, tcol, k2, LazyTwiddles<std::decay_t<decltype(t)>>{t}, m,
-                                       log_n, epilogue, row, limb, n, origin, limbs,
-                                       truncated ? trunc_bound(log_n, k1) : lazy_bound(log_n));
+          rows_forward_direct<kGalois, kProducts>(in, out, smem, layout, tcol, k2,
+                                                  LazyTwiddles<std::decay_t<decltype(t)>>{t}, m, log_n, epilogue, row,
+                                                  limb, n, origin, limbs,
+                                                  truncated ? trunc_bound(log_n, k1) : lazy_bound(log_n));
           return;
         }
       }
-      rows_forward_direct<kGalois>(in, out, smem, layout, tcol, k2, t, m, log_n, epilogue, row, limb, n, origin, limbs,
-                                   4);
+      rows_forward_direct<kGalois, kProducts>(in, out, smem, layout, tcol, k2, t, m, log_n, epilogue, row, limb, n,
+                                              origin, limbs, 4);
     } else {
       const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
                                                   : (row / limbs) * in_batch_stride + static_cast<int64_t>(limb) * n;
       const u32 first = (first_row + sub) * len + tcol * kPerThread;  // the thread's 8 slots of the row
+      u64* permuted_row = permuted == nullptr ? nullptr : permuted + static_cast<size_t>(row) * n;
+      // kProducts: the inverse's second factor comes in epilogue.times (launch_ntt), laid out like in
+      const u64* times_row = kProducts ? epilogue.times + in_row : nullptr;
       if constexpr (kLazy) {
         if (lazy_inverse_fits(q)) {
-          rows_inverse_direct<kGalois>(in + in_row, out + origin, smem, layout, tcol, k2, first,
-                                       LazyTwiddles<std::decay_t<decltype(t)>>{t}, q, log_n, galois,
-                                       permuted == nullptr ? nullptr : permuted + static_cast<size_t>(row) * n);
+          rows_inverse_direct<kGalois, kProducts>(in + in_row, out + origin, smem, layout, tcol, k2, first,
+                                                  LazyTwiddles<std::decay_t<decltype(t)>>{t}, q, log_n, galois,
+                                                  permuted_row, times_row, moduli[limb]);
           return;
         }
       }
-      rows_inverse_direct<kGalois>(in + in_row, out + origin, smem, layout, tcol, k2, first, t, q, log_n, galois,
-                                   permuted == nullptr ? nullptr : permuted + static_cast<size_t>(row) * n);
+      rows_inverse_direct<kGalois, kProducts>(in + in_row, out + origin, smem, layout, tcol, k2, first, t, q, log_n,
+                                              galois, permuted_row, times_row, moduli[limb]);
     }
     return;
   }
@@ -645,9 +738,10 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 bool direct_rows_aligned(const NttArgs& a) {
   const NttEpilogue& e = a.epilogue;
   const bool epilogue_aligned = e.sub_from == nullptr || (aligned16(e.sub_from) && e.batch_stride % 2 == 0 &&
-                                                          (e.add == nullptr || aligned16(e.add)));
+                                                          (e.add == nullptr || aligned16(e.add)) &&
+                                                          (e.times == nullptr || aligned16(e.times)));
   return aligned16(a.in) && aligned16(a.out) && a.in_batch_stride % 2 == 0 && epilogue_aligned &&
-         (a.permuted == nullptr || aligned16(a.permuted));
+         (a.permuted == nullptr || aligned16(a.permuted)) && (a.times == nullptr || aligned16(a.times));
 }
 
 // What ops.kernel_variant("ntt") selects (kernels.h). Inputs that the 16-byte paths cannot take (a
@@ -687,6 +781,25 @@ NttPlan ntt_plan(int variant, bool forward, bool aligned, bool table_aligned, in
   p.fixed16 = variant >= 4 && log_n == 16;
   p.truncated = forward && variant >= 6;
   return p;
+}
+
+// The plan's rows kernel computes the products of NttArgs::times (inverse) / NttEpilogue::times (forward) itself
+// for the lazy plans (forward: ntt variants >= 3, inverse: >= 5) with 16-byte aligned pointers (ntt_fuses_products);
+// the caller computes them first otherwise (ops.cpp).
+bool plan_fuses_products(const NttPlan& p) { return p.direct && p.pairs && p.lazy; }
+
+// The rows kernel with HMult's products for a plan that fuses them (plan_fuses_products).
+template <bool kForward>
+auto products_rows(const NttPlan& plan) {
+  if constexpr (kForward) {
+    if (plan.truncated) return plan.fixed16 ? ntt_rows<true, true, true, true, 8, false, true, true>
+                                            : ntt_rows<true, true, true, true, 0, false, true, true>;
+    return plan.fixed16 ? ntt_rows<true, true, true, true, 8, false, false, true>
+                        : ntt_rows<true, true, true, true, 0, false, false, true>;
+  } else {
+    return plan.fixed16 ? ntt_rows<false, true, true, true, 8, false, false, true>
+                        : ntt_rows<false, true, true, true, 0, false, false, true>;
+  }
 }
 
 template <bool kForward>
@@ -748,6 +861,10 @@ void launch_ntt(const NttArgs& a, Stream stream) {
     else if (plan.pairs) rows = ntt_rows<kForward, true, true>;
     else if (plan.direct) rows = ntt_rows<kForward, true, false>;
   }
+  if (kForward ? a.epilogue.times != nullptr : a.times != nullptr) {  // HMult's tensor product (tensor_fuse)
+    if (!plan_fuses_products(plan) || galois) throw std::runtime_error("ntt: products in an unsupported plan");
+    rows = products_rows<kForward>(plan);
+  }
   const int first_order = plan.first_order, second_order = plan.second_order;
   if (kForward) {
     columns<<<col_grid, col_threads, col_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, a.skip,
@@ -757,8 +874,10 @@ void launch_ntt(const NttArgs& a, Stream stream) {
                                                  a.epilogue, 0, second_order, 1, nullptr);
     check_launch("ntt_rows<forward>");
   } else {
+    NttEpilogue inverse_input{};  // (unused by the inverse but for the second factor of ModUp's products)
+    inverse_input.times = a.times;
     rows<<<row_grid, row_threads, row_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, rpb, a.skip,
-                                                 a.epilogue, a.in_batch_stride, first_order, a.galois, a.permuted);
+                                                 inverse_input, a.in_batch_stride, first_order, a.galois, a.permuted);
     check_launch("ntt_rows<inverse>");
     columns<<<col_grid, col_threads, col_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, a.skip, 0,
                                                     second_order);
@@ -769,6 +888,10 @@ void launch_ntt(const NttArgs& a, Stream stream) {
 }  // namespace
 
 void ntt_forward(const NttArgs& args, Stream stream) { launch_ntt<true>(args, stream); }
+bool ntt_fuses_products(const NttArgs& args, bool forward) {
+  return plan_fuses_products(ntt_plan(kernel_variant(Variant::kNtt), forward, direct_rows_aligned(args),
+                                      aligned16(args.table), args.log_n));
+}
 void ntt_inverse(const NttArgs& args, Stream stream) { launch_ntt<false>(args, stream); }
 
 }  // namespace fhe::cuda

@@ -1,0 +1,72 @@
+"""ckks.Evaluator.mul_relin and inner_product with the tensor product inside the key switch (ops.kernel_variant
+"tensor_fuse", keyswitch._relinearize_product) give the ciphertexts of the tensor product + relinearize path bit
+for bit, with the same level, scale and errors: on the CPU with the fused composition forced (its ops run unfused
+there) and on CUDA for every variant."""
+import numpy as np
+import pytest
+import torch
+
+from fhe_core import ckks, ops, rlwe
+from fhe_core.ckks import evaluator as ckks_evaluator
+from fhe_core.errors import ScaleOverflowError
+from fhe_core.params import preset
+
+
+def _seed(label: str) -> bytes:
+    return label.encode().ljust(32, b"\0")  # a fixed seed: tests only
+
+
+def _evaluator(device: str) -> tuple[ckks.Evaluator, rlwe.SecretKey]:
+    """The same keys on either device (fixed seeds)."""
+    params = preset("N12QP483L6D3Insecure", device=device, allow_insecure=True)  # alpha 3: digits 3, 3, 1
+    ctx = ckks.rlwe_context(params)
+    sk = rlwe.gen_secret_key(ctx, seed=_seed("tensor-fusion/sk"))
+    keys = rlwe.gen_eval_keys(ctx, sk, ckks.galois_elements(params.n, [1, 2]), seed=_seed("tensor-fusion/evk"))
+    return ckks.Evaluator(params, keys), sk
+
+
+def _world():
+    ev, sk = _evaluator("cpu")
+    encoder, encryptor = ckks.Encoder(ev.params), ckks.Encryptor(ev.params, sk)
+    rng = np.random.default_rng(7)
+    z = rng.uniform(-1, 1, ev.params.slots) + 1j * rng.uniform(-1, 1, ev.params.slots)
+    a = encryptor.encrypt(encoder.encode(z))
+    b = encryptor.encrypt(encoder.encode(z[::-1].copy(), level=4))  # a lower level: the product runs at 4
+    return ev, a, b, ckks.Decryptor(ev.params, sk), encoder, z
+
+
+def _products(ev, a, b):
+    return [ev.mul_relin(a, b), ev.mul_relin(b, b), ev.inner_product(a, b, 4)]
+
+
+def _same(got, expected, label):
+    for i, (x, y) in enumerate(zip(got, expected)):
+        assert (x.level, x.scale, x.slots) == (y.level, y.scale, y.slots), (label, i)
+        assert torch.equal(x.data.cpu(), y.data.cpu()), (label, i)
+
+
+def test_fused_mul_relin_is_bit_identical_on_cpu():
+    ev, a, b, decryptor, encoder, z = _world()
+    expected = _products(ev, a, b)
+    assert expected[0].level == 4 and expected[0].scale == a.scale * b.scale
+    w = z[::-1]
+    assert np.max(np.abs(encoder.decode(decryptor.decrypt(ev.rescale(expected[0]))) - z * w)) < 2.0 ** -15
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ckks_evaluator, "_tensor_in_key_switch", lambda ctx: True)
+        _same(_products(ev, a, b), expected, "fused")
+        square = ev.mul_relin(b, b)
+        fourth = ev.mul_relin(square, square)
+        with pytest.raises(ScaleOverflowError, match=r"^mul_relin: the result's scale"):
+            ev.mul_relin(fourth, fourth)
+
+
+@pytest.mark.gpu
+def test_fused_mul_relin_on_cuda_every_variant():
+    """tensor_fuse 1 and 0 (tensor_product + relinearize) on CUDA == the CPU, bit for bit."""
+    ev, a, b, *_ = _world()
+    expected = _products(ev, a, b)
+    ev_gpu = _evaluator("cuda")[0]
+    a_gpu, b_gpu = a.replace(data=a.data.cuda()), b.replace(data=b.data.cuda())
+    for variant in (1, 0):
+        with ops.use_kernel_variant("tensor_fuse", variant):
+            _same(_products(ev_gpu, a_gpu, b_gpu), expected, variant)
