@@ -58,7 +58,7 @@ def with_variant(name: str, value: int, fn: Callable[[int], object]) -> Callable
 
 def before_issue_14(fn: Callable[[int], object]) -> Callable[[int], object]:
     """fn with every reference variant: the kernels and compositions as they were before issue 14."""
-    for name in ("conv", "mod_up", "mod_down", "tensor", "ntt", "galois"):
+    for name in ("conv", "mod_up", "mod_down", "tensor", "ntt", "galois", "ks_fuse"):
         fn = with_variant(name, 0, fn)
     return fn
 
@@ -67,6 +67,9 @@ BEFORE = "[all v0: before issue 14]"
 CONV_V1 = "[conv v1: 32-row groups]"  # the tensor-core Conv before its balanced geometry (v2)
 GALOIS_V0 = "[galois v0: automorphism passes]"  # sigma_k as its own pass (ops.kernel_variant("galois") = 0)
 NTT_V0 = "[ntt v0: before session 3]"  # the NTT kernels before issue 14's session 3 (ops.kernel_variant("ntt"))
+# issue 14, session 4: the inner product in ModUp's last NTT pass (ops.kernel_variant("ks_fuse"); 1: the default)
+KS_FUSE_VARIANTS = {0: "[ks_fuse v0: NTT, then the inner product]", 2: "[ks_fuse v2: sums in shared memory]",
+                    3: "[ks_fuse v3: component 1's sums in shared memory]"}
 # the NTT variants other than the default (6)
 NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
                 2: "[ntt v2: v1 + (w, w') twiddle pairs, limb-major grids]",
@@ -311,6 +314,9 @@ def make_ckks_cases(device: str) -> list[Case]:
              with_variant("ntt", 4, lambda i: evaluator.mul_relin(a, b))),
         *conv_variant_cases("HMult + relin", name, 3 * ct + (765 - 124) * limb_poly,
                             lambda i: evaluator.mul_relin(a, b)),
+        *(Case(f"HMult + relin {label}", name, 3 * ct + (765 - 124) * limb_poly,
+               with_variant("ks_fuse", v, lambda i: evaluator.mul_relin(a, b)))
+          for v, label in KS_FUSE_VARIANTS.items()),
         Case("rescale", name, 2 * ct, lambda i: evaluator.rescale(unscaled), REFERENCE_V100_US["rescale"]),
         Case("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1), REFERENCE_V100_US["HRotate"]),
         Case(f"HRotate {BEFORE}", name, 2 * ct + 765 * limb_poly, before_issue_14(lambda i: evaluator.rotate(a, 1))),
@@ -323,6 +329,8 @@ def make_ckks_cases(device: str) -> list[Case]:
         Case(f"HRotate {GALOIS_V0}", name, 2 * ct + 765 * limb_poly,
              with_variant("galois", 0, lambda i: evaluator.rotate(a, 1))),
         *conv_variant_cases("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1)),
+        *(Case(f"HRotate {label}", name, 2 * ct + 765 * limb_poly,
+               with_variant("ks_fuse", v, lambda i: evaluator.rotate(a, 1))) for v, label in KS_FUSE_VARIANTS.items()),
         Case("hoisted, 8 rotations", name, 2 * ct + (157 + 8 * 732) * limb_poly,
              lambda i: evaluator.rotate_hoisted(a, steps)),
         Case(f"hoisted, 8 rotations {GALOIS_V0}", name, 2 * ct + (157 + 8 * 732) * limb_poly,

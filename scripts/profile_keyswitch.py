@@ -8,6 +8,7 @@ per kernel: launches and device time per op. A planning tool, not a benchmark (b
     python scripts/profile_keyswitch.py --conv 1 2   # instead: one table per tensor-core Conv variant
     python scripts/profile_keyswitch.py --ntt 0 4    # instead: one table per NTT variant (also with
                                                      # --bootstrap)
+    python scripts/profile_keyswitch.py --ks-fuse 0 1 2 3  # instead: one table per ks_fuse variant
     python scripts/profile_keyswitch.py --bootstrap  # one bootstrap at N16_H192_FULL, kernels grouped
     ncu --profile-from-start off -k regex:ntt python scripts/profile_keyswitch.py --ncu
                                                      # one HMult and one HRotate between
@@ -91,6 +92,8 @@ def main() -> None:
                         help='profile these ops.kernel_variant("ntt") values instead of current / before')
     parser.add_argument("--galois", type=int, nargs="+", metavar="VARIANT",
                         help='profile these ops.kernel_variant("galois") values instead of current / before')
+    parser.add_argument("--ks-fuse", type=int, nargs="+", metavar="VARIANT",
+                        help='profile these ops.kernel_variant("ks_fuse") values instead of current / before')
     parser.add_argument("--bootstrap", action="store_true", help="profile one bootstrap instead")
     parser.add_argument("--ncu", action="store_true",
                         help="run one HMult + relin and one HRotate between cudaProfilerStart/Stop (for ncu)")
@@ -117,7 +120,7 @@ def main() -> None:
         torch.cuda.synchronize()
         torch.cuda.profiler.stop()
         return
-    before = {"conv": 0, "mod_up": 0, "mod_down": 0, "tensor": 0, "ntt": 0, "galois": 0}
+    before = {"conv": 0, "mod_up": 0, "mod_down": 0, "tensor": 0, "ntt": 0, "galois": 0, "ks_fuse": 0}
     runs = (("current variants", {}), ("before issue 14", before))
     if args.conv:
         runs = tuple((f"conv v{v}", {"conv": v}) for v in args.conv)
@@ -125,6 +128,8 @@ def main() -> None:
         runs = tuple((f"ntt v{v}", {"ntt": v}) for v in args.ntt)
     if args.galois:
         runs = tuple((f"galois v{v}", {"galois": v}) for v in args.galois)
+    if args.ks_fuse:
+        runs = tuple((f"ks_fuse v{v}", {"ks_fuse": v}) for v in args.ks_fuse)
     for label, variants in runs:
         previous = {name: ops.kernel_variant(name, value) for name, value in variants.items()}
         try:

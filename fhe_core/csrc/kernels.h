@@ -262,6 +262,9 @@ enum class Variant : int {
   kGalois = 6,  // 1 (default): a rotation's sigma_k read inside ModUp's inverse NTT (ops.intt_galois) and
                 //    ModDown's epilogue add (mod_down_ntt's add_galois) instead of ops.automorphism_ntt
                 //    (read by rlwe/keyswitch.py)
+  kKsFuse = 7,  // 1 (default): the key-switching inner product in ModUp's last forward NTT pass
+                //    (ops.ntt_inner_product, ntt.cu; read by rlwe/keyswitch.py, needs ntt >= 3), the 128-bit
+                //    sums in registers; 2: the sums in shared memory; 3: component 1's in shared memory
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp
@@ -393,7 +396,18 @@ void ks_inner_product_fused(const KsInnerProductFusedArgs& args);
 void linear_combination(const LinearCombinationArgs& args);
 }  // namespace cpu
 
+// ModUp's forward NTT and the key-switching inner product as one op: out = ks_inner_product(NTT(digits)),
+// with ntt.skip the digits' own rows (already in the NTT domain, not transformed). On CUDA (ks_fuse >= 1,
+// ntt variant >= 3) the rows kernel's blocks own (limb, rows of the 2^k1 x 2^k2 layout) and run the last
+// k2 stages of every digit in turn, multiplying each digit's row into the keys' rows in registers: the
+// transformed digits never go to memory. ntt.in == ntt.out == ip.digits, which is scratch afterwards.
+struct NttInnerProductArgs {
+  NttArgs ntt;           // rows = dnum * limbs, in place
+  KsInnerProductArgs ip;  // ip.digits == ntt.out; ip.out: [2, limbs, N]
+};
+
 namespace cuda {
+void ntt_inner_product(const NttInnerProductArgs& args, Stream stream);
 void ks_inner_product_babies(const KsInnerProductBabiesArgs& args, Stream stream);
 void ks_inner_product_pair(const KsInnerProductPairArgs& args, Stream stream);
 void giant_products(const GiantProductsArgs& args, Stream stream);

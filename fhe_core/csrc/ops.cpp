@@ -29,7 +29,7 @@
 namespace fhe {
 
 int& kernel_variant(Variant v) {
-  static int variants[static_cast<int>(Variant::kCount)] = {7, 1, 1, 1, 3, 6, 1};
+  static int variants[static_cast<int>(Variant::kCount)] = {7, 1, 1, 1, 3, 6, 1, 1};
   return variants[static_cast<int>(v)];
 }
 
@@ -168,6 +168,10 @@ struct CpuBackend {
       }
   }
   static void ks_inner_product(const KsInnerProductArgs& a, const Tensor&) { cpu::ks_inner_product(a); }
+  static void ntt_inner_product(const NttInnerProductArgs& a, const Tensor&) {  // the two ops in turn
+    cpu_ntt<cpu::ntt_forward>(a.ntt);
+    cpu::ks_inner_product(a.ip);
+  }
   static void center_lift(const CenterLiftArgs& a, const Tensor&) { cpu::center_lift(a); }
   static void automorphism_ntt(const AutomorphismArgs& a, const Tensor&) { cpu::automorphism_ntt(a); }
   static void automorphism_coeff(const AutomorphismArgs& a, const Tensor&) { cpu::automorphism_coeff(a); }
@@ -202,6 +206,9 @@ struct CudaBackend {
   static void conv(const ConvArgs& a, const Tensor& t) { cuda::conv(a, current_stream(t)); }
   static void ks_inner_product(const KsInnerProductArgs& a, const Tensor& t) {
     cuda::ks_inner_product(a, current_stream(t));
+  }
+  static void ntt_inner_product(const NttInnerProductArgs& a, const Tensor& t) {
+    cuda::ntt_inner_product(a, current_stream(t));
   }
   static void center_lift(const CenterLiftArgs& a, const Tensor& t) { cuda::center_lift(a, current_stream(t)); }
   static void automorphism_ntt(const AutomorphismArgs& a, const Tensor& t) {
@@ -717,6 +724,36 @@ Tensor ks_inner_product(const Tensor& digits, const Tensor& key, int64_t q_count
   return ks_inner_product_out<B>(digits, key, q_count, p_row, moduli, out);
 }
 
+// ModUp's forward NTT (in place, skipping `skip`'s rows) and the inner product as one op: returns
+// ks_inner_product(ntt(digits, skip)); digits is scratch afterwards (NttInnerProductArgs).
+template <class B>
+Tensor ntt_inner_product(Tensor& digits, const Tensor& moduli, const Tensor& table, const Tensor& key,
+                         int64_t q_count, int64_t p_row, at::OptionalIntArrayRef skip) {
+  const char* op = "ntt_inner_product";
+  const KsDigitShape d = check_ks_digits(digits, moduli, op);
+  const int log_n = log2_exact(d.n, op);
+  const int table_rows = check_ntt_table(table, digits, moduli, op);
+  const int64_t key_rows = check_ks_key(key, digits, d, op);
+  check_ks_rows(q_count, p_row, d.limbs, key_rows, op);
+  at::assert_no_overlap(key, digits);
+  Tensor out = at::empty({2, d.limbs, d.n}, digits.options());
+  NttArgs nt{words(digits), mutable_words(digits), moduli_ptr(moduli), words(table), d.dnum * d.limbs,
+             static_cast<int>(d.limbs), log_n};
+  nt.table_rows = table_rows;
+  if (skip.has_value()) {
+    const auto s = *skip;
+    FHE_CHECK(s.size() == 3 && s[0] >= 0 && s[1] >= 0 && s[2] >= 0 && s[0] <= d.limbs && s[1] <= d.limbs &&
+                  s[2] <= d.limbs,
+              op, ": skip must be (begin, stride, length), each in [0, ", d.limbs, "], got ", s);
+    nt.skip = NttSkip{static_cast<int>(s[0]), static_cast<int>(s[1]), static_cast<int>(s[2])};
+  }
+  const KsInnerProductArgs ip{words(digits), words(key), mutable_words(out), moduli_ptr(moduli),
+                              static_cast<int>(d.dnum), static_cast<int>(d.limbs), static_cast<int>(q_count),
+                              p_row, key_rows, d.n};
+  B::ntt_inner_product(NttInnerProductArgs{nt, ip}, digits);
+  return out;
+}
+
 // ---- ModUp basis extension of all digits -------------------------------------------------------
 
 template <class B>
@@ -1174,8 +1211,8 @@ Tensor& ks_inner_product_babies_out(const Tensor& digits, at::TensorList keys, a
 
 // ---- run-time kernel variants (see kernels.h) -------------------------------------------------
 
-constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "fused", "ntt", "galois"};
-constexpr int kVariantMax[] = {8, 1, 1, 1, 3, 6, 1};
+constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "fused", "ntt", "galois", "ks_fuse"};
+constexpr int kVariantMax[] = {8, 1, 1, 1, 3, 6, 1, 3};
 static_assert(sizeof(kVariantMax) / sizeof(kVariantMax[0]) == static_cast<size_t>(Variant::kCount));
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 
@@ -1191,7 +1228,7 @@ int64_t set_kernel_variant(const std::string& name, int64_t value) {
     return previous;
   }
   FHE_CHECK(false, "kernel_variant: unknown kernel '", name,
-            "' (known: conv, mod_up, mod_down, tensor, fused, ntt, galois)");
+            "' (known: conv, mod_up, mod_down, tensor, fused, ntt, galois, ks_fuse)");
   return 0;
 }
 
@@ -1226,6 +1263,7 @@ void register_backend(torch::Library& m) {
   m.impl("bconv.out", &bconv_out<B>);
   m.impl("ks_inner_product", &ks_inner_product<B>);
   m.impl("ks_inner_product.out", &ks_inner_product_out<B>);
+  m.impl("ntt_inner_product", &ntt_inner_product<B>);
   m.impl("mod_up_conv", &mod_up_conv<B>);
   m.impl("mod_up_conv.out", &mod_up_conv_out<B>);
   m.impl("center_lift", &center_lift<B>);
@@ -1281,6 +1319,8 @@ TORCH_LIBRARY(fhe_core, m) {
   m.def("ks_inner_product(Tensor digits, Tensor key, int q_count, int p_row, Tensor moduli) -> Tensor");
   m.def("ks_inner_product.out(Tensor digits, Tensor key, int q_count, int p_row, Tensor moduli, *, "
         "Tensor(a!) out) -> Tensor(a!)");
+  m.def("ntt_inner_product(Tensor(a!) digits, Tensor moduli, Tensor table, Tensor key, int q_count, int p_row, "
+        "int[]? skip=None) -> Tensor");
   m.def("mod_up_conv(Tensor coeffs, Tensor src_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, Tensor dst_moduli, "
         "Tensor qhat_mod_p, Tensor? own=None, bool lazy=False, Tensor? fragments=None) -> Tensor");
   m.def("mod_up_conv.out(Tensor coeffs, Tensor src_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, "

@@ -26,6 +26,7 @@ __all__ = [
     "cuda_built", "ntt", "intt", "intt_galois", "mod_down_ntt",
     "add", "sub", "neg", "mul", "mul_const", "sub_mul_const",
     "mul_add", "tensor_product", "bconv", "center_lift", "mod_up_conv", "conv_mma_fragments", "ks_inner_product",
+    "ntt_inner_product",
     "automorphism_ntt", "automorphism_coeff", "sample_uniform", "sample_cbd", "sample_ternary",
     "ntt_table", "seed_words", "kernel_variant", "use_kernel_variant", "ks_inner_product_fused",
     "linear_combination", "giant_products", "ks_inner_product_pair", "ks_inner_product_babies",
@@ -60,7 +61,10 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     round of 3 stages, for primes below 2^60; 6, the default, 5 with truncated Shoup quotients in the forward's
     first kernel, for primes below ~2^58.3 at N = 2^16); ``"galois"`` (1, the default: a rotation's sigma_k read
     inside ModUp's inverse NTT, ``intt_galois``, and ModDown's epilogue add, ``mod_down_ntt(add_galois=k)``, instead
-    of two ``automorphism_ntt`` passes; read by ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1). All
+    of two ``automorphism_ntt`` passes; read by ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1);
+    ``"ks_fuse"`` (:func:`ntt_inner_product`: 1, the default, the inner product in ModUp's last forward NTT pass
+    with its 128-bit sums in registers; 2, in shared memory; 3, component 1's in shared memory; needs "ntt" >= 3;
+    read by ``rlwe.keyswitch`` on CUDA with "mod_up" = 1). All
     variants give the same residues bit for bit (a ``lazy`` conversion the same residues modulo each prime: conv 3
     to 8 leave them in [0, 3p)); the switch exists so that tests compare them and benchmarks time them side by side.
     The CPU kernels have one variant and ignore "conv". A launch reads the setting when it is enqueued (so a
@@ -244,6 +248,19 @@ def ks_inner_product(digits: Tensor, key: Tensor, q_count: int, p_row: int, modu
     return _call(_ops.ks_inner_product, (digits, key, q_count, p_row, moduli), out)
 
 
+def ntt_inner_product(digits: Tensor, moduli: Tensor, table: Tensor, key: Tensor, q_count: int, p_row: int, *,
+                      skip: tuple[int, int, int] | None = None) -> Tensor:
+    """ModUp's forward NTT and the key-switching inner product in one op:
+    ``ks_inner_product(ntt(digits, skip=skip), key, q_count, p_row, moduli)``, ``[2, limbs, N]``.
+
+    digits: contiguous ``[d, limbs, N]``, coefficients (a lazy Conv's [0, 3p) is fine) outside the skipped rows and
+    NTT domain on them (ModUp's own rows); it is scratch afterwards (its contents are unspecified). On CUDA
+    (``kernel_variant("ks_fuse") >= 1`` and ``"ntt" >= 3``) the NTT's last pass multiplies each transformed
+    row into the key's rows as it goes, so the transformed digits never go to memory; elsewhere the two ops.
+    """
+    return _ops.ntt_inner_product(digits, moduli, table, key, q_count, p_row, skip)
+
+
 def automorphism_ntt(a: Tensor, moduli: Tensor, galois: int, *, out: Tensor | None = None) -> Tensor:
     """X -> X^k on NTT-domain residues (an index permutation). k odd in [1, 2N); out must not alias a."""
     return _call(_ops.automorphism_ntt, (a, moduli, galois), out)
@@ -379,6 +396,10 @@ def _register_fakes() -> None:
 
     @torch.library.register_fake("fhe_core::ks_inner_product")
     def _(digits, key, q_count, p_row, moduli):
+        return digits.new_empty((2, digits.shape[1], digits.shape[2]))
+
+    @torch.library.register_fake("fhe_core::ntt_inner_product")
+    def _(digits, moduli, table, key, q_count, p_row, skip=None):
         return digits.new_empty((2, digits.shape[1], digits.shape[2]))
 
     @torch.library.register_fake("fhe_core::bconv")
