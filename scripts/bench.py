@@ -67,9 +67,12 @@ BEFORE = "[all v0: before issue 14]"
 CONV_V1 = "[conv v1: 32-row groups]"  # the tensor-core Conv before its balanced geometry (v2)
 GALOIS_V0 = "[galois v0: automorphism passes]"  # sigma_k as its own pass (ops.kernel_variant("galois") = 0)
 NTT_V0 = "[ntt v0: before session 3]"  # the NTT kernels before issue 14's session 3 (ops.kernel_variant("ntt"))
-# issue 14, session 4: the inner product in ModUp's last NTT pass (ops.kernel_variant("ks_fuse"); 1: the default)
-KS_FUSE_VARIANTS = {0: "[ks_fuse v0: NTT, then the inner product]", 2: "[ks_fuse v2: sums in shared memory]",
-                    3: "[ks_fuse v3: component 1's sums in shared memory]"}
+# issue 14, session 4: the inner product in ModUp's last NTT pass (ops.kernel_variant("ks_fuse"); 3: the default,
+# component 1's sums in shared memory)
+KS_FUSE_VARIANTS = {0: "[ks_fuse v0: NTT, then the inner product]", 1: "[ks_fuse v1: sums in registers]",
+                    2: "[ks_fuse v2: sums in shared memory]",
+                    4: "[ks_fuse v4: v3 + copies one step ahead]", 5: "[ks_fuse v5: v2 + copies one step ahead]",
+                    6: "[ks_fuse v6: v1 + copies one step ahead]"}
 # the NTT variants other than the default (6)
 NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
                 2: "[ntt v2: v1 + (w, w') twiddle pairs, limb-major grids]",

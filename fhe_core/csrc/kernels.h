@@ -262,9 +262,10 @@ enum class Variant : int {
   kGalois = 6,  // 1 (default): a rotation's sigma_k read inside ModUp's inverse NTT (ops.intt_galois) and
                 //    ModDown's epilogue add (mod_down_ntt's add_galois) instead of ops.automorphism_ntt
                 //    (read by rlwe/keyswitch.py)
-  kKsFuse = 7,  // 1 (default): the key-switching inner product in ModUp's last forward NTT pass
-                //    (ops.ntt_inner_product, ntt.cu; read by rlwe/keyswitch.py, needs ntt >= 3), the 128-bit
-                //    sums in registers; 2: the sums in shared memory; 3: component 1's in shared memory
+  kKsFuse = 7,  // 1: the key-switching inner product in ModUp's last forward NTT pass (ops.ntt_inner_product,
+                //    ntt.cu; read by rlwe/keyswitch.py, needs ntt >= 3), the 128-bit sums in registers; 2: the
+                //    sums in shared memory; 3 (default): component 1's in shared memory;
+                //    4, 5, 6: 3, 2, 1 with each digit's words and keys copied one step ahead (cp.async)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

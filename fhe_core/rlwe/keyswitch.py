@@ -111,7 +111,7 @@ def _own_rows(ctx: RLWEContext) -> tuple[int, int, int]:
 
 
 def _inner_product_in_mod_up(ctx: RLWEContext) -> bool:
-    """On CUDA (ops.kernel_variant "ks_fuse" >= 1, the default, with the one-launch ModUp) the inner product runs
+    """On CUDA (ops.kernel_variant "ks_fuse" >= 1, the default 3, with the one-launch ModUp) the inner product runs
     in ModUp's last forward NTT pass (ops.ntt_inner_product): the transformed digits never go to memory."""
     return _mod_up_all_digits_at_once(ctx) and ops.kernel_variant("ks_fuse") >= 1
 
