@@ -58,6 +58,9 @@ struct NttArgs {
   // and store sigma_k(in) itself to `permuted` ([rows, N], contiguous like out). A rotation's ModUp.
   u64 galois = 1;
   u64* permuted = nullptr;
+  // false: the inverse need not leave sigma_k(in) in `permuted` (the kernel that reads sigma_k(in) in place skips
+  // the store; a fallback may still use `permuted` as scratch). A rotation's ModUp with ks_fuse.
+  bool store_permuted = true;
 };
 
 // Where row r of an NTT's input starts (in words from `in`).
@@ -127,6 +130,9 @@ struct ConvArgs {
   // own[(j * alpha + k) * N + i] instead of converted: the NTT-domain input, exact on those primes.
   const u64* own = nullptr;
   int own_begin = 0;
+  // false: those rows are neither converted nor written (own only marks them; its words are not read): the
+  // consumer reads them from the input itself (ops.ntt_inner_product's own).
+  bool own_copy = true;
   // The caller only needs the outputs in [0, 3 p_r) (a forward NTT follows, whose butterflies take
   // [0, 4q)): a kernel may then skip its final corrections (the tensor-core variant 3 does).
   bool lazy_out = false;
@@ -264,8 +270,9 @@ enum class Variant : int {
                 //    (read by rlwe/keyswitch.py)
   kKsFuse = 7,  // 1: the key-switching inner product in ModUp's last forward NTT pass (ops.ntt_inner_product,
                 //    ntt.cu; read by rlwe/keyswitch.py, needs ntt >= 3), the 128-bit sums in registers; 2: the
-                //    sums in shared memory; 3 (default): component 1's in shared memory;
-                //    4, 5, 6: 3, 2, 1 with each digit's words and keys copied one step ahead (cp.async)
+                //    sums in shared memory; 3 (default): component 1's in shared memory; 4, 5: each digit's
+                //    transformed words staged in shared memory, the products after the last digit, 6 / 5 blocks
+                //    per SM (up to 3 digits; more: 3)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp
@@ -405,10 +412,15 @@ void linear_combination(const LinearCombinationArgs& args);
 struct NttInnerProductArgs {
   NttArgs ntt;           // rows = dnum * limbs, in place
   KsInnerProductArgs ip;  // ip.digits == ntt.out; ip.out: [2, limbs, N]
+  // nullptr: the skipped rows are read from the digits; else limb i's from own row i - ntt.skip.begin (ModUp's
+  // input d: the digits' own rows), through sigma_own_galois (galois_ntt_source) when own_galois != 1.
+  const u64* own = nullptr;
+  u64 own_galois = 1;
 };
 
 namespace cuda {
 void ntt_inner_product(const NttInnerProductArgs& args, Stream stream);
+bool ntt_inner_product_fuses(const NttInnerProductArgs& args);  // the fused kernel runs (reads `own` itself)
 void ks_inner_product_babies(const KsInnerProductBabiesArgs& args, Stream stream);
 void ks_inner_product_pair(const KsInnerProductPairArgs& args, Stream stream);
 void giant_products(const GiantProductsArgs& args, Stream stream);

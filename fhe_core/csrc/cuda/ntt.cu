@@ -528,7 +528,7 @@ __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64
   u64 v[kPerThread];
   if constexpr (kGalois) {
     load8_galois(in, first, galois, log_n, v);
-    store8(permuted + first, v);
+    if (permuted != nullptr) store8(permuted + first, v);  // (nullptr: NttArgs::store_permuted false)
   } else {
     load8(in + first, v);
   }
@@ -680,6 +680,18 @@ __device__ __forceinline__ void rows_forward_to_registers(const u64* in, u64* sm
   contiguous_round<true>(v, tcol, k2, t, q);
 }
 
+// The thread's 8 words of limb's own row from NttInnerProductArgs::own (through sigma_own_galois). The addresses
+// are the same for every digit: behind an opaque copy of the pointer, or nvcc computes all 8 before the digit
+// loop and keeps them in registers through the transforms (spilling).
+__device__ __forceinline__ void load8_own(const NttInnerProductArgs& a, int limb, u32 mine, u64 (&v)[kPerThread]) {
+  const u64* own = a.own;
+  u32 first = mine;
+  asm volatile("" : "+l"(own), "+r"(first));
+  const u64* src = own + static_cast<int64_t>(limb - a.ntt.skip.begin) * (int64_t{1} << a.ntt.log_n);
+  if (a.own_galois == 1) load8(src + first, v);
+  else load8_galois(src, first, a.own_galois, a.ntt.log_n, v);
+}
+
 // One block's digits in turn, then the two output components (word: the thread row's first word in a limb row).
 template <int kSharedComponents, class Tw>
 __device__ __forceinline__ void rows_inner_product(const NttInnerProductArgs& a, u64* smem, ulonglong2* acc_smem,
@@ -708,7 +720,8 @@ __device__ __forceinline__ void rows_inner_product(const NttInnerProductArgs& a,
     const int64_t row = static_cast<int64_t>(j) * nt.limbs + limb;
     u64 v[kPerThread];
     if (ntt_row_skipped(nt.skip, row, nt.limbs)) {  // (uniform over the block: the barriers below are safe)
-      load8(nt.out + row * n + mine, v);
+      if (a.own == nullptr) load8(nt.out + row * n + mine, v);
+      else load8_own(a, limb, mine, v);
     } else {
       rows_forward_to_registers(nt.out + row * n + word, smem, layout, tcol, k2, t, q, v);
       __syncthreads();  // the next digit's first round rewrites the tile
@@ -747,143 +760,63 @@ __device__ __forceinline__ void rows_inner_product(const NttInnerProductArgs& a,
   }
 }
 
-// ---- ks_fuse 4-6: the memory streams one step ahead through cp.async ------------------------------
+// ---- ks_fuse 4: the transformed digits staged in shared memory, the products after the last digit --------
 //
-// Variants 1-3 wait for every load right before its use: a digit's column words at its first round, its key
-// words after its transform, at 3-4 blocks per SM (the sums' registers or shared memory) too few warps to hide
-// that, so the fused kernel took the sum of the two it replaced. Here each thread copies, with cp.async, digit
-// j + 1's 8 words of its first round (or, for an own row, its 8 contiguous words) into the other of two row
-// tiles while digit j is transformed, and digit j + 1's key words into a key buffer right after digit j's
-// products: no load waits in the digit loop but the first. Every thread reads only words it copied itself (the
-// first round's inputs are its own), so the copies need the thread's cp.async.wait_group and no barrier; each
-// digit ends with a barrier before its tile is refilled.
-__device__ __forceinline__ u32 shared_address(const void* p) { return static_cast<u32>(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void cp_async8_shared(u64* dst, const u64* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(shared_address(dst)), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async16_shared(ulonglong2* dst, const u64* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address(dst)), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
-}
+// Variants 1-3 keep the 16 128-bit sums live through every digit's transform: 128-168 registers or shared-memory
+// read-modify-writes, 3-5 blocks per SM, and at 4 warps per scheduler the transforms' shared-memory exchanges stall
+// (ncu, H200: 8 cycles per issued instruction, DRAM at 45%). (Copying each digit's inputs and keys one step ahead
+// with cp.async, at the same occupancy, measured 29 us slower: removed.) Here each digit's 8 transformed words
+// per thread go to shared memory ([digit][pair][thread], 8 KB per digit and block) and the key rows are read and
+// multiplied after the last digit, one component at a time: the transforms run at the rows kernel's register
+// count, 6 blocks per SM, up to kStagedDigits digits (more: variant 3).
+constexpr int kStagedDigits = 3;
 
-// Where the thread's 8 words of the first forward round (G = 3, s0 = 0: run_round's unit tcol) sit in its row.
-__device__ __forceinline__ u32 first_round_base(u32 tcol, int k2) {
-  const int tl = k2 - 3;
-  return ((tcol >> tl) << k2) + (tcol & ((1u << tl) - 1));
-}
-
-// Digit j's words of this thread into `tile` (the layout of its rounds): the first round's 8 inputs from the
-// columns kernel's row, or the 8 contiguous words of an own row (read by load8_shared).
-__device__ __forceinline__ void prefetch_digit(const NttInnerProductArgs& a, int j, int limb, u64* tile,
-                                               const RowLayout& layout, u32 tcol, int k2, u32 word) {
-  const NttArgs& nt = a.ntt;
-  const int64_t row = static_cast<int64_t>(j) * nt.limbs + limb;
-  const u64* src = nt.out + row * (int64_t{1} << nt.log_n) + word;
-  if (ntt_row_skipped(nt.skip, row, nt.limbs)) {
-#pragma unroll
-    for (int k = 0; k < kPerThread; ++k) cp_async8_shared(tile + layout.shared(tcol * kPerThread + k), src + tcol * kPerThread + k);
-  } else {
-    const u32 base = first_round_base(tcol, k2), step = 1u << (k2 - 3);
-#pragma unroll
-    for (int k = 0; k < kPerThread; ++k) cp_async8_shared(tile + layout.shared(base + k * step), src + base + k * step);
-  }
-}
-
-// Digit j's two key rows of this thread's 8 words into its key buffer: [component][pair][kRowThreads] 16-byte
-// slots (consecutive threads consecutive: no bank conflicts); keys points at its first word of digit 0.
-__device__ __forceinline__ void prefetch_key(const KsInnerProductArgs& ip, int j, const u64* key, ulonglong2* buffer) {
-  const int64_t n = ip.n;
-  const u64* kj = key + static_cast<int64_t>(j) * 2 * ip.key_rows * n;
-#pragma unroll
-  for (int c = 0; c < 2; ++c)
-#pragma unroll
-    for (int k = 0; k < kPerThread / 2; ++k)
-      cp_async16_shared(buffer + (c * kPerThread / 2 + k) * kRowThreads, kj + c * ip.key_rows * n + 2 * k);
-}
-
-// rows_inner_product with the copies one step ahead (tiles: two row tiles of tile_words; keys: the thread's key
-// buffer slot 0; acc_smem as there).
-template <int kSharedComponents, class Tw>
-__device__ __forceinline__ void rows_inner_product_prefetched(const NttInnerProductArgs& a, u64* tiles, u32 tile_words,
-                                                              ulonglong2* keys, ulonglong2* acc_smem,
-                                                              const RowLayout& layout, u32 tcol, int k2, u32 word,
-                                                              const Tw& t, const Modulus& m, int limb) {
+template <class Tw>
+__device__ __forceinline__ void rows_inner_product_staged(const NttInnerProductArgs& a, u64* smem, ulonglong2* staged,
+                                                          const RowLayout& layout, u32 tcol, int k2, u32 word,
+                                                          const Tw& t, const Modulus& m, int limb) {
   const NttArgs& nt = a.ntt;
   const KsInnerProductArgs& ip = a.ip;
   const int64_t n = int64_t{1} << nt.log_n;
   const u64 q = m.value;
-  const bool reduce_first = ip.dnum > kIpLazyDigits;
   const u32 mine = word + tcol * kPerThread;
-  const u64* key = ip.key + ks_key_row(limb, ip.q_count, ip.p_row) * n + mine;
-  constexpr int kRegisterComponents = 2 - kSharedComponents;
-  U128 acc[kRegisterComponents > 0 ? kRegisterComponents : 1][kPerThread];
-#pragma unroll
-  for (int c = 0; c < 2; ++c)
-#pragma unroll
-    for (int k = 0; k < kPerThread; ++k) {
-      if (c < kRegisterComponents) acc[c][k] = U128{0, 0};
-      else acc_smem[((c - kRegisterComponents) * kPerThread + k) * kRowThreads] = make_ulonglong2(0, 0);
-    }
-  prefetch_digit(a, 0, limb, tiles, layout, tcol, k2, word);
-  cp_async_commit();
-  prefetch_key(ip, 0, key, keys);
-  cp_async_commit();
   for (int j = 0; j < ip.dnum; ++j) {
-    u64* tile = tiles + (j & 1) * tile_words;
-    if (j + 1 < ip.dnum) prefetch_digit(a, j + 1, limb, tiles + ((j + 1) & 1) * tile_words, layout, tcol, k2, word);
-    cp_async_commit();  // (empty after the last digit: the group count stays uniform)
-    cp_async_wait<2>();  // digit j's words (the key of j and the words of j + 1 may still be in flight)
     const int64_t row = static_cast<int64_t>(j) * nt.limbs + limb;
     u64 v[kPerThread];
-    if (ntt_row_skipped(nt.skip, row, nt.limbs)) {
-      load8_shared(tile, layout, tcol, v);
+    if (ntt_row_skipped(nt.skip, row, nt.limbs)) {  // (uniform over the block)
+      if (a.own == nullptr) load8(nt.out + row * n + mine, v);
+      else load8_own(a, limb, mine, v);
     } else {
-      const int rounds = (k2 + 2) / 3;
+      rows_forward_to_registers(nt.out + row * n + word, smem, layout, tcol, k2, t, q, v);
+      __syncthreads();  // the next digit's first round rewrites the tile
+    }
 #pragma unroll
-      for (int i = 0; i + 1 < rounds; ++i) {  // (round 0 from the thread's own copies)
-        run_round<true, 3, false, false>(nullptr, nullptr, tile, layout, tcol, 3 * i, k2, t, false, q);
-        __syncthreads();
-      }
-      load8_shared(tile, layout, tcol, v);
-      contiguous_round<true>(v, tcol, k2, t, q);
-      if (reduce_first) {
+    for (int k = 0; k < kPerThread / 2; ++k)
+      staged[(j * kPerThread / 2 + k) * kRowThreads] = make_ulonglong2(v[2 * k], v[2 * k + 1]);
+  }
+  // (each thread reads back only its own words: no barrier). Four words of one component at a time: the sums
+  // and the key words of every digit in flight fit the transforms' registers.
+  const u64* key = ip.key + ks_key_row(limb, ip.q_count, ip.p_row) * n + mine;
 #pragma unroll
-        for (int k = 0; k < kPerThread; ++k) v[k] = mul_shoup(v[k], 1, m.ratio_hi, q);
+  for (int part = 0; part < 4; ++part) {
+    const int c = part / 2, h = part % 2;  // component, half of the thread's 8 words
+    U128 acc[4] = {{0, 0}, {0, 0}, {0, 0}, {0, 0}};
+#pragma unroll
+    for (int j = 0; j < kStagedDigits; ++j) {
+      if (j >= ip.dnum) break;
+      const ulonglong2* w = reinterpret_cast<const ulonglong2*>(key + (static_cast<int64_t>(j) * 2 + c) * ip.key_rows * n + 4 * h);
+#pragma unroll
+      for (int p = 0; p < 2; ++p) {
+        const ulonglong2 kw = w[p];
+        const ulonglong2 x = staged[(j * kPerThread / 2 + 2 * h + p) * kRowThreads];
+        mac128(acc[2 * p], x.x, kw.x);
+        mac128(acc[2 * p + 1], x.y, kw.y);
       }
     }
-    cp_async_wait<1>();  // digit j's key
+    u64* out = ip.out + (static_cast<int64_t>(c) * nt.limbs + limb) * n + mine + 4 * h;
 #pragma unroll
-    for (int c = 0; c < 2; ++c)
-#pragma unroll
-      for (int k = 0; k < kPerThread; ++k) {
-        const ulonglong2 pair = keys[(c * kPerThread / 2 + k / 2) * kRowThreads];
-        const u64 w = k % 2 == 0 ? pair.x : pair.y;
-        if (c < kRegisterComponents) mac128(acc[c][k], v[k], w);
-        else mac128_shared(acc_smem + ((c - kRegisterComponents) * kPerThread + k) * kRowThreads, v[k], w);
-      }
-    if (j + 1 < ip.dnum) prefetch_key(ip, j + 1, key, keys);
-    cp_async_commit();
-    __syncthreads();  // every thread is done with this digit's tile before it is refilled
-  }
-  cp_async_wait<0>();
-#pragma unroll
-  for (int c = 0; c < kRegisterComponents; ++c) {
-    u64 r[kPerThread];
-#pragma unroll
-    for (int k = 0; k < kPerThread; ++k) r[k] = reduce128(acc[c][k], m);
-    store8(ip.out + (static_cast<int64_t>(c) * nt.limbs + limb) * n + mine, r);
-  }
-#pragma unroll 1
-  for (int i = kRegisterComponents * kPerThread; i < 2 * kPerThread; i += 2) {
-    const int c = i / kPerThread, k = i % kPerThread;
-    const ulonglong2 x = acc_smem[(i - kRegisterComponents * kPerThread) * kRowThreads];
-    const ulonglong2 y = acc_smem[(i + 1 - kRegisterComponents * kPerThread) * kRowThreads];
-    *reinterpret_cast<ulonglong2*>(ip.out + (static_cast<int64_t>(c) * nt.limbs + limb) * n + mine + k) =
-        make_ulonglong2(reduce128(U128{x.x, x.y}, m), reduce128(U128{y.x, y.y}, m));
+    for (int p = 0; p < 2; ++p)
+      reinterpret_cast<ulonglong2*>(out)[p] = make_ulonglong2(reduce128(acc[2 * p], m), reduce128(acc[2 * p + 1], m));
   }
 }
 
@@ -891,10 +824,14 @@ __device__ __forceinline__ void rows_inner_product_prefetched(const NttInnerProd
 // limbs' rows last). Shared memory: the rows tile (tile_words), then the accumulators in shared memory.
 // Blocks per SM (ptxas at N = 2^16, sm_90): 3 at 168 registers with the sums in registers, 4 at 128 with one
 // component's in shared memory (25 KB per block), 5 at 96 with both (41 KB); none spills. Tighter bounds spill.
-// With kPrefetch: 3 at 168 registers (34 KB), 4 at 128 (50 KB), 3 at 138 (66 KB).
-// kPrefetch (ks_fuse 4-6): shared memory holds two row tiles, then the key buffer (16 KB), then the sums.
-template <int kLen, int kSharedComponents, bool kPrefetch = false>
-__global__ void __launch_bounds__(kRowThreads, kSharedComponents == 0 ? 3 : kSharedComponents == 1 ? 4 : kPrefetch ? 3 : 5)
+// Staged (ks_fuse 4, 5): 6 blocks at 80 registers or 5 at 96 (34 KB each), no spills.
+// kStagedBlocks > 0 (ks_fuse 4: 6, 5: 5 blocks per SM; dnum <= kStagedDigits): the row tile, then the staged
+// words (kSharedComponents unused).
+template <int kLen, int kSharedComponents, int kStagedBlocks = 0>
+__global__ void __launch_bounds__(kRowThreads, kStagedBlocks > 0           ? kStagedBlocks
+                                               : kSharedComponents == 0 ? 3
+                                               : kSharedComponents == 1 ? 4
+                                                                        : 5)
     ntt_rows_inner_product(NttInnerProductArgs a, int k1, int rows_per_block, bool truncated_columns, u32 tile_words) {
   extern __shared__ u64 smem[];
   const int log_n = a.ntt.log_n;
@@ -913,15 +850,13 @@ __global__ void __launch_bounds__(kRowThreads, kSharedComponents == 0 ? 3 : kSha
   const u32 word = (first_row + sub) * len;
   // the columns kernel's path for this prime (ntt_columns): truncated, lazy or Harvey's
   const bool truncated = truncated_columns && trunc_forward_fits(q, log_n, k1);
-  if constexpr (kPrefetch) {
-    ulonglong2* keys = reinterpret_cast<ulonglong2*>(smem + 2 * tile_words) + threadIdx.x;
-    ulonglong2* acc_smem = keys + kPerThread * kRowThreads;
+  if constexpr (kStagedBlocks > 0) {
+    ulonglong2* staged = reinterpret_cast<ulonglong2*>(smem + tile_words) + threadIdx.x;
     if (truncated || lazy_forward_fits(q, log_n)) {
-      rows_inner_product_prefetched<kSharedComponents>(a, smem, tile_words, keys, acc_smem, layout, tcol, k2, word,
-                                                       LazyTwiddles<std::decay_t<decltype(t)>>{t}, m, limb);
+      rows_inner_product_staged(a, smem, staged, layout, tcol, k2, word, LazyTwiddles<std::decay_t<decltype(t)>>{t}, m,
+                                limb);
     } else {
-      rows_inner_product_prefetched<kSharedComponents>(a, smem, tile_words, keys, acc_smem, layout, tcol, k2, word, t,
-                                                       m, limb);
+      rows_inner_product_staged(a, smem, staged, layout, tcol, k2, word, t, m, limb);
     }
     return;
   }
@@ -1053,7 +988,8 @@ void launch_ntt(const NttArgs& a, Stream stream) {
     check_launch("ntt_rows<forward>");
   } else {
     rows<<<row_grid, row_threads, row_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, rpb, a.skip,
-                                                 a.epilogue, a.in_batch_stride, first_order, a.galois, a.permuted);
+                                                 a.epilogue, a.in_batch_stride, first_order, a.galois,
+                                                 a.store_permuted ? a.permuted : nullptr);
     check_launch("ntt_rows<inverse>");
     columns<<<col_grid, col_threads, col_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, a.skip, 0,
                                                     second_order);
@@ -1065,30 +1001,34 @@ void launch_ntt(const NttArgs& a, Stream stream) {
 // ModUp's forward NTT and the inner product (NttInnerProductArgs): the columns kernel as launch_ntt's forward,
 // then ntt_rows_inner_product. Where the fused kernel does not apply (ks_fuse 0, ntt variant < 3 or a pointer
 // off 16-byte alignment) the two ops in turn.
-template <int kLen, int kShared, bool kPrefetch = false>
+template <int kLen, int kShared, int kStagedBlocks = 0>
 void launch_rows_inner_product(const NttInnerProductArgs& a, dim3 grid, unsigned threads, u32 tile_words, int k1,
                                int rows_per_block, bool truncated, cudaStream_t s) {
-  const size_t buffers = kPrefetch ? 2 * tile_words * sizeof(u64) + 2 * kPerThread * threads * sizeof(u64)
-                                   : tile_words * sizeof(u64);  // (the key buffer: 2 x 8 words per thread)
-  const size_t smem = buffers + static_cast<size_t>(kShared) * kPerThread * threads * 16;
-  const auto kernel = ntt_rows_inner_product<kLen, kShared, kPrefetch>;
-  if (smem > 48 * 1024) {  // (an attribute of the function, per device: cheap to set again)
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
-          "cudaFuncSetAttribute(ntt_rows_inner_product)");
-  }
-  kernel<<<grid, threads, smem, s>>>(a, k1, rows_per_block, truncated, tile_words);
+  const size_t per_thread = kStagedBlocks > 0 ? kStagedDigits * kPerThread * sizeof(u64) : kShared * kPerThread * 16;
+  const size_t smem = tile_words * sizeof(u64) + per_thread * threads;  // (at most 41 KB)
+  ntt_rows_inner_product<kLen, kShared, kStagedBlocks><<<grid, threads, smem, s>>>(a, k1, rows_per_block, truncated,
+                                                                                    tile_words);
   check_launch("ntt_rows_inner_product");
+}
+
+NttPlan ntt_inner_product_plan(const NttArgs& nt) {
+  return ntt_plan(kernel_variant(Variant::kNtt), true, direct_rows_aligned(nt), aligned16(nt.table), nt.log_n);
+}
+
+bool fused_inner_product_applies(const NttInnerProductArgs& a) {
+  const NttArgs& nt = a.ntt;
+  return kernel_variant(Variant::kKsFuse) != 0 && ntt_inner_product_plan(nt).lazy && aligned16(a.ip.key) &&
+         aligned16(a.ip.out) && (a.own == nullptr || aligned16(a.own)) && nt.in == nt.out && a.ip.digits == nt.out &&
+         nt.in_batch_stride == 0 && nt.epilogue.sub_from == nullptr &&
+         std::min<u32>(1u << nt.log_n, kRowThreads * kPerThread) == kRowThreads * kPerThread;  // (full blocks)
 }
 
 void launch_ntt_inner_product(const NttInnerProductArgs& a, Stream stream) {
   const NttArgs& nt = a.ntt;
   if (nt.rows == 0) return;
   const int variant = kernel_variant(Variant::kKsFuse);
-  const NttPlan plan = ntt_plan(kernel_variant(Variant::kNtt), true, direct_rows_aligned(nt), aligned16(nt.table),
-                                nt.log_n);
-  if (variant == 0 || !plan.lazy || !aligned16(a.ip.key) || !aligned16(a.ip.out) || nt.in != nt.out ||
-      a.ip.digits != nt.out || nt.in_batch_stride != 0 || nt.epilogue.sub_from != nullptr ||
-      std::min<u32>(1u << nt.log_n, kRowThreads * kPerThread) != kRowThreads * kPerThread) {  // (full blocks)
+  const NttPlan plan = ntt_inner_product_plan(nt);
+  if (!fused_inner_product_applies(a)) {  // (ops.cpp has copied `own`'s rows into the digits then)
     launch_ntt<true>(nt, stream);
     ks_inner_product(a.ip, stream);
     return;
@@ -1122,9 +1062,12 @@ void launch_ntt_inner_product(const NttInnerProductArgs& a, Stream stream) {
       case 1: return launch_rows_inner_product<kLen, 0>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);
       case 2: return launch_rows_inner_product<kLen, 2>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);
       case 3: return launch_rows_inner_product<kLen, 1>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);
-      case 4: return launch_rows_inner_product<kLen, 1, true>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);
-      case 5: return launch_rows_inner_product<kLen, 2, true>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);
-      default: return launch_rows_inner_product<kLen, 0, true>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);
+      default:  // 4, 5: staged where the digits fit, else 3
+        if (a.ip.dnum > kStagedDigits)
+          return launch_rows_inner_product<kLen, 1>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);
+        if (variant == 5)
+          return launch_rows_inner_product<kLen, 0, 5>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);
+        return launch_rows_inner_product<kLen, 0, 6>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);
     }
   };
   if (plan.fixed16) launch(std::integral_constant<int, 8>{});
@@ -1136,5 +1079,6 @@ void launch_ntt_inner_product(const NttInnerProductArgs& a, Stream stream) {
 void ntt_forward(const NttArgs& args, Stream stream) { launch_ntt<true>(args, stream); }
 void ntt_inverse(const NttArgs& args, Stream stream) { launch_ntt<false>(args, stream); }
 void ntt_inner_product(const NttInnerProductArgs& args, Stream stream) { launch_ntt_inner_product(args, stream); }
+bool ntt_inner_product_fuses(const NttInnerProductArgs& args) { return fused_inner_product_applies(args); }
 
 }  // namespace fhe::cuda

@@ -10,7 +10,7 @@ from fhe_core import ops
 from fhe_core.ring import RNSBasis, generate_primes
 from fhe_reference import fresh_rng, random_residues
 
-KS_FUSE_VARIANTS = (0, 1, 2, 3, 4, 5, 6)
+KS_FUSE_VARIANTS = (0, 1, 2, 3, 4, 5)
 NTT_VARIANTS = (6, 5, 4, 3, 2, 1, 0)  # 2 to 0: the fused kernel needs the lazy rows (3+): the two ops instead
 
 
@@ -76,6 +76,39 @@ def test_ntt_inner_product_on_cpu_is_ntt_then_inner_product(case):
     assert not torch.equal(unskipped, expected)
 
 
+def _with_own_rows(digits, skip, rows):
+    """digits with the skipped rows replaced by rows[i - skip[0]] (what ``own`` stands for)."""
+    out = digits.clone()
+    begin, stride, length = skip
+    for j in range(digits.shape[0]):
+        lo, hi = begin + j * stride, min(digits.shape[1], begin + j * stride + length)
+        out[j, lo:hi] = rows[lo - begin:hi - begin]
+    return out
+
+
+def _own_case(rng, case):
+    """(basis, digits with junk in the own rows, key, skip, own: NTT-domain rows of Q with q - 1 in a few columns)."""
+    basis, digits, key, skip = _case(rng, *case)
+    own = random_residues(rng, basis.primes[skip[0]:], (), basis.n)
+    own[:, -24:] = basis.moduli[skip[0]:, :1] - 1
+    return basis, digits, key, skip, own
+
+
+@pytest.mark.parametrize("case", CASES[:3], ids=lambda c: f"N2^{c[0]}-alpha{c[3]}")
+def test_ntt_inner_product_reads_own_rows_from_own(case):
+    """With ``own`` the skipped rows come from own (through sigma_k for own_galois k), not from the digits."""
+    rng, _ = fresh_rng()
+    basis, digits, key, skip, own = _own_case(rng, case)
+    rows = len(basis)
+    q_moduli = basis.moduli[skip[0]:]
+    for k in (1, 5, 2 * basis.n - 1):
+        sigma = ops.automorphism_ntt(own, q_moduli, k)
+        expected = _expected(basis, _with_own_rows(digits, skip, sigma), key, skip)
+        got = ops.ntt_inner_product(digits.clone(), basis.moduli, basis.ntt_table, key, rows, rows, skip=skip,
+                                    own=own, own_galois=k)
+        assert torch.equal(got, expected), k
+
+
 def test_ntt_inner_product_rejects_bad_arguments():
     rng, _ = fresh_rng()
     basis, digits, key, skip = _case(rng, 10, (50,), (45,) * 4, 2)
@@ -88,6 +121,16 @@ def test_ntt_inner_product_rejects_bad_arguments():
         ops.ntt_inner_product(digits, basis.moduli, basis.ntt_table, key, rows, rows + 3, skip=skip)
     with pytest.raises(RuntimeError, match="table must be"):
         ops.ntt_inner_product(digits, basis.moduli, basis.ntt_table[:, :, :8], key, rows, rows, skip=skip)
+    own = digits[0, 1:]
+    with pytest.raises(RuntimeError, match="own needs skip"):
+        ops.ntt_inner_product(digits, basis.moduli, basis.ntt_table, key, rows, rows, own=own.clone())
+    with pytest.raises(RuntimeError, match="own must be"):
+        ops.ntt_inner_product(digits, basis.moduli, basis.ntt_table, key, rows, rows, skip=skip, own=own[1:].clone())
+    with pytest.raises(RuntimeError, match="own_galois needs own"):
+        ops.ntt_inner_product(digits, basis.moduli, basis.ntt_table, key, rows, rows, skip=skip, own_galois=5)
+    with pytest.raises(RuntimeError, match="odd Galois element"):
+        ops.ntt_inner_product(digits, basis.moduli, basis.ntt_table, key, rows, rows, skip=skip, own=own.clone(),
+                              own_galois=4)
 
 
 @pytest.mark.gpu
@@ -109,3 +152,25 @@ def test_ntt_inner_product_variants_are_bit_identical(case):
                 for name, x in (("canonical", digits.cuda()), ("lazy", lazy.clone())):
                     got = ops.ntt_inner_product(x, gpu.moduli, gpu.ntt_table, key_gpu, rows, rows, skip=skip)
                     assert torch.equal(got.cpu(), expected), (ntt_variant, fuse, name)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", [CASES[0], CASES[1], (16, (46,) * 11, (60,) + (40,) * 30, 11)],
+                         ids=lambda c: f"N2^{c[0]}-alpha{c[3]}")
+def test_ntt_inner_product_own_rows_are_bit_identical(case):
+    """``own`` / ``own_galois`` (read in place by the fused kernels, copied into the digits by the others) on every
+    ks_fuse variant and on NTT variants 6 and 2 == the CPU."""
+    rng, _ = fresh_rng()
+    basis, digits, key, skip, own = _own_case(rng, case)
+    rows = len(basis)
+    gpu = RNSBasis.get(basis.primes, basis.n, "cuda")
+    key_gpu, own_gpu = key.cuda(), own.cuda()
+    for k in (1, 5, 2 * basis.n - 1):
+        expected = ops.ntt_inner_product(digits.clone(), basis.moduli, basis.ntt_table, key, rows, rows, skip=skip,
+                                         own=own, own_galois=k)
+        for ntt_variant in (6, 2):
+            for fuse in KS_FUSE_VARIANTS:
+                with ops.use_kernel_variant("ntt", ntt_variant), ops.use_kernel_variant("ks_fuse", fuse):
+                    got = ops.ntt_inner_product(digits.cuda(), gpu.moduli, gpu.ntt_table, key_gpu, rows, rows,
+                                                skip=skip, own=own_gpu, own_galois=k)
+                assert torch.equal(got.cpu(), expected), (k, ntt_variant, fuse)
