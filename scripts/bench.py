@@ -70,9 +70,7 @@ NTT_V0 = "[ntt v0: before session 3]"  # the NTT kernels before issue 14's sessi
 # issue 14, session 4: the inner product in ModUp's last NTT pass (ops.kernel_variant("ks_fuse"); 3: the default,
 # component 1's sums in shared memory)
 KS_FUSE_VARIANTS = {0: "[ks_fuse v0: NTT, then the inner product]", 1: "[ks_fuse v1: sums in registers]",
-                    2: "[ks_fuse v2: sums in shared memory]",
-                    4: "[ks_fuse v4: digits staged, products last, 6 blocks/SM]",
-                    5: "[ks_fuse v5: digits staged, products last, 5 blocks/SM]"}
+                    2: "[ks_fuse v2: sums in shared memory]"}
 # the NTT variants other than the default (6)
 NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
                 2: "[ntt v2: v1 + (w, w') twiddle pairs, limb-major grids]",

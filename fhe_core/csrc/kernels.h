@@ -270,9 +270,7 @@ enum class Variant : int {
                 //    (read by rlwe/keyswitch.py)
   kKsFuse = 7,  // 1: the key-switching inner product in ModUp's last forward NTT pass (ops.ntt_inner_product,
                 //    ntt.cu; read by rlwe/keyswitch.py, needs ntt >= 3), the 128-bit sums in registers; 2: the
-                //    sums in shared memory; 3 (default): component 1's in shared memory; 4, 5: each digit's
-                //    transformed words staged in shared memory, the products after the last digit, 6 / 5 blocks
-                //    per SM (up to 3 digits; more: 3)
+                //    sums in shared memory; 3 (default): component 1's in shared memory
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

@@ -1256,7 +1256,7 @@ Tensor& ks_inner_product_babies_out(const Tensor& digits, at::TensorList keys, a
 // ---- run-time kernel variants (see kernels.h) -------------------------------------------------
 
 constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "fused", "ntt", "galois", "ks_fuse"};
-constexpr int kVariantMax[] = {8, 1, 1, 1, 3, 6, 1, 5};
+constexpr int kVariantMax[] = {8, 1, 1, 1, 3, 6, 1, 3};
 static_assert(sizeof(kVariantMax) / sizeof(kVariantMax[0]) == static_cast<size_t>(Variant::kCount));
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 

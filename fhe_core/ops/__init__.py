@@ -63,9 +63,7 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     inside ModUp's inverse NTT, ``intt_galois``, and ModDown's epilogue add, ``mod_down_ntt(add_galois=k)``, instead
     of two ``automorphism_ntt`` passes; read by ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1);
     ``"ks_fuse"`` (:func:`ntt_inner_product`: 1, the inner product in ModUp's last forward NTT pass with its
-    128-bit sums in registers; 2, in shared memory; 3, the default, component 1's in shared memory; 4, 5: each
-    digit's transformed words staged in shared memory and the products taken after the last digit (up to 3 digits),
-    at 6 and 5 blocks per SM; needs "ntt" >= 3;
+    128-bit sums in registers; 2, in shared memory; 3, the default, component 1's in shared memory; needs "ntt" >= 3;
     read by ``rlwe.keyswitch`` on CUDA with "mod_up" = 1). All
     variants give the same residues bit for bit (a ``lazy`` conversion the same residues modulo each prime: conv 3
     to 8 leave them in [0, 3p)); the switch exists so that tests compare them and benchmarks time them side by side.

@@ -643,7 +643,8 @@ __global__ void __launch_bounds__(kRowThreads, 8) ntt_rows(const u64* in, u64* o
 //
 // A block owns limb i of QP and rows_per_block rows of the 2^k1 x 2^k2 layout. For every digit j in turn it
 // runs the last k2 forward stages on digit j's rows (the columns kernel's output), or, on the digit's own
-// primes (NttSkip), reads them as they are (the NTT-domain input, copied by the Conv), and multiplies the
+// primes (NttSkip), reads them as they are (the NTT-domain input: copied by the Conv, or straight from ModUp's
+// input, NttInnerProductArgs::own, through sigma_k in a rotation), and multiplies the
 // thread's 8 words into key[j][0][i] and key[j][1][i], accumulating in 128 bits; after the last digit one
 // reduction and one store per component. The transformed digits never go to memory (ntt_rows' store and
 // ks_inner_product_kernel's load of them), and the rows' twiddles, the same for every digit, come from L1 or
@@ -760,78 +761,17 @@ __device__ __forceinline__ void rows_inner_product(const NttInnerProductArgs& a,
   }
 }
 
-// ---- ks_fuse 4: the transformed digits staged in shared memory, the products after the last digit --------
-//
-// Variants 1-3 keep the 16 128-bit sums live through every digit's transform: 128-168 registers or shared-memory
-// read-modify-writes, 3-5 blocks per SM, and at 4 warps per scheduler the transforms' shared-memory exchanges stall
-// (ncu, H200: 8 cycles per issued instruction, DRAM at 45%). (Copying each digit's inputs and keys one step ahead
-// with cp.async, at the same occupancy, measured 29 us slower: removed.) Here each digit's 8 transformed words
-// per thread go to shared memory ([digit][pair][thread], 8 KB per digit and block) and the key rows are read and
-// multiplied after the last digit, one component at a time: the transforms run at the rows kernel's register
-// count, 6 blocks per SM, up to kStagedDigits digits (more: variant 3).
-constexpr int kStagedDigits = 3;
-
-template <class Tw>
-__device__ __forceinline__ void rows_inner_product_staged(const NttInnerProductArgs& a, u64* smem, ulonglong2* staged,
-                                                          const RowLayout& layout, u32 tcol, int k2, u32 word,
-                                                          const Tw& t, const Modulus& m, int limb) {
-  const NttArgs& nt = a.ntt;
-  const KsInnerProductArgs& ip = a.ip;
-  const int64_t n = int64_t{1} << nt.log_n;
-  const u64 q = m.value;
-  const u32 mine = word + tcol * kPerThread;
-  for (int j = 0; j < ip.dnum; ++j) {
-    const int64_t row = static_cast<int64_t>(j) * nt.limbs + limb;
-    u64 v[kPerThread];
-    if (ntt_row_skipped(nt.skip, row, nt.limbs)) {  // (uniform over the block)
-      if (a.own == nullptr) load8(nt.out + row * n + mine, v);
-      else load8_own(a, limb, mine, v);
-    } else {
-      rows_forward_to_registers(nt.out + row * n + word, smem, layout, tcol, k2, t, q, v);
-      __syncthreads();  // the next digit's first round rewrites the tile
-    }
-#pragma unroll
-    for (int k = 0; k < kPerThread / 2; ++k)
-      staged[(j * kPerThread / 2 + k) * kRowThreads] = make_ulonglong2(v[2 * k], v[2 * k + 1]);
-  }
-  // (each thread reads back only its own words: no barrier). Four words of one component at a time: the sums
-  // and the key words of every digit in flight fit the transforms' registers.
-  const u64* key = ip.key + ks_key_row(limb, ip.q_count, ip.p_row) * n + mine;
-#pragma unroll
-  for (int part = 0; part < 4; ++part) {
-    const int c = part / 2, h = part % 2;  // component, half of the thread's 8 words
-    U128 acc[4] = {{0, 0}, {0, 0}, {0, 0}, {0, 0}};
-#pragma unroll
-    for (int j = 0; j < kStagedDigits; ++j) {
-      if (j >= ip.dnum) break;
-      const ulonglong2* w = reinterpret_cast<const ulonglong2*>(key + (static_cast<int64_t>(j) * 2 + c) * ip.key_rows * n + 4 * h);
-#pragma unroll
-      for (int p = 0; p < 2; ++p) {
-        const ulonglong2 kw = w[p];
-        const ulonglong2 x = staged[(j * kPerThread / 2 + 2 * h + p) * kRowThreads];
-        mac128(acc[2 * p], x.x, kw.x);
-        mac128(acc[2 * p + 1], x.y, kw.y);
-      }
-    }
-    u64* out = ip.out + (static_cast<int64_t>(c) * nt.limbs + limb) * n + mine + 4 * h;
-#pragma unroll
-    for (int p = 0; p < 2; ++p)
-      reinterpret_cast<ulonglong2*>(out)[p] = make_ulonglong2(reduce128(acc[2 * p], m), reduce128(acc[2 * p + 1], m));
-  }
-}
-
 // Grid: (2^k1 / rows_per_block, limbs), the limbs backwards (the columns kernel, batch-major, wrote the last
 // limbs' rows last). Shared memory: the rows tile (tile_words), then the accumulators in shared memory.
 // Blocks per SM (ptxas at N = 2^16, sm_90): 3 at 168 registers with the sums in registers, 4 at 128 with one
 // component's in shared memory (25 KB per block), 5 at 96 with both (41 KB); none spills. Tighter bounds spill.
-// Staged (ks_fuse 4, 5): 6 blocks at 80 registers or 5 at 96 (34 KB each), no spills.
-// kStagedBlocks > 0 (ks_fuse 4: 6, 5: 5 blocks per SM; dnum <= kStagedDigits): the row tile, then the staged
-// words (kSharedComponents unused).
-template <int kLen, int kSharedComponents, int kStagedBlocks = 0>
-__global__ void __launch_bounds__(kRowThreads, kStagedBlocks > 0           ? kStagedBlocks
-                                               : kSharedComponents == 0 ? 3
-                                               : kSharedComponents == 1 ? 4
-                                                                        : 5)
+//
+// Measured and removed (H200, docs/performance.md, "Issue 14, session 4"): each digit's inputs and keys copied one
+// step ahead by cp.async (+29 us at the same occupancy), and each digit's transformed words staged in shared
+// memory with the products after the last digit (80 registers, 6 blocks per SM: 2-5 us slower than variant 3;
+// the extra warps wait on the staged words).
+template <int kLen, int kSharedComponents>
+__global__ void __launch_bounds__(kRowThreads, kSharedComponents == 0 ? 3 : kSharedComponents == 1 ? 4 : 5)
     ntt_rows_inner_product(NttInnerProductArgs a, int k1, int rows_per_block, bool truncated_columns, u32 tile_words) {
   extern __shared__ u64 smem[];
   const int log_n = a.ntt.log_n;
@@ -850,16 +790,6 @@ __global__ void __launch_bounds__(kRowThreads, kStagedBlocks > 0           ? kSt
   const u32 word = (first_row + sub) * len;
   // the columns kernel's path for this prime (ntt_columns): truncated, lazy or Harvey's
   const bool truncated = truncated_columns && trunc_forward_fits(q, log_n, k1);
-  if constexpr (kStagedBlocks > 0) {
-    ulonglong2* staged = reinterpret_cast<ulonglong2*>(smem + tile_words) + threadIdx.x;
-    if (truncated || lazy_forward_fits(q, log_n)) {
-      rows_inner_product_staged(a, smem, staged, layout, tcol, k2, word, LazyTwiddles<std::decay_t<decltype(t)>>{t}, m,
-                                limb);
-    } else {
-      rows_inner_product_staged(a, smem, staged, layout, tcol, k2, word, t, m, limb);
-    }
-    return;
-  }
   ulonglong2* acc_smem = reinterpret_cast<ulonglong2*>(smem + tile_words) + threadIdx.x;
   if (truncated || lazy_forward_fits(q, log_n)) {
     rows_inner_product<kSharedComponents>(a, smem, acc_smem, layout, tcol, k2, word,
@@ -1001,13 +931,11 @@ void launch_ntt(const NttArgs& a, Stream stream) {
 // ModUp's forward NTT and the inner product (NttInnerProductArgs): the columns kernel as launch_ntt's forward,
 // then ntt_rows_inner_product. Where the fused kernel does not apply (ks_fuse 0, ntt variant < 3 or a pointer
 // off 16-byte alignment) the two ops in turn.
-template <int kLen, int kShared, int kStagedBlocks = 0>
+template <int kLen, int kShared>
 void launch_rows_inner_product(const NttInnerProductArgs& a, dim3 grid, unsigned threads, u32 tile_words, int k1,
                                int rows_per_block, bool truncated, cudaStream_t s) {
-  const size_t per_thread = kStagedBlocks > 0 ? kStagedDigits * kPerThread * sizeof(u64) : kShared * kPerThread * 16;
-  const size_t smem = tile_words * sizeof(u64) + per_thread * threads;  // (at most 41 KB)
-  ntt_rows_inner_product<kLen, kShared, kStagedBlocks><<<grid, threads, smem, s>>>(a, k1, rows_per_block, truncated,
-                                                                                    tile_words);
+  const size_t smem = (tile_words + static_cast<size_t>(kShared) * kPerThread * threads * 2) * sizeof(u64);
+  ntt_rows_inner_product<kLen, kShared><<<grid, threads, smem, s>>>(a, k1, rows_per_block, truncated, tile_words);
   check_launch("ntt_rows_inner_product");
 }
 
@@ -1061,13 +989,7 @@ void launch_ntt_inner_product(const NttInnerProductArgs& a, Stream stream) {
     switch (variant) {
       case 1: return launch_rows_inner_product<kLen, 0>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);
       case 2: return launch_rows_inner_product<kLen, 2>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);
-      case 3: return launch_rows_inner_product<kLen, 1>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);
-      default:  // 4, 5: staged where the digits fit, else 3
-        if (a.ip.dnum > kStagedDigits)
-          return launch_rows_inner_product<kLen, 1>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);
-        if (variant == 5)
-          return launch_rows_inner_product<kLen, 0, 5>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);
-        return launch_rows_inner_product<kLen, 0, 6>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);
+      default: return launch_rows_inner_product<kLen, 1>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);
     }
   };
   if (plan.fixed16) launch(std::integral_constant<int, 8>{});

@@ -60,11 +60,12 @@ def test_fused_inner_product_is_bit_identical_on_cpu(level):
 
 def test_ks_fuse_variant_switch():
     before = ops.kernel_variant("ks_fuse")
-    with ops.use_kernel_variant("ks_fuse", 5):
-        assert ops.kernel_variant("ks_fuse") == 5
+    other = 1 if before != 1 else 2
+    with ops.use_kernel_variant("ks_fuse", other):
+        assert ops.kernel_variant("ks_fuse") == other
     assert ops.kernel_variant("ks_fuse") == before
     with pytest.raises(RuntimeError, match="ks_fuse is 0"):
-        ops.kernel_variant("ks_fuse", 6)
+        ops.kernel_variant("ks_fuse", 4)
 
 
 @pytest.mark.gpu
@@ -79,7 +80,7 @@ def test_fused_inner_product_is_bit_identical_on_cuda(shape, level):
     data = _inputs(cpu, level, rng)
     expected = _switches(cpu, data, level, keys, elements, fuse=0)
     for ntt_variant in (ops.kernel_variant("ntt"), 2):
-        for fuse in range(6):
+        for fuse in range(4):
             with ops.use_kernel_variant("ntt", ntt_variant):
                 got = _switches(gpu, data.cuda(), level, keys_gpu, elements, fuse=fuse)
             for i, (a, b) in enumerate(zip(got, expected)):
@@ -95,7 +96,7 @@ def test_mod_up_conv_without_own_copies_and_intt_galois_without_store():
     ctx = context(PRESET_LAYOUT, "cuda")
     level = 30
     t, b = ctx.tables(level), ctx.tables(level).batched_mod_up
-    d = _inputs(ctx, level, rng, count=1)[0]
+    d = _inputs(context(PRESET_LAYOUT), level, rng, count=1)[0].cuda()
     coeffs = t.q.intt(d)
     args = (coeffs, t.q.moduli, b.qhat_inv, b.qhat_inv_shoup, t.qp.moduli, b.qhat_mod_p, d)
     own = torch.zeros(len(t.digits), len(t.qp), dtype=torch.bool, device=ctx.device)
