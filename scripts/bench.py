@@ -58,7 +58,7 @@ def with_variant(name: str, value: int, fn: Callable[[int], object]) -> Callable
 
 def before_issue_14(fn: Callable[[int], object]) -> Callable[[int], object]:
     """fn with every reference variant: the kernels and compositions as they were before issue 14."""
-    for name in ("conv", "mod_up", "mod_down", "tensor", "ntt", "galois", "tensor_fuse"):
+    for name in ("conv", "mod_up", "mod_down", "tensor", "ntt", "galois", "tensor_fuse", "ks_fuse"):
         fn = with_variant(name, 0, fn)
     return fn
 
@@ -69,6 +69,10 @@ GALOIS_V0 = "[galois v0: automorphism passes]"  # sigma_k as its own pass (ops.k
 NTT_V0 = "[ntt v0: before session 3]"  # the NTT kernels before issue 14's session 3 (ops.kernel_variant("ntt"))
 # HMult's tensor product as its own pass (ops.kernel_variant("tensor_fuse") = 0), before issue 14's session 4
 TENSOR_FUSE = {0: "[tensor_fuse v0: tensor product pass]"}
+# issue 14, session 4: the inner product in ModUp's last NTT pass (ops.kernel_variant("ks_fuse"); 3: the default,
+# component 1's sums in shared memory)
+KS_FUSE_VARIANTS = {0: "[ks_fuse v0: NTT, then the inner product]", 1: "[ks_fuse v1: sums in registers]",
+                    2: "[ks_fuse v2: sums in shared memory]"}
 # the NTT variants other than the default (6)
 NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
                 2: "[ntt v2: v1 + (w, w') twiddle pairs, limb-major grids]",
@@ -316,6 +320,9 @@ def make_ckks_cases(device: str) -> list[Case]:
           for v, label in TENSOR_FUSE.items()),
         *conv_variant_cases("HMult + relin", name, 3 * ct + (765 - 124) * limb_poly,
                             lambda i: evaluator.mul_relin(a, b)),
+        *(Case(f"HMult + relin {label}", name, 3 * ct + (765 - 124) * limb_poly,
+               with_variant("ks_fuse", v, lambda i: evaluator.mul_relin(a, b)))
+          for v, label in KS_FUSE_VARIANTS.items()),
         Case("rescale", name, 2 * ct, lambda i: evaluator.rescale(unscaled), REFERENCE_V100_US["rescale"]),
         Case("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1), REFERENCE_V100_US["HRotate"]),
         Case(f"HRotate {BEFORE}", name, 2 * ct + 765 * limb_poly, before_issue_14(lambda i: evaluator.rotate(a, 1))),
@@ -328,6 +335,8 @@ def make_ckks_cases(device: str) -> list[Case]:
         Case(f"HRotate {GALOIS_V0}", name, 2 * ct + 765 * limb_poly,
              with_variant("galois", 0, lambda i: evaluator.rotate(a, 1))),
         *conv_variant_cases("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1)),
+        *(Case(f"HRotate {label}", name, 2 * ct + 765 * limb_poly,
+               with_variant("ks_fuse", v, lambda i: evaluator.rotate(a, 1))) for v, label in KS_FUSE_VARIANTS.items()),
         Case("hoisted, 8 rotations", name, 2 * ct + (157 + 8 * 732) * limb_poly,
              lambda i: evaluator.rotate_hoisted(a, steps)),
         Case(f"hoisted, 8 rotations {GALOIS_V0}", name, 2 * ct + (157 + 8 * 732) * limb_poly,

@@ -65,6 +65,9 @@ struct NttArgs {
   // Inverse only (CUDA), times != nullptr (galois = 1): transform in * times (canonical products, times laid out
   // like in) and store the products to `permuted`. HMult's ModUp of d2 = a1 b1 without the d2 pass before it.
   const u64* times = nullptr;
+  // false: the inverse need not leave sigma_k(in) in `permuted` (the kernel that reads sigma_k(in) in place skips
+  // the store; a fallback may still use `permuted` as scratch). A rotation's ModUp with ks_fuse.
+  bool store_permuted = true;
 };
 
 // Where row r of an NTT's input starts (in words from `in`).
@@ -134,6 +137,9 @@ struct ConvArgs {
   // own[(j * alpha + k) * N + i] instead of converted: the NTT-domain input, exact on those primes.
   const u64* own = nullptr;
   int own_begin = 0;
+  // false: those rows are neither converted nor written (own only marks them; its words are not read): the
+  // consumer reads them from the input itself (ops.ntt_inner_product's own).
+  bool own_copy = true;
   // The caller only needs the outputs in [0, 3 p_r) (a forward NTT follows, whose butterflies take
   // [0, 4q)): a kernel may then skip its final corrections (the tensor-core variant 3 does).
   bool lazy_out = false;
@@ -273,6 +279,9 @@ enum class Variant : int {
                     //    inverse NTT reads a1, b1 (ops.intt_product) and ModDown's store adds (a0 b0, a0 b1 + a1 b0)
                     //    (mod_down_ntt's times) instead of tensor_product and its three rows (read by
                     //    rlwe/keyswitch.py for ckks/evaluator.py; the kernels: ntt.cu, ntt_rows' kProducts)
+  kKsFuse = 8,  // 1: the key-switching inner product in ModUp's last forward NTT pass (ops.ntt_inner_product,
+                //    ntt.cu; read by rlwe/keyswitch.py, needs ntt >= 3), the 128-bit sums in registers; 2: the
+                //    sums in shared memory; 3 (default): component 1's in shared memory
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp
@@ -408,7 +417,23 @@ void ks_inner_product_fused(const KsInnerProductFusedArgs& args);
 void linear_combination(const LinearCombinationArgs& args);
 }  // namespace cpu
 
+// ModUp's forward NTT and the key-switching inner product as one op: out = ks_inner_product(NTT(digits)),
+// with ntt.skip the digits' own rows (already in the NTT domain, not transformed). On CUDA (ks_fuse >= 1,
+// ntt variant >= 3) the rows kernel's blocks own (limb, rows of the 2^k1 x 2^k2 layout) and run the last
+// k2 stages of every digit in turn, multiplying each digit's row into the keys' rows in registers: the
+// transformed digits never go to memory. ntt.in == ntt.out == ip.digits, which is scratch afterwards.
+struct NttInnerProductArgs {
+  NttArgs ntt;           // rows = dnum * limbs, in place
+  KsInnerProductArgs ip;  // ip.digits == ntt.out; ip.out: [2, limbs, N]
+  // nullptr: the skipped rows are read from the digits; else limb i's from own row i - ntt.skip.begin (ModUp's
+  // input d: the digits' own rows), through sigma_own_galois (galois_ntt_source) when own_galois != 1.
+  const u64* own = nullptr;
+  u64 own_galois = 1;
+};
+
 namespace cuda {
+void ntt_inner_product(const NttInnerProductArgs& args, Stream stream);
+bool ntt_inner_product_fuses(const NttInnerProductArgs& args);  // the fused kernel runs (reads `own` itself)
 void ks_inner_product_babies(const KsInnerProductBabiesArgs& args, Stream stream);
 void ks_inner_product_pair(const KsInnerProductPairArgs& args, Stream stream);
 void giant_products(const GiantProductsArgs& args, Stream stream);

@@ -29,7 +29,7 @@
 namespace fhe {
 
 int& kernel_variant(Variant v) {
-  static int variants[static_cast<int>(Variant::kCount)] = {7, 1, 1, 1, 3, 6, 1, 1};
+  static int variants[static_cast<int>(Variant::kCount)] = {7, 1, 1, 1, 3, 6, 1, 1, 3};
   return variants[static_cast<int>(v)];
 }
 
@@ -160,7 +160,7 @@ struct CpuBackend {
   static void tensor_product(const TensorProductArgs& a, const Tensor&) { cpu_tensor_product(a); }
   static void conv(const ConvArgs& a, const Tensor&) {
     cpu::conv(a);
-    if (a.own == nullptr) return;
+    if (a.own == nullptr || !a.own_copy) return;
     for (int j = 0; j < a.dnum; ++j)  // ModUp's own rows: copied over the converted ones
       for (int r = 0; r < a.rows; ++r) {
         const int k = conv_own_index(a, j, r);
@@ -169,6 +169,11 @@ struct CpuBackend {
       }
   }
   static void ks_inner_product(const KsInnerProductArgs& a, const Tensor&) { cpu::ks_inner_product(a); }
+  static void ntt_inner_product(const NttInnerProductArgs& a, const Tensor&) {  // the two ops in turn
+    cpu_ntt<cpu::ntt_forward>(a.ntt);
+    cpu::ks_inner_product(a.ip);
+  }
+  static bool ntt_inner_product_fuses(const NttInnerProductArgs&) { return false; }
   static void center_lift(const CenterLiftArgs& a, const Tensor&) { cpu::center_lift(a); }
   static void automorphism_ntt(const AutomorphismArgs& a, const Tensor&) { cpu::automorphism_ntt(a); }
   static void automorphism_coeff(const AutomorphismArgs& a, const Tensor&) { cpu::automorphism_coeff(a); }
@@ -205,6 +210,10 @@ struct CudaBackend {
   static void ks_inner_product(const KsInnerProductArgs& a, const Tensor& t) {
     cuda::ks_inner_product(a, current_stream(t));
   }
+  static void ntt_inner_product(const NttInnerProductArgs& a, const Tensor& t) {
+    cuda::ntt_inner_product(a, current_stream(t));
+  }
+  static bool ntt_inner_product_fuses(const NttInnerProductArgs& a) { return cuda::ntt_inner_product_fuses(a); }
   static void center_lift(const CenterLiftArgs& a, const Tensor& t) { cuda::center_lift(a, current_stream(t)); }
   static void automorphism_ntt(const AutomorphismArgs& a, const Tensor& t) {
     cuda::automorphism_ntt(a, current_stream(t));
@@ -390,7 +399,8 @@ Tensor& mod_down_ntt_out(const Tensor& x, const Tensor& c, int64_t p_rows, const
 // CUDA (ntt variant >= 1) the inverse NTT reads sigma_k(a) straight from a and stores the permuted rows on
 // the way; elsewhere it is automorphism_ntt, then intt.
 template <class B>
-std::tuple<Tensor, Tensor> intt_galois(const Tensor& a, const Tensor& moduli, const Tensor& table, int64_t galois) {
+std::tuple<Tensor, Tensor> intt_galois(const Tensor& a, const Tensor& moduli, const Tensor& table, int64_t galois,
+                                       bool store_permuted) {
   const char* op = "intt_galois";
   FHE_CHECK(a.is_contiguous(), op, ": a must be contiguous, got strides ", a.strides());
   const int64_t rows = check_residues(a, moduli, op);
@@ -409,6 +419,7 @@ std::tuple<Tensor, Tensor> intt_galois(const Tensor& a, const Tensor& moduli, co
   args.table_rows = table_rows;
   args.galois = static_cast<u64>(galois);
   args.permuted = mutable_words(permuted);
+  args.store_permuted = store_permuted;
   B::ntt_inverse(args, a);
   return {out, permuted};
 }
@@ -780,13 +791,81 @@ Tensor ks_inner_product(const Tensor& digits, const Tensor& key, int64_t q_count
   return ks_inner_product_out<B>(digits, key, q_count, p_row, moduli, out);
 }
 
+// ntt_inner_product's skipped rows from `own` (through sigma_galois) copied into the digits, for the paths that
+// read them there (the CPU, CUDA where the fused kernel does not apply).
+template <class B>
+void copy_own_rows(Tensor& digits, const Tensor& own, int64_t galois, const Tensor& moduli, const NttSkip& skip) {
+  const int64_t limbs = digits.size(1);
+  Tensor source = own;
+  if (galois != 1) {
+    source = at::empty_like(own);
+    automorphism_out<B, true>(own, moduli.narrow(0, skip.begin, limbs - skip.begin), galois, source);
+  }
+  for (int64_t j = 0; j < digits.size(0); ++j) {
+    const int64_t lo = skip.begin + j * skip.stride, hi = std::min<int64_t>(limbs, lo + skip.length);
+    if (lo < hi) digits.select(0, j).narrow(0, lo, hi - lo).copy_(source.narrow(0, lo - skip.begin, hi - lo));
+  }
+}
+
+// ModUp's forward NTT (in place, skipping `skip`'s rows) and the inner product as one op: returns
+// ks_inner_product(ntt(digits, skip)); digits is scratch afterwards (NttInnerProductArgs). With own, the skipped
+// rows come from own (row i - skip[0] for limb i, through sigma_own_galois) instead of the digits.
+template <class B>
+Tensor ntt_inner_product(Tensor& digits, const Tensor& moduli, const Tensor& table, const Tensor& key,
+                         int64_t q_count, int64_t p_row, at::OptionalIntArrayRef skip, const std::optional<Tensor>& own,
+                         int64_t own_galois) {
+  const char* op = "ntt_inner_product";
+  const KsDigitShape d = check_ks_digits(digits, moduli, op);
+  const int log_n = log2_exact(d.n, op);
+  const int table_rows = check_ntt_table(table, digits, moduli, op);
+  const int64_t key_rows = check_ks_key(key, digits, d, op);
+  check_ks_rows(q_count, p_row, d.limbs, key_rows, op);
+  at::assert_no_overlap(key, digits);
+  Tensor out = at::empty({2, d.limbs, d.n}, digits.options());
+  NttArgs nt{words(digits), mutable_words(digits), moduli_ptr(moduli), words(table), d.dnum * d.limbs,
+             static_cast<int>(d.limbs), log_n};
+  nt.table_rows = table_rows;
+  if (skip.has_value()) {
+    const auto s = *skip;
+    FHE_CHECK(s.size() == 3 && s[0] >= 0 && s[1] >= 0 && s[2] >= 0 && s[0] <= d.limbs && s[1] <= d.limbs &&
+                  s[2] <= d.limbs,
+              op, ": skip must be (begin, stride, length), each in [0, ", d.limbs, "], got ", s);
+    nt.skip = NttSkip{static_cast<int>(s[0]), static_cast<int>(s[1]), static_cast<int>(s[2])};
+  }
+  const KsInnerProductArgs ip{words(digits), words(key), mutable_words(out), moduli_ptr(moduli),
+                              static_cast<int>(d.dnum), static_cast<int>(d.limbs), static_cast<int>(q_count),
+                              p_row, key_rows, d.n};
+  NttInnerProductArgs args{nt, ip};
+  check_galois(own_galois, d.n, op, "own_galois");
+  if (own.has_value()) {
+    FHE_CHECK(skip.has_value(), op, ": own needs skip (the rows it stands for)");
+    check_words(*own, op, "own");
+    check_same_device(*own, digits, op, "own");
+    const int64_t rows = d.limbs - nt.skip.begin;
+    FHE_CHECK(own->dim() == 2 && own->size(0) == rows && own->size(1) == d.n, op, ": own must be [", rows, ", ", d.n,
+              "] (the rows from skip[0] on), got ", own->sizes());
+    at::assert_no_overlap(digits, *own);
+    args.own = words(*own);
+    args.own_galois = static_cast<u64>(own_galois);
+    if (!B::ntt_inner_product_fuses(args)) {
+      copy_own_rows<B>(digits, *own, own_galois, moduli, nt.skip);
+      args.own = nullptr;
+      args.own_galois = 1;
+    }
+  } else {
+    FHE_CHECK(own_galois == 1, op, ": own_galois needs own");
+  }
+  B::ntt_inner_product(args, digits);
+  return out;
+}
+
 // ---- ModUp basis extension of all digits -------------------------------------------------------
 
 template <class B>
 Tensor& mod_up_conv_out(const Tensor& coeffs, const Tensor& src_moduli, const Tensor& qhat_inv,
                         const Tensor& qhat_inv_shoup, const Tensor& dst_moduli, const Tensor& qhat_mod_p,
                         const std::optional<Tensor>& own, bool lazy, const std::optional<Tensor>& fragments,
-                        Tensor& out) {
+                        bool copy_own, Tensor& out) {
   const char* op = "mod_up_conv";
   check_residues(coeffs, src_moduli, op, "coeffs");
   FHE_CHECK(coeffs.dim() == 2, op, ": coeffs must be [q_count, N], got ", coeffs.sizes());
@@ -822,6 +901,7 @@ Tensor& mod_up_conv_out(const Tensor& coeffs, const Tensor& src_moduli, const Te
     at::assert_no_overlap(out, *own);
     args.own = words(*own);
     args.own_begin = static_cast<int>(rows - q_count);
+    args.own_copy = copy_own;
   }
   args.lazy_out = lazy;
   args.mma_fragments = checked_fragments(fragments, coeffs, dnum, rows, alpha, op);
@@ -832,10 +912,11 @@ Tensor& mod_up_conv_out(const Tensor& coeffs, const Tensor& src_moduli, const Te
 template <class B>
 Tensor mod_up_conv(const Tensor& coeffs, const Tensor& src_moduli, const Tensor& qhat_inv,
                    const Tensor& qhat_inv_shoup, const Tensor& dst_moduli, const Tensor& qhat_mod_p,
-                   const std::optional<Tensor>& own, bool lazy, const std::optional<Tensor>& fragments) {
+                   const std::optional<Tensor>& own, bool lazy, const std::optional<Tensor>& fragments,
+                   bool copy_own) {
   Tensor out = at::empty({qhat_mod_p.size(0), dst_moduli.size(0), coeffs.size(1)}, coeffs.options());
   return mod_up_conv_out<B>(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own, lazy, fragments,
-                            out);
+                            copy_own, out);
 }
 
 // ---- centered lift -----------------------------------------------------------------------------
@@ -1238,8 +1319,8 @@ Tensor& ks_inner_product_babies_out(const Tensor& digits, at::TensorList keys, a
 // ---- run-time kernel variants (see kernels.h) -------------------------------------------------
 
 constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "fused", "ntt", "galois",
-                                          "tensor_fuse"};
-constexpr int kVariantMax[] = {8, 1, 1, 1, 3, 6, 1, 1};
+                                          "tensor_fuse", "ks_fuse"};
+constexpr int kVariantMax[] = {8, 1, 1, 1, 3, 6, 1, 1, 3};
 static_assert(sizeof(kVariantMax) / sizeof(kVariantMax[0]) == static_cast<size_t>(Variant::kCount));
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 
@@ -1255,7 +1336,7 @@ int64_t set_kernel_variant(const std::string& name, int64_t value) {
     return previous;
   }
   FHE_CHECK(false, "kernel_variant: unknown kernel '", name,
-            "' (known: conv, mod_up, mod_down, tensor, fused, ntt, galois, tensor_fuse)");
+            "' (known: conv, mod_up, mod_down, tensor, fused, ntt, galois, tensor_fuse, ks_fuse)");
   return 0;
 }
 
@@ -1291,6 +1372,7 @@ void register_backend(torch::Library& m) {
   m.impl("bconv.out", &bconv_out<B>);
   m.impl("ks_inner_product", &ks_inner_product<B>);
   m.impl("ks_inner_product.out", &ks_inner_product_out<B>);
+  m.impl("ntt_inner_product", &ntt_inner_product<B>);
   m.impl("mod_up_conv", &mod_up_conv<B>);
   m.impl("mod_up_conv.out", &mod_up_conv_out<B>);
   m.impl("center_lift", &center_lift<B>);
@@ -1321,7 +1403,7 @@ TORCH_LIBRARY(fhe_core, m) {
         "Tensor table, Tensor? add=None, int add_galois=1, Tensor? times=None) -> Tensor");
   m.def("mod_down_ntt.out(Tensor x, Tensor c, int p_rows, Tensor consts, Tensor consts_shoup, Tensor moduli, "
         "Tensor table, Tensor? add=None, int add_galois=1, Tensor? times=None, *, Tensor(a!) out) -> Tensor(a!)");
-  m.def("intt_galois(Tensor a, Tensor moduli, Tensor table, int galois) -> (Tensor, Tensor)");
+  m.def("intt_galois(Tensor a, Tensor moduli, Tensor table, int galois, bool store_permuted=True) -> (Tensor, Tensor)");
   m.def("intt_product(Tensor a, Tensor b, Tensor moduli, Tensor table) -> (Tensor, Tensor)");
   for (const char* name : {"add", "sub", "mul"}) {
     m.def((std::string(name) + "(Tensor a, Tensor b, Tensor moduli) -> Tensor").c_str());
@@ -1347,11 +1429,13 @@ TORCH_LIBRARY(fhe_core, m) {
   m.def("ks_inner_product(Tensor digits, Tensor key, int q_count, int p_row, Tensor moduli) -> Tensor");
   m.def("ks_inner_product.out(Tensor digits, Tensor key, int q_count, int p_row, Tensor moduli, *, "
         "Tensor(a!) out) -> Tensor(a!)");
+  m.def("ntt_inner_product(Tensor(a!) digits, Tensor moduli, Tensor table, Tensor key, int q_count, int p_row, "
+        "int[]? skip=None, Tensor? own=None, int own_galois=1) -> Tensor");
   m.def("mod_up_conv(Tensor coeffs, Tensor src_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, Tensor dst_moduli, "
-        "Tensor qhat_mod_p, Tensor? own=None, bool lazy=False, Tensor? fragments=None) -> Tensor");
+        "Tensor qhat_mod_p, Tensor? own=None, bool lazy=False, Tensor? fragments=None, bool copy_own=True) -> Tensor");
   m.def("mod_up_conv.out(Tensor coeffs, Tensor src_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, "
-        "Tensor dst_moduli, Tensor qhat_mod_p, Tensor? own=None, bool lazy=False, Tensor? fragments=None, *, "
-        "Tensor(a!) out) -> Tensor(a!)");
+        "Tensor dst_moduli, Tensor qhat_mod_p, Tensor? own=None, bool lazy=False, Tensor? fragments=None, "
+        "bool copy_own=True, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("conv_mma_fragments(Tensor qhat_mod_p, Tensor dst_moduli, Tensor? neg_q_mod_p=None) -> Tensor");
   m.def("center_lift(Tensor a, int q, Tensor dst_moduli) -> Tensor");
   m.def("center_lift.out(Tensor a, int q, Tensor dst_moduli, *, Tensor(a!) out) -> Tensor(a!)");

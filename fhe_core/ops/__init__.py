@@ -26,6 +26,7 @@ __all__ = [
     "cuda_built", "ntt", "intt", "intt_galois", "intt_product", "mod_down_ntt",
     "add", "sub", "neg", "mul", "mul_const", "sub_mul_const",
     "mul_add", "tensor_product", "bconv", "center_lift", "mod_up_conv", "conv_mma_fragments", "ks_inner_product",
+    "ntt_inner_product",
     "automorphism_ntt", "automorphism_coeff", "sample_uniform", "sample_cbd", "sample_ternary",
     "ntt_table", "seed_words", "kernel_variant", "use_kernel_variant", "ks_inner_product_fused",
     "linear_combination", "giant_products", "ks_inner_product_pair", "ks_inner_product_babies",
@@ -64,7 +65,10 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     ``"tensor_fuse"`` (1, the default: HMult's tensor product inside the relinearization's key switch, ModUp's
     inverse NTT reading a1 and b1, :func:`intt_product`, and ModDown's store adding (a0 b0, a0 b1 + a1 b0),
     ``mod_down_ntt(times=b)``, instead of :func:`tensor_product` and its three rows; read by ``ckks.Evaluator``
-    through ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1). All
+    through ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1).
+    ``"ks_fuse"`` (:func:`ntt_inner_product`: 1, the inner product in ModUp's last forward NTT pass with its
+    128-bit sums in registers; 2, in shared memory; 3, the default, component 1's in shared memory; needs "ntt" >= 3;
+    read by ``rlwe.keyswitch`` on CUDA with "mod_up" = 1). All
     variants give the same residues bit for bit (a ``lazy`` conversion the same residues modulo each prime: conv 3
     to 8 leave them in [0, 3p)); the switch exists so that tests compare them and benchmarks time them side by side.
     The CPU kernels have one variant and ignore "conv". A launch reads the setting when it is enqueued (so a
@@ -127,12 +131,16 @@ def mod_down_ntt(x: Tensor, c: Tensor, p_rows: int, consts: Tensor, consts_shoup
                  out)
 
 
-def intt_galois(a: Tensor, moduli: Tensor, table: Tensor, galois: int) -> tuple[Tensor, Tensor]:
+def intt_galois(a: Tensor, moduli: Tensor, table: Tensor, galois: int, *,
+                store_permuted: bool = True) -> tuple[Tensor, Tensor]:
     """``(intt(sigma), sigma)`` with ``sigma = automorphism_ntt(a, moduli, galois)``: a rotation's ModUp
     input. a: contiguous ``[..., l, N]`` NTT domain. On CUDA (``kernel_variant("ntt") >= 1``) the
     inverse NTT reads sigma straight from ``a`` (in bit-reversed order a Galois map sends each aligned
-    run of 8 slots onto another one) and stores it on the way, one pass fewer over the rows."""
-    return _ops.intt_galois(a, moduli, table, galois)
+    run of 8 slots onto another one) and stores it on the way, one pass fewer over the rows.
+    ``store_permuted=False``: the caller needs only the first (it reads sigma from ``a`` itself, e.g.
+    :func:`ntt_inner_product`'s ``own_galois``); the second is then unspecified where the kernel skips its store.
+    """
+    return _ops.intt_galois(a, moduli, table, galois, store_permuted)
 
 
 def intt_product(a: Tensor, b: Tensor, moduli: Tensor, table: Tensor) -> tuple[Tensor, Tensor]:
@@ -210,7 +218,7 @@ def bconv(a: Tensor, src_moduli: Tensor, dst_moduli: Tensor, qhat_inv: Tensor, q
 
 def mod_up_conv(coeffs: Tensor, src_moduli: Tensor, qhat_inv: Tensor, qhat_inv_shoup: Tensor,
                 dst_moduli: Tensor, qhat_mod_p: Tensor, own: Tensor | None = None, *, lazy: bool = False,
-                fragments: Tensor | None = None, out: Tensor | None = None) -> Tensor:
+                fragments: Tensor | None = None, copy_own: bool = True, out: Tensor | None = None) -> Tensor:
     """ModUp's fast basis extension of every digit at once (HK20), coefficient domain.
 
     coeffs: ``[q_count, N]`` over Q_l; digit j is rows [j*alpha, (j+1)*alpha) (the last may be
@@ -221,10 +229,12 @@ def mod_up_conv(coeffs: Tensor, src_moduli: Tensor, qhat_inv: Tensor, qhat_inv_s
     domain; the destination is (P, Q) with Q's primes last), the digits' own rows are copied from it
     instead of converted: ModUp then transforms only the other rows. ``lazy``: as in :func:`bconv`
     (the converted rows may be left in [0, 3 p_r); copied rows are as given); ``fragments``: as in
-    :func:`bconv` (:func:`conv_mma_fragments` of qhat_mod_p and dst_moduli).
+    :func:`bconv` (:func:`conv_mma_fragments` of qhat_mod_p and dst_moduli). ``copy_own=False``: the own rows are
+    not copied and their contents are unspecified (on CUDA they are not written at all; ``own`` only marks them):
+    for a consumer that reads them from the input itself (:func:`ntt_inner_product`'s ``own``).
     """
     return _call(_ops.mod_up_conv, (coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own, lazy,
-                                    fragments), out)
+                                    fragments, copy_own), out)
 
 
 def conv_mma_fragments(qhat_mod_p: Tensor, dst_moduli: Tensor, neg_q_mod_p: Tensor | None = None) -> Tensor:
@@ -258,6 +268,24 @@ def ks_inner_product(digits: Tensor, key: Tensor, q_count: int, p_row: int, modu
     bits and reduced once, so the digits and key are read once and nothing else is written.
     """
     return _call(_ops.ks_inner_product, (digits, key, q_count, p_row, moduli), out)
+
+
+def ntt_inner_product(digits: Tensor, moduli: Tensor, table: Tensor, key: Tensor, q_count: int, p_row: int, *,
+                      skip: tuple[int, int, int] | None = None, own: Tensor | None = None,
+                      own_galois: int = 1) -> Tensor:
+    """ModUp's forward NTT and the key-switching inner product in one op:
+    ``ks_inner_product(ntt(digits, skip=skip), key, q_count, p_row, moduli)``, ``[2, limbs, N]``.
+
+    digits: contiguous ``[d, limbs, N]``, coefficients (a lazy Conv's [0, 3p) is fine) outside the skipped rows and
+    NTT domain on them (ModUp's own rows); it is scratch afterwards (its contents are unspecified). On CUDA
+    (``kernel_variant("ks_fuse") >= 1`` and ``"ntt" >= 3``) the NTT's last pass multiplies each transformed
+    row into the key's rows as it goes, so the transformed digits never go to memory; elsewhere the two ops.
+    ``own`` (contiguous ``[limbs - skip[0], N]``, NTT domain; needs ``skip``): the skipped rows are read from it
+    instead of ``digits``, limb i from its row i - skip[0] (ModUp's input d over Q_l, whose digits' own rows
+    those are: :func:`mod_up_conv` with ``copy_own=False`` need not copy them), through sigma_own_galois
+    (``automorphism_ntt``) with own_galois k != 1 (a rotation's sigma_k(c1), read from c1).
+    """
+    return _ops.ntt_inner_product(digits, moduli, table, key, q_count, p_row, skip, own, own_galois)
 
 
 def automorphism_ntt(a: Tensor, moduli: Tensor, galois: int, *, out: Tensor | None = None) -> Tensor:
@@ -382,7 +410,7 @@ def _register_fakes() -> None:
         return torch.empty_like(x)
 
     @torch.library.register_fake("fhe_core::intt_galois")
-    def _(a, moduli, table, galois):
+    def _(a, moduli, table, galois, store_permuted=True):
         return torch.empty_like(a), torch.empty_like(a)
 
     @torch.library.register_fake("fhe_core::intt_product")
@@ -390,7 +418,8 @@ def _register_fakes() -> None:
         return torch.empty_like(a), torch.empty_like(a)
 
     @torch.library.register_fake("fhe_core::mod_up_conv")
-    def _(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own=None, lazy=False, fragments=None):
+    def _(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own=None, lazy=False, fragments=None,
+          copy_own=True):
         return coeffs.new_empty((qhat_mod_p.shape[0], dst_moduli.shape[0], coeffs.shape[1]))
 
     @torch.library.register_fake("fhe_core::center_lift")
@@ -399,6 +428,10 @@ def _register_fakes() -> None:
 
     @torch.library.register_fake("fhe_core::ks_inner_product")
     def _(digits, key, q_count, p_row, moduli):
+        return digits.new_empty((2, digits.shape[1], digits.shape[2]))
+
+    @torch.library.register_fake("fhe_core::ntt_inner_product")
+    def _(digits, moduli, table, key, q_count, p_row, skip=None, own=None, own_galois=1):
         return digits.new_empty((2, digits.shape[1], digits.shape[2]))
 
     @torch.library.register_fake("fhe_core::bconv")

@@ -92,11 +92,52 @@ def _mod_up_all_digits(ctx: RLWEContext, t, d: torch.Tensor, coeffs: torch.Tenso
     row outside it, the digits' own rows copied from d (NTT domain, exact) in the same kernel
     (ops.mod_up_conv with ``own``), then one NTT over all digits that skips those rows. Equal to the
     per-digit path bit for bit."""
+    out = _mod_up_conv_all_digits(t, d, coeffs)
+    return ops.ntt(out, t.qp.moduli, t.qp.ntt_table, skip=_own_rows(ctx), out=out)
+
+
+def _mod_up_conv_all_digits(t, d: torch.Tensor, coeffs: torch.Tensor, copy_own: bool = True) -> torch.Tensor:
+    """The Conv of :func:`_mod_up_all_digits`: ``[dnum_l, alpha + l + 1, N]``, coefficients in [0, 4p) (lazy: the
+    NTT that follows takes them) outside the digits' own rows, d's NTT-domain rows on them (``copy_own``; else
+    those rows are left unwritten, for :func:`_ntt_inner_product` to read from d)."""
     b = t.batched_mod_up
-    out = ops.mod_up_conv(coeffs, t.q.moduli, b.qhat_inv, b.qhat_inv_shoup, t.qp.moduli, b.qhat_mod_p, d,
-                          lazy=True, fragments=b.mma_fragments)  # lazy: the NTT below takes [0, 4p)
-    alpha = ctx.alpha  # digit j's own rows: alpha + j * alpha onwards, alpha of them (fewer in the last)
-    return ops.ntt(out, t.qp.moduli, t.qp.ntt_table, skip=(alpha, alpha, alpha), out=out)
+    return ops.mod_up_conv(coeffs, t.q.moduli, b.qhat_inv, b.qhat_inv_shoup, t.qp.moduli, b.qhat_mod_p, d,
+                           lazy=True, fragments=b.mma_fragments, copy_own=copy_own)
+
+
+def _own_rows(ctx: RLWEContext) -> tuple[int, int, int]:
+    """The NTT skip of the digits' own rows: digit j's are alpha + j * alpha onwards, alpha of them (fewer in the
+    last)."""
+    return (ctx.alpha, ctx.alpha, ctx.alpha)
+
+
+def _inner_product_in_mod_up(ctx: RLWEContext) -> bool:
+    """On CUDA (ops.kernel_variant "ks_fuse" >= 1, the default 3, with the one-launch ModUp) the inner product runs
+    in ModUp's last forward NTT pass (ops.ntt_inner_product): the transformed digits never go to memory."""
+    return _mod_up_all_digits_at_once(ctx) and ops.kernel_variant("ks_fuse") >= 1
+
+
+def _mod_up_inner_product(ctx: RLWEContext, d: torch.Tensor, key: SwitchingKey, level: int,
+                          coeffs: torch.Tensor | None = None) -> torch.Tensor:
+    """``_inner_product(_decompose_mod_up(d))`` of checked inputs, ``[2, alpha + l + 1, N]``; ``coeffs``: INTT(d)
+    if the caller has it. With :func:`_inner_product_in_mod_up` the Conv, then one op for the NTT and the inner
+    product (equal bit for bit), which reads the digits' own rows from d (the Conv does not copy them)."""
+    if not _inner_product_in_mod_up(ctx):
+        return _inner_product(ctx, _decompose_mod_up(ctx, d, level, coeffs), key, level)
+    t = ctx.tables(level)
+    with _step("mod_up", ctx.device):
+        digits = _mod_up_conv_all_digits(t, d, t.q.intt(d) if coeffs is None else coeffs, copy_own=False)
+    return _ntt_inner_product(ctx, t, digits, key, d)
+
+
+def _ntt_inner_product(ctx: RLWEContext, t, digits: torch.Tensor, key: SwitchingKey, own: torch.Tensor,
+                       own_galois: int = 1) -> torch.Tensor:
+    """The forward NTT of :func:`_mod_up_conv_all_digits`' output (``copy_own=False``) and the inner product, one op
+    (digits: scratch), the own rows read from ``own`` (d over Q_l; with own_galois k, sigma_k(own))."""
+    rows = len(t.qp)
+    with _step("mod_up_inner_product", ctx.device):
+        return ops.ntt_inner_product(digits, t.qp.moduli, t.qp.ntt_table, key.data, rows, rows, skip=_own_rows(ctx),
+                                     own=own, own_galois=own_galois)
 
 
 def inner_product(ctx: RLWEContext, digits: torch.Tensor, key: SwitchingKey, level: int) -> torch.Tensor:
@@ -230,7 +271,7 @@ def _key_switch(ctx: RLWEContext, d: torch.Tensor, key: SwitchingKey, level: int
                 add: torch.Tensor | None = None) -> torch.Tensor:
     """:func:`key_switch` of checked inputs (no check repeated on the way down), plus ``add`` on the
     first components (see :func:`_mod_down`)."""
-    return _mod_down(ctx, _inner_product(ctx, _decompose_mod_up(ctx, d, level), key, level), level, add)
+    return _mod_down(ctx, _mod_up_inner_product(ctx, d, key, level), level, add)
 
 
 def relinearize(ctx: RLWEContext, ct: Ciphertext, keys: EvalKeySet) -> Ciphertext:
@@ -270,8 +311,7 @@ def _relinearize_product(ctx: RLWEContext, a: torch.Tensor, b: torch.Tensor, key
     t = ctx.tables(level)
     with _step("tensor_mod_up", ctx.device):
         coeffs, d2 = ops.intt_product(a[1], b[1], t.q.moduli, t.q.ntt_table)
-    digits = _decompose_mod_up(ctx, d2, level, coeffs)
-    return _mod_down(ctx, _inner_product(ctx, digits, key, level), level, add=a, add_times=b)
+    return _mod_down(ctx, _mod_up_inner_product(ctx, d2, key, level, coeffs), level, add=a, add_times=b)
 
 
 def apply_galois(ctx: RLWEContext, ct: Ciphertext, galois_element: int, keys: EvalKeySet) -> Ciphertext:
@@ -309,8 +349,16 @@ def _galois_in_key_switch(ctx: RLWEContext) -> bool:
 def _key_switch_galois(ctx: RLWEContext, data: torch.Tensor, k: int, key: SwitchingKey, level: int) -> torch.Tensor:
     """(sigma_k(c0), 0) + key_switch(sigma_k(c1)) for contiguous ``data`` = (c0, c1), equal to the
     automorphism-first path bit for bit: ModUp's inverse NTT reads sigma_k(c1) from c1 and stores it
-    for the digits' own rows (ops.intt_galois), ModDown's last store adds sigma_k(c0) read from c0."""
+    for the digits' own rows (ops.intt_galois), ModDown's last store adds sigma_k(c0) read from c0. With the
+    inner product in ModUp's NTT (:func:`_inner_product_in_mod_up`) its kernel reads the own rows of sigma_k(c1)
+    from c1 too, and nothing stores sigma_k(c1)."""
     t = ctx.tables(level)
+    if _inner_product_in_mod_up(ctx):  # sigma_k(c1)'s own rows read from c1 by the inner product's kernel
+        with _step("mod_up", ctx.device):
+            coeffs, _ = ops.intt_galois(data[1], t.q.moduli, t.q.ntt_table, k, store_permuted=False)
+            digits = _mod_up_conv_all_digits(t, data[1], coeffs, copy_own=False)  # (data[1]: marks the rows only)
+        extended = _ntt_inner_product(ctx, t, digits, key, data[1], k)
+        return _mod_down(ctx, extended, level, add=data[:1], add_galois=k)
     with _step("mod_up", ctx.device):
         coeffs, d = ops.intt_galois(data[1], t.q.moduli, t.q.ntt_table, k)
         digits = _mod_up_all_digits(ctx, t, d, coeffs)

@@ -607,7 +607,7 @@ __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64
   u64 v[kPerThread];
   if constexpr (kGalois) {
     load8_galois(in, first, galois, log_n, v);
-    store8(permuted + first, v);
+    if (permuted != nullptr) store8(permuted + first, v);  // (nullptr: NttArgs::store_permuted false)
   } else if constexpr (kProducts) {  // in * times (canonical), also stored for the digits' own rows
     load8(in + first, v);
     u64 y[kPerThread];
@@ -729,6 +729,166 @@ __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kPr
                                                                            log_n)];
       out[tile + i] = add != nullptr ? add_mod(y, a, q) : y;
     }
+  }
+}
+
+// ---- ModUp's last forward pass with the key-switching inner product (ks_fuse >= 1) ------------------
+//
+// A block owns limb i of QP and rows_per_block rows of the 2^k1 x 2^k2 layout. For every digit j in turn it
+// runs the last k2 forward stages on digit j's rows (the columns kernel's output), or, on the digit's own
+// primes (NttSkip), reads them as they are (the NTT-domain input: copied by the Conv, or straight from ModUp's
+// input, NttInnerProductArgs::own, through sigma_k in a rotation), and multiplies the
+// thread's 8 words into key[j][0][i] and key[j][1][i], accumulating in 128 bits; after the last digit one
+// reduction and one store per component. The transformed digits never go to memory (ntt_rows' store and
+// ks_inner_product_kernel's load of them), and the rows' twiddles, the same for every digit, come from L1 or
+// L2 after the first digit.
+//
+// Bounds: a transformed word is below bound * q < 2^64 (the lazy paths: lazy_forward_fits or
+// trunc_forward_fits) or 4q (Harvey's), an own word below q, a key word below q < 2^61: a product is below
+// 2^125 and 8 of them fit 128 bits. With more digits each transformed word is first reduced to [0, q) (products
+// below 2^122: up to 63 digits, ks_inner_product's limit). The sum is exact and its reduction canonical: the
+// same words as ks_inner_product(ntt(digits)).
+constexpr int kIpLazyDigits = 8;
+
+// acc += a * b for a 128-bit sum in shared memory (16-byte aligned).
+__device__ __forceinline__ void mac128_shared(ulonglong2* acc, u64 a, u64 b) {
+  const ulonglong2 x = *acc;
+  U128 u{x.x, x.y};
+  mac128(u, a, b);
+  *acc = make_ulonglong2(u.lo, u.hi);
+}
+
+// The last k2 forward stages of the thread's row (in: the row's segment of the block; every round but the last
+// through shared memory, as rows_forward_direct), the thread's 8 contiguous output words left in v.
+template <class Tw>
+__device__ __forceinline__ void rows_forward_to_registers(const u64* in, u64* smem, const RowLayout& layout, u32 tcol,
+                                                          int k2, const Tw& t, u64 q, u64 (&v)[kPerThread]) {
+  const int rounds = (k2 + 2) / 3;
+#pragma unroll
+  for (int i = 0; i + 1 < rounds; ++i) {
+    if (i == 0) run_round<true, 3, true, false>(in, nullptr, smem, layout, tcol, 0, k2, t, false, q);
+    else run_round<true, 3, false, false>(in, nullptr, smem, layout, tcol, 3 * i, k2, t, false, q);
+    __syncthreads();
+  }
+  load8_shared(smem, layout, tcol, v);
+  contiguous_round<true>(v, tcol, k2, t, q);
+}
+
+// The thread's 8 words of limb's own row from NttInnerProductArgs::own (through sigma_own_galois). The addresses
+// are the same for every digit: behind an opaque copy of the pointer, or nvcc computes all 8 before the digit
+// loop and keeps them in registers through the transforms (spilling).
+__device__ __forceinline__ void load8_own(const NttInnerProductArgs& a, int limb, u32 mine, u64 (&v)[kPerThread]) {
+  const u64* own = a.own;
+  u32 first = mine;
+  asm volatile("" : "+l"(own), "+r"(first));
+  const u64* src = own + static_cast<int64_t>(limb - a.ntt.skip.begin) * (int64_t{1} << a.ntt.log_n);
+  if (a.own_galois == 1) load8(src + first, v);
+  else load8_galois(src, first, a.own_galois, a.ntt.log_n, v);
+}
+
+// One block's digits in turn, then the two output components (word: the thread row's first word in a limb row).
+template <int kSharedComponents, class Tw>
+__device__ __forceinline__ void rows_inner_product(const NttInnerProductArgs& a, u64* smem, ulonglong2* acc_smem,
+                                                   const RowLayout& layout, u32 tcol, int k2, u32 word, const Tw& t,
+                                                   const Modulus& m, int limb) {
+  const NttArgs& nt = a.ntt;
+  const KsInnerProductArgs& ip = a.ip;
+  const int64_t n = int64_t{1} << nt.log_n;
+  const u64 q = m.value;
+  const bool reduce_first = ip.dnum > kIpLazyDigits;
+  const u32 mine = word + tcol * kPerThread;  // the thread's 8 words of the limb row
+  const u64* key = ip.key + ks_key_row(limb, ip.q_count, ip.p_row) * n + mine;
+  // The thread's 8 x 128-bit sums of both output components: the first kRegisterComponents in registers (64
+  // registers for both: the reason for the shared variants), the others in shared memory, [component][word][thread]
+  // with kRowThreads threads (every N >= 2^10 fills the block; a warp's 16-byte accesses are consecutive).
+  constexpr int kRegisterComponents = 2 - kSharedComponents;
+  U128 acc[kRegisterComponents > 0 ? kRegisterComponents : 1][kPerThread];
+#pragma unroll
+  for (int c = 0; c < 2; ++c)
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) {
+      if (c < kRegisterComponents) acc[c][k] = U128{0, 0};
+      else acc_smem[((c - kRegisterComponents) * kPerThread + k) * kRowThreads] = make_ulonglong2(0, 0);
+    }
+  for (int j = 0; j < ip.dnum; ++j) {
+    const int64_t row = static_cast<int64_t>(j) * nt.limbs + limb;
+    u64 v[kPerThread];
+    if (ntt_row_skipped(nt.skip, row, nt.limbs)) {  // (uniform over the block: the barriers below are safe)
+      if (a.own == nullptr) load8(nt.out + row * n + mine, v);
+      else load8_own(a, limb, mine, v);
+    } else {
+      rows_forward_to_registers(nt.out + row * n + word, smem, layout, tcol, k2, t, q, v);
+      __syncthreads();  // the next digit's first round rewrites the tile
+      if (reduce_first) {
+#pragma unroll
+        for (int k = 0; k < kPerThread; ++k) v[k] = mul_shoup(v[k], 1, m.ratio_hi, q);
+      }
+    }
+    const u64* kj = key + static_cast<int64_t>(j) * 2 * ip.key_rows * n;
+    u64 w[kPerThread];
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      load8(kj + c * ip.key_rows * n, w);
+#pragma unroll
+      for (int k = 0; k < kPerThread; ++k) {
+        if (c < kRegisterComponents) mac128(acc[c][k], v[k], w[k]);
+        else mac128_shared(acc_smem + ((c - kRegisterComponents) * kPerThread + k) * kRowThreads, v[k], w[k]);
+      }
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < kRegisterComponents; ++c) {
+    u64 r[kPerThread];
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) r[k] = reduce128(acc[c][k], m);
+    store8(ip.out + (static_cast<int64_t>(c) * nt.limbs + limb) * n + mine, r);
+  }
+  // the shared sums two words at a time, not unrolled: unrolled, nvcc loads all 16 first and spills
+#pragma unroll 1
+  for (int i = kRegisterComponents * kPerThread; i < 2 * kPerThread; i += 2) {
+    const int c = i / kPerThread, k = i % kPerThread;
+    const ulonglong2 x = acc_smem[(i - kRegisterComponents * kPerThread) * kRowThreads];
+    const ulonglong2 y = acc_smem[(i + 1 - kRegisterComponents * kPerThread) * kRowThreads];
+    *reinterpret_cast<ulonglong2*>(ip.out + (static_cast<int64_t>(c) * nt.limbs + limb) * n + mine + k) =
+        make_ulonglong2(reduce128(U128{x.x, x.y}, m), reduce128(U128{y.x, y.y}, m));
+  }
+}
+
+// Grid: (2^k1 / rows_per_block, limbs), the limbs backwards (the columns kernel, batch-major, wrote the last
+// limbs' rows last). Shared memory: the rows tile (tile_words), then the accumulators in shared memory.
+// Blocks per SM (ptxas at N = 2^16, sm_90): 3 at 168 registers with the sums in registers, 4 at 128 with one
+// component's in shared memory (25 KB per block), 5 at 96 with both (41 KB); none spills. Tighter bounds spill.
+//
+// Measured and removed (H200, docs/performance.md, "Issue 14, session 4"): each digit's inputs and keys copied one
+// step ahead by cp.async (+29 us at the same occupancy), and each digit's transformed words staged in shared
+// memory with the products after the last digit (80 registers, 6 blocks per SM: 2-5 us slower than variant 3;
+// the extra warps wait on the staged words).
+template <int kLen, int kSharedComponents>
+__global__ void __launch_bounds__(kRowThreads, kSharedComponents == 0 ? 3 : kSharedComponents == 1 ? 4 : 5)
+    ntt_rows_inner_product(NttInnerProductArgs a, int k1, int rows_per_block, bool truncated_columns, u32 tile_words) {
+  extern __shared__ u64 smem[];
+  const int log_n = a.ntt.log_n;
+  const u32 n = 1u << log_n;
+  const int k2 = kLen != 0 ? kLen : log_n - k1;
+  const u32 len = 1u << k2;
+  const int limb = a.ntt.limbs - 1 - static_cast<int>(blockIdx.y);
+  const Modulus m = a.ntt.moduli[limb];
+  const u64 q = m.value;
+  const u32 threads_per_row = len / kPerThread;
+  const u32 sub = threadIdx.x / threads_per_row;
+  const u32 tcol = threadIdx.x % threads_per_row;
+  const u32 first_row = blockIdx.x * rows_per_block;
+  const auto t = global_twiddles<true>(a.ntt.table, limb, n, true, (1u << k1) + first_row + sub);
+  const RowLayout layout{sub * len};
+  const u32 word = (first_row + sub) * len;
+  // the columns kernel's path for this prime (ntt_columns): truncated, lazy or Harvey's
+  const bool truncated = truncated_columns && trunc_forward_fits(q, log_n, k1);
+  ulonglong2* acc_smem = reinterpret_cast<ulonglong2*>(smem + tile_words) + threadIdx.x;
+  if (truncated || lazy_forward_fits(q, log_n)) {
+    rows_inner_product<kSharedComponents>(a, smem, acc_smem, layout, tcol, k2, word,
+                                          LazyTwiddles<std::decay_t<decltype(t)>>{t}, m, limb);
+  } else {
+    rows_inner_product<kSharedComponents>(a, smem, acc_smem, layout, tcol, k2, word, t, m, limb);
   }
 }
 
@@ -877,12 +1037,82 @@ void launch_ntt(const NttArgs& a, Stream stream) {
     NttEpilogue inverse_input{};  // (unused by the inverse but for the second factor of ModUp's products)
     inverse_input.times = a.times;
     rows<<<row_grid, row_threads, row_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, rpb, a.skip,
-                                                 inverse_input, a.in_batch_stride, first_order, a.galois, a.permuted);
+                                                 inverse_input, a.in_batch_stride, first_order, a.galois,
+                                                 a.store_permuted ? a.permuted : nullptr);
     check_launch("ntt_rows<inverse>");
     columns<<<col_grid, col_threads, col_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, a.skip, 0,
                                                     second_order);
     check_launch("ntt_columns<inverse>");
   }
+}
+
+
+// ModUp's forward NTT and the inner product (NttInnerProductArgs): the columns kernel as launch_ntt's forward,
+// then ntt_rows_inner_product. Where the fused kernel does not apply (ks_fuse 0, ntt variant < 3 or a pointer
+// off 16-byte alignment) the two ops in turn.
+template <int kLen, int kShared>
+void launch_rows_inner_product(const NttInnerProductArgs& a, dim3 grid, unsigned threads, u32 tile_words, int k1,
+                               int rows_per_block, bool truncated, cudaStream_t s) {
+  const size_t smem = (tile_words + static_cast<size_t>(kShared) * kPerThread * threads * 2) * sizeof(u64);
+  ntt_rows_inner_product<kLen, kShared><<<grid, threads, smem, s>>>(a, k1, rows_per_block, truncated, tile_words);
+  check_launch("ntt_rows_inner_product");
+}
+
+NttPlan ntt_inner_product_plan(const NttArgs& nt) {
+  return ntt_plan(kernel_variant(Variant::kNtt), true, direct_rows_aligned(nt), aligned16(nt.table), nt.log_n);
+}
+
+bool fused_inner_product_applies(const NttInnerProductArgs& a) {
+  const NttArgs& nt = a.ntt;
+  return kernel_variant(Variant::kKsFuse) != 0 && ntt_inner_product_plan(nt).lazy && aligned16(a.ip.key) &&
+         aligned16(a.ip.out) && (a.own == nullptr || aligned16(a.own)) && nt.in == nt.out && a.ip.digits == nt.out &&
+         nt.in_batch_stride == 0 && nt.epilogue.sub_from == nullptr &&
+         std::min<u32>(1u << nt.log_n, kRowThreads * kPerThread) == kRowThreads * kPerThread;  // (full blocks)
+}
+
+void launch_ntt_inner_product(const NttInnerProductArgs& a, Stream stream) {
+  const NttArgs& nt = a.ntt;
+  if (nt.rows == 0) return;
+  const int variant = kernel_variant(Variant::kKsFuse);
+  const NttPlan plan = ntt_inner_product_plan(nt);
+  if (!fused_inner_product_applies(a)) {  // (ops.cpp has copied `own`'s rows into the digits then)
+    launch_ntt<true>(nt, stream);
+    ks_inner_product(a.ip, stream);
+    return;
+  }
+  const DeviceScope scope(stream.device);
+  const Geometry g = split(nt.log_n);
+  const u32 n = 1u << nt.log_n;
+  const dim3 col_grid((n >> g.k1) / kColumnsPerBlock, static_cast<unsigned>(nt.rows));
+  const unsigned col_threads = kColumnsPerBlock * ((1u << g.k1) / kPerThread);
+  const size_t col_smem = static_cast<size_t>(kColumnsPerBlock) * (1u << g.k1) * sizeof(u64);
+  const u32 len = 1u << g.k2;
+  const u32 rows_per_block = std::min<u32>(1u << g.k1, std::max<u32>(1u, kRowThreads / (len / kPerThread)));
+  const dim3 row_grid((1u << g.k1) / rows_per_block, static_cast<unsigned>(nt.limbs));
+  const unsigned row_threads = rows_per_block * (len / kPerThread);
+  const u32 tile = rows_per_block * len;
+  const u32 tile_words = (tile + tile / 8 + 1) & ~1u;  // (even: the accumulators after it are 16-byte aligned)
+  cudaStream_t s = native(stream);
+  using Columns = decltype(&ntt_columns<true, false>);
+  const Columns columns = plan.fixed16 && plan.truncated ? ntt_columns<true, true, true, 8, true>
+                          : plan.truncated               ? ntt_columns<true, true, true, 0, true>
+                          : plan.fixed16                 ? ntt_columns<true, true, true, 8>
+                                                         : ntt_columns<true, true, true>;
+  columns<<<col_grid, col_threads, col_smem, s>>>(nt.in, nt.out, nt.moduli, nt.table, nt.limbs, nt.log_n, g.k1, nt.skip,
+                                                  0, plan.first_order);
+  check_launch("ntt_columns<forward>");
+  const int rpb = static_cast<int>(rows_per_block);
+  const bool trunc = plan.truncated;
+  const auto launch = [&](auto len) {
+    constexpr int kLen = decltype(len)::value;
+    switch (variant) {
+      case 1: return launch_rows_inner_product<kLen, 0>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);
+      case 2: return launch_rows_inner_product<kLen, 2>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);
+      default: return launch_rows_inner_product<kLen, 1>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);
+    }
+  };
+  if (plan.fixed16) launch(std::integral_constant<int, 8>{});
+  else launch(std::integral_constant<int, 0>{});
 }
 
 }  // namespace
@@ -893,5 +1123,7 @@ bool ntt_fuses_products(const NttArgs& args, bool forward) {
                                       aligned16(args.table), args.log_n));
 }
 void ntt_inverse(const NttArgs& args, Stream stream) { launch_ntt<false>(args, stream); }
+void ntt_inner_product(const NttInnerProductArgs& args, Stream stream) { launch_ntt_inner_product(args, stream); }
+bool ntt_inner_product_fuses(const NttInnerProductArgs& args) { return fused_inner_product_applies(args); }
 
 }  // namespace fhe::cuda

@@ -183,7 +183,8 @@ __global__ void conv_kernel(ConvArgs a, int groups) {
   for (int r = 0; r < kConvGroup; ++r) {
     if (r >= width) continue;
     const int own = conv_own_index(a, j, r0 + r);
-    out[r * a.n] = own < 0 ? reduce128(acc[r], a.dst[r0 + r]) : a.own[(first + own) * a.n + i];
+    if (own < 0) out[r * a.n] = reduce128(acc[r], a.dst[r0 + r]);
+    else if (a.own_copy) out[r * a.n] = a.own[(first + own) * a.n + i];
   }
 }
 
@@ -383,7 +384,7 @@ __device__ __forceinline__ void conv_mma_body(const ConvArgs& a, int groups, int
     for (int rr = 0; rr < width; ++rr) {
       const int own = conv_own_index(a, j, r0 + rr);
       if (own >= 0) {  // the digit's own prime: copied (warp-uniform branch)
-        out[rr * a.n + coefficient] = a.own[(first + own) * a.n + coefficient];
+        if (a.own_copy) out[rr * a.n + coefficient] = a.own[(first + own) * a.n + coefficient];
         continue;
       }
       int acc[2][4] = {};
@@ -708,7 +709,7 @@ __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
   }
   // The group's own rows (ModUp) over the same tiles, after the conversion (whose registers the copies
   // would otherwise crowd): 16 bytes per thread, four copies in flight.
-  const int own_rows = own_end - own_begin;
+  const int own_rows = a.own_copy ? own_end - own_begin : 0;
   const int64_t copies = ((tile_count - blockIdx.x + gridDim.x - 1) / gridDim.x) * own_rows * (kMmaTile / 2);
   const int64_t own_first = first - own_lo;  // own row k + own_lo comes from input row first + k
   for (int64_t e0 = tid; e0 < copies; e0 += 4 * kMmaTile) {
