@@ -10,7 +10,7 @@ from fhe_core import ops
 from fhe_core.ring import RNSBasis, generate_primes
 from fhe_reference import fresh_rng, random_residues
 
-KS_FUSE_VARIANTS = (0, 1, 2, 3, 4, 5, 6)  # 4-6: one thread group per digit (up to 4 digits; more: variant 3)
+KS_FUSE_VARIANTS = (0, 1, 2, 3, 4, 5, 6, 7)  # 4-7: one thread group per digit (up to 4 digits; more: variant 3)
 NTT_VARIANTS = (6, 5, 4, 3, 2, 1, 0)  # 2 to 0: the fused kernel needs the lazy rows (3+): the two ops instead
 
 
