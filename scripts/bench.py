@@ -74,9 +74,7 @@ TENSOR_FUSE = {0: "[tensor_fuse v0: tensor product pass]"}
 KS_FUSE_VARIANTS = {0: "[ks_fuse v0: NTT, then the inner product]", 1: "[ks_fuse v1: sums in registers]",
                     2: "[ks_fuse v2: sums in shared memory]",
                     3: "[ks_fuse v3: digits in turn, component 1's sums in shared memory]",
-                    4: "[ks_fuse v4: digit groups, one component per phase]",
-                    6: "[ks_fuse v6: v4 with the keys loaded before the transform]",
-                    7: "[ks_fuse v7: v5 without the own-row group, Q and P limbs apart]"}
+                    4: "[ks_fuse v4: digit groups, one component per phase]"}
 # the NTT variants other than the default (6)
 NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
                 2: "[ntt v2: v1 + (w, w') twiddle pairs, limb-major grids]",

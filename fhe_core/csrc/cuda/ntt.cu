@@ -892,7 +892,7 @@ __global__ void __launch_bounds__(kRowThreads, kSharedComponents == 0 ? 3 : kSha
   }
 }
 
-// ---- ks_fuse 4-6: the digits in parallel inside a block ----------------------------------------------------------
+// ---- ks_fuse 4, 5 (default): the digits in parallel inside a block ----------------------------------------------
 //
 // Variant 3 walks the digits one after another in every thread, its 128-bit sums live through each digit's
 // transform: 128 registers, 4 warps per scheduler, and each warp alternates a long transform with a long wait on
@@ -904,8 +904,13 @@ __global__ void __launch_bounds__(kRowThreads, kSharedComponents == 0 ? 3 : kSha
 // reduce once (reduce128: the canonical residue, the same word as variant 0's) and store 16 bytes per thread,
 // a warp's stores contiguous. No sum lives through a transform, and while one group transforms, another one's key
 // loads are in flight. kPhases 2: one component per phase (products of component 1 written after component 0's
-// stores, half the shared memory); kPhases 1: both at once. kEarlyKeys: the key words are loaded before the
-// transform (in flight during it, 32 more registers).
+// stores, half the shared memory: 64 registers, 5 blocks of 3 groups per SM); kPhases 1 (the default): both at
+// once (80 registers, 4 blocks; one barrier and phase fewer, measured faster).
+//
+// Measured and removed (H200, docs/performance.md, "Issue 14, session 4, round 2"): variant 4 with the key words
+// loaded before the transform (80 registers: 131 us against 109), and variant 5 without a group for the own row
+// (the limbs of Q in a launch of dnum - 1 groups, the own row's products taken in the final sums, the limbs of P
+// in a second launch: 119 us against 106; the P launch's 11 limbs alone took 47 us).
 constexpr int kMaxDigitGroups = 4;
 
 // Barrier of one group: named barrier 1 + group (__syncthreads is barrier 0), the id an immediate (with an id in a
@@ -946,8 +951,8 @@ __device__ __forceinline__ u32 product_slot(int cl, u32 tid, int k) {
 // Grid: (2^k1 / rows_per_group, limbs), the limbs backwards (as ntt_rows_inner_product). Block: dnum groups of
 // kGroupThreads. Shared memory: one region of region_words per group (its rows tile during the transform, then its
 // products).
-template <int kLen, int kGroupThreads, int kPhases, bool kEarlyKeys>
-__global__ void __launch_bounds__(kMaxDigitGroups * kGroupThreads, (kPhases == 2 && !kEarlyKeys ? 256 : 192) / kGroupThreads)
+template <int kLen, int kGroupThreads, int kPhases>
+__global__ void __launch_bounds__(kMaxDigitGroups * kGroupThreads, (kPhases == 2 ? 256 : 192) / kGroupThreads)
     ntt_digits_inner_product(NttInnerProductArgs a, int k1, bool truncated_columns, u32 region_words) {
   extern __shared__ u64 smem[];
   constexpr int kComponents = 2 / kPhases;  // per phase
@@ -976,11 +981,6 @@ __global__ void __launch_bounds__(kMaxDigitGroups * kGroupThreads, (kPhases == 2
                    mine;
   const int64_t key_component = ip.key_rows * n;
 
-  u64 w[2][kPerThread];
-  if constexpr (kEarlyKeys) {
-    load8(key, w[0]);
-    load8(key + key_component, w[1]);
-  }
   u64 v[kPerThread];
   if (ntt_row_skipped(nt.skip, row, nt.limbs)) {  // (uniform over the group)
     if (a.own == nullptr) load8(nt.out + row * n + mine, v);
@@ -998,10 +998,9 @@ __global__ void __launch_bounds__(kMaxDigitGroups * kGroupThreads, (kPhases == 2
     }
     group_barrier(group, kGroupThreads);  // the group's tile is read: its products may overwrite it
   }
-  if constexpr (!kEarlyKeys) {
-    load8(key, w[0]);
-    load8(key + key_component, w[1]);
-  }
+  u64 w[2][kPerThread];
+  load8(key, w[0]);
+  load8(key + key_component, w[1]);
   const int groups = ip.dnum;
   const u32 units = kComponents * kGroupThreads * kPerThread / 2;  // 16-byte output units per phase
 #pragma unroll
@@ -1033,105 +1032,6 @@ __global__ void __launch_bounds__(kMaxDigitGroups * kGroupThreads, (kPhases == 2
           make_ulonglong2(reduce128(s0, m), reduce128(s1, m));
     }
     if (phase + 1 < kPhases) __syncthreads();  // the next phase's products overwrite these
-  }
-}
-
-// ks_fuse 7: ntt_digits_inner_product with blocks of the transforming digits only. In a limb of Q one digit's row
-// is its own (read, not transformed): ks_fuse 4-6 give it a group that idles through the others' transforms (a
-// third of the warps in 31 of 42 limbs at the preset's top level). Here the limbs of Q run in their own launch with
-// dnum - 1 groups, and the own row's products are taken in the final sums: each of the block's threads takes one
-// component of one group thread's 8 words (an aligned run of 8, as load8_own reads it), adds the groups' products
-// from shared memory and own * key[own digit] (below 2^122), reduces and stores 8 words. The limbs of P (no own row)
-// run with dnum groups. Both launches: both components' products at once (as ks_fuse 5).
-template <int kLen>
-__global__ void __launch_bounds__(kMaxDigitGroups * 64, 3)
-    ntt_digits_inner_product_split(NttInnerProductArgs a, int k1, bool truncated_columns, u32 region_words,
-                                   int last_limb) {
-  constexpr int kGroupThreads = 64;
-  extern __shared__ u64 smem[];
-  const NttArgs& nt = a.ntt;
-  const KsInnerProductArgs& ip = a.ip;
-  const int log_n = nt.log_n;
-  const int64_t n = int64_t{1} << log_n;
-  const int k2 = kLen != 0 ? kLen : log_n - k1;
-  const u32 len = 1u << k2;
-  const int limb = last_limb - static_cast<int>(blockIdx.y);
-  const Modulus m = nt.moduli[limb];
-  const u64 q = m.value;
-  int own_digit = -1;  // (the launcher checked: at most one per limb)
-  for (int j = 0; j < ip.dnum; ++j) {
-    if (ntt_row_skipped(nt.skip, static_cast<int64_t>(j) * nt.limbs + limb, nt.limbs)) own_digit = j;
-  }
-  const int transforms = ip.dnum - (own_digit >= 0 ? 1 : 0);
-  const int group = static_cast<int>(threadIdx.x) / kGroupThreads;
-  const int digit = own_digit >= 0 && group >= own_digit ? group + 1 : group;
-  const u32 tid = threadIdx.x % kGroupThreads;
-  const u32 threads_per_row = len / kPerThread;
-  const u32 sub = tid / threads_per_row;
-  const u32 tcol = tid % threads_per_row;
-  const u32 rows_per_group = kGroupThreads / threads_per_row;
-  const u32 first_row = blockIdx.x * rows_per_group;
-  const u32 first = first_row * len;
-  const int64_t key_row = ks_key_row(limb, ip.q_count, ip.p_row);
-  const int64_t key_component = ip.key_rows * n;
-  if (group < transforms) {  // (a block of Q at dnum 1 has no transform: one group of threads for the sums)
-    u64* region = smem + static_cast<size_t>(group) * region_words;
-    ulonglong2* products = reinterpret_cast<ulonglong2*>(region);
-    const int64_t row = static_cast<int64_t>(digit) * nt.limbs + limb;
-    const u64* key = ip.key + (key_row + static_cast<int64_t>(digit) * 2 * ip.key_rows) * n + first + tid * kPerThread;
-    u64 v[kPerThread];
-    const auto t = global_twiddles<true>(nt.table, limb, static_cast<u32>(n), true, (1u << k1) + first_row + sub);
-    const RowLayout layout{sub * len};
-    const u64* in = nt.out + row * n + first + sub * len;
-    const bool truncated = truncated_columns && trunc_forward_fits(q, log_n, k1);
-    if (truncated || lazy_forward_fits(q, log_n)) {
-      group_rows_forward(in, region, layout, tcol, k2, LazyTwiddles<std::decay_t<decltype(t)>>{t}, q, v, group,
-                         kGroupThreads);
-    } else {
-      group_rows_forward(in, region, layout, tcol, k2, t, q, v, group, kGroupThreads);
-    }
-    u64 w[2][kPerThread];
-    load8(key, w[0]);
-    load8(key + key_component, w[1]);
-    group_barrier(group, kGroupThreads);  // the group's tile is read: its products may overwrite it
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-#pragma unroll
-      for (int k = 0; k < kPerThread; ++k) {
-        const U128 z = mul_wide(v[k], w[c][k]);
-        products[product_slot<kGroupThreads>(c, tid, k)] = make_ulonglong2(z.lo, z.hi);
-      }
-    }
-  }
-  __syncthreads();
-  for (u32 u = threadIdx.x; u < 2 * kGroupThreads; u += blockDim.x) {  // (component, group thread) of the sums
-    const int c = static_cast<int>(u / kGroupThreads);
-    const u32 owner = u % kGroupThreads;
-    const u32 mine = first + owner * kPerThread;
-    U128 s[kPerThread];
-    if (own_digit >= 0) {
-      u64 x[kPerThread], y[kPerThread];
-      if (a.own == nullptr) load8(nt.out + (static_cast<int64_t>(own_digit) * nt.limbs + limb) * n + mine, x);
-      else load8_own(a, limb, mine, x);
-      load8(ip.key + (key_row + (2 * static_cast<int64_t>(own_digit) + c) * ip.key_rows) * n + mine, y);
-#pragma unroll
-      for (int k = 0; k < kPerThread; ++k) s[k] = mul_wide(x[k], y[k]);
-    } else {
-#pragma unroll
-      for (int k = 0; k < kPerThread; ++k) s[k] = U128{0, 0};
-    }
-    for (int g = 0; g < transforms; ++g) {
-      const ulonglong2* pg = reinterpret_cast<const ulonglong2*>(smem + static_cast<size_t>(g) * region_words);
-#pragma unroll
-      for (int k = 0; k < kPerThread; ++k) {
-        const ulonglong2 p = pg[product_slot<kGroupThreads>(c, owner, k)];
-        s[k] = add128(s[k], U128{p.x, p.y});
-      }
-    }
-    u64 r[kPerThread];
-#pragma unroll
-    for (int k = 0; k < kPerThread; ++k) r[k] = reduce128(s[k], m);
-    store8(ip.out + (static_cast<int64_t>(c) * nt.limbs + limb) * n + mine, r);
   }
 }
 
@@ -1291,8 +1191,8 @@ void launch_ntt(const NttArgs& a, Stream stream) {
 
 
 // ModUp's forward NTT and the inner product (NttInnerProductArgs): the columns kernel as launch_ntt's forward,
-// then ntt_rows_inner_product. Where the fused kernel does not apply (ks_fuse 0, ntt variant < 3 or a pointer
-// off 16-byte alignment) the two ops in turn.
+// then ntt_rows_inner_product (ks_fuse 1-3) or ntt_digits_inner_product (4, 5). Where the fused kernel does not
+// apply (ks_fuse 0, ntt variant < 3 or a pointer off 16-byte alignment) the two ops in turn.
 template <int kLen, int kShared>
 void launch_rows_inner_product(const NttInnerProductArgs& a, dim3 grid, unsigned threads, u32 tile_words, int k1,
                                int rows_per_block, bool truncated, cudaStream_t s) {
@@ -1301,9 +1201,9 @@ void launch_rows_inner_product(const NttInnerProductArgs& a, dim3 grid, unsigned
   check_launch("ntt_rows_inner_product");
 }
 
-// ks_fuse 4-6 (ntt_digits_inner_product): one group of kGroupThreads threads per digit. False where it does not
+// ks_fuse 4, 5 (ntt_digits_inner_product): one group of kGroupThreads threads per digit. False where it does not
 // apply (more than kMaxDigitGroups digits, a row longer than a group's 8 words per thread): variant 3 runs then.
-template <int kLen, int kGroupThreads, int kPhases, bool kEarlyKeys>
+template <int kLen, int kGroupThreads, int kPhases>
 bool launch_digits_inner_product(const NttInnerProductArgs& a, int k1, bool truncated, cudaStream_t s) {
   const int dnum = a.ip.dnum;
   const int k2 = a.ntt.log_n - k1;
@@ -1315,7 +1215,7 @@ bool launch_digits_inner_product(const NttInnerProductArgs& a, int k1, bool trun
   const u32 tile_words = rows_per_group * (1u << k2) * 9 / 8;
   const u32 region_words = std::max<u32>((tile_words + 1) & ~1u, (2 / kPhases) * kGroupThreads * kPerThread * 2);
   const size_t smem = static_cast<size_t>(dnum) * region_words * sizeof(u64);
-  const auto kernel = ntt_digits_inner_product<kLen, kGroupThreads, kPhases, kEarlyKeys>;
+  const auto kernel = ntt_digits_inner_product<kLen, kGroupThreads, kPhases>;
   if (smem > 48 * 1024) {
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
           "cudaFuncSetAttribute(ntt_digits_inner_product)");
@@ -1323,46 +1223,6 @@ bool launch_digits_inner_product(const NttInnerProductArgs& a, int k1, bool trun
   const dim3 grid((1u << k1) / rows_per_group, static_cast<unsigned>(a.ntt.limbs));
   kernel<<<grid, static_cast<unsigned>(dnum * kGroupThreads), smem, s>>>(a, k1, truncated, region_words);
   check_launch("ntt_digits_inner_product");
-  return true;
-}
-
-// ks_fuse 7 (ntt_digits_inner_product_split): the limbs with an own digit row (ModUp's Q: skip.begin onwards) in one
-// launch with dnum - 1 groups, the others (P) in one with dnum. False where the skip is not ModUp's (stride ==
-// length, every limb from skip.begin on the own row of one digit) or ks_fuse 4-6's limits fail: ks_fuse 5 runs then.
-template <int kLen>
-bool launch_digits_inner_product_split(const NttInnerProductArgs& a, int k1, bool truncated, cudaStream_t s) {
-  constexpr u32 kGroupThreads = 64;
-  const NttArgs& nt = a.ntt;
-  const NttSkip& skip = nt.skip;
-  const int dnum = a.ip.dnum;
-  const int k2 = nt.log_n - k1;
-  const u32 threads_per_row = (1u << k2) / kPerThread;
-  if (dnum < 1 || dnum > kMaxDigitGroups || threads_per_row > kGroupThreads || (1u << k1) * threads_per_row < kGroupThreads)
-    return false;
-  const bool skips = skip.length > 0;
-  if (skips && (skip.stride != skip.length || skip.begin < 0 || skip.begin > nt.limbs ||
-                nt.limbs - skip.begin > static_cast<int64_t>(dnum) * skip.stride))
-    return false;
-  const int own_from = skips ? static_cast<int>(skip.begin) : nt.limbs;  // limbs [own_from, limbs) have an own row
-  const u32 rows_per_group = kGroupThreads / threads_per_row;
-  const u32 tile_words = rows_per_group * (1u << k2) * 9 / 8;
-  const u32 region_words = std::max<u32>((tile_words + 1) & ~1u, 2 * kGroupThreads * kPerThread * 2);
-  const auto kernel = ntt_digits_inner_product_split<kLen>;
-  const size_t most = static_cast<size_t>(dnum) * region_words * sizeof(u64);
-  if (most > 48 * 1024) {
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(most)),
-          "cudaFuncSetAttribute(ntt_digits_inner_product_split)");
-  }
-  const auto launch = [&](int limb_begin, int limb_end, int groups) {
-    if (limb_end <= limb_begin) return;
-    const dim3 grid((1u << k1) / rows_per_group, static_cast<unsigned>(limb_end - limb_begin));
-    const size_t smem = static_cast<size_t>(groups) * region_words * sizeof(u64);
-    kernel<<<grid, static_cast<unsigned>(std::max(groups, 1)) * kGroupThreads, smem, s>>>(a, k1, truncated, region_words,
-                                                                                       limb_end - 1);
-    check_launch("ntt_digits_inner_product_split");
-  };
-  launch(own_from, nt.limbs, dnum - 1);
-  launch(0, own_from, dnum);
   return true;
 }
 
@@ -1415,17 +1275,10 @@ void launch_ntt_inner_product(const NttInnerProductArgs& a, Stream stream) {
     constexpr int kLen = decltype(len)::value;
     switch (variant) {
       case 4:
-        if (launch_digits_inner_product<kLen, 64, 2, false>(a, g.k1, trunc, s)) return;
+        if (launch_digits_inner_product<kLen, 64, 2>(a, g.k1, trunc, s)) return;
         break;
       case 5:
-        if (launch_digits_inner_product<kLen, 64, 1, false>(a, g.k1, trunc, s)) return;
-        break;
-      case 6:
-        if (launch_digits_inner_product<kLen, 64, 2, true>(a, g.k1, trunc, s)) return;
-        break;
-      case 7:
-        if (launch_digits_inner_product_split<kLen>(a, g.k1, trunc, s)) return;
-        if (launch_digits_inner_product<kLen, 64, 1, false>(a, g.k1, trunc, s)) return;
+        if (launch_digits_inner_product<kLen, 64, 1>(a, g.k1, trunc, s)) return;
         break;
       default:
         break;

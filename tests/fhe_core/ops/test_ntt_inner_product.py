@@ -10,7 +10,7 @@ from fhe_core import ops
 from fhe_core.ring import RNSBasis, generate_primes
 from fhe_reference import fresh_rng, random_residues
 
-KS_FUSE_VARIANTS = (0, 1, 2, 3, 4, 5, 6, 7)  # 4-7: one thread group per digit (up to 4 digits; more: variant 3)
+KS_FUSE_VARIANTS = (0, 1, 2, 3, 4, 5)  # 4, 5: one thread group per digit (up to 4 digits; more: variant 3)
 NTT_VARIANTS = (6, 5, 4, 3, 2, 1, 0)  # 2 to 0: the fused kernel needs the lazy rows (3+): the two ops instead
 
 
@@ -55,7 +55,7 @@ def _lazy(digits, basis, skip, rng):
 # (log N, P bits, Q bits, alpha): the key-switching layout of N16QP1766L30D3 (alpha 11, dnum 3, a last digit of 9)
 # at small N; a short last digit with 58-61-bit primes (around the truncated and lazy bounds: Harvey's butterflies
 # for the widest); more than 8 digits (each word reduced before its products); a row length of 2^5 and of 2^7;
-# 2, 4 and 1 digits (ks_fuse 4-6: that many thread groups per block).
+# 2, 4 and 1 digits (ks_fuse 4, 5: that many thread groups per block).
 CASES = [
     (12, (46,) * 11, (60,) + (40,) * 30, 11),
     (11, (61, 60), (58, 59, 60, 61, 50), 2),
