@@ -69,10 +69,12 @@ GALOIS_V0 = "[galois v0: automorphism passes]"  # sigma_k as its own pass (ops.k
 NTT_V0 = "[ntt v0: before session 3]"  # the NTT kernels before issue 14's session 3 (ops.kernel_variant("ntt"))
 # HMult's tensor product as its own pass (ops.kernel_variant("tensor_fuse") = 0), before issue 14's session 4
 TENSOR_FUSE = {0: "[tensor_fuse v0: tensor product pass]"}
-# issue 14, session 4: the inner product in ModUp's last NTT pass (ops.kernel_variant("ks_fuse"); 3: the default,
-# component 1's sums in shared memory)
+# issue 14, session 4: the inner product in ModUp's last NTT pass (ops.kernel_variant("ks_fuse"); 5: the default,
+# one thread group per digit, both components' products summed through shared memory)
 KS_FUSE_VARIANTS = {0: "[ks_fuse v0: NTT, then the inner product]", 1: "[ks_fuse v1: sums in registers]",
-                    2: "[ks_fuse v2: sums in shared memory]"}
+                    2: "[ks_fuse v2: sums in shared memory]",
+                    3: "[ks_fuse v3: digits in turn, component 1's sums in shared memory]",
+                    4: "[ks_fuse v4: digit groups, one component per phase]"}
 # the NTT variants other than the default (6)
 NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
                 2: "[ntt v2: v1 + (w, w') twiddle pairs, limb-major grids]",

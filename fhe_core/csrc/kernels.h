@@ -281,7 +281,8 @@ enum class Variant : int {
                     //    rlwe/keyswitch.py for ckks/evaluator.py; the kernels: ntt.cu, ntt_rows' kProducts)
   kKsFuse = 8,  // 1: the key-switching inner product in ModUp's last forward NTT pass (ops.ntt_inner_product,
                 //    ntt.cu; read by rlwe/keyswitch.py, needs ntt >= 3), the 128-bit sums in registers; 2: the
-                //    sums in shared memory; 3 (default): component 1's in shared memory
+                //    sums in shared memory; 3: component 1's in shared memory; 4, 5: one thread group per digit
+                //    (ntt_digits_inner_product, up to 4 digits; 4: a component per phase, 5 (default): both)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

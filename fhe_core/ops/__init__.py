@@ -67,8 +67,10 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     ``mod_down_ntt(times=b)``, instead of :func:`tensor_product` and its three rows; read by ``ckks.Evaluator``
     through ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1).
     ``"ks_fuse"`` (:func:`ntt_inner_product`: 1, the inner product in ModUp's last forward NTT pass with its
-    128-bit sums in registers; 2, in shared memory; 3, the default, component 1's in shared memory; needs "ntt" >= 3;
-    read by ``rlwe.keyswitch`` on CUDA with "mod_up" = 1). All
+    128-bit sums in registers; 2, in shared memory; 3, component 1's in shared memory; 4 and 5, one thread group
+    per digit in a block, the groups' products summed through shared memory (4: one output component at a time, 5,
+    the default: both; more than 4 digits run 3); needs "ntt" >= 3; read by ``rlwe.keyswitch`` on CUDA with
+    "mod_up" = 1 from N = 2^15 on). All
     variants give the same residues bit for bit (a ``lazy`` conversion the same residues modulo each prime: conv 3
     to 8 leave them in [0, 3p)); the switch exists so that tests compare them and benchmarks time them side by side.
     The CPU kernels have one variant and ignore "conv". A launch reads the setting when it is enqueued (so a

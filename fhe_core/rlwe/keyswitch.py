@@ -111,10 +111,17 @@ def _own_rows(ctx: RLWEContext) -> tuple[int, int, int]:
     return (ctx.alpha, ctx.alpha, ctx.alpha)
 
 
+# Below N = 2^15 the fused kernel's grid is too small to hide its long blocks: BFV at N = 2^13 / 2^14 measured 13-14%
+# slower with it (relinearize, rotate_rows; H200, 2026-11-24), at 2^15 2% faster.
+_INNER_PRODUCT_IN_MOD_UP_MIN_N = 1 << 15
+
+
 def _inner_product_in_mod_up(ctx: RLWEContext) -> bool:
-    """On CUDA (ops.kernel_variant "ks_fuse" >= 1, the default 3, with the one-launch ModUp) the inner product runs
-    in ModUp's last forward NTT pass (ops.ntt_inner_product): the transformed digits never go to memory."""
-    return _mod_up_all_digits_at_once(ctx) and ops.kernel_variant("ks_fuse") >= 1
+    """On CUDA (ops.kernel_variant "ks_fuse" >= 1, the default 5, with the one-launch ModUp) from N = 2^15 on the
+    inner product runs in ModUp's last forward NTT pass (ops.ntt_inner_product): the transformed digits never go to
+    memory."""
+    return (_mod_up_all_digits_at_once(ctx) and ops.kernel_variant("ks_fuse") >= 1
+            and ctx.n >= _INNER_PRODUCT_IN_MOD_UP_MIN_N)
 
 
 def _mod_up_inner_product(ctx: RLWEContext, d: torch.Tensor, key: SwitchingKey, level: int,

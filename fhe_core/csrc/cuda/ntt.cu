@@ -892,6 +892,149 @@ __global__ void __launch_bounds__(kRowThreads, kSharedComponents == 0 ? 3 : kSha
   }
 }
 
+// ---- ks_fuse 4, 5 (default): the digits in parallel inside a block ----------------------------------------------
+//
+// Variant 3 walks the digits one after another in every thread, its 128-bit sums live through each digit's
+// transform: 128 registers, 4 warps per scheduler, and each warp alternates a long transform with a long wait on
+// the key rows. Here a block holds one group of kGroupThreads threads per digit (dnum <= kMaxDigitGroups) over the
+// same kGroupThreads * 8 words of limb i (rows_per_group = kGroupThreads * 8 / 2^k2 rows of the 2^k1 x 2^k2
+// layout): group j runs the last k2 forward stages of digit j's rows (or reads the digit's own row as it is, as
+// rows_inner_product does), multiplies its 8 words by key[j][c][i] and writes the 128-bit products to shared
+// memory; after one barrier all threads of the block sum the groups' products of a word (exact: below 4 * 2^125),
+// reduce once (reduce128: the canonical residue, the same word as variant 0's) and store 16 bytes per thread,
+// a warp's stores contiguous. No sum lives through a transform, and while one group transforms, another one's key
+// loads are in flight. kPhases 2: one component per phase (products of component 1 written after component 0's
+// stores, half the shared memory: 64 registers, 5 blocks of 3 groups per SM); kPhases 1 (the default): both at
+// once (80 registers, 4 blocks; one barrier and phase fewer, measured faster).
+//
+// Measured and removed (H200, docs/performance.md, "Issue 14, session 4, round 2"): variant 4 with the key words
+// loaded before the transform (80 registers: 131 us against 109), and variant 5 without a group for the own row
+// (the limbs of Q in a launch of dnum - 1 groups, the own row's products taken in the final sums, the limbs of P
+// in a second launch: 119 us against 106; the P launch's 11 limbs alone took 47 us).
+constexpr int kMaxDigitGroups = 4;
+
+// Barrier of one group: named barrier 1 + group (__syncthreads is barrier 0), the id an immediate (with an id in a
+// register ptxas reserves all 16 barriers).
+__device__ __forceinline__ void group_barrier(int group, int threads) {
+  static_assert(kMaxDigitGroups == 4, "one case per group");
+  switch (group) {
+    case 0: asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory"); break;
+    case 1: asm volatile("bar.sync 2, %0;" ::"r"(threads) : "memory"); break;
+    case 2: asm volatile("bar.sync 3, %0;" ::"r"(threads) : "memory"); break;
+    default: asm volatile("bar.sync 4, %0;" ::"r"(threads) : "memory"); break;
+  }
+}
+
+// rows_forward_to_registers with the group's barrier.
+template <class Tw>
+__device__ __forceinline__ void group_rows_forward(const u64* in, u64* smem, const RowLayout& layout, u32 tcol, int k2,
+                                                   const Tw& t, u64 q, u64 (&v)[kPerThread], int group, int threads) {
+  const int rounds = (k2 + 2) / 3;
+#pragma unroll
+  for (int i = 0; i + 1 < rounds; ++i) {
+    if (i == 0) run_round<true, 3, true, false>(in, nullptr, smem, layout, tcol, 0, k2, t, false, q);
+    else run_round<true, 3, false, false>(in, nullptr, smem, layout, tcol, 3 * i, k2, t, false, q);
+    group_barrier(group, threads);
+  }
+  load8_shared(smem, layout, tcol, v);
+  contiguous_round<true>(v, tcol, k2, t, q);
+}
+
+// Shared-memory slot of the 128-bit product (component cl of the phase, group thread tid, word k): [cl][tid][k]
+// with k swizzled by tid, so that 8 threads writing the same k and 8 threads reading 16 consecutive words hit 8
+// different 16-byte banks.
+template <int kGroupThreads>
+__device__ __forceinline__ u32 product_slot(int cl, u32 tid, int k) {
+  return (static_cast<u32>(cl) * kGroupThreads + tid) * kPerThread + (static_cast<u32>(k) ^ (tid & 7u));
+}
+
+// Grid: (2^k1 / rows_per_group, limbs), the limbs backwards (as ntt_rows_inner_product). Block: dnum groups of
+// kGroupThreads. Shared memory: one region of region_words per group (its rows tile during the transform, then its
+// products).
+template <int kLen, int kGroupThreads, int kPhases>
+__global__ void __launch_bounds__(kMaxDigitGroups * kGroupThreads, (kPhases == 2 ? 256 : 192) / kGroupThreads)
+    ntt_digits_inner_product(NttInnerProductArgs a, int k1, bool truncated_columns, u32 region_words) {
+  extern __shared__ u64 smem[];
+  constexpr int kComponents = 2 / kPhases;  // per phase
+  const NttArgs& nt = a.ntt;
+  const KsInnerProductArgs& ip = a.ip;
+  const int log_n = nt.log_n;
+  const int64_t n = int64_t{1} << log_n;
+  const int k2 = kLen != 0 ? kLen : log_n - k1;
+  const u32 len = 1u << k2;
+  const int limb = nt.limbs - 1 - static_cast<int>(blockIdx.y);
+  const Modulus m = nt.moduli[limb];
+  const u64 q = m.value;
+  const int group = static_cast<int>(threadIdx.x) / kGroupThreads;  // = the digit
+  const u32 tid = threadIdx.x % kGroupThreads;
+  const u32 threads_per_row = len / kPerThread;
+  const u32 sub = tid / threads_per_row;
+  const u32 tcol = tid % threads_per_row;
+  const u32 rows_per_group = kGroupThreads / threads_per_row;
+  const u32 first_row = blockIdx.x * rows_per_group;
+  const u32 first = first_row * len;  // the block's first word of a limb row (its rows are contiguous)
+  const u32 mine = first + tid * kPerThread;
+  u64* region = smem + static_cast<size_t>(group) * region_words;
+  ulonglong2* products = reinterpret_cast<ulonglong2*>(region);
+  const int64_t row = static_cast<int64_t>(group) * nt.limbs + limb;
+  const u64* key = ip.key + (ks_key_row(limb, ip.q_count, ip.p_row) + static_cast<int64_t>(group) * 2 * ip.key_rows) * n +
+                   mine;
+  const int64_t key_component = ip.key_rows * n;
+
+  u64 v[kPerThread];
+  if (ntt_row_skipped(nt.skip, row, nt.limbs)) {  // (uniform over the group)
+    if (a.own == nullptr) load8(nt.out + row * n + mine, v);
+    else load8_own(a, limb, mine, v);
+  } else {
+    const auto t = global_twiddles<true>(nt.table, limb, static_cast<u32>(n), true, (1u << k1) + first_row + sub);
+    const RowLayout layout{sub * len};
+    const u64* in = nt.out + row * n + first + sub * len;  // the thread's row
+    const bool truncated = truncated_columns && trunc_forward_fits(q, log_n, k1);
+    if (truncated || lazy_forward_fits(q, log_n)) {
+      group_rows_forward(in, region, layout, tcol, k2, LazyTwiddles<std::decay_t<decltype(t)>>{t}, q, v, group,
+                         kGroupThreads);
+    } else {
+      group_rows_forward(in, region, layout, tcol, k2, t, q, v, group, kGroupThreads);
+    }
+    group_barrier(group, kGroupThreads);  // the group's tile is read: its products may overwrite it
+  }
+  u64 w[2][kPerThread];
+  load8(key, w[0]);
+  load8(key + key_component, w[1]);
+  const int groups = ip.dnum;
+  const u32 units = kComponents * kGroupThreads * kPerThread / 2;  // 16-byte output units per phase
+#pragma unroll
+  for (int phase = 0; phase < kPhases; ++phase) {
+#pragma unroll
+    for (int cl = 0; cl < kComponents; ++cl) {
+#pragma unroll
+      for (int k = 0; k < kPerThread; ++k) {
+        const U128 z = mul_wide(v[k], w[phase * kComponents + cl][k]);
+        products[product_slot<kGroupThreads>(cl, tid, k)] = make_ulonglong2(z.lo, z.hi);
+      }
+    }
+    __syncthreads();
+    for (u32 u = threadIdx.x; u < units; u += blockDim.x) {
+      const int cl = static_cast<int>(u / (kGroupThreads * kPerThread / 2));
+      const u32 word = 2 * (u % (kGroupThreads * kPerThread / 2));  // of the block's words
+      const u32 owner = word / kPerThread;
+      const int k = static_cast<int>(word % kPerThread);
+      U128 s0{0, 0}, s1{0, 0};
+      for (int j = 0; j < groups; ++j) {
+        const ulonglong2* pj = reinterpret_cast<const ulonglong2*>(smem + static_cast<size_t>(j) * region_words);
+        const ulonglong2 x = pj[product_slot<kGroupThreads>(cl, owner, k)];
+        const ulonglong2 y = pj[product_slot<kGroupThreads>(cl, owner, k + 1)];
+        s0 = add128(s0, U128{x.x, x.y});
+        s1 = add128(s1, U128{y.x, y.y});
+      }
+      const int c = phase * kComponents + cl;
+      *reinterpret_cast<ulonglong2*>(ip.out + (static_cast<int64_t>(c) * nt.limbs + limb) * n + first + word) =
+          make_ulonglong2(reduce128(s0, m), reduce128(s1, m));
+    }
+    if (phase + 1 < kPhases) __syncthreads();  // the next phase's products overwrite these
+  }
+}
+
 // Variant 1's 16-byte accesses need every pointer it moves 8 words through 16-byte aligned (torch's
 // allocations are; a view with an odd word offset takes variant 0).
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -1048,14 +1191,39 @@ void launch_ntt(const NttArgs& a, Stream stream) {
 
 
 // ModUp's forward NTT and the inner product (NttInnerProductArgs): the columns kernel as launch_ntt's forward,
-// then ntt_rows_inner_product. Where the fused kernel does not apply (ks_fuse 0, ntt variant < 3 or a pointer
-// off 16-byte alignment) the two ops in turn.
+// then ntt_rows_inner_product (ks_fuse 1-3) or ntt_digits_inner_product (4, 5). Where the fused kernel does not
+// apply (ks_fuse 0, ntt variant < 3 or a pointer off 16-byte alignment) the two ops in turn.
 template <int kLen, int kShared>
 void launch_rows_inner_product(const NttInnerProductArgs& a, dim3 grid, unsigned threads, u32 tile_words, int k1,
                                int rows_per_block, bool truncated, cudaStream_t s) {
   const size_t smem = (tile_words + static_cast<size_t>(kShared) * kPerThread * threads * 2) * sizeof(u64);
   ntt_rows_inner_product<kLen, kShared><<<grid, threads, smem, s>>>(a, k1, rows_per_block, truncated, tile_words);
   check_launch("ntt_rows_inner_product");
+}
+
+// ks_fuse 4, 5 (ntt_digits_inner_product): one group of kGroupThreads threads per digit. False where it does not
+// apply (more than kMaxDigitGroups digits, a row longer than a group's 8 words per thread): variant 3 runs then.
+template <int kLen, int kGroupThreads, int kPhases>
+bool launch_digits_inner_product(const NttInnerProductArgs& a, int k1, bool truncated, cudaStream_t s) {
+  const int dnum = a.ip.dnum;
+  const int k2 = a.ntt.log_n - k1;
+  const u32 threads_per_row = (1u << k2) / kPerThread;
+  if (dnum < 1 || dnum > kMaxDigitGroups || threads_per_row > kGroupThreads || (1u << k1) * threads_per_row < kGroupThreads)
+    return false;
+  const u32 rows_per_group = kGroupThreads / threads_per_row;
+  // a group's region: its rows tile (9 words per 8: RowLayout's pad) or its products, whichever is larger
+  const u32 tile_words = rows_per_group * (1u << k2) * 9 / 8;
+  const u32 region_words = std::max<u32>((tile_words + 1) & ~1u, (2 / kPhases) * kGroupThreads * kPerThread * 2);
+  const size_t smem = static_cast<size_t>(dnum) * region_words * sizeof(u64);
+  const auto kernel = ntt_digits_inner_product<kLen, kGroupThreads, kPhases>;
+  if (smem > 48 * 1024) {
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+          "cudaFuncSetAttribute(ntt_digits_inner_product)");
+  }
+  const dim3 grid((1u << k1) / rows_per_group, static_cast<unsigned>(a.ntt.limbs));
+  kernel<<<grid, static_cast<unsigned>(dnum * kGroupThreads), smem, s>>>(a, k1, truncated, region_words);
+  check_launch("ntt_digits_inner_product");
+  return true;
 }
 
 NttPlan ntt_inner_product_plan(const NttArgs& nt) {
@@ -1105,6 +1273,16 @@ void launch_ntt_inner_product(const NttInnerProductArgs& a, Stream stream) {
   const bool trunc = plan.truncated;
   const auto launch = [&](auto len) {
     constexpr int kLen = decltype(len)::value;
+    switch (variant) {
+      case 4:
+        if (launch_digits_inner_product<kLen, 64, 2>(a, g.k1, trunc, s)) return;
+        break;
+      case 5:
+        if (launch_digits_inner_product<kLen, 64, 1>(a, g.k1, trunc, s)) return;
+        break;
+      default:
+        break;
+    }
     switch (variant) {
       case 1: return launch_rows_inner_product<kLen, 0>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);
       case 2: return launch_rows_inner_product<kLen, 2>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);

@@ -10,7 +10,7 @@ from fhe_core import ops
 from fhe_core.ring import RNSBasis, generate_primes
 from fhe_reference import fresh_rng, random_residues
 
-KS_FUSE_VARIANTS = (0, 1, 2, 3)
+KS_FUSE_VARIANTS = (0, 1, 2, 3, 4, 5)  # 4, 5: one thread group per digit (up to 4 digits; more: variant 3)
 NTT_VARIANTS = (6, 5, 4, 3, 2, 1, 0)  # 2 to 0: the fused kernel needs the lazy rows (3+): the two ops instead
 
 
@@ -54,12 +54,16 @@ def _lazy(digits, basis, skip, rng):
 
 # (log N, P bits, Q bits, alpha): the key-switching layout of N16QP1766L30D3 (alpha 11, dnum 3, a last digit of 9)
 # at small N; a short last digit with 58-61-bit primes (around the truncated and lazy bounds: Harvey's butterflies
-# for the widest); more than 8 digits (each word reduced before its products); a row length of 2^5 and of 2^7.
+# for the widest); more than 8 digits (each word reduced before its products); a row length of 2^5 and of 2^7;
+# 2, 4 and 1 digits (ks_fuse 4, 5: that many thread groups per block).
 CASES = [
     (12, (46,) * 11, (60,) + (40,) * 30, 11),
     (11, (61, 60), (58, 59, 60, 61, 50), 2),
     (10, (50,), (45,) * 10, 1),
     (13, (55,) * 3, (50,) * 7, 3),
+    (11, (50,), (45,) * 4, 2),
+    (12, (50,) * 2, (61,) + (45,) * 6, 2),
+    (10, (50,) * 3, (45,) * 3, 3),
 ]
 
 
@@ -134,7 +138,8 @@ def test_ntt_inner_product_rejects_bad_arguments():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("case", CASES + [(16, (46,) * 11, (60,) + (40,) * 30, 11), (16, (58, 59), (61, 60, 58), 2)],
+@pytest.mark.parametrize("case", CASES + [(16, (46,) * 11, (60,) + (40,) * 30, 11), (16, (58, 59), (61, 60, 58), 2),
+                                  (16, (50,) * 4, (45,) * 8, 2), (16, (46,) * 11, (60,) + (40,) * 8, 11)],
                          ids=lambda c: f"N2^{c[0]}-alpha{c[3]}-{c[2][0]}")
 def test_ntt_inner_product_variants_are_bit_identical(case):
     """Every ks_fuse variant on every NTT variant (N = 2^16: the compile-time row length) == the CPU, from
@@ -155,8 +160,8 @@ def test_ntt_inner_product_variants_are_bit_identical(case):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("case", [CASES[0], CASES[1], (16, (46,) * 11, (60,) + (40,) * 30, 11)],
-                         ids=lambda c: f"N2^{c[0]}-alpha{c[3]}")
+@pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[5], CASES[6], (16, (46,) * 11, (60,) + (40,) * 30, 11)],
+                         ids=lambda c: f"N2^{c[0]}-alpha{c[3]}-{len(c[1])}")
 def test_ntt_inner_product_own_rows_are_bit_identical(case):
     """``own`` / ``own_galois`` (read in place by the fused kernels, copied into the digits by the others) on every
     ks_fuse variant and on NTT variants 6 and 2 == the CPU."""

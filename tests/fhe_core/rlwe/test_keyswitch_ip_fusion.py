@@ -2,6 +2,8 @@
 ops.ntt_inner_product) against the separate NTT and inner product (ks_fuse 0), bit for bit: relinearization's
 key switch and a rotation's (sigma_k read inside the key switch), on the CPU (the fused composition forced) and
 on every CUDA variant against the CPU."""
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -26,6 +28,7 @@ def _switches(ctx, data, level, keys, elements, *, fuse: int):
     """(key_switch(data[1]), apply_galois(data, k) for every k) with ks_fuse = fuse; on the CPU the one-launch
     ModUp (and with it the fusion's composition) and the in-key-switch Galois path are forced."""
     with pytest.MonkeyPatch.context() as patch, ops.use_kernel_variant("ks_fuse", fuse):
+        patch.setattr(keyswitch, "_INNER_PRODUCT_IN_MOD_UP_MIN_N", 0)  # (the fusion at these small N too)
         if ctx.device.type == "cpu":
             patch.setattr(keyswitch, "_mod_up_all_digits_at_once", lambda ctx: True)
             patch.setattr(keyswitch, "_galois_in_key_switch", lambda ctx: True)
@@ -65,14 +68,27 @@ def test_ks_fuse_variant_switch():
         assert ops.kernel_variant("ks_fuse") == other
     assert ops.kernel_variant("ks_fuse") == before
     with pytest.raises(RuntimeError, match="ks_fuse is 0"):
-        ops.kernel_variant("ks_fuse", 4)
+        ops.kernel_variant("ks_fuse", 6)
+
+
+def test_fused_inner_product_only_from_n_2_15():
+    """The key switch takes the fused path on CUDA from N = 2^15 on (below, it measured slower), with ks_fuse >= 1."""
+    def ctx(log_n):
+        return SimpleNamespace(device=torch.device("cuda"), n=1 << log_n)
+    assert ops.kernel_variant("ks_fuse") >= 1 and ops.kernel_variant("mod_up") == 1
+    assert [keyswitch._inner_product_in_mod_up(ctx(log_n)) for log_n in (13, 14, 15, 16)] == [False, False, True, True]
+    with ops.use_kernel_variant("ks_fuse", 0):
+        assert not keyswitch._inner_product_in_mod_up(ctx(16))
+    assert not keyswitch._inner_product_in_mod_up(SimpleNamespace(device=torch.device("cpu"), n=1 << 16))
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape, level", [(LARGE_DIGITS, 11), (LARGE_DIGITS, 6), (LARGE_DIGITS, 0),
-                                          (PRESET_LAYOUT, 30), (PRESET_LAYOUT, 25)], ids=str)
+                                          (PRESET_LAYOUT, 30), (PRESET_LAYOUT, 25), (PRESET_LAYOUT, 15),
+                                          (PRESET_LAYOUT, 5)], ids=str)
 def test_fused_inner_product_is_bit_identical_on_cuda(shape, level):
-    """Every ks_fuse variant on the default NTT and on ntt 2 (where the op runs the two ops) == the CPU."""
+    """Every ks_fuse variant on the default NTT and on ntt 2 (where the op runs the two ops) == the CPU: 3, 2 and 1
+    digits at the level (ks_fuse 4, 5: one thread group per digit)."""
     rng, _ = fresh_rng()
     cpu, gpu = context(shape), context(shape, "cuda")
     elements = _elements(cpu.n)
@@ -80,7 +96,7 @@ def test_fused_inner_product_is_bit_identical_on_cuda(shape, level):
     data = _inputs(cpu, level, rng)
     expected = _switches(cpu, data, level, keys, elements, fuse=0)
     for ntt_variant in (ops.kernel_variant("ntt"), 2):
-        for fuse in range(4):
+        for fuse in range(6):
             with ops.use_kernel_variant("ntt", ntt_variant):
                 got = _switches(gpu, data.cuda(), level, keys_gpu, elements, fuse=fuse)
             for i, (a, b) in enumerate(zip(got, expected)):
