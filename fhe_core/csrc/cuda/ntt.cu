@@ -1105,25 +1105,45 @@ auto products_rows(const NttPlan& plan) {
   }
 }
 
+// The launch shapes of the columns and rows kernels for `rows` rows of N = 2^log_n (launch_ntt and
+// launch_ntt_inner_product share them; the rows grid's y is the caller's).
+struct LaunchShape {
+  Geometry g;
+  dim3 col_grid;
+  unsigned col_threads;
+  size_t col_smem;
+  u32 rows_per_block;  // rows of 2^k2 words per rows-kernel block
+  unsigned row_blocks, row_threads;
+  u32 tile;  // the words of one rows-kernel block (before RowLayout's padding)
+};
+
+LaunchShape launch_shape(int log_n, int rows) {
+  const Geometry g = split(log_n);
+  const u32 n = 1u << log_n;
+  const u32 len = 1u << g.k2;
+  const u32 rows_per_block = std::min<u32>(1u << g.k1, std::max<u32>(1u, kRowThreads / (len / kPerThread)));
+  return LaunchShape{g,
+                     dim3((n >> g.k1) / kColumnsPerBlock, static_cast<unsigned>(rows)),
+                     kColumnsPerBlock * ((1u << g.k1) / kPerThread),
+                     static_cast<size_t>(kColumnsPerBlock) * (1u << g.k1) * sizeof(u64),
+                     rows_per_block,
+                     (1u << g.k1) / rows_per_block,
+                     rows_per_block * (len / kPerThread),
+                     rows_per_block * len};
+}
+
 template <bool kForward>
 void launch_ntt(const NttArgs& a, Stream stream) {
   if (a.rows == 0) return;
   const DeviceScope scope(stream.device);
-  const Geometry g = split(a.log_n);
-  const u32 n = 1u << a.log_n;
-  const dim3 col_grid((n >> g.k1) / kColumnsPerBlock, static_cast<unsigned>(a.rows));
-  const unsigned col_threads = kColumnsPerBlock * ((1u << g.k1) / kPerThread);
-  const size_t col_smem = static_cast<size_t>(kColumnsPerBlock) * (1u << g.k1) * sizeof(u64);
-
-  const u32 len = 1u << g.k2;
-  const u32 rows_per_block = std::min<u32>(1u << g.k1, std::max<u32>(1u, kRowThreads / (len / kPerThread)));
-  const dim3 row_grid((1u << g.k1) / rows_per_block, static_cast<unsigned>(a.rows));
-  const unsigned row_threads = rows_per_block * (len / kPerThread);
-  const u32 tile = rows_per_block * len;
-  const size_t row_smem = static_cast<size_t>(tile + tile / 8) * sizeof(u64);
+  const LaunchShape shape = launch_shape(a.log_n, a.rows);
+  const Geometry g = shape.g;
+  const dim3 col_grid = shape.col_grid, row_grid(shape.row_blocks, static_cast<unsigned>(a.rows));
+  const unsigned col_threads = shape.col_threads, row_threads = shape.row_threads;
+  const size_t col_smem = shape.col_smem, row_smem = static_cast<size_t>(shape.tile + shape.tile / 8) * sizeof(u64);
 
   cudaStream_t s = native(stream);
-  const int rpb = static_cast<int>(rows_per_block);
+  const int rpb = static_cast<int>(shape.rows_per_block);
   const NttPlan plan = ntt_plan(kernel_variant(Variant::kNtt), kForward, direct_rows_aligned(a), aligned16(a.table),
                                 a.log_n);
   const bool galois = kForward ? a.epilogue.sub_from != nullptr && a.epilogue.add != nullptr &&
@@ -1249,16 +1269,11 @@ void launch_ntt_inner_product(const NttInnerProductArgs& a, Stream stream) {
     return;
   }
   const DeviceScope scope(stream.device);
-  const Geometry g = split(nt.log_n);
-  const u32 n = 1u << nt.log_n;
-  const dim3 col_grid((n >> g.k1) / kColumnsPerBlock, static_cast<unsigned>(nt.rows));
-  const unsigned col_threads = kColumnsPerBlock * ((1u << g.k1) / kPerThread);
-  const size_t col_smem = static_cast<size_t>(kColumnsPerBlock) * (1u << g.k1) * sizeof(u64);
-  const u32 len = 1u << g.k2;
-  const u32 rows_per_block = std::min<u32>(1u << g.k1, std::max<u32>(1u, kRowThreads / (len / kPerThread)));
-  const dim3 row_grid((1u << g.k1) / rows_per_block, static_cast<unsigned>(nt.limbs));
-  const unsigned row_threads = rows_per_block * (len / kPerThread);
-  const u32 tile = rows_per_block * len;
+  const LaunchShape shape = launch_shape(nt.log_n, nt.rows);
+  const Geometry g = shape.g;
+  const dim3 row_grid(shape.row_blocks, static_cast<unsigned>(nt.limbs));
+  const unsigned row_threads = shape.row_threads;
+  const u32 tile = shape.tile;
   const u32 tile_words = (tile + tile / 8 + 1) & ~1u;  // (even: the accumulators after it are 16-byte aligned)
   cudaStream_t s = native(stream);
   using Columns = decltype(&ntt_columns<true, false>);
@@ -1266,10 +1281,10 @@ void launch_ntt_inner_product(const NttInnerProductArgs& a, Stream stream) {
                           : plan.truncated               ? ntt_columns<true, true, true, 0, true>
                           : plan.fixed16                 ? ntt_columns<true, true, true, 8>
                                                          : ntt_columns<true, true, true>;
-  columns<<<col_grid, col_threads, col_smem, s>>>(nt.in, nt.out, nt.moduli, nt.table, nt.limbs, nt.log_n, g.k1, nt.skip,
-                                                  0, plan.first_order);
+  columns<<<shape.col_grid, shape.col_threads, shape.col_smem, s>>>(nt.in, nt.out, nt.moduli, nt.table, nt.limbs,
+                                                                    nt.log_n, g.k1, nt.skip, 0, plan.first_order);
   check_launch("ntt_columns<forward>");
-  const int rpb = static_cast<int>(rows_per_block);
+  const int rpb = static_cast<int>(shape.rows_per_block);
   const bool trunc = plan.truncated;
   const auto launch = [&](auto len) {
     constexpr int kLen = decltype(len)::value;
