@@ -275,12 +275,13 @@ enum class Variant : int {
   kGalois = 6,  // 1 (default): a rotation's sigma_k read inside ModUp's inverse NTT (ops.intt_galois) and
                 //    ModDown's epilogue add (mod_down_ntt's add_galois) instead of ops.automorphism_ntt
                 //    (read by rlwe/keyswitch.py)
-  kTensorFuse = 7,  // 1 (default): HMult's tensor product inside the relinearization's key switch: ModUp's
+  kTensorFuse = 7,  // 1: HMult's tensor product inside the relinearization's key switch: ModUp's
                     //    inverse NTT reads a1, b1 (ops.intt_product) and ModDown's store adds (a0 b0, a0 b1 + a1 b0)
                     //    (mod_down_ntt's times) instead of tensor_product and its three rows (read by
-                    //    rlwe/keyswitch.py for ckks/evaluator.py; the kernels: ntt.cu, ntt_rows' kProducts); 2: the
-                    //    terms times P mod q_i in the inner product's Q rows instead, by ks_fuse 5's own-row group
-                    //    (NttInnerProductArgs::tensor_a), ModDown's store plain (1 where that kernel does not run)
+                    //    rlwe/keyswitch.py for ckks/evaluator.py; the kernels: ntt.cu, ntt_rows' kProducts);
+                    //    2 (default): the terms times P mod q_i in the inner product's Q rows instead, by ks_fuse 5's
+                    //    own-row group (NttInnerProductArgs::tensor_a), ModDown's store plain (1 where that kernel
+                    //    does not run)
   kKsFuse = 8,  // 1: the key-switching inner product in ModUp's last forward NTT pass (ops.ntt_inner_product,
                 //    ntt.cu; read by rlwe/keyswitch.py, needs ntt >= 3), the 128-bit sums in registers; 2: the
                 //    sums in shared memory; 3: component 1's in shared memory; 4, 5: one thread group per digit

@@ -29,7 +29,7 @@
 namespace fhe {
 
 int& kernel_variant(Variant v) {
-  static int variants[static_cast<int>(Variant::kCount)] = {7, 1, 1, 1, 3, 6, 1, 1, 5};
+  static int variants[static_cast<int>(Variant::kCount)] = {7, 1, 1, 1, 3, 6, 1, 2, 5};
   return variants[static_cast<int>(v)];
 }
 
@@ -833,8 +833,8 @@ void set_tensor_terms(NttInnerProductArgs& args, const Tensor& digits, const Ten
   args.tensor_b = words(b);
   args.p_mod_q = words(p_mod_q);
   FHE_CHECK(B::ntt_inner_product_takes_tensor(args), op,
-            ": tensor_a/tensor_b need the CUDA kernel of kernel_variant(\"ks_fuse\") = 5 (ntt >= 3, own given, at most 4 "
-            "digits, 16-byte aligned tensors, N large enough); elsewhere add the tensor terms in mod_down_ntt (times=b)");
+            ": tensor_a/tensor_b need the CUDA kernel of kernel_variant(\"ks_fuse\") = 5 (ntt >= 3, own given, at "
+            "most 4 digits, 16-byte aligned tensors, N large enough); elsewhere add the terms in mod_down_ntt (times)");
 }
 
 // ModUp's forward NTT (in place, skipping `skip`'s rows) and the inner product as one op: returns

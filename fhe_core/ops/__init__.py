@@ -62,11 +62,12 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     first kernel, for primes below ~2^58.3 at N = 2^16); ``"galois"`` (1, the default: a rotation's sigma_k read
     inside ModUp's inverse NTT, ``intt_galois``, and ModDown's epilogue add, ``mod_down_ntt(add_galois=k)``, instead
     of two ``automorphism_ntt`` passes; read by ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1);
-    ``"tensor_fuse"`` (1, the default: HMult's tensor product inside the relinearization's key switch, ModUp's
+    ``"tensor_fuse"`` (1: HMult's tensor product inside the relinearization's key switch, ModUp's
     inverse NTT reading a1 and b1, :func:`intt_product`, and ModDown's store adding (a0 b0, a0 b1 + a1 b0),
-    ``mod_down_ntt(times=b)``, instead of :func:`tensor_product` and its three rows; 2: ModDown's store adds
-    nothing, the terms times P mod q_i go into the inner product's Q rows, ``ntt_inner_product(tensor=(a, b))``, by
-    the ks_fuse 5 kernel's own-row group (1 where that kernel does not run); read by ``ckks.Evaluator``
+    ``mod_down_ntt(times=b)``, instead of :func:`tensor_product` and its three rows; 2, the default: ModDown's
+    store adds nothing, the terms times P mod q_i go into the inner product's Q rows,
+    ``ntt_inner_product(tensor=(a, b))``, by the ks_fuse 5 kernel's own-row group (1 where that kernel does not
+    run); read by ``ckks.Evaluator``
     through ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1).
     ``"ks_fuse"`` (:func:`ntt_inner_product`: 1, the inner product in ModUp's last forward NTT pass with its
     128-bit sums in registers; 2, in shared memory; 3, component 1's in shared memory; 4 and 5, one thread group

@@ -303,7 +303,7 @@ def _relinearize(ctx: RLWEContext, ct: Ciphertext, key: SwitchingKey, level: int
 
 
 def _tensor_in_key_switch(ctx: RLWEContext) -> bool:
-    """On CUDA (ops.kernel_variant "tensor_fuse" = 1, the default, with the one-launch ModUp and the fused
+    """On CUDA (ops.kernel_variant "tensor_fuse" >= 1, the default 2, with the one-launch ModUp and the fused
     ModDown) HMult's tensor product is computed inside the relinearization's kernels instead of its own pass
     (:func:`_relinearize_product`)."""
     return (_mod_up_all_digits_at_once(ctx) and ops.kernel_variant("tensor_fuse") >= 1
