@@ -67,8 +67,10 @@ BEFORE = "[all v0: before issue 14]"
 CONV_V1 = "[conv v1: 32-row groups]"  # the tensor-core Conv before its balanced geometry (v2)
 GALOIS_V0 = "[galois v0: automorphism passes]"  # sigma_k as its own pass (ops.kernel_variant("galois") = 0)
 NTT_V0 = "[ntt v0: before session 3]"  # the NTT kernels before issue 14's session 3 (ops.kernel_variant("ntt"))
-# HMult's tensor product as its own pass (ops.kernel_variant("tensor_fuse") = 0), before issue 14's session 4
-TENSOR_FUSE = {0: "[tensor_fuse v0: tensor product pass]"}
+# HMult's tensor product as its own pass (ops.kernel_variant("tensor_fuse") = 0), before issue 14's session 4; 1: its
+# terms in ModDown's store; 2 (session 4, round 3; the default): times P mod q_i in the inner product's own-row group
+TENSOR_FUSE = {0: "[tensor_fuse v0: tensor product pass]", 1: "[tensor_fuse v1: terms in ModDown's store]",
+               2: "[tensor_fuse v2: terms in the inner product]"}
 # issue 14, session 4: the inner product in ModUp's last NTT pass (ops.kernel_variant("ks_fuse"); 5: the default,
 # one thread group per digit, both components' products summed through shared memory)
 KS_FUSE_VARIANTS = {0: "[ks_fuse v0: NTT, then the inner product]", 1: "[ks_fuse v1: sums in registers]",

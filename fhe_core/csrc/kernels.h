@@ -275,10 +275,13 @@ enum class Variant : int {
   kGalois = 6,  // 1 (default): a rotation's sigma_k read inside ModUp's inverse NTT (ops.intt_galois) and
                 //    ModDown's epilogue add (mod_down_ntt's add_galois) instead of ops.automorphism_ntt
                 //    (read by rlwe/keyswitch.py)
-  kTensorFuse = 7,  // 1 (default): HMult's tensor product inside the relinearization's key switch: ModUp's
+  kTensorFuse = 7,  // 1: HMult's tensor product inside the relinearization's key switch: ModUp's
                     //    inverse NTT reads a1, b1 (ops.intt_product) and ModDown's store adds (a0 b0, a0 b1 + a1 b0)
                     //    (mod_down_ntt's times) instead of tensor_product and its three rows (read by
-                    //    rlwe/keyswitch.py for ckks/evaluator.py; the kernels: ntt.cu, ntt_rows' kProducts)
+                    //    rlwe/keyswitch.py for ckks/evaluator.py; the kernels: ntt.cu, ntt_rows' kProducts);
+                    //    2 (default): the terms times P mod q_i in the inner product's Q rows instead, by ks_fuse 5's
+                    //    own-row group (NttInnerProductArgs::tensor_a), ModDown's store plain (1 where that kernel
+                    //    does not run)
   kKsFuse = 8,  // 1: the key-switching inner product in ModUp's last forward NTT pass (ops.ntt_inner_product,
                 //    ntt.cu; read by rlwe/keyswitch.py, needs ntt >= 3), the 128-bit sums in registers; 2: the
                 //    sums in shared memory; 3: component 1's in shared memory; 4, 5: one thread group per digit
@@ -430,11 +433,19 @@ struct NttInnerProductArgs {
   // input d: the digits' own rows), through sigma_own_galois (galois_ntt_source) when own_galois != 1.
   const u64* own = nullptr;
   u64 own_galois = 1;
+  // tensor_fuse 2 (CUDA, ntt_inner_product_takes_tensor): HMult's two degree-1 operands a, b ([2, limbs -
+  // skip.begin, N] each, contiguous, NTT domain over Q_l) and p_mod_q ([limbs - skip.begin]: P mod q_i). Component c
+  // of out gets (P mod q_i) * t_c on its Q rows, t_0 = a0 b0, t_1 = a0 b1 + a1 b0: ModDown of out then leaves
+  // (its plain result + t_c) mod q_i, the tensor terms of relinearize(tensor(a, b)) without a pass of their own.
+  const u64* tensor_a = nullptr;
+  const u64* tensor_b = nullptr;
+  const u64* p_mod_q = nullptr;
 };
 
 namespace cuda {
 void ntt_inner_product(const NttInnerProductArgs& args, Stream stream);
 bool ntt_inner_product_fuses(const NttInnerProductArgs& args);  // the fused kernel runs (reads `own` itself)
+bool ntt_inner_product_takes_tensor(const NttInnerProductArgs& args);  // ks_fuse 5's kernel runs (adds the terms)
 void ks_inner_product_babies(const KsInnerProductBabiesArgs& args, Stream stream);
 void ks_inner_product_pair(const KsInnerProductPairArgs& args, Stream stream);
 void giant_products(const GiantProductsArgs& args, Stream stream);

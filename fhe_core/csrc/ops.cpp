@@ -29,7 +29,7 @@
 namespace fhe {
 
 int& kernel_variant(Variant v) {
-  static int variants[static_cast<int>(Variant::kCount)] = {7, 1, 1, 1, 3, 6, 1, 1, 5};
+  static int variants[static_cast<int>(Variant::kCount)] = {7, 1, 1, 1, 3, 6, 1, 2, 5};
   return variants[static_cast<int>(v)];
 }
 
@@ -174,6 +174,7 @@ struct CpuBackend {
     cpu::ks_inner_product(a.ip);
   }
   static bool ntt_inner_product_fuses(const NttInnerProductArgs&) { return false; }
+  static bool ntt_inner_product_takes_tensor(const NttInnerProductArgs&) { return false; }
   static void center_lift(const CenterLiftArgs& a, const Tensor&) { cpu::center_lift(a); }
   static void automorphism_ntt(const AutomorphismArgs& a, const Tensor&) { cpu::automorphism_ntt(a); }
   static void automorphism_coeff(const AutomorphismArgs& a, const Tensor&) { cpu::automorphism_coeff(a); }
@@ -214,6 +215,9 @@ struct CudaBackend {
     cuda::ntt_inner_product(a, current_stream(t));
   }
   static bool ntt_inner_product_fuses(const NttInnerProductArgs& a) { return cuda::ntt_inner_product_fuses(a); }
+  static bool ntt_inner_product_takes_tensor(const NttInnerProductArgs& a) {
+    return cuda::ntt_inner_product_takes_tensor(a);
+  }
   static void center_lift(const CenterLiftArgs& a, const Tensor& t) { cuda::center_lift(a, current_stream(t)); }
   static void automorphism_ntt(const AutomorphismArgs& a, const Tensor& t) {
     cuda::automorphism_ntt(a, current_stream(t));
@@ -807,13 +811,41 @@ void copy_own_rows(Tensor& digits, const Tensor& own, int64_t galois, const Tens
   }
 }
 
+// ntt_inner_product's tensor terms (NttInnerProductArgs::tensor_a; tensor_fuse 2): only ks_fuse 5's kernel adds
+// them, so the caller (rlwe/keyswitch.py) passes them only where it runs; anywhere else this is an error.
+template <class B>
+void set_tensor_terms(NttInnerProductArgs& args, const Tensor& digits, const Tensor& a, const Tensor& b,
+                      const Tensor& p_mod_q, const char* op) {
+  const int64_t q_rows = args.ntt.limbs - args.ntt.skip.begin;
+  for (const auto& [t, name] : {std::pair<const Tensor&, const char*>{a, "tensor_a"}, {b, "tensor_b"}}) {
+    check_words(t, op, name);
+    check_same_device(t, digits, op, name);
+    FHE_CHECK(t.dim() == 3 && t.size(0) == 2 && t.size(1) == q_rows && t.size(2) == digits.size(2), op, ": ", name,
+              " must be [2, ", q_rows, ", ", digits.size(2), "] (a degree-1 ciphertext over the rows from skip[0] on), "
+              "got ", t.sizes());
+    at::assert_no_overlap(digits, t);
+  }
+  check_words(p_mod_q, op, "p_mod_q");
+  check_same_device(p_mod_q, digits, op, "p_mod_q");
+  FHE_CHECK(p_mod_q.dim() == 1 && p_mod_q.size(0) == q_rows, op, ": p_mod_q must be [", q_rows, "], got ",
+            p_mod_q.sizes());
+  args.tensor_a = words(a);
+  args.tensor_b = words(b);
+  args.p_mod_q = words(p_mod_q);
+  FHE_CHECK(B::ntt_inner_product_takes_tensor(args), op,
+            ": tensor_a/tensor_b need the CUDA kernel of kernel_variant(\"ks_fuse\") = 5 (ntt >= 3, own given, at "
+            "most 4 digits, 16-byte aligned tensors, N large enough); elsewhere add the terms in mod_down_ntt (times)");
+}
+
 // ModUp's forward NTT (in place, skipping `skip`'s rows) and the inner product as one op: returns
 // ks_inner_product(ntt(digits, skip)); digits is scratch afterwards (NttInnerProductArgs). With own, the skipped
-// rows come from own (row i - skip[0] for limb i, through sigma_own_galois) instead of the digits.
+// rows come from own (row i - skip[0] for limb i, through sigma_own_galois) instead of the digits. With tensor_a,
+// tensor_b and p_mod_q (CUDA, ks_fuse 5), the Q rows of component c also get (P mod q_i) * t_c (kernels.h).
 template <class B>
 Tensor ntt_inner_product(Tensor& digits, const Tensor& moduli, const Tensor& table, const Tensor& key,
                          int64_t q_count, int64_t p_row, at::OptionalIntArrayRef skip, const std::optional<Tensor>& own,
-                         int64_t own_galois) {
+                         int64_t own_galois, const std::optional<Tensor>& tensor_a,
+                         const std::optional<Tensor>& tensor_b, const std::optional<Tensor>& p_mod_q) {
   const char* op = "ntt_inner_product";
   const KsDigitShape d = check_ks_digits(digits, moduli, op);
   const int log_n = log2_exact(d.n, op);
@@ -854,6 +886,13 @@ Tensor ntt_inner_product(Tensor& digits, const Tensor& moduli, const Tensor& tab
     }
   } else {
     FHE_CHECK(own_galois == 1, op, ": own_galois needs own");
+  }
+  const bool tensor = tensor_a.has_value() || tensor_b.has_value() || p_mod_q.has_value();
+  if (tensor) {
+    FHE_CHECK(tensor_a.has_value() && tensor_b.has_value() && p_mod_q.has_value(), op,
+              ": tensor_a, tensor_b and p_mod_q go together");
+    FHE_CHECK(own.has_value() && own_galois == 1, op, ": tensor_a needs own (and own_galois 1)");
+    set_tensor_terms<B>(args, digits, *tensor_a, *tensor_b, *p_mod_q, op);
   }
   B::ntt_inner_product(args, digits);
   return out;
@@ -1320,7 +1359,7 @@ Tensor& ks_inner_product_babies_out(const Tensor& digits, at::TensorList keys, a
 
 constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "fused", "ntt", "galois",
                                           "tensor_fuse", "ks_fuse"};
-constexpr int kVariantMax[] = {8, 1, 1, 1, 3, 6, 1, 1, 5};
+constexpr int kVariantMax[] = {8, 1, 1, 1, 3, 6, 1, 2, 5};
 static_assert(sizeof(kVariantMax) / sizeof(kVariantMax[0]) == static_cast<size_t>(Variant::kCount));
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 
@@ -1430,7 +1469,8 @@ TORCH_LIBRARY(fhe_core, m) {
   m.def("ks_inner_product.out(Tensor digits, Tensor key, int q_count, int p_row, Tensor moduli, *, "
         "Tensor(a!) out) -> Tensor(a!)");
   m.def("ntt_inner_product(Tensor(a!) digits, Tensor moduli, Tensor table, Tensor key, int q_count, int p_row, "
-        "int[]? skip=None, Tensor? own=None, int own_galois=1) -> Tensor");
+        "int[]? skip=None, Tensor? own=None, int own_galois=1, Tensor? tensor_a=None, Tensor? tensor_b=None, "
+        "Tensor? p_mod_q=None) -> Tensor");
   m.def("mod_up_conv(Tensor coeffs, Tensor src_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, Tensor dst_moduli, "
         "Tensor qhat_mod_p, Tensor? own=None, bool lazy=False, Tensor? fragments=None, bool copy_own=True) -> Tensor");
   m.def("mod_up_conv.out(Tensor coeffs, Tensor src_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, "

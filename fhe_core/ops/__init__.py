@@ -62,9 +62,12 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     first kernel, for primes below ~2^58.3 at N = 2^16); ``"galois"`` (1, the default: a rotation's sigma_k read
     inside ModUp's inverse NTT, ``intt_galois``, and ModDown's epilogue add, ``mod_down_ntt(add_galois=k)``, instead
     of two ``automorphism_ntt`` passes; read by ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1);
-    ``"tensor_fuse"`` (1, the default: HMult's tensor product inside the relinearization's key switch, ModUp's
+    ``"tensor_fuse"`` (1: HMult's tensor product inside the relinearization's key switch, ModUp's
     inverse NTT reading a1 and b1, :func:`intt_product`, and ModDown's store adding (a0 b0, a0 b1 + a1 b0),
-    ``mod_down_ntt(times=b)``, instead of :func:`tensor_product` and its three rows; read by ``ckks.Evaluator``
+    ``mod_down_ntt(times=b)``, instead of :func:`tensor_product` and its three rows; 2, the default: ModDown's
+    store adds nothing, the terms times P mod q_i go into the inner product's Q rows,
+    ``ntt_inner_product(tensor=(a, b))``, by the ks_fuse 5 kernel's own-row group (1 where that kernel does not
+    run); read by ``ckks.Evaluator``
     through ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1).
     ``"ks_fuse"`` (:func:`ntt_inner_product`: 1, the inner product in ModUp's last forward NTT pass with its
     128-bit sums in registers; 2, in shared memory; 3, component 1's in shared memory; 4 and 5, one thread group
@@ -274,7 +277,8 @@ def ks_inner_product(digits: Tensor, key: Tensor, q_count: int, p_row: int, modu
 
 def ntt_inner_product(digits: Tensor, moduli: Tensor, table: Tensor, key: Tensor, q_count: int, p_row: int, *,
                       skip: tuple[int, int, int] | None = None, own: Tensor | None = None,
-                      own_galois: int = 1) -> Tensor:
+                      own_galois: int = 1, tensor: tuple[Tensor, Tensor] | None = None,
+                      p_mod_q: Tensor | None = None) -> Tensor:
     """ModUp's forward NTT and the key-switching inner product in one op:
     ``ks_inner_product(ntt(digits, skip=skip), key, q_count, p_row, moduli)``, ``[2, limbs, N]``.
 
@@ -286,8 +290,14 @@ def ntt_inner_product(digits: Tensor, moduli: Tensor, table: Tensor, key: Tensor
     instead of ``digits``, limb i from its row i - skip[0] (ModUp's input d over Q_l, whose digits' own rows
     those are: :func:`mod_up_conv` with ``copy_own=False`` need not copy them), through sigma_own_galois
     (``automorphism_ntt``) with own_galois k != 1 (a rotation's sigma_k(c1), read from c1).
+    ``tensor`` = (a, b) (two contiguous degree-1 ciphertexts ``[2, limbs - skip[0], N]``, NTT domain over Q_l) with
+    ``p_mod_q`` (``[limbs - skip[0]]``, P mod q_i; needs ``own``): component c's Q rows also get (P mod q_i) * t_c,
+    t_0 = a0 b0, t_1 = a0 b1 + a1 b0, so that ModDown of the result is relinearize(tensor(a, b))'s (HMult's
+    tensor_fuse 2). Only the CUDA kernel of ``kernel_variant("ks_fuse")`` = 5 adds them: elsewhere an error
+    (``rlwe.keyswitch`` passes them only where it runs).
     """
-    return _ops.ntt_inner_product(digits, moduli, table, key, q_count, p_row, skip, own, own_galois)
+    a, b = tensor if tensor is not None else (None, None)
+    return _ops.ntt_inner_product(digits, moduli, table, key, q_count, p_row, skip, own, own_galois, a, b, p_mod_q)
 
 
 def automorphism_ntt(a: Tensor, moduli: Tensor, galois: int, *, out: Tensor | None = None) -> Tensor:
@@ -433,7 +443,8 @@ def _register_fakes() -> None:
         return digits.new_empty((2, digits.shape[1], digits.shape[2]))
 
     @torch.library.register_fake("fhe_core::ntt_inner_product")
-    def _(digits, moduli, table, key, q_count, p_row, skip=None, own=None, own_galois=1):
+    def _(digits, moduli, table, key, q_count, p_row, skip=None, own=None, own_galois=1, tensor_a=None,
+          tensor_b=None, p_mod_q=None):
         return digits.new_empty((2, digits.shape[1], digits.shape[2]))
 
     @torch.library.register_fake("fhe_core::bconv")

@@ -138,13 +138,15 @@ def _mod_up_inner_product(ctx: RLWEContext, d: torch.Tensor, key: SwitchingKey, 
 
 
 def _ntt_inner_product(ctx: RLWEContext, t, digits: torch.Tensor, key: SwitchingKey, own: torch.Tensor,
-                       own_galois: int = 1) -> torch.Tensor:
+                       own_galois: int = 1, tensor: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """The forward NTT of :func:`_mod_up_conv_all_digits`' output (``copy_own=False``) and the inner product, one op
-    (digits: scratch), the own rows read from ``own`` (d over Q_l; with own_galois k, sigma_k(own))."""
+    (digits: scratch), the own rows read from ``own`` (d over Q_l; with own_galois k, sigma_k(own)); with ``tensor``
+    = (a, b) (:func:`_tensor_in_inner_product`) plus (P mod q_i) * HMult's tensor terms on the Q rows."""
     rows = len(t.qp)
+    p_mod_q = None if tensor is None else ctx.p_mod_q[:len(t.q)]
     with _step("mod_up_inner_product", ctx.device):
         return ops.ntt_inner_product(digits, t.qp.moduli, t.qp.ntt_table, key.data, rows, rows, skip=_own_rows(ctx),
-                                     own=own, own_galois=own_galois)
+                                     own=own, own_galois=own_galois, tensor=tensor, p_mod_q=p_mod_q)
 
 
 def inner_product(ctx: RLWEContext, digits: torch.Tensor, key: SwitchingKey, level: int) -> torch.Tensor:
@@ -301,11 +303,24 @@ def _relinearize(ctx: RLWEContext, ct: Ciphertext, key: SwitchingKey, level: int
 
 
 def _tensor_in_key_switch(ctx: RLWEContext) -> bool:
-    """On CUDA (ops.kernel_variant "tensor_fuse" = 1, the default, with the one-launch ModUp and the fused
+    """On CUDA (ops.kernel_variant "tensor_fuse" >= 1, the default 2, with the one-launch ModUp and the fused
     ModDown) HMult's tensor product is computed inside the relinearization's kernels instead of its own pass
     (:func:`_relinearize_product`)."""
-    return (_mod_up_all_digits_at_once(ctx) and ops.kernel_variant("tensor_fuse") == 1
+    return (_mod_up_all_digits_at_once(ctx) and ops.kernel_variant("tensor_fuse") >= 1
             and ops.kernel_variant("mod_down") == 1)
+
+
+# The most digits ntt_digits_inner_product (ks_fuse 4, 5) takes a thread group for (ntt.cu's kMaxDigitGroups).
+_DIGITS_KERNEL_MAX_DNUM = 4
+
+
+def _tensor_in_inner_product(ctx: RLWEContext, level: int) -> bool:
+    """tensor_fuse 2: HMult's tensor terms times P mod q_i added by the inner product's own-row thread group
+    (ops.ntt_inner_product's ``tensor``; ks_fuse 5's kernel only, at most 4 digits), so that ModDown adds nothing.
+    Exact: ModDown's Conv reads only the P rows, so (x + P t - Conv) P^-1 = (x - Conv) P^-1 + t mod q_i."""
+    return (_tensor_in_key_switch(ctx) and ops.kernel_variant("tensor_fuse") == 2 and _inner_product_in_mod_up(ctx)
+            and ops.kernel_variant("ks_fuse") == 5 and ops.kernel_variant("ntt") >= 3
+            and ctx.digit_count(level) <= _DIGITS_KERNEL_MAX_DNUM)
 
 
 def _relinearize_product(ctx: RLWEContext, a: torch.Tensor, b: torch.Tensor, key: SwitchingKey,
@@ -314,10 +329,15 @@ def _relinearize_product(ctx: RLWEContext, a: torch.Tensor, b: torch.Tensor, key
     ``level``) and a checked relinearization key, without the tensor product's pass and its three rows: ModUp's
     inverse NTT reads a1 and b1 and stores d2 = a1 b1 for the digits' own rows (ops.intt_product), ModDown's
     last store adds (a0 b0, a0 b1 + a1 b0) (mod_down_ntt's times). Returns ``[2, l+1, N]``, equal bit for bit
-    to tensor_product then :func:`_relinearize`."""
+    to tensor_product then :func:`_relinearize`. With :func:`_tensor_in_inner_product` the inner product's kernel
+    adds (P mod q_i) (a0 b0, a0 b1 + a1 b0) to its Q rows instead, and ModDown adds nothing."""
     t = ctx.tables(level)
     with _step("tensor_mod_up", ctx.device):
         coeffs, d2 = ops.intt_product(a[1], b[1], t.q.moduli, t.q.ntt_table)
+    if _tensor_in_inner_product(ctx, level):
+        with _step("mod_up", ctx.device):
+            digits = _mod_up_conv_all_digits(t, d2, coeffs, copy_own=False)
+        return _mod_down(ctx, _ntt_inner_product(ctx, t, digits, key, d2, tensor=(a, b)), level)
     return _mod_down(ctx, _mod_up_inner_product(ctx, d2, key, level, coeffs), level, add=a, add_times=b)
 
 

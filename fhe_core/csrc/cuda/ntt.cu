@@ -948,6 +948,48 @@ __device__ __forceinline__ u32 product_slot(int cl, u32 tid, int k) {
   return (static_cast<u32>(cl) * kGroupThreads + tid) * kPerThread + (static_cast<u32>(k) ^ (tid & 7u));
 }
 
+// tensor_fuse 2 (NttInnerProductArgs::tensor_a): HMult's tensor terms t_0 = a0 b0, t_1 = a0 b1 + a1 b0 in the own
+// group's products of a limb i of Q (the group that only reads its digit's own row and then waits for the others'
+// transforms). ModDown computes (x_c - Conv([x_c]_P)) * P^-1 mod q_i and Conv reads only the P rows, so adding
+// (P mod q_i) * t_c to x_c's Q rows here gives (x_c - Conv) * P^-1 + t_c mod q_i: after the single reduce128 and
+// ModDown's canonical store, the same words as tensor_fuse 1 (the terms added in ModDown's store). t_c mod q_i by
+// ShortBarrett (t_1 < 2 q^2), times P mod q_i (< q) as a 128-bit product added to the group's product slot: the
+// block's sum of a word stays below 17 q^2 < 2^127 (q < 2^61; at most kMaxDigitGroups products of a lazy word below
+// 4q and a key word, plus this one).
+// Reads 16 bytes per operand at a time, two pairs of words per step (unrolled fully: 32 bytes of spills in the
+// kLen 0 kernel, none at kLen 8); the own thread wrote the slots, so no barrier before the read.
+template <int kGroupThreads>
+__device__ __forceinline__ void add_tensor_products(const NttInnerProductArgs& a, int limb, u32 mine, u32 tid,
+                                                    const Modulus& m, ulonglong2* products) {
+  const int64_t n = int64_t{1} << a.ntt.log_n;
+  const int qi = limb - a.ntt.skip.begin;  // the limb's index in Q_l
+  const int64_t plane = static_cast<int64_t>(a.ntt.limbs - a.ntt.skip.begin) * n;
+  const int64_t at = qi * n + mine;
+  const u64 p = a.p_mod_q[qi];
+  const ShortBarrett sb(m);
+  const ulonglong2* a0 = reinterpret_cast<const ulonglong2*>(a.tensor_a + at);
+  const ulonglong2* a1 = reinterpret_cast<const ulonglong2*>(a.tensor_a + plane + at);
+  const ulonglong2* b0 = reinterpret_cast<const ulonglong2*>(a.tensor_b + at);
+  const ulonglong2* b1 = reinterpret_cast<const ulonglong2*>(a.tensor_b + plane + at);
+  const auto add_term = [&](int c, int k, u64 t) {
+    ulonglong2& slot = products[product_slot<kGroupThreads>(c, tid, k)];
+    U128 z{slot.x, slot.y};
+    mac128(z, t, p);
+    slot = make_ulonglong2(z.lo, z.hi);
+  };
+#pragma unroll 2
+  for (int k = 0; k < kPerThread; k += 2) {
+    const ulonglong2 x0 = a0[k / 2], x1 = a1[k / 2], y0 = b0[k / 2], y1 = b1[k / 2];
+    add_term(0, k, sb.reduce(mul_wide(x0.x, y0.x)));
+    add_term(0, k + 1, sb.reduce(mul_wide(x0.y, y0.y)));
+    U128 lo = mul_wide(x0.x, y1.x), hi = mul_wide(x0.y, y1.y);
+    mac128(lo, x1.x, y0.x);
+    mac128(hi, x1.y, y0.y);
+    add_term(1, k, sb.reduce(lo));
+    add_term(1, k + 1, sb.reduce(hi));
+  }
+}
+
 // Grid: (2^k1 / rows_per_group, limbs), the limbs backwards (as ntt_rows_inner_product). Block: dnum groups of
 // kGroupThreads. Shared memory: one region of region_words per group (its rows tile during the transform, then its
 // products).
@@ -982,7 +1024,8 @@ __global__ void __launch_bounds__(kMaxDigitGroups * kGroupThreads, (kPhases == 2
   const int64_t key_component = ip.key_rows * n;
 
   u64 v[kPerThread];
-  if (ntt_row_skipped(nt.skip, row, nt.limbs)) {  // (uniform over the group)
+  const bool own_row = ntt_row_skipped(nt.skip, row, nt.limbs);  // (uniform over the group)
+  if (own_row) {
     if (a.own == nullptr) load8(nt.out + row * n + mine, v);
     else load8_own(a, limb, mine, v);
   } else {
@@ -1012,6 +1055,9 @@ __global__ void __launch_bounds__(kMaxDigitGroups * kGroupThreads, (kPhases == 2
         const U128 z = mul_wide(v[k], w[phase * kComponents + cl][k]);
         products[product_slot<kGroupThreads>(cl, tid, k)] = make_ulonglong2(z.lo, z.hi);
       }
+    }
+    if constexpr (kPhases == 1) {  // (launch_ntt_inner_product takes tensor_a only with kPhases 1)
+      if (own_row && a.tensor_a != nullptr) add_tensor_products<kGroupThreads>(a, limb, mine, tid, m, products);
     }
     __syncthreads();
     for (u32 u = threadIdx.x; u < units; u += blockDim.x) {
@@ -1223,13 +1269,20 @@ void launch_rows_inner_product(const NttInnerProductArgs& a, dim3 grid, unsigned
 
 // ks_fuse 4, 5 (ntt_digits_inner_product): one group of kGroupThreads threads per digit. False where it does not
 // apply (more than kMaxDigitGroups digits, a row longer than a group's 8 words per thread): variant 3 runs then.
+template <int kGroupThreads>
+bool digits_inner_product_fits(const NttInnerProductArgs& a, int k1) {
+  const int dnum = a.ip.dnum;
+  const u32 threads_per_row = (1u << (a.ntt.log_n - k1)) / kPerThread;
+  return dnum >= 1 && dnum <= kMaxDigitGroups && threads_per_row <= kGroupThreads &&
+         (1u << k1) * threads_per_row >= kGroupThreads;
+}
+
 template <int kLen, int kGroupThreads, int kPhases>
 bool launch_digits_inner_product(const NttInnerProductArgs& a, int k1, bool truncated, cudaStream_t s) {
   const int dnum = a.ip.dnum;
   const int k2 = a.ntt.log_n - k1;
   const u32 threads_per_row = (1u << k2) / kPerThread;
-  if (dnum < 1 || dnum > kMaxDigitGroups || threads_per_row > kGroupThreads || (1u << k1) * threads_per_row < kGroupThreads)
-    return false;
+  if (!digits_inner_product_fits<kGroupThreads>(a, k1)) return false;
   const u32 rows_per_group = kGroupThreads / threads_per_row;
   // a group's region: its rows tile (9 words per 8: RowLayout's pad) or its products, whichever is larger
   const u32 tile_words = rows_per_group * (1u << k2) * 9 / 8;
@@ -1258,11 +1311,21 @@ bool fused_inner_product_applies(const NttInnerProductArgs& a) {
          std::min<u32>(1u << nt.log_n, kRowThreads * kPerThread) == kRowThreads * kPerThread;  // (full blocks)
 }
 
+// tensor_fuse 2's terms (NttInnerProductArgs::tensor_a) are added by ntt_digits_inner_product with both components
+// at once (ks_fuse 5) only.
+bool tensor_terms_apply(const NttInnerProductArgs& a) {
+  return fused_inner_product_applies(a) && kernel_variant(Variant::kKsFuse) == 5 &&
+         digits_inner_product_fits<64>(a, split(a.ntt.log_n).k1) && a.ntt.skip.length > 0 && aligned16(a.tensor_a) &&
+         aligned16(a.tensor_b);
+}
+
 void launch_ntt_inner_product(const NttInnerProductArgs& a, Stream stream) {
   const NttArgs& nt = a.ntt;
   if (nt.rows == 0) return;
   const int variant = kernel_variant(Variant::kKsFuse);
   const NttPlan plan = ntt_inner_product_plan(nt);
+  if (a.tensor_a != nullptr && !tensor_terms_apply(a))  // (ops.cpp checks first: a clear error there)
+    throw std::runtime_error("ntt_inner_product: tensor terms need the ks_fuse 5 kernel");
   if (!fused_inner_product_applies(a)) {  // (ops.cpp has copied `own`'s rows into the digits then)
     launch_ntt<true>(nt, stream);
     ks_inner_product(a.ip, stream);
@@ -1318,5 +1381,6 @@ bool ntt_fuses_products(const NttArgs& args, bool forward) {
 void ntt_inverse(const NttArgs& args, Stream stream) { launch_ntt<false>(args, stream); }
 void ntt_inner_product(const NttInnerProductArgs& args, Stream stream) { launch_ntt_inner_product(args, stream); }
 bool ntt_inner_product_fuses(const NttInnerProductArgs& args) { return fused_inner_product_applies(args); }
+bool ntt_inner_product_takes_tensor(const NttInnerProductArgs& args) { return tensor_terms_apply(args); }
 
 }  // namespace fhe::cuda

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from fhe_core import ops
-from fhe_core.ring import RNSBasis, generate_primes
+from fhe_core.ring import RNSBasis, generate_primes, shoup_constants
 from fhe_reference import fresh_rng, random_residues
 
 KS_FUSE_VARIANTS = (0, 1, 2, 3, 4, 5)  # 4, 5: one thread group per digit (up to 4 digits; more: variant 3)
@@ -179,3 +179,73 @@ def test_ntt_inner_product_own_rows_are_bit_identical(case):
                     got = ops.ntt_inner_product(digits.cuda(), gpu.moduli, gpu.ntt_table, key_gpu, rows, rows,
                                                 skip=skip, own=own_gpu, own_galois=k)
                 assert torch.equal(got.cpu(), expected), (k, ntt_variant, fuse)
+
+
+def _tensor_case(rng, case):
+    """_own_case plus HMult's operands a, b ([2, Q_l, N], q - 1 in their first columns: the largest terms) and
+    P mod q_i taken as q_i - 1 (the largest factor)."""
+    basis, digits, key, skip, own = _own_case(rng, case)
+    q_primes = basis.primes[skip[0]:]
+    q_moduli = basis.moduli[skip[0]:]
+    a, b = (random_residues(rng, q_primes, (2,), basis.n) for _ in range(2))
+    for x in (a, b):
+        x[:, :, :48] = q_moduli[:, :1] - 1
+    p_mod_q = shoup_constants([q - 1 for q in q_primes], q_primes)
+    return basis, digits, key, skip, own, a, b, p_mod_q
+
+
+def _expected_with_tensor(basis, digits, key, skip, own, a, b, p_mod_q):
+    """The CPU composition: the inner product, then (P mod q_i) (a0 b0, a0 b1 + a1 b0) added to its Q rows."""
+    rows = len(basis)
+    q_moduli = basis.moduli[skip[0]:]
+    out = ops.ntt_inner_product(digits.clone(), basis.moduli, basis.ntt_table, key, rows, rows, skip=skip, own=own)
+    terms = ops.mul_const(ops.tensor_product(a, b, q_moduli)[:2].contiguous(), *p_mod_q, q_moduli)
+    out[:, skip[0]:] = ops.add(out[:, skip[0]:].contiguous(), terms, q_moduli)
+    return out
+
+
+def test_ntt_inner_product_tensor_terms_rejected_off_the_digits_kernel():
+    """Only CUDA's ks_fuse 5 kernel adds the tensor terms: on the CPU (and with partial or misshapen arguments) a
+    clear error, never a result without them."""
+    rng, _ = fresh_rng()
+    basis, digits, key, skip, own, a, b, p_mod_q = _tensor_case(rng, CASES[4])
+    rows = len(basis)
+    args = (digits, basis.moduli, basis.ntt_table, key, rows, rows)
+    with pytest.raises(RuntimeError, match="tensor_a/tensor_b need the CUDA kernel"):
+        ops.ntt_inner_product(*args, skip=skip, own=own, tensor=(a, b), p_mod_q=p_mod_q[0])
+    with pytest.raises(RuntimeError, match="go together"):
+        ops.ntt_inner_product(*args, skip=skip, own=own, tensor=(a, b))
+    with pytest.raises(RuntimeError, match="tensor_a needs own"):
+        ops.ntt_inner_product(*args, skip=skip, tensor=(a, b), p_mod_q=p_mod_q[0])
+    with pytest.raises(RuntimeError, match=r"tensor_b must be \[2, 4, 2048\]"):
+        ops.ntt_inner_product(*args, skip=skip, own=own, tensor=(a, b[:, 1:].contiguous()), p_mod_q=p_mod_q[0])
+    with pytest.raises(RuntimeError, match=r"p_mod_q must be \[4\]"):
+        ops.ntt_inner_product(*args, skip=skip, own=own, tensor=(a, b), p_mod_q=p_mod_q[0][1:].contiguous())
+
+
+# dnum 3 with alpha 11 (N16QP1766L30D3's layout at 2^12 and 2^16), 3 digits of 61-60-bit primes with a short last
+# one, 4 digits (the most thread groups: 5 products in a word's sum)
+TENSOR_CASES = [CASES[0], CASES[1], CASES[5], (16, (46,) * 11, (60,) + (40,) * 30, 11),
+                (16, (46,) * 11, (60,) + (40,) * 19, 11)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", TENSOR_CASES, ids=lambda c: f"N2^{c[0]}-alpha{c[3]}-{len(c[2])}")
+def test_ntt_inner_product_tensor_terms_are_bit_identical(case):
+    """tensor=(a, b), p_mod_q on ks_fuse 5 (the own-row group adds (P mod q_i) t_c) == the CPU's inner product plus
+    the scaled terms on the Q rows; refused where the kernel does not run (ks_fuse 4, ntt 2)."""
+    rng, _ = fresh_rng()
+    basis, digits, key, skip, own, a, b, p_mod_q = _tensor_case(rng, case)
+    expected = _expected_with_tensor(basis, digits, key, skip, own, a, b, p_mod_q)
+    rows = len(basis)
+    gpu = RNSBasis.get(basis.primes, basis.n, "cuda")
+    args = (gpu.moduli, gpu.ntt_table, key.cuda(), rows, rows)
+    extra = dict(skip=skip, own=own.cuda(), tensor=(a.cuda(), b.cuda()), p_mod_q=p_mod_q[0].cuda())
+    for ntt_variant in (6, 3):
+        with ops.use_kernel_variant("ntt", ntt_variant), ops.use_kernel_variant("ks_fuse", 5):
+            got = ops.ntt_inner_product(digits.cuda(), *args, **extra)
+        assert torch.equal(got.cpu(), expected), ntt_variant
+    for ntt_variant, fuse in ((6, 4), (2, 5), (6, 0)):
+        with ops.use_kernel_variant("ntt", ntt_variant), ops.use_kernel_variant("ks_fuse", fuse):
+            with pytest.raises(RuntimeError, match="need the CUDA kernel"):
+                ops.ntt_inner_product(digits.cuda(), *args, **extra)
