@@ -595,7 +595,7 @@ class Evaluator:
     def _product_relinearized(self, a: Ciphertext, a_data: torch.Tensor, b_data: torch.Tensor, level: int,
                               b_scale: float, key: rlwe.RelinKey, op: str) -> Ciphertext:
         """:meth:`_tensor_checked` then the relinearization, of checked operands' data at ``level``; on CUDA
-        (ops.kernel_variant "tensor_fuse" = 1) the tensor product happens inside the key switch's kernels
+        (ops.kernel_variant "tensor_fuse" >= 1) the tensor product happens inside the key switch's kernels
         (the same words, without the degree-2 ciphertext in memory)."""
         if _tensor_in_key_switch(self._ctx):
             scale = self._check_scale_fits(a.scale * b_scale, level, op)
