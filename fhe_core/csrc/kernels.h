@@ -291,7 +291,8 @@ enum class Variant : int {
   kEpilogue = 11,  // ModDown's forward rows kernel (ntt.cu, ntt variant 6 plans): 1: its epilogue operands (c, add or
                    //    the sigma_k gather) copied into shared memory by cp.async at the kernel's start; 2: 1 with
                    //    truncated Shoup quotients in the forward rows stages too (every forward NTT, primes with
-                   //    (5 + 4 log N) q < 2^64); 3: the truncated quotients alone
+                   //    (5 + 4 log N) q < 2^64); 3: the truncated quotients alone; 4: instead, ModUp's inverse
+                   //    rows kernels (products, galois) prefetch their first round's twiddles into L1 at the start
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

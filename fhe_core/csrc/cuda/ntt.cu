@@ -541,9 +541,10 @@ __device__ __forceinline__ void add_tensor_terms(u64 (&v)[kPerThread], const Ntt
 // pairs 4-7: a warp's 16-byte accesses to one pair index are consecutive (no bank conflicts). 128 threads: 8 KB
 // (c) or 16 KB (c and add) per block on top of the 9 KB tile: still 8 blocks per SM (the 64-register limit).
 // epilogue variant: 0 none of this; 1 kEarly; 2 kEarly and the rows' truncated quotients (trunc_rows_fits);
-// 3 the truncated quotients alone.
+// 3 the truncated quotients alone; 4 (inverse rows kernels only) inverse_prefetch.
 constexpr bool epilogue_early(int variant) { return variant == 1 || variant == 2; }
-constexpr bool epilogue_truncated(int variant) { return variant >= 2; }
+constexpr bool epilogue_truncated(int variant) { return variant == 2 || variant == 3; }
+constexpr bool inverse_prefetch(int variant) { return variant == 4; }
 
 __device__ __forceinline__ void cp_async16(void* shared, const void* global) {
   const u32 address = static_cast<u32>(__cvta_generic_to_shared(shared));
@@ -693,14 +694,38 @@ __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64
                                                     lazy_factor, stage);
 }
 
+// ---- ops.kernel_variant("epilogue") 4: the inverse rows kernels' first-round twiddles prefetched into L1 ----------
+//
+// ModUp's inverse rows kernels (HMult's reading a1 b1, HRotate's reading sigma_k(c1)) compute their input and store
+// it (`permuted`) before the first round's butterflies, and the SASS issues that round's twiddle loads only after
+// those stores: two memory latencies in turn per thread. With the prefetch, the thread's twiddle lines of that round
+// (stage d: U 2^d consecutive (w, w') pairs from index m base + (first_unit << d), m = 2^(s0 + d): at most 64
+// aligned bytes, one line) are requested at the kernel's start, next to the operand loads; the loads themselves
+// stay where they are and hit L1. No registers are held.
+__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
+
+template <class Tw>
+__device__ __forceinline__ void prefetch_contiguous_twiddles(const Tw& t, u32 tcol, int k2) {
+  static_assert(std::is_base_of_v<PairedTwiddles, Tw>, "the prefetch reads the (w, w') pairs");
+  const int s0 = 3 * ((k2 - 1) / 3);
+  const int g = k2 - s0;
+  const u32 first_unit = tcol * (kPerThread >> g);
+#pragma unroll
+  for (int d = 0; d < 3; ++d) {
+    if (d < g) prefetch_l1(t.pairs + (1u << (s0 + d)) * t.base + (first_unit << d));
+  }
+}
+
 // Variant >= 1's inverse rows: the first round's 8 contiguous words straight from global memory (in: the
 // input row; with kGalois the thread's slots of sigma_k(in), also stored to the permuted row), every other
 // round through shared memory, the last one to global memory (out: the block's row).
-template <bool kGalois, bool kProducts, class Tw>
+// kPrefetch: prefetch_contiguous_twiddles first.
+template <bool kGalois, bool kProducts, bool kPrefetch, class Tw>
 __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64* smem, const RowLayout& layout,
                                                     u32 tcol, int k2, u32 first, const Tw& t, u64 q, int log_n,
                                                     u64 galois, u64* permuted, const u64* times, const Modulus& m) {
   const int rounds = (k2 + 2) / 3;
+  if constexpr (kPrefetch) prefetch_contiguous_twiddles(t, tcol, k2);
   u64 v[kPerThread];
   if constexpr (kGalois) {
     load8_galois(in, first, galois, log_n, v);
@@ -748,7 +773,8 @@ __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kPr
     ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table, int limbs,
              int log_n, int k1, int rows_per_block, NttSkip skip, NttEpilogue epilogue, int64_t in_batch_stride,
              int order, u64 galois, u64* permuted) {
-  static_assert(kEpilogue == 0 || (kForward && kDirect && kLazy && kTruncated && !kProducts));
+  static_assert(kEpilogue == 0 || (kForward && kDirect && kLazy && kTruncated && !kProducts) ||
+                (!kForward && kDirect && kPairs && kLazy && inverse_prefetch(kEpilogue) && (kGalois || kProducts)));
   extern __shared__ u64 smem[];
   const u32 n = 1u << log_n;
   const int k2 = kLen != 0 ? kLen : log_n - k1;  // kLen: variant 4's compile-time row length (k1 = k2)
@@ -802,16 +828,17 @@ __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kPr
       u64* permuted_row = permuted == nullptr ? nullptr : permuted + static_cast<size_t>(row) * n;
       // kProducts: the inverse's second factor comes in epilogue.times (launch_ntt), laid out like in
       const u64* times_row = kProducts ? epilogue.times + in_row : nullptr;
+      constexpr bool kPrefetch = inverse_prefetch(kEpilogue);
       if constexpr (kLazy) {
         if (lazy_inverse_fits(q)) {
-          rows_inverse_direct<kGalois, kProducts>(in + in_row, out + origin, smem, layout, tcol, k2, first,
-                                                  LazyTwiddles<std::decay_t<decltype(t)>>{t}, q, log_n, galois,
-                                                  permuted_row, times_row, moduli[limb]);
+          rows_inverse_direct<kGalois, kProducts, kPrefetch>(in + in_row, out + origin, smem, layout, tcol, k2, first,
+                                                             LazyTwiddles<std::decay_t<decltype(t)>>{t}, q, log_n,
+                                                             galois, permuted_row, times_row, moduli[limb]);
           return;
         }
       }
-      rows_inverse_direct<kGalois, kProducts>(in + in_row, out + origin, smem, layout, tcol, k2, first, t, q, log_n,
-                                              galois, permuted_row, times_row, moduli[limb]);
+      rows_inverse_direct<kGalois, kProducts, kPrefetch>(in + in_row, out + origin, smem, layout, tcol, k2, first, t,
+                                                         q, log_n, galois, permuted_row, times_row, moduli[limb]);
     }
     return;
   }
@@ -1258,6 +1285,10 @@ auto products_rows(const NttPlan& plan) {
     return plan.fixed16 ? ntt_rows<true, true, true, true, 8, false, false, true>
                         : ntt_rows<true, true, true, true, 0, false, false, true>;
   } else {
+    if (inverse_prefetch(kernel_variant(Variant::kEpilogue))) {
+      return plan.fixed16 ? ntt_rows<false, true, true, true, 8, false, false, true, 4>
+                          : ntt_rows<false, true, true, true, 0, false, false, true, 4>;
+    }
     return plan.fixed16 ? ntt_rows<false, true, true, true, 8, false, false, true>
                         : ntt_rows<false, true, true, true, 0, false, false, true>;
   }
@@ -1278,8 +1309,8 @@ auto truncated_forward_rows(int epilogue) {
 // The epilogue variant a forward launch runs: 1 and 2 copy ModDown's operands early, which a plain transform
 // has not (1 -> 0, 2 -> 3, the truncated quotients alone).
 int forward_epilogue_variant(const NttPlan& plan, const NttEpilogue& e) {
-  if (!plan.truncated || e.times != nullptr) return 0;
   const int variant = kernel_variant(Variant::kEpilogue);
+  if (!plan.truncated || e.times != nullptr || inverse_prefetch(variant)) return 0;
   if (e.sub_from != nullptr || !epilogue_early(variant)) return variant;
   return epilogue_truncated(variant) ? 3 : 0;  // a plain transform: nothing to copy early
 }
@@ -1358,6 +1389,9 @@ void launch_ntt(const NttArgs& a, Stream stream) {
   if (plan.truncated) {  // (forward only)
     if (plan.fixed16) rows = galois ? truncated_forward_rows<8, true>(epilogue) : truncated_forward_rows<8, false>(epilogue);
     else rows = galois ? truncated_forward_rows<0, true>(epilogue) : truncated_forward_rows<0, false>(epilogue);
+  } else if (galois && !kForward && plan.lazy && inverse_prefetch(kernel_variant(Variant::kEpilogue))) {
+    rows = plan.fixed16 ? ntt_rows<false, true, true, true, 8, true, false, false, 4>
+                        : ntt_rows<false, true, true, true, 0, true, false, false, 4>;
   } else if (galois) {
     if (plan.fixed16 && plan.lazy) rows = ntt_rows<kForward, true, true, true, 8, true>;
     else if (plan.fixed16) rows = ntt_rows<kForward, true, true, false, 8, true>;

@@ -1,9 +1,10 @@
 """ModDown's forward rows kernel variants (ops.kernel_variant "epilogue", issue 14 session 5): 1 copies the
 epilogue's operands (c, add or its sigma_k gather) into shared memory at the kernel's start, 2 also truncates the
-rows stages' Shoup quotients, 3 truncates them alone. Every value against variant 0 and the CPU build, bit for bit:
-ops.mod_down_ntt with and without an addend (plain and through sigma_k), the plain forward NTT, primes on both
-sides of the truncated rows' limit (5 + 4 log N) q < 2^64 and a 61-bit prime (Harvey's butterflies), residues at
-q - 1 (and 4q - 1 for the forward's inputs), and HRotate / HMult at a small preset."""
+rows stages' Shoup quotients, 3 truncates them alone; 4 prefetches the first round's twiddles in ModUp's inverse
+rows kernels (intt_product, intt_galois). Every value against variant 0 and the CPU build, bit for bit:
+ops.mod_down_ntt with and without an addend (plain and through sigma_k), the plain forward NTT, intt_product and
+intt_galois, primes on both sides of the truncated rows' limit (5 + 4 log N) q < 2^64 and a 61-bit prime (Harvey's
+butterflies), residues at q - 1 (and 4q - 1 for the forward's inputs), and HRotate / HMult at a small preset."""
 import pytest
 import torch
 
@@ -12,17 +13,17 @@ from fhe_core.params import preset
 from fhe_core.ring import RNSBasis, generate_primes, is_prime, shoup_constants
 from fhe_reference import fresh_rng, random_residues
 
-EPILOGUE_VARIANTS = (0, 1, 2, 3)
+EPILOGUE_VARIANTS = (0, 1, 2, 3, 4)
 
 
 def test_epilogue_variant_is_read_set_and_checked():
     before = ops.kernel_variant("epilogue")
     assert before in EPILOGUE_VARIANTS
-    with ops.use_kernel_variant("epilogue", 3 - before):
-        assert ops.kernel_variant("epilogue") == 3 - before
+    with ops.use_kernel_variant("epilogue", 4 - before):
+        assert ops.kernel_variant("epilogue") == 4 - before
     assert ops.kernel_variant("epilogue") == before
-    with pytest.raises(RuntimeError, match="epilogue is 0 \\(reference\\) to 3, got 4"):
-        ops.kernel_variant("epilogue", 4)
+    with pytest.raises(RuntimeError, match="epilogue is 0 \\(reference\\) to 4, got 5"):
+        ops.kernel_variant("epilogue", 5)
 
 
 def _prime_near(limit: int, n: int, above: bool) -> int:
@@ -93,6 +94,30 @@ def test_forward_ntt_every_epilogue_variant(log_n):
     for variant in EPILOGUE_VARIANTS:
         with ops.use_kernel_variant("epilogue", variant):
             assert torch.equal(gpu.ntt(a.cuda()).cpu(), expected), variant
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("log_n", [11, 16])
+def test_inverse_products_and_galois_every_epilogue_variant(log_n):
+    """intt_product (HMult's ModUp input a1 b1) and intt_galois (HRotate's sigma_k(c1)), the inverse rows kernels of
+    variant 4, with operands at q - 1 and a 61-bit prime (the reducing inverse): == the CPU build, both outputs."""
+    rng, _ = fresh_rng()
+    n = 1 << log_n
+    primes = _primes(log_n)
+    cpu, gpu = RNSBasis.get(primes, n, "cpu"), RNSBasis.get(primes, n, "cuda")
+    q_col = cpu.moduli[:, :1]
+    a, b = random_residues(rng, primes, (2,), n), random_residues(rng, primes, (2,), n)
+    a[0, :, : n // 2] = q_col - 1
+    b[0, :, : n // 4] = q_col - 1
+    expected_product = ops.intt_product(a, b, cpu.moduli, cpu.ntt_table)
+    expected_galois = ops.intt_galois(a, cpu.moduli, cpu.ntt_table, 5)
+    for variant in EPILOGUE_VARIANTS:
+        with ops.use_kernel_variant("epilogue", variant):
+            product = ops.intt_product(a.cuda(), b.cuda(), gpu.moduli, gpu.ntt_table)
+            galois = ops.intt_galois(a.cuda(), gpu.moduli, gpu.ntt_table, 5)
+        for got, want, label in ((product, expected_product, "product"), (galois, expected_galois, "galois")):
+            assert torch.equal(got[0].cpu(), want[0]), (label, variant)
+            assert torch.equal(got[1].cpu(), want[1]), (label, variant, "stored")
 
 
 def _seed(label: str) -> bytes:
