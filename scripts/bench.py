@@ -79,10 +79,12 @@ KS_FUSE_VARIANTS = {0: "[ks_fuse v0: NTT, then the inner product]", 1: "[ks_fuse
                     4: "[ks_fuse v4: digit groups, one component per phase]"}
 # issue 14, session 5: ModDown's forward rows kernel (ops.kernel_variant("epilogue")): its store's operands copied
 # early (1), 1 + truncated quotients in the forward rows stages (2), the truncated quotients alone (3); ModUp's
-# inverse rows kernels prefetching their first round's twiddles (4)
+# inverse rows kernels prefetching their first round's twiddles (4); the store's add loads issued with c's (5), and
+# c's before the last barrier (6)
 EPILOGUE_VARIANTS = {0: "[epilogue v0]", 1: "[epilogue v1: operands copied early]",
                      2: "[epilogue v2: v1 + truncated rows quotients]", 3: "[epilogue v3: truncated rows quotients]",
-                     4: "[epilogue v4: inverse rows' first twiddles prefetched]"}
+                     4: "[epilogue v4: inverse rows' first twiddles prefetched]",
+                     5: "[epilogue v5: add loaded with c]", 6: "[epilogue v6: v5 + c before the last barrier]"}
 # the NTT variants other than the default (6)
 NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
                 2: "[ntt v2: v1 + (w, w') twiddle pairs, limb-major grids]",

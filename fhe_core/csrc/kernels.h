@@ -292,7 +292,9 @@ enum class Variant : int {
                    //    the sigma_k gather) copied into shared memory by cp.async at the kernel's start; 2: 1 with
                    //    truncated Shoup quotients in the forward rows stages too (every forward NTT, primes with
                    //    (5 + 4 log N) q < 2^64); 3: the truncated quotients alone; 4: instead, ModUp's inverse
-                   //    rows kernels (products, galois) prefetch their first round's twiddles into L1 at the start
+                   //    rows kernels (products, galois) prefetch their first round's twiddles into L1 at the start;
+                   //    5: the store's add loads issued with c's (registers); 6: 5 with c and P^-1 loaded before
+                   //    the last barrier
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

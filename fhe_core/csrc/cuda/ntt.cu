@@ -541,7 +541,8 @@ __device__ __forceinline__ void add_tensor_terms(u64 (&v)[kPerThread], const Ntt
 // pairs 4-7: a warp's 16-byte accesses to one pair index are consecutive (no bank conflicts). 128 threads: 8 KB
 // (c) or 16 KB (c and add) per block on top of the 9 KB tile: still 8 blocks per SM (the 64-register limit).
 // epilogue variant: 0 none of this; 1 kEarly; 2 kEarly and the rows' truncated quotients (trunc_rows_fits);
-// 3 the truncated quotients alone; 4 (inverse rows kernels only) inverse_prefetch.
+// 3 the truncated quotients alone; 4 (inverse rows kernels only) inverse_prefetch; 5, 6 epilogue_add_with_c,
+// epilogue_c_before_barrier (below rows_store).
 constexpr bool epilogue_early(int variant) { return variant == 1 || variant == 2; }
 constexpr bool epilogue_truncated(int variant) { return variant == 2 || variant == 3; }
 constexpr bool inverse_prefetch(int variant) { return variant == 4; }
@@ -605,18 +606,58 @@ __device__ __forceinline__ void load8_stage(const ulonglong2* stage, int first_p
   }
 }
 
+// ---- ops.kernel_variant("epilogue") 5, 6: the epilogue's loads issued together, in registers ---------------------
+//
+// In variant 0's SASS the store's operands arrive in three dependent waits after the last round: the contiguous
+// round's twiddles (after the last barrier), then P^-1 and c (after those butterflies), then add or its gather
+// (inside `batch < add_batches`, after c's Shoup products: nvcc does not hoist loads out of the branch). Variant 5
+// issues add's loads right after c's (predicated, 8 more live words), variant 6 also issues c's and P^-1's before
+// the last barrier, so that they land while the block waits there and the contiguous round runs (16 + 2 live words
+// across it; add's 8 stay after it, for the 64 registers).
+constexpr bool epilogue_add_with_c(int variant) { return variant == 5 || variant == 6; }
+constexpr bool epilogue_c_before_barrier(int variant) { return variant == 6; }
+
+// The thread's c words and P^-1 (Shoup pair) of ModDown's epilogue for the store at `offset`.
+struct EpilogueC {
+  u64 c[kPerThread];
+  u64 w, ws;
+};
+__device__ __forceinline__ void load_epilogue_c(EpilogueC& e, const NttEpilogue& ep, int row, int limb, u32 n,
+                                                size_t offset, int limbs) {
+  const int64_t batch = row / limbs;
+  // offset = row * n + (word in the row); c's row (batch, limb) starts at batch * batch_stride + limb * n
+  const size_t in_row = offset - static_cast<size_t>(row) * n;
+  load8(ep.sub_from + batch * ep.batch_stride + static_cast<int64_t>(limb) * n + in_row, e.c);
+  e.w = ep.consts[limb];
+  e.ws = ep.consts_shoup[limb];
+}
+
+// The thread's 8 words of add, or of sigma_k(add) (kGalois), for the store at `offset`.
+template <bool kGalois>
+__device__ __forceinline__ void load_epilogue_add(u64 (&a)[kPerThread], const NttEpilogue& ep, int row, u32 n,
+                                                  size_t offset, int log_n) {
+  if constexpr (kGalois) {
+    const size_t in_row = offset - static_cast<size_t>(row) * n;
+    load8_galois(ep.add + static_cast<size_t>(row) * n, static_cast<u32>(in_row), ep.add_galois, log_n, a);
+  } else {
+    load8(ep.add + offset, a);  // same layout as out
+  }
+}
+
 // Variant 1's store of the forward's 8 contiguous words at dst: reduced to [0, q), or through ModDown's
 // epilogue (c - x) * P^-1 (+ add). x is below bound = 4q (Harvey) or lazy_bound(log_n) * q (lazy):
 // c + bound - x < (bound + 1) q < 2^64 goes straight into the Shoup product (any 64-bit input is fine
 // there), so x needs no reduction first; a lazy x is reduced by a Shoup product by 1 (w' = floor(2^64
 // / q), the high word of the Barrett ratio). The result is the canonical residue either way, the same
 // words as variant 0's.
-// kEarly: c and add come from the staging area (epilogue_copy_early), the same words.
-template <bool kLazy, bool kGalois = false, bool kProducts = false, bool kEarly = false>
+// kEpilogue (ops.kernel_variant("epilogue")): 1, 2: c and add from the staging area (epilogue_copy_early); 5, 6:
+// add loaded with c; 6: c and P^-1 already in `pre` (loaded before the last barrier). The same words.
+template <bool kLazy, bool kGalois = false, bool kProducts = false, int kEpilogue = 0>
 __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const Modulus& m, int log_n,
                                            const NttEpilogue& epilogue, int row, int limb, u32 n, size_t offset,
-                                           int limbs, u64 lazy_factor, const ulonglong2* stage) {
-  static_assert(!(kEarly && kProducts), "the products' store reads its operands itself");
+                                           int limbs, u64 lazy_factor, const ulonglong2* stage, const EpilogueC& pre) {
+  constexpr bool kEarly = epilogue_early(kEpilogue);
+  static_assert(kEpilogue == 0 || !kProducts, "the products' store reads its operands itself");
   const u64 q = m.value;
   if (epilogue.sub_from == nullptr) {
 #pragma unroll
@@ -625,24 +666,31 @@ __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const
     return;
   }
   const int64_t batch = row / limbs;
-  // offset = row * n + (word in the row); c's row (batch, limb) starts at batch * batch_stride + limb * n
-  const size_t in_row = offset - static_cast<size_t>(row) * n;
-  u64 c[kPerThread];
-  if constexpr (kEarly) {
+  const bool adds = batch < epilogue.add_batches;
+  EpilogueC e;
+  u64 a[kPerThread];
+  if constexpr (epilogue_c_before_barrier(kEpilogue)) {
+    e = pre;
+  } else if constexpr (kEarly) {
     cp_async_wait_all();  // this thread's own copies: no barrier
-    load8_stage(stage, 0, c);
+    load8_stage(stage, 0, e.c);
+    e.w = epilogue.consts[limb];
+    e.ws = epilogue.consts_shoup[limb];
   } else {
-    load8(epilogue.sub_from + batch * epilogue.batch_stride + static_cast<int64_t>(limb) * n + in_row, c);
+    load_epilogue_c(e, epilogue, row, limb, n, offset, limbs);
   }
-  const u64 w = epilogue.consts[limb], ws = epilogue.consts_shoup[limb];
+  if constexpr (epilogue_add_with_c(kEpilogue)) {
+    if (adds) load_epilogue_add<kGalois>(a, epilogue, row, n, offset, log_n);
+  }
   const u64 bound = (kLazy ? lazy_factor : 4) * q;
   if constexpr (kProducts) {
 #pragma unroll
-    for (int k = 0; k < kPerThread; ++k) v[k] = mul_shoup_lazy(c[k] + bound - v[k], w, ws, q);  // [0, 2q)
+    for (int k = 0; k < kPerThread; ++k) v[k] = mul_shoup_lazy(e.c[k] + bound - v[k], e.w, e.ws, q);  // [0, 2q)
     if (batch >= 2) {
 #pragma unroll
       for (int k = 0; k < kPerThread; ++k) v[k] = csub(v[k], q);
     } else {
+      const size_t in_row = offset - static_cast<size_t>(row) * n;
       add_tensor_terms(v, epilogue, batch, static_cast<size_t>(limb) * n + in_row, static_cast<size_t>(limbs) * n,
                        ShortBarrett(m));
     }
@@ -650,18 +698,12 @@ __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const
     return;
   }
 #pragma unroll
-  for (int k = 0; k < kPerThread; ++k) v[k] = mul_shoup(c[k] + bound - v[k], w, ws, q);
-  if (batch < epilogue.add_batches) {
-    if constexpr (kEarly) {
-      load8_stage(stage, kPerThread / 2, c);
-    } else if constexpr (kGalois) {
-      load8_galois(epilogue.add + static_cast<size_t>(row) * n, static_cast<u32>(in_row), epilogue.add_galois, log_n,
-                   c);
-    } else {
-      load8(epilogue.add + offset, c);  // same layout as out
-    }
+  for (int k = 0; k < kPerThread; ++k) v[k] = mul_shoup(e.c[k] + bound - v[k], e.w, e.ws, q);
+  if (adds) {
+    if constexpr (kEarly) load8_stage(stage, kPerThread / 2, a);
+    else if constexpr (!epilogue_add_with_c(kEpilogue)) load_epilogue_add<kGalois>(a, epilogue, row, n, offset, log_n);
 #pragma unroll
-    for (int k = 0; k < kPerThread; ++k) v[k] = add_mod(v[k], c[k], q);
+    for (int k = 0; k < kPerThread; ++k) v[k] = add_mod(v[k], a[k], q);
   }
   store8(dst, v);
 }
@@ -669,8 +711,9 @@ __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const
 // Variant >= 1's forward rows: every round but the last through shared memory (as local_transform),
 // the last one's 8 contiguous words straight to global memory. (With a compile-time k2 from the
 // kernel, the round loop unrolls.)
-// kEarly: the epilogue's operands are copied into `stage` first (epilogue_copy_early).
-template <bool kGalois, bool kProducts, bool kEarly, class Tw>
+// kEpilogue 1, 2: the epilogue's operands are copied into `stage` first (epilogue_copy_early); 6: c and P^-1 loaded
+// into registers before the last barrier.
+template <bool kGalois, bool kProducts, int kEpilogue, class Tw>
 __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64* smem, const RowLayout& layout,
                                                     u32 tcol, int k2, const Tw& t, const Modulus& m, int log_n,
                                                     const NttEpilogue& epilogue, int row, int limb, u32 n,
@@ -678,20 +721,24 @@ __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64
   const u64 q = m.value;
   const int rounds = (k2 + 2) / 3;
   const size_t offset = origin + tcol * kPerThread;
-  if constexpr (kEarly) {
+  if constexpr (epilogue_early(kEpilogue)) {
     if (epilogue.sub_from != nullptr) epilogue_copy_early<kGalois>(stage, epilogue, row, limb, n, offset, limbs, log_n);
   }
+  EpilogueC pre;
 #pragma unroll
   for (int i = 0; i + 1 < rounds; ++i) {
     if (i == 0) run_round<true, 3, true, false>(in + origin, out + origin, smem, layout, tcol, 0, k2, t, false, q);
     else run_round<true, 3, false, false>(in + origin, out + origin, smem, layout, tcol, 3 * i, k2, t, false, q);
+    if constexpr (epilogue_c_before_barrier(kEpilogue)) {
+      if (i + 2 == rounds && epilogue.sub_from != nullptr) load_epilogue_c(pre, epilogue, row, limb, n, offset, limbs);
+    }
     __syncthreads();
   }
   u64 v[kPerThread];
   load8_shared(smem, layout, tcol, v);
   contiguous_round<true>(v, tcol, k2, t, q);
-  rows_store<Tw::kLazy, kGalois, kProducts, kEarly>(v, out + offset, m, log_n, epilogue, row, limb, n, offset, limbs,
-                                                    lazy_factor, stage);
+  rows_store<Tw::kLazy, kGalois, kProducts, kEpilogue>(v, out + offset, m, log_n, epilogue, row, limb, n, offset,
+                                                       limbs, lazy_factor, stage, pre);
 }
 
 // ---- ops.kernel_variant("epilogue") 4: the inverse rows kernels' first-round twiddles prefetched into L1 ----------
@@ -765,8 +812,9 @@ __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64
 // kProducts (direct, lazy plans only: plan_fuses_products): HMult's tensor product; the inverse transforms in *
 // epilogue.times (the second factor, passed there by launch_ntt) and stores the products to `permuted`, the forward's
 // store adds the tensor terms of epilogue.add and epilogue.times (add_tensor_terms).
-// kEpilogue (forward, direct, kTruncated only): ops.kernel_variant("epilogue"), see epilogue_early /
-// epilogue_truncated; with kEarly the launch adds the staging area to the shared memory (rows_stage_bytes).
+// kEpilogue (forward, direct, kTruncated only; 4: the inverse's galois / products kernels): ops.kernel_variant(
+// "epilogue"), see epilogue_early; with epilogue_early the launch adds the staging area to the shared memory
+// (rows_stage_bytes).
 template <bool kForward, bool kDirect, bool kPairs, bool kLazy = false, int kLen = 0, bool kGalois = false,
           bool kTruncated = false, bool kProducts = false, int kEpilogue = 0>
 __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kProducts))
@@ -796,14 +844,14 @@ __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kPr
   if (kDirect) {
     if (kForward) {
       const Modulus m = moduli[limb];
-      constexpr bool kEarly = epilogue_early(kEpilogue);
-      ulonglong2* stage = reinterpret_cast<ulonglong2*>(smem + rows_tile_words(tile_len));  // (kEarly)
+      constexpr int kStore = inverse_prefetch(kEpilogue) ? 0 : kEpilogue;  // (4: the inverse only)
+      ulonglong2* stage = reinterpret_cast<ulonglong2*>(smem + rows_tile_words(tile_len));  // (epilogue_early)
       if constexpr (kLazy) {
         // the columns kernel's values: below trunc_bound if it ran truncated (variant 6), else lazy_bound
         const bool truncated = kTruncated && trunc_forward_fits(q, log_n, k1);
         if constexpr (kTruncated && epilogue_truncated(kEpilogue)) {
           if (trunc_rows_fits(q, log_n)) {  // (implies truncated)
-            rows_forward_direct<kGalois, kProducts, kEarly>(in, out, smem, layout, tcol, k2,
+            rows_forward_direct<kGalois, kProducts, kStore>(in, out, smem, layout, tcol, k2,
                                                             TruncatedTwiddles<std::decay_t<decltype(t)>>{t}, m, log_n,
                                                             epilogue, row, limb, n, origin, limbs,
                                                             trunc_rows_bound(log_n), stage);
@@ -811,7 +859,7 @@ __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kPr
           }
         }
         if (truncated || lazy_forward_fits(q, log_n)) {
-          rows_forward_direct<kGalois, kProducts, kEarly>(in, out, smem, layout, tcol, k2,
+          rows_forward_direct<kGalois, kProducts, kStore>(in, out, smem, layout, tcol, k2,
                                                           LazyTwiddles<std::decay_t<decltype(t)>>{t}, m, log_n,
                                                           epilogue, row, limb, n, origin, limbs,
                                                           truncated ? trunc_bound(log_n, k1) : lazy_bound(log_n),
@@ -819,7 +867,7 @@ __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kPr
           return;
         }
       }
-      rows_forward_direct<kGalois, kProducts, kEarly>(in, out, smem, layout, tcol, k2, t, m, log_n, epilogue, row,
+      rows_forward_direct<kGalois, kProducts, kStore>(in, out, smem, layout, tcol, k2, t, m, log_n, epilogue, row,
                                                       limb, n, origin, limbs, 4, stage);
     } else {
       const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
@@ -1302,6 +1350,8 @@ auto truncated_forward_rows(int epilogue) {
     case 1: return ntt_rows<true, true, true, true, kLen, kGalois, true, false, 1>;
     case 2: return ntt_rows<true, true, true, true, kLen, kGalois, true, false, 2>;
     case 3: return ntt_rows<true, true, true, true, kLen, kGalois, true, false, 3>;
+    case 5: return ntt_rows<true, true, true, true, kLen, kGalois, true, false, 5>;
+    case 6: return ntt_rows<true, true, true, true, kLen, kGalois, true, false, 6>;
     default: return ntt_rows<true, true, true, true, kLen, kGalois, true, false, 0>;
   }
 }
@@ -1311,8 +1361,8 @@ auto truncated_forward_rows(int epilogue) {
 int forward_epilogue_variant(const NttPlan& plan, const NttEpilogue& e) {
   const int variant = kernel_variant(Variant::kEpilogue);
   if (!plan.truncated || e.times != nullptr || inverse_prefetch(variant)) return 0;
-  if (e.sub_from != nullptr || !epilogue_early(variant)) return variant;
-  return epilogue_truncated(variant) ? 3 : 0;  // a plain transform: nothing to copy early
+  if (e.sub_from == nullptr) return epilogue_truncated(variant) ? 3 : 0;  // a plain transform: no epilogue
+  return variant;
 }
 
 // Shared memory of the staging area (epilogue_copy_early) of a rows block of `threads`: c, and add where given.
