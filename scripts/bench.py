@@ -80,11 +80,12 @@ KS_FUSE_VARIANTS = {0: "[ks_fuse v0: NTT, then the inner product]", 1: "[ks_fuse
 # issue 14, session 5: ModDown's forward rows kernel (ops.kernel_variant("epilogue")): its store's operands copied
 # early (1), 1 + truncated quotients in the forward rows stages (2), the truncated quotients alone (3); ModUp's
 # inverse rows kernels prefetching their first round's twiddles (4); the store's add loads issued with c's (5), and
-# c's before the last barrier (6)
+# c's before the last barrier (6); 5 with the last round's twiddles prefetched into L1 (7)
 EPILOGUE_VARIANTS = {0: "[epilogue v0]", 1: "[epilogue v1: operands copied early]",
                      2: "[epilogue v2: v1 + truncated rows quotients]", 3: "[epilogue v3: truncated rows quotients]",
                      4: "[epilogue v4: inverse rows' first twiddles prefetched]",
-                     5: "[epilogue v5: add loaded with c]", 6: "[epilogue v6: v5 + c before the last barrier]"}
+                     5: "[epilogue v5: add loaded with c]", 6: "[epilogue v6: v5 + c before the last barrier]",
+                     7: "[epilogue v7: v5 + last round's twiddles prefetched]"}
 # the NTT variants other than the default (6)
 NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
                 2: "[ntt v2: v1 + (w, w') twiddle pairs, limb-major grids]",
@@ -125,8 +126,8 @@ def make_cases(device: str, sets: int) -> list[Case]:
             for variant, label in ((0, NTT_V0), *NTT_VARIANTS.items()):
                 cases.append(Case(f"{name} {label}", f"N=2^{log_n}, l={LIMBS}", 2 * data + table,
                                   with_variant("ntt", variant, run)))
-            if name == "ntt":  # (epilogue 2, 3 truncate every forward transform's rows quotients)
-                for variant in (0, 3):
+            if name == "ntt":  # (epilogue 2, 3, 7 change every forward transform's rows kernel)
+                for variant in (0, 3, 7):
                     cases.append(Case(f"{name} {EPILOGUE_VARIANTS[variant]}", f"N=2^{log_n}, l={LIMBS}",
                                       2 * data + table, with_variant("epilogue", variant, run)))
 

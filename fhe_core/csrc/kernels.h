@@ -294,7 +294,8 @@ enum class Variant : int {
                    //    (5 + 4 log N) q < 2^64); 3: the truncated quotients alone; 4: instead, ModUp's inverse
                    //    rows kernels (products, galois) prefetch their first round's twiddles into L1 at the start;
                    //    5: the store's add loads issued with c's (registers); 6: 5 with c and P^-1 loaded before
-                   //    the last barrier
+                   //    the last barrier; 7: 5 with the last round's twiddle lines prefetched into L1 before the
+                   //    last barrier (also in plain forward transforms)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

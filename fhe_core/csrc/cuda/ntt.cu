@@ -606,6 +606,23 @@ __device__ __forceinline__ void load8_stage(const ulonglong2* stage, int first_p
   }
 }
 
+// The thread's twiddle lines of its contiguous round (the forward's last, the inverse's first) into L1: stage d of
+// that round reads U 2^d consecutive (w, w') pairs from index m base + (first_unit << d), m = 2^(s0 + d) (at most 64
+// aligned bytes, one line). (Variants 4 and 7.)
+__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
+
+template <class Tw>
+__device__ __forceinline__ void prefetch_contiguous_twiddles(const Tw& t, u32 tcol, int k2) {
+  static_assert(std::is_base_of_v<PairedTwiddles, Tw>, "the prefetch reads the (w, w') pairs");
+  const int s0 = 3 * ((k2 - 1) / 3);
+  const int g = k2 - s0;
+  const u32 first_unit = tcol * (kPerThread >> g);
+#pragma unroll
+  for (int d = 0; d < 3; ++d) {
+    if (d < g) prefetch_l1(t.pairs + (1u << (s0 + d)) * t.base + (first_unit << d));
+  }
+}
+
 // ---- ops.kernel_variant("epilogue") 5, 6: the epilogue's loads issued together, in registers ---------------------
 //
 // In variant 0's SASS the store's operands arrive in three dependent waits after the last round: the contiguous
@@ -614,8 +631,11 @@ __device__ __forceinline__ void load8_stage(const ulonglong2* stage, int first_p
 // issues add's loads right after c's (predicated, 8 more live words), variant 6 also issues c's and P^-1's before
 // the last barrier, so that they land while the block waits there and the contiguous round runs (16 + 2 live words
 // across it; add's 8 stay after it, for the 64 registers).
-constexpr bool epilogue_add_with_c(int variant) { return variant == 5 || variant == 6; }
+// Variant 7: 5 with the contiguous round's twiddle lines prefetched into L1 before the last barrier (no registers
+// held; also in a plain forward transform).
+constexpr bool epilogue_add_with_c(int variant) { return variant == 5 || variant == 6 || variant == 7; }
 constexpr bool epilogue_c_before_barrier(int variant) { return variant == 6; }
+constexpr bool forward_prefetch(int variant) { return variant == 7; }
 
 // The thread's c words and P^-1 (Shoup pair) of ModDown's epilogue for the store at `offset`.
 struct EpilogueC {
@@ -732,6 +752,9 @@ __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64
     if constexpr (epilogue_c_before_barrier(kEpilogue)) {
       if (i + 2 == rounds && epilogue.sub_from != nullptr) load_epilogue_c(pre, epilogue, row, limb, n, offset, limbs);
     }
+    if constexpr (forward_prefetch(kEpilogue)) {
+      if (i + 2 == rounds) prefetch_contiguous_twiddles(t, tcol, k2);
+    }
     __syncthreads();
   }
   u64 v[kPerThread];
@@ -745,23 +768,9 @@ __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64
 //
 // ModUp's inverse rows kernels (HMult's reading a1 b1, HRotate's reading sigma_k(c1)) compute their input and store
 // it (`permuted`) before the first round's butterflies, and the SASS issues that round's twiddle loads only after
-// those stores: two memory latencies in turn per thread. With the prefetch, the thread's twiddle lines of that round
-// (stage d: U 2^d consecutive (w, w') pairs from index m base + (first_unit << d), m = 2^(s0 + d): at most 64
-// aligned bytes, one line) are requested at the kernel's start, next to the operand loads; the loads themselves
-// stay where they are and hit L1. No registers are held.
-__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
-
-template <class Tw>
-__device__ __forceinline__ void prefetch_contiguous_twiddles(const Tw& t, u32 tcol, int k2) {
-  static_assert(std::is_base_of_v<PairedTwiddles, Tw>, "the prefetch reads the (w, w') pairs");
-  const int s0 = 3 * ((k2 - 1) / 3);
-  const int g = k2 - s0;
-  const u32 first_unit = tcol * (kPerThread >> g);
-#pragma unroll
-  for (int d = 0; d < 3; ++d) {
-    if (d < g) prefetch_l1(t.pairs + (1u << (s0 + d)) * t.base + (first_unit << d));
-  }
-}
+// those stores: two memory latencies in turn per thread. With the prefetch (prefetch_contiguous_twiddles) the
+// thread's twiddle lines of that round are requested at the kernel's start, next to the operand loads; the loads
+// themselves stay where they are and hit L1. No registers are held.
 
 // Variant >= 1's inverse rows: the first round's 8 contiguous words straight from global memory (in: the
 // input row; with kGalois the thread's slots of sigma_k(in), also stored to the permuted row), every other
@@ -1352,6 +1361,7 @@ auto truncated_forward_rows(int epilogue) {
     case 3: return ntt_rows<true, true, true, true, kLen, kGalois, true, false, 3>;
     case 5: return ntt_rows<true, true, true, true, kLen, kGalois, true, false, 5>;
     case 6: return ntt_rows<true, true, true, true, kLen, kGalois, true, false, 6>;
+    case 7: return ntt_rows<true, true, true, true, kLen, kGalois, true, false, 7>;
     default: return ntt_rows<true, true, true, true, kLen, kGalois, true, false, 0>;
   }
 }
@@ -1361,7 +1371,9 @@ auto truncated_forward_rows(int epilogue) {
 int forward_epilogue_variant(const NttPlan& plan, const NttEpilogue& e) {
   const int variant = kernel_variant(Variant::kEpilogue);
   if (!plan.truncated || e.times != nullptr || inverse_prefetch(variant)) return 0;
-  if (e.sub_from == nullptr) return epilogue_truncated(variant) ? 3 : 0;  // a plain transform: no epilogue
+  if (e.sub_from == nullptr) {  // a plain transform: no epilogue
+    return epilogue_truncated(variant) ? 3 : forward_prefetch(variant) ? 7 : 0;
+  }
   return variant;
 }
 

@@ -1,11 +1,12 @@
 """ModDown's forward rows kernel variants (ops.kernel_variant "epilogue", issue 14 session 5): 1 copies the epilogue's
 operands (c, add or its sigma_k gather) into shared memory at the kernel's start, 2 also truncates the rows stages'
 Shoup quotients, 3 truncates them alone; 4 prefetches the first round's twiddles in ModUp's inverse rows kernels
-(intt_product, intt_galois); 5 loads the addend with c, 6 also c before the last barrier. Every value against variant
-0 and the CPU build, bit for bit: ops.mod_down_ntt with and without an addend (plain and through sigma_k), the plain
-forward NTT, intt_product and intt_galois, primes on both sides of the truncated rows' limit (5 + 4 log N) q < 2^64
-and a 61-bit prime (Harvey's butterflies), residues at q - 1 (and 4q - 1 for the forward's inputs), and HRotate /
-HMult at a small preset."""
+(intt_product, intt_galois); 5 loads the addend with c, 6 also c before the last barrier, 7 is 5 with the last
+round's twiddles prefetched into L1 (also in the plain forward NTT). Every value against variant 0 and the CPU build,
+bit for bit: ops.mod_down_ntt with and without an addend (plain and through sigma_k), the plain forward NTT,
+intt_product and intt_galois, primes on both sides of the truncated rows' limit (5 + 4 log N) q < 2^64 and a 61-bit
+prime (Harvey's butterflies), residues at q - 1 (and 4q - 1 for the forward's inputs), and HRotate / HMult at a small
+preset."""
 import pytest
 import torch
 
@@ -14,17 +15,17 @@ from fhe_core.params import preset
 from fhe_core.ring import RNSBasis, generate_primes, is_prime, shoup_constants
 from fhe_reference import fresh_rng, random_residues
 
-EPILOGUE_VARIANTS = (0, 1, 2, 3, 4, 5, 6)
+EPILOGUE_VARIANTS = tuple(range(8))
 
 
 def test_epilogue_variant_is_read_set_and_checked():
     before = ops.kernel_variant("epilogue")
     assert before in EPILOGUE_VARIANTS
-    with ops.use_kernel_variant("epilogue", 6 - before):
-        assert ops.kernel_variant("epilogue") == 6 - before
+    with ops.use_kernel_variant("epilogue", 7 - before):
+        assert ops.kernel_variant("epilogue") == 7 - before
     assert ops.kernel_variant("epilogue") == before
-    with pytest.raises(RuntimeError, match="epilogue is 0 \\(reference\\) to 6, got 7"):
-        ops.kernel_variant("epilogue", 7)
+    with pytest.raises(RuntimeError, match="epilogue is 0 \\(reference\\) to 7, got 8"):
+        ops.kernel_variant("epilogue", 8)
 
 
 def _prime_near(limit: int, n: int, above: bool) -> int:
