@@ -77,15 +77,6 @@ KS_FUSE_VARIANTS = {0: "[ks_fuse v0: NTT, then the inner product]", 1: "[ks_fuse
                     2: "[ks_fuse v2: sums in shared memory]",
                     3: "[ks_fuse v3: digits in turn, component 1's sums in shared memory]",
                     4: "[ks_fuse v4: digit groups, one component per phase]"}
-# issue 14, session 5: ModDown's forward rows kernel (ops.kernel_variant("epilogue")): its store's operands copied
-# early (1), 1 + truncated quotients in the forward rows stages (2), the truncated quotients alone (3); ModUp's
-# inverse rows kernels prefetching their first round's twiddles (4); the store's add loads issued with c's (5), and
-# c's before the last barrier (6); 5 with the last round's twiddles prefetched into L1 (7)
-EPILOGUE_VARIANTS = {0: "[epilogue v0]", 1: "[epilogue v1: operands copied early]",
-                     2: "[epilogue v2: v1 + truncated rows quotients]", 3: "[epilogue v3: truncated rows quotients]",
-                     4: "[epilogue v4: inverse rows' first twiddles prefetched]",
-                     5: "[epilogue v5: add loaded with c]", 6: "[epilogue v6: v5 + c before the last barrier]",
-                     7: "[epilogue v7: v5 + last round's twiddles prefetched]"}
 # the NTT variants other than the default (6)
 NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
                 2: "[ntt v2: v1 + (w, w') twiddle pairs, limb-major grids]",
@@ -126,10 +117,6 @@ def make_cases(device: str, sets: int) -> list[Case]:
             for variant, label in ((0, NTT_V0), *NTT_VARIANTS.items()):
                 cases.append(Case(f"{name} {label}", f"N=2^{log_n}, l={LIMBS}", 2 * data + table,
                                   with_variant("ntt", variant, run)))
-            if name == "ntt":  # (epilogue 2, 3, 7 change every forward transform's rows kernel)
-                for variant in (0, 3, 7):
-                    cases.append(Case(f"{name} {EPILOGUE_VARIANTS[variant]}", f"N=2^{log_n}, l={LIMBS}",
-                                      2 * data + table, with_variant("epilogue", variant, run)))
 
     n = 1 << 16
     basis = RNSBasis.get(generate_primes([50] * LIMBS, n), n, device)
@@ -238,8 +225,6 @@ def make_keyswitch_cases(device: str) -> list[Case]:
              with_variant("mod_down", 0, mod_down)),
         Case(f"mod_down {NTT_V0}", name, 146 * limb_poly, with_variant("ntt", 0, mod_down)),
         Case(f"mod_down {BEFORE}", name, 146 * limb_poly, before_issue_14(mod_down)),
-        *(Case(f"mod_down {label}", name, 146 * limb_poly, with_variant("epilogue", v, mod_down))
-          for v, label in EPILOGUE_VARIANTS.items()),
         Case("HRotate (apply_galois)", name, (765 + 124) * limb_poly, rotate),
         Case(f"HRotate (apply_galois) {BEFORE}", name, (765 + 124) * limb_poly, before_issue_14(rotate)),
         *conv_variant_cases("HRotate (apply_galois)", name, (765 + 124) * limb_poly, rotate),
@@ -342,9 +327,6 @@ def make_ckks_cases(device: str) -> list[Case]:
         *(Case(f"HMult + relin {label}", name, 3 * ct + (765 - 124) * limb_poly,
                with_variant("ks_fuse", v, lambda i: evaluator.mul_relin(a, b)))
           for v, label in KS_FUSE_VARIANTS.items()),
-        *(Case(f"HMult + relin {label}", name, 3 * ct + (765 - 124) * limb_poly,
-               with_variant("epilogue", v, lambda i: evaluator.mul_relin(a, b)))
-          for v, label in EPILOGUE_VARIANTS.items()),
         Case("rescale", name, 2 * ct, lambda i: evaluator.rescale(unscaled), REFERENCE_V100_US["rescale"]),
         Case("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1), REFERENCE_V100_US["HRotate"]),
         Case(f"HRotate {BEFORE}", name, 2 * ct + 765 * limb_poly, before_issue_14(lambda i: evaluator.rotate(a, 1))),
@@ -359,9 +341,6 @@ def make_ckks_cases(device: str) -> list[Case]:
         *conv_variant_cases("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1)),
         *(Case(f"HRotate {label}", name, 2 * ct + 765 * limb_poly,
                with_variant("ks_fuse", v, lambda i: evaluator.rotate(a, 1))) for v, label in KS_FUSE_VARIANTS.items()),
-        *(Case(f"HRotate {label}", name, 2 * ct + 765 * limb_poly,
-               with_variant("epilogue", v, lambda i: evaluator.rotate(a, 1)))
-          for v, label in EPILOGUE_VARIANTS.items()),
         Case("hoisted, 8 rotations", name, 2 * ct + (157 + 8 * 732) * limb_poly,
              lambda i: evaluator.rotate_hoisted(a, steps)),
         Case(f"hoisted, 8 rotations {GALOIS_V0}", name, 2 * ct + (157 + 8 * 732) * limb_poly,

@@ -10,7 +10,6 @@ per kernel: launches and device time per op. A planning tool, not a benchmark (b
                                                      # --bootstrap)
     python scripts/profile_keyswitch.py --tensor-fuse 0 1  # instead: one table per tensor_fuse variant
     python scripts/profile_keyswitch.py --ks-fuse 0 1 2 3  # instead: one table per ks_fuse variant
-    python scripts/profile_keyswitch.py --epilogue 0 1 2 3  # instead: one table per epilogue variant
     python scripts/profile_keyswitch.py --bootstrap  # one bootstrap at N16_H192_FULL, kernels grouped
     ncu --profile-from-start off -k regex:ntt python scripts/profile_keyswitch.py --ncu
                                                      # one HMult and one HRotate between
@@ -99,8 +98,6 @@ def main() -> None:
                         help='profile these ops.kernel_variant("tensor_fuse") values instead of current / before')
     parser.add_argument("--ks-fuse", type=int, nargs="+", metavar="VARIANT",
                         help='profile these ops.kernel_variant("ks_fuse") values instead of current / before')
-    parser.add_argument("--epilogue", type=int, nargs="+", metavar="VARIANT",
-                        help='profile these ops.kernel_variant("epilogue") values instead of current / before')
     parser.add_argument("--bootstrap", action="store_true", help="profile one bootstrap instead")
     parser.add_argument("--ncu", action="store_true",
                         help="run one HMult + relin and one HRotate between cudaProfilerStart/Stop (for ncu)")
@@ -125,12 +122,9 @@ def main() -> None:
             torch.cuda.synchronize()
             torch.cuda.profiler.start()
             for variant in args.ks_fuse or [None]:
-                for epilogue in args.epilogue or [None]:  # (likewise once per epilogue variant)
-                    ks_fuse = ops.kernel_variant("ks_fuse") if variant is None else variant
-                    epi = ops.kernel_variant("epilogue") if epilogue is None else epilogue
-                    with ops.use_kernel_variant("ks_fuse", ks_fuse), ops.use_kernel_variant("epilogue", epi):
-                        for fn in ops_to_profile.values():
-                            fn()
+                with ops.use_kernel_variant("ks_fuse", ops.kernel_variant("ks_fuse") if variant is None else variant):
+                    for fn in ops_to_profile.values():
+                        fn()
             torch.cuda.synchronize()
             torch.cuda.profiler.stop()
         return
@@ -146,8 +140,6 @@ def main() -> None:
         runs = tuple((f"tensor_fuse v{v}", {"tensor_fuse": v}) for v in args.tensor_fuse)
     if args.ks_fuse:
         runs = tuple((f"ks_fuse v{v}", {"ks_fuse": v}) for v in args.ks_fuse)
-    if args.epilogue:
-        runs = tuple((f"epilogue v{v}", {"epilogue": v}) for v in args.epilogue)
     for label, variants in runs:
         previous = {name: ops.kernel_variant(name, value) for name, value in variants.items()}
         try:

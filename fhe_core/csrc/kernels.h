@@ -286,16 +286,6 @@ enum class Variant : int {
                 //    ntt.cu; read by rlwe/keyswitch.py, needs ntt >= 3), the 128-bit sums in registers; 2: the
                 //    sums in shared memory; 3: component 1's in shared memory; 4, 5: one thread group per digit
                 //    (ntt_digits_inner_product, up to 4 digits; 4: a component per phase, 5 (default): both)
-  kPdl = 9,        // (session 5: branch s5-pdl; only 0 here)
-  kPInverse = 10,  // (session 5: branch s5-pinv; only 0 here)
-  kEpilogue = 11,  // ModDown's forward rows kernel (ntt.cu, ntt variant 6 plans): 1: its epilogue operands (c, add or
-                   //    the sigma_k gather) copied into shared memory by cp.async at the kernel's start; 2: 1 with
-                   //    truncated Shoup quotients in the forward rows stages too (every forward NTT, primes with
-                   //    (5 + 4 log N) q < 2^64); 3: the truncated quotients alone; 4: instead, ModUp's inverse
-                   //    rows kernels (products, galois) prefetch their first round's twiddles into L1 at the start;
-                   //    5: the store's add loads issued with c's (registers); 6: 5 with c and P^-1 loaded before
-                   //    the last barrier; 7: 5 with the last round's twiddle lines prefetched into L1 before the
-                   //    last barrier (also in plain forward transforms)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

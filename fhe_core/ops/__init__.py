@@ -73,17 +73,11 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     128-bit sums in registers; 2, in shared memory; 3, component 1's in shared memory; 4 and 5, one thread group
     per digit in a block, the groups' products summed through shared memory (4: one output component at a time, 5,
     the default: both; more than 4 digits run 3); needs "ntt" >= 3; read by ``rlwe.keyswitch`` on CUDA with
-    "mod_up" = 1 from N = 2^15 on). ``"epilogue"`` (ModDown's forward rows kernel under "ntt" 6: 1, the store's
-    operands, c and the addend or its sigma_k gather, copied into shared memory by ``cp.async`` at the kernel's
-    start; 2, 1 with truncated Shoup quotients in every forward NTT's rows stages too, for primes with (5 + 4 log N)
-    q < 2^64; 3, the truncated quotients alone; 4, instead, ModUp's inverse rows kernels, :func:`intt_product` and
-    :func:`intt_galois`, prefetch their first round's twiddles into L1 at their start; 5, the store's addend loads
-    issued with those of c, in registers; 6, 5 with c and P^-1 loaded before the last barrier; 7, 5 with the last
-    round's twiddle lines prefetched into L1 before the last barrier, also in plain forward transforms). ``"pdl"``
-    and ``"pinv"`` are placeholders here (0 only). All variants give the same residues bit for bit (a ``lazy``
-    conversion the same residues modulo each prime: conv 3 to 8 leave them in [0, 3p)); the switch exists so that
-    tests compare them and benchmarks time them side by side. The CPU kernels have one variant and ignore "conv". A
-    launch reads the setting when it is enqueued (so a captured CUDA graph keeps the variant it was captured with).
+    "mod_up" = 1 from N = 2^15 on). All
+    variants give the same residues bit for bit (a ``lazy`` conversion the same residues modulo each prime: conv 3
+    to 8 leave them in [0, 3p)); the switch exists so that tests compare them and benchmarks time them side by side.
+    The CPU kernels have one variant and ignore "conv". A launch reads the setting when it is enqueued (so a
+    captured CUDA graph keeps the variant it was captured with).
     """
     return int(_ops.kernel_variant(name, -1 if value is None else int(value)))
 

@@ -127,15 +127,6 @@ __device__ __forceinline__ u64 trunc_bound(int log_n, int k1) { return 4 + 4 * s
 __device__ __forceinline__ bool trunc_forward_fits(u64 q, int log_n, int k1) {
   return __umul64hi(q, trunc_bound(log_n, k1) + 1) == 0;
 }
-// ops.kernel_variant("epilogue") 2, 3: the rows kernel's forward stages with the truncated quotient too (after
-// truncated columns): each of the log N stages adds < 4q to a value below 4q, so the rows kernel's outputs are below
-// trunc_rows_bound(log_n) q = (4 + 4 k1 + 4 k2) q, and ModDown's epilogue needs (bound + 1) q < 2^64 (68q and primes
-// below 2^64 / 69 ~ 2^57.9 at N = 2^16). The predicate implies trunc_forward_fits (a larger bound), so a block that
-// takes it always follows truncated columns; other primes keep the columns' bound (lazy rows or Harvey's).
-__device__ __forceinline__ u64 trunc_rows_bound(int log_n) { return 4 + 4 * static_cast<u64>(log_n); }
-__device__ __forceinline__ bool trunc_rows_fits(u64 q, int log_n) {
-  return __umul64hi(q, trunc_rows_bound(log_n) + 1) == 0;
-}
 
 // Variant 5's inverse (LazyTwiddles in an inverse kernel): gs_butterfly_lazy inside each round of G <= 3
 // stages, for primes below 2^60 (a round's sums stay below 16q < 2^64; checked per block). Before step s
@@ -529,155 +520,16 @@ __device__ __forceinline__ void add_tensor_terms(u64 (&v)[kPerThread], const Ntt
   }
 }
 
-// ---- ops.kernel_variant("epilogue") 1, 2: ModDown's epilogue operands copied into shared memory early ---------
-//
-// ModDown's forward rows kernel reads c (8 words per thread) and, for the batches with an addend, add or its
-// sigma_k gather (8 more) only after its transform rounds, and then waits for them (ncu, session 3: long scoreboard
-// 5.2 of 14.5 cycles per issued instruction). With kEarly each thread issues those 16 words as cp.async copies into
-// its own slots of a staging area behind the rows tile at the kernel's start (16-byte cp.async.cg for c and add,
-// 8-byte cp.async.ca for the gather), the rounds run while they land, and the store waits for its own copies only
-// (cp.async.wait_all: a thread reads only what it copied, so no barrier). No register is held across the rounds.
-// Staging layout: word pair k (words 2k, 2k + 1) of thread t at stage[k * blockDim.x + t], c in pairs 0-3, add in
-// pairs 4-7: a warp's 16-byte accesses to one pair index are consecutive (no bank conflicts). 128 threads: 8 KB
-// (c) or 16 KB (c and add) per block on top of the 9 KB tile: still 8 blocks per SM (the 64-register limit).
-// epilogue variant: 0 none of this; 1 kEarly; 2 kEarly and the rows' truncated quotients (trunc_rows_fits);
-// 3 the truncated quotients alone; 4 (inverse rows kernels only) inverse_prefetch; 5, 6 epilogue_add_with_c,
-// epilogue_c_before_barrier (below rows_store).
-constexpr bool epilogue_early(int variant) { return variant == 1 || variant == 2; }
-constexpr bool epilogue_truncated(int variant) { return variant == 2 || variant == 3; }
-constexpr bool inverse_prefetch(int variant) { return variant == 4; }
-
-__device__ __forceinline__ void cp_async16(void* shared, const void* global) {
-  const u32 address = static_cast<u32>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(global) : "memory");
-}
-__device__ __forceinline__ void cp_async8(void* shared, const void* global) {
-  const u32 address = static_cast<u32>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(address), "l"(global) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
-
-// The words of a rows block's tile (RowLayout's padding, rounded up to 16 bytes): the staging area starts there.
-__host__ __device__ constexpr u32 rows_tile_words(u32 tile) { return (tile + tile / 8 + 1) & ~1u; }
-
-// Whether a block's batch gets the addend (the same test as rows_store's).
-__device__ __forceinline__ bool epilogue_adds(const NttEpilogue& e, int row, int limbs) {
-  return row / limbs < e.add_batches;
-}
-
-// The thread's c (and add) words of the store at `offset` (row * n + word in the row; as rows_store) into stage.
-template <bool kGalois>
-__device__ __forceinline__ void epilogue_copy_early(ulonglong2* stage, const NttEpilogue& e, int row, int limb, u32 n,
-                                                    size_t offset, int limbs, int log_n) {
-  const u32 t = threadIdx.x, threads = blockDim.x;
-  const int64_t batch = row / limbs;
-  const size_t in_row = offset - static_cast<size_t>(row) * n;
-  const u64* c = e.sub_from + batch * e.batch_stride + static_cast<int64_t>(limb) * n + in_row;
-#pragma unroll
-  for (int k = 0; k < kPerThread / 2; ++k) cp_async16(stage + k * threads + t, c + 2 * k);
-  if (epilogue_adds(e, row, limbs)) {
-    ulonglong2* a = stage + (kPerThread / 2) * threads;
-    if constexpr (kGalois) {  // load8_galois's sources
-      const u64* add_row = e.add + static_cast<size_t>(row) * n;
-      const u32 s = galois_ntt_source(static_cast<u32>(in_row), e.add_galois, log_n);
-      const u32 base = s & ~7u, top = brv3(s & 7u), k = static_cast<u32>(e.add_galois) & 7u;
-#pragma unroll
-      for (int j = 0; j < kPerThread; ++j) {
-        const u32 rj = ((j & 1) << 2) | (j & 2) | ((j >> 2) & 1);
-        cp_async8(reinterpret_cast<u64*>(a + (j / 2) * threads + t) + (j & 1), add_row + (base | brv3((top + k * rj) & 7u)));
-      }
-    } else {
-#pragma unroll
-      for (int k = 0; k < kPerThread / 2; ++k) cp_async16(a + k * threads + t, e.add + offset + 2 * k);
-    }
-  }
-  cp_async_commit();
-}
-
-// The thread's 8 staged words of pairs [first_pair, first_pair + 4).
-__device__ __forceinline__ void load8_stage(const ulonglong2* stage, int first_pair, u64 (&v)[kPerThread]) {
-  const u32 t = threadIdx.x, threads = blockDim.x;
-#pragma unroll
-  for (int k = 0; k < kPerThread / 2; ++k) {
-    const ulonglong2 x = stage[(first_pair + k) * threads + t];
-    v[2 * k] = x.x;
-    v[2 * k + 1] = x.y;
-  }
-}
-
-// The thread's twiddle lines of its contiguous round (the forward's last, the inverse's first) into L1: stage d of
-// that round reads U 2^d consecutive (w, w') pairs from index m base + (first_unit << d), m = 2^(s0 + d) (at most 64
-// aligned bytes, one line). (Variants 4 and 7.)
-__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
-
-template <class Tw>
-__device__ __forceinline__ void prefetch_contiguous_twiddles(const Tw& t, u32 tcol, int k2) {
-  static_assert(std::is_base_of_v<PairedTwiddles, Tw>, "the prefetch reads the (w, w') pairs");
-  const int s0 = 3 * ((k2 - 1) / 3);
-  const int g = k2 - s0;
-  const u32 first_unit = tcol * (kPerThread >> g);
-#pragma unroll
-  for (int d = 0; d < 3; ++d) {
-    if (d < g) prefetch_l1(t.pairs + (1u << (s0 + d)) * t.base + (first_unit << d));
-  }
-}
-
-// ---- ops.kernel_variant("epilogue") 5, 6: the epilogue's loads issued together, in registers ---------------------
-//
-// In variant 0's SASS the store's operands arrive in three dependent waits after the last round: the contiguous
-// round's twiddles (after the last barrier), then P^-1 and c (after those butterflies), then add or its gather
-// (inside `batch < add_batches`, after c's Shoup products: nvcc does not hoist loads out of the branch). Variant 5
-// issues add's loads right after c's (predicated, 8 more live words), variant 6 also issues c's and P^-1's before
-// the last barrier, so that they land while the block waits there and the contiguous round runs (16 + 2 live words
-// across it; add's 8 stay after it, for the 64 registers).
-// Variant 7: 5 with the contiguous round's twiddle lines prefetched into L1 before the last barrier (no registers
-// held; also in a plain forward transform).
-constexpr bool epilogue_add_with_c(int variant) { return variant == 5 || variant == 6 || variant == 7; }
-constexpr bool epilogue_c_before_barrier(int variant) { return variant == 6; }
-constexpr bool forward_prefetch(int variant) { return variant == 7; }
-
-// The thread's c words and P^-1 (Shoup pair) of ModDown's epilogue for the store at `offset`.
-struct EpilogueC {
-  u64 c[kPerThread];
-  u64 w, ws;
-};
-__device__ __forceinline__ void load_epilogue_c(EpilogueC& e, const NttEpilogue& ep, int row, int limb, u32 n,
-                                                size_t offset, int limbs) {
-  const int64_t batch = row / limbs;
-  // offset = row * n + (word in the row); c's row (batch, limb) starts at batch * batch_stride + limb * n
-  const size_t in_row = offset - static_cast<size_t>(row) * n;
-  load8(ep.sub_from + batch * ep.batch_stride + static_cast<int64_t>(limb) * n + in_row, e.c);
-  e.w = ep.consts[limb];
-  e.ws = ep.consts_shoup[limb];
-}
-
-// The thread's 8 words of add, or of sigma_k(add) (kGalois), for the store at `offset`.
-template <bool kGalois>
-__device__ __forceinline__ void load_epilogue_add(u64 (&a)[kPerThread], const NttEpilogue& ep, int row, u32 n,
-                                                  size_t offset, int log_n) {
-  if constexpr (kGalois) {
-    const size_t in_row = offset - static_cast<size_t>(row) * n;
-    load8_galois(ep.add + static_cast<size_t>(row) * n, static_cast<u32>(in_row), ep.add_galois, log_n, a);
-  } else {
-    load8(ep.add + offset, a);  // same layout as out
-  }
-}
-
 // Variant 1's store of the forward's 8 contiguous words at dst: reduced to [0, q), or through ModDown's
 // epilogue (c - x) * P^-1 (+ add). x is below bound = 4q (Harvey) or lazy_bound(log_n) * q (lazy):
 // c + bound - x < (bound + 1) q < 2^64 goes straight into the Shoup product (any 64-bit input is fine
 // there), so x needs no reduction first; a lazy x is reduced by a Shoup product by 1 (w' = floor(2^64
 // / q), the high word of the Barrett ratio). The result is the canonical residue either way, the same
 // words as variant 0's.
-// kEpilogue (ops.kernel_variant("epilogue")): 1, 2: c and add from the staging area (epilogue_copy_early); 5, 6:
-// add loaded with c; 6: c and P^-1 already in `pre` (loaded before the last barrier). The same words.
-template <bool kLazy, bool kGalois = false, bool kProducts = false, int kEpilogue = 0>
+template <bool kLazy, bool kGalois = false, bool kProducts = false>
 __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const Modulus& m, int log_n,
                                            const NttEpilogue& epilogue, int row, int limb, u32 n, size_t offset,
-                                           int limbs, u64 lazy_factor, const ulonglong2* stage, const EpilogueC& pre) {
-  constexpr bool kEarly = epilogue_early(kEpilogue);
-  static_assert(kEpilogue == 0 || !kProducts, "the products' store reads its operands itself");
+                                           int limbs, u64 lazy_factor) {
   const u64 q = m.value;
   if (epilogue.sub_from == nullptr) {
 #pragma unroll
@@ -686,31 +538,19 @@ __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const
     return;
   }
   const int64_t batch = row / limbs;
-  const bool adds = batch < epilogue.add_batches;
-  EpilogueC e;
-  u64 a[kPerThread];
-  if constexpr (epilogue_c_before_barrier(kEpilogue)) {
-    e = pre;
-  } else if constexpr (kEarly) {
-    cp_async_wait_all();  // this thread's own copies: no barrier
-    load8_stage(stage, 0, e.c);
-    e.w = epilogue.consts[limb];
-    e.ws = epilogue.consts_shoup[limb];
-  } else {
-    load_epilogue_c(e, epilogue, row, limb, n, offset, limbs);
-  }
-  if constexpr (epilogue_add_with_c(kEpilogue)) {
-    if (adds) load_epilogue_add<kGalois>(a, epilogue, row, n, offset, log_n);
-  }
+  // offset = row * n + (word in the row); c's row (batch, limb) starts at batch * batch_stride + limb * n
+  const size_t in_row = offset - static_cast<size_t>(row) * n;
+  u64 c[kPerThread];
+  load8(epilogue.sub_from + batch * epilogue.batch_stride + static_cast<int64_t>(limb) * n + in_row, c);
+  const u64 w = epilogue.consts[limb], ws = epilogue.consts_shoup[limb];
   const u64 bound = (kLazy ? lazy_factor : 4) * q;
   if constexpr (kProducts) {
 #pragma unroll
-    for (int k = 0; k < kPerThread; ++k) v[k] = mul_shoup_lazy(e.c[k] + bound - v[k], e.w, e.ws, q);  // [0, 2q)
+    for (int k = 0; k < kPerThread; ++k) v[k] = mul_shoup_lazy(c[k] + bound - v[k], w, ws, q);  // [0, 2q)
     if (batch >= 2) {
 #pragma unroll
       for (int k = 0; k < kPerThread; ++k) v[k] = csub(v[k], q);
     } else {
-      const size_t in_row = offset - static_cast<size_t>(row) * n;
       add_tensor_terms(v, epilogue, batch, static_cast<size_t>(limb) * n + in_row, static_cast<size_t>(limbs) * n,
                        ShortBarrett(m));
     }
@@ -718,12 +558,16 @@ __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const
     return;
   }
 #pragma unroll
-  for (int k = 0; k < kPerThread; ++k) v[k] = mul_shoup(e.c[k] + bound - v[k], e.w, e.ws, q);
-  if (adds) {
-    if constexpr (kEarly) load8_stage(stage, kPerThread / 2, a);
-    else if constexpr (!epilogue_add_with_c(kEpilogue)) load_epilogue_add<kGalois>(a, epilogue, row, n, offset, log_n);
+  for (int k = 0; k < kPerThread; ++k) v[k] = mul_shoup(c[k] + bound - v[k], w, ws, q);
+  if (batch < epilogue.add_batches) {
+    if constexpr (kGalois) {
+      load8_galois(epilogue.add + static_cast<size_t>(row) * n, static_cast<u32>(in_row), epilogue.add_galois, log_n,
+                   c);
+    } else {
+      load8(epilogue.add + offset, c);  // same layout as out
+    }
 #pragma unroll
-    for (int k = 0; k < kPerThread; ++k) v[k] = add_mod(v[k], a[k], q);
+    for (int k = 0; k < kPerThread; ++k) v[k] = add_mod(v[k], c[k], q);
   }
   store8(dst, v);
 }
@@ -731,57 +575,35 @@ __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const
 // Variant >= 1's forward rows: every round but the last through shared memory (as local_transform),
 // the last one's 8 contiguous words straight to global memory. (With a compile-time k2 from the
 // kernel, the round loop unrolls.)
-// kEpilogue 1, 2: the epilogue's operands are copied into `stage` first (epilogue_copy_early); 6: c and P^-1 loaded
-// into registers before the last barrier.
-template <bool kGalois, bool kProducts, int kEpilogue, class Tw>
+template <bool kGalois, bool kProducts, class Tw>
 __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64* smem, const RowLayout& layout,
                                                     u32 tcol, int k2, const Tw& t, const Modulus& m, int log_n,
                                                     const NttEpilogue& epilogue, int row, int limb, u32 n,
-                                                    size_t origin, int limbs, u64 lazy_factor, ulonglong2* stage) {
+                                                    size_t origin, int limbs, u64 lazy_factor) {
   const u64 q = m.value;
   const int rounds = (k2 + 2) / 3;
-  const size_t offset = origin + tcol * kPerThread;
-  if constexpr (epilogue_early(kEpilogue)) {
-    if (epilogue.sub_from != nullptr) epilogue_copy_early<kGalois>(stage, epilogue, row, limb, n, offset, limbs, log_n);
-  }
-  EpilogueC pre;
 #pragma unroll
   for (int i = 0; i + 1 < rounds; ++i) {
     if (i == 0) run_round<true, 3, true, false>(in + origin, out + origin, smem, layout, tcol, 0, k2, t, false, q);
     else run_round<true, 3, false, false>(in + origin, out + origin, smem, layout, tcol, 3 * i, k2, t, false, q);
-    if constexpr (epilogue_c_before_barrier(kEpilogue)) {
-      if (i + 2 == rounds && epilogue.sub_from != nullptr) load_epilogue_c(pre, epilogue, row, limb, n, offset, limbs);
-    }
-    if constexpr (forward_prefetch(kEpilogue)) {
-      if (i + 2 == rounds) prefetch_contiguous_twiddles(t, tcol, k2);
-    }
     __syncthreads();
   }
   u64 v[kPerThread];
   load8_shared(smem, layout, tcol, v);
   contiguous_round<true>(v, tcol, k2, t, q);
-  rows_store<Tw::kLazy, kGalois, kProducts, kEpilogue>(v, out + offset, m, log_n, epilogue, row, limb, n, offset,
-                                                       limbs, lazy_factor, stage, pre);
+  const size_t offset = origin + tcol * kPerThread;
+  rows_store<Tw::kLazy, kGalois, kProducts>(v, out + offset, m, log_n, epilogue, row, limb, n, offset, limbs,
+                                            lazy_factor);
 }
-
-// ---- ops.kernel_variant("epilogue") 4: the inverse rows kernels' first-round twiddles prefetched into L1 ----------
-//
-// ModUp's inverse rows kernels (HMult's reading a1 b1, HRotate's reading sigma_k(c1)) compute their input and store
-// it (`permuted`) before the first round's butterflies, and the SASS issues that round's twiddle loads only after
-// those stores: two memory latencies in turn per thread. With the prefetch (prefetch_contiguous_twiddles) the
-// thread's twiddle lines of that round are requested at the kernel's start, next to the operand loads; the loads
-// themselves stay where they are and hit L1. No registers are held.
 
 // Variant >= 1's inverse rows: the first round's 8 contiguous words straight from global memory (in: the
 // input row; with kGalois the thread's slots of sigma_k(in), also stored to the permuted row), every other
 // round through shared memory, the last one to global memory (out: the block's row).
-// kPrefetch: prefetch_contiguous_twiddles first.
-template <bool kGalois, bool kProducts, bool kPrefetch, class Tw>
+template <bool kGalois, bool kProducts, class Tw>
 __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64* smem, const RowLayout& layout,
                                                     u32 tcol, int k2, u32 first, const Tw& t, u64 q, int log_n,
                                                     u64 galois, u64* permuted, const u64* times, const Modulus& m) {
   const int rounds = (k2 + 2) / 3;
-  if constexpr (kPrefetch) prefetch_contiguous_twiddles(t, tcol, k2);
   u64 v[kPerThread];
   if constexpr (kGalois) {
     load8_galois(in, first, galois, log_n, v);
@@ -821,17 +643,12 @@ __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64
 // kProducts (direct, lazy plans only: plan_fuses_products): HMult's tensor product; the inverse transforms in *
 // epilogue.times (the second factor, passed there by launch_ntt) and stores the products to `permuted`, the forward's
 // store adds the tensor terms of epilogue.add and epilogue.times (add_tensor_terms).
-// kEpilogue (forward, direct, kTruncated only; 4: the inverse's galois / products kernels): ops.kernel_variant(
-// "epilogue"), see epilogue_early; with epilogue_early the launch adds the staging area to the shared memory
-// (rows_stage_bytes).
 template <bool kForward, bool kDirect, bool kPairs, bool kLazy = false, int kLen = 0, bool kGalois = false,
-          bool kTruncated = false, bool kProducts = false, int kEpilogue = 0>
+          bool kTruncated = false, bool kProducts = false>
 __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kProducts))
     ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table, int limbs,
              int log_n, int k1, int rows_per_block, NttSkip skip, NttEpilogue epilogue, int64_t in_batch_stride,
              int order, u64 galois, u64* permuted) {
-  static_assert(kEpilogue == 0 || (kForward && kDirect && kLazy && kTruncated && !kProducts) ||
-                (!kForward && kDirect && kPairs && kLazy && inverse_prefetch(kEpilogue) && (kGalois || kProducts)));
   extern __shared__ u64 smem[];
   const u32 n = 1u << log_n;
   const int k2 = kLen != 0 ? kLen : log_n - k1;  // kLen: variant 4's compile-time row length (k1 = k2)
@@ -853,31 +670,19 @@ __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kPr
   if (kDirect) {
     if (kForward) {
       const Modulus m = moduli[limb];
-      constexpr int kStore = inverse_prefetch(kEpilogue) ? 0 : kEpilogue;  // (4: the inverse only)
-      ulonglong2* stage = reinterpret_cast<ulonglong2*>(smem + rows_tile_words(tile_len));  // (epilogue_early)
       if constexpr (kLazy) {
         // the columns kernel's values: below trunc_bound if it ran truncated (variant 6), else lazy_bound
         const bool truncated = kTruncated && trunc_forward_fits(q, log_n, k1);
-        if constexpr (kTruncated && epilogue_truncated(kEpilogue)) {
-          if (trunc_rows_fits(q, log_n)) {  // (implies truncated)
-            rows_forward_direct<kGalois, kProducts, kStore>(in, out, smem, layout, tcol, k2,
-                                                            TruncatedTwiddles<std::decay_t<decltype(t)>>{t}, m, log_n,
-                                                            epilogue, row, limb, n, origin, limbs,
-                                                            trunc_rows_bound(log_n), stage);
-            return;
-          }
-        }
         if (truncated || lazy_forward_fits(q, log_n)) {
-          rows_forward_direct<kGalois, kProducts, kStore>(in, out, smem, layout, tcol, k2,
-                                                          LazyTwiddles<std::decay_t<decltype(t)>>{t}, m, log_n,
-                                                          epilogue, row, limb, n, origin, limbs,
-                                                          truncated ? trunc_bound(log_n, k1) : lazy_bound(log_n),
-                                                          stage);
+          rows_forward_direct<kGalois, kProducts>(in, out, smem, layout, tcol, k2,
+                                                  LazyTwiddles<std::decay_t<decltype(t)>>{t}, m, log_n, epilogue, row,
+                                                  limb, n, origin, limbs,
+                                                  truncated ? trunc_bound(log_n, k1) : lazy_bound(log_n));
           return;
         }
       }
-      rows_forward_direct<kGalois, kProducts, kStore>(in, out, smem, layout, tcol, k2, t, m, log_n, epilogue, row,
-                                                      limb, n, origin, limbs, 4, stage);
+      rows_forward_direct<kGalois, kProducts>(in, out, smem, layout, tcol, k2, t, m, log_n, epilogue, row, limb, n,
+                                              origin, limbs, 4);
     } else {
       const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
                                                   : (row / limbs) * in_batch_stride + static_cast<int64_t>(limb) * n;
@@ -885,17 +690,16 @@ __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kPr
       u64* permuted_row = permuted == nullptr ? nullptr : permuted + static_cast<size_t>(row) * n;
       // kProducts: the inverse's second factor comes in epilogue.times (launch_ntt), laid out like in
       const u64* times_row = kProducts ? epilogue.times + in_row : nullptr;
-      constexpr bool kPrefetch = inverse_prefetch(kEpilogue);
       if constexpr (kLazy) {
         if (lazy_inverse_fits(q)) {
-          rows_inverse_direct<kGalois, kProducts, kPrefetch>(in + in_row, out + origin, smem, layout, tcol, k2, first,
-                                                             LazyTwiddles<std::decay_t<decltype(t)>>{t}, q, log_n,
-                                                             galois, permuted_row, times_row, moduli[limb]);
+          rows_inverse_direct<kGalois, kProducts>(in + in_row, out + origin, smem, layout, tcol, k2, first,
+                                                  LazyTwiddles<std::decay_t<decltype(t)>>{t}, q, log_n, galois,
+                                                  permuted_row, times_row, moduli[limb]);
           return;
         }
       }
-      rows_inverse_direct<kGalois, kProducts, kPrefetch>(in + in_row, out + origin, smem, layout, tcol, k2, first, t,
-                                                         q, log_n, galois, permuted_row, times_row, moduli[limb]);
+      rows_inverse_direct<kGalois, kProducts>(in + in_row, out + origin, smem, layout, tcol, k2, first, t, q, log_n,
+                                              galois, permuted_row, times_row, moduli[limb]);
     }
     return;
   }
@@ -1342,46 +1146,9 @@ auto products_rows(const NttPlan& plan) {
     return plan.fixed16 ? ntt_rows<true, true, true, true, 8, false, false, true>
                         : ntt_rows<true, true, true, true, 0, false, false, true>;
   } else {
-    if (inverse_prefetch(kernel_variant(Variant::kEpilogue))) {
-      return plan.fixed16 ? ntt_rows<false, true, true, true, 8, false, false, true, 4>
-                          : ntt_rows<false, true, true, true, 0, false, false, true, 4>;
-    }
     return plan.fixed16 ? ntt_rows<false, true, true, true, 8, false, false, true>
                         : ntt_rows<false, true, true, true, 0, false, false, true>;
   }
-}
-
-// The forward rows kernel of the truncated plans (ntt variant 6) for ops.kernel_variant("epilogue") = epilogue
-// (0 where it does not apply: other plans, the inverse, kernels with the products).
-template <int kLen, bool kGalois>
-auto truncated_forward_rows(int epilogue) {
-  switch (epilogue) {
-    case 1: return ntt_rows<true, true, true, true, kLen, kGalois, true, false, 1>;
-    case 2: return ntt_rows<true, true, true, true, kLen, kGalois, true, false, 2>;
-    case 3: return ntt_rows<true, true, true, true, kLen, kGalois, true, false, 3>;
-    case 5: return ntt_rows<true, true, true, true, kLen, kGalois, true, false, 5>;
-    case 6: return ntt_rows<true, true, true, true, kLen, kGalois, true, false, 6>;
-    case 7: return ntt_rows<true, true, true, true, kLen, kGalois, true, false, 7>;
-    default: return ntt_rows<true, true, true, true, kLen, kGalois, true, false, 0>;
-  }
-}
-
-// The epilogue variant a forward launch runs: 1 and 2 copy ModDown's operands early, which a plain transform
-// has not (1 -> 0, 2 -> 3, the truncated quotients alone).
-int forward_epilogue_variant(const NttPlan& plan, const NttEpilogue& e) {
-  const int variant = kernel_variant(Variant::kEpilogue);
-  if (!plan.truncated || e.times != nullptr || inverse_prefetch(variant)) return 0;
-  if (e.sub_from == nullptr) {  // a plain transform: no epilogue
-    return epilogue_truncated(variant) ? 3 : forward_prefetch(variant) ? 7 : 0;
-  }
-  return variant;
-}
-
-// Shared memory of the staging area (epilogue_copy_early) of a rows block of `threads`: c, and add where given.
-size_t rows_stage_bytes(int epilogue, const NttEpilogue& e, unsigned threads) {
-  if (!epilogue_early(epilogue) || e.sub_from == nullptr) return 0;
-  const size_t operands = e.add != nullptr && e.add_batches > 0 ? 2 : 1;
-  return operands * threads * kPerThread * sizeof(u64);
 }
 
 // The launch shapes of the columns and rows kernels for `rows` rows of N = 2^log_n (launch_ntt and
@@ -1419,7 +1186,7 @@ void launch_ntt(const NttArgs& a, Stream stream) {
   const Geometry g = shape.g;
   const dim3 col_grid = shape.col_grid, row_grid(shape.row_blocks, static_cast<unsigned>(a.rows));
   const unsigned col_threads = shape.col_threads, row_threads = shape.row_threads;
-  const size_t col_smem = shape.col_smem;
+  const size_t col_smem = shape.col_smem, row_smem = static_cast<size_t>(shape.tile + shape.tile / 8) * sizeof(u64);
 
   cudaStream_t s = native(stream);
   const int rpb = static_cast<int>(shape.rows_per_block);
@@ -1447,13 +1214,9 @@ void launch_ntt(const NttArgs& a, Stream stream) {
                     : plan.pairs ? ntt_columns<kForward, true>
                                  : ntt_columns<kForward, false>;
   Rows rows = ntt_rows<kForward, false, false>;  // (variant 0 takes epilogue.add_galois at run time)
-  const int epilogue = kForward ? forward_epilogue_variant(plan, a.epilogue) : 0;
   if (plan.truncated) {  // (forward only)
-    if (plan.fixed16) rows = galois ? truncated_forward_rows<8, true>(epilogue) : truncated_forward_rows<8, false>(epilogue);
-    else rows = galois ? truncated_forward_rows<0, true>(epilogue) : truncated_forward_rows<0, false>(epilogue);
-  } else if (galois && !kForward && plan.lazy && inverse_prefetch(kernel_variant(Variant::kEpilogue))) {
-    rows = plan.fixed16 ? ntt_rows<false, true, true, true, 8, true, false, false, 4>
-                        : ntt_rows<false, true, true, true, 0, true, false, false, 4>;
+    if (plan.fixed16) rows = galois ? ntt_rows<kForward, true, true, true, 8, true, true> : ntt_rows<kForward, true, true, true, 8, false, true>;
+    else rows = galois ? ntt_rows<kForward, true, true, true, 0, true, true> : ntt_rows<kForward, true, true, true, 0, false, true>;
   } else if (galois) {
     if (plan.fixed16 && plan.lazy) rows = ntt_rows<kForward, true, true, true, 8, true>;
     else if (plan.fixed16) rows = ntt_rows<kForward, true, true, false, 8, true>;
@@ -1471,8 +1234,6 @@ void launch_ntt(const NttArgs& a, Stream stream) {
     if (!plan_fuses_products(plan) || galois) throw std::runtime_error("ntt: products in an unsupported plan");
     rows = products_rows<kForward>(plan);
   }
-  const size_t row_smem =
-      rows_tile_words(shape.tile) * sizeof(u64) + (kForward ? rows_stage_bytes(epilogue, a.epilogue, row_threads) : 0);
   const int first_order = plan.first_order, second_order = plan.second_order;
   if (kForward) {
     columns<<<col_grid, col_threads, col_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, a.skip,
