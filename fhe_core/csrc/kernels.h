@@ -286,6 +286,13 @@ enum class Variant : int {
                 //    ntt.cu; read by rlwe/keyswitch.py, needs ntt >= 3), the 128-bit sums in registers; 2: the
                 //    sums in shared memory; 3: component 1's in shared memory; 4, 5: one thread group per digit
                 //    (ntt_digits_inner_product, up to 4 digits; 4: a component per phase, 5 (default): both)
+  kReserved9 = 9,    // (9-11: taken by other session-5 branches; the lead's merge gives them their names)
+  kReserved10 = 10,
+  kReserved11 = 11,
+  kInverse = 12,  // the inverse NTT's launch shape for small batches (ntt.cu, inverse_shape): where a kernel's grid
+                  // is below 2.5 waves of resident blocks, 1: rows kernel blocks of half the rows, columns kernel
+                  // (lazy plans) in blocks of 4 columns; 2: 1 with a quarter of the rows; 3: 1 with the narrow
+                  // columns kernel at 48 registers (10 blocks per SM)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

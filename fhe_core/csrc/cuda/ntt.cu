@@ -26,6 +26,9 @@
 // butterflies for primes below ~2^58.7 and compile in the row length at N = 2^16. All give the same
 // words (canonical outputs).
 
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <type_traits>
 
 #include "../common/ntt.h"
@@ -191,11 +194,13 @@ __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 firs
 
 // Offsets are 32-bit (one limb holds at most 2^17 words) and linear in c on the global side, so a
 // unit's addresses are base + j * step with both computed once per unit.
-struct ColumnLayout {  // columns of stride T; shared tile [2^k1][8]
+template <int kWidth>
+struct ColumnLayoutOf {  // columns of stride T; shared tile [2^k1][kWidth]
   u32 stride, col;
   __device__ u32 global(u32 c) const { return c * stride; }
-  __device__ u32 shared(u32 c) const { return c * kColumnsPerBlock + col; }
+  __device__ u32 shared(u32 c) const { return c * kWidth + col; }
 };
+using ColumnLayout = ColumnLayoutOf<kColumnsPerBlock>;
 struct RowLayout {  // contiguous rows; shared tile of rows, one pad word per 8 against bank conflicts
   u32 offset;
   __device__ u32 global(u32 c) const { return c; }
@@ -377,10 +382,11 @@ __device__ __forceinline__ int grid_row(int limbs, int order) {
 
 // First k1 forward stages / last k1 inverse stages. Grid: (T / 8, rows). Block: 8 * 2^k1 / 8,
 // at most 256 threads; 64 registers keep four blocks resident per SM.
-template <bool kForward, bool kPairs, bool kLazy = false, int kLen = 0, bool kTruncated = false>
-__global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, const Modulus* __restrict__ moduli,
-                                                      const u64* __restrict__ table, int limbs, int log_n, int k1,
-                                                      NttSkip skip, int64_t in_batch_stride, int order) {
+// (columns_body: the kernel's body for blocks of kCols adjacent columns; ntt_columns: 8, ntt_columns_narrow: 4.)
+template <bool kForward, bool kPairs, bool kLazy, int kLen, bool kTruncated, int kCols>
+__device__ __forceinline__ void columns_body(const u64* in, u64* out, const Modulus* __restrict__ moduli,
+                                             const u64* __restrict__ table, int limbs, int log_n, int k1,
+                                             NttSkip skip, int64_t in_batch_stride, int order) {
   extern __shared__ u64 smem[];
   if constexpr (kLen != 0) k1 = kLen;
   const u32 n = 1u << log_n;
@@ -389,13 +395,13 @@ __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, c
   const int limb = row % limbs;
   const u64 q = moduli[limb].value;
   const auto t = global_twiddles<kPairs>(table, limb, n, kForward, 1u);
-  const u32 col = threadIdx.x % kColumnsPerBlock;
-  const u32 tcol = threadIdx.x / kColumnsPerBlock;
-  const size_t column = blockIdx.x * kColumnsPerBlock + col;
+  const u32 col = threadIdx.x % kCols;
+  const u32 tcol = threadIdx.x / kCols;
+  const size_t column = blockIdx.x * kCols + col;
   const size_t origin = static_cast<size_t>(row) * n + column;
   const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
                                               : (row / limbs) * in_batch_stride + static_cast<int64_t>(limb) * n;
-  const ColumnLayout layout{n >> k1, col};
+  const ColumnLayoutOf<kCols> layout{n >> k1, col};
   if constexpr (kForward && kTruncated) {
     if (trunc_forward_fits(q, log_n, k1)) {
       const TruncatedTwiddles<std::decay_t<decltype(t)>> truncated{t};
@@ -436,6 +442,25 @@ __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, c
     local_transform<kForward>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, t,
                                       !kForward, q);
   }
+}
+
+template <bool kForward, bool kPairs, bool kLazy = false, int kLen = 0, bool kTruncated = false>
+__global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, const Modulus* __restrict__ moduli,
+                                                      const u64* __restrict__ table, int limbs, int log_n, int k1,
+                                                      NttSkip skip, int64_t in_batch_stride, int order) {
+  columns_body<kForward, kPairs, kLazy, kLen, kTruncated, kColumnsPerBlock>(in, out, moduli, table, limbs, log_n, k1,
+                                                                            skip, in_batch_stride, order);
+}
+
+// ops.kernel_variant("inverse") >= 1 (InverseShape): the inverse columns kernel of the pair-table plans in blocks of
+// kCols = 4 columns (128 threads at N = 2^16: 32-byte accesses, one full sector per column run), kMinBlocks of them
+// resident per SM (8: the same 64 registers as ntt_columns; 10: 48).
+template <bool kLazy, int kLen, int kCols, int kMinBlocks>
+__global__ void __launch_bounds__(kCols * 32, kMinBlocks)
+    ntt_columns_narrow(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table,
+                       int limbs, int log_n, int k1, NttSkip skip, int64_t in_batch_stride, int order) {
+  columns_body<false, true, kLazy, kLen, false, kCols>(in, out, moduli, table, limbs, log_n, k1, skip, in_batch_stride,
+                                                       order);
 }
 
 // A rotation's sigma_k(add) (kGalois): each thread's 8 output slots read 8 slots of one aligned run of 8 in the
@@ -1178,6 +1203,61 @@ LaunchShape launch_shape(int log_n, int rows) {
                      rows_per_block * len};
 }
 
+// Blocks of `kernel` (at `threads` threads and `smem` bytes of dynamic shared memory) resident on the current device
+// at once: cudaOccupancyMaxActiveBlocksPerMultiprocessor times the SM count, cached per kernel, shape and device.
+int resident_blocks(const void* kernel, unsigned threads, size_t smem) {
+  static std::mutex mutex;
+  static std::map<std::tuple<const void*, unsigned, size_t, int>, int> cache;
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  const auto key = std::make_tuple(kernel, threads, smem, device);
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto found = cache.find(key);
+  if (found != cache.end()) return found->second;
+  int per_sm = 0, sms = 0;
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, static_cast<int>(threads), smem),
+        "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  return cache[key] = std::max(1, per_sm * sms);
+}
+
+// ops.kernel_variant("inverse") (kernels.h): the inverse transform's launch shape for small batches. ModUp's and
+// ModDown's inverses transform 31 and 22 rows at N = 2^16: 1.3-1.9 waves of the default shape's resident blocks
+// (rows kernel: 4 rows of 2^8 in 128 threads, 8 blocks per SM; columns: 8 columns in 256 threads, 4 per SM), so a
+// partial last wave runs at a third to nine tenths of the occupancy. Where a kernel's grid is below
+// kSmallBatchWaves waves at the default shape (resident_blocks), variants >= 1 launch it in smaller blocks:
+//   1: the rows kernel with half the rows per block (64 threads at N = 2^16), the columns kernel of the lazy plans
+//      (ntt >= 5) in blocks of 4 columns (ntt_columns_narrow, 128 threads, 8 per SM: 64 registers as before);
+//   2: 1 with a quarter of the rows per block (one row of 2^8: a single warp, whose barriers wait for no other);
+//   3: 1 with the narrow columns kernel at 10 blocks per SM (48 registers).
+// The same residues: only the grid and block shapes change (every block runs the same rounds on its rows/columns).
+constexpr double kSmallBatchWaves = 2.5;
+
+struct InverseShape {
+  u32 rows_per_block;  // rows of 2^k2 words per rows-kernel block
+  int columns_min_blocks;  // 0: ntt_columns (8 columns per block); 8 or 10: ntt_columns_narrow<.., 4, that>
+};
+
+InverseShape inverse_shape(int variant, const NttPlan& plan, const LaunchShape& shape, int rows, const void* rows_kernel,
+                           size_t row_smem, const void* columns_kernel) {
+  InverseShape out{shape.rows_per_block, 0};
+  if (variant == 0) return out;
+  const double row_waves = static_cast<double>(shape.row_blocks) * rows /
+                           resident_blocks(rows_kernel, shape.row_threads, row_smem);
+  if (row_waves < kSmallBatchWaves) out.rows_per_block = std::max<u32>(1, shape.rows_per_block / (variant == 2 ? 4 : 2));
+  const double column_waves = static_cast<double>(shape.col_grid.x) * rows /
+                              resident_blocks(columns_kernel, shape.col_threads, shape.col_smem);
+  if (plan.lazy && column_waves < kSmallBatchWaves) out.columns_min_blocks = variant == 3 ? 10 : 8;
+  return out;
+}
+
+using ColumnsKernel = decltype(&ntt_columns<false, false>);
+
+ColumnsKernel narrow_columns(const NttPlan& plan, int min_blocks) {
+  if (min_blocks == 10) return plan.fixed16 ? ntt_columns_narrow<true, 8, 4, 10> : ntt_columns_narrow<true, 0, 4, 10>;
+  return plan.fixed16 ? ntt_columns_narrow<true, 8, 4, 8> : ntt_columns_narrow<true, 0, 4, 8>;
+}
+
 template <bool kForward>
 void launch_ntt(const NttArgs& a, Stream stream) {
   if (a.rows == 0) return;
@@ -1245,12 +1325,28 @@ void launch_ntt(const NttArgs& a, Stream stream) {
   } else {
     NttEpilogue inverse_input{};  // (unused by the inverse but for the second factor of ModUp's products)
     inverse_input.times = a.times;
-    rows<<<row_grid, row_threads, row_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, rpb, a.skip,
-                                                 inverse_input, a.in_batch_stride, first_order, a.galois,
-                                                 a.store_permuted ? a.permuted : nullptr);
+    const InverseShape inv = inverse_shape(kernel_variant(Variant::kInverse), plan, shape, a.rows,
+                                           reinterpret_cast<const void*>(rows), row_smem,
+                                           reinterpret_cast<const void*>(columns));
+    const u32 len = 1u << g.k2, inv_rpb = inv.rows_per_block;
+    const dim3 inv_row_grid((1u << g.k1) / inv_rpb, static_cast<unsigned>(a.rows));
+    const size_t inv_row_smem = static_cast<size_t>(inv_rpb * len + inv_rpb * len / 8) * sizeof(u64);
+    rows<<<inv_row_grid, inv_rpb * (len / kPerThread), inv_row_smem, s>>>(
+        a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, static_cast<int>(inv_rpb), a.skip, inverse_input,
+        a.in_batch_stride, first_order, a.galois, a.store_permuted ? a.permuted : nullptr);
     check_launch("ntt_rows<inverse>");
-    columns<<<col_grid, col_threads, col_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, a.skip, 0,
-                                                    second_order);
+    dim3 inv_col_grid = col_grid;
+    unsigned inv_col_threads = col_threads;
+    size_t inv_col_smem = col_smem;
+    if (inv.columns_min_blocks != 0) {  // blocks of kNarrow columns
+      constexpr u32 kNarrow = 4;
+      columns = narrow_columns(plan, inv.columns_min_blocks);
+      inv_col_grid.x = (1u << g.k2) / kNarrow;
+      inv_col_threads = kNarrow * ((1u << g.k1) / kPerThread);
+      inv_col_smem = static_cast<size_t>(kNarrow) * (1u << g.k1) * sizeof(u64);
+    }
+    columns<<<inv_col_grid, inv_col_threads, inv_col_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n,
+                                                                g.k1, a.skip, 0, second_order);
     check_launch("ntt_columns<inverse>");
   }
 }
