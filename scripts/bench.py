@@ -83,10 +83,12 @@ NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
                 3: "[ntt v3: v2 + unreduced forward butterflies (q < 2^58.7), rows-only limb-major]",
                 4: "[ntt v4: v3 + row lengths compiled in at N = 2^16]",
                 5: "[ntt v5: v4 + the inverse's sums unreduced within each round (q < 2^60)]"}
-# issue 14, session 5: the inverse NTT's launch shape for small batches (ops.kernel_variant("inverse"))
+# issue 14, session 5: the inverse NTT's launch shape for small batches, its quotients (kernel_variant "inverse")
 INVERSE_VARIANTS = {0: "[inverse v0: one launch shape]", 1: "[inverse v1: half-row blocks, 4-column blocks]",
                     2: "[inverse v2: one-row blocks, 4-column blocks]",
-                    3: "[inverse v3: v1, 4-column blocks at 48 registers]"}
+                    3: "[inverse v3: v1, 4-column blocks at 48 registers]",
+                    4: "[inverse v4: truncated quotients]", 5: "[inverse v5: v4 + v1's shapes]",
+                    6: "[inverse v6: v4 + v2's shapes]"}
 # issue 14, session 3: the balanced kernel against its lean row loop (v3), v3 with x one tile ahead (v4), v4 in
 # the fewest row groups (v5), v4 / v5 reading the B fragments precomputed per converter (v6, v7: the default),
 # and v7 with two output rows at once (v8)

@@ -289,10 +289,11 @@ enum class Variant : int {
   kReserved9 = 9,    // (9-11: taken by other session-5 branches; the lead's merge gives them their names)
   kReserved10 = 10,
   kReserved11 = 11,
-  kInverse = 12,  // the inverse NTT's launch shape for small batches (ntt.cu, inverse_shape): where a kernel's grid
-                  // is below 2.5 waves of resident blocks, 1: rows kernel blocks of half the rows, columns kernel
-                  // (lazy plans) in blocks of 4 columns; 2: 1 with a quarter of the rows; 3: 1 with the narrow
-                  // columns kernel at 48 registers (10 blocks per SM)
+  kInverse = 12,  // the inverse NTT's launch shape for small batches and quotients (ntt.cu, inverse_shape): where a
+                  // kernel's grid is below 2.5 waves of resident blocks, 1: rows kernel blocks of half the rows,
+                  // columns kernel (lazy plans) in blocks of 4 columns; 2: 1 with a quarter of the rows; 3: 1 with
+                  // the narrow columns kernel at 48 registers (10 blocks per SM); 4: the default shapes with truncated
+                  // Shoup quotients in both kernels (lazy plans, primes below 2^59); 5, 6: 4 with the shapes of 1, 2
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

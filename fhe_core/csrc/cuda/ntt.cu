@@ -143,6 +143,20 @@ __host__ __device__ constexpr u32 lazy_inverse_bound(int step, u32 j) {
 }
 __device__ __forceinline__ bool lazy_inverse_fits(u64 q) { return q < (u64{1} << 60); }
 
+// ops.kernel_variant("inverse") >= 4: the lazy inverse with truncated Shoup quotients (mulhi_truncated, as the
+// forward columns of ntt variant 6): a difference's product lands in [0, 4q) instead of [0, 2q), and each round's
+// reduction stops at 4q instead of 2q, so every bound of lazy_inverse_bound doubles (inputs below 4q, a difference
+// below 4q, then 2x per sum) with the same number of conditional subtractions; a round's sums reach 32q: primes below
+// 2^59 (checked per block by both kernels alike). The folded last stage keeps the exact quotient (canonical outputs).
+__device__ __forceinline__ bool trunc_inverse_fits(u64 q) { return q < (u64{1} << 59); }
+
+// x, y below b -> x + y (below 2b, unreduced) and (x - y) w in [0, 4q) from the truncated quotient.
+__device__ __forceinline__ void gs_butterfly_truncated(u64& x, u64& y, u64 w, u64 w_shoup, u64 q, u64 b) {
+  const u64 d = x + b - y;
+  x = x + y;
+  y = d * w - mulhi_truncated(d, w_shoup) * q;
+}
+
 // Butterflies of one round on the registers v[U * 2^G] (U = 8 >> G units per thread).
 template <bool kForward, int G, class Tw>
 __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 first_unit, int s0, int tl,
@@ -163,9 +177,12 @@ __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 firs
       for (int j = 0; j < R; ++j) {
         if (j & stride) continue;
         const u32 idx = first + (j >> (G - d));
+        // (the inverse's truncated path: every bound twice lazy_inverse_bound's)
+        constexpr u32 kInverseScale = !kForward && IsTruncated<Tw>::value ? 2 : 1;
         if (!kForward && d == 0 && fold_n_inv) {
           if constexpr (Tw::kLazy) {
-            gs_butterfly_last_lazy(x[j], x[j + stride], t.inv, t.inv_shoup, q, q * lazy_inverse_bound(step, j));
+            gs_butterfly_last_lazy(x[j], x[j + stride], t.inv, t.inv_shoup, q,
+                                   q * (kInverseScale * lazy_inverse_bound(step, j)));
           } else {
             gs_butterfly_last(x[j], x[j + stride], t.inv, t.inv_shoup, q);
           }
@@ -176,16 +193,19 @@ __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 firs
         if constexpr (kForward && IsTruncated<Tw>::value) ct_butterfly_truncated(x[j], x[j + stride], w, ws, q);
         else if constexpr (kForward && Tw::kLazy) ct_butterfly_lazy(x[j], x[j + stride], w, ws, q);
         else if (kForward) ct_butterfly(x[j], x[j + stride], w, ws, q);
-        else if constexpr (Tw::kLazy) gs_butterfly_lazy(x[j], x[j + stride], w, ws, q, q * lazy_inverse_bound(step, j));
+        else if constexpr (IsTruncated<Tw>::value) {
+          gs_butterfly_truncated(x[j], x[j + stride], w, ws, q, q * (2 * lazy_inverse_bound(step, j)));
+        } else if constexpr (Tw::kLazy) gs_butterfly_lazy(x[j], x[j + stride], w, ws, q, q * lazy_inverse_bound(step, j));
         else gs_butterfly(x[j], x[j + stride], w, ws, q);
       }
     }
     if constexpr (!kForward && Tw::kLazy) {
-      if (!fold_n_inv) {  // back below 2q (the folded round's outputs are canonical already)
+      if (!fold_n_inv) {  // back below 2q, truncated: 4q (the folded round's outputs are canonical already)
+        constexpr u32 kScale = IsTruncated<Tw>::value ? 2 : 1;
 #pragma unroll
         for (int j = 0; j < R; ++j) {
 #pragma unroll
-          for (u32 b = lazy_inverse_bound(G, j) / 2; b >= 2; b /= 2) x[j] = csub(x[j], q * b);
+          for (u32 b = kScale * lazy_inverse_bound(G, j) / 2; b >= 2 * kScale; b /= 2) x[j] = csub(x[j], q * b);
         }
       }
     }
@@ -425,7 +445,19 @@ __device__ __forceinline__ void columns_body(const u64* in, u64* out, const Modu
       return;
     }
   }
-  if constexpr (!kForward && kLazy) {
+  if constexpr (!kForward && kLazy && kTruncated) {
+    if (trunc_inverse_fits(q)) {  // (the rows kernel ran truncated as well: values below 4q)
+      const TruncatedTwiddles<std::decay_t<decltype(t)>> truncated{t};
+      if constexpr (kLen != 0) {
+        local_transform_fixed<false, kLen>(in + in_row + column, out + origin, smem, layout, tcol, truncated, true, q);
+      } else {
+        local_transform<false>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, truncated, true,
+                               q);
+      }
+      return;
+    }
+  }
+  if constexpr (!kForward && kLazy && !kTruncated) {  // (the truncated kernel: Harvey's butterflies above 2^59)
     if (lazy_inverse_fits(q)) {
       const LazyTwiddles<std::decay_t<decltype(t)>> lazy{t};
       if constexpr (kLen != 0) {
@@ -452,15 +484,15 @@ __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, c
                                                                             skip, in_batch_stride, order);
 }
 
-// ops.kernel_variant("inverse") >= 1 (InverseShape): the inverse columns kernel of the pair-table plans in blocks of
+// ops.kernel_variant("inverse") 1-3, 5, 6 (InverseShape): the inverse columns kernel of the lazy plans in blocks of
 // kCols = 4 columns (128 threads at N = 2^16: 32-byte accesses, one full sector per column run), kMinBlocks of them
-// resident per SM (8: the same 64 registers as ntt_columns; 10: 48).
-template <bool kLazy, int kLen, int kCols, int kMinBlocks>
+// resident per SM (8: the same 64 registers as ntt_columns; 10: 48); kTruncated: variant 5, 6's quotients.
+template <bool kLazy, int kLen, int kCols, int kMinBlocks, bool kTruncated = false>
 __global__ void __launch_bounds__(kCols * 32, kMinBlocks)
     ntt_columns_narrow(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table,
                        int limbs, int log_n, int k1, NttSkip skip, int64_t in_batch_stride, int order) {
-  columns_body<false, true, kLazy, kLen, false, kCols>(in, out, moduli, table, limbs, log_n, k1, skip, in_batch_stride,
-                                                       order);
+  columns_body<false, true, kLazy, kLen, kTruncated, kCols>(in, out, moduli, table, limbs, log_n, k1, skip,
+                                                            in_batch_stride, order);
 }
 
 // A rotation's sigma_k(add) (kGalois): each thread's 8 output slots read 8 slots of one aligned run of 8 in the
@@ -715,7 +747,15 @@ __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kPr
       u64* permuted_row = permuted == nullptr ? nullptr : permuted + static_cast<size_t>(row) * n;
       // kProducts: the inverse's second factor comes in epilogue.times (launch_ntt), laid out like in
       const u64* times_row = kProducts ? epilogue.times + in_row : nullptr;
-      if constexpr (kLazy) {
+      if constexpr (kLazy && kTruncated) {  // (inverse variant >= 4; the columns kernel checks the same predicate)
+        if (trunc_inverse_fits(q)) {
+          rows_inverse_direct<kGalois, kProducts>(in + in_row, out + origin, smem, layout, tcol, k2, first,
+                                                  TruncatedTwiddles<std::decay_t<decltype(t)>>{t}, q, log_n, galois,
+                                                  permuted_row, times_row, moduli[limb]);
+          return;
+        }
+      }
+      if constexpr (kLazy && !kTruncated) {  // (the truncated kernel: Harvey's butterflies above 2^59)
         if (lazy_inverse_fits(q)) {
           rows_inverse_direct<kGalois, kProducts>(in + in_row, out + origin, smem, layout, tcol, k2, first,
                                                   LazyTwiddles<std::decay_t<decltype(t)>>{t}, q, log_n, galois,
@@ -1221,41 +1261,69 @@ int resident_blocks(const void* kernel, unsigned threads, size_t smem) {
   return cache[key] = std::max(1, per_sm * sms);
 }
 
-// ops.kernel_variant("inverse") (kernels.h): the inverse transform's launch shape for small batches. ModUp's and
-// ModDown's inverses transform 31 and 22 rows at N = 2^16: 1.3-1.9 waves of the default shape's resident blocks
-// (rows kernel: 4 rows of 2^8 in 128 threads, 8 blocks per SM; columns: 8 columns in 256 threads, 4 per SM), so a
-// partial last wave runs at a third to nine tenths of the occupancy. Where a kernel's grid is below
-// kSmallBatchWaves waves at the default shape (resident_blocks), variants >= 1 launch it in smaller blocks:
+// ops.kernel_variant("inverse") (kernels.h): the inverse transform's launch shape for small batches, and its Shoup
+// quotients. ModUp's and ModDown's inverses transform 31 and 22 rows at N = 2^16: 1.3-1.9 waves of the default
+// shape's resident blocks (rows kernel: 4 rows of 2^8 in 128 threads, 8 blocks per SM; columns: 8 columns in 256
+// threads, 4 per SM), so a partial last wave runs at a third to nine tenths of the occupancy. Where a kernel's grid
+// is below kSmallBatchWaves waves at the default shape (resident_blocks), variants 1-3, 5, 6 launch it in smaller
+// blocks:
 //   1: the rows kernel with half the rows per block (64 threads at N = 2^16), the columns kernel of the lazy plans
 //      (ntt >= 5) in blocks of 4 columns (ntt_columns_narrow, 128 threads, 8 per SM: 64 registers as before);
 //   2: 1 with a quarter of the rows per block (one row of 2^8: a single warp, whose barriers wait for no other);
-//   3: 1 with the narrow columns kernel at 10 blocks per SM (48 registers).
-// The same residues: only the grid and block shapes change (every block runs the same rounds on its rows/columns).
+//   3: 1 with the narrow columns kernel at 10 blocks per SM (48 registers);
+//   4: the default shapes, both kernels of the lazy plans with truncated Shoup quotients for primes below 2^59
+//      (trunc_inverse_fits; the columns kernel's math pipe is its largest stall);
+//   5, 6: 4 with the shapes of 1, 2.
+// The same residues: the shapes change only which block runs which rows/columns, and the truncated path ends in the
+// same canonical words (tests/fhe_core/ops/test_inverse_shape.py: a Python model of its rounds, every bound asserted).
 constexpr double kSmallBatchWaves = 2.5;
 
 struct InverseShape {
-  u32 rows_per_block;  // rows of 2^k2 words per rows-kernel block
+  u32 rows_per_block;      // rows of 2^k2 words per rows-kernel block
   int columns_min_blocks;  // 0: ntt_columns (8 columns per block); 8 or 10: ntt_columns_narrow<.., 4, that>
+  bool truncated;          // the truncated quotients (variants 4-6, lazy plans)
 };
 
 InverseShape inverse_shape(int variant, const NttPlan& plan, const LaunchShape& shape, int rows, const void* rows_kernel,
                            size_t row_smem, const void* columns_kernel) {
-  InverseShape out{shape.rows_per_block, 0};
-  if (variant == 0) return out;
+  InverseShape out{shape.rows_per_block, 0, variant >= 4 && plan.lazy && plan.pairs};
+  const int shape_variant = variant >= 4 ? variant - 4 : variant;  // (4, 5, 6: the shapes of 0, 1, 2)
+  if (shape_variant == 0) return out;
   const double row_waves = static_cast<double>(shape.row_blocks) * rows /
                            resident_blocks(rows_kernel, shape.row_threads, row_smem);
-  if (row_waves < kSmallBatchWaves) out.rows_per_block = std::max<u32>(1, shape.rows_per_block / (variant == 2 ? 4 : 2));
+  if (row_waves < kSmallBatchWaves) {
+    out.rows_per_block = std::max<u32>(1, shape.rows_per_block / (shape_variant == 2 ? 4 : 2));
+  }
   const double column_waves = static_cast<double>(shape.col_grid.x) * rows /
                               resident_blocks(columns_kernel, shape.col_threads, shape.col_smem);
-  if (plan.lazy && column_waves < kSmallBatchWaves) out.columns_min_blocks = variant == 3 ? 10 : 8;
+  if (plan.lazy && column_waves < kSmallBatchWaves) out.columns_min_blocks = shape_variant == 3 ? 10 : 8;
   return out;
 }
 
 using ColumnsKernel = decltype(&ntt_columns<false, false>);
+using RowsKernel = decltype(&ntt_rows<false, false, false>);
 
-ColumnsKernel narrow_columns(const NttPlan& plan, int min_blocks) {
-  if (min_blocks == 10) return plan.fixed16 ? ntt_columns_narrow<true, 8, 4, 10> : ntt_columns_narrow<true, 0, 4, 10>;
-  return plan.fixed16 ? ntt_columns_narrow<true, 8, 4, 8> : ntt_columns_narrow<true, 0, 4, 8>;
+ColumnsKernel inverse_columns(const NttPlan& plan, const InverseShape& inv, ColumnsKernel plain) {
+  const bool f16 = plan.fixed16;
+  if (inv.columns_min_blocks == 10) return f16 ? ntt_columns_narrow<true, 8, 4, 10> : ntt_columns_narrow<true, 0, 4, 10>;
+  if (inv.columns_min_blocks == 8 && inv.truncated) {
+    return f16 ? ntt_columns_narrow<true, 8, 4, 8, true> : ntt_columns_narrow<true, 0, 4, 8, true>;
+  }
+  if (inv.columns_min_blocks == 8) return f16 ? ntt_columns_narrow<true, 8, 4, 8> : ntt_columns_narrow<true, 0, 4, 8>;
+  if (inv.truncated) return f16 ? ntt_columns<false, true, true, 8, true> : ntt_columns<false, true, true, 0, true>;
+  return plain;
+}
+
+// The inverse rows kernel with the truncated quotients (InverseShape::truncated), for the plan's other choices.
+RowsKernel truncated_inverse_rows(const NttPlan& plan, bool galois, bool products) {
+  if (products) {
+    return plan.fixed16 ? ntt_rows<false, true, true, true, 8, false, true, true>
+                        : ntt_rows<false, true, true, true, 0, false, true, true>;
+  }
+  if (galois) {
+    return plan.fixed16 ? ntt_rows<false, true, true, true, 8, true, true> : ntt_rows<false, true, true, true, 0, true, true>;
+  }
+  return plan.fixed16 ? ntt_rows<false, true, true, true, 8, false, true> : ntt_rows<false, true, true, true, 0, false, true>;
 }
 
 template <bool kForward>
@@ -1328,6 +1396,7 @@ void launch_ntt(const NttArgs& a, Stream stream) {
     const InverseShape inv = inverse_shape(kernel_variant(Variant::kInverse), plan, shape, a.rows,
                                            reinterpret_cast<const void*>(rows), row_smem,
                                            reinterpret_cast<const void*>(columns));
+    if (inv.truncated) rows = truncated_inverse_rows(plan, galois, a.times != nullptr);
     const u32 len = 1u << g.k2, inv_rpb = inv.rows_per_block;
     const dim3 inv_row_grid((1u << g.k1) / inv_rpb, static_cast<unsigned>(a.rows));
     const size_t inv_row_smem = static_cast<size_t>(inv_rpb * len + inv_rpb * len / 8) * sizeof(u64);
@@ -1338,9 +1407,9 @@ void launch_ntt(const NttArgs& a, Stream stream) {
     dim3 inv_col_grid = col_grid;
     unsigned inv_col_threads = col_threads;
     size_t inv_col_smem = col_smem;
+    columns = inverse_columns(plan, inv, columns);
     if (inv.columns_min_blocks != 0) {  // blocks of kNarrow columns
       constexpr u32 kNarrow = 4;
-      columns = narrow_columns(plan, inv.columns_min_blocks);
       inv_col_grid.x = (1u << g.k2) / kNarrow;
       inv_col_threads = kNarrow * ((1u << g.k1) / kPerThread);
       inv_col_smem = static_cast<size_t>(kNarrow) * (1u << g.k1) * sizeof(u64);

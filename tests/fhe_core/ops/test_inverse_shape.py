@@ -1,10 +1,12 @@
-"""The inverse NTT's launch shapes for small batches (ops.kernel_variant "inverse", ntt.cu's inverse_shape): where a
-kernel's grid is below 2.5 waves of its resident blocks, 1 runs the rows kernel with half the rows per block and the
-columns kernel in blocks of 4 columns, 2 with a quarter of the rows, 3 as 1 with the narrow columns kernel at 48
-registers. Only the grid changes: every variant == variant 0 == the CPU build, bit for bit, at the key switch's
+"""The inverse NTT's launch shapes for small batches and its truncated quotients (ops.kernel_variant "inverse", ntt.cu's
+inverse_shape): where a kernel's grid is below 2.5 waves of its resident blocks, 1 runs the rows kernel with half the
+rows per block and the columns kernel in blocks of 4 columns, 2 with a quarter of the rows, 3 as 1 with the narrow
+columns kernel at 48 registers; 4 keeps the shapes and truncates the Shoup quotients of both kernels for primes below
+2^59; 5, 6 are 4 with the shapes of 1, 2. The truncated rounds in Python integers (every bound the kernels assume
+asserted) == the CPU build; on CUDA every variant == variant 0 == the CPU build, bit for bit, at the key switch's
 batch sizes (ModDown's 22 = 2 x 11 rows, read in place from its [2, P + Q, N] input; ModUp's 31; 33 = 3 x 11),
-through intt, intt_galois and intt_product, with inputs at q - 1 and primes on both sides of the lazy inverse's
-2^60 limit."""
+through intt, intt_galois and intt_product, with inputs at q - 1 and primes on both sides of 2^59 and 2^60."""
+import numpy as np
 import pytest
 import torch
 
@@ -13,34 +15,122 @@ from fhe_core.ring import RNSBasis, generate_primes
 from fhe_core.ring.primes import is_prime
 from fhe_reference import fresh_rng, random_residues
 
-INVERSE_VARIANTS = (0, 1, 2, 3)
+INVERSE_VARIANTS = (0, 1, 2, 3, 4, 5, 6)
+WORD = 1 << 64
 # (batch prefix, limbs): 2 x 11 ModDown's P rows, 31 ModUp's Q rows, 3 x 11 a third batch past ModDown's
 SHAPES = (((2,), 11), ((), 31), ((3,), 11))
 
 
 def test_inverse_variant_switch():
     assert ops.kernel_variant("inverse") in INVERSE_VARIANTS
-    with ops.use_kernel_variant("inverse", 3):
-        assert ops.kernel_variant("inverse") == 3
-    with pytest.raises(RuntimeError, match="inverse is 0 \\(reference\\) to 3, got 4"):
-        ops.kernel_variant("inverse", 4)
+    with ops.use_kernel_variant("inverse", 6):
+        assert ops.kernel_variant("inverse") == 6
+    with pytest.raises(RuntimeError, match="inverse is 0 \\(reference\\) to 6, got 7"):
+        ops.kernel_variant("inverse", 7)
     with pytest.raises(RuntimeError, match="unknown kernel ''"):
         ops.kernel_variant("", 0)  # (the reserved slots of other branches have no name here)
 
 
-def _primes(limbs: int, n: int) -> list[int]:
-    """The largest prime below 2^60 (the lazy inverse's rounds), the smallest above (reducing butterflies), a 61-bit
-    one, then 50-bit primes: limbs primes q = 1 mod 2N."""
-    def below(limit):
-        q = limit - 1 - (limit - 2) % (2 * n)
-        while not is_prime(q):
-            q -= 2 * n
-        return q
+def _prime_below(limit: int, n: int) -> int:
+    q = limit - 1 - (limit - 2) % (2 * n)
+    while not is_prime(q):
+        q -= 2 * n
+    return q
 
-    above = (1 << 60) + 1 + (-(1 << 60)) % (2 * n)
-    while not is_prime(above):
-        above += 2 * n
-    return [below(1 << 60), above, below(1 << 61)] + generate_primes([50] * (limbs - 3), n)
+
+def _prime_above(limit: int, n: int) -> int:
+    q = limit + 1 + (-limit) % (2 * n)
+    while not is_prime(q):
+        q += 2 * n
+    return q
+
+
+def _primes(limbs: int, n: int) -> list[int]:
+    """The largest prime below 2^59 (the truncated rounds) and the smallest above (Harvey's butterflies in the
+    truncated kernels), the same around 2^60 (the lazy inverse's rounds), a 61-bit one, then 50-bit primes: limbs
+    primes q = 1 mod 2N."""
+    edges = [_prime_below(1 << 59, n), _prime_above(1 << 59, n), _prime_below(1 << 60, n), _prime_above(1 << 60, n),
+             _prime_below(1 << 61, n)]
+    return edges + generate_primes([50] * (limbs - len(edges)), n)
+
+
+def _mulhi_truncated(a: int, b: int) -> int:
+    """ntt.cu's mulhi_truncated: a1 b1 + hi32(a0 b1) + hi32(a1 b0), 32-bit halves."""
+    a0, a1, b0, b1 = a & 0xFFFFFFFF, a >> 32, b & 0xFFFFFFFF, b >> 32
+    return a1 * b1 + ((a0 * b1) >> 32) + ((a1 * b0) >> 32)
+
+
+def _bound(step: int, j: int) -> int:
+    """Twice ntt.cu's lazy_inverse_bound: before step `step` of a truncated round, unit element j is below this q."""
+    low = j & ((1 << step) - 1)
+    return 2 * (2 << step if low == 0 else 2 << (step - 1 - (low.bit_length() - 1)))
+
+
+def _rounds(log_n: int) -> list[tuple[int, int]]:
+    """(lowest t-bit, stages) of each round of the inverse, in order: the rows kernel's k2 stages (t = 1 ..
+    2^(k2-1)), then the columns kernel's k1, each local transform's rounds of 3 stages from the top group."""
+    k1 = log_n // 2
+    k2 = log_n - k1
+    out = []
+    for lo, length in ((0, k2), (k2, k1)):
+        rounds = (length + 2) // 3
+        for g in reversed(range(rounds)):
+            stages = min(3, length - 3 * g)
+            out.append((lo + length - 3 * g - stages, stages))
+    return out
+
+
+def _truncated_inverse_model(a: list[int], table: np.ndarray, q: int, log_n: int) -> list[int]:
+    """The kernels' truncated inverse on Python integers: gs_butterfly_truncated (the difference's product from the
+    truncated quotient, in [0, 4q)), each round reduced to below 4q, the folded last stage with exact quotients."""
+    n = 1 << log_n
+    inv, inv_shoup = [int(v) for v in table[2]], [int(v) for v in table[3]]
+    a = list(a)
+    rounds = _rounds(log_n)
+    for r, (tb0, stages) in enumerate(rounds):
+        fold = r == len(rounds) - 1
+        for step in range(stages):
+            t = 1 << (tb0 + step)
+            m = n // (2 * t)
+            for i in range(m):
+                for j in range(2 * i * t, 2 * i * t + t):
+                    b = _bound(step, (j >> tb0) & ((1 << stages) - 1)) * q
+                    x, y = a[j], a[j + t]
+                    assert x < b and y < b
+                    s, d = x + y, x + b - y
+                    assert s < WORD and d < WORD
+                    if fold and m == 1:  # exact Shoup quotients, then one conditional subtraction: canonical
+                        for k, (v, w, ws) in enumerate(((s, inv[0], inv_shoup[0]), (d, inv[1], inv_shoup[1]))):
+                            p = (v * w - ((v * ws) >> 64) * q) % WORD
+                            assert p < 2 * q
+                            a[j + k * t] = p - q if p >= q else p
+                    else:
+                        w, ws = inv[m + i], inv_shoup[m + i]
+                        p = (d * w - _mulhi_truncated(d, ws) * q) % WORD
+                        assert p < 4 * q
+                        a[j], a[j + t] = s, p
+        if not fold:  # the round's reduction back below 4q, element by element
+            for j in range(n):
+                b = _bound(stages, (j >> tb0) & ((1 << stages) - 1)) // 2
+                while b >= 4:
+                    a[j] = a[j] - b * q if a[j] >= b * q else a[j]
+                    b //= 2
+                assert a[j] < 4 * q
+    return a
+
+
+@pytest.mark.parametrize("log_n", [10, 11])
+def test_truncated_inverse_rounds_in_python_integers_at_the_prime_limit(log_n):
+    rng, _ = fresh_rng()
+    n = 1 << log_n
+    q = _prime_below(1 << 59, n)
+    basis = RNSBasis.get([q], n)
+    table = basis.ntt_table[0].numpy().view(np.uint64)
+    for case in ("q - 1", "random"):
+        x = torch.full((1, n), q - 1, dtype=torch.int64) if case == "q - 1" else random_residues(rng, [q], n=n)
+        expected = [int(v) for v in basis.intt(x)[0].numpy().view(np.uint64)]
+        got = _truncated_inverse_model([int(v) for v in x[0].numpy().view(np.uint64)], table, q, log_n)
+        assert got == expected, case
 
 
 def _case(rng, prefix, limbs, n):
