@@ -293,7 +293,8 @@ enum class Variant : int {
                   // kernel's grid is below 2.5 waves of resident blocks, 1: rows kernel blocks of half the rows,
                   // columns kernel (lazy plans) in blocks of 4 columns; 2: 1 with a quarter of the rows; 3: 1 with
                   // the narrow columns kernel at 48 registers (10 blocks per SM); 4: the default shapes with truncated
-                  // Shoup quotients in both kernels (lazy plans, primes below 2^59); 5, 6: 4 with the shapes of 1, 2
+                  // Shoup quotients in both kernels (lazy plans, primes below 2^59); 5: no reductions between the
+                  // stages (primes below 2^(63 - log N)), truncated quotients; 6: 5 with exact quotients
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

@@ -99,6 +99,24 @@ struct TruncatedTwiddles : Base {
   static constexpr bool kLazy = true;
   static constexpr bool kTruncated = true;
 };
+// ops.kernel_variant("inverse") 5, 6: the inverse without any reduction between its stages (UnreducedTwiddles, primes
+// below 2^(63 - log N): unreduced_inverse_fits). Before inverse stage s (s stages done, both kernels counted) every
+// value is below b_s = 2^(s+1) q: the inputs are below 2q, a sum of two values below b_s is below b_{s+1}, and a
+// difference's product (x + b_s - y) w lies in [0, 2q) or, truncated, [0, 4q), below b_{s+1} too. So each butterfly
+// takes the uniform b_s of its stage (q << (top - s0 - d), top = the local length plus the stages run before it:
+// k2 for the rows kernel, log N for the columns kernel), no round ends in conditional subtractions, and the folded
+// last stage (inputs below 2^(log N) q, sum and difference below 2^(log N + 1) q < 2^64) gives canonical words.
+template <class Base, bool kTruncatedProducts>
+struct UnreducedTwiddles : Base {
+  static constexpr bool kLazy = true;
+  static constexpr bool kUnreduced = true;
+  static constexpr bool kTruncated = kTruncatedProducts;
+  int top;
+};
+template <class Tw, class = void>
+struct IsUnreduced : std::false_type {};
+template <class Tw>
+struct IsUnreduced<Tw, std::void_t<decltype(Tw::kUnreduced)>> : std::bool_constant<Tw::kUnreduced> {};
 template <class Tw, class = void>
 struct IsTruncated : std::false_type {};
 template <class Tw>
@@ -149,6 +167,7 @@ __device__ __forceinline__ bool lazy_inverse_fits(u64 q) { return q < (u64{1} <<
 // below 4q, then 2x per sum) with the same number of conditional subtractions; a round's sums reach 32q: primes below
 // 2^59 (checked per block by both kernels alike). The folded last stage keeps the exact quotient (canonical outputs).
 __device__ __forceinline__ bool trunc_inverse_fits(u64 q) { return q < (u64{1} << 59); }
+__device__ __forceinline__ bool unreduced_inverse_fits(u64 q, int log_n) { return q < (u64{1} << (63 - log_n)); }
 
 // x, y below b -> x + y (below 2b, unreduced) and (x - y) w in [0, 4q) from the truncated quotient.
 __device__ __forceinline__ void gs_butterfly_truncated(u64& x, u64& y, u64 w, u64 w_shoup, u64 q, u64 b) {
@@ -179,6 +198,18 @@ __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 firs
         const u32 idx = first + (j >> (G - d));
         // (the inverse's truncated path: every bound twice lazy_inverse_bound's)
         constexpr u32 kInverseScale = !kForward && IsTruncated<Tw>::value ? 2 : 1;
+        if constexpr (!kForward && IsUnreduced<Tw>::value) {
+          const u64 b = q << (t.top - s0 - d);  // every value of this stage is below b (UnreducedTwiddles)
+          if (d == 0 && fold_n_inv) {
+            gs_butterfly_last_lazy(x[j], x[j + stride], t.inv, t.inv_shoup, q, b);
+            continue;
+          }
+          u64 w, ws;
+          t.load(idx, w, ws);
+          if constexpr (IsTruncated<Tw>::value) gs_butterfly_truncated(x[j], x[j + stride], w, ws, q, b);
+          else gs_butterfly_lazy(x[j], x[j + stride], w, ws, q, b);
+          continue;
+        }
         if (!kForward && d == 0 && fold_n_inv) {
           if constexpr (Tw::kLazy) {
             gs_butterfly_last_lazy(x[j], x[j + stride], t.inv, t.inv_shoup, q,
@@ -199,7 +230,7 @@ __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 firs
         else gs_butterfly(x[j], x[j + stride], w, ws, q);
       }
     }
-    if constexpr (!kForward && Tw::kLazy) {
+    if constexpr (!kForward && Tw::kLazy && !IsUnreduced<Tw>::value) {
       if (!fold_n_inv) {  // back below 2q, truncated: 4q (the folded round's outputs are canonical already)
         constexpr u32 kScale = IsTruncated<Tw>::value ? 2 : 1;
 #pragma unroll
@@ -402,8 +433,8 @@ __device__ __forceinline__ int grid_row(int limbs, int order) {
 
 // First k1 forward stages / last k1 inverse stages. Grid: (T / 8, rows). Block: 8 * 2^k1 / 8,
 // at most 256 threads; 64 registers keep four blocks resident per SM.
-// (columns_body: the kernel's body for blocks of kCols adjacent columns; ntt_columns: 8, ntt_columns_narrow: 4.)
-template <bool kForward, bool kPairs, bool kLazy, int kLen, bool kTruncated, int kCols>
+// (columns_body: the kernel's body for blocks of kCols adjacent columns; ntt_columns: 8, ntt_columns_inverse: 4.)
+template <bool kForward, bool kPairs, bool kLazy, int kLen, bool kTruncated, int kCols, int kUnreduced = 0>
 __device__ __forceinline__ void columns_body(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                              const u64* __restrict__ table, int limbs, int log_n, int k1,
                                              NttSkip skip, int64_t in_batch_stride, int order) {
@@ -445,7 +476,18 @@ __device__ __forceinline__ void columns_body(const u64* in, u64* out, const Modu
       return;
     }
   }
-  if constexpr (!kForward && kLazy && kTruncated) {
+  if constexpr (!kForward && kUnreduced != 0) {  // (inverse 5, 6; larger primes: Harvey's butterflies, as the rows)
+    if (unreduced_inverse_fits(q, log_n)) {
+      const UnreducedTwiddles<std::decay_t<decltype(t)>, kUnreduced == 2> unreduced{t, log_n};
+      if constexpr (kLen != 0) {
+        local_transform_fixed<false, kLen>(in + in_row + column, out + origin, smem, layout, tcol, unreduced, true, q);
+      } else {
+        local_transform<false>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, unreduced, true,
+                               q);
+      }
+      return;
+    }
+  } else if constexpr (!kForward && kLazy && kTruncated) {
     if (trunc_inverse_fits(q)) {  // (the rows kernel ran truncated as well: values below 4q)
       const TruncatedTwiddles<std::decay_t<decltype(t)>> truncated{t};
       if constexpr (kLen != 0) {
@@ -487,12 +529,13 @@ __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, c
 // ops.kernel_variant("inverse") 1-3, 5, 6 (InverseShape): the inverse columns kernel of the lazy plans in blocks of
 // kCols = 4 columns (128 threads at N = 2^16: 32-byte accesses, one full sector per column run), kMinBlocks of them
 // resident per SM (8: the same 64 registers as ntt_columns; 10: 48); kTruncated: variant 5, 6's quotients.
-template <bool kLazy, int kLen, int kCols, int kMinBlocks, bool kTruncated = false>
+// kUnreduced (5, 6 = 2, 1): no reductions between stages for primes below 2^(63 - log N), truncated quotients at 2.
+template <bool kLazy, int kLen, int kCols, int kMinBlocks, bool kTruncated = false, int kUnreduced = 0>
 __global__ void __launch_bounds__(kCols * 32, kMinBlocks)
-    ntt_columns_narrow(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table,
-                       int limbs, int log_n, int k1, NttSkip skip, int64_t in_batch_stride, int order) {
-  columns_body<false, true, kLazy, kLen, kTruncated, kCols>(in, out, moduli, table, limbs, log_n, k1, skip,
-                                                            in_batch_stride, order);
+    ntt_columns_inverse(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table,
+                        int limbs, int log_n, int k1, NttSkip skip, int64_t in_batch_stride, int order) {
+  columns_body<false, true, kLazy, kLen, kTruncated, kCols, kUnreduced>(in, out, moduli, table, limbs, log_n, k1, skip,
+                                                                        in_batch_stride, order);
 }
 
 // A rotation's sigma_k(add) (kGalois): each thread's 8 output slots read 8 slots of one aligned run of 8 in the
@@ -700,12 +743,13 @@ __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64
 // kProducts (direct, lazy plans only: plan_fuses_products): HMult's tensor product; the inverse transforms in *
 // epilogue.times (the second factor, passed there by launch_ntt) and stores the products to `permuted`, the forward's
 // store adds the tensor terms of epilogue.add and epilogue.times (add_tensor_terms).
-template <bool kForward, bool kDirect, bool kPairs, bool kLazy = false, int kLen = 0, bool kGalois = false,
-          bool kTruncated = false, bool kProducts = false>
-__global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kProducts))
-    ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table, int limbs,
-             int log_n, int k1, int rows_per_block, NttSkip skip, NttEpilogue epilogue, int64_t in_batch_stride,
-             int order, u64 galois, u64* permuted) {
+// (rows_body: ntt_rows' body; kUnreduced: ntt_rows_inverse's, inverse 5, 6.)
+template <bool kForward, bool kDirect, bool kPairs, bool kLazy, int kLen, bool kGalois, bool kTruncated,
+          bool kProducts, int kUnreduced>
+__device__ __forceinline__ void rows_body(const u64* in, u64* out, const Modulus* __restrict__ moduli,
+                                          const u64* __restrict__ table, int limbs, int log_n, int k1,
+                                          int rows_per_block, NttSkip skip, NttEpilogue epilogue,
+                                          int64_t in_batch_stride, int order, u64 galois, u64* permuted) {
   extern __shared__ u64 smem[];
   const u32 n = 1u << log_n;
   const int k2 = kLen != 0 ? kLen : log_n - k1;  // kLen: variant 4's compile-time row length (k1 = k2)
@@ -747,7 +791,15 @@ __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kPr
       u64* permuted_row = permuted == nullptr ? nullptr : permuted + static_cast<size_t>(row) * n;
       // kProducts: the inverse's second factor comes in epilogue.times (launch_ntt), laid out like in
       const u64* times_row = kProducts ? epilogue.times + in_row : nullptr;
-      if constexpr (kLazy && kTruncated) {  // (inverse variant >= 4; the columns kernel checks the same predicate)
+      if constexpr (kUnreduced != 0) {  // (larger primes: Harvey's butterflies below; the columns kernel alike)
+        if (unreduced_inverse_fits(q, log_n)) {
+          rows_inverse_direct<kGalois, kProducts>(
+              in + in_row, out + origin, smem, layout, tcol, k2, first,
+              UnreducedTwiddles<std::decay_t<decltype(t)>, kUnreduced == 2>{t, k2}, q, log_n, galois, permuted_row,
+              times_row, moduli[limb]);
+          return;
+        }
+      } else if constexpr (kLazy && kTruncated) {  // (inverse 4; the columns kernel checks the same predicate)
         if (trunc_inverse_fits(q)) {
           rows_inverse_direct<kGalois, kProducts>(in + in_row, out + origin, smem, layout, tcol, k2, first,
                                                   TruncatedTwiddles<std::decay_t<decltype(t)>>{t}, q, log_n, galois,
@@ -755,7 +807,7 @@ __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kPr
           return;
         }
       }
-      if constexpr (kLazy && !kTruncated) {  // (the truncated kernel: Harvey's butterflies above 2^59)
+      if constexpr (kLazy && !kTruncated && kUnreduced == 0) {  // (the truncated kernel: Harvey's above 2^59)
         if (lazy_inverse_fits(q)) {
           rows_inverse_direct<kGalois, kProducts>(in + in_row, out + origin, smem, layout, tcol, k2, first,
                                                   LazyTwiddles<std::decay_t<decltype(t)>>{t}, q, log_n, galois,
@@ -795,6 +847,29 @@ __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kPr
       out[tile + i] = add != nullptr ? add_mod(y, a, q) : y;
     }
   }
+}
+
+template <bool kForward, bool kDirect, bool kPairs, bool kLazy = false, int kLen = 0, bool kGalois = false,
+          bool kTruncated = false, bool kProducts = false>
+__global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kProducts))
+    ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table, int limbs,
+             int log_n, int k1, int rows_per_block, NttSkip skip, NttEpilogue epilogue, int64_t in_batch_stride,
+             int order, u64 galois, u64* permuted) {
+  rows_body<kForward, kDirect, kPairs, kLazy, kLen, kGalois, kTruncated, kProducts, 0>(
+      in, out, moduli, table, limbs, log_n, k1, rows_per_block, skip, epilogue, in_batch_stride, order, galois,
+      permuted);
+}
+
+// ops.kernel_variant("inverse") 5, 6 (kUnreduced 2, 1): the direct lazy inverse rows kernel without reductions
+// between stages (UnreducedTwiddles).
+template <int kLen, bool kGalois, bool kProducts, int kUnreduced>
+__global__ void __launch_bounds__(kRowThreads, products_min_blocks(false, kProducts))
+    ntt_rows_inverse(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table,
+                     int limbs, int log_n, int k1, int rows_per_block, NttSkip skip, NttEpilogue epilogue,
+                     int64_t in_batch_stride, int order, u64 galois, u64* permuted) {
+  rows_body<false, true, true, true, kLen, kGalois, false, kProducts, kUnreduced>(
+      in, out, moduli, table, limbs, log_n, k1, rows_per_block, skip, epilogue, in_batch_stride, order, galois,
+      permuted);
 }
 
 // ---- ModUp's last forward pass with the key-switching inner product (ks_fuse >= 1) ------------------
@@ -1261,42 +1336,40 @@ int resident_blocks(const void* kernel, unsigned threads, size_t smem) {
   return cache[key] = std::max(1, per_sm * sms);
 }
 
-// ops.kernel_variant("inverse") (kernels.h): the inverse transform's launch shape for small batches, and its Shoup
-// quotients. ModUp's and ModDown's inverses transform 31 and 22 rows at N = 2^16: 1.3-1.9 waves of the default
+// ops.kernel_variant("inverse") (kernels.h): the inverse transform's launch shape for small batches, and its
+// arithmetic. ModUp's and ModDown's inverses transform 31 and 22 rows at N = 2^16: 1.3-1.9 waves of the default
 // shape's resident blocks (rows kernel: 4 rows of 2^8 in 128 threads, 8 blocks per SM; columns: 8 columns in 256
-// threads, 4 per SM), so a partial last wave runs at a third to nine tenths of the occupancy. Where a kernel's grid
-// is below kSmallBatchWaves waves at the default shape (resident_blocks), variants 1-3, 5, 6 launch it in smaller
-// blocks:
+// threads, 4 per SM). Where a kernel's grid is below kSmallBatchWaves waves at the default shape (resident_blocks),
+// variants 1-3 launch it in smaller blocks:
 //   1: the rows kernel with half the rows per block (64 threads at N = 2^16), the columns kernel of the lazy plans
-//      (ntt >= 5) in blocks of 4 columns (ntt_columns_narrow, 128 threads, 8 per SM: 64 registers as before);
+//      (ntt >= 5) in blocks of 4 columns (ntt_columns_inverse<.., 4, 8>, 128 threads: 64 registers as before);
 //   2: 1 with a quarter of the rows per block (one row of 2^8: a single warp, whose barriers wait for no other);
-//   3: 1 with the narrow columns kernel at 10 blocks per SM (48 registers);
-//   4: the default shapes, both kernels of the lazy plans with truncated Shoup quotients for primes below 2^59
-//      (trunc_inverse_fits; the columns kernel's math pipe is its largest stall);
-//   5, 6: 4 with the shapes of 1, 2.
-// The same residues: the shapes change only which block runs which rows/columns, and the truncated path ends in the
-// same canonical words (tests/fhe_core/ops/test_inverse_shape.py: a Python model of its rounds, every bound asserted).
+//   3: 1 with the 4-column kernel at 10 blocks per SM (48 registers).
+// Variants 4-6 keep the default shapes and change the lazy plans' butterflies (both kernels alike):
+//   4: truncated Shoup quotients (mulhi_truncated) for primes below 2^59, each round reduced to 4q;
+//   5: no reduction between stages for primes below 2^(63 - log N) (UnreducedTwiddles), truncated quotients;
+//   6: 5 with exact quotients.
+// All give the same canonical words (tests/fhe_core/ops/test_inverse_shape.py; Python models of 4 and 5's rounds).
 constexpr double kSmallBatchWaves = 2.5;
 
 struct InverseShape {
   u32 rows_per_block;      // rows of 2^k2 words per rows-kernel block
-  int columns_min_blocks;  // 0: ntt_columns (8 columns per block); 8 or 10: ntt_columns_narrow<.., 4, that>
-  bool truncated;          // the truncated quotients (variants 4-6, lazy plans)
+  int columns_min_blocks;  // 0: the plan's columns kernel (8 columns per block); 8 or 10: 4-column blocks
+  bool truncated;          // variant 4
+  int unreduced;           // variants 5, 6: 2 (truncated quotients), 1 (exact)
 };
 
 InverseShape inverse_shape(int variant, const NttPlan& plan, const LaunchShape& shape, int rows, const void* rows_kernel,
                            size_t row_smem, const void* columns_kernel) {
-  InverseShape out{shape.rows_per_block, 0, variant >= 4 && plan.lazy && plan.pairs};
-  const int shape_variant = variant >= 4 ? variant - 4 : variant;  // (4, 5, 6: the shapes of 0, 1, 2)
-  if (shape_variant == 0) return out;
+  const bool lazy = plan.lazy && plan.pairs;
+  InverseShape out{shape.rows_per_block, 0, variant == 4 && lazy, !lazy ? 0 : variant == 5 ? 2 : variant == 6 ? 1 : 0};
+  if (variant < 1 || variant > 3) return out;
   const double row_waves = static_cast<double>(shape.row_blocks) * rows /
                            resident_blocks(rows_kernel, shape.row_threads, row_smem);
-  if (row_waves < kSmallBatchWaves) {
-    out.rows_per_block = std::max<u32>(1, shape.rows_per_block / (shape_variant == 2 ? 4 : 2));
-  }
+  if (row_waves < kSmallBatchWaves) out.rows_per_block = std::max<u32>(1, shape.rows_per_block / (variant == 2 ? 4 : 2));
   const double column_waves = static_cast<double>(shape.col_grid.x) * rows /
                               resident_blocks(columns_kernel, shape.col_threads, shape.col_smem);
-  if (plan.lazy && column_waves < kSmallBatchWaves) out.columns_min_blocks = shape_variant == 3 ? 10 : 8;
+  if (lazy && column_waves < kSmallBatchWaves) out.columns_min_blocks = variant == 3 ? 10 : 8;
   return out;
 }
 
@@ -1305,17 +1378,32 @@ using RowsKernel = decltype(&ntt_rows<false, false, false>);
 
 ColumnsKernel inverse_columns(const NttPlan& plan, const InverseShape& inv, ColumnsKernel plain) {
   const bool f16 = plan.fixed16;
-  if (inv.columns_min_blocks == 10) return f16 ? ntt_columns_narrow<true, 8, 4, 10> : ntt_columns_narrow<true, 0, 4, 10>;
-  if (inv.columns_min_blocks == 8 && inv.truncated) {
-    return f16 ? ntt_columns_narrow<true, 8, 4, 8, true> : ntt_columns_narrow<true, 0, 4, 8, true>;
-  }
-  if (inv.columns_min_blocks == 8) return f16 ? ntt_columns_narrow<true, 8, 4, 8> : ntt_columns_narrow<true, 0, 4, 8>;
+  if (inv.columns_min_blocks == 10) return f16 ? ntt_columns_inverse<true, 8, 4, 10> : ntt_columns_inverse<true, 0, 4, 10>;
+  if (inv.columns_min_blocks == 8) return f16 ? ntt_columns_inverse<true, 8, 4, 8> : ntt_columns_inverse<true, 0, 4, 8>;
   if (inv.truncated) return f16 ? ntt_columns<false, true, true, 8, true> : ntt_columns<false, true, true, 0, true>;
+  if (inv.unreduced == 2) {
+    return f16 ? ntt_columns_inverse<true, 8, 8, 4, false, 2> : ntt_columns_inverse<true, 0, 8, 4, false, 2>;
+  }
+  if (inv.unreduced == 1) {
+    return f16 ? ntt_columns_inverse<true, 8, 8, 4, false, 1> : ntt_columns_inverse<true, 0, 8, 4, false, 1>;
+  }
   return plain;
 }
 
-// The inverse rows kernel with the truncated quotients (InverseShape::truncated), for the plan's other choices.
-RowsKernel truncated_inverse_rows(const NttPlan& plan, bool galois, bool products) {
+template <int kUnreduced>
+RowsKernel unreduced_inverse_rows(bool fixed16, bool galois, bool products) {
+  if (products) {
+    return fixed16 ? ntt_rows_inverse<8, false, true, kUnreduced> : ntt_rows_inverse<0, false, true, kUnreduced>;
+  }
+  if (galois) return fixed16 ? ntt_rows_inverse<8, true, false, kUnreduced> : ntt_rows_inverse<0, true, false, kUnreduced>;
+  return fixed16 ? ntt_rows_inverse<8, false, false, kUnreduced> : ntt_rows_inverse<0, false, false, kUnreduced>;
+}
+
+// The inverse rows kernel of variants 4-6 (InverseShape::truncated / unreduced), for the plan's other choices.
+RowsKernel inverse_rows(const NttPlan& plan, const InverseShape& inv, bool galois, bool products, RowsKernel plain) {
+  if (inv.unreduced == 2) return unreduced_inverse_rows<2>(plan.fixed16, galois, products);
+  if (inv.unreduced == 1) return unreduced_inverse_rows<1>(plan.fixed16, galois, products);
+  if (!inv.truncated) return plain;
   if (products) {
     return plan.fixed16 ? ntt_rows<false, true, true, true, 8, false, true, true>
                         : ntt_rows<false, true, true, true, 0, false, true, true>;
@@ -1396,7 +1484,7 @@ void launch_ntt(const NttArgs& a, Stream stream) {
     const InverseShape inv = inverse_shape(kernel_variant(Variant::kInverse), plan, shape, a.rows,
                                            reinterpret_cast<const void*>(rows), row_smem,
                                            reinterpret_cast<const void*>(columns));
-    if (inv.truncated) rows = truncated_inverse_rows(plan, galois, a.times != nullptr);
+    rows = inverse_rows(plan, inv, galois, a.times != nullptr, rows);
     const u32 len = 1u << g.k2, inv_rpb = inv.rows_per_block;
     const dim3 inv_row_grid((1u << g.k1) / inv_rpb, static_cast<unsigned>(a.rows));
     const size_t inv_row_smem = static_cast<size_t>(inv_rpb * len + inv_rpb * len / 8) * sizeof(u64);

@@ -1,11 +1,12 @@
-"""The inverse NTT's launch shapes for small batches and its truncated quotients (ops.kernel_variant "inverse", ntt.cu's
+"""The inverse NTT's launch shapes for small batches and its arithmetic (ops.kernel_variant "inverse", ntt.cu's
 inverse_shape): where a kernel's grid is below 2.5 waves of its resident blocks, 1 runs the rows kernel with half the
-rows per block and the columns kernel in blocks of 4 columns, 2 with a quarter of the rows, 3 as 1 with the narrow
-columns kernel at 48 registers; 4 keeps the shapes and truncates the Shoup quotients of both kernels for primes below
-2^59; 5, 6 are 4 with the shapes of 1, 2. The truncated rounds in Python integers (every bound the kernels assume
-asserted) == the CPU build; on CUDA every variant == variant 0 == the CPU build, bit for bit, at the key switch's
-batch sizes (ModDown's 22 = 2 x 11 rows, read in place from its [2, P + Q, N] input; ModUp's 31; 33 = 3 x 11),
-through intt, intt_galois and intt_product, with inputs at q - 1 and primes on both sides of 2^59 and 2^60."""
+rows per block and the columns kernel in blocks of 4 columns, 2 with a quarter of the rows, 3 as 1 with the 4-column
+kernel at 48 registers; 4 keeps the shapes and truncates the Shoup quotients of both kernels for primes below 2^59;
+5 runs no reduction between stages for primes below 2^(63 - log N), with truncated quotients, 6 the same with exact
+ones. The rounds of 4, 5, 6 in Python integers (every bound the kernels assume asserted) == the CPU build; on CUDA
+every variant == variant 0 == the CPU build, bit for bit, at the key switch's batch sizes (ModDown's 22 = 2 x 11
+rows, read in place from its [2, P + Q, N] input; ModUp's 31; 33 = 3 x 11), through intt, intt_galois and
+intt_product, with inputs at q - 1 and primes on both sides of every limit."""
 import numpy as np
 import pytest
 import torch
@@ -46,12 +47,13 @@ def _prime_above(limit: int, n: int) -> int:
 
 
 def _primes(limbs: int, n: int) -> list[int]:
-    """The largest prime below 2^59 (the truncated rounds) and the smallest above (Harvey's butterflies in the
-    truncated kernels), the same around 2^60 (the lazy inverse's rounds), a 61-bit one, then 50-bit primes: limbs
-    primes q = 1 mod 2N."""
-    edges = [_prime_below(1 << 59, n), _prime_above(1 << 59, n), _prime_below(1 << 60, n), _prime_above(1 << 60, n),
-             _prime_below(1 << 61, n)]
-    return edges + generate_primes([50] * (limbs - len(edges)), n)
+    """The primes on both sides of 2^(63 - log N) (variants 5, 6: no reductions below it, Harvey's butterflies above),
+    of 2^59 (4: truncated rounds below) and of 2^60 (the lazy inverse's rounds below), a 61-bit one, then 46-bit
+    primes (ModDown's P primes at N16QP1766L30D3): limbs primes q = 1 mod 2N."""
+    unreduced_limit = 1 << (63 - (n.bit_length() - 1))
+    edges = [_prime_below(unreduced_limit, n), _prime_above(unreduced_limit, n), _prime_below(1 << 59, n),
+             _prime_above(1 << 59, n), _prime_below(1 << 60, n), _prime_above(1 << 60, n), _prime_below(1 << 61, n)]
+    return edges + generate_primes([46] * (limbs - len(edges)), n)
 
 
 def _mulhi_truncated(a: int, b: int) -> int:
@@ -80,9 +82,12 @@ def _rounds(log_n: int) -> list[tuple[int, int]]:
     return out
 
 
-def _truncated_inverse_model(a: list[int], table: np.ndarray, q: int, log_n: int) -> list[int]:
-    """The kernels' truncated inverse on Python integers: gs_butterfly_truncated (the difference's product from the
-    truncated quotient, in [0, 4q)), each round reduced to below 4q, the folded last stage with exact quotients."""
+def _inverse_model(a: list[int], table: np.ndarray, q: int, log_n: int, unreduced: bool,
+                   truncated: bool = True) -> list[int]:
+    """The kernels' inverse on Python integers. Variant 4 (unreduced False): gs_butterfly_truncated (the difference's
+    product from the truncated quotient, in [0, 4q)) with twice lazy_inverse_bound's bounds, each round reduced to
+    below 4q. Variants 5 (truncated) and 6: before inverse stage s every value below 2^(s+1) q, no reductions. The
+    folded last stage with exact quotients in both."""
     n = 1 << log_n
     inv, inv_shoup = [int(v) for v in table[2]], [int(v) for v in table[3]]
     a = list(a)
@@ -94,7 +99,10 @@ def _truncated_inverse_model(a: list[int], table: np.ndarray, q: int, log_n: int
             m = n // (2 * t)
             for i in range(m):
                 for j in range(2 * i * t, 2 * i * t + t):
-                    b = _bound(step, (j >> tb0) & ((1 << stages) - 1)) * q
+                    if unreduced:  # (tb0 + step stages done)
+                        b = q << (tb0 + step + 1)
+                    else:
+                        b = _bound(step, (j >> tb0) & ((1 << stages) - 1)) * q
                     x, y = a[j], a[j + t]
                     assert x < b and y < b
                     s, d = x + y, x + b - y
@@ -106,10 +114,11 @@ def _truncated_inverse_model(a: list[int], table: np.ndarray, q: int, log_n: int
                             a[j + k * t] = p - q if p >= q else p
                     else:
                         w, ws = inv[m + i], inv_shoup[m + i]
-                        p = (d * w - _mulhi_truncated(d, ws) * q) % WORD
-                        assert p < 4 * q
+                        quotient = _mulhi_truncated(d, ws) if truncated else (d * ws) >> 64
+                        p = (d * w - quotient * q) % WORD
+                        assert p < (4 if truncated else 2) * q
                         a[j], a[j + t] = s, p
-        if not fold:  # the round's reduction back below 4q, element by element
+        if not fold and not unreduced:  # the round's reduction back below 4q, element by element
             for j in range(n):
                 b = _bound(stages, (j >> tb0) & ((1 << stages) - 1)) // 2
                 while b >= 4:
@@ -120,16 +129,19 @@ def _truncated_inverse_model(a: list[int], table: np.ndarray, q: int, log_n: int
 
 
 @pytest.mark.parametrize("log_n", [10, 11])
-def test_truncated_inverse_rounds_in_python_integers_at_the_prime_limit(log_n):
+@pytest.mark.parametrize("unreduced,truncated", [(False, True), (True, True), (True, False)])
+def test_inverse_rounds_in_python_integers_at_the_prime_limit(log_n, unreduced, truncated):
+    """Variants 4, 5, 6 at their largest prime (2^59, 2^(63 - log N)), inputs q - 1 and random: == the CPU build,
+    every value below 2^64 and below its assumed bound."""
     rng, _ = fresh_rng()
     n = 1 << log_n
-    q = _prime_below(1 << 59, n)
+    q = _prime_below(1 << (63 - log_n) if unreduced else 1 << 59, n)
     basis = RNSBasis.get([q], n)
     table = basis.ntt_table[0].numpy().view(np.uint64)
     for case in ("q - 1", "random"):
         x = torch.full((1, n), q - 1, dtype=torch.int64) if case == "q - 1" else random_residues(rng, [q], n=n)
         expected = [int(v) for v in basis.intt(x)[0].numpy().view(np.uint64)]
-        got = _truncated_inverse_model([int(v) for v in x[0].numpy().view(np.uint64)], table, q, log_n)
+        got = _inverse_model([int(v) for v in x[0].numpy().view(np.uint64)], table, q, log_n, unreduced, truncated)
         assert got == expected, case
 
 
