@@ -88,7 +88,7 @@ INVERSE_VARIANTS = {0: "[inverse v0: one launch shape]", 1: "[inverse v1: half-r
                     2: "[inverse v2: one-row blocks, 4-column blocks]",
                     3: "[inverse v3: v1, 4-column blocks at 48 registers]",
                     4: "[inverse v4: truncated quotients]", 5: "[inverse v5: no reductions, truncated quotients]",
-                    6: "[inverse v6: no reductions]"}
+                    6: "[inverse v6: no reductions]", 7: "[inverse v7: v5 + first round's w' computed]"}
 # issue 14, session 3: the balanced kernel against its lean row loop (v3), v3 with x one tile ahead (v4), v4 in
 # the fewest row groups (v5), v4 / v5 reading the B fragments precomputed per converter (v6, v7: the default),
 # and v7 with two output rows at once (v8)

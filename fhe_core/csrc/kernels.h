@@ -294,7 +294,8 @@ enum class Variant : int {
                   // columns kernel (lazy plans) in blocks of 4 columns; 2: 1 with a quarter of the rows; 3: 1 with
                   // the narrow columns kernel at 48 registers (10 blocks per SM); 4: the default shapes with truncated
                   // Shoup quotients in both kernels (lazy plans, primes below 2^59); 5: no reductions between the
-                  // stages (primes below 2^(63 - log N)), truncated quotients; 6: 5 with exact quotients
+                  // stages (primes below 2^(63 - log N)), truncated quotients; 6: 5 with exact quotients; 7: 5 with
+                  // the rows kernel's first round reading w alone and computing its Shoup companion
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

@@ -78,7 +78,8 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     rows per block and the columns kernel of "ntt" >= 5 in blocks of 4 columns; 2, 1 with a quarter of the rows; 3, 1
     with the 4-column kernel at 48 registers; 0, the default, one shape for every batch; 4, both kernels of "ntt" >= 5
     with truncated Shoup quotients for primes below 2^59; 5, no reduction between the stages for primes below
-    2^(63 - log N), truncated quotients; 6, 5 with exact quotients). All
+    2^(63 - log N), truncated quotients; 6, 5 with exact quotients; 7, 5 with the rows kernel's first round reading
+    each twiddle without its Shoup companion, which it computes). All
     variants give the same residues bit for bit (a ``lazy`` conversion the same residues modulo each prime: conv 3
     to 8 leave them in [0, 3p)); the switch exists so that tests compare them and benchmarks time them side by side.
     The CPU kernels have one variant and ignore "conv". A launch reads the setting when it is enqueued (so a

@@ -113,6 +113,20 @@ struct UnreducedTwiddles : Base {
   static constexpr bool kTruncated = kTruncatedProducts;
   int top;
 };
+// Variant 7's first inverse round of the rows kernel (the two or three stages whose twiddles each serve one row of one
+// limb: most of the kernel's twiddle bytes): w alone from the table's plain inverse row, 8 bytes instead of the
+// 16-byte (w, w') pair, and w'' = w floor(2^128 / q)_hi + hi64(w floor(2^128 / q)_lo) = floor(w floor(2^128 / q) /
+// 2^64), which is w' or w' - 1 (w floor(2^128/q) / 2^64 is below w 2^64 / q by less than w / 2^64 < 1). With the
+// exact quotient the product then lies in [0, 3q), below every bound b_{s+1} >= 4q of UnreducedTwiddles.
+template <class Tw>
+struct ComputedShoupTwiddles : Tw {
+  static constexpr bool kTruncated = false;  // (the exact quotient: [0, 3q) with w'')
+  u64 ratio_hi, ratio_lo;
+  __device__ __forceinline__ void load(u32 idx, u64& tw, u64& tw_shoup) const {
+    tw = __ldg(this->inv + idx);
+    tw_shoup = tw * ratio_hi + __umul64hi(tw, ratio_lo);
+  }
+};
 template <class Tw, class = void>
 struct IsUnreduced : std::false_type {};
 template <class Tw>
@@ -478,7 +492,7 @@ __device__ __forceinline__ void columns_body(const u64* in, u64* out, const Modu
   }
   if constexpr (!kForward && kUnreduced != 0) {  // (inverse 5, 6; larger primes: Harvey's butterflies, as the rows)
     if (unreduced_inverse_fits(q, log_n)) {
-      const UnreducedTwiddles<std::decay_t<decltype(t)>, kUnreduced == 2> unreduced{t, log_n};
+      const UnreducedTwiddles<std::decay_t<decltype(t)>, kUnreduced >= 2> unreduced{t, log_n};
       if constexpr (kLen != 0) {
         local_transform_fixed<false, kLen>(in + in_row + column, out + origin, smem, layout, tcol, unreduced, true, q);
       } else {
@@ -530,6 +544,7 @@ __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, c
 // kCols = 4 columns (128 threads at N = 2^16: 32-byte accesses, one full sector per column run), kMinBlocks of them
 // resident per SM (8: the same 64 registers as ntt_columns; 10: 48); kTruncated: variant 5, 6's quotients.
 // kUnreduced (5, 6 = 2, 1): no reductions between stages for primes below 2^(63 - log N), truncated quotients at 2.
+// (Variant 7 runs this kernel's 2 with its own rows kernel.)
 template <bool kLazy, int kLen, int kCols, int kMinBlocks, bool kTruncated = false, int kUnreduced = 0>
 __global__ void __launch_bounds__(kCols * 32, kMinBlocks)
     ntt_columns_inverse(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table,
@@ -699,7 +714,8 @@ __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64
 // Variant >= 1's inverse rows: the first round's 8 contiguous words straight from global memory (in: the
 // input row; with kGalois the thread's slots of sigma_k(in), also stored to the permuted row), every other
 // round through shared memory, the last one to global memory (out: the block's row).
-template <bool kGalois, bool kProducts, class Tw>
+// kComputedFirst (inverse 7, unreduced twiddles only): the first round's twiddles as ComputedShoupTwiddles.
+template <bool kGalois, bool kProducts, class Tw, bool kComputedFirst = false>
 __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64* smem, const RowLayout& layout,
                                                     u32 tcol, int k2, u32 first, const Tw& t, u64 q, int log_n,
                                                     u64 galois, u64* permuted, const u64* times, const Modulus& m) {
@@ -719,7 +735,11 @@ __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64
   } else {
     load8(in + first, v);
   }
-  contiguous_round<false>(v, tcol, k2, t, q);
+  if constexpr (kComputedFirst) {
+    contiguous_round<false>(v, tcol, k2, ComputedShoupTwiddles<Tw>{t, m.ratio_hi, m.ratio_lo}, q);
+  } else {
+    contiguous_round<false>(v, tcol, k2, t, q);
+  }
   store8_shared(smem, layout, tcol, v);
   __syncthreads();
 #pragma unroll
@@ -793,10 +813,10 @@ __device__ __forceinline__ void rows_body(const u64* in, u64* out, const Modulus
       const u64* times_row = kProducts ? epilogue.times + in_row : nullptr;
       if constexpr (kUnreduced != 0) {  // (larger primes: Harvey's butterflies below; the columns kernel alike)
         if (unreduced_inverse_fits(q, log_n)) {
-          rows_inverse_direct<kGalois, kProducts>(
-              in + in_row, out + origin, smem, layout, tcol, k2, first,
-              UnreducedTwiddles<std::decay_t<decltype(t)>, kUnreduced == 2>{t, k2}, q, log_n, galois, permuted_row,
-              times_row, moduli[limb]);
+          using Unreduced = UnreducedTwiddles<std::decay_t<decltype(t)>, kUnreduced >= 2>;
+          rows_inverse_direct<kGalois, kProducts, Unreduced, kUnreduced == 3>(
+              in + in_row, out + origin, smem, layout, tcol, k2, first, Unreduced{t, k2}, q, log_n, galois,
+              permuted_row, times_row, moduli[limb]);
           return;
         }
       } else if constexpr (kLazy && kTruncated) {  // (inverse 4; the columns kernel checks the same predicate)
@@ -860,8 +880,8 @@ __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kPr
       permuted);
 }
 
-// ops.kernel_variant("inverse") 5, 6 (kUnreduced 2, 1): the direct lazy inverse rows kernel without reductions
-// between stages (UnreducedTwiddles).
+// ops.kernel_variant("inverse") 5, 6, 7 (kUnreduced 2, 1, 3): the direct lazy inverse rows kernel without reductions
+// between stages (UnreducedTwiddles; 3: the first round's Shoup companions computed, ComputedShoupTwiddles).
 template <int kLen, bool kGalois, bool kProducts, int kUnreduced>
 __global__ void __launch_bounds__(kRowThreads, products_min_blocks(false, kProducts))
     ntt_rows_inverse(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table,
@@ -1348,7 +1368,8 @@ int resident_blocks(const void* kernel, unsigned threads, size_t smem) {
 // Variants 4-6 keep the default shapes and change the lazy plans' butterflies (both kernels alike):
 //   4: truncated Shoup quotients (mulhi_truncated) for primes below 2^59, each round reduced to 4q;
 //   5: no reduction between stages for primes below 2^(63 - log N) (UnreducedTwiddles), truncated quotients;
-//   6: 5 with exact quotients.
+//   6: 5 with exact quotients;
+//   7: 5 with the rows kernel's first round reading w alone and computing w' (ComputedShoupTwiddles).
 // All give the same canonical words (tests/fhe_core/ops/test_inverse_shape.py; Python models of 4 and 5's rounds).
 constexpr double kSmallBatchWaves = 2.5;
 
@@ -1356,13 +1377,15 @@ struct InverseShape {
   u32 rows_per_block;      // rows of 2^k2 words per rows-kernel block
   int columns_min_blocks;  // 0: the plan's columns kernel (8 columns per block); 8 or 10: 4-column blocks
   bool truncated;          // variant 4
-  int unreduced;           // variants 5, 6: 2 (truncated quotients), 1 (exact)
+  int unreduced;           // variants 5, 6, 7: 2 (truncated quotients), 1 (exact), 3 (2, the rows kernel's first
+                           // round with computed Shoup companions)
 };
 
 InverseShape inverse_shape(int variant, const NttPlan& plan, const LaunchShape& shape, int rows, const void* rows_kernel,
                            size_t row_smem, const void* columns_kernel) {
   const bool lazy = plan.lazy && plan.pairs;
-  InverseShape out{shape.rows_per_block, 0, variant == 4 && lazy, !lazy ? 0 : variant == 5 ? 2 : variant == 6 ? 1 : 0};
+  constexpr int kUnreducedOf[] = {0, 0, 0, 0, 0, 2, 1, 3};
+  InverseShape out{shape.rows_per_block, 0, variant == 4 && lazy, lazy && variant < 8 ? kUnreducedOf[variant] : 0};
   if (variant < 1 || variant > 3) return out;
   const double row_waves = static_cast<double>(shape.row_blocks) * rows /
                            resident_blocks(rows_kernel, shape.row_threads, row_smem);
@@ -1381,7 +1404,7 @@ ColumnsKernel inverse_columns(const NttPlan& plan, const InverseShape& inv, Colu
   if (inv.columns_min_blocks == 10) return f16 ? ntt_columns_inverse<true, 8, 4, 10> : ntt_columns_inverse<true, 0, 4, 10>;
   if (inv.columns_min_blocks == 8) return f16 ? ntt_columns_inverse<true, 8, 4, 8> : ntt_columns_inverse<true, 0, 4, 8>;
   if (inv.truncated) return f16 ? ntt_columns<false, true, true, 8, true> : ntt_columns<false, true, true, 0, true>;
-  if (inv.unreduced == 2) {
+  if (inv.unreduced == 2 || inv.unreduced == 3) {
     return f16 ? ntt_columns_inverse<true, 8, 8, 4, false, 2> : ntt_columns_inverse<true, 0, 8, 4, false, 2>;
   }
   if (inv.unreduced == 1) {
@@ -1403,6 +1426,7 @@ RowsKernel unreduced_inverse_rows(bool fixed16, bool galois, bool products) {
 RowsKernel inverse_rows(const NttPlan& plan, const InverseShape& inv, bool galois, bool products, RowsKernel plain) {
   if (inv.unreduced == 2) return unreduced_inverse_rows<2>(plan.fixed16, galois, products);
   if (inv.unreduced == 1) return unreduced_inverse_rows<1>(plan.fixed16, galois, products);
+  if (inv.unreduced == 3) return unreduced_inverse_rows<3>(plan.fixed16, galois, products);
   if (!inv.truncated) return plain;
   if (products) {
     return plan.fixed16 ? ntt_rows<false, true, true, true, 8, false, true, true>

@@ -3,7 +3,7 @@ inverse_shape): where a kernel's grid is below 2.5 waves of its resident blocks,
 rows per block and the columns kernel in blocks of 4 columns, 2 with a quarter of the rows, 3 as 1 with the 4-column
 kernel at 48 registers; 4 keeps the shapes and truncates the Shoup quotients of both kernels for primes below 2^59;
 5 runs no reduction between stages for primes below 2^(63 - log N), with truncated quotients, 6 the same with exact
-ones. The rounds of 4, 5, 6 in Python integers (every bound the kernels assume asserted) == the CPU build; on CUDA
+ones, 7 is 5 with the rows kernel's first round computing its Shoup companions (w alone from the table). The rounds of 4-7 in Python integers (every bound the kernels assume asserted) == the CPU build; on CUDA
 every variant == variant 0 == the CPU build, bit for bit, at the key switch's batch sizes (ModDown's 22 = 2 x 11
 rows, read in place from its [2, P + Q, N] input; ModUp's 31; 33 = 3 x 11), through intt, intt_galois and
 intt_product, with inputs at q - 1 and primes on both sides of every limit."""
@@ -16,7 +16,7 @@ from fhe_core.ring import RNSBasis, generate_primes
 from fhe_core.ring.primes import is_prime
 from fhe_reference import fresh_rng, random_residues
 
-INVERSE_VARIANTS = (0, 1, 2, 3, 4, 5, 6)
+INVERSE_VARIANTS = (0, 1, 2, 3, 4, 5, 6, 7)
 WORD = 1 << 64
 # (batch prefix, limbs): 2 x 11 ModDown's P rows, 31 ModUp's Q rows, 3 x 11 a third batch past ModDown's
 SHAPES = (((2,), 11), ((), 31), ((3,), 11))
@@ -24,10 +24,10 @@ SHAPES = (((2,), 11), ((), 31), ((3,), 11))
 
 def test_inverse_variant_switch():
     assert ops.kernel_variant("inverse") in INVERSE_VARIANTS
-    with ops.use_kernel_variant("inverse", 6):
-        assert ops.kernel_variant("inverse") == 6
-    with pytest.raises(RuntimeError, match="inverse is 0 \\(reference\\) to 6, got 7"):
-        ops.kernel_variant("inverse", 7)
+    with ops.use_kernel_variant("inverse", 7):
+        assert ops.kernel_variant("inverse") == 7
+    with pytest.raises(RuntimeError, match="inverse is 0 \\(reference\\) to 7, got 8"):
+        ops.kernel_variant("inverse", 8)
     with pytest.raises(RuntimeError, match="unknown kernel ''"):
         ops.kernel_variant("", 0)  # (the reserved slots of other branches have no name here)
 
@@ -83,12 +83,14 @@ def _rounds(log_n: int) -> list[tuple[int, int]]:
 
 
 def _inverse_model(a: list[int], table: np.ndarray, q: int, log_n: int, unreduced: bool,
-                   truncated: bool = True) -> list[int]:
+                   truncated: bool = True, computed_first: bool = False) -> list[int]:
     """The kernels' inverse on Python integers. Variant 4 (unreduced False): gs_butterfly_truncated (the difference's
     product from the truncated quotient, in [0, 4q)) with twice lazy_inverse_bound's bounds, each round reduced to
-    below 4q. Variants 5 (truncated) and 6: before inverse stage s every value below 2^(s+1) q, no reductions. The
-    folded last stage with exact quotients in both."""
+    below 4q. Variants 5 (truncated) and 6: before inverse stage s every value below 2^(s+1) q, no reductions; 7
+    (computed_first): 5 with the first round's Shoup companions w'' = floor(w floor(2^128 / q) / 2^64) and exact
+    quotients (products in [0, 3q)). The folded last stage with exact quotients in all."""
     n = 1 << log_n
+    ratio = (1 << 128) // q
     inv, inv_shoup = [int(v) for v in table[2]], [int(v) for v in table[3]]
     a = list(a)
     rounds = _rounds(log_n)
@@ -112,6 +114,13 @@ def _inverse_model(a: list[int], table: np.ndarray, q: int, log_n: int, unreduce
                             p = (v * w - ((v * ws) >> 64) * q) % WORD
                             assert p < 2 * q
                             a[j + k * t] = p - q if p >= q else p
+                    elif computed_first and r == 0:
+                        w = inv[m + i]
+                        w2 = w * (ratio >> 64) + ((w * (ratio % WORD)) >> 64)  # ComputedShoupTwiddles::load
+                        assert w2 < WORD and inv_shoup[m + i] - 1 <= w2 <= inv_shoup[m + i]
+                        p = (d * w - ((d * w2) >> 64) * q) % WORD
+                        assert p < 3 * q
+                        a[j], a[j + t] = s, p
                     else:
                         w, ws = inv[m + i], inv_shoup[m + i]
                         quotient = _mulhi_truncated(d, ws) if truncated else (d * ws) >> 64
@@ -129,9 +138,10 @@ def _inverse_model(a: list[int], table: np.ndarray, q: int, log_n: int, unreduce
 
 
 @pytest.mark.parametrize("log_n", [10, 11])
-@pytest.mark.parametrize("unreduced,truncated", [(False, True), (True, True), (True, False)])
-def test_inverse_rounds_in_python_integers_at_the_prime_limit(log_n, unreduced, truncated):
-    """Variants 4, 5, 6 at their largest prime (2^59, 2^(63 - log N)), inputs q - 1 and random: == the CPU build,
+@pytest.mark.parametrize("unreduced,truncated,computed_first",
+                         [(False, True, False), (True, True, False), (True, False, False), (True, True, True)])
+def test_inverse_rounds_in_python_integers_at_the_prime_limit(log_n, unreduced, truncated, computed_first):
+    """Variants 4, 5, 6, 7 at their largest prime (2^59, 2^(63 - log N)), inputs q - 1 and random: == the CPU build,
     every value below 2^64 and below its assumed bound."""
     rng, _ = fresh_rng()
     n = 1 << log_n
@@ -141,7 +151,8 @@ def test_inverse_rounds_in_python_integers_at_the_prime_limit(log_n, unreduced, 
     for case in ("q - 1", "random"):
         x = torch.full((1, n), q - 1, dtype=torch.int64) if case == "q - 1" else random_residues(rng, [q], n=n)
         expected = [int(v) for v in basis.intt(x)[0].numpy().view(np.uint64)]
-        got = _inverse_model([int(v) for v in x[0].numpy().view(np.uint64)], table, q, log_n, unreduced, truncated)
+        got = _inverse_model([int(v) for v in x[0].numpy().view(np.uint64)], table, q, log_n, unreduced, truncated,
+                             computed_first)
         assert got == expected, case
 
 
