@@ -1,12 +1,13 @@
 """The inverse NTT's launch shapes for small batches and its arithmetic (ops.kernel_variant "inverse", ntt.cu's
-inverse_shape): where a kernel's grid is below 2.5 waves of its resident blocks, 1 runs the rows kernel with half the
-rows per block and the columns kernel in blocks of 4 columns, 2 with a quarter of the rows, 3 as 1 with the 4-column
-kernel at 48 registers; 4 keeps the shapes and truncates the Shoup quotients of both kernels for primes below 2^59;
-5 runs no reduction between stages for primes below 2^(63 - log N), with truncated quotients, 6 the same with exact
-ones, 7 is 5 with the rows kernel's first round computing its Shoup companions (w alone from the table). The rounds of 4-7 in Python integers (every bound the kernels assume asserted) == the CPU build; on CUDA
-every variant == variant 0 == the CPU build, bit for bit, at the key switch's batch sizes (ModDown's 22 = 2 x 11
-rows, read in place from its [2, P + Q, N] input; ModUp's 31; 33 = 3 x 11), through intt, intt_galois and
-intt_product, with inputs at q - 1 and primes on both sides of every limit."""
+inverse_shape): where a kernel's grid is below 2.5 waves of its resident blocks, 1 runs the rows kernel with half
+the rows per block and the columns kernel in blocks of 4 columns, 2 with a quarter of the rows, 3 as 1 with the
+4-column kernel at 48 registers; 4 keeps the shapes and truncates the Shoup quotients of both kernels for primes
+below 2^59; 5 runs no reduction between stages for primes below 2^(63 - log N), with truncated quotients, 6 the same
+with exact ones, 7 is 5 with the rows kernel's first round computing its Shoup companions (w alone from the table).
+The rounds of 4-7 in Python integers (every bound the kernels assume asserted) == the CPU build; on CUDA every
+variant == variant 0 == the CPU build, bit for bit, at the key switch's batch sizes (ModDown's 22 = 2 x 11 rows,
+read in place from its [2, P + Q, N] input; ModUp's 31; 33 = 3 x 11), through intt, intt_galois and intt_product,
+with inputs at q - 1 and primes on both sides of every limit."""
 import numpy as np
 import pytest
 import torch
