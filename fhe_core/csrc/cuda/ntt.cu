@@ -490,7 +490,7 @@ __device__ __forceinline__ void columns_body(const u64* in, u64* out, const Modu
       return;
     }
   }
-  if constexpr (!kForward && kUnreduced != 0) {  // (inverse 5, 6; larger primes: Harvey's butterflies, as the rows)
+  if constexpr (!kForward && kUnreduced != 0) {  // (inverse 5-7; larger primes: the lazy rounds below, as the rows)
     if (unreduced_inverse_fits(q, log_n)) {
       const UnreducedTwiddles<std::decay_t<decltype(t)>, kUnreduced >= 2> unreduced{t, log_n};
       if constexpr (kLen != 0) {
@@ -811,7 +811,7 @@ __device__ __forceinline__ void rows_body(const u64* in, u64* out, const Modulus
       u64* permuted_row = permuted == nullptr ? nullptr : permuted + static_cast<size_t>(row) * n;
       // kProducts: the inverse's second factor comes in epilogue.times (launch_ntt), laid out like in
       const u64* times_row = kProducts ? epilogue.times + in_row : nullptr;
-      if constexpr (kUnreduced != 0) {  // (larger primes: Harvey's butterflies below; the columns kernel alike)
+      if constexpr (kUnreduced != 0) {  // (larger primes: the lazy rounds below 2^60; the columns kernel alike)
         if (unreduced_inverse_fits(q, log_n)) {
           using Unreduced = UnreducedTwiddles<std::decay_t<decltype(t)>, kUnreduced >= 2>;
           rows_inverse_direct<kGalois, kProducts, Unreduced, kUnreduced == 3>(
@@ -827,7 +827,7 @@ __device__ __forceinline__ void rows_body(const u64* in, u64* out, const Modulus
           return;
         }
       }
-      if constexpr (kLazy && !kTruncated && kUnreduced == 0) {  // (the truncated kernel: Harvey's above 2^59)
+      if constexpr (kLazy && !kTruncated) {  // (the truncated kernel: Harvey's above 2^59)
         if (lazy_inverse_fits(q)) {
           rows_inverse_direct<kGalois, kProducts>(in + in_row, out + origin, smem, layout, tcol, k2, first,
                                                   LazyTwiddles<std::decay_t<decltype(t)>>{t}, q, log_n, galois,
