@@ -83,12 +83,9 @@ NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
                 3: "[ntt v3: v2 + unreduced forward butterflies (q < 2^58.7), rows-only limb-major]",
                 4: "[ntt v4: v3 + row lengths compiled in at N = 2^16]",
                 5: "[ntt v5: v4 + the inverse's sums unreduced within each round (q < 2^60)]"}
-# issue 14, session 5: the inverse NTT's launch shape for small batches, its quotients (kernel_variant "inverse")
-INVERSE_VARIANTS = {0: "[inverse v0: one launch shape]", 1: "[inverse v1: half-row blocks, 4-column blocks]",
-                    2: "[inverse v2: one-row blocks, 4-column blocks]",
-                    3: "[inverse v3: v1, 4-column blocks at 48 registers]",
-                    4: "[inverse v4: truncated quotients]", 5: "[inverse v5: no reductions, truncated quotients]",
-                    6: "[inverse v6: no reductions]", 7: "[inverse v7: v5 + first round's w' computed]"}
+# issue 14, session 5: the inverse NTT's arithmetic (ops.kernel_variant("inverse"); 2, the default: v1 with the rows
+# kernel's first round computing its Shoup companions)
+INVERSE_VARIANTS = {0: "[inverse v0: lazy rounds]", 1: "[inverse v1: no reductions, truncated quotients]"}
 # issue 14, session 3: the balanced kernel against its lean row loop (v3), v3 with x one tile ahead (v4), v4 in
 # the fewest row groups (v5), v4 / v5 reading the B fragments precomputed per converter (v6, v7: the default),
 # and v7 with two output rows at once (v8)
@@ -109,16 +106,20 @@ def random_residues(basis: RNSBasis, prefix=()) -> torch.Tensor:
 
 
 def inverse_batch_cases(device: str, n: int, sets: int) -> list[Case]:
-    """INTT of [2, 11, N] and [31, N] (ModDown's and ModUp's inverse batches) at every inverse launch shape."""
+    """INTT of [2, 11, N] and [31, N] (ModDown's and ModUp's inverse batches, on N16QP1766L30D3's prime sizes: 46-bit
+    P primes, a 60-bit q_0 and 40/41-bit Q primes), the default and every other inverse variant."""
     cases = []
-    for prefix, limbs, label in (((2,), 11, "2x11"), ((), 31, "31")):
-        basis = RNSBasis.get(generate_primes([50] * limbs, n), n, device)
+    for prefix, bits, label in (((2,), [46] * 11, "2x11"), ((), [60] + [41] * 15 + [40] * 15, "31")):
+        limbs = len(bits)
+        basis = RNSBasis.get(generate_primes(bits, n), n, device)
         xs = [random_residues(basis, prefix) for _ in range(sets)]
         ys = [torch.empty_like(x) for x in xs]
         rows = (prefix[0] if prefix else 1) * limbs
         run = lambda i, basis=basis, xs=xs, ys=ys: basis.intt(xs[i], out=ys[i])  # noqa: E731
-        cases += [Case(f"intt {label} {tag}", f"N=2^16, {rows} rows", 2 * rows * n * WORD + 2 * limbs * n * WORD,
-                       with_variant("inverse", v, run)) for v, tag in INVERSE_VARIANTS.items()]
+        params, nbytes = f"N=2^16, {rows} rows", 2 * rows * n * WORD + 2 * limbs * n * WORD
+        cases.append(Case(f"intt {label}", params, nbytes, run))
+        cases += [Case(f"intt {label} {tag}", params, nbytes, with_variant("inverse", v, run))
+                  for v, tag in INVERSE_VARIANTS.items()]
     return cases
 
 

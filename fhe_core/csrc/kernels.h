@@ -289,13 +289,10 @@ enum class Variant : int {
   kReserved9 = 9,    // (9-11: taken by other session-5 branches; the lead's merge gives them their names)
   kReserved10 = 10,
   kReserved11 = 11,
-  kInverse = 12,  // the inverse NTT's launch shape for small batches and quotients (ntt.cu, inverse_shape): where a
-                  // kernel's grid is below 2.5 waves of resident blocks, 1: rows kernel blocks of half the rows,
-                  // columns kernel (lazy plans) in blocks of 4 columns; 2: 1 with a quarter of the rows; 3: 1 with
-                  // the narrow columns kernel at 48 registers (10 blocks per SM); 4: the default shapes with truncated
-                  // Shoup quotients in both kernels (lazy plans, primes below 2^59); 5: no reductions between the
-                  // stages (primes below 2^(63 - log N)), truncated quotients; 6: 5 with exact quotients; 7: 5 with
-                  // the rows kernel's first round reading w alone and computing its Shoup companion
+  kInverse = 12,  // the inverse NTT's arithmetic in the lazy plans (ntt >= 5; ntt.cu, ntt_rows_inverse and
+                  // ntt_columns_inverse): 1, no reductions between its stages for primes below 2^(63 - log N), truncated
+                  // Shoup quotients; 2 (default): 1 with the rows kernel's first round reading each twiddle without
+                  // its Shoup companion, which it computes
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

@@ -26,9 +26,6 @@
 // butterflies for primes below ~2^58.7 and compile in the row length at N = 2^16. All give the same
 // words (canonical outputs).
 
-#include <map>
-#include <mutex>
-#include <tuple>
 #include <type_traits>
 
 #include "../common/ntt.h"
@@ -99,25 +96,28 @@ struct TruncatedTwiddles : Base {
   static constexpr bool kLazy = true;
   static constexpr bool kTruncated = true;
 };
-// ops.kernel_variant("inverse") 5, 6: the inverse without any reduction between its stages (UnreducedTwiddles, primes
-// below 2^(63 - log N): unreduced_inverse_fits). Before inverse stage s (s stages done, both kernels counted) every
-// value is below b_s = 2^(s+1) q: the inputs are below 2q, a sum of two values below b_s is below b_{s+1}, and a
-// difference's product (x + b_s - y) w lies in [0, 2q) or, truncated, [0, 4q), below b_{s+1} too. So each butterfly
-// takes the uniform b_s of its stage (q << (top - s0 - d), top = the local length plus the stages run before it:
-// k2 for the rows kernel, log N for the columns kernel), no round ends in conditional subtractions, and the folded
-// last stage (inputs below 2^(log N) q, sum and difference below 2^(log N + 1) q < 2^64) gives canonical words.
-template <class Base, bool kTruncatedProducts>
+// ops.kernel_variant("inverse") >= 1: the inverse without any reduction between its stages (UnreducedTwiddles, for
+// primes below 2^(63 - log N): unreduced_inverse_fits, checked per block by both kernels alike). Before inverse stage
+// s (s stages done, both kernels counted) every value is below b_s = 2^(s+1) q: the inputs are below 2q, a sum of two
+// values below b_s is below b_{s+1}, and a difference's product (x + b_s - y) w from the truncated quotient
+// (mulhi_truncated) lies in [0, 4q), below b_{s+1} too. So each butterfly takes the uniform bound of its stage,
+// q << (top - s0 - d) with top the local length plus the stages run before it (k2 for the rows kernel, log N for the
+// columns kernel), no round ends in conditional subtractions (the lazy inverse's 7 per 8 words and round), and the
+// folded last stage (inputs below 2^(log N) q, sum and difference below 2^(log N + 1) q < 2^64, exact quotients)
+// gives canonical words. At N = 2^16: primes below 2^47 (N16QP1766L30D3's but q_0); larger ones run the lazy rounds.
+template <class Base>
 struct UnreducedTwiddles : Base {
   static constexpr bool kLazy = true;
   static constexpr bool kUnreduced = true;
-  static constexpr bool kTruncated = kTruncatedProducts;
+  static constexpr bool kTruncated = true;
   int top;
 };
-// Variant 7's first inverse round of the rows kernel (the two or three stages whose twiddles each serve one row of one
-// limb: most of the kernel's twiddle bytes): w alone from the table's plain inverse row, 8 bytes instead of the
-// 16-byte (w, w') pair, and w'' = w floor(2^128 / q)_hi + hi64(w floor(2^128 / q)_lo) = floor(w floor(2^128 / q) /
-// 2^64), which is w' or w' - 1 (w floor(2^128/q) / 2^64 is below w 2^64 / q by less than w / 2^64 < 1). With the
-// exact quotient the product then lies in [0, 3q), below every bound b_{s+1} >= 4q of UnreducedTwiddles.
+// Inverse variant 2's first round of the rows kernel (its two or three highest stages, whose twiddles each serve one
+// row of one limb: three quarters of the kernel's twiddle bytes, 1 MB per limb with the Shoup words): w alone from the
+// table's plain inverse row, 8 bytes instead of the 16-byte (w, w') pair, and w'' = w floor(2^128/q)_hi +
+// hi64(w floor(2^128/q)_lo) = floor(w floor(2^128/q) / 2^64), which is w' or w' - 1 (w floor(2^128/q) / 2^64 is
+// below w 2^64 / q by less than w / 2^64 < 1). With the exact quotient the product lies in [0, 3q), below every bound
+// b_{s+1} >= 4q of UnreducedTwiddles.
 template <class Tw>
 struct ComputedShoupTwiddles : Tw {
   static constexpr bool kTruncated = false;  // (the exact quotient: [0, 3q) with w'')
@@ -174,16 +174,9 @@ __host__ __device__ constexpr u32 lazy_inverse_bound(int step, u32 j) {
   return low == 0 ? 2u << step : 2u << (step - 1 - highest_bit(low));
 }
 __device__ __forceinline__ bool lazy_inverse_fits(u64 q) { return q < (u64{1} << 60); }
-
-// ops.kernel_variant("inverse") >= 4: the lazy inverse with truncated Shoup quotients (mulhi_truncated, as the
-// forward columns of ntt variant 6): a difference's product lands in [0, 4q) instead of [0, 2q), and each round's
-// reduction stops at 4q instead of 2q, so every bound of lazy_inverse_bound doubles (inputs below 4q, a difference
-// below 4q, then 2x per sum) with the same number of conditional subtractions; a round's sums reach 32q: primes below
-// 2^59 (checked per block by both kernels alike). The folded last stage keeps the exact quotient (canonical outputs).
-__device__ __forceinline__ bool trunc_inverse_fits(u64 q) { return q < (u64{1} << 59); }
 __device__ __forceinline__ bool unreduced_inverse_fits(u64 q, int log_n) { return q < (u64{1} << (63 - log_n)); }
 
-// x, y below b -> x + y (below 2b, unreduced) and (x - y) w in [0, 4q) from the truncated quotient.
+// x, y below b -> x + y (below 2b, unreduced) and (x - y) w in [0, 4q) from the truncated quotient (UnreducedTwiddles).
 __device__ __forceinline__ void gs_butterfly_truncated(u64& x, u64& y, u64 w, u64 w_shoup, u64 q, u64 b) {
   const u64 d = x + b - y;
   x = x + y;
@@ -210,8 +203,6 @@ __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 firs
       for (int j = 0; j < R; ++j) {
         if (j & stride) continue;
         const u32 idx = first + (j >> (G - d));
-        // (the inverse's truncated path: every bound twice lazy_inverse_bound's)
-        constexpr u32 kInverseScale = !kForward && IsTruncated<Tw>::value ? 2 : 1;
         if constexpr (!kForward && IsUnreduced<Tw>::value) {
           const u64 b = q << (t.top - s0 - d);  // every value of this stage is below b (UnreducedTwiddles)
           if (d == 0 && fold_n_inv) {
@@ -221,13 +212,12 @@ __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 firs
           u64 w, ws;
           t.load(idx, w, ws);
           if constexpr (IsTruncated<Tw>::value) gs_butterfly_truncated(x[j], x[j + stride], w, ws, q, b);
-          else gs_butterfly_lazy(x[j], x[j + stride], w, ws, q, b);
+          else gs_butterfly_lazy(x[j], x[j + stride], w, ws, q, b);  // (ComputedShoupTwiddles: [0, 3q))
           continue;
         }
         if (!kForward && d == 0 && fold_n_inv) {
           if constexpr (Tw::kLazy) {
-            gs_butterfly_last_lazy(x[j], x[j + stride], t.inv, t.inv_shoup, q,
-                                   q * (kInverseScale * lazy_inverse_bound(step, j)));
+            gs_butterfly_last_lazy(x[j], x[j + stride], t.inv, t.inv_shoup, q, q * lazy_inverse_bound(step, j));
           } else {
             gs_butterfly_last(x[j], x[j + stride], t.inv, t.inv_shoup, q);
           }
@@ -238,19 +228,16 @@ __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 firs
         if constexpr (kForward && IsTruncated<Tw>::value) ct_butterfly_truncated(x[j], x[j + stride], w, ws, q);
         else if constexpr (kForward && Tw::kLazy) ct_butterfly_lazy(x[j], x[j + stride], w, ws, q);
         else if (kForward) ct_butterfly(x[j], x[j + stride], w, ws, q);
-        else if constexpr (IsTruncated<Tw>::value) {
-          gs_butterfly_truncated(x[j], x[j + stride], w, ws, q, q * (2 * lazy_inverse_bound(step, j)));
-        } else if constexpr (Tw::kLazy) gs_butterfly_lazy(x[j], x[j + stride], w, ws, q, q * lazy_inverse_bound(step, j));
+        else if constexpr (Tw::kLazy) gs_butterfly_lazy(x[j], x[j + stride], w, ws, q, q * lazy_inverse_bound(step, j));
         else gs_butterfly(x[j], x[j + stride], w, ws, q);
       }
     }
     if constexpr (!kForward && Tw::kLazy && !IsUnreduced<Tw>::value) {
-      if (!fold_n_inv) {  // back below 2q, truncated: 4q (the folded round's outputs are canonical already)
-        constexpr u32 kScale = IsTruncated<Tw>::value ? 2 : 1;
+      if (!fold_n_inv) {  // back below 2q (the folded round's outputs are canonical already)
 #pragma unroll
         for (int j = 0; j < R; ++j) {
 #pragma unroll
-          for (u32 b = kScale * lazy_inverse_bound(G, j) / 2; b >= 2 * kScale; b /= 2) x[j] = csub(x[j], q * b);
+          for (u32 b = lazy_inverse_bound(G, j) / 2; b >= 2; b /= 2) x[j] = csub(x[j], q * b);
         }
       }
     }
@@ -259,13 +246,11 @@ __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 firs
 
 // Offsets are 32-bit (one limb holds at most 2^17 words) and linear in c on the global side, so a
 // unit's addresses are base + j * step with both computed once per unit.
-template <int kWidth>
-struct ColumnLayoutOf {  // columns of stride T; shared tile [2^k1][kWidth]
+struct ColumnLayout {  // columns of stride T; shared tile [2^k1][8]
   u32 stride, col;
   __device__ u32 global(u32 c) const { return c * stride; }
-  __device__ u32 shared(u32 c) const { return c * kWidth + col; }
+  __device__ u32 shared(u32 c) const { return c * kColumnsPerBlock + col; }
 };
-using ColumnLayout = ColumnLayoutOf<kColumnsPerBlock>;
 struct RowLayout {  // contiguous rows; shared tile of rows, one pad word per 8 against bank conflicts
   u32 offset;
   __device__ u32 global(u32 c) const { return c; }
@@ -447,11 +432,11 @@ __device__ __forceinline__ int grid_row(int limbs, int order) {
 
 // First k1 forward stages / last k1 inverse stages. Grid: (T / 8, rows). Block: 8 * 2^k1 / 8,
 // at most 256 threads; 64 registers keep four blocks resident per SM.
-// (columns_body: the kernel's body for blocks of kCols adjacent columns; ntt_columns: 8, ntt_columns_inverse: 4.)
-template <bool kForward, bool kPairs, bool kLazy, int kLen, bool kTruncated, int kCols, int kUnreduced = 0>
+// (columns_body: ntt_columns' body; kUnreduced: ntt_columns_inverse's.)
+template <bool kForward, bool kPairs, bool kLazy, int kLen, bool kTruncated, bool kUnreduced>
 __device__ __forceinline__ void columns_body(const u64* in, u64* out, const Modulus* __restrict__ moduli,
-                                             const u64* __restrict__ table, int limbs, int log_n, int k1,
-                                             NttSkip skip, int64_t in_batch_stride, int order) {
+                                             const u64* __restrict__ table, int limbs, int log_n, int k1, NttSkip skip,
+                                             int64_t in_batch_stride, int order) {
   extern __shared__ u64 smem[];
   if constexpr (kLen != 0) k1 = kLen;
   const u32 n = 1u << log_n;
@@ -460,13 +445,13 @@ __device__ __forceinline__ void columns_body(const u64* in, u64* out, const Modu
   const int limb = row % limbs;
   const u64 q = moduli[limb].value;
   const auto t = global_twiddles<kPairs>(table, limb, n, kForward, 1u);
-  const u32 col = threadIdx.x % kCols;
-  const u32 tcol = threadIdx.x / kCols;
-  const size_t column = blockIdx.x * kCols + col;
+  const u32 col = threadIdx.x % kColumnsPerBlock;
+  const u32 tcol = threadIdx.x / kColumnsPerBlock;
+  const size_t column = blockIdx.x * kColumnsPerBlock + col;
   const size_t origin = static_cast<size_t>(row) * n + column;
   const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
                                               : (row / limbs) * in_batch_stride + static_cast<int64_t>(limb) * n;
-  const ColumnLayoutOf<kCols> layout{n >> k1, col};
+  const ColumnLayout layout{n >> k1, col};
   if constexpr (kForward && kTruncated) {
     if (trunc_forward_fits(q, log_n, k1)) {
       const TruncatedTwiddles<std::decay_t<decltype(t)>> truncated{t};
@@ -490,9 +475,9 @@ __device__ __forceinline__ void columns_body(const u64* in, u64* out, const Modu
       return;
     }
   }
-  if constexpr (!kForward && kUnreduced != 0) {  // (inverse 5-7; larger primes: the lazy rounds below, as the rows)
+  if constexpr (!kForward && kUnreduced) {  // (larger primes: the lazy rounds below, as the rows kernel)
     if (unreduced_inverse_fits(q, log_n)) {
-      const UnreducedTwiddles<std::decay_t<decltype(t)>, kUnreduced >= 2> unreduced{t, log_n};
+      const UnreducedTwiddles<std::decay_t<decltype(t)>> unreduced{t, log_n};
       if constexpr (kLen != 0) {
         local_transform_fixed<false, kLen>(in + in_row + column, out + origin, smem, layout, tcol, unreduced, true, q);
       } else {
@@ -501,19 +486,8 @@ __device__ __forceinline__ void columns_body(const u64* in, u64* out, const Modu
       }
       return;
     }
-  } else if constexpr (!kForward && kLazy && kTruncated) {
-    if (trunc_inverse_fits(q)) {  // (the rows kernel ran truncated as well: values below 4q)
-      const TruncatedTwiddles<std::decay_t<decltype(t)>> truncated{t};
-      if constexpr (kLen != 0) {
-        local_transform_fixed<false, kLen>(in + in_row + column, out + origin, smem, layout, tcol, truncated, true, q);
-      } else {
-        local_transform<false>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, truncated, true,
-                               q);
-      }
-      return;
-    }
   }
-  if constexpr (!kForward && kLazy && !kTruncated) {  // (the truncated kernel: Harvey's butterflies above 2^59)
+  if constexpr (!kForward && kLazy) {
     if (lazy_inverse_fits(q)) {
       const LazyTwiddles<std::decay_t<decltype(t)>> lazy{t};
       if constexpr (kLen != 0) {
@@ -536,21 +510,18 @@ template <bool kForward, bool kPairs, bool kLazy = false, int kLen = 0, bool kTr
 __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                                       const u64* __restrict__ table, int limbs, int log_n, int k1,
                                                       NttSkip skip, int64_t in_batch_stride, int order) {
-  columns_body<kForward, kPairs, kLazy, kLen, kTruncated, kColumnsPerBlock>(in, out, moduli, table, limbs, log_n, k1,
-                                                                            skip, in_batch_stride, order);
+  columns_body<kForward, kPairs, kLazy, kLen, kTruncated, false>(in, out, moduli, table, limbs, log_n, k1, skip,
+                                                                 in_batch_stride, order);
 }
 
-// ops.kernel_variant("inverse") 1-3, 5, 6 (InverseShape): the inverse columns kernel of the lazy plans in blocks of
-// kCols = 4 columns (128 threads at N = 2^16: 32-byte accesses, one full sector per column run), kMinBlocks of them
-// resident per SM (8: the same 64 registers as ntt_columns; 10: 48); kTruncated: variant 5, 6's quotients.
-// kUnreduced (5, 6 = 2, 1): no reductions between stages for primes below 2^(63 - log N), truncated quotients at 2.
-// (Variant 7 runs this kernel's 2 with its own rows kernel.)
-template <bool kLazy, int kLen, int kCols, int kMinBlocks, bool kTruncated = false, int kUnreduced = 0>
-__global__ void __launch_bounds__(kCols * 32, kMinBlocks)
+// ops.kernel_variant("inverse") >= 1: the inverse columns kernel of the lazy plans (ntt >= 5) without reductions
+// between stages for primes below 2^(63 - log N) (UnreducedTwiddles).
+template <int kLen>
+__global__ void __launch_bounds__(256, 4)
     ntt_columns_inverse(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table,
                         int limbs, int log_n, int k1, NttSkip skip, int64_t in_batch_stride, int order) {
-  columns_body<false, true, kLazy, kLen, kTruncated, kCols, kUnreduced>(in, out, moduli, table, limbs, log_n, k1, skip,
-                                                                        in_batch_stride, order);
+  columns_body<false, true, true, kLen, false, true>(in, out, moduli, table, limbs, log_n, k1, skip, in_batch_stride,
+                                                     order);
 }
 
 // A rotation's sigma_k(add) (kGalois): each thread's 8 output slots read 8 slots of one aligned run of 8 in the
@@ -714,7 +685,7 @@ __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64
 // Variant >= 1's inverse rows: the first round's 8 contiguous words straight from global memory (in: the
 // input row; with kGalois the thread's slots of sigma_k(in), also stored to the permuted row), every other
 // round through shared memory, the last one to global memory (out: the block's row).
-// kComputedFirst (inverse 7, unreduced twiddles only): the first round's twiddles as ComputedShoupTwiddles.
+// kComputedFirst (inverse 2, UnreducedTwiddles): the first round's twiddles as ComputedShoupTwiddles.
 template <bool kGalois, bool kProducts, class Tw, bool kComputedFirst = false>
 __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64* smem, const RowLayout& layout,
                                                     u32 tcol, int k2, u32 first, const Tw& t, u64 q, int log_n,
@@ -763,7 +734,7 @@ __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64
 // kProducts (direct, lazy plans only: plan_fuses_products): HMult's tensor product; the inverse transforms in *
 // epilogue.times (the second factor, passed there by launch_ntt) and stores the products to `permuted`, the forward's
 // store adds the tensor terms of epilogue.add and epilogue.times (add_tensor_terms).
-// (rows_body: ntt_rows' body; kUnreduced: ntt_rows_inverse's, inverse 5, 6.)
+// (rows_body: ntt_rows' body; kUnreduced: ntt_rows_inverse's, 1 = UnreducedTwiddles, 2 = also kComputedFirst.)
 template <bool kForward, bool kDirect, bool kPairs, bool kLazy, int kLen, bool kGalois, bool kTruncated,
           bool kProducts, int kUnreduced>
 __device__ __forceinline__ void rows_body(const u64* in, u64* out, const Modulus* __restrict__ moduli,
@@ -813,21 +784,14 @@ __device__ __forceinline__ void rows_body(const u64* in, u64* out, const Modulus
       const u64* times_row = kProducts ? epilogue.times + in_row : nullptr;
       if constexpr (kUnreduced != 0) {  // (larger primes: the lazy rounds below 2^60; the columns kernel alike)
         if (unreduced_inverse_fits(q, log_n)) {
-          using Unreduced = UnreducedTwiddles<std::decay_t<decltype(t)>, kUnreduced >= 2>;
-          rows_inverse_direct<kGalois, kProducts, Unreduced, kUnreduced == 3>(
+          using Unreduced = UnreducedTwiddles<std::decay_t<decltype(t)>>;
+          rows_inverse_direct<kGalois, kProducts, Unreduced, kUnreduced == 2>(
               in + in_row, out + origin, smem, layout, tcol, k2, first, Unreduced{t, k2}, q, log_n, galois,
               permuted_row, times_row, moduli[limb]);
           return;
         }
-      } else if constexpr (kLazy && kTruncated) {  // (inverse 4; the columns kernel checks the same predicate)
-        if (trunc_inverse_fits(q)) {
-          rows_inverse_direct<kGalois, kProducts>(in + in_row, out + origin, smem, layout, tcol, k2, first,
-                                                  TruncatedTwiddles<std::decay_t<decltype(t)>>{t}, q, log_n, galois,
-                                                  permuted_row, times_row, moduli[limb]);
-          return;
-        }
       }
-      if constexpr (kLazy && !kTruncated) {  // (the truncated kernel: Harvey's above 2^59)
+      if constexpr (kLazy) {
         if (lazy_inverse_fits(q)) {
           rows_inverse_direct<kGalois, kProducts>(in + in_row, out + origin, smem, layout, tcol, k2, first,
                                                   LazyTwiddles<std::decay_t<decltype(t)>>{t}, q, log_n, galois,
@@ -880,14 +844,15 @@ __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kPr
       permuted);
 }
 
-// ops.kernel_variant("inverse") 5, 6, 7 (kUnreduced 2, 1, 3): the direct lazy inverse rows kernel without reductions
-// between stages (UnreducedTwiddles; 3: the first round's Shoup companions computed, ComputedShoupTwiddles).
-template <int kLen, bool kGalois, bool kProducts, int kUnreduced>
+// ops.kernel_variant("inverse") >= 1: the direct lazy inverse rows kernel without reductions between stages for
+// primes below 2^(63 - log N) (UnreducedTwiddles); kComputedFirst (inverse 2): its first round's Shoup companions
+// computed (ComputedShoupTwiddles).
+template <int kLen, bool kGalois, bool kProducts, bool kComputedFirst>
 __global__ void __launch_bounds__(kRowThreads, products_min_blocks(false, kProducts))
     ntt_rows_inverse(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table,
                      int limbs, int log_n, int k1, int rows_per_block, NttSkip skip, NttEpilogue epilogue,
                      int64_t in_batch_stride, int order, u64 galois, u64* permuted) {
-  rows_body<false, true, true, true, kLen, kGalois, false, kProducts, kUnreduced>(
+  rows_body<false, true, true, true, kLen, kGalois, false, kProducts, kComputedFirst ? 2 : 1>(
       in, out, moduli, table, limbs, log_n, k1, rows_per_block, skip, epilogue, in_batch_stride, order, galois,
       permuted);
 }
@@ -1338,104 +1303,23 @@ LaunchShape launch_shape(int log_n, int rows) {
                      rows_per_block * len};
 }
 
-// Blocks of `kernel` (at `threads` threads and `smem` bytes of dynamic shared memory) resident on the current device
-// at once: cudaOccupancyMaxActiveBlocksPerMultiprocessor times the SM count, cached per kernel, shape and device.
-int resident_blocks(const void* kernel, unsigned threads, size_t smem) {
-  static std::mutex mutex;
-  static std::map<std::tuple<const void*, unsigned, size_t, int>, int> cache;
-  int device = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
-  const auto key = std::make_tuple(kernel, threads, smem, device);
-  const std::lock_guard<std::mutex> lock(mutex);
-  const auto found = cache.find(key);
-  if (found != cache.end()) return found->second;
-  int per_sm = 0, sms = 0;
-  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, static_cast<int>(threads), smem),
-        "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-  return cache[key] = std::max(1, per_sm * sms);
-}
-
-// ops.kernel_variant("inverse") (kernels.h): the inverse transform's launch shape for small batches, and its
-// arithmetic. ModUp's and ModDown's inverses transform 31 and 22 rows at N = 2^16: 1.3-1.9 waves of the default
-// shape's resident blocks (rows kernel: 4 rows of 2^8 in 128 threads, 8 blocks per SM; columns: 8 columns in 256
-// threads, 4 per SM). Where a kernel's grid is below kSmallBatchWaves waves at the default shape (resident_blocks),
-// variants 1-3 launch it in smaller blocks:
-//   1: the rows kernel with half the rows per block (64 threads at N = 2^16), the columns kernel of the lazy plans
-//      (ntt >= 5) in blocks of 4 columns (ntt_columns_inverse<.., 4, 8>, 128 threads: 64 registers as before);
-//   2: 1 with a quarter of the rows per block (one row of 2^8: a single warp, whose barriers wait for no other);
-//   3: 1 with the 4-column kernel at 10 blocks per SM (48 registers).
-// Variants 4-6 keep the default shapes and change the lazy plans' butterflies (both kernels alike):
-//   4: truncated Shoup quotients (mulhi_truncated) for primes below 2^59, each round reduced to 4q;
-//   5: no reduction between stages for primes below 2^(63 - log N) (UnreducedTwiddles), truncated quotients;
-//   6: 5 with exact quotients;
-//   7: 5 with the rows kernel's first round reading w alone and computing w' (ComputedShoupTwiddles).
-// All give the same canonical words (tests/fhe_core/ops/test_inverse_shape.py; Python models of 4 and 5's rounds).
-constexpr double kSmallBatchWaves = 2.5;
-
-struct InverseShape {
-  u32 rows_per_block;      // rows of 2^k2 words per rows-kernel block
-  int columns_min_blocks;  // 0: the plan's columns kernel (8 columns per block); 8 or 10: 4-column blocks
-  bool truncated;          // variant 4
-  int unreduced;           // variants 5, 6, 7: 2 (truncated quotients), 1 (exact), 3 (2, the rows kernel's first
-                           // round with computed Shoup companions)
-};
-
-InverseShape inverse_shape(int variant, const NttPlan& plan, const LaunchShape& shape, int rows, const void* rows_kernel,
-                           size_t row_smem, const void* columns_kernel) {
-  const bool lazy = plan.lazy && plan.pairs;
-  constexpr int kUnreducedOf[] = {0, 0, 0, 0, 0, 2, 1, 3};
-  InverseShape out{shape.rows_per_block, 0, variant == 4 && lazy, lazy && variant < 8 ? kUnreducedOf[variant] : 0};
-  if (variant < 1 || variant > 3) return out;
-  const double row_waves = static_cast<double>(shape.row_blocks) * rows /
-                           resident_blocks(rows_kernel, shape.row_threads, row_smem);
-  if (row_waves < kSmallBatchWaves) out.rows_per_block = std::max<u32>(1, shape.rows_per_block / (variant == 2 ? 4 : 2));
-  const double column_waves = static_cast<double>(shape.col_grid.x) * rows /
-                              resident_blocks(columns_kernel, shape.col_threads, shape.col_smem);
-  if (lazy && column_waves < kSmallBatchWaves) out.columns_min_blocks = variant == 3 ? 10 : 8;
-  return out;
-}
-
+// ops.kernel_variant("inverse") (kernels.h), the inverse's arithmetic in the lazy plans (ntt >= 5): 0, the lazy rounds
+// (ntt variant 5: each round of <= 3 stages reduced to 2q at its end); 1, no reductions between the stages for primes
+// below 2^(63 - log N) with truncated quotients (ntt_rows_inverse, ntt_columns_inverse: UnreducedTwiddles); 2 (the
+// default), 1 with the rows kernel's first round reading w alone and computing its Shoup companion
+// (ComputedShoupTwiddles). Larger primes run the lazy rounds in the same kernels. Same canonical words.
 using ColumnsKernel = decltype(&ntt_columns<false, false>);
 using RowsKernel = decltype(&ntt_rows<false, false, false>);
 
-ColumnsKernel inverse_columns(const NttPlan& plan, const InverseShape& inv, ColumnsKernel plain) {
-  const bool f16 = plan.fixed16;
-  if (inv.columns_min_blocks == 10) return f16 ? ntt_columns_inverse<true, 8, 4, 10> : ntt_columns_inverse<true, 0, 4, 10>;
-  if (inv.columns_min_blocks == 8) return f16 ? ntt_columns_inverse<true, 8, 4, 8> : ntt_columns_inverse<true, 0, 4, 8>;
-  if (inv.truncated) return f16 ? ntt_columns<false, true, true, 8, true> : ntt_columns<false, true, true, 0, true>;
-  if (inv.unreduced == 2 || inv.unreduced == 3) {
-    return f16 ? ntt_columns_inverse<true, 8, 8, 4, false, 2> : ntt_columns_inverse<true, 0, 8, 4, false, 2>;
-  }
-  if (inv.unreduced == 1) {
-    return f16 ? ntt_columns_inverse<true, 8, 8, 4, false, 1> : ntt_columns_inverse<true, 0, 8, 4, false, 1>;
-  }
-  return plain;
-}
-
-template <int kUnreduced>
+template <bool kComputedFirst>
 RowsKernel unreduced_inverse_rows(bool fixed16, bool galois, bool products) {
   if (products) {
-    return fixed16 ? ntt_rows_inverse<8, false, true, kUnreduced> : ntt_rows_inverse<0, false, true, kUnreduced>;
-  }
-  if (galois) return fixed16 ? ntt_rows_inverse<8, true, false, kUnreduced> : ntt_rows_inverse<0, true, false, kUnreduced>;
-  return fixed16 ? ntt_rows_inverse<8, false, false, kUnreduced> : ntt_rows_inverse<0, false, false, kUnreduced>;
-}
-
-// The inverse rows kernel of variants 4-6 (InverseShape::truncated / unreduced), for the plan's other choices.
-RowsKernel inverse_rows(const NttPlan& plan, const InverseShape& inv, bool galois, bool products, RowsKernel plain) {
-  if (inv.unreduced == 2) return unreduced_inverse_rows<2>(plan.fixed16, galois, products);
-  if (inv.unreduced == 1) return unreduced_inverse_rows<1>(plan.fixed16, galois, products);
-  if (inv.unreduced == 3) return unreduced_inverse_rows<3>(plan.fixed16, galois, products);
-  if (!inv.truncated) return plain;
-  if (products) {
-    return plan.fixed16 ? ntt_rows<false, true, true, true, 8, false, true, true>
-                        : ntt_rows<false, true, true, true, 0, false, true, true>;
+    return fixed16 ? ntt_rows_inverse<8, false, true, kComputedFirst> : ntt_rows_inverse<0, false, true, kComputedFirst>;
   }
   if (galois) {
-    return plan.fixed16 ? ntt_rows<false, true, true, true, 8, true, true> : ntt_rows<false, true, true, true, 0, true, true>;
+    return fixed16 ? ntt_rows_inverse<8, true, false, kComputedFirst> : ntt_rows_inverse<0, true, false, kComputedFirst>;
   }
-  return plan.fixed16 ? ntt_rows<false, true, true, true, 8, false, true> : ntt_rows<false, true, true, true, 0, false, true>;
+  return fixed16 ? ntt_rows_inverse<8, false, false, kComputedFirst> : ntt_rows_inverse<0, false, false, kComputedFirst>;
 }
 
 template <bool kForward>
@@ -1505,29 +1389,19 @@ void launch_ntt(const NttArgs& a, Stream stream) {
   } else {
     NttEpilogue inverse_input{};  // (unused by the inverse but for the second factor of ModUp's products)
     inverse_input.times = a.times;
-    const InverseShape inv = inverse_shape(kernel_variant(Variant::kInverse), plan, shape, a.rows,
-                                           reinterpret_cast<const void*>(rows), row_smem,
-                                           reinterpret_cast<const void*>(columns));
-    rows = inverse_rows(plan, inv, galois, a.times != nullptr, rows);
-    const u32 len = 1u << g.k2, inv_rpb = inv.rows_per_block;
-    const dim3 inv_row_grid((1u << g.k1) / inv_rpb, static_cast<unsigned>(a.rows));
-    const size_t inv_row_smem = static_cast<size_t>(inv_rpb * len + inv_rpb * len / 8) * sizeof(u64);
-    rows<<<inv_row_grid, inv_rpb * (len / kPerThread), inv_row_smem, s>>>(
-        a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, static_cast<int>(inv_rpb), a.skip, inverse_input,
-        a.in_batch_stride, first_order, a.galois, a.store_permuted ? a.permuted : nullptr);
-    check_launch("ntt_rows<inverse>");
-    dim3 inv_col_grid = col_grid;
-    unsigned inv_col_threads = col_threads;
-    size_t inv_col_smem = col_smem;
-    columns = inverse_columns(plan, inv, columns);
-    if (inv.columns_min_blocks != 0) {  // blocks of kNarrow columns
-      constexpr u32 kNarrow = 4;
-      inv_col_grid.x = (1u << g.k2) / kNarrow;
-      inv_col_threads = kNarrow * ((1u << g.k1) / kPerThread);
-      inv_col_smem = static_cast<size_t>(kNarrow) * (1u << g.k1) * sizeof(u64);
+    const int inverse = kernel_variant(Variant::kInverse);
+    if (inverse != 0 && plan.lazy && plan.pairs) {  // (lazy: ntt >= 5 with an aligned table and rows)
+      const bool products = a.times != nullptr;
+      rows = inverse == 1 ? unreduced_inverse_rows<false>(plan.fixed16, galois, products)
+                          : unreduced_inverse_rows<true>(plan.fixed16, galois, products);
+      columns = plan.fixed16 ? ntt_columns_inverse<8> : ntt_columns_inverse<0>;
     }
-    columns<<<inv_col_grid, inv_col_threads, inv_col_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n,
-                                                                g.k1, a.skip, 0, second_order);
+    rows<<<row_grid, row_threads, row_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, rpb, a.skip,
+                                                 inverse_input, a.in_batch_stride, first_order, a.galois,
+                                                 a.store_permuted ? a.permuted : nullptr);
+    check_launch("ntt_rows<inverse>");
+    columns<<<col_grid, col_threads, col_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, a.skip, 0,
+                                                    second_order);
     check_launch("ntt_columns<inverse>");
   }
 }
