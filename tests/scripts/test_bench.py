@@ -39,7 +39,7 @@ def test_boot_suite_runs_on_a_tiny_preset_and_is_opt_in():
     assert [c.name for c in cases] == ["bootstrap", "bootstrap (single-hoisted DFTs)",
                                        "bootstrap_pair (two real ciphertexts)", "bootstrap [fused v0: composed ops]",
                                        "bootstrap [fused v1: session 3, round 1]", "bootstrap [fused v2: round 2]",
-                                       "boot: mod_raise", "boot: coeffs_to_slots", "boot: eval_mod",
+                                       "bootstrap [inverse v0: lazy rounds]", "boot: mod_raise", "boot: coeffs_to_slots", "boot: eval_mod",
                                        "boot: slots_to_coeffs", "boot: coeffs_to_slots [fused v0]",
                                        "boot: eval_mod [fused v0]", "boot: slots_to_coeffs [fused v0]",
                                        "boot: eval_mod (two separate evaluations)",
