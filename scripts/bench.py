@@ -58,7 +58,7 @@ def with_variant(name: str, value: int, fn: Callable[[int], object]) -> Callable
 
 def before_issue_14(fn: Callable[[int], object]) -> Callable[[int], object]:
     """fn with every reference variant: the kernels and compositions as they were before issue 14."""
-    for name in ("conv", "mod_up", "mod_down", "tensor", "ntt", "galois", "tensor_fuse", "ks_fuse"):
+    for name in ("conv", "mod_up", "mod_down", "tensor", "ntt", "galois", "tensor_fuse", "ks_fuse", "inverse"):
         fn = with_variant(name, 0, fn)
     return fn
 
@@ -83,6 +83,9 @@ NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
                 3: "[ntt v3: v2 + unreduced forward butterflies (q < 2^58.7), rows-only limb-major]",
                 4: "[ntt v4: v3 + row lengths compiled in at N = 2^16]",
                 5: "[ntt v5: v4 + the inverse's sums unreduced within each round (q < 2^60)]"}
+# issue 14, session 5: the inverse NTT's arithmetic (ops.kernel_variant("inverse"); 2, the default: v1 with the rows
+# kernel's first round computing its Shoup companions)
+INVERSE_VARIANTS = {0: "[inverse v0: lazy rounds]", 1: "[inverse v1: no reductions, truncated quotients]"}
 # issue 14, session 3: the balanced kernel against its lean row loop (v3), v3 with x one tile ahead (v4), v4 in
 # the fewest row groups (v5), v4 / v5 reading the B fragments precomputed per converter (v6, v7: the default),
 # and v7 with two output rows at once (v8)
@@ -102,6 +105,24 @@ def random_residues(basis: RNSBasis, prefix=()) -> torch.Tensor:
     return raw % q
 
 
+def inverse_batch_cases(device: str, n: int, sets: int) -> list[Case]:
+    """INTT of [2, 11, N] and [31, N] (ModDown's and ModUp's inverse batches, on N16QP1766L30D3's prime sizes: 46-bit
+    P primes, a 60-bit q_0 and 40/41-bit Q primes), the default and every other inverse variant."""
+    cases = []
+    for prefix, bits, label in (((2,), [46] * 11, "2x11"), ((), [60] + [41] * 15 + [40] * 15, "31")):
+        limbs = len(bits)
+        basis = RNSBasis.get(generate_primes(bits, n), n, device)
+        xs = [random_residues(basis, prefix) for _ in range(sets)]
+        ys = [torch.empty_like(x) for x in xs]
+        rows = (prefix[0] if prefix else 1) * limbs
+        run = lambda i, basis=basis, xs=xs, ys=ys: basis.intt(xs[i], out=ys[i])  # noqa: E731
+        params, nbytes = f"N=2^16, {rows} rows", 2 * rows * n * WORD + 2 * limbs * n * WORD
+        cases.append(Case(f"intt {label}", params, nbytes, run))
+        cases += [Case(f"intt {label} {tag}", params, nbytes, with_variant("inverse", v, run))
+                  for v, tag in INVERSE_VARIANTS.items()]
+    return cases
+
+
 def make_cases(device: str, sets: int) -> list[Case]:
     cases: list[Case] = []
     for log_n in (16, 17):
@@ -117,6 +138,11 @@ def make_cases(device: str, sets: int) -> list[Case]:
             for variant, label in ((0, NTT_V0), *NTT_VARIANTS.items()):
                 cases.append(Case(f"{name} {label}", f"N=2^{log_n}, l={LIMBS}", 2 * data + table,
                                   with_variant("ntt", variant, run)))
+            if name == "intt" and log_n == 16:
+                cases += [Case(f"intt {label}", f"N=2^{log_n}, l={LIMBS}", 2 * data + table,
+                               with_variant("inverse", v, run)) for v, label in INVERSE_VARIANTS.items()]
+        if log_n == 16:  # the key switch's inverse batches: ModDown's 2 x 11 P rows, ModUp's 31 Q rows
+            cases += inverse_batch_cases(device, n, sets)
 
     n = 1 << 16
     basis = RNSBasis.get(generate_primes([50] * LIMBS, n), n, device)
@@ -327,6 +353,9 @@ def make_ckks_cases(device: str) -> list[Case]:
         *(Case(f"HMult + relin {label}", name, 3 * ct + (765 - 124) * limb_poly,
                with_variant("ks_fuse", v, lambda i: evaluator.mul_relin(a, b)))
           for v, label in KS_FUSE_VARIANTS.items()),
+        *(Case(f"HMult + relin {label}", name, 3 * ct + (765 - 124) * limb_poly,
+               with_variant("inverse", v, lambda i: evaluator.mul_relin(a, b)))
+          for v, label in INVERSE_VARIANTS.items()),
         Case("rescale", name, 2 * ct, lambda i: evaluator.rescale(unscaled), REFERENCE_V100_US["rescale"]),
         Case("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1), REFERENCE_V100_US["HRotate"]),
         Case(f"HRotate {BEFORE}", name, 2 * ct + 765 * limb_poly, before_issue_14(lambda i: evaluator.rotate(a, 1))),
@@ -341,6 +370,8 @@ def make_ckks_cases(device: str) -> list[Case]:
         *conv_variant_cases("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1)),
         *(Case(f"HRotate {label}", name, 2 * ct + 765 * limb_poly,
                with_variant("ks_fuse", v, lambda i: evaluator.rotate(a, 1))) for v, label in KS_FUSE_VARIANTS.items()),
+        *(Case(f"HRotate {label}", name, 2 * ct + 765 * limb_poly,
+               with_variant("inverse", v, lambda i: evaluator.rotate(a, 1))) for v, label in INVERSE_VARIANTS.items()),
         Case("hoisted, 8 rotations", name, 2 * ct + (157 + 8 * 732) * limb_poly,
              lambda i: evaluator.rotate_hoisted(a, steps)),
         Case(f"hoisted, 8 rotations {GALOIS_V0}", name, 2 * ct + (157 + 8 * 732) * limb_poly,
@@ -499,7 +530,9 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False, 
               Case("bootstrap [fused v1: session 3, round 1]", name, whole,
                    with_variant("fused", 1, lambda i: boot.bootstrap(ct))),
               Case("bootstrap [fused v2: round 2]", name, whole,
-                   with_variant("fused", 2, lambda i: boot.bootstrap(ct)))]
+                   with_variant("fused", 2, lambda i: boot.bootstrap(ct))),
+              Case(f"bootstrap {INVERSE_VARIANTS[0]}", name, whole,
+                   with_variant("inverse", 0, lambda i: boot.bootstrap(ct)))]
     steps = {  # name: (run, ciphertext bytes in and out)
         "boot: mod_raise": (lambda i: boot.mod_raise(ct), ct_bytes + top),
         "boot: coeffs_to_slots": (lambda i: boot.coeffs_to_slots(raised), 3 * top),

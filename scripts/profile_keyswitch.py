@@ -10,11 +10,13 @@ per kernel: launches and device time per op. A planning tool, not a benchmark (b
                                                      # --bootstrap)
     python scripts/profile_keyswitch.py --tensor-fuse 0 1  # instead: one table per tensor_fuse variant
     python scripts/profile_keyswitch.py --ks-fuse 0 1 2 3  # instead: one table per ks_fuse variant
+    python scripts/profile_keyswitch.py --inverse 0 1 2 3  # instead: one table per inverse (launch shape) variant
     python scripts/profile_keyswitch.py --bootstrap  # one bootstrap at N16_H192_FULL, kernels grouped
     ncu --profile-from-start off -k regex:ntt python scripts/profile_keyswitch.py --ncu
                                                      # one HMult and one HRotate between
                                                      # cudaProfilerStart/Stop, nothing printed
-                                                     # (with --tensor-fuse V: at that variant)
+                                                     # (with --tensor-fuse V: at that variant; with
+                                                     # --ks-fuse or --inverse: once per listed variant)
 """
 from __future__ import annotations
 
@@ -98,6 +100,8 @@ def main() -> None:
                         help='profile these ops.kernel_variant("tensor_fuse") values instead of current / before')
     parser.add_argument("--ks-fuse", type=int, nargs="+", metavar="VARIANT",
                         help='profile these ops.kernel_variant("ks_fuse") values instead of current / before')
+    parser.add_argument("--inverse", type=int, nargs="+", metavar="VARIANT",
+                        help='profile these ops.kernel_variant("inverse") values instead of current / before')
     parser.add_argument("--bootstrap", action="store_true", help="profile one bootstrap instead")
     parser.add_argument("--ncu", action="store_true",
                         help="run one HMult + relin and one HRotate between cudaProfilerStart/Stop (for ncu)")
@@ -114,21 +118,23 @@ def main() -> None:
     z = rng.uniform(-1, 1, params.slots) + 1j * rng.uniform(-1, 1, params.slots)
     a, b = encryptor.encrypt(encoder.encode(z)), encryptor.encrypt(encoder.encode(z[::-1].copy()))
     ops_to_profile = {"HMult + relin": lambda: evaluator.mul_relin(a, b), "HRotate": lambda: evaluator.rotate(a, 1)}
-    if args.ncu:  # (with --ks-fuse: the two ops once per ks_fuse variant, in the same profiled range)
+    if args.ncu:  # (with --ks-fuse or --inverse: the two ops once per variant, in the same profiled range)
         tensor_fuse = args.tensor_fuse[0] if args.tensor_fuse else ops.kernel_variant("tensor_fuse")
         with ops.use_kernel_variant("tensor_fuse", tensor_fuse):
             for fn in ops_to_profile.values():  # warm-up: caches and constants outside the profiled range
                 fn()
             torch.cuda.synchronize()
             torch.cuda.profiler.start()
-            for variant in args.ks_fuse or [None]:
-                with ops.use_kernel_variant("ks_fuse", ops.kernel_variant("ks_fuse") if variant is None else variant):
+            name, variants = ("inverse", args.inverse) if args.inverse else ("ks_fuse", args.ks_fuse or [None])
+            for variant in variants:
+                with ops.use_kernel_variant(name, ops.kernel_variant(name) if variant is None else variant):
                     for fn in ops_to_profile.values():
                         fn()
             torch.cuda.synchronize()
             torch.cuda.profiler.stop()
         return
-    before = {"conv": 0, "mod_up": 0, "mod_down": 0, "tensor": 0, "ntt": 0, "galois": 0, "tensor_fuse": 0, "ks_fuse": 0}
+    before = {"conv": 0, "mod_up": 0, "mod_down": 0, "tensor": 0, "ntt": 0, "galois": 0, "tensor_fuse": 0, "ks_fuse": 0,
+              "inverse": 0}
     runs = (("current variants", {}), ("before issue 14", before))
     if args.conv:
         runs = tuple((f"conv v{v}", {"conv": v}) for v in args.conv)
@@ -140,6 +146,8 @@ def main() -> None:
         runs = tuple((f"tensor_fuse v{v}", {"tensor_fuse": v}) for v in args.tensor_fuse)
     if args.ks_fuse:
         runs = tuple((f"ks_fuse v{v}", {"ks_fuse": v}) for v in args.ks_fuse)
+    if args.inverse:
+        runs = tuple((f"inverse v{v}", {"inverse": v}) for v in args.inverse)
     for label, variants in runs:
         previous = {name: ops.kernel_variant(name, value) for name, value in variants.items()}
         try:

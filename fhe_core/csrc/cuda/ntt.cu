@@ -96,6 +96,41 @@ struct TruncatedTwiddles : Base {
   static constexpr bool kLazy = true;
   static constexpr bool kTruncated = true;
 };
+// ops.kernel_variant("inverse") >= 1: the inverse without any reduction between its stages (UnreducedTwiddles, for
+// primes below 2^(63 - log N): unreduced_inverse_fits, checked per block by both kernels alike). Before inverse stage
+// s (s stages done, both kernels counted) every value is below b_s = 2^(s+1) q: the inputs are below 2q, a sum of two
+// values below b_s is below b_{s+1}, and a difference's product (x + b_s - y) w from the truncated quotient
+// (mulhi_truncated) lies in [0, 4q), below b_{s+1} too. So each butterfly takes the uniform bound of its stage,
+// q << (top - s0 - d) with top the local length plus the stages run before it (k2 for the rows kernel, log N for the
+// columns kernel), no round ends in conditional subtractions (the lazy inverse's 7 per 8 words and round), and the
+// folded last stage (inputs below 2^(log N) q, sum and difference below 2^(log N + 1) q < 2^64, exact quotients)
+// gives canonical words. At N = 2^16: primes below 2^47 (N16QP1766L30D3's but q_0); larger ones run the lazy rounds.
+template <class Base>
+struct UnreducedTwiddles : Base {
+  static constexpr bool kLazy = true;
+  static constexpr bool kUnreduced = true;
+  static constexpr bool kTruncated = true;
+  int top;
+};
+// Inverse variant 2's first round of the rows kernel (its two or three highest stages, whose twiddles each serve one
+// row of one limb: three quarters of the kernel's twiddle bytes, 1 MB per limb with the Shoup words): w alone from the
+// table's plain inverse row, 8 bytes instead of the 16-byte (w, w') pair, and w'' = w floor(2^128/q)_hi +
+// hi64(w floor(2^128/q)_lo) = floor(w floor(2^128/q) / 2^64), which is w' or w' - 1 (w floor(2^128/q) / 2^64 is
+// below w 2^64 / q by less than w / 2^64 < 1). With the exact quotient the product lies in [0, 3q), below every bound
+// b_{s+1} >= 4q of UnreducedTwiddles.
+template <class Tw>
+struct ComputedShoupTwiddles : Tw {
+  static constexpr bool kTruncated = false;  // (the exact quotient: [0, 3q) with w'')
+  u64 ratio_hi, ratio_lo;
+  __device__ __forceinline__ void load(u32 idx, u64& tw, u64& tw_shoup) const {
+    tw = __ldg(this->inv + idx);
+    tw_shoup = tw * ratio_hi + __umul64hi(tw, ratio_lo);
+  }
+};
+template <class Tw, class = void>
+struct IsUnreduced : std::false_type {};
+template <class Tw>
+struct IsUnreduced<Tw, std::void_t<decltype(Tw::kUnreduced)>> : std::bool_constant<Tw::kUnreduced> {};
 template <class Tw, class = void>
 struct IsTruncated : std::false_type {};
 template <class Tw>
@@ -139,6 +174,14 @@ __host__ __device__ constexpr u32 lazy_inverse_bound(int step, u32 j) {
   return low == 0 ? 2u << step : 2u << (step - 1 - highest_bit(low));
 }
 __device__ __forceinline__ bool lazy_inverse_fits(u64 q) { return q < (u64{1} << 60); }
+__device__ __forceinline__ bool unreduced_inverse_fits(u64 q, int log_n) { return q < (u64{1} << (63 - log_n)); }
+
+// x, y below b -> x + y (below 2b, unreduced) and (x - y) w in [0, 4q) from the truncated quotient (UnreducedTwiddles).
+__device__ __forceinline__ void gs_butterfly_truncated(u64& x, u64& y, u64 w, u64 w_shoup, u64 q, u64 b) {
+  const u64 d = x + b - y;
+  x = x + y;
+  y = d * w - mulhi_truncated(d, w_shoup) * q;
+}
 
 // Butterflies of one round on the registers v[U * 2^G] (U = 8 >> G units per thread).
 template <bool kForward, int G, class Tw>
@@ -160,6 +203,18 @@ __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 firs
       for (int j = 0; j < R; ++j) {
         if (j & stride) continue;
         const u32 idx = first + (j >> (G - d));
+        if constexpr (!kForward && IsUnreduced<Tw>::value) {
+          const u64 b = q << (t.top - s0 - d);  // every value of this stage is below b (UnreducedTwiddles)
+          if (d == 0 && fold_n_inv) {
+            gs_butterfly_last_lazy(x[j], x[j + stride], t.inv, t.inv_shoup, q, b);
+            continue;
+          }
+          u64 w, ws;
+          t.load(idx, w, ws);
+          if constexpr (IsTruncated<Tw>::value) gs_butterfly_truncated(x[j], x[j + stride], w, ws, q, b);
+          else gs_butterfly_lazy(x[j], x[j + stride], w, ws, q, b);  // (ComputedShoupTwiddles: [0, 3q))
+          continue;
+        }
         if (!kForward && d == 0 && fold_n_inv) {
           if constexpr (Tw::kLazy) {
             gs_butterfly_last_lazy(x[j], x[j + stride], t.inv, t.inv_shoup, q, q * lazy_inverse_bound(step, j));
@@ -177,7 +232,7 @@ __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 firs
         else gs_butterfly(x[j], x[j + stride], w, ws, q);
       }
     }
-    if constexpr (!kForward && Tw::kLazy) {
+    if constexpr (!kForward && Tw::kLazy && !IsUnreduced<Tw>::value) {
       if (!fold_n_inv) {  // back below 2q (the folded round's outputs are canonical already)
 #pragma unroll
         for (int j = 0; j < R; ++j) {
@@ -377,10 +432,11 @@ __device__ __forceinline__ int grid_row(int limbs, int order) {
 
 // First k1 forward stages / last k1 inverse stages. Grid: (T / 8, rows). Block: 8 * 2^k1 / 8,
 // at most 256 threads; 64 registers keep four blocks resident per SM.
-template <bool kForward, bool kPairs, bool kLazy = false, int kLen = 0, bool kTruncated = false>
-__global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, const Modulus* __restrict__ moduli,
-                                                      const u64* __restrict__ table, int limbs, int log_n, int k1,
-                                                      NttSkip skip, int64_t in_batch_stride, int order) {
+// (columns_body: ntt_columns' body; kUnreduced: ntt_columns_inverse's.)
+template <bool kForward, bool kPairs, bool kLazy, int kLen, bool kTruncated, bool kUnreduced>
+__device__ __forceinline__ void columns_body(const u64* in, u64* out, const Modulus* __restrict__ moduli,
+                                             const u64* __restrict__ table, int limbs, int log_n, int k1, NttSkip skip,
+                                             int64_t in_batch_stride, int order) {
   extern __shared__ u64 smem[];
   if constexpr (kLen != 0) k1 = kLen;
   const u32 n = 1u << log_n;
@@ -419,6 +475,18 @@ __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, c
       return;
     }
   }
+  if constexpr (!kForward && kUnreduced) {  // (larger primes: the lazy rounds below, as the rows kernel)
+    if (unreduced_inverse_fits(q, log_n)) {
+      const UnreducedTwiddles<std::decay_t<decltype(t)>> unreduced{t, log_n};
+      if constexpr (kLen != 0) {
+        local_transform_fixed<false, kLen>(in + in_row + column, out + origin, smem, layout, tcol, unreduced, true, q);
+      } else {
+        local_transform<false>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, unreduced, true,
+                               q);
+      }
+      return;
+    }
+  }
   if constexpr (!kForward && kLazy) {
     if (lazy_inverse_fits(q)) {
       const LazyTwiddles<std::decay_t<decltype(t)>> lazy{t};
@@ -436,6 +504,24 @@ __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, c
     local_transform<kForward>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, t,
                                       !kForward, q);
   }
+}
+
+template <bool kForward, bool kPairs, bool kLazy = false, int kLen = 0, bool kTruncated = false>
+__global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, const Modulus* __restrict__ moduli,
+                                                      const u64* __restrict__ table, int limbs, int log_n, int k1,
+                                                      NttSkip skip, int64_t in_batch_stride, int order) {
+  columns_body<kForward, kPairs, kLazy, kLen, kTruncated, false>(in, out, moduli, table, limbs, log_n, k1, skip,
+                                                                 in_batch_stride, order);
+}
+
+// ops.kernel_variant("inverse") >= 1: the inverse columns kernel of the lazy plans (ntt >= 5) without reductions
+// between stages for primes below 2^(63 - log N) (UnreducedTwiddles).
+template <int kLen>
+__global__ void __launch_bounds__(256, 4)
+    ntt_columns_inverse(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table,
+                        int limbs, int log_n, int k1, NttSkip skip, int64_t in_batch_stride, int order) {
+  columns_body<false, true, true, kLen, false, true>(in, out, moduli, table, limbs, log_n, k1, skip, in_batch_stride,
+                                                     order);
 }
 
 // A rotation's sigma_k(add) (kGalois): each thread's 8 output slots read 8 slots of one aligned run of 8 in the
@@ -599,7 +685,8 @@ __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64
 // Variant >= 1's inverse rows: the first round's 8 contiguous words straight from global memory (in: the
 // input row; with kGalois the thread's slots of sigma_k(in), also stored to the permuted row), every other
 // round through shared memory, the last one to global memory (out: the block's row).
-template <bool kGalois, bool kProducts, class Tw>
+// kComputedFirst (inverse 2, UnreducedTwiddles): the first round's twiddles as ComputedShoupTwiddles.
+template <bool kGalois, bool kProducts, class Tw, bool kComputedFirst = false>
 __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64* smem, const RowLayout& layout,
                                                     u32 tcol, int k2, u32 first, const Tw& t, u64 q, int log_n,
                                                     u64 galois, u64* permuted, const u64* times, const Modulus& m) {
@@ -619,7 +706,11 @@ __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64
   } else {
     load8(in + first, v);
   }
-  contiguous_round<false>(v, tcol, k2, t, q);
+  if constexpr (kComputedFirst) {
+    contiguous_round<false>(v, tcol, k2, ComputedShoupTwiddles<Tw>{t, m.ratio_hi, m.ratio_lo}, q);
+  } else {
+    contiguous_round<false>(v, tcol, k2, t, q);
+  }
   store8_shared(smem, layout, tcol, v);
   __syncthreads();
 #pragma unroll
@@ -643,12 +734,13 @@ __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64
 // kProducts (direct, lazy plans only: plan_fuses_products): HMult's tensor product; the inverse transforms in *
 // epilogue.times (the second factor, passed there by launch_ntt) and stores the products to `permuted`, the forward's
 // store adds the tensor terms of epilogue.add and epilogue.times (add_tensor_terms).
-template <bool kForward, bool kDirect, bool kPairs, bool kLazy = false, int kLen = 0, bool kGalois = false,
-          bool kTruncated = false, bool kProducts = false>
-__global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kProducts))
-    ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table, int limbs,
-             int log_n, int k1, int rows_per_block, NttSkip skip, NttEpilogue epilogue, int64_t in_batch_stride,
-             int order, u64 galois, u64* permuted) {
+// (rows_body: ntt_rows' body; kUnreduced: ntt_rows_inverse's, 1 = UnreducedTwiddles, 2 = also kComputedFirst.)
+template <bool kForward, bool kDirect, bool kPairs, bool kLazy, int kLen, bool kGalois, bool kTruncated,
+          bool kProducts, int kUnreduced>
+__device__ __forceinline__ void rows_body(const u64* in, u64* out, const Modulus* __restrict__ moduli,
+                                          const u64* __restrict__ table, int limbs, int log_n, int k1,
+                                          int rows_per_block, NttSkip skip, NttEpilogue epilogue,
+                                          int64_t in_batch_stride, int order, u64 galois, u64* permuted) {
   extern __shared__ u64 smem[];
   const u32 n = 1u << log_n;
   const int k2 = kLen != 0 ? kLen : log_n - k1;  // kLen: variant 4's compile-time row length (k1 = k2)
@@ -690,6 +782,15 @@ __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kPr
       u64* permuted_row = permuted == nullptr ? nullptr : permuted + static_cast<size_t>(row) * n;
       // kProducts: the inverse's second factor comes in epilogue.times (launch_ntt), laid out like in
       const u64* times_row = kProducts ? epilogue.times + in_row : nullptr;
+      if constexpr (kUnreduced != 0) {  // (larger primes: the lazy rounds below 2^60; the columns kernel alike)
+        if (unreduced_inverse_fits(q, log_n)) {
+          using Unreduced = UnreducedTwiddles<std::decay_t<decltype(t)>>;
+          rows_inverse_direct<kGalois, kProducts, Unreduced, kUnreduced == 2>(
+              in + in_row, out + origin, smem, layout, tcol, k2, first, Unreduced{t, k2}, q, log_n, galois,
+              permuted_row, times_row, moduli[limb]);
+          return;
+        }
+      }
       if constexpr (kLazy) {
         if (lazy_inverse_fits(q)) {
           rows_inverse_direct<kGalois, kProducts>(in + in_row, out + origin, smem, layout, tcol, k2, first,
@@ -730,6 +831,30 @@ __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kPr
       out[tile + i] = add != nullptr ? add_mod(y, a, q) : y;
     }
   }
+}
+
+template <bool kForward, bool kDirect, bool kPairs, bool kLazy = false, int kLen = 0, bool kGalois = false,
+          bool kTruncated = false, bool kProducts = false>
+__global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kProducts))
+    ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table, int limbs,
+             int log_n, int k1, int rows_per_block, NttSkip skip, NttEpilogue epilogue, int64_t in_batch_stride,
+             int order, u64 galois, u64* permuted) {
+  rows_body<kForward, kDirect, kPairs, kLazy, kLen, kGalois, kTruncated, kProducts, 0>(
+      in, out, moduli, table, limbs, log_n, k1, rows_per_block, skip, epilogue, in_batch_stride, order, galois,
+      permuted);
+}
+
+// ops.kernel_variant("inverse") >= 1: the direct lazy inverse rows kernel without reductions between stages for
+// primes below 2^(63 - log N) (UnreducedTwiddles); kComputedFirst (inverse 2): its first round's Shoup companions
+// computed (ComputedShoupTwiddles).
+template <int kLen, bool kGalois, bool kProducts, bool kComputedFirst>
+__global__ void __launch_bounds__(kRowThreads, products_min_blocks(false, kProducts))
+    ntt_rows_inverse(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table,
+                     int limbs, int log_n, int k1, int rows_per_block, NttSkip skip, NttEpilogue epilogue,
+                     int64_t in_batch_stride, int order, u64 galois, u64* permuted) {
+  rows_body<false, true, true, true, kLen, kGalois, false, kProducts, kComputedFirst ? 2 : 1>(
+      in, out, moduli, table, limbs, log_n, k1, rows_per_block, skip, epilogue, in_batch_stride, order, galois,
+      permuted);
 }
 
 // ---- ModUp's last forward pass with the key-switching inner product (ks_fuse >= 1) ------------------
@@ -1178,6 +1303,25 @@ LaunchShape launch_shape(int log_n, int rows) {
                      rows_per_block * len};
 }
 
+// ops.kernel_variant("inverse") (kernels.h), the inverse's arithmetic in the lazy plans (ntt >= 5): 0, the lazy rounds
+// (ntt variant 5: each round of <= 3 stages reduced to 2q at its end); 1, no reductions between the stages for primes
+// below 2^(63 - log N) with truncated quotients (ntt_rows_inverse, ntt_columns_inverse: UnreducedTwiddles); 2 (the
+// default), 1 with the rows kernel's first round reading w alone and computing its Shoup companion
+// (ComputedShoupTwiddles). Larger primes run the lazy rounds in the same kernels. Same canonical words.
+using ColumnsKernel = decltype(&ntt_columns<false, false>);
+using RowsKernel = decltype(&ntt_rows<false, false, false>);
+
+template <bool kComputedFirst>
+RowsKernel unreduced_inverse_rows(bool fixed16, bool galois, bool products) {
+  if (products) {
+    return fixed16 ? ntt_rows_inverse<8, false, true, kComputedFirst> : ntt_rows_inverse<0, false, true, kComputedFirst>;
+  }
+  if (galois) {
+    return fixed16 ? ntt_rows_inverse<8, true, false, kComputedFirst> : ntt_rows_inverse<0, true, false, kComputedFirst>;
+  }
+  return fixed16 ? ntt_rows_inverse<8, false, false, kComputedFirst> : ntt_rows_inverse<0, false, false, kComputedFirst>;
+}
+
 template <bool kForward>
 void launch_ntt(const NttArgs& a, Stream stream) {
   if (a.rows == 0) return;
@@ -1245,6 +1389,13 @@ void launch_ntt(const NttArgs& a, Stream stream) {
   } else {
     NttEpilogue inverse_input{};  // (unused by the inverse but for the second factor of ModUp's products)
     inverse_input.times = a.times;
+    const int inverse = kernel_variant(Variant::kInverse);
+    if (inverse != 0 && plan.lazy && plan.pairs) {  // (lazy: ntt >= 5 with an aligned table and rows)
+      const bool products = a.times != nullptr;
+      rows = inverse == 1 ? unreduced_inverse_rows<false>(plan.fixed16, galois, products)
+                          : unreduced_inverse_rows<true>(plan.fixed16, galois, products);
+      columns = plan.fixed16 ? ntt_columns_inverse<8> : ntt_columns_inverse<0>;
+    }
     rows<<<row_grid, row_threads, row_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, rpb, a.skip,
                                                  inverse_input, a.in_batch_stride, first_order, a.galois,
                                                  a.store_permuted ? a.permuted : nullptr);
