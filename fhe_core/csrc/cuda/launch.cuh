@@ -44,49 +44,77 @@ inline unsigned blocks_for(int64_t work, int per_block) {
   return static_cast<unsigned>((work + per_block - 1) / per_block);
 }
 
-// ---- programmatic dependent launch (ops.kernel_variant("pdl") 1; Hopper and later) ----
-// A kernel launched through launch() with pdl 1 may be scheduled once every block of the kernel before it in the
-// stream has executed pdl_trigger() (or exited): its blocks fill the SMs that the predecessor's last partial wave
-// leaves idle and run their prologue there (index math, constant tables: moduli, twiddle pointers, Conv's B
+// ---- programmatic dependent launch (ops.kernel_variant("pdl") 1-4; Hopper and later) ----
+// A kernel launched with the programmatic-serialization attribute may be scheduled once every block of the kernel
+// before it in the stream has executed pdl_trigger(true) (or exited): its blocks fill the SMs that the
+// predecessor's last wave leaves idle and run their prologue there (index math, constant tables: moduli, Conv's B
 // fragments). Before it reads anything a predecessor produced, and before its first global store (the caching
 // allocator may hand it a buffer that the predecessor still reads), every block executes pdl_wait(): it returns once
 // the predecessor grid has completed and its writes are visible. Every block of such a kernel waits, even one that
 // has nothing to do (a grid that completed without waiting would not imply that its own predecessor had), so the
 // chain of completions stays transitive. Both instructions are no-ops in a kernel launched without the attribute
 // (pdl 0, or <<<>>>); kernels not converted keep <<<>>> and wait for their predecessor in full, as before.
+//
+// The variants (which launches carry the attribute; which kernels trigger their successor at their start):
+//   1: all converted launches; every kernel triggers at its start;
+//   2: all converted launches; no early trigger (a successor is launched when its predecessor's blocks have all
+//      exited: only the launch's own latency is hidden);
+//   3: only the Conv (ModUp's, ModDown's); only the inverse NTT's columns kernel before it triggers early, so that
+//      the Conv's constant copies run in that kernel's tail;
+//   4: all converted launches; only the element-wise and bootstrap-circuit kernels trigger early.
 #ifdef __CUDACC__
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
-__device__ __forceinline__ void pdl_trigger() {
+// `early`: the launcher's pdl_triggers_early for this kernel (a uniform kernel argument).
+__device__ __forceinline__ void pdl_trigger(bool early) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  if (early) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 #endif
 
-// Whether launches on `device` carry the programmatic-serialization attribute: kernel_variant("pdl") != 0 and a
-// compute capability of 9.0 or more (read once per device).
-inline bool pdl_enabled(int device) {
-  if (kernel_variant(Variant::kPdl) == 0) return false;
+// What a converted kernel is, for the variants above.
+enum class PdlRole {
+  kKernel,       // the NTT and inner-product kernels
+  kConv,         // the tensor-core Conv
+  kBeforeConv,   // the inverse NTT's columns kernel (ModUp's and ModDown's Conv follow it)
+  kElementwise,  // element-wise, automorphism, inner-product and bootstrap-circuit kernels (rns.cu, fused.cu, ...)
+};
+
+// kernel_variant("pdl") on `device`: 0 below compute capability 9.0 (read once per device).
+inline int pdl_variant(int device) {
+  const int variant = kernel_variant(Variant::kPdl);
+  if (variant == 0) return 0;
   constexpr int kDevices = 64;
   static int major[kDevices] = {};  // 0: not read yet
-  if (device < 0 || device >= kDevices) return false;
+  if (device < 0 || device >= kDevices) return 0;
   if (major[device] == 0) {
     int m = 0;
     check(cudaDeviceGetAttribute(&m, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
     major[device] = m;
   }
-  return major[device] >= 9;
+  return major[device] >= 9 ? variant : 0;
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...) through cudaLaunchKernelEx, with programmatic stream serialization
-// where pdl_enabled (the kernel must then pdl_wait() as above); checks the launch (`name` in the error).
+inline bool pdl_attribute(int device, PdlRole role) {
+  const int v = pdl_variant(device);
+  return v == 1 || v == 2 || v == 4 || (v == 3 && role == PdlRole::kConv);
+}
+
+inline bool pdl_triggers_early(int device, PdlRole role) {
+  const int v = pdl_variant(device);
+  return v == 1 || (v == 3 && role == PdlRole::kBeforeConv) || (v == 4 && role == PdlRole::kElementwise);
+}
+
+// kernel<<<grid, block, smem, stream>>>(args..., early) through cudaLaunchKernelEx: `early` (the kernel's last
+// parameter, for pdl_trigger) = pdl_triggers_early, the programmatic-serialization attribute where pdl_attribute
+// (the kernel must then pdl_wait() as above); checks the launch (`name` in the error).
 template <class... Params, class... Args>
-void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const char* name,
-            Args&&... args) {
+void launch_as(PdlRole role, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+               const char* name, Args&&... args) {
   int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
   cudaLaunchAttribute attribute{};
@@ -97,12 +125,19 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaS
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  const bool pdl = pdl_enabled(device);
+  const bool pdl = pdl_attribute(device, role);
   config.attrs = pdl ? &attribute : nullptr;
   config.numAttrs = pdl ? 1 : 0;
-  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  const bool early = pdl_triggers_early(device, role);
+  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)..., early);
   if (err != cudaSuccess) cudaGetLastError();  // (cleared: a later check_launch must not report it again)
   check(err, name);
+}
+
+template <class... Params, class... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const char* name,
+            Args&&... args) {
+  launch_as(PdlRole::kKernel, kernel, grid, block, smem, stream, name, std::forward<Args>(args)...);
 }
 
 }  // namespace fhe::cuda

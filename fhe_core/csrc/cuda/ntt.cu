@@ -380,9 +380,10 @@ __device__ __forceinline__ int grid_row(int limbs, int order) {
 template <bool kForward, bool kPairs, bool kLazy = false, int kLen = 0, bool kTruncated = false>
 __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                                       const u64* __restrict__ table, int limbs, int log_n, int k1,
-                                                      NttSkip skip, int64_t in_batch_stride, int order) {
+                                                      NttSkip skip, int64_t in_batch_stride, int order,
+                                                      bool early) {
   extern __shared__ u64 smem[];
-  pdl_trigger();
+  pdl_trigger(early);
   if constexpr (kLen != 0) k1 = kLen;
   const u32 n = 1u << log_n;
   const int row = grid_row(limbs, order);
@@ -650,9 +651,9 @@ template <bool kForward, bool kDirect, bool kPairs, bool kLazy = false, int kLen
 __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kProducts))
     ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table, int limbs,
              int log_n, int k1, int rows_per_block, NttSkip skip, NttEpilogue epilogue, int64_t in_batch_stride,
-             int order, u64 galois, u64* permuted) {
+             int order, u64 galois, u64* permuted, bool early) {
   extern __shared__ u64 smem[];
-  pdl_trigger();
+  pdl_trigger(early);
   const u32 n = 1u << log_n;
   const int k2 = kLen != 0 ? kLen : log_n - k1;  // kLen: variant 4's compile-time row length (k1 = k2)
   const u32 len = 1u << k2;
@@ -869,9 +870,10 @@ __device__ __forceinline__ void rows_inner_product(const NttInnerProductArgs& a,
 // the extra warps wait on the staged words).
 template <int kLen, int kSharedComponents>
 __global__ void __launch_bounds__(kRowThreads, kSharedComponents == 0 ? 3 : kSharedComponents == 1 ? 4 : 5)
-    ntt_rows_inner_product(NttInnerProductArgs a, int k1, int rows_per_block, bool truncated_columns, u32 tile_words) {
+    ntt_rows_inner_product(NttInnerProductArgs a, int k1, int rows_per_block, bool truncated_columns, u32 tile_words,
+                           bool early) {
   extern __shared__ u64 smem[];
-  pdl_trigger();
+  pdl_trigger(early);
   const int log_n = a.ntt.log_n;
   const u32 n = 1u << log_n;
   const int k2 = kLen != 0 ? kLen : log_n - k1;
@@ -1001,9 +1003,9 @@ __device__ __forceinline__ void add_tensor_products(const NttInnerProductArgs& a
 // products).
 template <int kLen, int kGroupThreads, int kPhases>
 __global__ void __launch_bounds__(kMaxDigitGroups * kGroupThreads, (kPhases == 2 ? 256 : 192) / kGroupThreads)
-    ntt_digits_inner_product(NttInnerProductArgs a, int k1, bool truncated_columns, u32 region_words) {
+    ntt_digits_inner_product(NttInnerProductArgs a, int k1, bool truncated_columns, u32 region_words, bool early) {
   extern __shared__ u64 smem[];
-  pdl_trigger();
+  pdl_trigger(early);
   constexpr int kComponents = 2 / kPhases;  // per phase
   const NttArgs& nt = a.ntt;
   const KsInnerProductArgs& ip = a.ip;
@@ -1254,8 +1256,8 @@ void launch_ntt(const NttArgs& a, Stream stream) {
     launch(rows, row_grid, row_threads, row_smem, s, "ntt_rows<inverse>", a.in, a.out, a.moduli, a.table, a.limbs,
            a.log_n, g.k1, rpb, a.skip, inverse_input, a.in_batch_stride, first_order, a.galois,
            a.store_permuted ? a.permuted : nullptr);
-    launch(columns, col_grid, col_threads, col_smem, s, "ntt_columns<inverse>", a.out, a.out, a.moduli, a.table,
-           a.limbs, a.log_n, g.k1, a.skip, int64_t{0}, second_order);
+    launch_as(PdlRole::kBeforeConv, columns, col_grid, col_threads, col_smem, s, "ntt_columns<inverse>", a.out, a.out,
+              a.moduli, a.table, a.limbs, a.log_n, g.k1, a.skip, int64_t{0}, second_order);
   }
 }
 

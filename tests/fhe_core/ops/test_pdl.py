@@ -1,6 +1,6 @@
 """Programmatic dependent launch (ops.kernel_variant "pdl", cuda/launch.cuh): a kernel's blocks start in its
 predecessor's last wave and wait (griddepcontrol.wait) before they touch its data. A schedule change only: the
-residues of HMult + relin, HRotate and a bootstrap are the same with pdl 1 and pdl 0, eager and replayed from a CUDA
+residues of HMult + relin, HRotate and a bootstrap are the same with every pdl variant, eager and replayed from a CUDA
 graph (torch's capture turns the launches into programmatic graph edges), and equal to the CPU's, bit for bit."""
 import numpy as np
 import pytest
@@ -12,18 +12,24 @@ from fhe_core.params import preset
 from fhe_reference import fresh_rng
 
 
+# 0: plain launches; 1: every kernel triggers its successor at its start; 2: the attribute, no early trigger; 3: only
+# the Conv, triggered by the inverse NTT's columns kernel; 4: early triggers in the element-wise kernels only
+PDL_VARIANTS = (0, 1, 2, 3, 4)
+
+
 def _seed(label: str) -> bytes:
     return label.encode().ljust(32, b"\0")  # a fixed seed (tests only): the same keys on both devices
 
 
 def test_pdl_variant_is_read_set_and_restored():
     before = ops.kernel_variant("pdl")
-    assert before in (0, 1)
-    with ops.use_kernel_variant("pdl", 1 - before):
-        assert ops.kernel_variant("pdl") == 1 - before
-    assert ops.kernel_variant("pdl") == before
-    with pytest.raises(RuntimeError, match=r"pdl is 0 \(reference\) to 1, got 2"):
-        ops.kernel_variant("pdl", 2)
+    assert before in PDL_VARIANTS
+    for other in PDL_VARIANTS:
+        with ops.use_kernel_variant("pdl", other):
+            assert ops.kernel_variant("pdl") == other
+        assert ops.kernel_variant("pdl") == before
+    with pytest.raises(RuntimeError, match=r"pdl is 0 \(reference\) to 4, got 5"):
+        ops.kernel_variant("pdl", 5)
 
 
 def _keys(params, elements):
@@ -70,7 +76,7 @@ def _assert_same(got, expected, label):
 
 @pytest.mark.gpu
 def test_pdl_key_switches_match_plain_launches_graphs_and_the_cpu(monkeypatch):
-    """At N = 2^16, L = 30, dnum = 3 (the benchmark's shape): pdl 1 and 0, eager and graphed, == the CPU."""
+    """At N = 2^16, L = 30, dnum = 3 (the benchmark's shape): every pdl variant, eager and graphed, == the CPU."""
     monkeypatch.setenv("FHE_CORE_TEST_SEEDS", "1")  # fixed-seed keys on a 128-bit preset: the same on both devices
     steps = [1, -1]
     cpu = preset("N16QP1766L30D3", device="cpu")
@@ -87,7 +93,7 @@ def test_pdl_key_switches_match_plain_launches_graphs_and_the_cpu(monkeypatch):
     expected = _key_switch_ops(ckks.Evaluator(cpu, keys), inputs)
     ev = ckks.Evaluator(gpu, keys_gpu)
     inputs_gpu = [tuple(ct.replace(data=ct.data.cuda()) for ct in triple) for triple in inputs]
-    for pdl in (1, 0):
+    for pdl in PDL_VARIANTS:
         with ops.use_kernel_variant("pdl", pdl):
             _assert_same(_key_switch_ops(ev, inputs_gpu), expected, ("eager", pdl))
             _assert_same(_graphed(lambda: _key_switch_ops(ev, inputs_gpu)), expected, ("graphed", pdl))
@@ -99,8 +105,9 @@ def test_pdl_key_switches_match_plain_launches_graphs_and_the_cpu(monkeypatch):
 
 @pytest.mark.gpu
 def test_pdl_bootstrap_matches_plain_launches_graphs_and_the_cpu():
-    """A bootstrap (TINY_N10_SPARSE: the NTT, Conv, inner-product, element-wise and fused circuit kernels) with pdl 1
-    and 0, eager and through GraphedBootstrapper, == the CPU's bootstrap of the same ciphertext; precision kept."""
+    """A bootstrap (TINY_N10_SPARSE: the NTT, Conv, inner-product, element-wise and fused circuit kernels) with every
+    pdl variant, eager and through GraphedBootstrapper, == the CPU's bootstrap of the same ciphertext; precision
+    kept."""
     bparams = TINY_N10_SPARSE
     cpu = bparams.params(device="cpu", allow_insecure=True)
     gpu = bparams.params(device="cuda", allow_insecure=True)
@@ -116,7 +123,7 @@ def test_pdl_bootstrap_matches_plain_launches_graphs_and_the_cpu():
     decoded = encoder.decode(ckks.Decryptor(cpu, sk).decrypt(expected))
     assert np.max(np.abs(decoded - z)) < 2.0 ** -18
     ct_gpu = ct.replace(data=ct.data.cuda())
-    for pdl in (1, 0):
+    for pdl in PDL_VARIANTS:
         with ops.use_kernel_variant("pdl", pdl):
             graphed = boot.graphed()  # captured on its first call, with this pdl
             for label, out in (("eager", boot.bootstrap(ct_gpu)), ("graphed", graphed.bootstrap(ct_gpu)),
