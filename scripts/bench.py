@@ -81,7 +81,8 @@ KS_FUSE_VARIANTS = {0: "[ks_fuse v0: NTT, then the inner product]", 1: "[ks_fuse
 # programmatic dependent launch (a kernel's blocks may start in its predecessor's last wave); rows for the variants
 # other than the default
 PDL_VARIANTS = {0: "[pdl v0: plain launches]", 1: "[pdl v1: early start everywhere]",
-                2: "[pdl v2: launch latency only]", 3: "[pdl v3: Conv only]", 4: "[pdl v4: element-wise only]"}
+                2: "[pdl v2: launch latency only]", 3: "[pdl v3: Conv only]", 4: "[pdl v4: element-wise only]",
+                5: "[pdl v5: start after the wait]"}
 
 
 def pdl_variants() -> dict[int, str]:

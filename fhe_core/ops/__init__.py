@@ -78,7 +78,8 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     and run their prologue, while its predecessor's last wave runs, each waiting for the predecessor's results before
     it reads them or writes anything; 1: every kernel lets its successor start at its own start; 2: no early start,
     only the launch's latency hidden; 3: only the Conv, started in the inverse NTT's tail; 4: early starts after the
-    element-wise and bootstrap-circuit kernels only; 0, the default: every launch waits for its predecessor to finish;
+    element-wise and bootstrap-circuit kernels only; 5: every kernel lets its successor start once it has its own
+    predecessor's results; 0, the default: every launch waits for its predecessor to finish;
     a CUDA graph keeps the launches it was captured with). All
     variants give the same residues bit for bit (a ``lazy`` conversion the same residues modulo each prime: conv 3
     to 8 leave them in [0, 3p)); the switch exists so that tests compare them and benchmarks time them side by side.

@@ -7,9 +7,9 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void ks_inner_product_kernel(KsInnerProductArgs a, bool early) {
-  pdl_trigger(early);
-  pdl_wait();  // (element-wise: no prologue worth running before it)
+__global__ void ks_inner_product_kernel(KsInnerProductArgs a, int trigger) {
+  pdl_trigger(trigger);
+  pdl_wait(trigger);  // (element-wise: no prologue worth running before it)
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= a.n) return;
   const int limb = blockIdx.y;

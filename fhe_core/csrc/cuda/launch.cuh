@@ -44,9 +44,9 @@ inline unsigned blocks_for(int64_t work, int per_block) {
   return static_cast<unsigned>((work + per_block - 1) / per_block);
 }
 
-// ---- programmatic dependent launch (ops.kernel_variant("pdl") 1-4; Hopper and later) ----
+// ---- programmatic dependent launch (ops.kernel_variant("pdl") 1-5; Hopper and later) ----
 // A kernel launched with the programmatic-serialization attribute may be scheduled once every block of the kernel
-// before it in the stream has executed pdl_trigger(true) (or exited): its blocks fill the SMs that the
+// before it in the stream has executed griddepcontrol.launch_dependents (pdl_trigger / pdl_wait below) or exited: its blocks fill the SMs that the
 // predecessor's last wave leaves idle and run their prologue there (index math, constant tables: moduli, Conv's B
 // fragments). Before it reads anything a predecessor produced, and before its first global store (the caching
 // allocator may hand it a buffer that the predecessor still reads), every block executes pdl_wait(): it returns once
@@ -61,17 +61,21 @@ inline unsigned blocks_for(int64_t work, int per_block) {
 //      exited: only the launch's own latency is hidden);
 //   3: only the Conv (ModUp's, ModDown's); only the inverse NTT's columns kernel before it triggers early, so that
 //      the Conv's constant copies run in that kernel's tail;
-//   4: all converted launches; only the element-wise and bootstrap-circuit kernels trigger early.
+//   4: all converted launches; only the element-wise and bootstrap-circuit kernels trigger early;
+//   5: all converted launches; every kernel triggers right after its wait (its successor's blocks may then start in
+//      its tail, but no chain of waiting kernels piles up ahead of a running one as with 1).
+// A converted kernel's last parameter, `trigger` (pdl_trigger_point, set by launch_as), says where it triggers.
+constexpr int kPdlTriggerNone = 0, kPdlTriggerAtStart = 1, kPdlTriggerAfterWait = 2;
 #ifdef __CUDACC__
-__device__ __forceinline__ void pdl_wait() {
+__device__ __forceinline__ void pdl_trigger(int trigger) {  // first thing in the kernel
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (trigger == kPdlTriggerAtStart) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
-// `early`: the launcher's pdl_triggers_early for this kernel (a uniform kernel argument).
-__device__ __forceinline__ void pdl_trigger(bool early) {
+__device__ __forceinline__ void pdl_wait(int trigger) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (early) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (trigger == kPdlTriggerAfterWait) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 #endif
@@ -101,17 +105,19 @@ inline int pdl_variant(int device) {
 
 inline bool pdl_attribute(int device, PdlRole role) {
   const int v = pdl_variant(device);
-  return v == 1 || v == 2 || v == 4 || (v == 3 && role == PdlRole::kConv);
+  return v == 1 || v == 2 || v == 4 || v == 5 || (v == 3 && role == PdlRole::kConv);
 }
 
-inline bool pdl_triggers_early(int device, PdlRole role) {
+inline int pdl_trigger_point(int device, PdlRole role) {
   const int v = pdl_variant(device);
-  return v == 1 || (v == 3 && role == PdlRole::kBeforeConv) || (v == 4 && role == PdlRole::kElementwise);
+  if (v == 1 || (v == 3 && role == PdlRole::kBeforeConv) || (v == 4 && role == PdlRole::kElementwise))
+    return kPdlTriggerAtStart;
+  return v == 5 ? kPdlTriggerAfterWait : kPdlTriggerNone;
 }
 
-// kernel<<<grid, block, smem, stream>>>(args..., early) through cudaLaunchKernelEx: `early` (the kernel's last
-// parameter, for pdl_trigger) = pdl_triggers_early, the programmatic-serialization attribute where pdl_attribute
-// (the kernel must then pdl_wait() as above); checks the launch (`name` in the error).
+// kernel<<<grid, block, smem, stream>>>(args..., trigger) through cudaLaunchKernelEx: `trigger` (the kernel's last
+// parameter, for pdl_trigger / pdl_wait) = pdl_trigger_point, the programmatic-serialization attribute where
+// pdl_attribute (the kernel must then pdl_wait as above); checks the launch (`name` in the error).
 template <class... Params, class... Args>
 void launch_as(PdlRole role, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                const char* name, Args&&... args) {
@@ -128,8 +134,8 @@ void launch_as(PdlRole role, void (*kernel)(Params...), dim3 grid, dim3 block, s
   const bool pdl = pdl_attribute(device, role);
   config.attrs = pdl ? &attribute : nullptr;
   config.numAttrs = pdl ? 1 : 0;
-  const bool early = pdl_triggers_early(device, role);
-  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)..., early);
+  const int trigger = pdl_trigger_point(device, role);
+  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)..., trigger);
   if (err != cudaSuccess) cudaGetLastError();  // (cleared: a later check_launch must not report it again)
   check(err, name);
 }

@@ -19,9 +19,9 @@ struct alignas(16) Pair {
 // multiple of 4 words and 16-byte aligned pointers (checked at launch); kWidth = 1 handles any
 // shape (the ops accept any row length: the decoder works on [l, 2 * slots] tensors).
 template <ElementwiseOp kOp, int kWidth>
-__global__ void elementwise_kernel(ElementwiseArgs a, bool early) {
-  pdl_trigger(early);
-  pdl_wait();  // (element-wise: no prologue worth running before it)
+__global__ void elementwise_kernel(ElementwiseArgs a, int trigger) {
+  pdl_trigger(trigger);
+  pdl_wait(trigger);  // (element-wise: no prologue worth running before it)
   const int64_t row = blockIdx.y;
   const int limb = static_cast<int>(row % a.limbs);
   const Modulus m = a.moduli[limb];
@@ -82,9 +82,9 @@ bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_
 // 16-byte accesses when kWidth = 4 (as elementwise_kernel). Reads 4 rows, writes 3: the bytes of the
 // product and nothing else (three element-wise passes and a stack before).
 template <int kWidth>
-__global__ void tensor_product_kernel(TensorProductArgs t, bool early) {
-  pdl_trigger(early);
-  pdl_wait();  // (element-wise: no prologue worth running before it)
+__global__ void tensor_product_kernel(TensorProductArgs t, int trigger) {
+  pdl_trigger(trigger);
+  pdl_wait(trigger);  // (element-wise: no prologue worth running before it)
   const int limb = blockIdx.y;
   const Modulus m = t.moduli[limb];
   const int64_t i0 = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) * kWidth;
@@ -584,9 +584,9 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 // it; else the first tile's x is in flight while the constants are copied.
 template <int KT, bool kLazy, bool kPrefetch, int kRows>
 __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
-    conv_mma_lean_kernel(ConvArgs a, LeanSplit split, bool pdl, bool early) {
+    conv_mma_lean_kernel(ConvArgs a, LeanSplit split, bool pdl, int trigger) {
   extern __shared__ u64 conv_smem[];
-  pdl_trigger(early);
+  pdl_trigger(trigger);
   auto ys = reinterpret_cast<u64(*)[kMmaYStride]>(conv_smem);
   u32* scratch = reinterpret_cast<u32*>(conv_smem + 4 * KT * kMmaYStride);
   uint2* bfrag2 = reinterpret_cast<uint2*>(scratch + kRows * kLeanScratchWords);
@@ -639,7 +639,7 @@ __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
     slot_inv[k] = a.qhat_inv[first + k];
     slot_inv[4 * KT + k] = a.qhat_inv_shoup[first + k];
   }
-  pdl_wait();  // (a no-op without pdl) x and the own rows are the predecessor's; every store is after this
+  pdl_wait(trigger);  // (a no-op without pdl) x and the own rows are the predecessor's; every store is after this
   if (kPrefetch && width > 0 && pdl)
     for (int k = 0; k < count; ++k) cp_async8(&ys[k][tid], in + k * a.n + blockIdx.x * kMmaTile);
   __syncthreads();  // the first tile reads the slot constants
@@ -947,9 +947,9 @@ bool launch_conv_mma_if_applicable(const ConvArgs& a, Stream s) {
 }
 
 // One thread per coefficient: read x once, write its lift into every output limb (coalesced).
-__global__ void center_lift_kernel(CenterLiftArgs a, bool early) {
-  pdl_trigger(early);
-  pdl_wait();  // (element-wise: no prologue worth running before it)
+__global__ void center_lift_kernel(CenterLiftArgs a, int trigger) {
+  pdl_trigger(trigger);
+  pdl_wait(trigger);  // (element-wise: no prologue worth running before it)
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= a.n) return;
   const int64_t b = blockIdx.y;
@@ -958,9 +958,9 @@ __global__ void center_lift_kernel(CenterLiftArgs a, bool early) {
   for (int j = 0; j < a.l_out; ++j) out[j * a.n] = center_lift_one(x, a.src, a.dst[j]);
 }
 
-__global__ void automorphism_ntt_kernel(AutomorphismArgs a, bool early) {
-  pdl_trigger(early);
-  pdl_wait();  // (element-wise: no prologue worth running before it)
+__global__ void automorphism_ntt_kernel(AutomorphismArgs a, int trigger) {
+  pdl_trigger(trigger);
+  pdl_wait(trigger);  // (element-wise: no prologue worth running before it)
   const int64_t n = int64_t{1} << a.log_n;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= n) return;
@@ -968,9 +968,9 @@ __global__ void automorphism_ntt_kernel(AutomorphismArgs a, bool early) {
   a.out[row * n + i] = a.in[row * n + galois_ntt_source(static_cast<u32>(i), a.galois, a.log_n)];
 }
 
-__global__ void automorphism_coeff_kernel(AutomorphismArgs a, bool early) {
-  pdl_trigger(early);
-  pdl_wait();  // (element-wise: no prologue worth running before it)
+__global__ void automorphism_coeff_kernel(AutomorphismArgs a, int trigger) {
+  pdl_trigger(trigger);
+  pdl_wait(trigger);  // (element-wise: no prologue worth running before it)
   const int64_t n = int64_t{1} << a.log_n;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= n) return;

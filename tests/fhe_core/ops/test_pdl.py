@@ -13,8 +13,9 @@ from fhe_reference import fresh_rng
 
 
 # 0: plain launches; 1: every kernel triggers its successor at its start; 2: the attribute, no early trigger; 3: only
-# the Conv, triggered by the inverse NTT's columns kernel; 4: early triggers in the element-wise kernels only
-PDL_VARIANTS = (0, 1, 2, 3, 4)
+# the Conv, triggered by the inverse NTT's columns kernel; 4: early triggers in the element-wise kernels only; 5: every
+# kernel triggers right after its wait
+PDL_VARIANTS = (0, 1, 2, 3, 4, 5)
 
 
 def _seed(label: str) -> bytes:
@@ -28,8 +29,8 @@ def test_pdl_variant_is_read_set_and_restored():
         with ops.use_kernel_variant("pdl", other):
             assert ops.kernel_variant("pdl") == other
         assert ops.kernel_variant("pdl") == before
-    with pytest.raises(RuntimeError, match=r"pdl is 0 \(reference\) to 4, got 5"):
-        ops.kernel_variant("pdl", 5)
+    with pytest.raises(RuntimeError, match=r"pdl is 0 \(reference\) to 5, got 6"):
+        ops.kernel_variant("pdl", 6)
 
 
 def _keys(params, elements):
