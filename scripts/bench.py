@@ -80,9 +80,8 @@ KS_FUSE_VARIANTS = {0: "[ks_fuse v0: NTT, then the inner product]", 1: "[ks_fuse
 # issue 14, session 5: every kernel launched in full after its predecessor (ops.kernel_variant("pdl") = 0) against
 # programmatic dependent launch (a kernel's blocks may start in its predecessor's last wave); rows for the variants
 # other than the default
-PDL_VARIANTS = {0: "[pdl v0: plain launches]", 1: "[pdl v1: early start everywhere]",
-                2: "[pdl v2: launch latency only]", 3: "[pdl v3: Conv only]", 4: "[pdl v4: element-wise only]",
-                5: "[pdl v5: start after the wait]"}
+PDL_VARIANTS = {0: "[pdl v0: plain launches]", 1: "[pdl v1: launch latency only]",
+                2: "[pdl v2: + early start after element-wise kernels]"}
 
 
 def pdl_variants() -> dict[int, str]:

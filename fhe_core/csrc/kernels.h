@@ -286,12 +286,11 @@ enum class Variant : int {
                 //    ntt.cu; read by rlwe/keyswitch.py, needs ntt >= 3), the 128-bit sums in registers; 2: the
                 //    sums in shared memory; 3: component 1's in shared memory; 4, 5: one thread group per digit
                 //    (ntt_digits_inner_product, up to 4 digits; 4: a component per phase, 5 (default): both)
-  kPdl = 9,     // 1-5: programmatic dependent launch (cuda/launch.cuh, compute capability >= 9.0): the NTT, Conv,
-                //    inner-product, element-wise and bootstrap kernels launched with programmatic stream
-                //    serialization, so that a kernel's blocks start and run their prologue in its predecessor's last
-                //    wave; 1: every kernel triggers its successor at its start; 2: no early trigger; 3: only the Conv,
-                //    triggered by the inverse NTT's columns kernel; 4: early triggers in the element-wise kernels only;
-                //    5: every kernel triggers right after its wait
+  kPdl = 9,     // programmatic dependent launch (cuda/launch.cuh, compute capability >= 9.0): 1, the NTT, Conv,
+                //    inner-product, element-wise and bootstrap kernels launched with programmatic stream serialization
+                //    (a kernel launched as its predecessor's blocks exit, waiting for its results in-kernel); 2
+                //    (default), and the element-wise and bootstrap-circuit kernels let their successor start in their
+                //    tail
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

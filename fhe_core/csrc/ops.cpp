@@ -29,7 +29,7 @@
 namespace fhe {
 
 int& kernel_variant(Variant v) {
-  static int variants[static_cast<int>(Variant::kCount)] = {7, 1, 1, 1, 3, 6, 1, 2, 5, 0};
+  static int variants[static_cast<int>(Variant::kCount)] = {7, 1, 1, 1, 3, 6, 1, 2, 5, 2};
   return variants[static_cast<int>(v)];
 }
 
@@ -1359,7 +1359,7 @@ Tensor& ks_inner_product_babies_out(const Tensor& digits, at::TensorList keys, a
 
 constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "fused", "ntt", "galois",
                                           "tensor_fuse", "ks_fuse", "pdl"};
-constexpr int kVariantMax[] = {8, 1, 1, 1, 3, 6, 1, 2, 5, 5};
+constexpr int kVariantMax[] = {8, 1, 1, 1, 3, 6, 1, 2, 5, 2};
 static_assert(sizeof(kVariantMax) / sizeof(kVariantMax[0]) == static_cast<size_t>(Variant::kCount));
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 

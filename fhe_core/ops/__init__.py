@@ -74,12 +74,10 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     per digit in a block, the groups' products summed through shared memory (4: one output component at a time, 5,
     the default: both; more than 4 digits run 3); needs "ntt" >= 3; read by ``rlwe.keyswitch`` on CUDA with
     "mod_up" = 1 from N = 2^15 on); ``"pdl"`` (programmatic dependent launch on compute capability 9.0 and later: the
-    NTT, Conv, inner-product, element-wise and bootstrap-circuit kernels launched so that a kernel's blocks may start,
-    and run their prologue, while its predecessor's last wave runs, each waiting for the predecessor's results before
-    it reads them or writes anything; 1: every kernel lets its successor start at its own start; 2: no early start,
-    only the launch's latency hidden; 3: only the Conv, started in the inverse NTT's tail; 4: early starts after the
-    element-wise and bootstrap-circuit kernels only; 5: every kernel lets its successor start once it has its own
-    predecessor's results; 0, the default: every launch waits for its predecessor to finish;
+    NTT, Conv, inner-product, element-wise and bootstrap-circuit kernels launched so that each one waits for its
+    predecessor's results in-kernel, before it reads them or writes anything; 1: each launched as its predecessor's
+    blocks exit, the launch's latency hidden; 2, the default: also the element-wise and bootstrap-circuit kernels let
+    their successor's blocks start, and wait, in their tail; 0: every launch waits for its predecessor to finish;
     a CUDA graph keeps the launches it was captured with). All
     variants give the same residues bit for bit (a ``lazy`` conversion the same residues modulo each prime: conv 3
     to 8 leave them in [0, 3p)); the switch exists so that tests compare them and benchmarks time them side by side.

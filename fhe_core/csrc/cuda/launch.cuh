@@ -44,49 +44,36 @@ inline unsigned blocks_for(int64_t work, int per_block) {
   return static_cast<unsigned>((work + per_block - 1) / per_block);
 }
 
-// ---- programmatic dependent launch (ops.kernel_variant("pdl") 1-5; Hopper and later) ----
+// ---- programmatic dependent launch (ops.kernel_variant("pdl"); Hopper and later) ----
 // A kernel launched with the programmatic-serialization attribute may be scheduled once every block of the kernel
-// before it in the stream has executed griddepcontrol.launch_dependents (pdl_trigger / pdl_wait below) or exited: its blocks fill the SMs that the
-// predecessor's last wave leaves idle and run their prologue there (index math, constant tables: moduli, Conv's B
-// fragments). Before it reads anything a predecessor produced, and before its first global store (the caching
-// allocator may hand it a buffer that the predecessor still reads), every block executes pdl_wait(): it returns once
-// the predecessor grid has completed and its writes are visible. Every block of such a kernel waits, even one that
-// has nothing to do (a grid that completed without waiting would not imply that its own predecessor had), so the
-// chain of completions stays transitive. Both instructions are no-ops in a kernel launched without the attribute
-// (pdl 0, or <<<>>>); kernels not converted keep <<<>>> and wait for their predecessor in full, as before.
+// before it in the stream has executed griddepcontrol.launch_dependents (pdl_trigger) or exited. Before it reads
+// anything a predecessor produced, and before its first global store (the caching allocator may hand it a buffer
+// that the predecessor still reads), every block executes pdl_wait(): it returns once the predecessor grid has
+// completed and its writes are visible. Every block of such a kernel waits, even one that has nothing to do (a grid
+// that completed without waiting would not imply that its own predecessor had), so the chain of completions stays
+// transitive. Both instructions are no-ops in a kernel launched without the attribute (pdl 0, or <<<>>>); kernels
+// not converted keep <<<>>> and wait for their predecessor in full, as before.
 //
-// The variants (which launches carry the attribute; which kernels trigger their successor at their start):
-//   1: all converted launches; every kernel triggers at its start;
-//   2: all converted launches; no early trigger (a successor is launched when its predecessor's blocks have all
-//      exited: only the launch's own latency is hidden);
-//   3: only the Conv (ModUp's, ModDown's); only the inverse NTT's columns kernel before it triggers early, so that
-//      the Conv's constant copies run in that kernel's tail;
-//   4: all converted launches; only the element-wise and bootstrap-circuit kernels trigger early;
-//   5: all converted launches; every kernel triggers right after its wait (its successor's blocks may then start in
-//      its tail, but no chain of waiting kernels piles up ahead of a running one as with 1).
-// A converted kernel's last parameter, `trigger` (pdl_trigger_point, set by launch_as), says where it triggers.
-constexpr int kPdlTriggerNone = 0, kPdlTriggerAtStart = 1, kPdlTriggerAfterWait = 2;
+// The variants: 1, every converted launch carries the attribute and no kernel triggers early (a kernel is
+// launched when its predecessor's blocks have all exited: the launch's own latency is hidden); 2, the same, and
+// the element-wise, automorphism, inner-product and bootstrap-circuit kernels (launch_triggering) trigger at their
+// start, so that their successor's blocks start in their tail. Measured and removed (H200, docs/performance.md,
+// "Issue 14, session 5"): the NTT, Conv and fused inner-product kernels triggering at their start (HMult + relin
+// +15 us, HRotate +10 us), after their wait (the same), and only the inverse NTT's columns kernel before the Conv
+// (+9 us): a large kernel started in its predecessor's tail runs slower than one launched after it.
 #ifdef __CUDACC__
-__device__ __forceinline__ void pdl_trigger(int trigger) {  // first thing in the kernel
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (trigger == kPdlTriggerAtStart) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_wait(int trigger) {
+__device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  if (trigger == kPdlTriggerAfterWait) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+// `early`: launch_triggering's last kernel argument (uniform over the grid).
+__device__ __forceinline__ void pdl_trigger(bool early) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (early) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 #endif
-
-// What a converted kernel is, for the variants above.
-enum class PdlRole {
-  kKernel,       // the NTT and inner-product kernels
-  kConv,         // the tensor-core Conv
-  kBeforeConv,   // the inverse NTT's columns kernel (ModUp's and ModDown's Conv follow it)
-  kElementwise,  // element-wise, automorphism, inner-product and bootstrap-circuit kernels (rns.cu, fused.cu, ...)
-};
 
 // kernel_variant("pdl") on `device`: 0 below compute capability 9.0 (read once per device).
 inline int pdl_variant(int device) {
@@ -103,26 +90,15 @@ inline int pdl_variant(int device) {
   return major[device] >= 9 ? variant : 0;
 }
 
-inline bool pdl_attribute(int device, PdlRole role) {
-  const int v = pdl_variant(device);
-  return v == 1 || v == 2 || v == 4 || v == 5 || (v == 3 && role == PdlRole::kConv);
-}
-
-inline int pdl_trigger_point(int device, PdlRole role) {
-  const int v = pdl_variant(device);
-  if (v == 1 || (v == 3 && role == PdlRole::kBeforeConv) || (v == 4 && role == PdlRole::kElementwise))
-    return kPdlTriggerAtStart;
-  return v == 5 ? kPdlTriggerAfterWait : kPdlTriggerNone;
-}
-
-// kernel<<<grid, block, smem, stream>>>(args..., trigger) through cudaLaunchKernelEx: `trigger` (the kernel's last
-// parameter, for pdl_trigger / pdl_wait) = pdl_trigger_point, the programmatic-serialization attribute where
-// pdl_attribute (the kernel must then pdl_wait as above); checks the launch (`name` in the error).
+// kernel<<<grid, block, smem, stream>>>(args...) through cudaLaunchKernelEx, with the programmatic-serialization
+// attribute where pdl_variant != 0 (the kernel must then pdl_wait() as above); checks the launch (`name` in the
+// error). Returns the variant.
 template <class... Params, class... Args>
-void launch_as(PdlRole role, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-               const char* name, Args&&... args) {
+int launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const char* name,
+           Args&&... args) {
   int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
+  const int variant = pdl_variant(device);
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
@@ -131,19 +107,21 @@ void launch_as(PdlRole role, void (*kernel)(Params...), dim3 grid, dim3 block, s
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  const bool pdl = pdl_attribute(device, role);
-  config.attrs = pdl ? &attribute : nullptr;
-  config.numAttrs = pdl ? 1 : 0;
-  const int trigger = pdl_trigger_point(device, role);
-  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)..., trigger);
+  config.attrs = variant != 0 ? &attribute : nullptr;
+  config.numAttrs = variant != 0 ? 1 : 0;
+  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
   if (err != cudaSuccess) cudaGetLastError();  // (cleared: a later check_launch must not report it again)
   check(err, name);
+  return variant;
 }
 
+// launch(kernel, ..., args..., early) for a kernel whose last parameter is pdl_trigger's `early`: true with pdl 2.
 template <class... Params, class... Args>
-void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const char* name,
-            Args&&... args) {
-  launch_as(PdlRole::kKernel, kernel, grid, block, smem, stream, name, std::forward<Args>(args)...);
+void launch_triggering(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                       const char* name, Args&&... args) {
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  launch(kernel, grid, block, smem, stream, name, std::forward<Args>(args)..., pdl_variant(device) == 2);
 }
 
 }  // namespace fhe::cuda

@@ -380,16 +380,14 @@ __device__ __forceinline__ int grid_row(int limbs, int order) {
 template <bool kForward, bool kPairs, bool kLazy = false, int kLen = 0, bool kTruncated = false>
 __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                                       const u64* __restrict__ table, int limbs, int log_n, int k1,
-                                                      NttSkip skip, int64_t in_batch_stride, int order,
-                                                      int trigger) {
+                                                      NttSkip skip, int64_t in_batch_stride, int order) {
   extern __shared__ u64 smem[];
-  pdl_trigger(trigger);
   if constexpr (kLen != 0) k1 = kLen;
   const u32 n = 1u << log_n;
   const int row = grid_row(limbs, order);
   const int limb = row % limbs;
   const u64 q = moduli[limb].value;  // (a constant table: read before the wait)
-  pdl_wait(trigger);
+  pdl_wait();
   if (ntt_row_skipped(skip, row, limbs)) return;  // the whole block: no barrier is left waiting
   const auto t = global_twiddles<kPairs>(table, limb, n, kForward, 1u);
   const u32 col = threadIdx.x % kColumnsPerBlock;
@@ -651,16 +649,15 @@ template <bool kForward, bool kDirect, bool kPairs, bool kLazy = false, int kLen
 __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kProducts))
     ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table, int limbs,
              int log_n, int k1, int rows_per_block, NttSkip skip, NttEpilogue epilogue, int64_t in_batch_stride,
-             int order, u64 galois, u64* permuted, int trigger) {
+             int order, u64 galois, u64* permuted) {
   extern __shared__ u64 smem[];
-  pdl_trigger(trigger);
   const u32 n = 1u << log_n;
   const int k2 = kLen != 0 ? kLen : log_n - k1;  // kLen: variant 4's compile-time row length (k1 = k2)
   const u32 len = 1u << k2;
   const int row = grid_row(limbs, order);
   const int limb = row % limbs;
   const u64 q = moduli[limb].value;
-  pdl_wait(trigger);
+  pdl_wait();
   if (ntt_row_skipped(skip, row, limbs)) return;
   const u32 threads_per_row = len / kPerThread;
   const u32 sub = threadIdx.x / threads_per_row;  // row of the block
@@ -870,10 +867,8 @@ __device__ __forceinline__ void rows_inner_product(const NttInnerProductArgs& a,
 // the extra warps wait on the staged words).
 template <int kLen, int kSharedComponents>
 __global__ void __launch_bounds__(kRowThreads, kSharedComponents == 0 ? 3 : kSharedComponents == 1 ? 4 : 5)
-    ntt_rows_inner_product(NttInnerProductArgs a, int k1, int rows_per_block, bool truncated_columns, u32 tile_words,
-                           int trigger) {
+    ntt_rows_inner_product(NttInnerProductArgs a, int k1, int rows_per_block, bool truncated_columns, u32 tile_words) {
   extern __shared__ u64 smem[];
-  pdl_trigger(trigger);
   const int log_n = a.ntt.log_n;
   const u32 n = 1u << log_n;
   const int k2 = kLen != 0 ? kLen : log_n - k1;
@@ -891,7 +886,7 @@ __global__ void __launch_bounds__(kRowThreads, kSharedComponents == 0 ? 3 : kSha
   // the columns kernel's path for this prime (ntt_columns): truncated, lazy or Harvey's
   const bool truncated = truncated_columns && trunc_forward_fits(q, log_n, k1);
   ulonglong2* acc_smem = reinterpret_cast<ulonglong2*>(smem + tile_words) + threadIdx.x;
-  pdl_wait(trigger);
+  pdl_wait();
   if (truncated || lazy_forward_fits(q, log_n)) {
     rows_inner_product<kSharedComponents>(a, smem, acc_smem, layout, tcol, k2, word,
                                           LazyTwiddles<std::decay_t<decltype(t)>>{t}, m, limb);
@@ -1003,9 +998,8 @@ __device__ __forceinline__ void add_tensor_products(const NttInnerProductArgs& a
 // products).
 template <int kLen, int kGroupThreads, int kPhases>
 __global__ void __launch_bounds__(kMaxDigitGroups * kGroupThreads, (kPhases == 2 ? 256 : 192) / kGroupThreads)
-    ntt_digits_inner_product(NttInnerProductArgs a, int k1, bool truncated_columns, u32 region_words, int trigger) {
+    ntt_digits_inner_product(NttInnerProductArgs a, int k1, bool truncated_columns, u32 region_words) {
   extern __shared__ u64 smem[];
-  pdl_trigger(trigger);
   constexpr int kComponents = 2 / kPhases;  // per phase
   const NttArgs& nt = a.ntt;
   const KsInnerProductArgs& ip = a.ip;
@@ -1034,7 +1028,7 @@ __global__ void __launch_bounds__(kMaxDigitGroups * kGroupThreads, (kPhases == 2
 
   u64 v[kPerThread];
   const bool own_row = ntt_row_skipped(nt.skip, row, nt.limbs);  // (uniform over the group)
-  pdl_wait(trigger);
+  pdl_wait();
   if (own_row) {
     if (a.own == nullptr) load8(nt.out + row * n + mine, v);
     else load8_own(a, limb, mine, v);
@@ -1256,8 +1250,8 @@ void launch_ntt(const NttArgs& a, Stream stream) {
     launch(rows, row_grid, row_threads, row_smem, s, "ntt_rows<inverse>", a.in, a.out, a.moduli, a.table, a.limbs,
            a.log_n, g.k1, rpb, a.skip, inverse_input, a.in_batch_stride, first_order, a.galois,
            a.store_permuted ? a.permuted : nullptr);
-    launch_as(PdlRole::kBeforeConv, columns, col_grid, col_threads, col_smem, s, "ntt_columns<inverse>", a.out, a.out,
-              a.moduli, a.table, a.limbs, a.log_n, g.k1, a.skip, int64_t{0}, second_order);
+    launch(columns, col_grid, col_threads, col_smem, s, "ntt_columns<inverse>", a.out, a.out, a.moduli, a.table,
+           a.limbs, a.log_n, g.k1, a.skip, int64_t{0}, second_order);
   }
 }
 
