@@ -58,7 +58,7 @@ def with_variant(name: str, value: int, fn: Callable[[int], object]) -> Callable
 
 def before_issue_14(fn: Callable[[int], object]) -> Callable[[int], object]:
     """fn with every reference variant: the kernels and compositions as they were before issue 14."""
-    for name in ("conv", "mod_up", "mod_down", "tensor", "ntt", "galois", "tensor_fuse", "ks_fuse", "inverse"):
+    for name in ("conv", "mod_up", "mod_down", "tensor", "ntt", "galois", "tensor_fuse", "ks_fuse", "inverse", "pdl"):
         fn = with_variant(name, 0, fn)
     return fn
 
@@ -77,6 +77,16 @@ KS_FUSE_VARIANTS = {0: "[ks_fuse v0: NTT, then the inner product]", 1: "[ks_fuse
                     2: "[ks_fuse v2: sums in shared memory]",
                     3: "[ks_fuse v3: digits in turn, component 1's sums in shared memory]",
                     4: "[ks_fuse v4: digit groups, one component per phase]"}
+# issue 14, session 5: every kernel launched in full after its predecessor (ops.kernel_variant("pdl") = 0) against
+# programmatic dependent launch (a kernel's blocks may start in its predecessor's last wave); rows for the variants
+# other than the default
+PDL_VARIANTS = {0: "[pdl v0: plain launches]", 1: "[pdl v1: launch latency only]",
+                2: "[pdl v2: + early start after element-wise kernels]"}
+
+
+def pdl_variants() -> dict[int, str]:
+    """PDL_VARIANTS without the current default."""
+    return {v: label for v, label in PDL_VARIANTS.items() if v != ops.kernel_variant("pdl")}
 # the NTT variants other than the default (6)
 NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
                 2: "[ntt v2: v1 + (w, w') twiddle pairs, limb-major grids]",
@@ -356,6 +366,8 @@ def make_ckks_cases(device: str) -> list[Case]:
         *(Case(f"HMult + relin {label}", name, 3 * ct + (765 - 124) * limb_poly,
                with_variant("inverse", v, lambda i: evaluator.mul_relin(a, b)))
           for v, label in INVERSE_VARIANTS.items()),
+        *(Case(f"HMult + relin {label}", name, 3 * ct + (765 - 124) * limb_poly,
+               with_variant("pdl", v, lambda i: evaluator.mul_relin(a, b))) for v, label in pdl_variants().items()),
         Case("rescale", name, 2 * ct, lambda i: evaluator.rescale(unscaled), REFERENCE_V100_US["rescale"]),
         Case("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1), REFERENCE_V100_US["HRotate"]),
         Case(f"HRotate {BEFORE}", name, 2 * ct + 765 * limb_poly, before_issue_14(lambda i: evaluator.rotate(a, 1))),
@@ -372,6 +384,8 @@ def make_ckks_cases(device: str) -> list[Case]:
                with_variant("ks_fuse", v, lambda i: evaluator.rotate(a, 1))) for v, label in KS_FUSE_VARIANTS.items()),
         *(Case(f"HRotate {label}", name, 2 * ct + 765 * limb_poly,
                with_variant("inverse", v, lambda i: evaluator.rotate(a, 1))) for v, label in INVERSE_VARIANTS.items()),
+        *(Case(f"HRotate {label}", name, 2 * ct + 765 * limb_poly,
+               with_variant("pdl", v, lambda i: evaluator.rotate(a, 1))) for v, label in pdl_variants().items()),
         Case("hoisted, 8 rotations", name, 2 * ct + (157 + 8 * 732) * limb_poly,
              lambda i: evaluator.rotate_hoisted(a, steps)),
         Case(f"hoisted, 8 rotations {GALOIS_V0}", name, 2 * ct + (157 + 8 * 732) * limb_poly,
@@ -524,8 +538,18 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False, 
               flush=True)
         cases.append(Case("bootstrap (graphed, Python call)", name, whole, lambda i: graphed.bootstrap(ct),
                           capture=False))
+        for v, label in pdl_variants().items():
+            other = boot.graphed()
+            with ops.use_kernel_variant("pdl", v):  # captured on this first call: the graph keeps these launches
+                same = torch.equal(other.bootstrap(ct).data, graphed.bootstrap(ct).data)
+            print(f"boot: graphed bootstrap {label} == graphed bootstrap (pdl {ops.kernel_variant('pdl')}) bit for "
+                  f"bit: {same}", flush=True)
+            cases.append(Case(f"bootstrap (graphed, Python call) {label}", name, whole,
+                              lambda i, other=other: other.bootstrap(ct), capture=False))
     # the circuit's fused passes (ops.kernel_variant "fused", the default) against the composed ops, same run
-    cases += [Case("bootstrap [fused v0: composed ops]", name, whole,
+    cases += [*(Case(f"bootstrap {label}", name, whole, with_variant("pdl", v, lambda i: boot.bootstrap(ct)))
+                for v, label in pdl_variants().items()),
+              Case("bootstrap [fused v0: composed ops]", name, whole,
                    with_variant("fused", 0, lambda i: boot.bootstrap(ct))),
               Case("bootstrap [fused v1: session 3, round 1]", name, whole,
                    with_variant("fused", 1, lambda i: boot.bootstrap(ct))),

@@ -10,7 +10,10 @@ per kernel: launches and device time per op. A planning tool, not a benchmark (b
                                                      # --bootstrap)
     python scripts/profile_keyswitch.py --tensor-fuse 0 1  # instead: one table per tensor_fuse variant
     python scripts/profile_keyswitch.py --ks-fuse 0 1 2 3  # instead: one table per ks_fuse variant
-    python scripts/profile_keyswitch.py --inverse 0 1 2 3  # instead: one table per inverse (launch shape) variant
+    python scripts/profile_keyswitch.py --inverse 0 1 2 3  # instead: one table per inverse variant
+    python scripts/profile_keyswitch.py --pdl 0 1    # instead: one table per pdl value (with pdl 1 a kernel's
+                                                     # time includes its wait in its predecessor's tail: the
+                                                     # other tables run at pdl 0)
     python scripts/profile_keyswitch.py --bootstrap  # one bootstrap at N16_H192_FULL, kernels grouped
     ncu --profile-from-start off -k regex:ntt python scripts/profile_keyswitch.py --ncu
                                                      # one HMult and one HRotate between
@@ -102,6 +105,8 @@ def main() -> None:
                         help='profile these ops.kernel_variant("ks_fuse") values instead of current / before')
     parser.add_argument("--inverse", type=int, nargs="+", metavar="VARIANT",
                         help='profile these ops.kernel_variant("inverse") values instead of current / before')
+    parser.add_argument("--pdl", type=int, nargs="+", metavar="VARIANT",
+                        help='profile these ops.kernel_variant("pdl") values (else every table runs at pdl 0)')
     parser.add_argument("--bootstrap", action="store_true", help="profile one bootstrap instead")
     parser.add_argument("--ncu", action="store_true",
                         help="run one HMult + relin and one HRotate between cudaProfilerStart/Stop (for ncu)")
@@ -134,7 +139,7 @@ def main() -> None:
             torch.cuda.profiler.stop()
         return
     before = {"conv": 0, "mod_up": 0, "mod_down": 0, "tensor": 0, "ntt": 0, "galois": 0, "tensor_fuse": 0, "ks_fuse": 0,
-              "inverse": 0}
+              "inverse": 0, "pdl": 0}
     runs = (("current variants", {}), ("before issue 14", before))
     if args.conv:
         runs = tuple((f"conv v{v}", {"conv": v}) for v in args.conv)
@@ -148,7 +153,11 @@ def main() -> None:
         runs = tuple((f"ks_fuse v{v}", {"ks_fuse": v}) for v in args.ks_fuse)
     if args.inverse:
         runs = tuple((f"inverse v{v}", {"inverse": v}) for v in args.inverse)
+    if args.pdl:
+        runs = tuple((f"pdl v{v}", {"pdl": v}) for v in args.pdl)
     for label, variants in runs:
+        # pdl 1 starts a kernel in its predecessor's last wave, where it waits: its profiled time would include that
+        variants = {"pdl": 0, **variants}
         previous = {name: ops.kernel_variant(name, value) for name, value in variants.items()}
         try:
             for op, fn in ops_to_profile.items():

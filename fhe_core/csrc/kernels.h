@@ -286,10 +286,12 @@ enum class Variant : int {
                 //    ntt.cu; read by rlwe/keyswitch.py, needs ntt >= 3), the 128-bit sums in registers; 2: the
                 //    sums in shared memory; 3: component 1's in shared memory; 4, 5: one thread group per digit
                 //    (ntt_digits_inner_product, up to 4 digits; 4: a component per phase, 5 (default): both)
-  kReserved9 = 9,    // (9-11: taken by other session-5 branches; the lead's merge gives them their names)
-  kReserved10 = 10,
-  kReserved11 = 11,
-  kInverse = 12,  // the inverse NTT's arithmetic in the lazy plans (ntt >= 5; ntt.cu, ntt_rows_inverse and
+  kPdl = 9,     // programmatic dependent launch (cuda/launch.cuh, compute capability >= 9.0): 1, the NTT, Conv,
+                //    inner-product, element-wise and bootstrap kernels launched with programmatic stream serialization
+                //    (a kernel launched as its predecessor's blocks exit, waiting for its results in-kernel); 2
+                //    (default), and the element-wise and bootstrap-circuit kernels let their successor start in their
+                //    tail
+  kInverse = 10,  // the inverse NTT's arithmetic in the lazy plans (ntt >= 5; ntt.cu, ntt_rows_inverse and
                   // ntt_columns_inverse): 1, no reductions between its stages for primes below 2^(63 - log N), truncated
                   // Shoup quotients; 2 (default): 1 with the rows kernel's first round reading each twiddle without
                   // its Shoup companion, which it computes

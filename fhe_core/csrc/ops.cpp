@@ -29,7 +29,7 @@
 namespace fhe {
 
 int& kernel_variant(Variant v) {
-  static int variants[static_cast<int>(Variant::kCount)] = {7, 1, 1, 1, 3, 6, 1, 2, 5, 0, 0, 0, 2};
+  static int variants[static_cast<int>(Variant::kCount)] = {7, 1, 1, 1, 3, 6, 1, 2, 5, 2, 2};
   return variants[static_cast<int>(v)];
 }
 
@@ -1357,10 +1357,9 @@ Tensor& ks_inner_product_babies_out(const Tensor& digits, at::TensorList keys, a
 
 // ---- run-time kernel variants (see kernels.h) -------------------------------------------------
 
-// ("": kReserved9-11, no name on this branch.)
 constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "fused", "ntt", "galois",
-                                          "tensor_fuse", "ks_fuse", "", "", "", "inverse"};
-constexpr int kVariantMax[] = {8, 1, 1, 1, 3, 6, 1, 2, 5, 0, 0, 0, 2};
+                                          "tensor_fuse", "ks_fuse", "pdl", "inverse"};
+constexpr int kVariantMax[] = {8, 1, 1, 1, 3, 6, 1, 2, 5, 2, 2};
 static_assert(sizeof(kVariantMax) / sizeof(kVariantMax[0]) == static_cast<size_t>(Variant::kCount));
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 
@@ -1376,7 +1375,7 @@ int64_t set_kernel_variant(const std::string& name, int64_t value) {
     return previous;
   }
   FHE_CHECK(false, "kernel_variant: unknown kernel '", name,
-            "' (known: conv, mod_up, mod_down, tensor, fused, ntt, galois, tensor_fuse, ks_fuse, inverse)");
+            "' (known: conv, mod_up, mod_down, tensor, fused, ntt, galois, tensor_fuse, ks_fuse, pdl, inverse)");
   return 0;
 }
 

@@ -37,7 +37,9 @@ def test_boot_suite_runs_on_a_tiny_preset_and_is_opt_in():
     assert "boot" in bench.OPT_IN_SUITES  # never in the default all-suites run
     cases = bench.make_boot_cases("cpu", TINY_N10_FULL, allow_insecure=True)
     assert [c.name for c in cases] == ["bootstrap", "bootstrap (single-hoisted DFTs)",
-                                       "bootstrap_pair (two real ciphertexts)", "bootstrap [fused v0: composed ops]",
+                                       "bootstrap_pair (two real ciphertexts)",
+                                       *(f"bootstrap {label}" for label in bench.pdl_variants().values()),
+                                       "bootstrap [fused v0: composed ops]",
                                        "bootstrap [fused v1: session 3, round 1]", "bootstrap [fused v2: round 2]",
                                        "bootstrap [inverse v0: lazy rounds]", "boot: mod_raise",
                                        "boot: coeffs_to_slots", "boot: eval_mod",

@@ -17,7 +17,9 @@ struct alignas(16) Pair {
 // One thread per coefficient x of one limb (blockIdx.y), both output components. The automorphism
 // permutes NTT slots within aligned blocks (the low bits of the output index fix the high bits of
 // the source), so the 32 gathered reads of a warp fall into one 256-byte block: coalesced.
-__global__ void ks_inner_product_fused_kernel(KsInnerProductFusedArgs f) {
+__global__ void ks_inner_product_fused_kernel(KsInnerProductFusedArgs f, bool early) {
+  pdl_trigger(early);
+  pdl_wait();  // (element-wise: no prologue worth running before it)
   const KsInnerProductArgs& a = f.base;
   const int64_t x = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (x >= a.n) return;
@@ -50,7 +52,9 @@ __global__ void ks_inner_product_fused_kernel(KsInnerProductFusedArgs f) {
 
 // Four consecutive words per thread (16-byte accesses: N % 4 == 0 and every row 16-byte aligned,
 // which holds for N >= 2^10 words per row); one (component, limb) row per blockIdx.y.
-__global__ void linear_combination_kernel(LinearCombinationArgs a) {
+__global__ void linear_combination_kernel(LinearCombinationArgs a, bool early) {
+  pdl_trigger(early);
+  pdl_wait();  // (element-wise: no prologue worth running before it)
   const int64_t row = blockIdx.y;  // b * limbs + i
   const int limb = static_cast<int>(row % a.limbs);
   const int64_t b = row / a.limbs;
@@ -84,7 +88,9 @@ __global__ void linear_combination_kernel(LinearCombinationArgs a) {
 
 // One thread per coefficient x of one limb; every baby word is loaded once and multiplied into the
 // accumulators of each giant that uses it (the index table is uniform over the launch: no divergence).
-__global__ void giant_products_kernel(GiantProductsArgs a) {
+__global__ void giant_products_kernel(GiantProductsArgs a, bool early) {
+  pdl_trigger(early);
+  pdl_wait();  // (element-wise: no prologue worth running before it)
   const int64_t x = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (x >= a.n) return;
   const int limb = blockIdx.y;
@@ -113,7 +119,9 @@ __global__ void giant_products_kernel(GiantProductsArgs a) {
 }
 
 // One thread per coefficient x of one limb, the babies in turn (kernels.h, KsInnerProductBabiesArgs).
-__global__ void ks_inner_product_babies_kernel(KsInnerProductBabiesArgs f) {
+__global__ void ks_inner_product_babies_kernel(KsInnerProductBabiesArgs f, bool early) {
+  pdl_trigger(early);
+  pdl_wait();  // (element-wise: no prologue worth running before it)
   const KsInnerProductArgs& a = f.base;
   const int64_t x = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (x >= a.n) return;
@@ -142,7 +150,9 @@ __global__ void ks_inner_product_babies_kernel(KsInnerProductBabiesArgs f) {
 }
 
 // As ks_inner_product_kernel for two digit sets sharing the key: the key (2/3 of the bytes) read once.
-__global__ void ks_inner_product_pair_kernel(KsInnerProductPairArgs p) {
+__global__ void ks_inner_product_pair_kernel(KsInnerProductPairArgs p, bool early) {
+  pdl_trigger(early);
+  pdl_wait();  // (element-wise: no prologue worth running before it)
   const KsInnerProductArgs& a = p.base;
   const int64_t x = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (x >= a.n) return;
@@ -173,40 +183,37 @@ void ks_inner_product_babies(const KsInnerProductBabiesArgs& a, Stream stream) {
   if (a.base.limbs == 0 || a.count == 0) return;
   const DeviceScope scope(stream.device);
   const dim3 grid(blocks_for(a.base.n, kThreads), static_cast<unsigned>(a.base.limbs));
-  ks_inner_product_babies_kernel<<<grid, kThreads, 0, native(stream)>>>(a);
-  check_launch("ks_inner_product_babies_kernel");
+  launch_triggering(ks_inner_product_babies_kernel, grid, kThreads, 0, native(stream),
+                    "ks_inner_product_babies_kernel", a);
 }
 
 void ks_inner_product_pair(const KsInnerProductPairArgs& a, Stream stream) {
   if (a.base.limbs == 0) return;
   const DeviceScope scope(stream.device);
   const dim3 grid(blocks_for(a.base.n, kThreads), static_cast<unsigned>(a.base.limbs));
-  ks_inner_product_pair_kernel<<<grid, kThreads, 0, native(stream)>>>(a);
-  check_launch("ks_inner_product_pair_kernel");
+  launch_triggering(ks_inner_product_pair_kernel, grid, kThreads, 0, native(stream), "ks_inner_product_pair_kernel", a);
 }
 
 void giant_products(const GiantProductsArgs& a, Stream stream) {
   if (a.giants == 0 || a.limbs == 0) return;
   const DeviceScope scope(stream.device);
   const dim3 grid(blocks_for(a.n, kThreads), static_cast<unsigned>(a.limbs));
-  giant_products_kernel<<<grid, kThreads, 0, native(stream)>>>(a);
-  check_launch("giant_products_kernel");
+  launch_triggering(giant_products_kernel, grid, kThreads, 0, native(stream), "giant_products_kernel", a);
 }
 
 void ks_inner_product_fused(const KsInnerProductFusedArgs& a, Stream stream) {
   if (a.base.limbs == 0) return;
   const DeviceScope scope(stream.device);
   const dim3 grid(blocks_for(a.base.n, kThreads), static_cast<unsigned>(a.base.limbs));
-  ks_inner_product_fused_kernel<<<grid, kThreads, 0, native(stream)>>>(a);
-  check_launch("ks_inner_product_fused_kernel");
+  launch_triggering(ks_inner_product_fused_kernel, grid, kThreads, 0, native(stream),
+                    "ks_inner_product_fused_kernel", a);
 }
 
 void linear_combination(const LinearCombinationArgs& a, Stream stream) {
   if (a.batch == 0 || a.limbs == 0) return;
   const DeviceScope scope(stream.device);
   const dim3 grid(blocks_for(a.n, kThreads * 4), static_cast<unsigned>(a.batch * a.limbs));
-  linear_combination_kernel<<<grid, kThreads, 0, native(stream)>>>(a);
-  check_launch("linear_combination_kernel");
+  launch_triggering(linear_combination_kernel, grid, kThreads, 0, native(stream), "linear_combination_kernel", a);
 }
 
 }  // namespace fhe::cuda

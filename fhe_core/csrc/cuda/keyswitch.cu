@@ -7,7 +7,9 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void ks_inner_product_kernel(KsInnerProductArgs a) {
+__global__ void ks_inner_product_kernel(KsInnerProductArgs a, bool early) {
+  pdl_trigger(early);
+  pdl_wait();  // (element-wise: no prologue worth running before it)
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= a.n) return;
   const int limb = blockIdx.y;
@@ -30,8 +32,7 @@ void ks_inner_product(const KsInnerProductArgs& a, Stream stream) {
   if (a.limbs == 0) return;
   const DeviceScope scope(stream.device);
   const dim3 grid(blocks_for(a.n, kThreads), static_cast<unsigned>(a.limbs));
-  ks_inner_product_kernel<<<grid, kThreads, 0, native(stream)>>>(a);
-  check_launch("ks_inner_product_kernel");
+  launch_triggering(ks_inner_product_kernel, grid, kThreads, 0, native(stream), "ks_inner_product_kernel", a);
 }
 
 }  // namespace fhe::cuda

@@ -441,9 +441,10 @@ __device__ __forceinline__ void columns_body(const u64* in, u64* out, const Modu
   if constexpr (kLen != 0) k1 = kLen;
   const u32 n = 1u << log_n;
   const int row = grid_row(limbs, order);
-  if (ntt_row_skipped(skip, row, limbs)) return;  // the whole block: no barrier is left waiting
   const int limb = row % limbs;
-  const u64 q = moduli[limb].value;
+  const u64 q = moduli[limb].value;  // (a constant table: read before the wait)
+  pdl_wait();
+  if (ntt_row_skipped(skip, row, limbs)) return;  // the whole block: no barrier is left waiting
   const auto t = global_twiddles<kPairs>(table, limb, n, kForward, 1u);
   const u32 col = threadIdx.x % kColumnsPerBlock;
   const u32 tcol = threadIdx.x / kColumnsPerBlock;
@@ -746,9 +747,10 @@ __device__ __forceinline__ void rows_body(const u64* in, u64* out, const Modulus
   const int k2 = kLen != 0 ? kLen : log_n - k1;  // kLen: variant 4's compile-time row length (k1 = k2)
   const u32 len = 1u << k2;
   const int row = grid_row(limbs, order);
-  if (ntt_row_skipped(skip, row, limbs)) return;
   const int limb = row % limbs;
   const u64 q = moduli[limb].value;
+  pdl_wait();
+  if (ntt_row_skipped(skip, row, limbs)) return;
   const u32 threads_per_row = len / kPerThread;
   const u32 sub = threadIdx.x / threads_per_row;  // row of the block
   const u32 tcol = threadIdx.x % threads_per_row;
@@ -1009,6 +1011,7 @@ __global__ void __launch_bounds__(kRowThreads, kSharedComponents == 0 ? 3 : kSha
   // the columns kernel's path for this prime (ntt_columns): truncated, lazy or Harvey's
   const bool truncated = truncated_columns && trunc_forward_fits(q, log_n, k1);
   ulonglong2* acc_smem = reinterpret_cast<ulonglong2*>(smem + tile_words) + threadIdx.x;
+  pdl_wait();
   if (truncated || lazy_forward_fits(q, log_n)) {
     rows_inner_product<kSharedComponents>(a, smem, acc_smem, layout, tcol, k2, word,
                                           LazyTwiddles<std::decay_t<decltype(t)>>{t}, m, limb);
@@ -1150,6 +1153,7 @@ __global__ void __launch_bounds__(kMaxDigitGroups * kGroupThreads, (kPhases == 2
 
   u64 v[kPerThread];
   const bool own_row = ntt_row_skipped(nt.skip, row, nt.limbs);  // (uniform over the group)
+  pdl_wait();
   if (own_row) {
     if (a.own == nullptr) load8(nt.out + row * n + mine, v);
     else load8_own(a, limb, mine, v);
@@ -1380,12 +1384,10 @@ void launch_ntt(const NttArgs& a, Stream stream) {
   }
   const int first_order = plan.first_order, second_order = plan.second_order;
   if (kForward) {
-    columns<<<col_grid, col_threads, col_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, a.skip,
-                                                    a.in_batch_stride, first_order);
-    check_launch("ntt_columns<forward>");
-    rows<<<row_grid, row_threads, row_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, rpb, a.skip,
-                                                 a.epilogue, 0, second_order, 1, nullptr);
-    check_launch("ntt_rows<forward>");
+    launch(columns, col_grid, col_threads, col_smem, s, "ntt_columns<forward>", a.in, a.out, a.moduli, a.table, a.limbs,
+           a.log_n, g.k1, a.skip, a.in_batch_stride, first_order);
+    launch(rows, row_grid, row_threads, row_smem, s, "ntt_rows<forward>", a.out, a.out, a.moduli, a.table, a.limbs,
+           a.log_n, g.k1, rpb, a.skip, a.epilogue, int64_t{0}, second_order, u64{1}, static_cast<u64*>(nullptr));
   } else {
     NttEpilogue inverse_input{};  // (unused by the inverse but for the second factor of ModUp's products)
     inverse_input.times = a.times;
@@ -1396,13 +1398,11 @@ void launch_ntt(const NttArgs& a, Stream stream) {
                           : unreduced_inverse_rows<true>(plan.fixed16, galois, products);
       columns = plan.fixed16 ? ntt_columns_inverse<8> : ntt_columns_inverse<0>;
     }
-    rows<<<row_grid, row_threads, row_smem, s>>>(a.in, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, rpb, a.skip,
-                                                 inverse_input, a.in_batch_stride, first_order, a.galois,
-                                                 a.store_permuted ? a.permuted : nullptr);
-    check_launch("ntt_rows<inverse>");
-    columns<<<col_grid, col_threads, col_smem, s>>>(a.out, a.out, a.moduli, a.table, a.limbs, a.log_n, g.k1, a.skip, 0,
-                                                    second_order);
-    check_launch("ntt_columns<inverse>");
+    launch(rows, row_grid, row_threads, row_smem, s, "ntt_rows<inverse>", a.in, a.out, a.moduli, a.table, a.limbs,
+           a.log_n, g.k1, rpb, a.skip, inverse_input, a.in_batch_stride, first_order, a.galois,
+           a.store_permuted ? a.permuted : nullptr);
+    launch(columns, col_grid, col_threads, col_smem, s, "ntt_columns<inverse>", a.out, a.out, a.moduli, a.table,
+           a.limbs, a.log_n, g.k1, a.skip, int64_t{0}, second_order);
   }
 }
 
@@ -1414,8 +1414,8 @@ template <int kLen, int kShared>
 void launch_rows_inner_product(const NttInnerProductArgs& a, dim3 grid, unsigned threads, u32 tile_words, int k1,
                                int rows_per_block, bool truncated, cudaStream_t s) {
   const size_t smem = (tile_words + static_cast<size_t>(kShared) * kPerThread * threads * 2) * sizeof(u64);
-  ntt_rows_inner_product<kLen, kShared><<<grid, threads, smem, s>>>(a, k1, rows_per_block, truncated, tile_words);
-  check_launch("ntt_rows_inner_product");
+  launch(ntt_rows_inner_product<kLen, kShared>, grid, threads, smem, s, "ntt_rows_inner_product", a, k1,
+         rows_per_block, truncated, tile_words);
 }
 
 // ks_fuse 4, 5 (ntt_digits_inner_product): one group of kGroupThreads threads per digit. False where it does not
@@ -1445,8 +1445,8 @@ bool launch_digits_inner_product(const NttInnerProductArgs& a, int k1, bool trun
           "cudaFuncSetAttribute(ntt_digits_inner_product)");
   }
   const dim3 grid((1u << k1) / rows_per_group, static_cast<unsigned>(a.ntt.limbs));
-  kernel<<<grid, static_cast<unsigned>(dnum * kGroupThreads), smem, s>>>(a, k1, truncated, region_words);
-  check_launch("ntt_digits_inner_product");
+  launch(kernel, grid, static_cast<unsigned>(dnum * kGroupThreads), smem, s, "ntt_digits_inner_product", a, k1,
+         truncated, region_words);
   return true;
 }
 
@@ -1495,9 +1495,8 @@ void launch_ntt_inner_product(const NttInnerProductArgs& a, Stream stream) {
                           : plan.truncated               ? ntt_columns<true, true, true, 0, true>
                           : plan.fixed16                 ? ntt_columns<true, true, true, 8>
                                                          : ntt_columns<true, true, true>;
-  columns<<<shape.col_grid, shape.col_threads, shape.col_smem, s>>>(nt.in, nt.out, nt.moduli, nt.table, nt.limbs,
-                                                                    nt.log_n, g.k1, nt.skip, 0, plan.first_order);
-  check_launch("ntt_columns<forward>");
+  launch(columns, shape.col_grid, shape.col_threads, shape.col_smem, s, "ntt_columns<forward>", nt.in, nt.out,
+         nt.moduli, nt.table, nt.limbs, nt.log_n, g.k1, nt.skip, int64_t{0}, plan.first_order);
   const int rpb = static_cast<int>(shape.rows_per_block);
   const bool trunc = plan.truncated;
   const auto launch = [&](auto len) {

@@ -19,7 +19,9 @@ struct alignas(16) Pair {
 // multiple of 4 words and 16-byte aligned pointers (checked at launch); kWidth = 1 handles any
 // shape (the ops accept any row length: the decoder works on [l, 2 * slots] tensors).
 template <ElementwiseOp kOp, int kWidth>
-__global__ void elementwise_kernel(ElementwiseArgs a) {
+__global__ void elementwise_kernel(ElementwiseArgs a, bool early) {
+  pdl_trigger(early);
+  pdl_wait();  // (element-wise: no prologue worth running before it)
   const int64_t row = blockIdx.y;
   const int limb = static_cast<int>(row % a.limbs);
   const Modulus m = a.moduli[limb];
@@ -80,7 +82,9 @@ bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_
 // 16-byte accesses when kWidth = 4 (as elementwise_kernel). Reads 4 rows, writes 3: the bytes of the
 // product and nothing else (three element-wise passes and a stack before).
 template <int kWidth>
-__global__ void tensor_product_kernel(TensorProductArgs t) {
+__global__ void tensor_product_kernel(TensorProductArgs t, bool early) {
+  pdl_trigger(early);
+  pdl_wait();  // (element-wise: no prologue worth running before it)
   const int limb = blockIdx.y;
   const Modulus m = t.moduli[limb];
   const int64_t i0 = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) * kWidth;
@@ -127,9 +131,8 @@ void launch_elementwise(const ElementwiseArgs& a, cudaStream_t s) {
   const bool vector = a.n % 4 == 0 && aligned16(a.a) && aligned16(a.b) && aligned16(a.c) && aligned16(a.out);
   const int width = vector ? 4 : 1;
   const dim3 grid(blocks_for(a.n, kThreads * width), static_cast<unsigned>(a.rows));
-  if (vector) elementwise_kernel<kOp, 4><<<grid, kThreads, 0, s>>>(a);
-  else elementwise_kernel<kOp, 1><<<grid, kThreads, 0, s>>>(a);
-  check_launch("elementwise_kernel");
+  if (vector) launch_triggering(elementwise_kernel<kOp, 4>, grid, kThreads, 0, s, "elementwise_kernel", a);
+  else launch_triggering(elementwise_kernel<kOp, 1>, grid, kThreads, 0, s, "elementwise_kernel", a);
 }
 
 // Fast basis conversion of one or several digits (see ConvArgs). Grid: (N / 128, batch * dnum *
@@ -575,10 +578,13 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 // rows per step of the row loop, as independent chains of products, transposition and reduction.
 // ConvArgs::mma_fragments (variants 6-8 when given): the B fragments copied from a precomputed table
 // (ops.conv_mma_fragments) instead of built by every block (4 KT x rows chains of 7 modular shifts).
+// pdl_wait (launch.cuh) first: the first tile's x is in flight while the constants are copied (measured: starting
+// the constant copies in the predecessor's tail, the x after the wait, lost 9-10 us per HMult / HRotate).
 template <int KT, bool kLazy, bool kPrefetch, int kRows>
 __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
     conv_mma_lean_kernel(ConvArgs a, LeanSplit split) {
   extern __shared__ u64 conv_smem[];
+  pdl_wait();
   auto ys = reinterpret_cast<u64(*)[kMmaYStride]>(conv_smem);
   u32* scratch = reinterpret_cast<u32*>(conv_smem + 4 * KT * kMmaYStride);
   uint2* bfrag2 = reinterpret_cast<uint2*>(scratch + kRows * kLeanScratchWords);
@@ -887,9 +893,9 @@ void launch_conv_mma_lean(const ConvArgs& a, Stream stream, bool fewest_groups) 
   const dim3 grid(static_cast<unsigned>(geometry.blocks_x), static_cast<unsigned>(geometry.blocks_y));
   const size_t smem = lean_smem_bytes<KT, kRows>(geometry.split.group_rows);
   const cudaStream_t s = native(stream);
-  if (a.lazy_out) conv_mma_lean_kernel<KT, true, kPrefetch, kRows><<<grid, kMmaTile, smem, s>>>(a, geometry.split);
-  else conv_mma_lean_kernel<KT, false, kPrefetch, kRows><<<grid, kMmaTile, smem, s>>>(a, geometry.split);
-  check_launch("conv_mma_lean_kernel");
+  const auto kernel = a.lazy_out ? conv_mma_lean_kernel<KT, true, kPrefetch, kRows>
+                                 : conv_mma_lean_kernel<KT, false, kPrefetch, kRows>;
+  launch(kernel, grid, kMmaTile, smem, s, "conv_mma_lean_kernel", a, geometry.split);
 }
 
 template <int KT>
@@ -935,7 +941,9 @@ bool launch_conv_mma_if_applicable(const ConvArgs& a, Stream s) {
 }
 
 // One thread per coefficient: read x once, write its lift into every output limb (coalesced).
-__global__ void center_lift_kernel(CenterLiftArgs a) {
+__global__ void center_lift_kernel(CenterLiftArgs a, bool early) {
+  pdl_trigger(early);
+  pdl_wait();  // (element-wise: no prologue worth running before it)
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= a.n) return;
   const int64_t b = blockIdx.y;
@@ -944,7 +952,9 @@ __global__ void center_lift_kernel(CenterLiftArgs a) {
   for (int j = 0; j < a.l_out; ++j) out[j * a.n] = center_lift_one(x, a.src, a.dst[j]);
 }
 
-__global__ void automorphism_ntt_kernel(AutomorphismArgs a) {
+__global__ void automorphism_ntt_kernel(AutomorphismArgs a, bool early) {
+  pdl_trigger(early);
+  pdl_wait();  // (element-wise: no prologue worth running before it)
   const int64_t n = int64_t{1} << a.log_n;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= n) return;
@@ -952,7 +962,9 @@ __global__ void automorphism_ntt_kernel(AutomorphismArgs a) {
   a.out[row * n + i] = a.in[row * n + galois_ntt_source(static_cast<u32>(i), a.galois, a.log_n)];
 }
 
-__global__ void automorphism_coeff_kernel(AutomorphismArgs a) {
+__global__ void automorphism_coeff_kernel(AutomorphismArgs a, bool early) {
+  pdl_trigger(early);
+  pdl_wait();  // (element-wise: no prologue worth running before it)
   const int64_t n = int64_t{1} << a.log_n;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= n) return;
@@ -987,9 +999,9 @@ void tensor_product(const TensorProductArgs& t, Stream stream) {
   const bool vector = t.n % 4 == 0 && aligned16(t.a) && aligned16(t.b) && aligned16(t.out);
   const int width = vector ? 4 : 1;
   const dim3 grid(blocks_for(t.n, kThreads * width), static_cast<unsigned>(t.limbs));
-  if (vector) tensor_product_kernel<4><<<grid, kThreads, 0, native(stream)>>>(t);
-  else tensor_product_kernel<1><<<grid, kThreads, 0, native(stream)>>>(t);
-  check_launch("tensor_product_kernel");
+  if (vector)
+    launch_triggering(tensor_product_kernel<4>, grid, kThreads, 0, native(stream), "tensor_product_kernel", t);
+  else launch_triggering(tensor_product_kernel<1>, grid, kThreads, 0, native(stream), "tensor_product_kernel", t);
 }
 
 void conv(const ConvArgs& a, Stream stream) {
@@ -1009,24 +1021,21 @@ void center_lift(const CenterLiftArgs& a, Stream stream) {
   if (a.batch == 0) return;
   const DeviceScope scope(stream.device);
   const dim3 grid(blocks_for(a.n, kThreads), static_cast<unsigned>(a.batch));
-  center_lift_kernel<<<grid, kThreads, 0, native(stream)>>>(a);
-  check_launch("center_lift_kernel");
+  launch_triggering(center_lift_kernel, grid, kThreads, 0, native(stream), "center_lift_kernel", a);
 }
 
 void automorphism_ntt(const AutomorphismArgs& a, Stream stream) {
   if (a.rows == 0) return;
   const DeviceScope scope(stream.device);
   const dim3 grid(blocks_for(int64_t{1} << a.log_n, kThreads), static_cast<unsigned>(a.rows));
-  automorphism_ntt_kernel<<<grid, kThreads, 0, native(stream)>>>(a);
-  check_launch("automorphism_ntt_kernel");
+  launch_triggering(automorphism_ntt_kernel, grid, kThreads, 0, native(stream), "automorphism_ntt_kernel", a);
 }
 
 void automorphism_coeff(const AutomorphismArgs& a, Stream stream) {
   if (a.rows == 0) return;
   const DeviceScope scope(stream.device);
   const dim3 grid(blocks_for(int64_t{1} << a.log_n, kThreads), static_cast<unsigned>(a.rows));
-  automorphism_coeff_kernel<<<grid, kThreads, 0, native(stream)>>>(a);
-  check_launch("automorphism_coeff_kernel");
+  launch_triggering(automorphism_coeff_kernel, grid, kThreads, 0, native(stream), "automorphism_coeff_kernel", a);
 }
 
 }  // namespace fhe::cuda
