@@ -78,6 +78,21 @@ def evaluate(a: list[int], x: int, q: int) -> int:
     return acc
 
 
+def inverse_ntt_rounds(log_n: int) -> list[tuple[int, int]]:
+    """(lowest t-bit, stages) of each round of the CUDA inverse NTT, in order: the rows kernel's k2 stages (t = 1 ..
+    2^(k2-1)), then the columns kernel's k1, each local transform's rounds of 3 stages from the top group (the
+    Python-integer models of the lazy and unreduced inverse rounds walk this)."""
+    k1 = log_n // 2
+    k2 = log_n - k1
+    out = []
+    for lo, length in ((0, k2), (k2, k1)):
+        rounds = (length + 2) // 3
+        for g in reversed(range(rounds)):
+            stages = min(3, length - 3 * g)
+            out.append((lo + length - 3 * g - stages, stages))
+    return out
+
+
 def crt(residues: list[int], primes: list[int]) -> int:
     """The x in [0, prod(primes)) with x = residues[i] mod primes[i]."""
     big = prod(primes)

@@ -12,7 +12,7 @@ import torch
 from fhe_core import ops
 from fhe_core.ring import RNSBasis, generate_primes
 from fhe_core.ring.primes import is_prime
-from fhe_reference import fresh_rng, random_residues
+from fhe_reference import fresh_rng, inverse_ntt_rounds, random_residues
 
 INVERSE_VARIANTS = (0, 1, 2)
 WORD = 1 << 64
@@ -61,20 +61,6 @@ def _mulhi_truncated(a: int, b: int) -> int:
     return a1 * b1 + ((a0 * b1) >> 32) + ((a1 * b0) >> 32)
 
 
-def _rounds(log_n: int) -> list[tuple[int, int]]:
-    """(lowest t-bit, stages) of each round of the inverse, in order: the rows kernel's k2 stages (t = 1 ..
-    2^(k2-1)), then the columns kernel's k1, each local transform's rounds of 3 stages from the top group."""
-    k1 = log_n // 2
-    k2 = log_n - k1
-    out = []
-    for lo, length in ((0, k2), (k2, k1)):
-        rounds = (length + 2) // 3
-        for g in reversed(range(rounds)):
-            stages = min(3, length - 3 * g)
-            out.append((lo + length - 3 * g - stages, stages))
-    return out
-
-
 def _inverse_model(a: list[int], table: np.ndarray, q: int, log_n: int, computed_first: bool) -> list[int]:
     """The kernels' inverse (UnreducedTwiddles) on Python integers: before inverse stage s every value below
     2^(s+1) q, no reductions, the differences' products from truncated quotients (in [0, 4q)); with computed_first
@@ -84,7 +70,7 @@ def _inverse_model(a: list[int], table: np.ndarray, q: int, log_n: int, computed
     ratio = (1 << 128) // q
     inv, inv_shoup = [int(v) for v in table[2]], [int(v) for v in table[3]]
     a = list(a)
-    rounds = _rounds(log_n)
+    rounds = inverse_ntt_rounds(log_n)
     for r, (tb0, stages) in enumerate(rounds):
         fold = r == len(rounds) - 1
         for step in range(stages):

@@ -10,7 +10,7 @@ import torch
 from fhe_core import ops
 from fhe_core.ring import RNSBasis, shoup_constants
 from fhe_core.ring.primes import is_prime
-from fhe_reference import fresh_rng, random_residues
+from fhe_reference import fresh_rng, inverse_ntt_rounds, random_residues
 
 WORD = 1 << 64
 
@@ -33,24 +33,10 @@ def _shoup_lazy(a: int, w: int, w_shoup: int, q: int) -> int:
     return (a * w - ((a * w_shoup) >> 64) * q) % WORD
 
 
-def _rounds(log_n: int) -> list[tuple[int, int]]:
-    """(lowest t-bit, stages) of each round of the inverse, in order: the rows kernel's k2 stages (t = 1 ..
-    2^(k2-1)), then the columns kernel's k1, each local transform's rounds of 3 stages from the top group."""
-    k1 = log_n // 2
-    k2 = log_n - k1
-    out = []
-    for lo, length in ((0, k2), (k2, k1)):
-        rounds = (length + 2) // 3
-        for g in reversed(range(rounds)):
-            stages = min(3, length - 3 * g)
-            out.append((lo + length - 3 * g - stages, stages))
-    return out
-
-
 def _lazy_inverse_model(a: list[int], inv: list[int], inv_shoup: list[int], q: int, log_n: int) -> list[int]:
     n = 1 << log_n
     a = list(a)
-    rounds = _rounds(log_n)
+    rounds = inverse_ntt_rounds(log_n)
     for r, (tb0, stages) in enumerate(rounds):
         fold = r == len(rounds) - 1  # the last round holds the stage with N^-1 folded in
         for step in range(stages):
