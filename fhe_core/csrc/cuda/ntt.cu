@@ -1499,7 +1499,7 @@ void launch_ntt_inner_product(const NttInnerProductArgs& a, Stream stream) {
          nt.moduli, nt.table, nt.limbs, nt.log_n, g.k1, nt.skip, int64_t{0}, plan.first_order);
   const int rpb = static_cast<int>(shape.rows_per_block);
   const bool trunc = plan.truncated;
-  const auto launch = [&](auto len) {
+  const auto launch_rows_pass = [&](auto len) {  // (not `launch`: that is launch.cuh's helper)
     constexpr int kLen = decltype(len)::value;
     switch (variant) {
       case 4:
@@ -1517,8 +1517,8 @@ void launch_ntt_inner_product(const NttInnerProductArgs& a, Stream stream) {
       default: return launch_rows_inner_product<kLen, 1>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);
     }
   };
-  if (plan.fixed16) launch(std::integral_constant<int, 8>{});
-  else launch(std::integral_constant<int, 0>{});
+  if (plan.fixed16) launch_rows_pass(std::integral_constant<int, 8>{});
+  else launch_rows_pass(std::integral_constant<int, 0>{});
 }
 
 }  // namespace
