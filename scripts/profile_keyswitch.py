@@ -39,6 +39,8 @@ from fhe_core.ckks import Encoder, Encryptor, Evaluator, galois_elements, rlwe_c
 from fhe_core.params import preset  # noqa: E402
 
 REPEATS = 5
+# The kernel variants with a command-line option of their own (one profile table per listed value).
+PROFILED_VARIANTS = ("conv", "ntt", "galois", "tensor_fuse", "ks_fuse", "inverse", "pdl")
 
 
 def kernel_table(fn) -> list[tuple[str, int, float]]:
@@ -94,20 +96,10 @@ def profile_bootstrap(ntt_variants: list[int] | None = None) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--conv", type=int, nargs="+", metavar="VARIANT",
-                        help='profile these ops.kernel_variant("conv") values instead of current / before')
-    parser.add_argument("--ntt", type=int, nargs="+", metavar="VARIANT",
-                        help='profile these ops.kernel_variant("ntt") values instead of current / before')
-    parser.add_argument("--galois", type=int, nargs="+", metavar="VARIANT",
-                        help='profile these ops.kernel_variant("galois") values instead of current / before')
-    parser.add_argument("--tensor-fuse", type=int, nargs="+", metavar="VARIANT",
-                        help='profile these ops.kernel_variant("tensor_fuse") values instead of current / before')
-    parser.add_argument("--ks-fuse", type=int, nargs="+", metavar="VARIANT",
-                        help='profile these ops.kernel_variant("ks_fuse") values instead of current / before')
-    parser.add_argument("--inverse", type=int, nargs="+", metavar="VARIANT",
-                        help='profile these ops.kernel_variant("inverse") values instead of current / before')
-    parser.add_argument("--pdl", type=int, nargs="+", metavar="VARIANT",
-                        help='profile these ops.kernel_variant("pdl") values (else every table runs at pdl 0)')
+    for name in PROFILED_VARIANTS:  # --conv, --ntt, ... --pdl: one table per listed value instead
+        extra = " (else every table runs at pdl 0)" if name == "pdl" else " instead of current / before"
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, nargs="+", metavar="VARIANT",
+                            help=f'profile these ops.kernel_variant("{name}") values{extra}')
     parser.add_argument("--bootstrap", action="store_true", help="profile one bootstrap instead")
     parser.add_argument("--ncu", action="store_true",
                         help="run one HMult + relin and one HRotate between cudaProfilerStart/Stop (for ncu)")
@@ -142,20 +134,9 @@ def main() -> None:
     before = {"conv": 0, "mod_up": 0, "mod_down": 0, "tensor": 0, "ntt": 0, "galois": 0, "tensor_fuse": 0, "ks_fuse": 0,
               "inverse": 0, "pdl": 0}
     runs = (("current variants", {}), ("before issue 14", before))
-    if args.conv:
-        runs = tuple((f"conv v{v}", {"conv": v}) for v in args.conv)
-    if args.ntt:
-        runs = tuple((f"ntt v{v}", {"ntt": v}) for v in args.ntt)
-    if args.galois:
-        runs = tuple((f"galois v{v}", {"galois": v}) for v in args.galois)
-    if args.tensor_fuse:
-        runs = tuple((f"tensor_fuse v{v}", {"tensor_fuse": v}) for v in args.tensor_fuse)
-    if args.ks_fuse:
-        runs = tuple((f"ks_fuse v{v}", {"ks_fuse": v}) for v in args.ks_fuse)
-    if args.inverse:
-        runs = tuple((f"inverse v{v}", {"inverse": v}) for v in args.inverse)
-    if args.pdl:
-        runs = tuple((f"pdl v{v}", {"pdl": v}) for v in args.pdl)
+    for name in PROFILED_VARIANTS:  # (the last option given decides, in this order)
+        if getattr(args, name):
+            runs = tuple((f"{name} v{v}", {name: v}) for v in getattr(args, name))
     for label, variants in runs:
         # pdl 1 starts a kernel in its predecessor's last wave, where it waits: its profiled time would include that
         variants = {"pdl": 0, **variants}
