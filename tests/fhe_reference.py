@@ -78,6 +78,24 @@ def evaluate(a: list[int], x: int, q: int) -> int:
     return acc
 
 
+def ntt_prime_below(limit: int, n: int) -> int:
+    """The largest prime q < limit with q = 1 mod 2n (an NTT prime for ring degree n)."""
+    from fhe_core.ring.primes import is_prime
+    q = limit - 1 - (limit - 2) % (2 * n)
+    while not is_prime(q):
+        q -= 2 * n
+    return q
+
+
+def ntt_prime_above(limit: int, n: int) -> int:
+    """The smallest prime q > limit with q = 1 mod 2n."""
+    from fhe_core.ring.primes import is_prime
+    q = limit + 1 + (-limit) % (2 * n)
+    while not is_prime(q):
+        q += 2 * n
+    return q
+
+
 def inverse_ntt_rounds(log_n: int) -> list[tuple[int, int]]:
     """(lowest t-bit, stages) of each round of the CUDA inverse NTT, in order: the rows kernel's k2 stages (t = 1 ..
     2^(k2-1)), then the columns kernel's k1, each local transform's rounds of 3 stages from the top group (the

@@ -11,8 +11,7 @@ import torch
 
 from fhe_core import ops
 from fhe_core.ring import RNSBasis, generate_primes
-from fhe_core.ring.primes import is_prime
-from fhe_reference import fresh_rng, inverse_ntt_rounds, random_residues
+from fhe_reference import fresh_rng, inverse_ntt_rounds, ntt_prime_above, ntt_prime_below, random_residues
 
 INVERSE_VARIANTS = (0, 1, 2)
 WORD = 1 << 64
@@ -28,21 +27,7 @@ def test_inverse_variant_switch():
     with pytest.raises(RuntimeError, match="inverse is 0 \\(reference\\) to 2, got 3"):
         ops.kernel_variant("inverse", 3)
     with pytest.raises(RuntimeError, match="unknown kernel ''"):
-        ops.kernel_variant("", 0)  # (the reserved slots of other branches have no name here)
-
-
-def _prime_below(limit: int, n: int) -> int:
-    q = limit - 1 - (limit - 2) % (2 * n)
-    while not is_prime(q):
-        q -= 2 * n
-    return q
-
-
-def _prime_above(limit: int, n: int) -> int:
-    q = limit + 1 + (-limit) % (2 * n)
-    while not is_prime(q):
-        q += 2 * n
-    return q
+        ops.kernel_variant("", 0)  # (no variant is nameless)
 
 
 def _primes(limbs: int, n: int) -> list[int]:
@@ -50,8 +35,9 @@ def _primes(limbs: int, n: int) -> list[int]:
     (the lazy rounds' limit: Harvey's butterflies above), a 61-bit one, then 46-bit primes (ModDown's P primes at
     N16QP1766L30D3): limbs primes q = 1 mod 2N."""
     unreduced_limit = 1 << (63 - (n.bit_length() - 1))
-    edges = [_prime_below(unreduced_limit, n), _prime_above(unreduced_limit, n), _prime_below(1 << 59, n),
-             _prime_above(1 << 59, n), _prime_below(1 << 60, n), _prime_above(1 << 60, n), _prime_below(1 << 61, n)]
+    edges = [ntt_prime_below(unreduced_limit, n), ntt_prime_above(unreduced_limit, n),
+             ntt_prime_below(1 << 59, n), ntt_prime_above(1 << 59, n),
+             ntt_prime_below(1 << 60, n), ntt_prime_above(1 << 60, n), ntt_prime_below(1 << 61, n)]
     return edges + generate_primes([46] * (limbs - len(edges)), n)
 
 
@@ -109,7 +95,7 @@ def test_inverse_rounds_in_python_integers_at_the_prime_limit(log_n, computed_fi
     every value below 2^64 and below its assumed bound."""
     rng, _ = fresh_rng()
     n = 1 << log_n
-    q = _prime_below(1 << (63 - log_n), n)
+    q = ntt_prime_below(1 << (63 - log_n), n)
     basis = RNSBasis.get([q], n)
     table = basis.ntt_table[0].numpy().view(np.uint64)
     for case in ("q - 1", "random"):

@@ -9,17 +9,9 @@ import torch
 
 from fhe_core import ops
 from fhe_core.ring import RNSBasis, shoup_constants
-from fhe_core.ring.primes import is_prime
-from fhe_reference import fresh_rng, inverse_ntt_rounds, random_residues
+from fhe_reference import fresh_rng, inverse_ntt_rounds, ntt_prime_above, ntt_prime_below, random_residues
 
 WORD = 1 << 64
-
-
-def _prime_below(limit: int, n: int) -> int:
-    q = limit - 1 - (limit - 2) % (2 * n)
-    while not is_prime(q):
-        q -= 2 * n
-    return q
 
 
 def _bound(step: int, j: int) -> int:
@@ -68,7 +60,7 @@ def _lazy_inverse_model(a: list[int], inv: list[int], inv_shoup: list[int], q: i
 def test_lazy_inverse_rounds_in_python_integers_at_the_prime_limit(log_n):
     rng, _ = fresh_rng()
     n = 1 << log_n
-    q = _prime_below(1 << 60, n)
+    q = ntt_prime_below(1 << 60, n)
     basis = RNSBasis.get([q], n)
     table = basis.ntt_table[0].numpy().view(np.uint64)
     inv, inv_shoup = [int(v) for v in table[2]], [int(v) for v in table[3]]
@@ -86,11 +78,9 @@ def test_lazy_inverse_on_cuda_at_its_prime_limit(log_n):
     inputs at q - 1: every NTT variant == the CPU build (also through intt_galois)."""
     rng, _ = fresh_rng()
     n = 1 << log_n
-    below = _prime_below(1 << 60, n)
-    above = (1 << 60) + 1 + (-(1 << 60)) % (2 * n)
-    while not is_prime(above):
-        above += 2 * n
-    primes = [below, above, _prime_below(1 << 61, n)]
+    below = ntt_prime_below(1 << 60, n)
+    above = ntt_prime_above(1 << 60, n)
+    primes = [below, above, ntt_prime_below(1 << 61, n)]
     cpu, gpu = RNSBasis.get(primes, n), RNSBasis.get(primes, n, "cuda")
     a = random_residues(rng, primes, (2,), n)
     a[0, :, : n // 2] = cpu.moduli[:, :1] - 1
@@ -121,7 +111,7 @@ def test_truncated_shoup_product_is_within_4q_at_extreme_inputs():
     and 2^64 - 2^32, w = q - 1 and 1, and random ones, for primes at the variant's limit."""
     rng, _ = fresh_rng()
     for log_n in (16, 17):
-        q = _prime_below(_trunc_limit(log_n), 1 << log_n)
+        q = ntt_prime_below(_trunc_limit(log_n), 1 << log_n)
         for w in [q - 1, 1, q // 3, *(int(v) for v in rng.integers(1, q, size=50, dtype=np.uint64))]:
             w_shoup = (w << 64) // q
             for a in [WORD - 1, WORD - (1 << 32), (1 << 32) - 1, 4 * q - 1,
@@ -141,11 +131,9 @@ def test_truncated_forward_on_cuda_at_its_prime_limit(log_n):
     rng, _ = fresh_rng()
     n = 1 << log_n
     limit = _trunc_limit(log_n)
-    below = _prime_below(limit, n)
-    above = limit + 1 + (-limit) % (2 * n)
-    while not is_prime(above):
-        above += 2 * n
-    primes = [below, above, _prime_below(1 << 50, n)]
+    below = ntt_prime_below(limit, n)
+    above = ntt_prime_above(limit, n)
+    primes = [below, above, ntt_prime_below(1 << 50, n)]
     cpu, gpu = RNSBasis.get(primes, n), RNSBasis.get(primes, n, "cuda")
     a = random_residues(rng, primes, (2,), n)
     q_col = cpu.moduli[:, :1]
