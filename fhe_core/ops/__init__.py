@@ -76,13 +76,12 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     "mod_up" = 1 from N = 2^15 on); ``"inverse"`` (the inverse NTT's arithmetic with "ntt" >= 5: 1, no reduction
     between its stages for primes below 2^(63 - log N), truncated Shoup quotients; 2, the default: 1 with the first
     round of the rows kernel reading each twiddle without its Shoup companion, which it computes; 0: the lazy rounds
-    of "ntt" 5);
-    ``"pdl"`` (programmatic dependent launch on compute capability 9.0 and later: the
-    NTT, Conv, inner-product, element-wise and bootstrap-circuit kernels launched so that each one waits for its
-    predecessor's results in-kernel, before it reads them or writes anything; 1: each launched as its predecessor's
-    blocks exit, the launch's latency hidden; 2, the default: also the element-wise and bootstrap-circuit kernels let
-    their successor's blocks start, and wait, in their tail; 0: every launch waits for its predecessor to finish;
-    a CUDA graph keeps the launches it was captured with). All
+    of "ntt" 5); ``"pdl"`` (programmatic dependent launch on compute capability 9.0 and later: the NTT, Conv,
+    inner-product, element-wise and bootstrap-circuit kernels launched so that each one waits for its predecessor's
+    results in-kernel, before it reads them or writes anything; 1: each launched as its predecessor's blocks exit,
+    the launch's latency hidden; 2, the default: also the element-wise and bootstrap-circuit kernels let their
+    successor's blocks start, and wait, in their tail; 0: every launch waits for its predecessor to finish; a CUDA
+    graph keeps the launches it was captured with). All
     variants give the same residues bit for bit (a ``lazy`` conversion the same residues modulo each prime: conv 3
     to 8 leave them in [0, 3p)); the switch exists so that tests compare them and benchmarks time them side by side.
     The CPU kernels have one variant and ignore "conv". A launch reads the setting when it is enqueued (so a
