@@ -58,7 +58,8 @@ def with_variant(name: str, value: int, fn: Callable[[int], object]) -> Callable
 
 def before_issue_14(fn: Callable[[int], object]) -> Callable[[int], object]:
     """fn with every reference variant: the kernels and compositions as they were before issue 14."""
-    for name in ("conv", "mod_up", "mod_down", "tensor", "ntt", "galois", "tensor_fuse", "ks_fuse", "inverse", "pdl"):
+    for name in ("conv", "mod_up", "mod_down", "tensor", "ntt", "galois", "tensor_fuse", "ks_fuse", "inverse", "pdl",
+                 "fp64"):
         fn = with_variant(name, 0, fn)
     return fn
 
@@ -84,9 +85,15 @@ PDL_VARIANTS = {0: "[pdl v0: plain launches]", 1: "[pdl v1: launch latency only]
                 2: "[pdl v2: + early start after element-wise kernels]"}
 
 
-def pdl_variants() -> dict[int, str]:
-    """PDL_VARIANTS without the current default."""
-    return {v: label for v, label in PDL_VARIANTS.items() if v != ops.kernel_variant("pdl")}
+# issue 14, session 6: the forward columns kernel's butterflies in FP64 arithmetic for primes below 2^47
+# (ops.kernel_variant("fp64")) against the integer ones
+FP64_VARIANTS = {0: "[fp64 v0: integer butterflies]", 1: "[fp64 v1: forward columns in FP64]"}
+LATER_VARIANTS = {"pdl": PDL_VARIANTS, "fp64": FP64_VARIANTS}
+
+
+def other_variants(name: str) -> dict[int, str]:
+    """The labels of LATER_VARIANTS[name] but the current default (rows for the other values)."""
+    return {v: label for v, label in LATER_VARIANTS[name].items() if v != ops.kernel_variant(name)}
 # the NTT variants other than the default (6)
 NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
                 2: "[ntt v2: v1 + (w, w') twiddle pairs, limb-major grids]",
@@ -115,21 +122,26 @@ def random_residues(basis: RNSBasis, prefix=()) -> torch.Tensor:
     return raw % q
 
 
-def inverse_batch_cases(device: str, n: int, sets: int) -> list[Case]:
-    """INTT of [2, 11, N] and [31, N] (ModDown's and ModUp's inverse batches, on N16QP1766L30D3's prime sizes: 46-bit
-    P primes, a 60-bit q_0 and 40/41-bit Q primes), the default and every other inverse variant."""
+def key_switch_batch_cases(device: str, n: int, sets: int) -> list[Case]:
+    """INTT of [2, 11, N] and [31, N] (ModDown's and ModUp's inverse batches) and NTT of [3, 31, N] (about ModUp's
+    forward batch), on N16QP1766L30D3's prime sizes (46-bit P primes, a 60-bit q_0 and 40/41-bit Q primes): the
+    default and every other inverse (INTT) or fp64 (NTT) variant."""
     cases = []
-    for prefix, bits, label in (((2,), [46] * 11, "2x11"), ((), [60] + [41] * 15 + [40] * 15, "31")):
+    q_bits = [60] + [41] * 15 + [40] * 15
+    for op, prefix, bits, label in (("intt", (2,), [46] * 11, "2x11"), ("intt", (), q_bits, "31"),
+                                    ("ntt", (3,), q_bits, "3x31")):
         limbs = len(bits)
         basis = RNSBasis.get(generate_primes(bits, n), n, device)
         xs = [random_residues(basis, prefix) for _ in range(sets)]
         ys = [torch.empty_like(x) for x in xs]
         rows = (prefix[0] if prefix else 1) * limbs
-        run = lambda i, basis=basis, xs=xs, ys=ys: basis.intt(xs[i], out=ys[i])  # noqa: E731
+        fn = basis.intt if op == "intt" else basis.ntt
+        run = lambda i, fn=fn, xs=xs, ys=ys: fn(xs[i], out=ys[i])  # noqa: E731
         params, nbytes = f"N=2^16, {rows} rows", 2 * rows * n * WORD + 2 * limbs * n * WORD
-        cases.append(Case(f"intt {label}", params, nbytes, run))
-        cases += [Case(f"intt {label} {tag}", params, nbytes, with_variant("inverse", v, run))
-                  for v, tag in INVERSE_VARIANTS.items()]
+        cases.append(Case(f"{op} {label}", params, nbytes, run))
+        name, variants = ("inverse", INVERSE_VARIANTS) if op == "intt" else ("fp64", other_variants("fp64"))
+        cases += [Case(f"{op} {label} {tag}", params, nbytes, with_variant(name, v, run))
+                  for v, tag in variants.items()]
     return cases
 
 
@@ -151,8 +163,8 @@ def make_cases(device: str, sets: int) -> list[Case]:
             if name == "intt" and log_n == 16:
                 cases += [Case(f"intt {label}", f"N=2^{log_n}, l={LIMBS}", 2 * data + table,
                                with_variant("inverse", v, run)) for v, label in INVERSE_VARIANTS.items()]
-        if log_n == 16:  # the key switch's inverse batches: ModDown's 2 x 11 P rows, ModUp's 31 Q rows
-            cases += inverse_batch_cases(device, n, sets)
+        if log_n == 16:  # the key switch's batches: ModDown's 2 x 11 P rows, ModUp's 31 Q rows and its forward rows
+            cases += key_switch_batch_cases(device, n, sets)
 
     n = 1 << 16
     basis = RNSBasis.get(generate_primes([50] * LIMBS, n), n, device)
@@ -367,7 +379,8 @@ def make_ckks_cases(device: str) -> list[Case]:
                with_variant("inverse", v, lambda i: evaluator.mul_relin(a, b)))
           for v, label in INVERSE_VARIANTS.items()),
         *(Case(f"HMult + relin {label}", name, 3 * ct + (765 - 124) * limb_poly,
-               with_variant("pdl", v, lambda i: evaluator.mul_relin(a, b))) for v, label in pdl_variants().items()),
+               with_variant(variant, v, lambda i: evaluator.mul_relin(a, b)))
+          for variant in LATER_VARIANTS for v, label in other_variants(variant).items()),
         Case("rescale", name, 2 * ct, lambda i: evaluator.rescale(unscaled), REFERENCE_V100_US["rescale"]),
         Case("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1), REFERENCE_V100_US["HRotate"]),
         Case(f"HRotate {BEFORE}", name, 2 * ct + 765 * limb_poly, before_issue_14(lambda i: evaluator.rotate(a, 1))),
@@ -385,7 +398,8 @@ def make_ckks_cases(device: str) -> list[Case]:
         *(Case(f"HRotate {label}", name, 2 * ct + 765 * limb_poly,
                with_variant("inverse", v, lambda i: evaluator.rotate(a, 1))) for v, label in INVERSE_VARIANTS.items()),
         *(Case(f"HRotate {label}", name, 2 * ct + 765 * limb_poly,
-               with_variant("pdl", v, lambda i: evaluator.rotate(a, 1))) for v, label in pdl_variants().items()),
+               with_variant(variant, v, lambda i: evaluator.rotate(a, 1)))
+          for variant in LATER_VARIANTS for v, label in other_variants(variant).items()),
         Case("hoisted, 8 rotations", name, 2 * ct + (157 + 8 * 732) * limb_poly,
              lambda i: evaluator.rotate_hoisted(a, steps)),
         Case(f"hoisted, 8 rotations {GALOIS_V0}", name, 2 * ct + (157 + 8 * 732) * limb_poly,
@@ -538,7 +552,7 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False, 
               flush=True)
         cases.append(Case("bootstrap (graphed, Python call)", name, whole, lambda i: graphed.bootstrap(ct),
                           capture=False))
-        for v, label in pdl_variants().items():
+        for v, label in other_variants("pdl").items():
             other = boot.graphed()
             with ops.use_kernel_variant("pdl", v):  # captured on this first call: the graph keeps these launches
                 same = torch.equal(other.bootstrap(ct).data, graphed.bootstrap(ct).data)
@@ -548,7 +562,7 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False, 
                               lambda i, other=other: other.bootstrap(ct), capture=False))
     # the circuit's fused passes (ops.kernel_variant "fused", the default) against the composed ops, same run
     cases += [*(Case(f"bootstrap {label}", name, whole, with_variant("pdl", v, lambda i: boot.bootstrap(ct)))
-                for v, label in pdl_variants().items()),
+                for v, label in other_variants("pdl").items()),
               Case("bootstrap [fused v0: composed ops]", name, whole,
                    with_variant("fused", 0, lambda i: boot.bootstrap(ct))),
               Case("bootstrap [fused v1: session 3, round 1]", name, whole,

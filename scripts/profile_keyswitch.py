@@ -11,6 +11,7 @@ per kernel: launches and device time per op. A planning tool, not a benchmark (b
     python scripts/profile_keyswitch.py --tensor-fuse 0 1  # instead: one table per tensor_fuse variant
     python scripts/profile_keyswitch.py --ks-fuse 0 1 2 3  # instead: one table per ks_fuse variant
     python scripts/profile_keyswitch.py --inverse 0 1 2 3  # instead: one table per inverse variant
+    python scripts/profile_keyswitch.py --fp64 0 1   # instead: one table per fp64 variant
     python scripts/profile_keyswitch.py --pdl 0 1    # instead: one table per pdl value (with pdl 1 a kernel's
                                                      # time includes its wait in its predecessor's tail: the
                                                      # other tables run at pdl 0)
@@ -40,7 +41,7 @@ from fhe_core.params import preset  # noqa: E402
 
 REPEATS = 5
 # The kernel variants with a command-line option of their own (one profile table per listed value).
-PROFILED_VARIANTS = ("conv", "ntt", "galois", "tensor_fuse", "ks_fuse", "inverse", "pdl")
+PROFILED_VARIANTS = ("conv", "ntt", "galois", "tensor_fuse", "ks_fuse", "inverse", "pdl", "fp64")
 
 
 def kernel_table(fn) -> list[tuple[str, int, float]]:

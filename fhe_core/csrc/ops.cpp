@@ -29,7 +29,7 @@
 namespace fhe {
 
 int& kernel_variant(Variant v) {
-  static int variants[static_cast<int>(Variant::kCount)] = {7, 1, 1, 1, 3, 6, 1, 2, 5, 2, 2};
+  static int variants[static_cast<int>(Variant::kCount)] = {7, 1, 1, 1, 3, 6, 1, 2, 5, 2, 2, 0};
   return variants[static_cast<int>(v)];
 }
 
@@ -249,8 +249,8 @@ struct CudaBackend {
 
 // ---- NTT -------------------------------------------------------------------------------------
 
-// The table's rows per limb: 8 on CUDA (the kernels read the (w, w') pairs), 4 or 8 on the CPU (whose
-// kernels read rows 0-3 only; RNSBasis builds the pairs for CUDA tables only).
+// The table's rows per limb: 12 on CUDA (the kernels read the (w, w') pairs and the FP64 pairs), 4 or 12 on the
+// CPU (whose kernels read rows 0-3 only; RNSBasis builds the pair rows for CUDA tables only).
 int check_ntt_table(const Tensor& table, const Tensor& a, const Tensor& moduli, const char* op) {
   check_words(table, op, "table");
   check_same_device(table, a, op, "table");
@@ -258,8 +258,8 @@ int check_ntt_table(const Tensor& table, const Tensor& a, const Tensor& moduli, 
   const int64_t r = table.dim() == 3 ? table.size(1) : -1;
   FHE_CHECK(table.dim() == 3 && table.size(0) == moduli.size(0) && table.size(2) == a.size(-1) &&
                 (r == kNttTableRows || (cpu && r == kNttTableRowsCpu)),
-            op, ": table must be [limbs, ", cpu ? "4 or 8" : "8", ", N] = [", moduli.size(0), ", ",
-            cpu ? "4 or 8" : "8", ", ", a.size(-1), "], got ", table.sizes(),
+            op, ": table must be [limbs, ", cpu ? "4 or 12" : "12", ", N] = [", moduli.size(0), ", ",
+            cpu ? "4 or 12" : "12", ", ", a.size(-1), "], got ", table.sizes(),
             cpu ? "" : " (a CUDA table holds the (w, w') pair rows: ntt_table(..., pairs=True))");
   return static_cast<int>(r);
 }
@@ -1109,11 +1109,15 @@ Tensor ntt_table(const Tensor& moduli, const Tensor& roots, int64_t log_n, bool 
     if (!pairs) continue;
     u64* fwd_pairs = fwd + kFwdPairs * n;
     u64* inv_pairs = fwd + kInvPairs * n;
+    u64* fwd_fp64 = fwd + kFwdFp64 * n;
+    u64* inv_fp64 = fwd + kInvFp64 * n;
     for (int64_t k = 0; k < n; ++k) {
       fwd_pairs[2 * k] = fwd[k];
       fwd_pairs[2 * k + 1] = fwd_shoup[k];
       inv_pairs[2 * k] = inv[k];
       inv_pairs[2 * k + 1] = inv_shoup[k];
+      store_fp64_pair(fwd_fp64 + 2 * k, fwd[k], q);
+      store_fp64_pair(inv_fp64 + 2 * k, inv[k], q);
     }
   }
   return table;
@@ -1358,8 +1362,8 @@ Tensor& ks_inner_product_babies_out(const Tensor& digits, at::TensorList keys, a
 // ---- run-time kernel variants (see kernels.h) -------------------------------------------------
 
 constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "fused", "ntt", "galois",
-                                          "tensor_fuse", "ks_fuse", "pdl", "inverse"};
-constexpr int kVariantMax[] = {8, 1, 1, 1, 3, 6, 1, 2, 5, 2, 2};
+                                          "tensor_fuse", "ks_fuse", "pdl", "inverse", "fp64"};
+constexpr int kVariantMax[] = {8, 1, 1, 1, 3, 6, 1, 2, 5, 2, 2, 1};
 static_assert(sizeof(kVariantMax) / sizeof(kVariantMax[0]) == static_cast<size_t>(Variant::kCount));
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 
@@ -1375,7 +1379,7 @@ int64_t set_kernel_variant(const std::string& name, int64_t value) {
     return previous;
   }
   FHE_CHECK(false, "kernel_variant: unknown kernel '", name,
-            "' (known: conv, mod_up, mod_down, tensor, fused, ntt, galois, tensor_fuse, ks_fuse, pdl, inverse)");
+            "' (known: conv, mod_up, mod_down, tensor, fused, ntt, galois, tensor_fuse, ks_fuse, pdl, inverse, fp64)");
   return 0;
 }
 

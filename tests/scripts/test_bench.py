@@ -38,7 +38,7 @@ def test_boot_suite_runs_on_a_tiny_preset_and_is_opt_in():
     cases = bench.make_boot_cases("cpu", TINY_N10_FULL, allow_insecure=True)
     assert [c.name for c in cases] == ["bootstrap", "bootstrap (single-hoisted DFTs)",
                                        "bootstrap_pair (two real ciphertexts)",
-                                       *(f"bootstrap {label}" for label in bench.pdl_variants().values()),
+                                       *(f"bootstrap {label}" for label in bench.other_variants("pdl").values()),
                                        "bootstrap [fused v0: composed ops]",
                                        "bootstrap [fused v1: session 3, round 1]", "bootstrap [fused v2: round 2]",
                                        "bootstrap [inverse v0: lazy rounds]", "boot: mod_raise",

@@ -12,15 +12,18 @@
 // Butterflies are Harvey's lazy ones: forward values live in [0, 4q), inverse values in [0, 2q).
 #pragma once
 
+#include <cstring>
+
 #include "modarith.h"
 
 namespace fhe {
 
 // Table rows of the int64 tensor [l, R, N] built once per (prime, N, device): the twiddles and their
 // Shoup companions in separate rows (0-3, what the CPU kernels read; a CPU table has only these, R = 4),
-// then, in a CUDA table (R = 8), the same words interleaved as (w, w') pairs over two rows each (4-5
+// then, in a CUDA table (R = 12), the same words interleaved as (w, w') pairs over two rows each (4-5
 // forward, 6-7 inverse: pair i at words 2i, 2i + 1), which the CUDA kernels read with one 16-byte load
-// per twiddle. Kernels take R from the table (NttArgs::table_rows).
+// per twiddle, and the pairs (w, w / q) as IEEE doubles (8-9 forward, 10-11 inverse; store_fp64_pair) for the
+// FP64 butterflies (cuda/ntt.cu, Fp64Twiddles). Kernels take R from the table (NttArgs::table_rows).
 enum NttTableRow : int {
   kFwd = 0,
   kFwdShoup = 1,
@@ -29,8 +32,19 @@ enum NttTableRow : int {
   kNttTableRowsCpu = 4,
   kFwdPairs = 4,
   kInvPairs = 6,
-  kNttTableRows = 8
+  kFwdFp64 = 8,
+  kInvFp64 = 10,
+  kNttTableRows = 12
 };
+
+#if !defined(__CUDA_ARCH__)
+// The FP64 pair of twiddle w mod q: w and w / q as doubles, each correctly rounded (w < q < 2^53 converts
+// exactly; IEEE division rounds once), stored as their bit patterns.
+inline void store_fp64_pair(u64* out, u64 w, u64 q) {
+  const double pair[2] = {static_cast<double>(w), static_cast<double>(w) / static_cast<double>(q)};
+  std::memcpy(out, pair, sizeof(pair));
+}
+#endif
 
 FHE_HD u32 bit_reverse(u32 x, int bits) {
 #if defined(__CUDA_ARCH__)

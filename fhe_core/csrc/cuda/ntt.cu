@@ -136,6 +136,68 @@ struct IsTruncated : std::false_type {};
 template <class Tw>
 struct IsTruncated<Tw, std::void_t<decltype(Tw::kTruncated)>> : std::bool_constant<Tw::kTruncated> {};
 
+// ops.kernel_variant("fp64") 1: the forward columns kernel's butterflies in IEEE double arithmetic, on the FP64 pipe
+// that the integer kernels leave idle (8 FP64 instructions per butterfly against ~25 integer ones), for primes below
+// 2^47 (fp64_forward_fits; larger ones take the integer rounds). Values are integers held in doubles, signed and never
+// reduced. The product t = y w mod q (ct_butterfly_fp64), with (w, w/q) from the table's FP64 rows (w exact, w/q
+// correctly rounded): hi + lo = y w exactly (hi = fl(y w), lo = fma(y, w, -hi)); k = y (w/q) rounded to an integer
+// (adding and subtracting 1.5 * 2^52, exact for |y w/q| < 2^51), so |k - y w / q| <= 1/2 + |y| 2^-53; t = (hi - k q)
+// + lo, where both steps are exact (integers below 2^53), and |t| <= (1/2 + |y| 2^-53) q < 5q/8 for |y| < 2^50. So a
+// stage adds less than 5q/8 to a value's magnitude: inputs [0, 4q) enter centred in (-2q, 2q] (in_shift), k1 <= 8
+// stages end below (2 + 5 k1 / 8) q < 7q < 2^50, and the words stored are x + (2 + k1) q (out_shift), in
+// [0, (4 + 2 k1) q): the lazy range the rows kernels take from the integer columns kernels.
+struct Fp64Twiddles {
+  static constexpr bool kLazy = true;
+  static constexpr bool kFp64 = true;
+  const double2* pairs;  // (w, w / q)
+  u32 base;
+  const u64* inv;  // (forward only: round_butterflies' folded inverse stage never runs)
+  const u64* inv_shoup;
+  double q;
+  double in_shift;   // 2^52 + 2q: a word u < 4q as the double 2^52 + u, minus this, is u - 2q
+  double out_shift;  // 2^52 + (2 + k1) q: x plus this is 2^52 + the stored word
+};
+template <class Tw, class = void>
+struct IsFp64 : std::false_type {};
+template <class Tw>
+struct IsFp64<Tw, std::void_t<decltype(Tw::kFp64)>> : std::bool_constant<Tw::kFp64> {};
+
+constexpr double kTwoPow52 = 4503599627370496.0;
+constexpr u64 kTwoPow52Bits = 0x4330000000000000ull;       // the bits of 2^52: the double 2^52 + u is these | u
+constexpr double kRoundingShift = 6755399441055744.0;      // 1.5 * 2^52: x + this - this rounds x to an integer
+__device__ __forceinline__ bool fp64_forward_fits(u64 q) { return q < (u64{1} << 47); }
+
+// x + y w mod q, x - y w mod q on the bit patterns of two doubles (Fp64Twiddles), w = (w, w / q).
+__device__ __forceinline__ void ct_butterfly_fp64(u64& x, u64& y, double2 w, double q) {
+  const double a = __longlong_as_double(static_cast<long long>(x)), b = __longlong_as_double(static_cast<long long>(y));
+  const double hi = __dmul_rn(b, w.x);
+  const double lo = __fma_rn(b, w.x, -hi);
+  const double k = __dsub_rn(__fma_rn(b, w.y, kRoundingShift), kRoundingShift);
+  const double t = __dadd_rn(__fma_rn(-k, q, hi), lo);
+  x = static_cast<u64>(__double_as_longlong(__dadd_rn(a, t)));
+  y = static_cast<u64>(__double_as_longlong(__dsub_rn(a, t)));
+}
+
+// A word entering / leaving a round from / to global memory: Fp64Twiddles' conversions, the identity otherwise.
+template <class Tw>
+__device__ __forceinline__ u64 entering(const Tw& t, u64 word) {
+  if constexpr (IsFp64<Tw>::value) {
+    const double x = __dsub_rn(__longlong_as_double(static_cast<long long>(word | kTwoPow52Bits)), t.in_shift);
+    return static_cast<u64>(__double_as_longlong(x));
+  } else {
+    return word;
+  }
+}
+template <class Tw>
+__device__ __forceinline__ u64 leaving(const Tw& t, u64 v) {
+  if constexpr (IsFp64<Tw>::value) {
+    const double shifted = __dadd_rn(__longlong_as_double(static_cast<long long>(v)), t.out_shift);
+    return static_cast<u64>(__double_as_longlong(shifted)) & ((u64{1} << 52) - 1);
+  } else {
+    return v;
+  }
+}
+
 // floor(a b / 2^64) - e with e in {0, 1, 2}: the four 32-bit partial products but the low one, and no
 // carries out of the middle ones (they sum below 3 * 2^32): one wide and two high 32-bit multiplies
 // instead of the four wide ones of __umul64hi.
@@ -223,13 +285,17 @@ __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 firs
           }
           continue;
         }
-        u64 w, ws;
-        t.load(idx, w, ws);
-        if constexpr (kForward && IsTruncated<Tw>::value) ct_butterfly_truncated(x[j], x[j + stride], w, ws, q);
-        else if constexpr (kForward && Tw::kLazy) ct_butterfly_lazy(x[j], x[j + stride], w, ws, q);
-        else if (kForward) ct_butterfly(x[j], x[j + stride], w, ws, q);
-        else if constexpr (Tw::kLazy) gs_butterfly_lazy(x[j], x[j + stride], w, ws, q, q * lazy_inverse_bound(step, j));
-        else gs_butterfly(x[j], x[j + stride], w, ws, q);
+        if constexpr (kForward && IsFp64<Tw>::value) {
+          ct_butterfly_fp64(x[j], x[j + stride], t.pairs[idx], t.q);
+        } else {
+          u64 w, ws;
+          t.load(idx, w, ws);
+          if constexpr (kForward && IsTruncated<Tw>::value) ct_butterfly_truncated(x[j], x[j + stride], w, ws, q);
+          else if constexpr (kForward && Tw::kLazy) ct_butterfly_lazy(x[j], x[j + stride], w, ws, q);
+          else if (kForward) ct_butterfly(x[j], x[j + stride], w, ws, q);
+          else if constexpr (Tw::kLazy) gs_butterfly_lazy(x[j], x[j + stride], w, ws, q, q * lazy_inverse_bound(step, j));
+          else gs_butterfly(x[j], x[j + stride], w, ws, q);
+        }
       }
     }
     if constexpr (!kForward && Tw::kLazy && !IsUnreduced<Tw>::value) {
@@ -281,7 +347,7 @@ __device__ __forceinline__ void run_round(const u64* gin, u64* gout, u64* smem, 
     const u32 gbase = layout.global(unit_base[r]);
 #pragma unroll
     for (int j = 0; j < R; ++j)
-      v[r * R + j] = kFromGlobal ? gin[gbase + j * gstep] : smem[layout.shared(unit_base[r] + j * step)];
+      v[r * R + j] = kFromGlobal ? entering(t, gin[gbase + j * gstep]) : smem[layout.shared(unit_base[r] + j * step)];
   }
   round_butterflies<kForward, G>(v, first_unit, s0, tl, t, fold_n_inv, q);
 #pragma unroll
@@ -289,7 +355,7 @@ __device__ __forceinline__ void run_round(const u64* gin, u64* gout, u64* smem, 
     const u32 gbase = layout.global(unit_base[r]);
 #pragma unroll
     for (int j = 0; j < R; ++j) {
-      if (kToGlobal) gout[gbase + j * gstep] = v[r * R + j];
+      if (kToGlobal) gout[gbase + j * gstep] = leaving(t, v[r * R + j]);
       else smem[layout.shared(unit_base[r] + j * step)] = v[r * R + j];
     }
   }
@@ -414,6 +480,14 @@ __device__ __forceinline__ TwiddlesOf<kPairs> global_twiddles(const u64* table, 
   }
 }
 
+// Fp64Twiddles of one limb's forward table (the columns kernel: base 1, k1 stages).
+__device__ __forceinline__ Fp64Twiddles fp64_twiddles(const u64* table, int limb, u32 n, int k1, u64 q) {
+  const u64* t = table + static_cast<size_t>(limb) * kNttTableRows * n;
+  const double qd = static_cast<double>(q);
+  return Fp64Twiddles{reinterpret_cast<const double2*>(t + kFwdFp64 * n), 1u, nullptr, nullptr, qd,
+                      kTwoPow52 + 2 * qd, kTwoPow52 + (2 + k1) * qd};
+}
+
 // The transform row a block works on. Order 0: grid row y is the row (batch-major). Order 1,
 // limb-major: the batches' rows of one limb run next to each other. Every twiddle of
 // the rows kernel (indices >= 2^k1) serves one row of one limb's transform and comes from DRAM (a
@@ -433,7 +507,7 @@ __device__ __forceinline__ int grid_row(int limbs, int order) {
 // First k1 forward stages / last k1 inverse stages. Grid: (T / 8, rows). Block: 8 * 2^k1 / 8,
 // at most 256 threads; 64 registers keep four blocks resident per SM.
 // (columns_body: ntt_columns' body; kUnreduced: ntt_columns_inverse's.)
-template <bool kForward, bool kPairs, bool kLazy, int kLen, bool kTruncated, bool kUnreduced>
+template <bool kForward, bool kPairs, bool kLazy, int kLen, bool kTruncated, bool kUnreduced, bool kFp64 = false>
 __device__ __forceinline__ void columns_body(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                              const u64* __restrict__ table, int limbs, int log_n, int k1, NttSkip skip,
                                              int64_t in_batch_stride, int order) {
@@ -453,6 +527,17 @@ __device__ __forceinline__ void columns_body(const u64* in, u64* out, const Modu
   const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
                                               : (row / limbs) * in_batch_stride + static_cast<int64_t>(limb) * n;
   const ColumnLayout layout{n >> k1, col};
+  if constexpr (kForward && kFp64) {
+    if (fp64_forward_fits(q)) {
+      const Fp64Twiddles fp64 = fp64_twiddles(table, limb, n, k1, q);
+      if constexpr (kLen != 0) {
+        local_transform_fixed<true, kLen>(in + in_row + column, out + origin, smem, layout, tcol, fp64, false, q);
+      } else {
+        local_transform<true>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, fp64, false, q);
+      }
+      return;
+    }
+  }
   if constexpr (kForward && kTruncated) {
     if (trunc_forward_fits(q, log_n, k1)) {
       const TruncatedTwiddles<std::decay_t<decltype(t)>> truncated{t};
@@ -507,12 +592,12 @@ __device__ __forceinline__ void columns_body(const u64* in, u64* out, const Modu
   }
 }
 
-template <bool kForward, bool kPairs, bool kLazy = false, int kLen = 0, bool kTruncated = false>
+template <bool kForward, bool kPairs, bool kLazy = false, int kLen = 0, bool kTruncated = false, bool kFp64 = false>
 __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                                       const u64* __restrict__ table, int limbs, int log_n, int k1,
                                                       NttSkip skip, int64_t in_batch_stride, int order) {
-  columns_body<kForward, kPairs, kLazy, kLen, kTruncated, false>(in, out, moduli, table, limbs, log_n, k1, skip,
-                                                                 in_batch_stride, order);
+  columns_body<kForward, kPairs, kLazy, kLen, kTruncated, false, kFp64>(in, out, moduli, table, limbs, log_n, k1, skip,
+                                                                        in_batch_stride, order);
 }
 
 // ops.kernel_variant("inverse") >= 1: the inverse columns kernel of the lazy plans (ntt >= 5) without reductions
@@ -1240,6 +1325,7 @@ struct NttPlan {
   int first_order = 0, second_order = 0;  // grid_row orders of the kernel run first / second
   bool fixed16 = false;                   // N = 2^16 kernels with the row length a compile-time 8
   bool truncated = false;                 // the forward columns' truncated Shoup quotient (variant 6)
+  bool fp64 = false;                      // the forward columns' FP64 butterflies (kernel_variant("fp64") 1)
 };
 
 NttPlan ntt_plan(int variant, bool forward, bool aligned, bool table_aligned, int log_n) {
@@ -1258,7 +1344,22 @@ NttPlan ntt_plan(int variant, bool forward, bool aligned, bool table_aligned, in
   p.lazy = forward || variant >= 5;
   p.fixed16 = variant >= 4 && log_n == 16;
   p.truncated = forward && variant >= 6;
+  p.fp64 = p.truncated && kernel_variant(Variant::kFp64) >= 1;
   return p;
+}
+
+// The columns kernel of a plan (launch_ntt's and launch_ntt_inner_product's).
+template <bool kForward>
+auto columns_kernel(const NttPlan& plan) -> decltype(&ntt_columns<kForward, false>) {
+  if constexpr (kForward) {  // (truncated, fp64: forward plans only)
+    if (plan.truncated && plan.fixed16)
+      return plan.fp64 ? ntt_columns<true, true, true, 8, true, true> : ntt_columns<true, true, true, 8, true>;
+    if (plan.truncated)
+      return plan.fp64 ? ntt_columns<true, true, true, 0, true, true> : ntt_columns<true, true, true, 0, true>;
+  }
+  if (plan.fixed16) return plan.lazy ? ntt_columns<kForward, true, true, 8> : ntt_columns<kForward, true, false, 8>;
+  if (plan.lazy) return ntt_columns<kForward, true, true>;
+  return plan.pairs ? ntt_columns<kForward, true> : ntt_columns<kForward, false>;
 }
 
 // The plan's rows kernel computes the products of NttArgs::times (inverse) / NttEpilogue::times (forward) itself
@@ -1355,12 +1456,7 @@ void launch_ntt(const NttArgs& a, Stream stream) {
   using Rows = decltype(&ntt_rows<kForward, false, false>);
   using Columns = decltype(&ntt_columns<kForward, false>);
   // (plan.lazy: the forward's unreduced butterflies, or in the inverse variant 5's)
-  Columns columns = plan.fixed16 && plan.truncated ? ntt_columns<kForward, true, true, 8, true>
-                    : plan.truncated ? ntt_columns<kForward, true, true, 0, true>
-                    : plan.fixed16 ? (plan.lazy ? ntt_columns<kForward, true, true, 8> : ntt_columns<kForward, true, false, 8>)
-                    : plan.lazy  ? ntt_columns<kForward, true, true>
-                    : plan.pairs ? ntt_columns<kForward, true>
-                                 : ntt_columns<kForward, false>;
+  Columns columns = columns_kernel<kForward>(plan);
   Rows rows = ntt_rows<kForward, false, false>;  // (variant 0 takes epilogue.add_galois at run time)
   if (plan.truncated) {  // (forward only)
     if (plan.fixed16) rows = galois ? ntt_rows<kForward, true, true, true, 8, true, true> : ntt_rows<kForward, true, true, true, 8, false, true>;
@@ -1490,11 +1586,7 @@ void launch_ntt_inner_product(const NttInnerProductArgs& a, Stream stream) {
   const u32 tile = shape.tile;
   const u32 tile_words = (tile + tile / 8 + 1) & ~1u;  // (even: the accumulators after it are 16-byte aligned)
   cudaStream_t s = native(stream);
-  using Columns = decltype(&ntt_columns<true, false>);
-  const Columns columns = plan.fixed16 && plan.truncated ? ntt_columns<true, true, true, 8, true>
-                          : plan.truncated               ? ntt_columns<true, true, true, 0, true>
-                          : plan.fixed16                 ? ntt_columns<true, true, true, 8>
-                                                         : ntt_columns<true, true, true>;
+  const auto columns = columns_kernel<true>(plan);
   launch(columns, shape.col_grid, shape.col_threads, shape.col_smem, s, "ntt_columns<forward>", nt.in, nt.out,
          nt.moduli, nt.table, nt.limbs, nt.log_n, g.k1, nt.skip, int64_t{0}, plan.first_order);
   const int rpb = static_cast<int>(shape.rows_per_block);

@@ -89,7 +89,7 @@ def test_to_residues_reduces_signed_integers():
 
 def test_pair_rows_are_built_on_request_and_the_cpu_kernels_take_either_table():
     """ops.ntt_table(pairs=True) appends the pair rows to the same four rows; the CPU kernels read the
-    row count from the table (4 or 8 rows give the same residues); CUDA refuses a table without pairs."""
+    row count from the table (4 or 12 rows give the same residues); CUDA refuses a table without pairs."""
     from fhe_core import ops
     from fhe_core.ring import modulus_table, shoup_constants, words_tensor
 
@@ -98,7 +98,7 @@ def test_pair_rows_are_built_on_request_and_the_cpu_kernels_take_either_table():
     roots = words_tensor([primitive_root_2n(q, N) for q in primes])
     plain = ops.ntt_table(moduli, roots, 11)
     paired = ops.ntt_table(moduli, roots, 11, pairs=True)
-    assert plain.shape == (2, 4, N) and paired.shape == (2, 8, N)
+    assert plain.shape == (2, 4, N) and paired.shape == (2, 12, N)
     assert torch.equal(paired[:, :4], plain)
     for limb in range(2):
         pairs = _u64(paired[limb, 4:6].reshape(-1)) + _u64(paired[limb, 6:8].reshape(-1))
@@ -115,7 +115,7 @@ def test_pair_rows_are_built_on_request_and_the_cpu_kernels_take_either_table():
     consts, shoup = shoup_constants([q - 5 for q in primes], primes)
     assert torch.equal(ops.mod_down_ntt(x, c, 2, consts, shoup, moduli, paired),
                        ops.mod_down_ntt(x, c, 2, consts, shoup, moduli, plain))
-    with pytest.raises(RuntimeError, match="4 or 8"):
+    with pytest.raises(RuntimeError, match="4 or 12"):
         ops.ntt(x, moduli, plain[:, :3].contiguous())
     if torch.cuda.is_available() and ops.cuda_built():
         with pytest.raises(RuntimeError, match="pair rows"):

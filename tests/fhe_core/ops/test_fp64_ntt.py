@@ -1,0 +1,171 @@
+"""The forward NTT's columns kernel in FP64 arithmetic (ops.kernel_variant "fp64" 1; ntt.cu's Fp64Twiddles): for
+primes below 2^47 the butterflies run on the FP64 pipe with signed, never reduced values. Its rounds in Python integers
+(every IEEE rounding emulated exactly, every bound the kernel assumes asserted) agree with the modular transform; the
+table's FP64 rows hold (w, w / q) correctly rounded; on CUDA the transform, ModUp's fused inner product, ModDown and
+the key switches of HMult + relin and HRotate at N16QP1766L30D3 == fp64 0 == the CPU build, bit for bit, with inputs
+at q - 1 (or 4q - 1 in the model) and primes on both sides of 2^47."""
+import struct
+
+import numpy as np
+import pytest
+import torch
+
+from fhe_core import ops
+from fhe_core.ring import RNSBasis, generate_primes, modulus_table, primitive_root_2n, words_tensor
+from fhe_reference import fresh_rng, ntt_prime_above, ntt_prime_below, random_residues
+from keyswitch_cases import assert_same, key_switch_ops, n16_key_switch_case
+
+FP64_VARIANTS = (0, 1)
+FP64_LIMIT = 1 << 47  # fp64_forward_fits
+ROUNDING_SHIFT = 3 << 51  # 1.5 * 2^52
+
+
+def test_fp64_variant_switch():
+    before = ops.kernel_variant("fp64")
+    assert before in FP64_VARIANTS
+    for other in FP64_VARIANTS:
+        with ops.use_kernel_variant("fp64", other):
+            assert ops.kernel_variant("fp64") == other
+        assert ops.kernel_variant("fp64") == before
+    with pytest.raises(RuntimeError, match=r"fp64 is 0 \(reference\) to 1, got 2"):
+        ops.kernel_variant("fp64", 2)
+
+
+def _double(word: int) -> float:
+    return struct.unpack("<d", struct.pack("<q", word))[0]
+
+
+def _round_half_even(num: int, den: int) -> int:
+    """num / den rounded to the nearest integer, ties to even (den > 0)."""
+    q, r = divmod(num, den)
+    if 2 * r > den or (2 * r == den and q % 2 == 1):
+        q += 1
+    return q
+
+
+def _product_fp64(y: int, w: int, wq: float, q: int) -> int:
+    """ct_butterfly_fp64's t = y w mod q, centred, as the kernel's IEEE operations compute it: hi = fl(y w),
+    lo = fma(y, w, -hi), k = fl(y wq + 1.5 * 2^52) - 1.5 * 2^52, t = fl(fl(hi - k q) + lo); every step asserted
+    exact (or in the range where the rounding is the one emulated)."""
+    exact = y * w
+    hi = int(float(exact))  # (Python's int -> float rounds to nearest, ties to even, like __dmul_rn)
+    lo = exact - hi
+    assert abs(lo) < 1 << 53  # fma's result exact
+    num, den = wq.as_integer_ratio()
+    assert abs(y * num) < den << 51  # |y wq| < 2^51: y wq + 1.5 * 2^52 lies where the doubles are the integers
+    k = _round_half_even(y * num, den)  # (1.5 * 2^52 is even: the ties go the same way)
+    r = hi - k * q
+    assert abs(r) < 1 << 53 and abs(r + lo) < 1 << 53  # both exact
+    t = r + lo
+    assert t == exact - k * q and 8 * abs(t) < 5 * q  # |t| < 5q/8
+    return t
+
+
+def _table(primes: list[int], log_n: int) -> torch.Tensor:
+    """The CUDA layout of the NTT table (built on the CPU): [limbs, 12, N]."""
+    roots = words_tensor([primitive_root_2n(q, 1 << log_n) for q in primes])
+    return ops.ntt_table(modulus_table(primes), roots, log_n, pairs=True)
+
+
+def _columns_model(words: list[int], table: torch.Tensor, q: int, log_n: int) -> list[int]:
+    """The columns kernel's k1 = log_n / 2 forward stages (Cooley-Tukey, m = 1 .. 2^(k1 - 1)) on words below 4q, in
+    the FP64 arithmetic of ntt.cu's Fp64Twiddles: entering as u - 2q, leaving as x + (2 + k1) q."""
+    n, k1 = 1 << log_n, log_n // 2
+    pairs = [_double(int(v)) for v in table[8:10].reshape(-1).tolist()]  # kFwdFp64: (w, w / q) per twiddle
+    fwd = [int(v) % (1 << 64) for v in table[0].tolist()]
+    x = [u - 2 * q for u in words]
+    for s in range(k1):
+        m, t = 1 << s, n >> (s + 1)
+        for i in range(m):
+            w, wq = pairs[2 * (m + i)], pairs[2 * (m + i) + 1]
+            assert w == fwd[m + i]
+            for j in range(2 * i * t, 2 * i * t + t):
+                a, b = x[j], x[j + t]
+                assert abs(b) < 1 << 50
+                p = _product_fp64(b, fwd[m + i], wq, q)
+                x[j], x[j + t] = a + p, a - p
+        bound = 2 * q + 5 * q * (s + 1) // 8 + 1
+        assert max(abs(v) for v in x) < bound
+    out = [v + (2 + k1) * q for v in x]
+    assert all(0 <= v < (4 + 2 * k1) * q and v < 1 << 52 for v in out)
+    return out
+
+
+def _columns_modular(words: list[int], fwd: list[int], q: int, log_n: int) -> list[int]:
+    """The same k1 stages in plain modular arithmetic."""
+    n, k1 = 1 << log_n, log_n // 2
+    x = [u % q for u in words]
+    for s in range(k1):
+        m, t = 1 << s, n >> (s + 1)
+        for i in range(m):
+            w = fwd[m + i]
+            for j in range(2 * i * t, 2 * i * t + t):
+                a, b = x[j], x[j + t] * w % q
+                x[j], x[j + t] = (a + b) % q, (a - b) % q
+    return x
+
+
+@pytest.mark.parametrize("log_n", [10, 16])
+def test_fp64_columns_in_python_integers_at_the_prime_limit(log_n):
+    """The largest prime the FP64 rounds take (below 2^47), inputs 4q - 1 (the lazy inputs' top), q - 1 and random
+    below 4q: every rounding emulated, every bound asserted, and the words congruent to the modular stages'."""
+    rng, _ = fresh_rng()
+    n = 1 << log_n
+    q = ntt_prime_below(FP64_LIMIT, n)
+    table = _table([q], log_n)[0]
+    fwd = [int(v) % (1 << 64) for v in table[0].tolist()]
+    cases = {"4q - 1": [4 * q - 1] * n, "q - 1": [q - 1] * n,
+             "random": [int(v) for v in rng.integers(0, 4 * q, n, dtype=np.int64)]}
+    for name, words in cases.items():
+        got = _columns_model(words, table, q, log_n)
+        assert [v % q for v in got] == _columns_modular(words, fwd, q, log_n), name
+
+
+def test_fp64_table_rows_hold_w_and_w_over_q():
+    n = 2048
+    primes = generate_primes([40, 46, 60], n)
+    table = _table(primes, 11)
+    assert table.shape == (3, 12, n)
+    for limb, q in enumerate(primes):
+        for row, plain in ((8, 0), (10, 2)):
+            words = table[limb, row:row + 2].reshape(-1).tolist()
+            w = [int(v) % (1 << 64) for v in table[limb, plain].tolist()]
+            assert [_double(v) for v in words[0::2]] == [float(v) for v in w]
+            assert [_double(v) for v in words[1::2]] == [float(v) / float(q) for v in w]
+
+
+def _primes(limbs: int, n: int) -> list[int]:
+    """Primes on both sides of 2^47 (FP64 below, the integer rounds above), a 60-bit one, then 40- and 46-bit primes
+    (N16QP1766L30D3's Q and P)."""
+    edges = [ntt_prime_below(FP64_LIMIT, n), ntt_prime_above(FP64_LIMIT, n), ntt_prime_below(1 << 60, n)]
+    rest = limbs - len(edges)
+    return edges + generate_primes([40] * (rest // 2) + [46] * (rest - rest // 2), n)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("log_n", [15, 16])
+@pytest.mark.parametrize("prefix,limbs", [((), 31), ((3,), 11)])
+def test_fp64_ntt_matches_the_cpu(log_n, prefix, limbs):
+    rng, _ = fresh_rng()
+    n = 1 << log_n
+    primes = _primes(limbs, n)
+    cpu, gpu = RNSBasis.get(primes, n), RNSBasis.get(primes, n, "cuda")
+    a = random_residues(rng, primes, prefix, n)
+    a.view(-1, limbs, n)[0, :, : n // 2] = cpu.moduli[:, :1] - 1
+    expected = cpu.ntt(a)
+    for variant in FP64_VARIANTS:
+        with ops.use_kernel_variant("fp64", variant):
+            assert torch.equal(gpu.ntt(a.cuda()).cpu(), expected), variant
+            skipped = ops.ntt(a.cuda(), gpu.moduli, gpu.ntt_table, skip=(1, 0, 1)).cpu()
+        assert torch.equal(skipped, ops.ntt(a, cpu.moduli, cpu.ntt_table, skip=(1, 0, 1))), (variant, "skip")
+
+
+@pytest.mark.gpu
+def test_fp64_key_switches_match_the_cpu(monkeypatch):
+    """HMult + relin and HRotate at N16QP1766L30D3 (ModUp's columns before the fused inner product, ModDown's before
+    its epilogue: 40- and 46-bit primes in FP64, q_0's 60 bits in the integer rounds) == the CPU, with fp64 0 and 1."""
+    monkeypatch.setenv("FHE_CORE_TEST_SEEDS", "1")  # fixed-seed keys on a 128-bit preset: the same on both devices
+    ev, inputs_gpu, expected = n16_key_switch_case("fp64")
+    for variant in FP64_VARIANTS:
+        with ops.use_kernel_variant("fp64", variant):
+            assert_same(key_switch_ops(ev, inputs_gpu), expected, ("fp64", variant))
