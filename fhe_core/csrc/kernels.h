@@ -295,8 +295,9 @@ enum class Variant : int {
                   // ntt_columns_inverse): 1, no reductions between its stages for primes below 2^(63 - log N), truncated
                   // Shoup quotients; 2 (default): 1 with the rows kernel's first round reading each twiddle without
                   // its Shoup companion, which it computes
-  kFp64 = 11,  // 1: the forward columns kernel's butterflies in FP64 arithmetic for primes below 2^47 (ntt.cu,
-               //    Fp64Twiddles): the modular products on the FP64 pipe, values signed and never reduced
+  kFp64 = 11,  // the forward NTT's butterflies in FP64 arithmetic for primes below 2^46 (ntt.cu, Fp64Twiddles: the
+               // modular products on the FP64 pipe, values signed and never reduced): 1, in the columns kernel; 2, also
+               // in the rows kernels (ntt_rows' forward, ModDown's, ntt_digits_inner_product's)
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

@@ -136,16 +136,19 @@ struct IsTruncated : std::false_type {};
 template <class Tw>
 struct IsTruncated<Tw, std::void_t<decltype(Tw::kTruncated)>> : std::bool_constant<Tw::kTruncated> {};
 
-// ops.kernel_variant("fp64") 1: the forward columns kernel's butterflies in IEEE double arithmetic, on the FP64 pipe
-// that the integer kernels leave idle (8 FP64 instructions per butterfly against ~25 integer ones), for primes below
-// 2^47 (fp64_forward_fits; larger ones take the integer rounds). Values are integers held in doubles, signed and never
-// reduced. The product t = y w mod q (ct_butterfly_fp64), with (w, w/q) from the table's FP64 rows (w exact, w/q
-// correctly rounded): hi + lo = y w exactly (hi = fl(y w), lo = fma(y, w, -hi)); k = y (w/q) rounded to an integer
+// ops.kernel_variant("fp64"): the forward transform's butterflies in IEEE double arithmetic, on the FP64 pipe that the
+// integer kernels leave idle (8 FP64 instructions per butterfly against ~25 integer ones), for primes below 2^46
+// (fp64_forward_fits; larger ones take the integer rounds): 1, in the columns kernel; 2, also in the rows kernels
+// (ntt_rows' direct forward, ModDown's, and ntt_digits_inner_product's). Values are integers held in doubles, signed
+// and never reduced. The product t = y w mod q (ct_butterfly_fp64), with (w, w/q) from the table's FP64 rows (w exact,
+// w/q correctly rounded): hi + lo = y w exactly (hi = fl(y w), lo = fma(y, w, -hi)); k = y (w/q) rounded to an integer
 // (adding and subtracting 1.5 * 2^52, exact for |y w/q| < 2^51), so |k - y w / q| <= 1/2 + |y| 2^-53; t = (hi - k q)
 // + lo, where both steps are exact (integers below 2^53), and |t| <= (1/2 + |y| 2^-53) q < 5q/8 for |y| < 2^50. So a
-// stage adds less than 5q/8 to a value's magnitude: inputs [0, 4q) enter centred in (-2q, 2q] (in_shift), k1 <= 8
-// stages end below (2 + 5 k1 / 8) q < 7q < 2^50, and the words stored are x + (2 + k1) q (out_shift), in
-// [0, (4 + 2 k1) q): the lazy range the rows kernels take from the integer columns kernels.
+// stage adds less than 5q/8 to a value's magnitude. Words [0, 4q) enter the columns kernel centred in (-2q, 2q]
+// (in_shift) and leave it as x + (2 + k1) q (out_shift), in [0, (4 + 2 k1) q): the lazy range that the integer rows
+// kernels take. The FP64 rows kernels subtract the same (2 + k1) q back, run k2 more stages (all log N: below
+// (2 + 5 log N / 8) q < 13q < 2^50 at log N <= 17), and hand x + (2 + log N) q, in [0, lazy_bound(log N) q), to the
+// integer epilogues (rows_store, the inner product) as the lazy integer rounds would.
 struct Fp64Twiddles {
   static constexpr bool kLazy = true;
   static constexpr bool kFp64 = true;
@@ -154,8 +157,8 @@ struct Fp64Twiddles {
   const u64* inv;  // (forward only: round_butterflies' folded inverse stage never runs)
   const u64* inv_shoup;
   double q;
-  double in_shift;   // 2^52 + 2q: a word u < 4q as the double 2^52 + u, minus this, is u - 2q
-  double out_shift;  // 2^52 + (2 + k1) q: x plus this is 2^52 + the stored word
+  double in_shift;   // 2^52 + c q: a word u as the double 2^52 + u, minus this, is u - c q
+  double out_shift;  // 2^52 + c' q: x plus this is 2^52 + the word x + c' q
 };
 template <class Tw, class = void>
 struct IsFp64 : std::false_type {};
@@ -165,7 +168,7 @@ struct IsFp64<Tw, std::void_t<decltype(Tw::kFp64)>> : std::bool_constant<Tw::kFp
 constexpr double kTwoPow52 = 4503599627370496.0;
 constexpr u64 kTwoPow52Bits = 0x4330000000000000ull;       // the bits of 2^52: the double 2^52 + u is these | u
 constexpr double kRoundingShift = 6755399441055744.0;      // 1.5 * 2^52: x + this - this rounds x to an integer
-__device__ __forceinline__ bool fp64_forward_fits(u64 q) { return q < (u64{1} << 47); }
+__device__ __forceinline__ bool fp64_forward_fits(u64 q) { return q < (u64{1} << 46); }
 
 // x + y w mod q, x - y w mod q on the bit patterns of two doubles (Fp64Twiddles), w = (w, w / q).
 __device__ __forceinline__ void ct_butterfly_fp64(u64& x, u64& y, double2 w, double q) {
@@ -196,6 +199,12 @@ __device__ __forceinline__ u64 leaving(const Tw& t, u64 v) {
   } else {
     return v;
   }
+}
+// The thread's 8 words of a rows kernel's last round, to the integer epilogue (FP64 values: as leaving).
+template <class Tw>
+__device__ __forceinline__ void leave_registers(const Tw& t, u64 (&v)[kPerThread]) {
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) v[k] = leaving(t, v[k]);
 }
 
 // floor(a b / 2^64) - e with e in {0, 1, 2}: the four 32-bit partial products but the low one, and no
@@ -480,12 +489,17 @@ __device__ __forceinline__ TwiddlesOf<kPairs> global_twiddles(const u64* table, 
   }
 }
 
-// Fp64Twiddles of one limb's forward table (the columns kernel: base 1, k1 stages).
-__device__ __forceinline__ Fp64Twiddles fp64_twiddles(const u64* table, int limb, u32 n, int k1, u64 q) {
+// Fp64Twiddles of one limb's forward table: the columns kernel's (base 1; words in as u - 2q, out as x + (2 + k1) q)
+// or a rows kernel's (base 2^k1 + the row; in as u - (2 + k1) q, out as x + (2 + log N) q).
+__device__ __forceinline__ Fp64Twiddles fp64_twiddles(const u64* table, int limb, int log_n, int k1, u64 q,
+                                                      bool columns, u32 row = 0) {
+  const u32 n = 1u << log_n;
   const u64* t = table + static_cast<size_t>(limb) * kNttTableRows * n;
   const double qd = static_cast<double>(q);
-  return Fp64Twiddles{reinterpret_cast<const double2*>(t + kFwdFp64 * n), 1u, nullptr, nullptr, qd,
-                      kTwoPow52 + 2 * qd, kTwoPow52 + (2 + k1) * qd};
+  const double2* pairs = reinterpret_cast<const double2*>(t + kFwdFp64 * n);
+  if (columns) return Fp64Twiddles{pairs, 1u, nullptr, nullptr, qd, kTwoPow52 + 2 * qd, kTwoPow52 + (2 + k1) * qd};
+  return Fp64Twiddles{pairs, (1u << k1) + row, nullptr, nullptr, qd, kTwoPow52 + (2 + k1) * qd,
+                      kTwoPow52 + (2 + log_n) * qd};
 }
 
 // The transform row a block works on. Order 0: grid row y is the row (batch-major). Order 1,
@@ -529,7 +543,7 @@ __device__ __forceinline__ void columns_body(const u64* in, u64* out, const Modu
   const ColumnLayout layout{n >> k1, col};
   if constexpr (kForward && kFp64) {
     if (fp64_forward_fits(q)) {
-      const Fp64Twiddles fp64 = fp64_twiddles(table, limb, n, k1, q);
+      const Fp64Twiddles fp64 = fp64_twiddles(table, limb, log_n, k1, q, true);
       if constexpr (kLen != 0) {
         local_transform_fixed<true, kLen>(in + in_row + column, out + origin, smem, layout, tcol, fp64, false, q);
       } else {
@@ -763,6 +777,7 @@ __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64
   u64 v[kPerThread];
   load8_shared(smem, layout, tcol, v);
   contiguous_round<true>(v, tcol, k2, t, q);
+  leave_registers(t, v);
   const size_t offset = origin + tcol * kPerThread;
   rows_store<Tw::kLazy, kGalois, kProducts>(v, out + offset, m, log_n, epilogue, row, limb, n, offset, limbs,
                                             lazy_factor);
@@ -822,7 +837,7 @@ __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64
 // store adds the tensor terms of epilogue.add and epilogue.times (add_tensor_terms).
 // (rows_body: ntt_rows' body; kUnreduced: ntt_rows_inverse's, 1 = UnreducedTwiddles, 2 = also kComputedFirst.)
 template <bool kForward, bool kDirect, bool kPairs, bool kLazy, int kLen, bool kGalois, bool kTruncated,
-          bool kProducts, int kUnreduced>
+          bool kProducts, int kUnreduced, bool kFp64 = false>
 __device__ __forceinline__ void rows_body(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                           const u64* __restrict__ table, int limbs, int log_n, int k1,
                                           int rows_per_block, NttSkip skip, NttEpilogue epilogue,
@@ -849,6 +864,14 @@ __device__ __forceinline__ void rows_body(const u64* in, u64* out, const Modulus
   if (kDirect) {
     if (kForward) {
       const Modulus m = moduli[limb];
+      if constexpr (kFp64) {  // (the columns kernel ran FP64 too: the same test)
+        if (fp64_forward_fits(q)) {
+          rows_forward_direct<kGalois, kProducts>(in, out, smem, layout, tcol, k2,
+                                                  fp64_twiddles(table, limb, log_n, k1, q, false, first_row + sub), m,
+                                                  log_n, epilogue, row, limb, n, origin, limbs, lazy_bound(log_n));
+          return;
+        }
+      }
       if constexpr (kLazy) {
         // the columns kernel's values: below trunc_bound if it ran truncated (variant 6), else lazy_bound
         const bool truncated = kTruncated && trunc_forward_fits(q, log_n, k1);
@@ -921,12 +944,12 @@ __device__ __forceinline__ void rows_body(const u64* in, u64* out, const Modulus
 }
 
 template <bool kForward, bool kDirect, bool kPairs, bool kLazy = false, int kLen = 0, bool kGalois = false,
-          bool kTruncated = false, bool kProducts = false>
+          bool kTruncated = false, bool kProducts = false, bool kFp64 = false>
 __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kProducts))
     ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table, int limbs,
              int log_n, int k1, int rows_per_block, NttSkip skip, NttEpilogue epilogue, int64_t in_batch_stride,
              int order, u64 galois, u64* permuted) {
-  rows_body<kForward, kDirect, kPairs, kLazy, kLen, kGalois, kTruncated, kProducts, 0>(
+  rows_body<kForward, kDirect, kPairs, kLazy, kLen, kGalois, kTruncated, kProducts, 0, kFp64>(
       in, out, moduli, table, limbs, log_n, k1, rows_per_block, skip, epilogue, in_batch_stride, order, galois,
       permuted);
 }
@@ -1151,6 +1174,7 @@ __device__ __forceinline__ void group_rows_forward(const u64* in, u64* smem, con
   }
   load8_shared(smem, layout, tcol, v);
   contiguous_round<true>(v, tcol, k2, t, q);
+  leave_registers(t, v);
 }
 
 // Shared-memory slot of the 128-bit product (component cl of the phase, group thread tid, word k): [cl][tid][k]
@@ -1208,7 +1232,8 @@ __device__ __forceinline__ void add_tensor_products(const NttInnerProductArgs& a
 // products).
 template <int kLen, int kGroupThreads, int kPhases>
 __global__ void __launch_bounds__(kMaxDigitGroups * kGroupThreads, (kPhases == 2 ? 256 : 192) / kGroupThreads)
-    ntt_digits_inner_product(NttInnerProductArgs a, int k1, bool truncated_columns, u32 region_words) {
+    ntt_digits_inner_product(NttInnerProductArgs a, int k1, bool truncated_columns, bool fp64_rows,
+                             u32 region_words) {
   extern __shared__ u64 smem[];
   constexpr int kComponents = 2 / kPhases;  // per phase
   const NttArgs& nt = a.ntt;
@@ -1247,7 +1272,10 @@ __global__ void __launch_bounds__(kMaxDigitGroups * kGroupThreads, (kPhases == 2
     const RowLayout layout{sub * len};
     const u64* in = nt.out + row * n + first + sub * len;  // the thread's row
     const bool truncated = truncated_columns && trunc_forward_fits(q, log_n, k1);
-    if (truncated || lazy_forward_fits(q, log_n)) {
+    if (fp64_rows && fp64_forward_fits(q)) {  // (the columns kernel ran FP64 too: the same test)
+      group_rows_forward(in, region, layout, tcol, k2, fp64_twiddles(nt.table, limb, log_n, k1, q, false, first_row + sub),
+                         q, v, group, kGroupThreads);
+    } else if (truncated || lazy_forward_fits(q, log_n)) {
       group_rows_forward(in, region, layout, tcol, k2, LazyTwiddles<std::decay_t<decltype(t)>>{t}, q, v, group,
                          kGroupThreads);
     } else {
@@ -1325,7 +1353,8 @@ struct NttPlan {
   int first_order = 0, second_order = 0;  // grid_row orders of the kernel run first / second
   bool fixed16 = false;                   // N = 2^16 kernels with the row length a compile-time 8
   bool truncated = false;                 // the forward columns' truncated Shoup quotient (variant 6)
-  bool fp64 = false;                      // the forward columns' FP64 butterflies (kernel_variant("fp64") 1)
+  bool fp64 = false;                      // the forward columns' FP64 butterflies (kernel_variant("fp64") >= 1)
+  bool fp64_rows = false;                 // and the forward rows kernels' (kernel_variant("fp64") 2)
 };
 
 NttPlan ntt_plan(int variant, bool forward, bool aligned, bool table_aligned, int log_n) {
@@ -1345,6 +1374,7 @@ NttPlan ntt_plan(int variant, bool forward, bool aligned, bool table_aligned, in
   p.fixed16 = variant >= 4 && log_n == 16;
   p.truncated = forward && variant >= 6;
   p.fp64 = p.truncated && kernel_variant(Variant::kFp64) >= 1;
+  p.fp64_rows = p.fp64 && kernel_variant(Variant::kFp64) >= 2;
   return p;
 }
 
@@ -1461,6 +1491,15 @@ void launch_ntt(const NttArgs& a, Stream stream) {
   if (plan.truncated) {  // (forward only)
     if (plan.fixed16) rows = galois ? ntt_rows<kForward, true, true, true, 8, true, true> : ntt_rows<kForward, true, true, true, 8, false, true>;
     else rows = galois ? ntt_rows<kForward, true, true, true, 0, true, true> : ntt_rows<kForward, true, true, true, 0, false, true>;
+    if constexpr (kForward) {
+      if (plan.fp64_rows && plan.fixed16) {
+        rows = galois ? ntt_rows<true, true, true, true, 8, true, true, false, true>
+                      : ntt_rows<true, true, true, true, 8, false, true, false, true>;
+      } else if (plan.fp64_rows) {
+        rows = galois ? ntt_rows<true, true, true, true, 0, true, true, false, true>
+                      : ntt_rows<true, true, true, true, 0, false, true, false, true>;
+      }
+    }
   } else if (galois) {
     if (plan.fixed16 && plan.lazy) rows = ntt_rows<kForward, true, true, true, 8, true>;
     else if (plan.fixed16) rows = ntt_rows<kForward, true, true, false, 8, true>;
@@ -1525,7 +1564,7 @@ bool digits_inner_product_fits(const NttInnerProductArgs& a, int k1) {
 }
 
 template <int kLen, int kGroupThreads, int kPhases>
-bool launch_digits_inner_product(const NttInnerProductArgs& a, int k1, bool truncated, cudaStream_t s) {
+bool launch_digits_inner_product(const NttInnerProductArgs& a, int k1, bool truncated, bool fp64_rows, cudaStream_t s) {
   const int dnum = a.ip.dnum;
   const int k2 = a.ntt.log_n - k1;
   const u32 threads_per_row = (1u << k2) / kPerThread;
@@ -1542,7 +1581,7 @@ bool launch_digits_inner_product(const NttInnerProductArgs& a, int k1, bool trun
   }
   const dim3 grid((1u << k1) / rows_per_group, static_cast<unsigned>(a.ntt.limbs));
   launch(kernel, grid, static_cast<unsigned>(dnum * kGroupThreads), smem, s, "ntt_digits_inner_product", a, k1,
-         truncated, region_words);
+         truncated, fp64_rows, region_words);
   return true;
 }
 
@@ -1595,10 +1634,10 @@ void launch_ntt_inner_product(const NttInnerProductArgs& a, Stream stream) {
     constexpr int kLen = decltype(len)::value;
     switch (variant) {
       case 4:
-        if (launch_digits_inner_product<kLen, 64, 2>(a, g.k1, trunc, s)) return;
+        if (launch_digits_inner_product<kLen, 64, 2>(a, g.k1, trunc, plan.fp64_rows, s)) return;
         break;
       case 5:
-        if (launch_digits_inner_product<kLen, 64, 1>(a, g.k1, trunc, s)) return;
+        if (launch_digits_inner_product<kLen, 64, 1>(a, g.k1, trunc, plan.fp64_rows, s)) return;
         break;
       default:
         break;

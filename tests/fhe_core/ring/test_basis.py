@@ -19,8 +19,8 @@ def test_tables_hold_the_documented_constants(device):
     rng, _ = fresh_rng()
     primes = generate_primes([61, 45, 30], N)
     basis = RNSBasis.get(primes, N, device)
-    # the (w, w') pair rows only where a kernel reads them (CUDA): CPU tables stay [l, 4, N]
-    rows = 8 if device == "cuda" else 4
+    # the (w, w') and FP64 pair rows only where a kernel reads them (CUDA): CPU tables stay [l, 4, N]
+    rows = 12 if device == "cuda" else 4
     assert basis.moduli.device.type == device and basis.ntt_table.shape == (3, rows, N)
     for limb, q in enumerate(primes):
         q_row = _u64(basis.moduli[limb])
@@ -41,6 +41,9 @@ def test_tables_hold_the_documented_constants(device):
         inv_pairs = _u64(basis.ntt_table[limb, 6:8].reshape(-1))
         assert fwd_pairs[0::2] == fwd and fwd_pairs[1::2] == fwd_shoup
         assert inv_pairs[0::2] == inv and inv_pairs[1::2] == inv_shoup
+        # rows 8-9 and 10-11: (w, w / q) as doubles for the FP64 butterflies (test_fp64_ntt checks their values)
+        fwd_fp64 = basis.ntt_table[limb, 8:10].reshape(-1).cpu().view(torch.float64).tolist()
+        assert fwd_fp64[0::2] == [float(w) for w in fwd]
 
 
 def test_bases_are_cached_and_prefixes_share_tables():
