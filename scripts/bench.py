@@ -88,7 +88,7 @@ PDL_VARIANTS = {0: "[pdl v0: plain launches]", 1: "[pdl v1: launch latency only]
 # issue 14, session 6: the forward NTT's butterflies in FP64 arithmetic for primes below 2^46
 # (ops.kernel_variant("fp64")) against the integer ones
 FP64_VARIANTS = {0: "[fp64 v0: integer butterflies]", 1: "[fp64 v1: forward columns in FP64]",
-                 2: "[fp64 v2: forward columns and rows in FP64]"}
+                 2: "[fp64 v2: forward columns and rows in FP64]", 3: "[fp64 v3: v2 + the inverse (q < 2^41)]"}
 LATER_VARIANTS = {"pdl": PDL_VARIANTS, "fp64": FP64_VARIANTS}
 
 

@@ -1363,7 +1363,7 @@ Tensor& ks_inner_product_babies_out(const Tensor& digits, at::TensorList keys, a
 
 constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "fused", "ntt", "galois",
                                           "tensor_fuse", "ks_fuse", "pdl", "inverse", "fp64"};
-constexpr int kVariantMax[] = {8, 1, 1, 1, 3, 6, 1, 2, 5, 2, 2, 2};
+constexpr int kVariantMax[] = {8, 1, 1, 1, 3, 6, 1, 2, 5, 2, 2, 3};
 static_assert(sizeof(kVariantMax) / sizeof(kVariantMax[0]) == static_cast<size_t>(Variant::kCount));
 static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
 

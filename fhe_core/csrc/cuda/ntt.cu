@@ -149,16 +149,25 @@ struct IsTruncated<Tw, std::void_t<decltype(Tw::kTruncated)>> : std::bool_consta
 // kernels take. The FP64 rows kernels subtract the same (2 + k1) q back, run k2 more stages (all log N: below
 // (2 + 5 log N / 8) q < 13q < 2^50 at log N <= 17), and hand x + (2 + log N) q, in [0, lazy_bound(log N) q), to the
 // integer epilogues (rows_store, the inner product) as the lazy integer rounds would.
+// fp64 3: also the inverse transform, for primes below 2^41 (fp64_inverse_fits; ModUp's Q primes at N16QP1766L30D3
+// but q_0, not ModDown's 46-bit P primes), Gentleman-Sande butterflies (gs_butterfly_fp64: x + y unreduced, (x - y) w
+// as above). Words below 2q enter each kernel as u - q (|x| <= q), a value's bound at most doubles per stage, so after
+// the rows kernel's k2 <= 9 stages every value is below 2^9 q < 2^50 (the differences multiplied too), and the columns
+// kernel's folded last stage (N^-1) multiplies sums and differences below 2^(k1) q <= 2^8 q. Each kernel leaves
+// canonical words (leaving: x - round(x / q) q, centred, plus q, then one conditional subtraction of q).
+template <bool kInverse = false>
 struct Fp64Twiddles {
   static constexpr bool kLazy = true;
   static constexpr bool kFp64 = true;
+  static constexpr bool kCanonicalOut = kInverse;
   const double2* pairs;  // (w, w / q)
   u32 base;
-  const u64* inv;  // (forward only: round_butterflies' folded inverse stage never runs)
+  const u64* inv;  // (unused: the FP64 inverse folds N^-1 with pairs[0], pairs[1])
   const u64* inv_shoup;
   double q;
   double in_shift;   // 2^52 + c q: a word u as the double 2^52 + u, minus this, is u - c q
   double out_shift;  // 2^52 + c' q: x plus this is 2^52 + the word x + c' q
+  double q_inv;      // (inverse) fl(1 / q), for leaving's reduction
 };
 template <class Tw, class = void>
 struct IsFp64 : std::false_type {};
@@ -169,16 +178,36 @@ constexpr double kTwoPow52 = 4503599627370496.0;
 constexpr u64 kTwoPow52Bits = 0x4330000000000000ull;       // the bits of 2^52: the double 2^52 + u is these | u
 constexpr double kRoundingShift = 6755399441055744.0;      // 1.5 * 2^52: x + this - this rounds x to an integer
 __device__ __forceinline__ bool fp64_forward_fits(u64 q) { return q < (u64{1} << 46); }
+__device__ __forceinline__ bool fp64_inverse_fits(u64 q) { return q < (u64{1} << 41); }
 
-// x + y w mod q, x - y w mod q on the bit patterns of two doubles (Fp64Twiddles), w = (w, w / q).
+__device__ __forceinline__ double as_double(u64 bits) { return __longlong_as_double(static_cast<long long>(bits)); }
+__device__ __forceinline__ u64 as_bits(double x) { return static_cast<u64>(__double_as_longlong(x)); }
+
+// y w mod q in (-5q/8, 5q/8) for an integer |y| < 2^50, w = (w, w / q) (Fp64Twiddles).
+__device__ __forceinline__ double mul_fp64(double y, double2 w, double q) {
+  const double hi = __dmul_rn(y, w.x);
+  const double lo = __fma_rn(y, w.x, -hi);
+  const double k = __dsub_rn(__fma_rn(y, w.y, kRoundingShift), kRoundingShift);
+  return __dadd_rn(__fma_rn(-k, q, hi), lo);
+}
+
+// x + y w, x - y w on the bit patterns of two doubles.
 __device__ __forceinline__ void ct_butterfly_fp64(u64& x, u64& y, double2 w, double q) {
-  const double a = __longlong_as_double(static_cast<long long>(x)), b = __longlong_as_double(static_cast<long long>(y));
-  const double hi = __dmul_rn(b, w.x);
-  const double lo = __fma_rn(b, w.x, -hi);
-  const double k = __dsub_rn(__fma_rn(b, w.y, kRoundingShift), kRoundingShift);
-  const double t = __dadd_rn(__fma_rn(-k, q, hi), lo);
-  x = static_cast<u64>(__double_as_longlong(__dadd_rn(a, t)));
-  y = static_cast<u64>(__double_as_longlong(__dsub_rn(a, t)));
+  const double a = as_double(x), t = mul_fp64(as_double(y), w, q);
+  x = as_bits(__dadd_rn(a, t));
+  y = as_bits(__dsub_rn(a, t));
+}
+
+// x + y, (x - y) w; the folded last stage: (x + y) N^-1, (x - y) psi^-brv(1) N^-1 (w = pairs[0], pairs[1]).
+__device__ __forceinline__ void gs_butterfly_fp64(u64& x, u64& y, double2 w, double q) {
+  const double a = as_double(x), b = as_double(y);
+  x = as_bits(__dadd_rn(a, b));
+  y = as_bits(mul_fp64(__dsub_rn(a, b), w, q));
+}
+__device__ __forceinline__ void gs_butterfly_last_fp64(u64& x, u64& y, const double2* pairs, double q) {
+  const double a = as_double(x), b = as_double(y);
+  x = as_bits(mul_fp64(__dadd_rn(a, b), pairs[0], q));
+  y = as_bits(mul_fp64(__dsub_rn(a, b), pairs[1], q));
 }
 
 // A word entering / leaving a round from / to global memory: Fp64Twiddles' conversions, the identity otherwise.
@@ -194,11 +223,22 @@ __device__ __forceinline__ u64 entering(const Tw& t, u64 word) {
 template <class Tw>
 __device__ __forceinline__ u64 leaving(const Tw& t, u64 v) {
   if constexpr (IsFp64<Tw>::value) {
-    const double shifted = __dadd_rn(__longlong_as_double(static_cast<long long>(v)), t.out_shift);
-    return static_cast<u64>(__double_as_longlong(shifted)) & ((u64{1} << 52) - 1);
+    double x = as_double(v);
+    if constexpr (Tw::kCanonicalOut) {  // |x| < 2^50: k = round(x / q) or one off, x - k q exact, below q
+      const double k = __dsub_rn(__fma_rn(x, t.q_inv, kRoundingShift), kRoundingShift);
+      x = __fma_rn(-k, t.q, x);
+    }
+    const u64 word = as_bits(__dadd_rn(x, t.out_shift)) & ((u64{1} << 52) - 1);
+    if constexpr (Tw::kCanonicalOut) return csub(word, static_cast<u64>(t.q));
+    return word;
   } else {
     return v;
   }
+}
+template <class Tw>
+__device__ __forceinline__ void enter_registers(const Tw& t, u64 (&v)[kPerThread]) {
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) v[k] = entering(t, v[k]);
 }
 // The thread's 8 words of a rows kernel's last round, to the integer epilogue (FP64 values: as leaving).
 template <class Tw>
@@ -274,7 +314,11 @@ __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 firs
       for (int j = 0; j < R; ++j) {
         if (j & stride) continue;
         const u32 idx = first + (j >> (G - d));
-        if constexpr (!kForward && IsUnreduced<Tw>::value) {
+        if constexpr (IsFp64<Tw>::value) {
+          if constexpr (kForward) ct_butterfly_fp64(x[j], x[j + stride], t.pairs[idx], t.q);
+          else if (d == 0 && fold_n_inv) gs_butterfly_last_fp64(x[j], x[j + stride], t.pairs, t.q);
+          else gs_butterfly_fp64(x[j], x[j + stride], t.pairs[idx], t.q);
+        } else if constexpr (!kForward && IsUnreduced<Tw>::value) {
           const u64 b = q << (t.top - s0 - d);  // every value of this stage is below b (UnreducedTwiddles)
           if (d == 0 && fold_n_inv) {
             gs_butterfly_last_lazy(x[j], x[j + stride], t.inv, t.inv_shoup, q, b);
@@ -284,18 +328,12 @@ __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 firs
           t.load(idx, w, ws);
           if constexpr (IsTruncated<Tw>::value) gs_butterfly_truncated(x[j], x[j + stride], w, ws, q, b);
           else gs_butterfly_lazy(x[j], x[j + stride], w, ws, q, b);  // (ComputedShoupTwiddles: [0, 3q))
-          continue;
-        }
-        if (!kForward && d == 0 && fold_n_inv) {
+        } else if (!kForward && d == 0 && fold_n_inv) {
           if constexpr (Tw::kLazy) {
             gs_butterfly_last_lazy(x[j], x[j + stride], t.inv, t.inv_shoup, q, q * lazy_inverse_bound(step, j));
           } else {
             gs_butterfly_last(x[j], x[j + stride], t.inv, t.inv_shoup, q);
           }
-          continue;
-        }
-        if constexpr (kForward && IsFp64<Tw>::value) {
-          ct_butterfly_fp64(x[j], x[j + stride], t.pairs[idx], t.q);
         } else {
           u64 w, ws;
           t.load(idx, w, ws);
@@ -307,7 +345,7 @@ __device__ __forceinline__ void round_butterflies(u64 (&v)[kPerThread], u32 firs
         }
       }
     }
-    if constexpr (!kForward && Tw::kLazy && !IsUnreduced<Tw>::value) {
+    if constexpr (!kForward && Tw::kLazy && !IsUnreduced<Tw>::value && !IsFp64<Tw>::value) {
       if (!fold_n_inv) {  // back below 2q (the folded round's outputs are canonical already)
 #pragma unroll
         for (int j = 0; j < R; ++j) {
@@ -491,15 +529,23 @@ __device__ __forceinline__ TwiddlesOf<kPairs> global_twiddles(const u64* table, 
 
 // Fp64Twiddles of one limb's forward table: the columns kernel's (base 1; words in as u - 2q, out as x + (2 + k1) q)
 // or a rows kernel's (base 2^k1 + the row; in as u - (2 + k1) q, out as x + (2 + log N) q).
-__device__ __forceinline__ Fp64Twiddles fp64_twiddles(const u64* table, int limb, int log_n, int k1, u64 q,
-                                                      bool columns, u32 row = 0) {
+__device__ __forceinline__ Fp64Twiddles<> fp64_twiddles(const u64* table, int limb, int log_n, int k1, u64 q,
+                                                        bool columns, u32 row = 0) {
   const u32 n = 1u << log_n;
   const u64* t = table + static_cast<size_t>(limb) * kNttTableRows * n;
   const double qd = static_cast<double>(q);
   const double2* pairs = reinterpret_cast<const double2*>(t + kFwdFp64 * n);
-  if (columns) return Fp64Twiddles{pairs, 1u, nullptr, nullptr, qd, kTwoPow52 + 2 * qd, kTwoPow52 + (2 + k1) * qd};
-  return Fp64Twiddles{pairs, (1u << k1) + row, nullptr, nullptr, qd, kTwoPow52 + (2 + k1) * qd,
-                      kTwoPow52 + (2 + log_n) * qd};
+  if (columns) return {pairs, 1u, nullptr, nullptr, qd, kTwoPow52 + 2 * qd, kTwoPow52 + (2 + k1) * qd, 0.0};
+  return {pairs, (1u << k1) + row, nullptr, nullptr, qd, kTwoPow52 + (2 + k1) * qd, kTwoPow52 + (2 + log_n) * qd, 0.0};
+}
+// The inverse's (fp64 3): words below 2q in as u - q, canonical words out (leaving); base as fp64_twiddles.
+__device__ __forceinline__ Fp64Twiddles<true> fp64_inverse_twiddles(const u64* table, int limb, int log_n, int k1,
+                                                                    u64 q, bool columns, u32 row = 0) {
+  const u32 n = 1u << log_n;
+  const u64* t = table + static_cast<size_t>(limb) * kNttTableRows * n;
+  const double qd = static_cast<double>(q);
+  return {reinterpret_cast<const double2*>(t + kInvFp64 * n), columns ? 1u : (1u << k1) + row, nullptr, nullptr, qd,
+          kTwoPow52 + qd, kTwoPow52 + qd, __drcp_rn(qd)};
 }
 
 // The transform row a block works on. Order 0: grid row y is the row (batch-major). Order 1,
@@ -543,7 +589,7 @@ __device__ __forceinline__ void columns_body(const u64* in, u64* out, const Modu
   const ColumnLayout layout{n >> k1, col};
   if constexpr (kForward && kFp64) {
     if (fp64_forward_fits(q)) {
-      const Fp64Twiddles fp64 = fp64_twiddles(table, limb, log_n, k1, q, true);
+      const auto fp64 = fp64_twiddles(table, limb, log_n, k1, q, true);
       if constexpr (kLen != 0) {
         local_transform_fixed<true, kLen>(in + in_row + column, out + origin, smem, layout, tcol, fp64, false, q);
       } else {
@@ -571,6 +617,17 @@ __device__ __forceinline__ void columns_body(const u64* in, u64* out, const Modu
         local_transform_fixed<true, kLen>(in + in_row + column, out + origin, smem, layout, tcol, lazy, false, q);
       } else {
         local_transform<true>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, lazy, false, q);
+      }
+      return;
+    }
+  }
+  if constexpr (!kForward && kFp64) {  // (fp64 3: the rows kernel ran FP64 too, the same test)
+    if (fp64_inverse_fits(q)) {
+      const auto fp64 = fp64_inverse_twiddles(table, limb, log_n, k1, q, true);
+      if constexpr (kLen != 0) {
+        local_transform_fixed<false, kLen>(in + in_row + column, out + origin, smem, layout, tcol, fp64, true, q);
+      } else {
+        local_transform<false>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, fp64, true, q);
       }
       return;
     }
@@ -616,12 +673,12 @@ __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, c
 
 // ops.kernel_variant("inverse") >= 1: the inverse columns kernel of the lazy plans (ntt >= 5) without reductions
 // between stages for primes below 2^(63 - log N) (UnreducedTwiddles).
-template <int kLen>
+template <int kLen, bool kFp64 = false>
 __global__ void __launch_bounds__(256, 4)
     ntt_columns_inverse(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table,
                         int limbs, int log_n, int k1, NttSkip skip, int64_t in_batch_stride, int order) {
-  columns_body<false, true, true, kLen, false, true>(in, out, moduli, table, limbs, log_n, k1, skip, in_batch_stride,
-                                                     order);
+  columns_body<false, true, true, kLen, false, true, kFp64>(in, out, moduli, table, limbs, log_n, k1, skip,
+                                                            in_batch_stride, order);
 }
 
 // A rotation's sigma_k(add) (kGalois): each thread's 8 output slots read 8 slots of one aligned run of 8 in the
@@ -807,6 +864,7 @@ __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64
   } else {
     load8(in + first, v);
   }
+  enter_registers(t, v);  // (FP64: the words as centred doubles)
   if constexpr (kComputedFirst) {
     contiguous_round<false>(v, tcol, k2, ComputedShoupTwiddles<Tw>{t, m.ratio_hi, m.ratio_lo}, q);
   } else {
@@ -892,6 +950,15 @@ __device__ __forceinline__ void rows_body(const u64* in, u64* out, const Modulus
       u64* permuted_row = permuted == nullptr ? nullptr : permuted + static_cast<size_t>(row) * n;
       // kProducts: the inverse's second factor comes in epilogue.times (launch_ntt), laid out like in
       const u64* times_row = kProducts ? epilogue.times + in_row : nullptr;
+      if constexpr (kFp64) {  // (fp64 3; larger primes: the rounds below; the columns kernel alike)
+        if (fp64_inverse_fits(q)) {
+          rows_inverse_direct<kGalois, kProducts>(
+              in + in_row, out + origin, smem, layout, tcol, k2, first,
+              fp64_inverse_twiddles(table, limb, log_n, k1, q, false, first_row + sub), q, log_n, galois, permuted_row,
+              times_row, moduli[limb]);
+          return;
+        }
+      }
       if constexpr (kUnreduced != 0) {  // (larger primes: the lazy rounds below 2^60; the columns kernel alike)
         if (unreduced_inverse_fits(q, log_n)) {
           using Unreduced = UnreducedTwiddles<std::decay_t<decltype(t)>>;
@@ -957,12 +1024,12 @@ __global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kPr
 // ops.kernel_variant("inverse") >= 1: the direct lazy inverse rows kernel without reductions between stages for
 // primes below 2^(63 - log N) (UnreducedTwiddles); kComputedFirst (inverse 2): its first round's Shoup companions
 // computed (ComputedShoupTwiddles).
-template <int kLen, bool kGalois, bool kProducts, bool kComputedFirst>
+template <int kLen, bool kGalois, bool kProducts, bool kComputedFirst, bool kFp64 = false>
 __global__ void __launch_bounds__(kRowThreads, products_min_blocks(false, kProducts))
     ntt_rows_inverse(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table,
                      int limbs, int log_n, int k1, int rows_per_block, NttSkip skip, NttEpilogue epilogue,
                      int64_t in_batch_stride, int order, u64 galois, u64* permuted) {
-  rows_body<false, true, true, true, kLen, kGalois, false, kProducts, kComputedFirst ? 2 : 1>(
+  rows_body<false, true, true, true, kLen, kGalois, false, kProducts, kComputedFirst ? 2 : 1, kFp64>(
       in, out, moduli, table, limbs, log_n, k1, rows_per_block, skip, epilogue, in_batch_stride, order, galois,
       permuted);
 }
@@ -1446,15 +1513,18 @@ LaunchShape launch_shape(int log_n, int rows) {
 using ColumnsKernel = decltype(&ntt_columns<false, false>);
 using RowsKernel = decltype(&ntt_rows<false, false, false>);
 
-template <bool kComputedFirst>
+template <bool kComputedFirst, bool kFp64 = false>
 RowsKernel unreduced_inverse_rows(bool fixed16, bool galois, bool products) {
   if (products) {
-    return fixed16 ? ntt_rows_inverse<8, false, true, kComputedFirst> : ntt_rows_inverse<0, false, true, kComputedFirst>;
+    return fixed16 ? ntt_rows_inverse<8, false, true, kComputedFirst, kFp64>
+                   : ntt_rows_inverse<0, false, true, kComputedFirst, kFp64>;
   }
   if (galois) {
-    return fixed16 ? ntt_rows_inverse<8, true, false, kComputedFirst> : ntt_rows_inverse<0, true, false, kComputedFirst>;
+    return fixed16 ? ntt_rows_inverse<8, true, false, kComputedFirst, kFp64>
+                   : ntt_rows_inverse<0, true, false, kComputedFirst, kFp64>;
   }
-  return fixed16 ? ntt_rows_inverse<8, false, false, kComputedFirst> : ntt_rows_inverse<0, false, false, kComputedFirst>;
+  return fixed16 ? ntt_rows_inverse<8, false, false, kComputedFirst, kFp64>
+                 : ntt_rows_inverse<0, false, false, kComputedFirst, kFp64>;
 }
 
 template <bool kForward>
@@ -1529,9 +1599,15 @@ void launch_ntt(const NttArgs& a, Stream stream) {
     const int inverse = kernel_variant(Variant::kInverse);
     if (inverse != 0 && plan.lazy && plan.pairs) {  // (lazy: ntt >= 5 with an aligned table and rows)
       const bool products = a.times != nullptr;
-      rows = inverse == 1 ? unreduced_inverse_rows<false>(plan.fixed16, galois, products)
-                          : unreduced_inverse_rows<true>(plan.fixed16, galois, products);
-      columns = plan.fixed16 ? ntt_columns_inverse<8> : ntt_columns_inverse<0>;
+      if (kernel_variant(Variant::kFp64) >= 3) {  // (FP64 rounds for primes below 2^41, these for the others)
+        rows = inverse == 1 ? unreduced_inverse_rows<false, true>(plan.fixed16, galois, products)
+                            : unreduced_inverse_rows<true, true>(plan.fixed16, galois, products);
+        columns = plan.fixed16 ? ntt_columns_inverse<8, true> : ntt_columns_inverse<0, true>;
+      } else {
+        rows = inverse == 1 ? unreduced_inverse_rows<false>(plan.fixed16, galois, products)
+                            : unreduced_inverse_rows<true>(plan.fixed16, galois, products);
+        columns = plan.fixed16 ? ntt_columns_inverse<8> : ntt_columns_inverse<0>;
+      }
     }
     launch(rows, row_grid, row_threads, row_smem, s, "ntt_rows<inverse>", a.in, a.out, a.moduli, a.table, a.limbs,
            a.log_n, g.k1, rpb, a.skip, inverse_input, a.in_batch_stride, first_order, a.galois,

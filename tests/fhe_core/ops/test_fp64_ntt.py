@@ -1,9 +1,10 @@
-"""The forward NTT in FP64 arithmetic (ops.kernel_variant "fp64"; ntt.cu's Fp64Twiddles): for primes below 2^46 the
-butterflies run on the FP64 pipe with signed, never reduced values, in the columns kernel (1) and also in the rows
-kernels (2). The transform in Python integers (every IEEE rounding emulated exactly, every bound the kernels assume
-asserted) == the CPU build; the table's FP64 rows hold (w, w / q) correctly rounded; on CUDA the transform, ModUp's
-fused inner product, ModDown and the key switches of HMult + relin and HRotate at N16QP1766L30D3 == fp64 0 == the CPU
-build, bit for bit, with inputs at q - 1 (or 4q - 1 in the model) and primes on both sides of 2^46."""
+"""The NTT in FP64 arithmetic (ops.kernel_variant "fp64"; ntt.cu's Fp64Twiddles): the butterflies run on the FP64 pipe
+with signed, never reduced values, for primes below 2^46 in the forward columns kernel (1) and its rows kernels (2),
+and for primes below 2^41 in the inverse too (3). Both transforms in Python integers (every IEEE rounding emulated
+exactly, every bound the kernels assume asserted) == the CPU build; the table's FP64 rows hold (w, w / q) correctly
+rounded; on CUDA the transforms (intt_galois and intt_product too), ModUp's fused inner product, ModDown and the key
+switches of HMult + relin and HRotate at N16QP1766L30D3 == fp64 0 == the CPU build, bit for bit, with inputs at q - 1
+(4q - 1 and 2q - 1 in the models) and primes on both sides of 2^46 and 2^41."""
 import struct
 
 import numpy as np
@@ -15,8 +16,9 @@ from fhe_core.ring import RNSBasis, generate_primes, modulus_table, primitive_ro
 from fhe_reference import fresh_rng, ntt_prime_above, ntt_prime_below, random_residues
 from keyswitch_cases import assert_same, key_switch_ops, n16_key_switch_case
 
-FP64_VARIANTS = (0, 1, 2)
+FP64_VARIANTS = (0, 1, 2, 3)
 FP64_LIMIT = 1 << 46  # fp64_forward_fits
+FP64_INVERSE_LIMIT = 1 << 41  # fp64_inverse_fits
 ROUNDING_SHIFT = 3 << 51  # 1.5 * 2^52
 
 
@@ -27,8 +29,8 @@ def test_fp64_variant_switch():
         with ops.use_kernel_variant("fp64", other):
             assert ops.kernel_variant("fp64") == other
         assert ops.kernel_variant("fp64") == before
-    with pytest.raises(RuntimeError, match=r"fp64 is 0 \(reference\) to 2, got 3"):
-        ops.kernel_variant("fp64", 3)
+    with pytest.raises(RuntimeError, match=r"fp64 is 0 \(reference\) to 3, got 4"):
+        ops.kernel_variant("fp64", 4)
 
 
 def _double(word: int) -> float:
@@ -121,6 +123,65 @@ def test_fp64_forward_in_python_integers_at_the_prime_limit(log_n):
         assert [v % q for v in got] == expected, name
 
 
+def _canonical_fp64(x: int, q: int) -> int:
+    """ntt.cu's leaving() for the inverse: x - k q with k = fl(x fl(1/q) + 1.5 * 2^52) - 1.5 * 2^52, plus q, then one
+    conditional subtraction of q."""
+    assert abs(x) < 1 << 50
+    num, den = (1.0 / q).as_integer_ratio()  # (the division of two exact doubles is correctly rounded, as __drcp_rn)
+    r = x - _round_half_even(x * num, den) * q
+    assert abs(r) < q
+    word = r + q
+    return word - q if word >= q else word
+
+
+def _inverse_model(words: list[int], table: torch.Tensor, q: int, log_n: int) -> list[int]:
+    """fp64 3's inverse of words below 2q: the rows kernel's first k2 Gentleman-Sande stages (m = N/2 .. 2^k1) from
+    u - q, canonical words out; the columns kernel's k1 stages from u - q, N^-1 folded into the last (m = 1: the sum
+    times inv[0], the difference times inv[1]), canonical words out. Every operand of a product below 2^50, every
+    value at most doubling per stage."""
+    n, k1 = 1 << log_n, log_n // 2
+    pairs = [_double(int(v)) for v in table[10:12].reshape(-1).tolist()]  # kInvFp64: (w, w / q) per twiddle
+    inv = [int(v) % (1 << 64) for v in table[2].tolist()]
+    x = list(words)
+    for stages in (range(log_n - 1, k1 - 1, -1), range(k1 - 1, -1, -1)):  # (rows, then columns; stage s: m = 2^s)
+        x = [u - q for u in x]
+        bound = max(abs(v) for v in x)
+        for s in stages:
+            m, t = 1 << s, n >> (s + 1)
+            for i in range(m):
+                w, wq = pairs[2 * (m + i)], pairs[2 * (m + i) + 1]
+                assert w == inv[m + i]
+                for j in range(2 * i * t, 2 * i * t + t):
+                    a, b = x[j], x[j + t]
+                    assert abs(a + b) < 1 << 50 and abs(a - b) < 1 << 50
+                    if m == 1:  # the folded last stage
+                        x[j] = _product_fp64(a + b, inv[0], pairs[1], q)
+                        x[j + t] = _product_fp64(a - b, inv[1], pairs[3], q)
+                    else:
+                        x[j], x[j + t] = a + b, _product_fp64(a - b, inv[m + i], wq, q)
+            bound *= 2
+            assert max(abs(v) for v in x) <= bound
+        x = [_canonical_fp64(v, q) for v in x]
+        assert all(0 <= v < q for v in x)
+    return x
+
+
+@pytest.mark.parametrize("log_n", [10, 16])
+def test_fp64_inverse_in_python_integers_at_the_prime_limit(log_n):
+    """The largest prime the FP64 inverse takes (below 2^41), inputs 2q - 1 (the inverse's lazy inputs' top), q - 1
+    and random below 2q: == the CPU build's INTT."""
+    rng, _ = fresh_rng()
+    n = 1 << log_n
+    q = ntt_prime_below(FP64_INVERSE_LIMIT, n)
+    basis = RNSBasis.get([q], n)
+    table = _table([q], log_n)[0]
+    cases = {"2q - 1": [2 * q - 1] * n, "q - 1": [q - 1] * n,
+             "random": [int(v) for v in rng.integers(0, 2 * q, n, dtype=np.int64)]}
+    for name, words in cases.items():
+        expected = basis.intt(torch.tensor([[u % q for u in words]], dtype=torch.int64))[0].tolist()
+        assert _inverse_model(words, table, q, log_n) == expected, name
+
+
 def test_fp64_table_rows_hold_w_and_w_over_q():
     n = 2048
     primes = generate_primes([40, 46, 60], n)
@@ -135,9 +196,10 @@ def test_fp64_table_rows_hold_w_and_w_over_q():
 
 
 def _primes(limbs: int, n: int) -> list[int]:
-    """Primes on both sides of 2^46 (FP64 below, the integer rounds above), a 60-bit one, then 40- and 46-bit primes
-    (N16QP1766L30D3's Q and P)."""
-    edges = [ntt_prime_below(FP64_LIMIT, n), ntt_prime_above(FP64_LIMIT, n), ntt_prime_below(1 << 60, n)]
+    """Primes on both sides of 2^46 (forward FP64 below, the integer rounds above) and of 2^41 (the same for the
+    inverse), a 60-bit one, then 40- and 46-bit primes (N16QP1766L30D3's Q and P)."""
+    edges = [ntt_prime_below(FP64_LIMIT, n), ntt_prime_above(FP64_LIMIT, n), ntt_prime_below(FP64_INVERSE_LIMIT, n),
+             ntt_prime_above(FP64_INVERSE_LIMIT, n), ntt_prime_below(1 << 60, n)]
     rest = limbs - len(edges)
     sizes = [40] * (rest // 2) + [46] * (rest - rest // 2 + 1)  # (one more: the first 46-bit prime is an edge)
     return edges + [q for q in generate_primes(sizes, n) if q not in edges][:rest]
@@ -159,6 +221,31 @@ def test_fp64_ntt_matches_the_cpu(log_n, prefix, limbs):
             assert torch.equal(gpu.ntt(a.cuda()).cpu(), expected), variant
             skipped = ops.ntt(a.cuda(), gpu.moduli, gpu.ntt_table, skip=(1, 0, 1)).cpu()
         assert torch.equal(skipped, ops.ntt(a, cpu.moduli, cpu.ntt_table, skip=(1, 0, 1))), (variant, "skip")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("log_n", [15, 16])
+@pytest.mark.parametrize("prefix,limbs", [((), 31), ((2,), 11)])
+def test_fp64_intt_matches_the_cpu(log_n, prefix, limbs):
+    """intt, intt_galois (a rotation's ModUp) and intt_product (HMult's), the rows read in place from a wider tensor
+    too (ModDown's P rows of [2, P + Q, N])."""
+    rng, _ = fresh_rng()
+    n = 1 << log_n
+    primes = _primes(limbs, n)
+    cpu, gpu = RNSBasis.get(primes, n), RNSBasis.get(primes, n, "cuda")
+    a, b = random_residues(rng, primes, prefix, n), random_residues(rng, primes, prefix, n)
+    a.view(-1, limbs, n)[0, :, : n // 2] = cpu.moduli[:, :1] - 1
+    k = 5 ** 3 % (2 * n)
+    expected = [cpu.intt(a), *ops.intt_galois(a, cpu.moduli, cpu.ntt_table, k),
+                *ops.intt_product(a, b, cpu.moduli, cpu.ntt_table)]
+    wide = torch.cat([a.view(-1, limbs, n), a.view(-1, limbs, n).flip(-1)], dim=-2).cuda()
+    for variant in FP64_VARIANTS:
+        with ops.use_kernel_variant("fp64", variant):
+            got = [gpu.intt(a.cuda()), *ops.intt_galois(a.cuda(), gpu.moduli, gpu.ntt_table, k),
+                   *ops.intt_product(a.cuda(), b.cuda(), gpu.moduli, gpu.ntt_table)]
+            strided = ops.intt(wide[:, :limbs], gpu.moduli, gpu.ntt_table).cpu()
+        assert_same(got, expected, ("fp64", variant))
+        assert torch.equal(strided, expected[0].view(-1, limbs, n)), (variant, "strided")
 
 
 @pytest.mark.gpu
