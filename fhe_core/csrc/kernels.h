@@ -297,8 +297,8 @@ enum class Variant : int {
                   // its Shoup companion, which it computes
   kFp64 = 11,  // the forward NTT's butterflies in FP64 arithmetic for primes below 2^46 (ntt.cu, Fp64Twiddles: the
                // modular products on the FP64 pipe, values signed and never reduced): 1, in the columns kernel; 2, also
-               // in the rows kernels (ntt_rows' forward, ModDown's, ntt_digits_inner_product's); 3, also the inverse
-               // (ntt_rows_inverse, ntt_columns_inverse; inverse >= 1) for primes below 2^41
+               // in the rows kernels (ntt_rows' forward, ModDown's, ntt_digits_inner_product's); 3 (default), also the
+               // inverse (ntt_rows_inverse, ntt_columns_inverse; inverse >= 1) for primes below 2^41
   kCount
 };
 int& kernel_variant(Variant v);  // defined in ops.cpp

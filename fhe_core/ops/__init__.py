@@ -81,7 +81,11 @@ def kernel_variant(name: str, value: int | None = None) -> int:
     results in-kernel, before it reads them or writes anything; 1: each launched as its predecessor's blocks exit,
     the launch's latency hidden; 2, the default: also the element-wise and bootstrap-circuit kernels let their
     successor's blocks start, and wait, in their tail; 0: every launch waits for its predecessor to finish; a CUDA
-    graph keeps the launches it was captured with). All
+    graph keeps the launches it was captured with); ``"fp64"`` (the NTT's butterflies in IEEE double arithmetic on
+    the FP64 pipe, values signed and unreduced, the modular product in six FP64 instructions: 1, the forward columns
+    kernel for primes below 2^46; 2, and the forward rows kernels (ModDown's and the fused inner product's too); 3,
+    the default: and the inverse's two kernels for primes below 2^41 (with "inverse" >= 1); 0: the integer
+    butterflies; larger primes take them in every variant). All
     variants give the same residues bit for bit (a ``lazy`` conversion the same residues modulo each prime: conv 3
     to 8 leave them in [0, 3p)); the switch exists so that tests compare them and benchmarks time them side by side.
     The CPU kernels have one variant and ignore "conv". A launch reads the setting when it is enqueued (so a

@@ -24,7 +24,7 @@ ROUNDING_SHIFT = 3 << 51  # 1.5 * 2^52
 
 def test_fp64_variant_switch():
     before = ops.kernel_variant("fp64")
-    assert before in FP64_VARIANTS
+    assert before == 3  # the default
     for other in FP64_VARIANTS:
         with ops.use_kernel_variant("fp64", other):
             assert ops.kernel_variant("fp64") == other
@@ -206,7 +206,7 @@ def _primes(limbs: int, n: int) -> list[int]:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("log_n", [15, 16])
+@pytest.mark.parametrize("log_n", [15, 16, 17])
 @pytest.mark.parametrize("prefix,limbs", [((), 31), ((3,), 11)])
 def test_fp64_ntt_matches_the_cpu(log_n, prefix, limbs):
     rng, _ = fresh_rng()
@@ -224,7 +224,7 @@ def test_fp64_ntt_matches_the_cpu(log_n, prefix, limbs):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("log_n", [15, 16])
+@pytest.mark.parametrize("log_n", [15, 16, 17])
 @pytest.mark.parametrize("prefix,limbs", [((), 31), ((2,), 11)])
 def test_fp64_intt_matches_the_cpu(log_n, prefix, limbs):
     """intt, intt_galois (a rotation's ModUp) and intt_product (HMult's), the rows read in place from a wider tensor
