@@ -571,7 +571,8 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False, 
               Case("bootstrap [fused v2: round 2]", name, whole,
                    with_variant("fused", 2, lambda i: boot.bootstrap(ct))),
               Case(f"bootstrap {INVERSE_VARIANTS[0]}", name, whole,
-                   with_variant("inverse", 0, lambda i: boot.bootstrap(ct)))]
+                   with_variant("inverse", 0, lambda i: boot.bootstrap(ct))),
+              Case(f"bootstrap {FP64_VARIANTS[0]}", name, whole, with_variant("fp64", 0, lambda i: boot.bootstrap(ct)))]
     steps = {  # name: (run, ciphertext bytes in and out)
         "boot: mod_raise": (lambda i: boot.mod_raise(ct), ct_bytes + top),
         "boot: coeffs_to_slots": (lambda i: boot.coeffs_to_slots(raised), 3 * top),
