@@ -160,10 +160,8 @@ struct Fp64Twiddles {
   static constexpr bool kLazy = true;
   static constexpr bool kFp64 = true;
   static constexpr bool kCanonicalOut = kInverse;
-  const double2* pairs;  // (w, w / q)
+  const double2* pairs;  // (w, w / q); the inverse's pairs[0], pairs[1] fold N^-1 into its last stage
   u32 base;
-  const u64* inv;  // (unused: the FP64 inverse folds N^-1 with pairs[0], pairs[1])
-  const u64* inv_shoup;
   double q;
   double in_shift;   // 2^52 + c q: a word u as the double 2^52 + u, minus this, is u - c q
   double out_shift;  // 2^52 + c' q: x plus this is 2^52 + the word x + c' q
@@ -535,8 +533,8 @@ __device__ __forceinline__ Fp64Twiddles<> fp64_twiddles(const u64* table, int li
   const u64* t = table + static_cast<size_t>(limb) * kNttTableRows * n;
   const double qd = static_cast<double>(q);
   const double2* pairs = reinterpret_cast<const double2*>(t + kFwdFp64 * n);
-  if (columns) return {pairs, 1u, nullptr, nullptr, qd, kTwoPow52 + 2 * qd, kTwoPow52 + (2 + k1) * qd, 0.0};
-  return {pairs, (1u << k1) + row, nullptr, nullptr, qd, kTwoPow52 + (2 + k1) * qd, kTwoPow52 + (2 + log_n) * qd, 0.0};
+  if (columns) return {pairs, 1u, qd, kTwoPow52 + 2 * qd, kTwoPow52 + (2 + k1) * qd, 0.0};
+  return {pairs, (1u << k1) + row, qd, kTwoPow52 + (2 + k1) * qd, kTwoPow52 + (2 + log_n) * qd, 0.0};
 }
 // The inverse's (fp64 3): words below 2q in as u - q, canonical words out (leaving); base as fp64_twiddles.
 __device__ __forceinline__ Fp64Twiddles<true> fp64_inverse_twiddles(const u64* table, int limb, int log_n, int k1,
@@ -544,8 +542,8 @@ __device__ __forceinline__ Fp64Twiddles<true> fp64_inverse_twiddles(const u64* t
   const u32 n = 1u << log_n;
   const u64* t = table + static_cast<size_t>(limb) * kNttTableRows * n;
   const double qd = static_cast<double>(q);
-  return {reinterpret_cast<const double2*>(t + kInvFp64 * n), columns ? 1u : (1u << k1) + row, nullptr, nullptr, qd,
-          kTwoPow52 + qd, kTwoPow52 + qd, __drcp_rn(qd)};
+  return {reinterpret_cast<const double2*>(t + kInvFp64 * n), columns ? 1u : (1u << k1) + row, qd, kTwoPow52 + qd,
+          kTwoPow52 + qd, __drcp_rn(qd)};
 }
 
 // The transform row a block works on. Order 0: grid row y is the row (batch-major). Order 1,
@@ -587,80 +585,34 @@ __device__ __forceinline__ void columns_body(const u64* in, u64* out, const Modu
   const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
                                               : (row / limbs) * in_batch_stride + static_cast<int64_t>(limb) * n;
   const ColumnLayout layout{n >> k1, col};
-  if constexpr (kForward && kFp64) {
-    if (fp64_forward_fits(q)) {
-      const auto fp64 = fp64_twiddles(table, limb, log_n, k1, q, true);
-      if constexpr (kLen != 0) {
-        local_transform_fixed<true, kLen>(in + in_row + column, out + origin, smem, layout, tcol, fp64, false, q);
-      } else {
-        local_transform<true>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, fp64, false, q);
-      }
-      return;
+  // The block's transform with twiddles (and arithmetic) tw; the inverse folds N^-1 into its last stage.
+  const auto transform = [&](const auto& tw) {
+    if constexpr (kLen != 0) {
+      local_transform_fixed<kForward, kLen>(in + in_row + column, out + origin, smem, layout, tcol, tw, !kForward, q);
+    } else {
+      local_transform<kForward>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, tw, !kForward,
+                                q);
     }
+  };
+  if constexpr (kForward && kFp64) {
+    if (fp64_forward_fits(q)) return transform(fp64_twiddles(table, limb, log_n, k1, q, true));
   }
   if constexpr (kForward && kTruncated) {
-    if (trunc_forward_fits(q, log_n, k1)) {
-      const TruncatedTwiddles<std::decay_t<decltype(t)>> truncated{t};
-      if constexpr (kLen != 0) {
-        local_transform_fixed<true, kLen>(in + in_row + column, out + origin, smem, layout, tcol, truncated, false, q);
-      } else {
-        local_transform<true>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, truncated, false,
-                              q);
-      }
-      return;
-    }
+    if (trunc_forward_fits(q, log_n, k1)) return transform(TruncatedTwiddles<std::decay_t<decltype(t)>>{t});
   }
   if constexpr (kForward && kLazy) {
-    if (lazy_forward_fits(q, log_n)) {
-      const LazyTwiddles<std::decay_t<decltype(t)>> lazy{t};
-      if constexpr (kLen != 0) {
-        local_transform_fixed<true, kLen>(in + in_row + column, out + origin, smem, layout, tcol, lazy, false, q);
-      } else {
-        local_transform<true>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, lazy, false, q);
-      }
-      return;
-    }
+    if (lazy_forward_fits(q, log_n)) return transform(LazyTwiddles<std::decay_t<decltype(t)>>{t});
   }
   if constexpr (!kForward && kFp64) {  // (fp64 3: the rows kernel ran FP64 too, the same test)
-    if (fp64_inverse_fits(q)) {
-      const auto fp64 = fp64_inverse_twiddles(table, limb, log_n, k1, q, true);
-      if constexpr (kLen != 0) {
-        local_transform_fixed<false, kLen>(in + in_row + column, out + origin, smem, layout, tcol, fp64, true, q);
-      } else {
-        local_transform<false>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, fp64, true, q);
-      }
-      return;
-    }
+    if (fp64_inverse_fits(q)) return transform(fp64_inverse_twiddles(table, limb, log_n, k1, q, true));
   }
   if constexpr (!kForward && kUnreduced) {  // (larger primes: the lazy rounds below, as the rows kernel)
-    if (unreduced_inverse_fits(q, log_n)) {
-      const UnreducedTwiddles<std::decay_t<decltype(t)>> unreduced{t, log_n};
-      if constexpr (kLen != 0) {
-        local_transform_fixed<false, kLen>(in + in_row + column, out + origin, smem, layout, tcol, unreduced, true, q);
-      } else {
-        local_transform<false>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, unreduced, true,
-                               q);
-      }
-      return;
-    }
+    if (unreduced_inverse_fits(q, log_n)) return transform(UnreducedTwiddles<std::decay_t<decltype(t)>>{t, log_n});
   }
   if constexpr (!kForward && kLazy) {
-    if (lazy_inverse_fits(q)) {
-      const LazyTwiddles<std::decay_t<decltype(t)>> lazy{t};
-      if constexpr (kLen != 0) {
-        local_transform_fixed<false, kLen>(in + in_row + column, out + origin, smem, layout, tcol, lazy, true, q);
-      } else {
-        local_transform<false>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, lazy, true, q);
-      }
-      return;
-    }
+    if (lazy_inverse_fits(q)) return transform(LazyTwiddles<std::decay_t<decltype(t)>>{t});
   }
-  if constexpr (kLen != 0) {
-    local_transform_fixed<kForward, kLen>(in + in_row + column, out + origin, smem, layout, tcol, t, !kForward, q);
-  } else {
-    local_transform<kForward>(true, true, in + in_row + column, out + origin, smem, layout, tcol, k1, t,
-                                      !kForward, q);
-  }
+  transform(t);
 }
 
 template <bool kForward, bool kPairs, bool kLazy = false, int kLen = 0, bool kTruncated = false, bool kFp64 = false>

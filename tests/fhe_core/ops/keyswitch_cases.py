@@ -1,11 +1,25 @@
-"""Key switches at the benchmark's shape (N = 2^16, L = 30, dnum = 3) on both devices, for the tests that check a
-kernel variant against the CPU bit for bit (test_pdl, test_fp64_ntt): HMult + relin and HRotate at three levels, the
-CPU's results, eager and CUDA-graph runs."""
+"""For the tests that check a kernel variant against the CPU bit for bit (test_pdl, test_fp64_ntt,
+test_inverse_variants): the variant switch itself, and key switches at the benchmark's shape (N = 2^16, L = 30,
+dnum = 3) on both devices: HMult + relin and HRotate at three levels, the CPU's results, eager and CUDA-graph runs."""
+import pytest
 import torch
 
-from fhe_core import ckks, rlwe
+from fhe_core import ckks, ops, rlwe
 from fhe_core.params import preset
 from fhe_reference import fresh_rng
+
+
+def assert_variant_switch(name: str, values: tuple[int, ...], default: int):
+    """ops.kernel_variant(name) reads the default; use_kernel_variant sets every value and restores the default; one
+    past the last value is refused with its range."""
+    assert ops.kernel_variant(name) == default
+    for value in values:
+        with ops.use_kernel_variant(name, value):
+            assert ops.kernel_variant(name) == value
+        assert ops.kernel_variant(name) == default
+    last = values[-1]
+    with pytest.raises(RuntimeError, match=rf"{name} is 0 \(reference\) to {last}, got {last + 1}"):
+        ops.kernel_variant(name, last + 1)
 
 
 def seed(label: str) -> bytes:

@@ -14,7 +14,7 @@ import torch
 from fhe_core import ops
 from fhe_core.ring import RNSBasis, generate_primes, modulus_table, primitive_root_2n, words_tensor
 from fhe_reference import fresh_rng, ntt_prime_above, ntt_prime_below, random_residues
-from keyswitch_cases import assert_same, key_switch_ops, n16_key_switch_case
+from keyswitch_cases import assert_same, assert_variant_switch, key_switch_ops, n16_key_switch_case
 
 FP64_VARIANTS = (0, 1, 2, 3)
 FP64_LIMIT = 1 << 46  # fp64_forward_fits
@@ -23,14 +23,7 @@ ROUNDING_SHIFT = 3 << 51  # 1.5 * 2^52
 
 
 def test_fp64_variant_switch():
-    before = ops.kernel_variant("fp64")
-    assert before == 3  # the default
-    for other in FP64_VARIANTS:
-        with ops.use_kernel_variant("fp64", other):
-            assert ops.kernel_variant("fp64") == other
-        assert ops.kernel_variant("fp64") == before
-    with pytest.raises(RuntimeError, match=r"fp64 is 0 \(reference\) to 3, got 4"):
-        ops.kernel_variant("fp64", 4)
+    assert_variant_switch("fp64", FP64_VARIANTS, default=3)
 
 
 def _double(word: int) -> float:
@@ -69,21 +62,27 @@ def _table(primes: list[int], log_n: int) -> torch.Tensor:
     return ops.ntt_table(modulus_table(primes), roots, log_n, pairs=True)
 
 
+def _butterflies(stage: int, log_n: int, pairs: list[float], words: list[int]):
+    """The butterflies of a stage (m = 2^stage groups, common/ntt.h's order): (j, j + t, w, w / q), w the table row's
+    word (words), checked against the FP64 row's double (pairs)."""
+    m, t = 1 << stage, (1 << log_n) >> (stage + 1)
+    for i in range(m):
+        w, wq = words[m + i], pairs[2 * (m + i) + 1]
+        assert pairs[2 * (m + i)] == w
+        for j in range(2 * i * t, 2 * i * t + t):
+            yield j, j + t, w, wq
+
+
 def _stages_fp64(x: list[int], pairs: list[float], fwd: list[int], q: int, log_n: int, stages: range) -> None:
     """Forward stages (Cooley-Tukey, stage s: m = 2^s groups) in place on centred integers, in ct_butterfly_fp64's
     arithmetic: every operand below 2^50, every value's magnitude grown by less than 5q/8 per stage."""
-    n = 1 << log_n
     bound = max(abs(v) for v in x)
     for s in stages:
-        m, t = 1 << s, n >> (s + 1)
-        for i in range(m):
-            w, wq = pairs[2 * (m + i)], pairs[2 * (m + i) + 1]
-            assert w == fwd[m + i]
-            for j in range(2 * i * t, 2 * i * t + t):
-                a, b = x[j], x[j + t]
-                assert abs(b) < 1 << 50
-                p = _product_fp64(b, fwd[m + i], wq, q)
-                x[j], x[j + t] = a + p, a - p
+        for j, k, w, wq in _butterflies(s, log_n, pairs, fwd):
+            a, b = x[j], x[k]
+            assert abs(b) < 1 << 50
+            p = _product_fp64(b, w, wq, q)
+            x[j], x[k] = a + p, a - p
         bound += 5 * q / 8
         assert max(abs(v) for v in x) < bound
 
@@ -106,23 +105,6 @@ def _forward_model(words: list[int], table: torch.Tensor, q: int, log_n: int) ->
     return out
 
 
-@pytest.mark.parametrize("log_n", [10, 16])
-def test_fp64_forward_in_python_integers_at_the_prime_limit(log_n):
-    """The largest prime the FP64 rounds take (below 2^46), inputs 4q - 1 (the lazy inputs' top), q - 1 and random
-    below 4q: every rounding emulated, every bound asserted, and the words congruent to the CPU build's NTT."""
-    rng, _ = fresh_rng()
-    n = 1 << log_n
-    q = ntt_prime_below(FP64_LIMIT, n)
-    basis = RNSBasis.get([q], n)
-    table = _table([q], log_n)[0]
-    cases = {"4q - 1": [4 * q - 1] * n, "q - 1": [q - 1] * n,
-             "random": [int(v) for v in rng.integers(0, 4 * q, n, dtype=np.int64)]}
-    for name, words in cases.items():
-        expected = basis.ntt(torch.tensor([[u % q for u in words]], dtype=torch.int64))[0].tolist()
-        got = _forward_model(words, table, q, log_n)
-        assert [v % q for v in got] == expected, name
-
-
 def _canonical_fp64(x: int, q: int) -> int:
     """ntt.cu's leaving() for the inverse: x - k q with k = fl(x fl(1/q) + 1.5 * 2^52) - 1.5 * 2^52, plus q, then one
     conditional subtraction of q."""
@@ -139,7 +121,7 @@ def _inverse_model(words: list[int], table: torch.Tensor, q: int, log_n: int) ->
     u - q, canonical words out; the columns kernel's k1 stages from u - q, N^-1 folded into the last (m = 1: the sum
     times inv[0], the difference times inv[1]), canonical words out. Every operand of a product below 2^50, every
     value at most doubling per stage."""
-    n, k1 = 1 << log_n, log_n // 2
+    k1 = log_n // 2
     pairs = [_double(int(v)) for v in table[10:12].reshape(-1).tolist()]  # kInvFp64: (w, w / q) per twiddle
     inv = [int(v) % (1 << 64) for v in table[2].tolist()]
     x = list(words)
@@ -147,18 +129,14 @@ def _inverse_model(words: list[int], table: torch.Tensor, q: int, log_n: int) ->
         x = [u - q for u in x]
         bound = max(abs(v) for v in x)
         for s in stages:
-            m, t = 1 << s, n >> (s + 1)
-            for i in range(m):
-                w, wq = pairs[2 * (m + i)], pairs[2 * (m + i) + 1]
-                assert w == inv[m + i]
-                for j in range(2 * i * t, 2 * i * t + t):
-                    a, b = x[j], x[j + t]
-                    assert abs(a + b) < 1 << 50 and abs(a - b) < 1 << 50
-                    if m == 1:  # the folded last stage
-                        x[j] = _product_fp64(a + b, inv[0], pairs[1], q)
-                        x[j + t] = _product_fp64(a - b, inv[1], pairs[3], q)
-                    else:
-                        x[j], x[j + t] = a + b, _product_fp64(a - b, inv[m + i], wq, q)
+            for j, k, w, wq in _butterflies(s, log_n, pairs, inv):
+                a, b = x[j], x[k]
+                assert abs(a + b) < 1 << 50 and abs(a - b) < 1 << 50
+                if s == 0:  # the folded last stage (m = 1)
+                    x[j] = _product_fp64(a + b, inv[0], pairs[1], q)
+                    x[k] = _product_fp64(a - b, inv[1], pairs[3], q)
+                else:
+                    x[j], x[k] = a + b, _product_fp64(a - b, w, wq, q)
             bound *= 2
             assert max(abs(v) for v in x) <= bound
         x = [_canonical_fp64(v, q) for v in x]
@@ -166,20 +144,26 @@ def _inverse_model(words: list[int], table: torch.Tensor, q: int, log_n: int) ->
     return x
 
 
+@pytest.mark.parametrize("direction", ["forward", "inverse"])
 @pytest.mark.parametrize("log_n", [10, 16])
-def test_fp64_inverse_in_python_integers_at_the_prime_limit(log_n):
-    """The largest prime the FP64 inverse takes (below 2^41), inputs 2q - 1 (the inverse's lazy inputs' top), q - 1
-    and random below 2q: == the CPU build's INTT."""
+def test_fp64_transforms_in_python_integers_at_the_prime_limit(log_n, direction):
+    """The largest prime each FP64 direction takes (forward below 2^46, inverse below 2^41), inputs at the top of the
+    lazy range the kernels take (4q - 1 forward, 2q - 1 inverse), q - 1 and random below that top: every rounding
+    emulated, every bound asserted, the words congruent to the CPU build's transform."""
+    limit, top, model = (FP64_LIMIT, 4, _forward_model) if direction == "forward" else (FP64_INVERSE_LIMIT, 2,
+                                                                                            _inverse_model)
     rng, _ = fresh_rng()
     n = 1 << log_n
-    q = ntt_prime_below(FP64_INVERSE_LIMIT, n)
+    q = ntt_prime_below(limit, n)
     basis = RNSBasis.get([q], n)
     table = _table([q], log_n)[0]
-    cases = {"2q - 1": [2 * q - 1] * n, "q - 1": [q - 1] * n,
-             "random": [int(v) for v in rng.integers(0, 2 * q, n, dtype=np.int64)]}
+    transform = basis.ntt if direction == "forward" else basis.intt
+    cases = {"top": [top * q - 1] * n, "q - 1": [q - 1] * n,
+             "random": [int(v) for v in rng.integers(0, top * q, n, dtype=np.int64)]}
     for name, words in cases.items():
-        expected = basis.intt(torch.tensor([[u % q for u in words]], dtype=torch.int64))[0].tolist()
-        assert _inverse_model(words, table, q, log_n) == expected, name
+        expected = transform(torch.tensor([[u % q for u in words]], dtype=torch.int64))[0].tolist()
+        got = model(words, table, q, log_n)
+        assert [v % q for v in got] == expected, name
 
 
 def test_fp64_table_rows_hold_w_and_w_over_q():

@@ -12,6 +12,7 @@ import torch
 from fhe_core import ops
 from fhe_core.ring import RNSBasis, generate_primes
 from fhe_reference import fresh_rng, inverse_ntt_rounds, ntt_prime_above, ntt_prime_below, random_residues
+from keyswitch_cases import assert_variant_switch
 
 INVERSE_VARIANTS = (0, 1, 2)
 WORD = 1 << 64
@@ -20,12 +21,7 @@ SHAPES = (((2,), 11), ((), 31), ((3,), 11))
 
 
 def test_inverse_variant_switch():
-    assert ops.kernel_variant("inverse") == 2  # the default
-    with ops.use_kernel_variant("inverse", 0):
-        assert ops.kernel_variant("inverse") == 0
-    assert ops.kernel_variant("inverse") == 2
-    with pytest.raises(RuntimeError, match="inverse is 0 \\(reference\\) to 2, got 3"):
-        ops.kernel_variant("inverse", 3)
+    assert_variant_switch("inverse", INVERSE_VARIANTS, default=2)
     with pytest.raises(RuntimeError, match="unknown kernel ''"):
         ops.kernel_variant("", 0)  # (no variant is nameless)
 

@@ -9,7 +9,8 @@ import torch
 from fhe_core import ckks, ops
 from fhe_core.ckks.bootstrapping import TINY_N10_SPARSE, Bootstrapper, bootstrapping_galois_elements
 from fhe_reference import fresh_rng
-from keyswitch_cases import assert_same, fixed_seed_keys, graphed, key_switch_ops, n16_key_switch_case
+from keyswitch_cases import (assert_same, assert_variant_switch, fixed_seed_keys, graphed, key_switch_ops,
+                             n16_key_switch_case)
 
 
 # 0: plain launches; 1: programmatic launches, no early trigger; 2: and the element-wise / circuit kernels trigger
@@ -18,14 +19,7 @@ PDL_VARIANTS = (0, 1, 2)
 
 
 def test_pdl_variant_is_read_set_and_restored():
-    before = ops.kernel_variant("pdl")
-    assert before in PDL_VARIANTS
-    for other in PDL_VARIANTS:
-        with ops.use_kernel_variant("pdl", other):
-            assert ops.kernel_variant("pdl") == other
-        assert ops.kernel_variant("pdl") == before
-    with pytest.raises(RuntimeError, match=r"pdl is 0 \(reference\) to 2, got 3"):
-        ops.kernel_variant("pdl", 3)
+    assert_variant_switch("pdl", PDL_VARIANTS, default=2)
 
 
 @pytest.mark.gpu
