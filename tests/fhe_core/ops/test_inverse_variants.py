@@ -113,37 +113,27 @@ def _case(rng, prefix, limbs, n):
 @pytest.mark.gpu
 @pytest.mark.parametrize("log_n", [15, 16])
 @pytest.mark.parametrize("prefix,limbs", SHAPES)
-def test_inverse_variants_intt(log_n, prefix, limbs):
-    rng, _ = fresh_rng()
-    n = 1 << log_n
-    primes, cpu, gpu, a = _case(rng, prefix, limbs, n)
-    expected = cpu.intt(a)
-    # the batch read in place from a wider tensor (ModDown's P rows of [B, P + Q, N]: in_batch_stride)
-    wide = torch.cat([a.view(-1, limbs, n), a.view(-1, limbs, n).flip(-1)], dim=-2).cuda()
-    for variant in INVERSE_VARIANTS:
-        with ops.use_kernel_variant("inverse", variant):
-            got = gpu.intt(a.cuda()).cpu()
-            strided = ops.intt(wide[:, :limbs], gpu.moduli, gpu.ntt_table).cpu()
-        assert torch.equal(got, expected), variant
-        assert torch.equal(strided, expected.view(-1, limbs, n)), (variant, "strided")
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("log_n", [15, 16])
-@pytest.mark.parametrize("prefix,limbs", SHAPES)
-def test_inverse_variants_intt_galois_and_product(log_n, prefix, limbs):
+def test_inverse_variants_match_the_cpu(log_n, prefix, limbs):
+    """intt (also read in place from a wider tensor), intt_galois and intt_product, every variant == the CPU."""
     rng, _ = fresh_rng()
     n = 1 << log_n
     primes, cpu, gpu, a = _case(rng, prefix, limbs, n)
     b = random_residues(rng, primes, prefix, n)
     b.view(-1, limbs, n)[-1, :, n // 2:] = cpu.moduli[:, :1] - 1
     k = 5 ** 3 % (2 * n)
+    expected = cpu.intt(a)
     expected_galois = ops.intt_galois(a, cpu.moduli, cpu.ntt_table, k)
     expected_product = ops.intt_product(a, b, cpu.moduli, cpu.ntt_table)
+    # the batch read in place from a wider tensor (ModDown's P rows of [B, P + Q, N]: in_batch_stride)
+    wide = torch.cat([a.view(-1, limbs, n), a.view(-1, limbs, n).flip(-1)], dim=-2).cuda()
     for variant in INVERSE_VARIANTS:
         with ops.use_kernel_variant("inverse", variant):
+            got = gpu.intt(a.cuda()).cpu()
+            strided = ops.intt(wide[:, :limbs], gpu.moduli, gpu.ntt_table).cpu()
             galois = ops.intt_galois(a.cuda(), gpu.moduli, gpu.ntt_table, k)
             product = ops.intt_product(a.cuda(), b.cuda(), gpu.moduli, gpu.ntt_table)
+        assert torch.equal(got, expected), variant
+        assert torch.equal(strided, expected.view(-1, limbs, n)), (variant, "strided")
         for got, want, name in ((galois, expected_galois, "galois"), (product, expected_product, "product")):
             assert torch.equal(got[1].cpu(), want[1]), (variant, name, "stored rows")
             assert torch.equal(got[0].cpu(), want[0]), (variant, name)
