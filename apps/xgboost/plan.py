@@ -700,10 +700,19 @@ def _place_trees(forest: HEForest, live: np.ndarray, layout: Layout, n_groups: i
 # ---- what the client is told ----------------------------------------------------------------------
 
 
+PRIVATE_PUBLIC_FIELDS = ("version", "kind", "params_name", "params_literal", "params_id", "width", "n_features",
+                         "n_classes", "grid", "max_trees_per_class", "max_depth")
+
+
 @dataclass(frozen=True)
 class PublicModel:
     """What the client needs to encrypt: parameters, level, layout, the public binning (cuts
     and offsets of every feature: which of them the trees use is not said), the Galois keys.
+
+    The model-private kind ("private", see ``private_plan``) publishes only
+    ``PRIVATE_PUBLIC_FIELDS``: parameters, the batch width, the number of features and classes,
+    the grid and the bounds on trees and depth; level, inputs and keys are derived from them
+    (``private_layout``), by the client as by the server.
 
     ``to_json`` / ``from_json`` round-trip it; ``params(allow_insecure=...)`` rebuilds Params.
     """
@@ -721,6 +730,15 @@ class PublicModel:
     binning: PublicBinning | None = None
     chunks: list[tuple[int, int]] | None = None
     trees_per_class: int | None = None
+    private_layout: object = field(default=None, compare=False, repr=False)  # PrivateLayout (kind "private")
+
+    @classmethod
+    def private(cls, layout, params_name: str | None = None) -> PublicModel:
+        """The public part of a model-private layout (``private_plan.PrivateLayout``)."""
+        return cls(kind="private", params_literal=layout.params.literal.to_json(), params_id=layout.params.params_id,
+                   level=layout.level, width=layout.width, n_classes=layout.bounds.n_classes,
+                   n_inputs=layout.n_inputs, rotation_steps=layout.rotation_steps, column_swap=True,
+                   params_name=params_name, private_layout=layout)
 
     def params(self, *, allow_insecure: bool = False, device="cpu") -> Params:
         literal = ParamsLiteral.from_json(self.params_literal)
@@ -739,6 +757,14 @@ class PublicModel:
         return bfv.galois_elements(n, self.rotation_steps, column_swap=self.column_swap)
 
     def to_json(self) -> str:
+        if self.kind == "private":
+            bounds = self.private_layout.bounds
+            return json.dumps({
+                "version": PUBLIC_MODEL_VERSION, "kind": "private", "params_name": self.params_name,
+                "params_literal": self.params_literal, "params_id": self.params_id, "width": self.width,
+                "n_features": bounds.n_features, "n_classes": bounds.n_classes, "grid": bounds.grid.to_dict(),
+                "max_trees_per_class": bounds.max_trees_per_class, "max_depth": bounds.max_depth,
+            }, sort_keys=True, separators=(",", ":"))
         data = {
             "version": PUBLIC_MODEL_VERSION, "kind": self.kind, "params_name": self.params_name,
             "params_literal": self.params_literal, "params_id": self.params_id, "level": self.level,
@@ -758,6 +784,8 @@ class PublicModel:
             data = json.loads(text)
         except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: nesting too deep
             raise PlanError(f"PublicModel: not JSON ({exc})") from None
+        if isinstance(data, dict) and data.get("kind") == "private":
+            return cls._private_from(data)
         expected = {"version", "kind", "params_name", "params_literal", "params_id", "level", "width",
                     "n_classes", "n_inputs", "rotation_steps", "column_swap", "trees_per_class", "chunks",
                     "binning"}
@@ -804,6 +832,36 @@ class PublicModel:
                    n_inputs=data["n_inputs"], rotation_steps=[int(r) for r in data["rotation_steps"]],
                    column_swap=bool(data["column_swap"]), params_name=data["params_name"], binning=binning,
                    chunks=chunks, trees_per_class=data["trees_per_class"])
+
+
+    @classmethod
+    def _private_from(cls, data: dict) -> PublicModel:
+        """A private model's public part: the listed fields only; the layout is derived from them
+        (the parameters are rebuilt for their numbers only: the client's own check of their
+        security happens in ``params``)."""
+        from .grid import FixedPointGrid, GridError
+        from .private_plan import PrivateBounds, PrivateLayout
+
+        if set(data) != set(PRIVATE_PUBLIC_FIELDS):
+            raise PlanError(f"PublicModel: a private model has exactly the fields {sorted(PRIVATE_PUBLIC_FIELDS)}")
+        if data["version"] != PUBLIC_MODEL_VERSION:
+            raise PlanError(f"PublicModel: version {data['version']!r} is not {PUBLIC_MODEL_VERSION}")
+        if not isinstance(data["params_literal"], str) or not isinstance(data["params_id"], str):
+            raise PlanError("PublicModel: params_literal and params_id must be strings")
+        try:
+            grid = FixedPointGrid.from_dict(data["grid"])
+            literal = ParamsLiteral.from_json(data["params_literal"])
+            params = Params.from_literal(literal, allow_insecure=True)
+        except (GridError, FHEError, TypeError, ValueError) as exc:
+            raise PlanError(f"PublicModel: {exc}") from None
+        if params.params_id != data["params_id"]:
+            raise PlanError("PublicModel: the parameter literal does not give the stated params_id")
+        bounds = PrivateBounds(data["n_features"], data["n_classes"], grid, data["max_trees_per_class"],
+                               data["max_depth"])
+        layout = PrivateLayout.build(params, bounds, data["width"])
+        if layout.width != data["width"]:
+            raise PlanError(f"PublicModel: a private model's width must be a power of two, got {data['width']!r}")
+        return cls.private(layout, data["params_name"])
 
 
 def named_params(name: str, *, allow_insecure: bool = False, device="cpu") -> Params:
