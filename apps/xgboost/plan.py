@@ -53,9 +53,11 @@ F K / (2 L) ciphertexts per batch (F features, K cuts each), the same per sample
 **Noise.** The plan walks the circuit with a conservative per-operation model (bits of
 invariant-noise budget: fresh log2(Q_l/t) - log2(N)/2 - 5, plaintext product log2(t) +
 log2(N)/2 + 1, ciphertext product log2(t) + log2(N)/2 + 6, sums add noise magnitudes, a chain
-of k key switches log2(1 + k)), picks the lowest level whose fresh budget leaves
+of k key switches log2(1 + k)), picks the lowest level whose fresh budget leaves what flooding
+the answer needs (``fhe_core.bfv.flood_requirement``: 40 + log2(N) + 5 bits) plus
 ``MARGIN_BITS``, and refuses the model (PlanError) when even the top level cannot; the tests
-check the measured budget left against the plan's estimate (measured 9-35 bits above it).
+check the measured budget left before flooding against the plan's estimate (measured 9-35 bits
+above it). Every answer is flooded, then switched down to level 0 (``server``).
 """
 from __future__ import annotations
 
@@ -67,6 +69,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fhe_core.bfv import flood_requirement
 from fhe_core.errors import FHEError
 from fhe_core.params import Params, ParamsLiteral, preset_literal
 from fhe_core.params.presets import BFV_PRESETS
@@ -446,6 +449,7 @@ class ForestPlan:
     level: int = 0
     budget_needed: float = 0.0
     fresh_budget: float = 0.0
+    flooding: float = 0.0
     ops: dict = field(default_factory=dict)
     binning: PublicBinning | None = None
     chunks: list[tuple[int, int]] | None = None  # thermometer: (first input, cut count K) per chunk
@@ -498,21 +502,24 @@ class ForestPlan:
             needed += noise.plain
         self.ops = dict(counter.ops)
         self.budget_needed = needed
+        self.flooding = flood_requirement(self.params.n)
         q_bits = np.cumsum([math.log2(q) for q in self.params.q_primes])
         for level, log_q in enumerate(q_bits):
-            if noise.fresh(log_q) - needed >= MARGIN_BITS:
+            if noise.fresh(log_q) - needed - self.flooding >= MARGIN_BITS:
                 self.level, self.fresh_budget = level, noise.fresh(log_q)
+                self.ops["mod_switch"] = level
                 return
-        raise PlanError(f"ForestPlan: the circuit needs about {needed:.0f} bits of noise budget plus a "
-                        f"{MARGIN_BITS:.0f}-bit margin; these parameters give at most "
-                        f"{noise.fresh(q_bits[-1]):.0f} fresh: use a larger ring (e.g. BFVN14QP438L7D8T20) "
-                        "or a shallower model")
+        raise PlanError(f"ForestPlan: the circuit needs about {needed:.0f} bits of noise budget, flooding its "
+                        f"answers {self.flooding:.0f} more, plus a {MARGIN_BITS:.0f}-bit margin; these parameters "
+                        f"give at most {noise.fresh(q_bits[-1]):.0f} fresh: use a larger ring (e.g. "
+                        "BFVN14QP438L7D8T20) or a shallower model")
 
     # -- derived ---------------------------------------------------------------------------------
 
     @property
     def budget_left(self) -> float:
-        """Estimated budget after evaluation (the tests check the measured one is at least this)."""
+        """Estimated budget after evaluation, before flooding (the tests check the measured one is at
+        least this; ``flooding`` of it goes to hiding the circuit, see ``fhe_core.bfv.privacy``)."""
         return self.fresh_budget - self.budget_needed
 
     def fold_rotations(self) -> list[int]:

@@ -434,6 +434,13 @@ class PrivatePlan:
     score_mask: np.ndarray
     base: np.ndarray
 
+    # the ForestPlan attributes that reports and benchmarks read
+    ops = property(lambda self: self.layout.ops)
+    level = property(lambda self: self.layout.level)
+    n_inputs = property(lambda self: self.layout.n_inputs)
+    flooding = property(lambda self: self.layout.budget["flooding"])
+    budget_left = property(lambda self: self.layout.budget["left"])
+
     @classmethod
     def build(cls, forest: PrivateForest, params: Params, *, width: int, max_trees_per_class: int | None = None,
               max_depth: int | None = None) -> PrivatePlan:

@@ -18,8 +18,10 @@ from fhe_core.errors import LevelMismatchError, ParamsMismatchError
 from fhe_core.params import Params
 from fhe_core.rlwe import Ciphertext, EvalKeySet, PublicKey
 from fhe_core.rlwe.checks import mark_canonical
+from fhe_core.rlwe.sampling import sub_seed
 
 from .plan import PlanError, power_steps, tree_value
+from .server import flood_answer
 from .private_forest import PrivateForest
 from .private_plan import MAX_BABIES, PrivatePlan
 
@@ -83,11 +85,13 @@ class PrivateForestEvaluator:
 
     # ---- evaluation ------------------------------------------------------------------------------
 
-    def evaluate(self, cts: list[Ciphertext]) -> list[Ciphertext]:
-        """One flooded answer at level 0 per batch of ``layout.n_inputs`` ciphertexts."""
+    def evaluate(self, cts: list[Ciphertext], *, seed: bytes | None = None) -> list[Ciphertext]:
+        """One flooded answer at level 0 per batch of ``layout.n_inputs`` ciphertexts. ``seed``:
+        fixes the flooding (tests only)."""
         per_batch = self.layout.n_inputs
         self._check_inputs(cts)
-        return [self._evaluate_batch(cts[b:b + per_batch]) for b in range(0, len(cts), per_batch)]
+        return [flood_answer(self.evaluator, self._evaluate_batch(cts[b:b + per_batch]), self.public_key,
+                             sub_seed(seed, f"flood/{b // per_batch}")) for b in range(0, len(cts), per_batch)]
 
     def _check_inputs(self, cts) -> None:
         layout = self.layout
@@ -117,8 +121,7 @@ class PrivateForestEvaluator:
         value = tree_value(_SlabAlgebra(self, tests), layout.schedule, 0)
         for i in range(layout.block.bit_length() - 1):  # class sums inside each block of B lanes
             value = ev.add(value, ev.rotate_rows(value, layout.width << i))
-        scores = ev.add_plain(ev.multiply_plain(value, self._mask), self._base)
-        return ev.mod_switch_to(bfv.flood(self.ctx, scores, self.public_key), 0)
+        return ev.add_plain(ev.multiply_plain(value, self._mask), self._base)  # flooded by evaluate
 
     # -- routing -------------------------------------------------------------------------------------
 

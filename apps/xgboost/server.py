@@ -8,8 +8,9 @@ batch (scores of sample s, class c in row 0, column c W + s). See ``plan`` for t
 the op counts.
 
 What the client sees: its scores, and nothing of the other slots (zero, a copy of the scores,
-or masked to zero after a block fold). Circuit privacy in the strong sense (noise flooding, so
-that the result's noise says nothing about the circuit) is not provided.
+or masked to zero after a block fold). Every answer is flooded with the client's public key
+(``fhe_core.bfv.flood``: its c1 is re-randomized and its noise sits at the flooding level, within
+2^-40 of a distribution that does not depend on the circuit) and switched down to level 0.
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ import numpy as np
 from fhe_core import bfv
 from fhe_core.errors import LevelMismatchError, ParamsMismatchError
 from fhe_core.params import Params
-from fhe_core.rlwe import Ciphertext, EvalKeySet
+from fhe_core.rlwe import Ciphertext, EvalKeySet, PublicKey
+from fhe_core.rlwe.sampling import sub_seed
 
 from .batched import StackedAlgebra
 from .export import HEForest
@@ -140,6 +142,7 @@ class ForestEvaluator:
     Args:
         params: BFV parameters (the client's).
         keys: the client's evaluation keys: relinearization and the plan's Galois keys.
+        public_key: the client's public key (to flood the answers).
         model: an :class:`HEForest` or an :class:`IdashModel`.
         width: samples per batch (must match the client's public model); default the most the
             slots hold. ``plan``: a prebuilt plan instead.
@@ -149,7 +152,7 @@ class ForestEvaluator:
     Holds no secret key. ``plan`` states the level, noise budget, keys and op counts.
     """
 
-    def __init__(self, params: Params, keys: EvalKeySet, model: HEForest | IdashModel, *,
+    def __init__(self, params: Params, keys: EvalKeySet, model: HEForest | IdashModel, *, public_key: PublicKey,
                  width: int | None = None, plan: ForestPlan | None = None, stacked: bool = True):
         self.plan = plan if plan is not None else ForestPlan.build(model, params, width=width)
         if self.plan.params.params_id != params.params_id:
@@ -157,6 +160,10 @@ class ForestEvaluator:
         self.ctx = bfv.BFVContext(params)
         self.evaluator = bfv.Evaluator(self.ctx, keys)
         self._check_keys(keys)
+        if not isinstance(public_key, PublicKey) or public_key.params_id != params.params_id:
+            raise PlanError("ForestEvaluator: the answers are flooded with the client's public key: give the "
+                            "PublicKey of these parameters")
+        self.public_key = public_key
         self.encoder = bfv.BatchEncoder(self.ctx)
         self._alg = _CipherAlgebra(self.evaluator, self.encoder, self.plan.forms, self.ctx.t)
         self._stacked = StackedAlgebra(self.plan, self.evaluator, self.encoder, self._alg) if stacked else None
@@ -186,11 +193,13 @@ class ForestEvaluator:
             mask = self.encoder.encode(ones)
         return mask, (self.encoder.encode(np.mod(base, self.ctx.t)) if base.any() else None)
 
-    def evaluate(self, cts: list[Ciphertext]) -> list[Ciphertext]:
-        """Encrypted class scores: one ciphertext per batch of ``plan.n_inputs`` inputs."""
+    def evaluate(self, cts: list[Ciphertext], *, seed: bytes | None = None) -> list[Ciphertext]:
+        """Encrypted class scores: one flooded ciphertext at level 0 per batch of ``plan.n_inputs``
+        inputs. ``seed``: fixes the flooding (tests only)."""
         batches = self._check_inputs(cts)
-        return [self._evaluate_batch(cts[b * self.plan.n_inputs:(b + 1) * self.plan.n_inputs])
-                for b in range(batches)]
+        per_batch = self.plan.n_inputs
+        return [flood_answer(self.evaluator, self._evaluate_batch(cts[b * per_batch:(b + 1) * per_batch]),
+                             self.public_key, sub_seed(seed, f"flood/{b}")) for b in range(batches)]
 
     def _check_inputs(self, cts) -> int:
         plan = self.plan
@@ -241,3 +250,8 @@ class ForestEvaluator:
         if mask is not None:
             result = ev.multiply_plain(result, mask)
         return result if base is None else ev.add_plain(result, base)
+
+
+def flood_answer(evaluator: bfv.Evaluator, scores: Ciphertext, public_key: PublicKey, seed: bytes | None) -> Ciphertext:
+    """What leaves the server: ``scores`` flooded (``fhe_core.bfv.flood``), then at level 0."""
+    return evaluator.mod_switch_to(bfv.flood(evaluator.ctx, scores, public_key, seed=seed), 0)
