@@ -22,7 +22,8 @@ from server.worker import JobWorker
 def build_service(settings: Settings, *, start_worker: bool = True) -> Service:
     """The service with its app adapters and (unless told not to) a running job worker."""
     service = Service(settings)
-    service.models = ModelRegistry(service, {"xgboost": ForestKind("HEForest"), "idash": ForestKind("IdashModel")})
+    service.models = ModelRegistry(service, {"xgboost": ForestKind("HEForest"), "idash": ForestKind("IdashModel"),
+                                                     "private": ForestKind("PrivateForest")})
     service.training = HELRTraining(service)
     if start_worker:
         service.worker = JobWorker(service, {"helr": service.training})

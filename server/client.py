@@ -3,7 +3,8 @@ evaluation keys and ciphertexts, and decrypts what comes back with the applicati
 half (``ForestClient``, ``HELRClient``), which it is given and never serializes.
 
     api = ServiceClient("http://127.0.0.1:8000", token)
-    keyset = api.register_keys(forest_client.eval_keys())          # parts, resumable, progress bar
+    keyset = api.register_keys(forest_client.eval_keys(), params,  # parts, resumable, progress bar
+                               public_key=forest_client.public_key)
     scores = api.predict_scores("srbct", keyset, forest_client, x)  # encrypt, POST, decrypt
     dataset = api.upload_dataset(helr_client.encrypt_dataset(x, y))
     job = api.train(config, keyset, dataset); api.wait(job)          # progress bar: iteration i of n
@@ -31,8 +32,8 @@ from tqdm.auto import tqdm
 
 from fhe_core.errors import FHEError
 from fhe_core.params import Params
-from fhe_core.rlwe import Ciphertext, EvalKeySet, SecretKey
-from fhe_core.serialize import dumps, dumps_many, loads, loads_many, peek
+from fhe_core.rlwe import Ciphertext, EvalKeySet, PublicKey, SecretKey
+from fhe_core.serialize import dumps_many, loads, loads_many, peek
 from server.mapping import mapped
 
 DEFAULT_PART_BYTES = 8 << 20
@@ -157,13 +158,15 @@ class ServiceClient:
 
     # ---- key sets ----------------------------------------------------------------------------
 
-    def register_keys(self, keys: EvalKeySet | str | os.PathLike, params: Params, *, packed: bool = False) -> str:
+    def register_keys(self, keys: EvalKeySet | str | os.PathLike, params: Params, *, packed: bool = False,
+                      public_key: PublicKey | None = None) -> str:
         """Upload evaluation keys (never a secret key) in parts; returns the key-set id. The
         same keys uploaded again, or an interrupted upload repeated, send only missing parts.
 
         ``keys``: an EvalKeySet, or the path of its serialized file (e.g. written key by key
         with ``fhe_core.serialize.dump_eval_keys``; memory-mapped, never read whole).
-        ``packed``: residues at their primes' bit widths (for an EvalKeySet)."""
+        ``packed``: residues at their primes' bit widths (for an EvalKeySet). ``public_key``: the
+        client's, sent after the EvalKeySet (tree models flood their answers with it)."""
         if isinstance(keys, (str, os.PathLike)):
             with mapped(keys) as view:
                 info = peek(view, expect=EvalKeySet)  # a secret-key file fails here, on this side
@@ -173,7 +176,10 @@ class ServiceClient:
         if isinstance(keys, SecretKey) or not isinstance(keys, EvalKeySet):
             raise TypeError(f"register_keys takes an EvalKeySet, not {type(keys).__name__}: "
                             "the secret key never leaves the client")
-        return self._upload("keyset", dumps(keys, packed=packed), params, desc="keys")["id"]
+        if public_key is not None and not isinstance(public_key, PublicKey):
+            raise TypeError(f"register_keys: public_key must be a PublicKey, not {type(public_key).__name__}")
+        objects = [keys] if public_key is None else [keys, public_key]
+        return self._upload("keyset", dumps_many(objects, packed=packed), params, desc="keys")["id"]
 
     def keyset_status(self, keyset_id: str, model: str | None = None) -> dict[str, Any]:
         return self._json("GET", f"/keysets/{keyset_id}", params={"model": model} if model else None)
@@ -201,12 +207,14 @@ class ServiceClient:
         return ForestClient(public, device=device, seed=seed, allow_insecure=allow_insecure)
 
     def add_model(self, name: str, model: bytes, params: Params, *, kind: str = "xgboost",
-                  width: int | None = None, replace: bool = False) -> dict[str, Any]:
+                  width: int | None = None, replace: bool = False, max_trees_per_class: int | None = None,
+                  max_depth: int | None = None) -> dict[str, Any]:
         """Register a model (the token must be an administrator's), served in batches of up to
-        ``width`` samples (default: the plan's)."""
+        ``width`` samples (default: the plan's); kind "private" takes the public bounds."""
         return self._json("POST", "/models", params={"replace": replace},
                           json={"name": name, "kind": kind, "params": params.literal.to_dict(),
-                                "model_b64": base64.b64encode(model).decode(), "width": width})
+                                "model_b64": base64.b64encode(model).decode(), "width": width,
+                                "max_trees_per_class": max_trees_per_class, "max_depth": max_depth})
 
     def predict(self, model: str, keyset_id: str, cts: Sequence[Ciphertext], params: Params) -> list[Ciphertext]:
         """Encrypted scores of a batch of ciphertexts (sent and received as ``dumps_many``)."""
