@@ -81,6 +81,7 @@ class ServiceClient:
             raise ValueError("part_bytes must be >= 1")
         self.part_bytes, self.retries, self.progress = part_bytes, retries, progress
         self._limits: dict[str, int] | None = None
+        self.last_prediction: dict[str, float] = {}
         self.http = httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {token}"},
                                  timeout=timeout, transport=transport)
 
@@ -217,9 +218,15 @@ class ServiceClient:
                                 "max_trees_per_class": max_trees_per_class, "max_depth": max_depth})
 
     def predict(self, model: str, keyset_id: str, cts: Sequence[Ciphertext], params: Params) -> list[Ciphertext]:
-        """Encrypted scores of a batch of ciphertexts (sent and received as ``dumps_many``)."""
+        """Encrypted scores of a batch of ciphertexts (sent bit-packed and received as ``dumps_many``);
+        ``last_prediction`` keeps the request's and answer's sizes and the server's evaluation time."""
+        body = dumps_many(cts, packed=True)
         response = self._request("POST", "/predictions", params={"model": model, "keyset": keyset_id},
-                                 content=dumps_many(cts), headers={"Content-Type": "application/octet-stream"})
+                                 content=body, headers={"Content-Type": "application/octet-stream"})
+        timing = response.headers.get("server-timing", "")
+        evaluate = float(timing.split("dur=")[1]) / 1e3 if "dur=" in timing else float("nan")
+        self.last_prediction = {"request_bytes": len(body), "answer_bytes": len(response.content),
+                                "evaluate_seconds": evaluate}
         return loads_many(response.content, params, expect=Ciphertext)
 
     def predict_scores(self, model: str, keyset_id: str, forest_client: Any, x: Any):

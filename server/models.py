@@ -15,7 +15,10 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from typing import Any, Protocol
+
+import torch
 
 from fhe_core.params import Params
 from fhe_core.rlwe import Ciphertext, EvalKeySet, PublicKey
@@ -98,8 +101,9 @@ class ModelRegistry:
                 "galois_elements": sorted(galois - set(info.get("galois_elements", []))),
                 "public_key": bool(public_key and not info.get("public_key"))}
 
-    def predict(self, name: str, keyset: Upload, body: bytes | bytearray) -> bytes:
-        """Encrypted scores for a batch of ciphertexts (``dumps_many`` bytes in and out)."""
+    def predict(self, name: str, keyset: Upload, body: bytes | bytearray) -> tuple[bytes, float]:
+        """Encrypted scores for a batch of ciphertexts (``dumps_many`` bytes in and out) and the
+        seconds the evaluation itself took (the response's Server-Timing)."""
         row = self.get(name)
         missing = self._missing_keys(row, keyset)
         if missing["relin"] or missing["galois_elements"] or missing["public_key"]:
@@ -121,4 +125,9 @@ class ModelRegistry:
         with lock:
             cts = loads_many(body, params, expect=Ciphertext, device=settings.device,
                              max_bytes=settings.max_body_bytes, max_count=settings.max_batch)
-            return dumps_many(evaluator.evaluate(cts))
+            start = time.perf_counter()
+            answers = evaluator.evaluate(cts)
+            if answers and answers[0].data.is_cuda:
+                torch.cuda.synchronize(answers[0].data.device)
+            seconds = time.perf_counter() - start
+            return dumps_many(answers, packed=True), seconds

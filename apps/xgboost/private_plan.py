@@ -134,9 +134,10 @@ class PrivateBounds:
     @classmethod
     def of(cls, forest: PrivateForest, max_trees_per_class: int | None = None,
            max_depth: int | None = None) -> PrivateBounds:
-        """The forest's own bounds, or larger ones the model owner states."""
+        """The bounds the model owner states, by default the forest's depth and its trees per class
+        rounded up to a power of two (what the layout's class blocks reveal anyway)."""
         return cls(forest.n_features, forest.n_classes, forest.grid,
-                   max_trees_per_class if max_trees_per_class is not None else max(forest.trees_per_class, 1),
+                   max_trees_per_class if max_trees_per_class is not None else _pow2_at_least(forest.trees_per_class),
                    max_depth if max_depth is not None else max(forest.depth, 1))
 
 
