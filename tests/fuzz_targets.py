@@ -683,6 +683,20 @@ def _forest():
     return export_booster(booster, PublicBinning.from_dmatrix(train), frac_bits=8)
 
 
+@functools.cache
+def _private_forest():
+    from apps.xgboost.grid import FixedPointGrid
+    from apps.xgboost.private_forest import PrivateForest
+
+    return PrivateForest.from_forest(_forest(), FixedPointGrid(5, 3))
+
+
+def _private_forest_from_bytes(data: bytes) -> object:
+    from apps.xgboost.private_forest import PrivateForest
+
+    return PrivateForest.from_bytes(data, max_bytes=MAX_INPUT_BYTES)
+
+
 def _idash_model():
     from apps.xgboost.plan import IdashModel
 
@@ -725,9 +739,15 @@ def _forest_from_bytes(data: bytes) -> object:
 def _public_model_corpus() -> list[bytes]:
     from apps.xgboost.plan import ForestPlan, named_params
 
+    from apps.xgboost.plan import PublicModel
+    from apps.xgboost.private_plan import PrivatePlan
+
     params = named_params("BFVN11QP335L4D5T20Insecure", allow_insecure=True)
+    tiny = named_params("BFVN10QP660L7D3T20Insecure", allow_insecure=True)
+    layout = PrivatePlan.build(_private_forest(), tiny, width=4).layout
+    private = PublicModel.private(layout, "BFVN10QP660L7D3T20Insecure")
     return [ForestPlan.build(model, params, width=4).public_model("BFVN11QP335L4D5T20Insecure").to_json().encode()
-            for model in (_forest(), _idash_model())]
+            for model in (_forest(), _idash_model())] + [private.to_json().encode()]
 
 
 def _public_model(data: bytes) -> object:
@@ -854,6 +874,8 @@ def targets() -> dict[str, Target]:
                model, _model_roundtrip("IdashModel"), NPZ_MUTATORS),
         Target("apps.xgboost.export.HEForest.from_bytes", lambda: [_forest().to_bytes()], _forest_from_bytes, model,
                _model_roundtrip("HEForest"), NPZ_MUTATORS),
+        Target("apps.xgboost.private_forest.PrivateForest.from_bytes", lambda: [_private_forest().to_bytes()],
+               _private_forest_from_bytes, model, _model_roundtrip("PrivateForest"), NPZ_MUTATORS),
         Target("apps.xgboost.plan.PublicModel.from_json", _public_model_corpus, _public_model,
                _errors("apps.xgboost.plan:PlanError"), _public_model_roundtrip, (mutate_json_text,)),
         Target("apps.logreg.config.HELRConfig.from_json", _helr_config_corpus, _helr_config,
