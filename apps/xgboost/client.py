@@ -40,8 +40,7 @@ class ForestClient:
         self.model = public_model
         self.params = public_model.params(allow_insecure=allow_insecure, device=device)
         self.ctx = bfv.BFVContext(self.params)
-        # the private kind's layout (PrivateLayout) has the same width and score_slots as Layout
-        self.layout = public_model.private_layout if public_model.kind == "private" else public_model.layout
+        self.layout = public_model.layout
         self._seed = seed
         self._sk = rlwe.gen_secret_key(self.ctx.rlwe, seed=sub_seed(seed, "sk"))
         self.public_key = rlwe.gen_public_key(self.ctx.rlwe, self._sk, seed=sub_seed(seed, "pk"))

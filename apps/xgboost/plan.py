@@ -755,7 +755,11 @@ class PublicModel:
         return params
 
     @property
-    def layout(self) -> Layout:
+    def layout(self):
+        """The slot layout: a ``Layout``, or the ``PrivateLayout`` of a private model (both give the
+        batch ``width`` and the answers' ``score_slots``)."""
+        if self.kind == "private":
+            return self.private_layout
         return Layout(2 ** ParamsLiteral.from_json(self.params_literal).log_n, self.width, self.n_classes)
 
     def galois_elements(self, n: int) -> list[int]:

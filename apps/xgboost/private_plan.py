@@ -79,7 +79,7 @@ ciphertexts per digit, 10 per batch of up to 32 profiles, at 8 primes of 48-49 b
 words, 15.3 MiB bit-packed (``serialize.dumps(..., packed=True)``), about 7.7 MiB once seeded (the
 uniform half regenerated from a seed). Today's thermometer request: 390 ciphertexts, 195.1 MiB. The
 answer: one ciphertext at level 0, 256 KiB. Keys (once per client): relinearization, 6 rotations and
-the row swap at N = 2^14, about 75 MiB compressed.
+the row swap at N = 2^14: 59 MB bit-packed with the public key (measured).
 
 **Operations per batch (SRBCT):** routing 5,120 plaintext products (2 digits x 5 inputs x 512
 diagonals, one output ciphertext: 3 slabs of 128 lanes) and 196 rotations (70 baby, 124 giant, 2
@@ -87,9 +87,11 @@ swaps); comparisons 14 products, 44 plaintext products; alignment 2 key switches
 class sums 5 rotations; mask 1; flooding 1 public-key encryption; 7 modulus switches. On an H200 the
 routing streams 2.5 GiB of pre-lifted masks (~1 ms) and the ~200 key switches and 15 BEHZ products
 are a few ms of kernels: the target (<= 100 ms, goal 20 ms) is within reach; on the 2-core CPU the
-same work is ~1.2 G modular products plus ~200 key switches at N = 2^14 (measured ~2 ms per
-plaintext product, ~60-90 ms per key switch, ~0.8 s per product on this shared machine): about
-20-30 s, over the 10 s target.
+same work is ~1.2 G modular products plus ~200 key switches at N = 2^14, estimated at 20-30 s from
+single-op timings on the loaded machine (~2 ms per plaintext product, ~60-90 ms per key switch,
+~0.8 s per product) and measured at 7.9-9.7 s (``scripts/bench_xgboost.py``, docs/benchmarks.md:
+the routing's 128-bit-accumulating ``giant_products`` beats the single-op estimate). The server
+lifts its 2,560 routing masks once per model and key set (2.5 GiB; 12 s on that CPU).
 """
 from __future__ import annotations
 

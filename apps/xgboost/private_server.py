@@ -14,14 +14,13 @@ import torch
 
 from fhe_core import bfv, ops
 from fhe_core.bfv.encryption import lifted_many
-from fhe_core.errors import LevelMismatchError, ParamsMismatchError
+from fhe_core.errors import ParamsMismatchError
 from fhe_core.params import Params
 from fhe_core.rlwe import Ciphertext, EvalKeySet, PublicKey
 from fhe_core.rlwe.checks import mark_canonical
-from fhe_core.rlwe.sampling import sub_seed
 
 from .plan import PlanError, power_steps, tree_value
-from .server import flood_answer
+from .server import check_batches, check_keys, flooded_answers
 from .private_forest import PrivateForest
 from .private_plan import MAX_BABIES, PrivatePlan
 
@@ -50,7 +49,7 @@ class PrivateForestEvaluator:
         if self.layout.params.params_id != params.params_id:
             raise ParamsMismatchError("PrivateForestEvaluator: the plan belongs to other parameters")
         self.ctx = bfv.BFVContext(params)
-        _check_keys(keys, public_key, self.layout.galois_elements, params.params_id)
+        check_keys("PrivateForestEvaluator", keys, self.layout.galois_elements, public_key, params.params_id)
         self.evaluator = bfv.Evaluator(self.ctx, keys)
         self.public_key = public_key
         self.encoder = bfv.BatchEncoder(self.ctx)
@@ -88,30 +87,10 @@ class PrivateForestEvaluator:
     def evaluate(self, cts: list[Ciphertext], *, seed: bytes | None = None) -> list[Ciphertext]:
         """One flooded answer at level 0 per batch of ``layout.n_inputs`` ciphertexts. ``seed``:
         fixes the flooding (tests only)."""
-        per_batch = self.layout.n_inputs
-        self._check_inputs(cts)
-        return [flood_answer(self.evaluator, self._evaluate_batch(cts[b:b + per_batch]), self.public_key,
-                             sub_seed(seed, f"flood/{b // per_batch}")) for b in range(0, len(cts), per_batch)]
-
-    def _check_inputs(self, cts) -> None:
         layout = self.layout
-        if not isinstance(cts, (list, tuple)) or not cts:
-            raise PlanError("PrivateForestEvaluator.evaluate: expected a non-empty list of ciphertexts")
-        if len(cts) % layout.n_inputs:
-            raise PlanError(f"PrivateForestEvaluator.evaluate: got {len(cts)} ciphertexts, expected a multiple of "
-                            f"{layout.n_inputs} (the inputs of one batch)")
-        for i, ct in enumerate(cts):
-            if not isinstance(ct, Ciphertext):
-                raise PlanError(f"PrivateForestEvaluator.evaluate: input {i} is a {type(ct).__name__}, "
-                                "not a Ciphertext")
-            if ct.params_id != self.ctx.params_id:
-                raise ParamsMismatchError(f"PrivateForestEvaluator.evaluate: input {i} belongs to other parameters")
-            if ct.level != layout.level or ct.degree != 1:
-                raise LevelMismatchError(f"PrivateForestEvaluator.evaluate: input {i} is at level {ct.level}, degree "
-                                         f"{ct.degree}; the layout needs level {layout.level}, degree 1")
-            if ct.device != self.ctx.device:
-                raise PlanError(f"PrivateForestEvaluator.evaluate: input {i} is on {ct.device}, the evaluator on "
-                                f"{self.ctx.device}")
+        batches = check_batches("PrivateForestEvaluator.evaluate", cts, layout.n_inputs, layout.level, self.ctx)
+        return flooded_answers(self.evaluator, [self._evaluate_batch(batch) for batch in batches], self.public_key,
+                               seed)
 
     def _evaluate_batch(self, inputs: list[Ciphertext]) -> Ciphertext:
         layout, ev = self.layout, self.evaluator
@@ -234,16 +213,3 @@ class _SlabAlgebra:
     def one_minus(self, a):
         ev = self.server.evaluator
         return ev.add_plain(ev.negate(a), self.server._ones)
-
-
-def _check_keys(keys: EvalKeySet, public_key: PublicKey, elements: list[int], params_id: str) -> None:
-    if not isinstance(keys, EvalKeySet):
-        raise PlanError(f"PrivateForestEvaluator: keys must be an EvalKeySet, got {type(keys).__name__}")
-    missing = sorted(set(elements) - keys.galois_elements)
-    if missing or not keys.has_relin:
-        relin = "" if keys.has_relin else "the relinearization key and "
-        raise PlanError(f"PrivateForestEvaluator: the key set lacks {relin}Galois keys for elements {missing}; "
-                        "generate exactly the public layout's keys")
-    if not isinstance(public_key, PublicKey) or public_key.params_id != params_id:
-        raise PlanError("PrivateForestEvaluator: the answers are flooded with the client's public key: give the "
-                        "PublicKey of these parameters")
