@@ -20,8 +20,9 @@ from server.worker import JobWorker
 
 
 def build_service(settings: Settings, *, start_worker: bool = True) -> Service:
-    """The service with its app adapters and (unless told not to) a running job worker."""
-    service = Service(settings)
+    """The service with its app adapters and (unless told not to) a running job worker; the
+    process that runs the worker serves the data directory (owns it: see :class:`Service`)."""
+    service = Service(settings, owner=start_worker)
     service.models = ModelRegistry(service, {"xgboost": ForestKind("HEForest"), "idash": ForestKind("IdashModel")})
     service.training = HELRTraining(service)
     if start_worker:

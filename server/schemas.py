@@ -26,7 +26,7 @@ class UploadCreate(BaseModel):
 
 class UploadStatus(BaseModel):
     id: str
-    state: Literal["uploading", "ready"]
+    state: Literal["uploading", "completing", "ready"]
     params_id: str
     sha256: str
     size: int

@@ -146,8 +146,9 @@ class JobWorker:
                     self._finish(job_id, "cancelled")
                     return
                 self._advance(job_id, session, job["iterations"])
-            sha = self.service.blobs.put_bytes(session.result())
-            self._finish(job_id, "succeeded", result_blob=sha)
+            result = session.result()
+            with db.transaction():  # stored and named at once: a delete of a job with the same result waits
+                self._finish(job_id, "succeeded", result_blob=self.service.blobs.put_bytes(result))
         except Exception as exc:  # any failure ends the job with its reason; the worker goes on
             log.warning("job %s failed: %s", job_id, traceback.format_exc())
             self._finish(job_id, "failed", error=f"{type(exc).__name__}: {exc}")

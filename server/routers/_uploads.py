@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from server.errors import ConflictError
 from server.schemas import PartReceipt, UploadCreate, UploadStatus
 from server.service import Service
 from server.tenants import Tenant
@@ -33,12 +32,8 @@ async def receive_part(service: Service, tenant: Tenant, kind: str, upload_id: s
     return PartReceipt(part=n, stored=stored, missing_parts=service.uploads.missing_parts(upload))
 
 
-def discard_unused(service: Service, tenant: Tenant, kind: str, upload_id: str, *, job_column: str,
-                   what: str) -> Upload:
-    """Remove the tenant's upload (its parts, its row) unless a queued or running job names it
-    in ``job_column`` (ConflictError); returns what was removed."""
+def discard(service: Service, tenant: Tenant, kind: str, upload_id: str) -> Upload:
+    """Remove the tenant's upload (see :meth:`UploadStore.discard`); returns what was removed."""
     upload = service.uploads.get(tenant.id, kind, upload_id)
-    if service.db.one(f"SELECT id FROM jobs WHERE {job_column} = ? AND state IN ('queued', 'running')", (upload.id,)):
-        raise ConflictError(f"{what} {upload.id} is used by a queued or running job")
     service.uploads.discard(upload)
     return upload

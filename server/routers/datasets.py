@@ -45,5 +45,5 @@ def complete_dataset(dataset_id: str, service: ServiceDep, tenant: TenantDep) ->
 
 @router.delete("/{dataset_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_dataset(dataset_id: str, service: ServiceDep, tenant: TenantDep) -> Response:
-    _uploads.discard_unused(service, tenant, KIND, dataset_id, job_column="dataset_id", what="dataset")
+    _uploads.discard(service, tenant, KIND, dataset_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

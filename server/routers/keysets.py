@@ -60,7 +60,7 @@ def complete_keyset(keyset_id: str, service: ServiceDep, tenant: TenantDep) -> K
 
 @router.delete("/{keyset_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_keyset(keyset_id: str, service: ServiceDep, tenant: TenantDep) -> Response:
-    upload = _uploads.discard_unused(service, tenant, KIND, keyset_id, job_column="keyset_id", what="key set")
+    upload = _uploads.discard(service, tenant, KIND, keyset_id)
     if not service.blobs.exists(upload.sha256):  # no other key set has these bytes: free the device too
         service.keysets.discard(upload.sha256)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
