@@ -11,19 +11,12 @@ import time
 from server.client import Manifest
 from upload_helpers import (
     PART, PausedBody, declare, http_client, keyset_bytes, manifest_body, part_of, put_in_background, send_parts,
-    upload,
+    upload, wait_until,
 )
 
 
 def alice(live_server):
     return http_client(live_server.url, live_server.tokens["alice"])
-
-
-def wait_until(condition, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
 
 
 def files_of(live_server, upload_id: str) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -102,3 +103,10 @@ def put_in_background(url: str, token: str, path: str, body: PausedBody) -> tupl
     thread.start()
     assert body.started.wait(30), "the part body was never asked for"
     return thread, result
+
+
+def wait_until(condition, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
