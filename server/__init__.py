@@ -25,13 +25,15 @@ Layout::
     embedded.py   background_server(settings): uvicorn in a thread (examples, notebooks, tests)
 
 Data directory: ``server.sqlite3`` (metadata), ``blobs/ab/<sha256>`` (verified key sets,
-datasets, models, results), ``tmp/parts/<upload>/<n>`` (parts of unfinished uploads),
-``jobs/<job>/checkpoint.bin`` (the running job's last checkpoint).
+datasets, models, results), ``parts/<upload>/<n>`` (verified parts of unfinished uploads),
+``tmp/`` (unverified temporary files), ``jobs/<job>/checkpoint.bin`` (the running job's last
+checkpoint), ``server.lock`` (held by the one server process that serves the directory).
 
 Durability: every state change is a committed SQLite transaction; every file is written to a
 temporary name, fsynced and renamed; a checkpoint is on disk before the job row counts its
 iteration. After a kill -9 the next start resumes a running job from its checkpoint; an
-unfinished upload keeps its verified parts and resumes.
+unfinished upload keeps its verified parts and resumes (only ``tmp/`` is cleared, and only by
+the serving process: administration commands clear nothing).
 
 Scaling out (not built here; see :mod:`server.worker`): the jobs table is the queue, so several
 worker processes (one per GPU) can claim jobs with a conditional UPDATE; beyond one host the
