@@ -248,7 +248,8 @@ class MixedLoad:
             pool = self.uploads[token]
             if not pool:
                 return
-            upload = pool.pop(rng.randrange(len(pool)))
+            # half the time the newest: most likely one whose parts are arriving or that is completing
+            upload = pool.pop(-1 if rng.random() < 0.5 else rng.randrange(len(pool)))
         response = self._call(http, "delete", "DELETE", f"/keysets/{upload}")
         if response is not None and response.status_code == 409:  # being completed: delete it later
             with self.lock:
@@ -298,8 +299,8 @@ def data_dir_check(data_dir: Path) -> dict[str, int]:
         states = dict(db.execute("SELECT state, COUNT(*) FROM uploads GROUP BY state").fetchall())
     stored = {p.name for p in (data_dir / "blobs").glob("*/*")}
     return {"ready_without_blob": len(ready - stored), "blobs_no_row_names": len(stored - named),
-            "stray_part_folders": sum(p.name not in uploading for p in (data_dir / "parts").iterdir()),
-            "tmp_files": sum(1 for _ in (data_dir / "tmp").iterdir()),
+            "stray_part_folders": sum(p.name not in uploading for p in (data_dir / "parts").glob("*")),
+            "tmp_files": sum(1 for _ in (data_dir / "tmp").glob("*")),
             **{f"uploads_{state}": n for state, n in states.items()}}
 
 
@@ -363,7 +364,7 @@ def main() -> int:
                         help="--mix: seconds before the RSS baseline (default: a fifth of --duration, at most 300)")
     parser.add_argument("--report-every", type=float, default=30.0, help="--mix: seconds between JSON lines")
     parser.add_argument("--part-bytes", type=int, default=64 << 10, help="--mix: part size of the churned uploads")
-    parser.add_argument("--variants", type=int, default=3, help="--mix: distinct key sets the churn uploads")
+    parser.add_argument("--variants", type=int, default=2, help="--mix: distinct key sets the churn uploads")
     args = parser.parse_args()
     if args.clients < 1 or args.duration <= 0 or args.samples < 1:
         parser.error("--clients, --duration and --samples must be positive")

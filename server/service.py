@@ -15,7 +15,6 @@ from fhe_core.serialize import loads
 
 from server.blobs import BlobStore
 from server.db import Database
-from server.errors import NotFoundError
 from server.keycache import LRUCache
 from server.mapping import mapped
 from server.settings import Settings
@@ -80,8 +79,9 @@ class Service:
         path = self.uploads.blob_path(upload)
         try:
             return params, self.keysets.get(upload.sha256, lambda: self._load_keyset(path, params))
-        except FileNotFoundError:  # deleted (with the last row naming it) since this request read its row
-            raise NotFoundError(f"key set {upload.id} was deleted") from None
+        except FileNotFoundError:
+            self.uploads.get(upload.tenant_id, upload.kind, upload.id)  # 404 if deleted since the request read it
+            raise  # a ready row without its blob would be a bug: not the client's to hear as a 404
 
     def _load_keyset(self, path: Path, params: Params) -> EvalKeySet:
         with mapped(path) as view:
