@@ -170,12 +170,14 @@ def load(url: str, token: str, model: str, keyset: str, body: bytes, client: For
 
 
 class MixedLoad:
-    """Threads mixing predictions, uploads and deletes against one server (``--mix``)."""
+    """Threads mixing predictions, uploads and deletes against one server (``--mix``). Client
+    ``i`` belongs to tenant ``i % 2``; every third client predicts, the others upload and delete
+    at random, as often one as the other (so few rows stay), each tenant with two or more such
+    clients (``--clients`` >= 6) deleting what the other is sending or completing."""
 
     # the statuses a request may correctly get while other requests delete what it works on
     EXPECTED = {"predict": {200}, "declare": {201}, "part": {200, 404}, "complete": {200, 404},
                 "delete": {204, 404, 409}}
-    WEIGHTS = {"predict": 0.3, "upload": 0.35, "delete": 0.35}  # as many deletes as uploads: few rows live
 
     def __init__(self, url: str, keysets: dict[str, str], model: str, body: bytes, check_answer,
                  blobs: list[tuple[dict, bytes]], part_bytes: int):
@@ -211,7 +213,7 @@ class MixedLoad:
         with httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=120) as http:
             first_prediction = True
             while time.monotonic() < deadline:
-                action = rng.choices(list(self.WEIGHTS), weights=list(self.WEIGHTS.values()))[0]
+                action = "predict" if i % 3 == 0 else rng.choice(("upload", "delete"))
                 try:
                     if action == "predict":
                         response = self._call(http, "predict", "POST", "/predictions", content=self.body,
