@@ -46,6 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from fhe_core.errors import FHEError, SerializationError
 from fhe_core.params import Params
 from fhe_core.serialize import HEADER_BYTES, Kind, read_header
@@ -208,16 +210,19 @@ class UploadStore:
                 try:
                     check_record_start(tmp, upload.kind, upload.params_id)
                 except UnprocessableError:  # a secret key, other parameters, not a record: drop the upload
-                    self._remove(upload, ("uploading",))
+                    await anyio.to_thread.run_sync(self._remove, upload, ("uploading",))
                     raise
-            with self.db.transaction() as conn:  # the upload is still uploading while the part moves in
-                if not _move(conn, upload.id, "uploading", "uploading"):
-                    raise self._refusal(conn, upload, f"{upload.kind} {upload.id} was deleted while part {n} "
-                                        "arrived", "it takes no more parts")
-                move_into_place(tmp, self.parts_root / upload.id / str(n))
+            await anyio.to_thread.run_sync(self._place_part, upload, n, tmp)  # waits for the lock: not on the loop
         finally:
             tmp.unlink(missing_ok=True)
         return True
+
+    def _place_part(self, upload: Upload, n: int, tmp: Path) -> None:
+        with self.db.transaction() as conn:  # the upload stays uploading while the part moves in
+            if not _move(conn, upload.id, "uploading", "uploading"):
+                raise self._refusal(conn, upload, f"{upload.kind} {upload.id} was deleted while part {n} arrived",
+                                    "it takes no more parts")
+            move_into_place(tmp, self.parts_root / upload.id / str(n))
 
     # ---- 3. complete ---------------------------------------------------------------------
 
