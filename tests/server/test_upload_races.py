@@ -24,6 +24,28 @@ def files_of(live_server, upload_id: str) -> list[str]:
     return [str(p) for p in live_server.settings.data_dir.rglob("*") if upload_id in str(p)]
 
 
+def post(live_server, url: str, **kwargs):
+    with alice(live_server) as http:
+        return http.post(url, **kwargs)
+
+
+def in_background(call) -> tuple[threading.Thread, dict]:
+    """``call()`` in a started thread; the dict gets its ``answer``."""
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.update(answer=call()))
+    thread.start()
+    return thread, result
+
+
+def all_parts_sent(live_server, label: str) -> tuple[bytes, dict]:
+    """A declared key set with every part stored: its bytes and status."""
+    params, blob = keyset_bytes(label)
+    with alice(live_server) as http:
+        status = declare(http, blob, params)
+        send_parts(http, status["id"], blob, status["missing_parts"])
+    return blob, status
+
+
 def concurrently(live_server, n: int, send) -> list:
     """``send(http)`` from ``n`` threads released together, each on its own connection."""
     barrier, answers = threading.Barrier(n), [None] * n
@@ -96,15 +118,10 @@ def slow_verification(monkeypatch, service):
 
 
 def test_delete_during_complete_is_a_conflict_and_the_completion_stands(live_server, monkeypatch):
-    params, blob = keyset_bytes("races/delete-during-complete")
+    blob, status = all_parts_sent(live_server, "races/delete-during-complete")
     entered, release = slow_verification(monkeypatch, live_server.service)
     with alice(live_server) as http:
-        status = declare(http, blob, params)
-        send_parts(http, status["id"], blob, status["missing_parts"])
-        result = {}
-        completing = threading.Thread(target=lambda: result.update(
-            answer=http_client(live_server.url, live_server.tokens["alice"]).post(f"/keysets/{status['id']}/complete")))
-        completing.start()
+        completing, result = in_background(lambda: post(live_server, f"/keysets/{status['id']}/complete"))
         try:
             assert entered.wait(30)
             deleted = http.delete(f"/keysets/{status['id']}")
@@ -120,23 +137,12 @@ def test_delete_during_complete_is_a_conflict_and_the_completion_stands(live_ser
 
 
 def test_a_second_complete_waits_for_the_first(live_server, monkeypatch):
-    params, blob = keyset_bytes("races/second-complete")
+    blob, status = all_parts_sent(live_server, "races/second-complete")
     entered, release = slow_verification(monkeypatch, live_server.service)
-    with alice(live_server) as http:
-        status = declare(http, blob, params)
-        send_parts(http, status["id"], blob, status["missing_parts"])
     url = f"/keysets/{status['id']}/complete"
-    answers = {}
-
-    def complete(name: str) -> None:
-        with alice(live_server) as http:
-            answers[name] = http.post(url)
-
-    first = threading.Thread(target=complete, args=("first",))
-    first.start()
+    first, answers = in_background(lambda: post(live_server, url))
     assert entered.wait(30)
-    second = threading.Thread(target=complete, args=("second",))
-    second.start()
+    second, again = in_background(lambda: post(live_server, url))
     time.sleep(0.2)  # the second complete reaches the server while the first verifies
     try:
         with alice(live_server) as http:  # meanwhile the status says what happens, and no part is taken
@@ -148,8 +154,8 @@ def test_a_second_complete_waits_for_the_first(live_server, monkeypatch):
         second.join(30)
     assert seen["state"] == "completing" and seen["missing_parts"] == []
     assert refused.status_code == 409 and "being completed" in refused.json()["detail"], refused.text
-    assert answers["first"].status_code == answers["second"].status_code == 200
-    assert answers["first"].json() == answers["second"].json() and answers["first"].json()["state"] == "ready"
+    assert answers["answer"].status_code == again["answer"].status_code == 200
+    assert answers["answer"].json() == again["answer"].json() and again["answer"].json()["state"] == "ready"
 
 
 def test_ready_at_once_holds_the_blob_against_a_concurrent_delete(live_server, monkeypatch):
@@ -170,10 +176,7 @@ def test_ready_at_once_holds_the_blob_against_a_concurrent_delete(live_server, m
             return found
 
         monkeypatch.setattr(store, "exists", exists_then_pause)
-        result = {}
-        again = threading.Thread(target=lambda: result.update(answer=http_client(
-            live_server.url, live_server.tokens["alice"]).post("/keysets", json=manifest_body(blob, params))))
-        again.start()
+        again, result = in_background(lambda: post(live_server, "/keysets", json=manifest_body(blob, params)))
         assert checked.wait(30)
         assert http.delete(f"/keysets/{first['id']}").status_code == 204
         deleted.set()
