@@ -24,6 +24,14 @@ def fresh_rng() -> tuple[np.random.Generator, int]:
     return np.random.default_rng(seed), seed
 
 
+def fresh_seed(label: str) -> bytes:
+    """A 32-byte key or encryption seed from the OS; printed with ``label`` so that a failure can
+    be replayed (pass ``bytes.fromhex(...)`` in its place)."""
+    seed = os.urandom(32)
+    print(f"{label} seed = {seed.hex()}")
+    return seed
+
+
 def random_residues(rng: np.random.Generator, primes, shape_prefix=(), n: int = 1024,
                     device="cpu") -> torch.Tensor:
     """Uniform residues ``[*shape_prefix, l, N]`` for the given primes (each < 2^61)."""
