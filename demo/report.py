@@ -154,6 +154,7 @@ def _as_json(env: Environment, forests: list[ForestOutcome], t: TrainingOutcome 
         data["training"] = {
             "config": json.loads(t.config.to_json()), "samples": t.samples, "iterations": len(t.accuracy),
             "accuracy": t.accuracy, "auroc": t.auroc, "max_error": t.max_error,
+            "decrypted_w": [w for w, _ in t.decrypted], "decrypted_v": [v for _, v in t.decrypted],
             "twin_accuracy": [r.test_accuracy for r in t.twin.records],
             "twin_auroc": [r.test_auroc for r in t.twin.records],
             "final_accuracy": t.final_accuracy, "final_auroc": t.final_auroc,

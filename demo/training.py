@@ -58,6 +58,7 @@ class TrainingOutcome:
     accuracy: list[float] = field(default_factory=list)
     auroc: list[float] = field(default_factory=list)
     max_error: list[float] = field(default_factory=list)       # max |w - w_twin|, |v - v_twin|
+    decrypted: list[tuple[list[float], list[float]]] = field(default_factory=list)  # (w, v) per iteration
     iteration_seconds: list[float] = field(default_factory=list)
     final_accuracy: float = float("nan")
     final_auroc: float = float("nan")
@@ -146,5 +147,6 @@ class _Follower:
             self.outcome.accuracy.append(report.accuracy)
             self.outcome.auroc.append(report.auroc)
             self.outcome.max_error.append(float(max(np.abs(w - record.w).max(), np.abs(v - record.v).max())))
+            self.outcome.decrypted.append((w.tolist(), v.tolist()))
             self.outcome.iteration_seconds.append((now - self.last) / fresh)
         self.last = now

