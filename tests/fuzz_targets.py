@@ -487,7 +487,9 @@ def world():
     keys = rlwe.gen_eval_keys(ctx, sk, [rlwe.galois_element_for_rotation(1, params.n)], seed=bytes(32))
     pt = ckks.Encoder(params).encode(np.linspace(-1, 1, params.slots))
     ckks_ct = ckks.Encryptor(params, sk).encrypt(pt, seed=bytes(32))
-    ct = rlwe.Ciphertext(data=ckks_ct.data, level=ckks_ct.level, params_id=ckks_ct.params_id)
+    # a seeded rlwe ciphertext (a fresh secret-key encryption: c_1 from its uniform seed)
+    ct = rlwe.Ciphertext(data=ckks_ct.data, level=ckks_ct.level, params_id=ckks_ct.params_id,
+                         uniform_seed=ckks_ct.uniform_seed)
     return World(params, ctx, sk, rlwe.gen_public_key(ctx, sk, seed=bytes(32)), keys, pt, ct, ckks_ct)
 
 
@@ -535,8 +537,8 @@ def _serialize_corpus() -> list[bytes]:
     w = world()
     objects = [w.params, w.pt, w.ct, w.ckks_ct, w.pk, w.keys.relin_key("fuzz"), w.keys]
     blobs = [serialize.dumps(o) for o in objects]
-    blobs += [serialize.dumps(o, packed=True) for o in (w.ckks_ct, w.keys)]
-    blobs += [serialize.dumps(w.keys, compress=False)]
+    blobs += [serialize.dumps(o, packed=True) for o in (w.ct, w.ckks_ct, w.keys)]
+    blobs += [serialize.dumps(o, compress=False) for o in (w.ct, w.ckks_ct, w.keys)]  # ciphertexts: c_1 in full
     return blobs
 
 

@@ -51,7 +51,9 @@ kind                metadata fields                                   payload
 params              (none)                                            the normalised literal, canonical JSON
                                                                       (``ParamsLiteral.to_json``), UTF-8
 plaintext           level, scale, slots, is_ntt, shape = [l+1, N]     residues over Q_l
-ciphertext          level, is_ntt, shape = [d+1, l+1, N], d in {1,2}  components c_0..c_d over Q_l
+ciphertext          level, is_ntt, shape = [d+1, l+1, N], d in {1,2}, components c_0..c_d over Q_l; seeded:
+                    (uniform_seed: a fresh secret-key encryption,     c_0 alone, c_1 being
+                    d = 1, NTT domain)                                ``sk_encryption_uniform(ctx, seed, l)``
 secret key          hamming_weight, shape = [alpha+L+1, N]            32-byte master seed, then s over QP_L
                                                                       (P first), NTT domain
 public key          uniform_seed, shape = [2, L+1, N]                 (b, a) over Q_L
@@ -93,7 +95,8 @@ payload bytes, the header and metadata add about 200): a relinearization or Galo
 3 * 2 * 42 * 2^16 * 8 = 132,120,576 raw, 66,060,288 seed-compressed, and about 43.4-43.8 MB
 compressed and packed (1766-1781 bits per coefficient of a digit, depending on whether the
 41-bit scaling primes' largest residues reach 2^40); a fresh ciphertext is 32,505,856 bytes
-(2 * 31 * 2^16 * 8), 20.6-20.9 MB packed.
+(2 * 31 * 2^16 * 8), 20.6-20.9 MB packed, and half of either when seeded (a fresh secret-key
+encryption: c_0 and a 32-byte seed).
 
 A params record from untrusted bytes asks for at most 512 primes (checked before any prime is
 generated); with ``params`` given, its literal must be theirs before anything is computed.

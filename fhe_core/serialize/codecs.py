@@ -25,7 +25,7 @@ from fhe_core.errors import (
 from fhe_core.params import Params, ParamsLiteral
 from fhe_core.rlwe import (
     Ciphertext, EvalKeySet, GaloisKey, PublicKey, RelinKey, RLWEContext, SecretKey, SwitchingKey,
-    switching_key_uniform,
+    sk_encryption_uniform, switching_key_uniform,
 )
 from fhe_core.serialize.fields import (
     bool_field, check_keys, check_residues, hex_bytes_field, int_field, limb_widths, pack_bits, q_labels,
@@ -193,11 +193,17 @@ def decode_plaintext(record: Record, meta: dict[str, Any], env: Env) -> Pending:
                              params_id=p.params_id, slots=slots, is_ntt=is_ntt)
 
 
-def encode_ciphertext(ct: Ciphertext) -> Encoded:
-    """Metadata: level, is_ntt, shape [d+1, l+1, N]; payload: the components in order.
+def encode_ciphertext(ct: Ciphertext, *, compress: bool = True) -> Encoded:
+    """Metadata: level, is_ntt, shape [d+1, l+1, N]; payload: the components in order. A fresh
+    secret-key encryption (``ct.uniform_seed`` set), compressed: the payload is c_0 alone and
+    the metadata adds ``uniform_seed``; c_1 is regenerated from it on load.
     (A CKKS ciphertext adds :func:`scale_meta` to this metadata; see the package docstring.)"""
     words = tensor_words(ct.data, "ciphertext", 3)
-    return {"level": int(ct.level), "is_ntt": bool(ct.is_ntt), "shape": list(words.shape)}, [words]
+    meta = {"level": int(ct.level), "is_ntt": bool(ct.is_ntt), "shape": list(words.shape)}
+    if compress and ct.uniform_seed is not None:
+        meta["uniform_seed"] = _seed(ct.uniform_seed, "ciphertext").hex()
+        words = words[:1]
+    return meta, [words]
 
 
 def ciphertext_fields(record: Record, meta: dict[str, Any], env: Env, what: str) -> Callable[[], dict[str, Any]]:
@@ -213,21 +219,33 @@ def ciphertext_fields(record: Record, meta: dict[str, Any], env: Env, what: str)
                          f"[2, {MAX_DEGREE + 1}]")
     shape = shape_field(meta, what, (components, level + 1, p.n),
                         f"degree {components - 1}, level {level}: {level + 1} limbs of N = {p.n}")
+    seed = None
+    if "uniform_seed" in meta:
+        seed = hex_bytes_field(meta, "uniform_seed", what, SEED_BYTES)
+        if components != 2 or not is_ntt:
+            raise MetadataError(f"{what}: uniform_seed is for fresh degree-1 NTT-domain ciphertexts, this one has "
+                                f"{components} components{'' if is_ntt else ' in the coefficient domain'}")
+        shape = (1, *shape[1:])  # the payload holds c_0; c_1 comes from the seed
     words = _q_words(record.payload, shape, what, p, meta, lambda i: f"component {i[0]}, ")
-    return lambda: {"data": to_tensor(words, env.device), "level": level, "params_id": p.params_id,
-                    "is_ntt": is_ntt}
+
+    def build() -> dict[str, Any]:
+        data = to_tensor(words, env.device)
+        if seed is not None:  # expanded where the ciphertext is headed
+            data = torch.stack((data[0], sk_encryption_uniform(env.ctx, seed, level)))
+        return {"data": data, "level": level, "params_id": p.params_id, "is_ntt": is_ntt, "uniform_seed": seed}
+    return build
 
 
 def decode_ciphertext(record: Record, meta: dict[str, Any], env: Env) -> Pending:
-    check_keys(meta, "ciphertext", ("is_ntt", "level", "shape"), BITS)
+    check_keys(meta, "ciphertext", ("is_ntt", "level", "shape"), (*BITS, "uniform_seed"))
     fields = ciphertext_fields(record, meta, env, "ciphertext")
     return lambda: Ciphertext(**fields())
 
 
-def encode_scaled_ciphertext(ct: Ciphertext) -> Encoded:
+def encode_scaled_ciphertext(ct: Ciphertext, *, compress: bool = True) -> Encoded:
     """A CKKS ciphertext (an rlwe Ciphertext subclass with ``scale`` and ``slots``): the
     ciphertext record's metadata plus :func:`scale_meta`, the same payload."""
-    meta, parts = encode_ciphertext(ct)
+    meta, parts = encode_ciphertext(ct, compress=compress)
     return {**meta, **scale_meta(ct.scale, ct.slots)}, parts
 
 
@@ -238,7 +256,7 @@ def scaled_ciphertext_decoder(cls: type) -> Callable[[Record, dict[str, Any], En
     ``_DECODERS[Kind.CKKS_CIPHERTEXT] = scaled_ciphertext_decoder(cls)`` in ``api.py``."""
     def decode(record: Record, meta: dict[str, Any], env: Env) -> Pending:
         what = "ckks ciphertext"
-        check_keys(meta, what, ("is_ntt", "level", "scale", "shape", "slots"), BITS)
+        check_keys(meta, what, ("is_ntt", "level", "scale", "shape", "slots"), (*BITS, "uniform_seed"))
         scale, slots = scale_field(meta, "scale", what), _slots(meta, what, env.params)
         fields = ciphertext_fields(record, meta, env, what)
         return lambda: cls(**fields(), scale=scale, slots=slots)

@@ -110,32 +110,66 @@ def limb_widths(words: np.ndarray) -> list[int]:
     return [int(v).bit_length() for v in largest]
 
 
+def _limb_groups(widths: Sequence[int]) -> dict[int, list[int]]:
+    """Limbs by width: each width is packed for all its limbs (usually all but one) at once."""
+    groups: dict[int, list[int]] = {}
+    for i, w in enumerate(widths):
+        groups.setdefault(int(w), []).append(i)
+    return groups
+
+
+def _stream_offsets(n: int, widths: Sequence[int]) -> np.ndarray:
+    """Start of each limb's bit stream in 64-bit words (N residues of w bits: N w / 64 words)."""
+    return np.cumsum([0] + [n * w // 64 for w in widths])
+
+
 def pack_bits(words: np.ndarray, widths: Sequence[int]) -> np.ndarray:
     """``[..., limbs, N]`` uint64 -> bytes: for each leading index, each limb i in order, its N
-    residues as one little-endian bit stream of widths[i] bits each (N * widths[i] / 8 bytes)."""
-    flat = words.reshape(-1, *words.shape[-2:])
-    n = flat.shape[-1]
-    offsets = np.cumsum([0] + [n * w // 8 for w in widths])
-    out = np.empty((flat.shape[0], int(offsets[-1])), dtype=np.uint8)
-    for i, w in enumerate(widths):           # one vectorised pass per limb
-        le_bytes = flat[:, i, :].astype(WORD).view(np.uint8).reshape(flat.shape[0], n, 8)
-        bits = np.unpackbits(le_bytes, axis=-1, bitorder="little")[..., :w]
-        out[:, offsets[i]:offsets[i + 1]] = np.packbits(bits.reshape(flat.shape[0], n * w), axis=-1,
-                                                         bitorder="little")
-    return out.reshape(-1)
+    residues as one little-endian bit stream of widths[i] bits each (N * widths[i] / 8 bytes).
+
+    64 residues of w bits fill exactly w words, so residue k of each group lands at bit k w of
+    its group's words: in word k w // 64, and its top bits in the next one when it straddles.
+    One vectorised shift-and-or per residue position and width (N is a multiple of 64)."""
+    flat = words.reshape(-1, *words.shape[-2:]).astype(WORD, copy=False)
+    outer, _, n = flat.shape
+    offsets = _stream_offsets(n, widths)
+    out = np.zeros((outer, int(offsets[-1])), dtype=WORD)
+    for w, limbs in _limb_groups(widths).items():
+        if w == 0:
+            continue
+        # [..., position k in the group, group]: each step below reads and writes whole rows
+        groups = np.ascontiguousarray(flat[:, limbs, :].reshape(outer, len(limbs), n // 64, 64).swapaxes(-1, -2))
+        packed = np.zeros((outer, len(limbs), w, n // 64), dtype=WORD)
+        for k in range(64):
+            word, shift = divmod(k * w, 64)
+            packed[..., word, :] |= groups[..., k, :] << np.uint64(shift)
+            if shift + w > 64:
+                packed[..., word + 1, :] |= groups[..., k, :] >> np.uint64(64 - shift)
+        for j, limb in enumerate(limbs):
+            out[:, offsets[limb]:offsets[limb + 1]] = packed[:, j].swapaxes(-1, -2).reshape(outer, -1)
+    return out.astype("<u8", copy=False).view(np.uint8).reshape(-1)
 
 
 def unpack_bits(packed: np.ndarray, shape: Sequence[int], widths: Sequence[int]) -> np.ndarray:
     """Inverse of :func:`pack_bits` (the caller has checked the length): ``shape`` uint64."""
     outer, n = math.prod(shape[:-2]), shape[-1]
-    offsets = np.cumsum([0] + [n * w // 8 for w in widths])
-    rows = packed.reshape(outer, int(offsets[-1]))
-    out = np.empty((outer, len(widths), n), dtype=np.uint64)
-    for i, w in enumerate(widths):
-        bits = np.zeros((outer, n, 64), dtype=np.uint8)
-        bits[..., :w] = np.unpackbits(rows[:, offsets[i]:offsets[i + 1]], axis=-1,
-                                      bitorder="little").reshape(outer, n, w)
-        out[:, i, :] = np.packbits(bits, axis=-1, bitorder="little").view(WORD)[..., 0]
+    offsets = _stream_offsets(n, widths)
+    rows = np.frombuffer(packed, dtype="<u8").reshape(outer, int(offsets[-1]))
+    out = np.zeros((outer, len(widths), n), dtype=np.uint64)
+    for w, limbs in _limb_groups(widths).items():
+        if w == 0:
+            continue
+        streams = np.stack([rows[:, offsets[limb]:offsets[limb + 1]] for limb in limbs], axis=1)
+        streams = np.ascontiguousarray(streams.reshape(outer, len(limbs), n // 64, w).swapaxes(-1, -2))
+        values = np.empty((outer, len(limbs), 64, n // 64), dtype=np.uint64)
+        mask = np.uint64((1 << w) - 1)
+        for k in range(64):
+            word, shift = divmod(k * w, 64)
+            v = streams[..., word, :] >> np.uint64(shift)
+            if shift + w > 64:
+                v |= streams[..., word + 1, :] << np.uint64(64 - shift)
+            np.bitwise_and(v, mask, out=values[..., k, :])
+        out[:, limbs, :] = values.swapaxes(-1, -2).reshape(outer, len(limbs), n)
     return out.reshape(shape)
 
 
