@@ -157,7 +157,7 @@ class ServiceClient:
 
     # ---- key sets ----------------------------------------------------------------------------
 
-    def register_keys(self, keys: EvalKeySet | str | os.PathLike, params: Params, *, packed: bool = False) -> str:
+    def register_keys(self, keys: EvalKeySet | str | os.PathLike, params: Params, *, packed: bool = True) -> str:
         """Upload evaluation keys (never a secret key) in parts; returns the key-set id. The
         same keys uploaded again, or an interrupted upload repeated, send only missing parts.
 
@@ -211,7 +211,7 @@ class ServiceClient:
     def predict(self, model: str, keyset_id: str, cts: Sequence[Ciphertext], params: Params) -> list[Ciphertext]:
         """Encrypted scores of a batch of ciphertexts (sent and received as ``dumps_many``)."""
         response = self._request("POST", "/predictions", params={"model": model, "keyset": keyset_id},
-                                 content=dumps_many(cts), headers={"Content-Type": "application/octet-stream"})
+                                 content=dumps_many(cts, packed=True), headers={"Content-Type": "application/octet-stream"})
         return loads_many(response.content, params, expect=Ciphertext)
 
     def predict_scores(self, model: str, keyset_id: str, forest_client: Any, x: Any):

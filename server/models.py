@@ -115,4 +115,4 @@ class ModelRegistry:
         with lock:
             cts = loads_many(body, params, expect=Ciphertext, device=settings.device,
                              max_bytes=settings.max_body_bytes, max_count=settings.max_batch)
-            return dumps_many(evaluator.evaluate(cts))
+            return dumps_many(evaluator.evaluate(cts), packed=True)  # words at the primes' widths on the wire

@@ -17,7 +17,7 @@ from apps.xgboost.server import ForestEvaluator
 from apps.xgboost.twin import predict_forest
 from fhe_core import bfv, ckks, rlwe
 from fhe_core.params import preset
-from fhe_core.serialize import dumps, dumps_many
+from fhe_core.serialize import dumps, dumps_many, loads_many, peek
 from server.client import APIError
 from fhe_reference import fresh_seed
 from xgb_helpers import PRESET, forest, samples
@@ -74,6 +74,28 @@ def test_predictions_equal_the_local_evaluation_and_the_twin(live_server, alice)
     expected = predict_forest(forest(), forest().binning.encode(x)).scores
     np.testing.assert_array_equal(client.decrypt_scores(remote, len(x)), expected)
     np.testing.assert_array_equal(scores, expected)
+
+
+def test_requests_travel_seeded_and_packed(live_server, alice):
+    """What the client sends: fresh secret-key ciphertexts, each c_0 at its primes' widths and a
+    32-byte seed (half the components, at most w/64 of each word for w-bit primes); what comes
+    back: packed records. The
+    server expands the seeds and answers exactly (the twin's scores)."""
+    client, keyset = alice
+    x = samples(8, seed=5)
+    cts = client.encrypt(x)
+    body = dumps_many(cts, packed=True)
+    assert all(ct.uniform_seed is not None for ct in cts)
+    widest = max(q.bit_length() for q in client.params.q_primes)
+    assert len(body) < len(dumps_many(cts, compress=False)) * 0.5 * (widest + 1) / 64
+    with live_server.client() as api:
+        response = api._request("POST", "/predictions", params={"model": MODEL, "keyset": keyset}, content=body,
+                                headers={"Content-Type": "application/octet-stream"})
+    answer = response.content
+    assert "bits" in peek(answer).metadata
+    scores = loads_many(answer, client.params, expect=rlwe.Ciphertext)
+    expected = predict_forest(forest(), forest().binning.encode(x)).scores
+    np.testing.assert_array_equal(client.decrypt_scores(scores, len(x)), expected)
 
 
 def test_model_admin_and_public_part(live_server, model):

@@ -39,7 +39,7 @@ def test_restart_keeps_verified_parts_and_the_client_sends_only_the_missing(tmp_
     settings = tiny_settings(tmp_path / "data")
     tokens = make_tokens(settings)
     params, keys = keyset("restart/resume")
-    blob = dumps(keys)
+    blob = dumps(keys, packed=True)  # what register_keys sends
     port, log = free_port(), tmp_path / "server.log"
     url = f"http://127.0.0.1:{port}"
     proc = start_subprocess_server(settings.data_dir, port, log)
