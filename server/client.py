@@ -211,7 +211,8 @@ class ServiceClient:
     def predict(self, model: str, keyset_id: str, cts: Sequence[Ciphertext], params: Params) -> list[Ciphertext]:
         """Encrypted scores of a batch of ciphertexts (sent and received as ``dumps_many``)."""
         response = self._request("POST", "/predictions", params={"model": model, "keyset": keyset_id},
-                                 content=dumps_many(cts, packed=True), headers={"Content-Type": "application/octet-stream"})
+                                 content=dumps_many(cts, packed=True),
+                                 headers={"Content-Type": "application/octet-stream"})
         return loads_many(response.content, params, expect=Ciphertext)
 
     def predict_scores(self, model: str, keyset_id: str, forest_client: Any, x: Any):

@@ -84,7 +84,8 @@ def test_scores_equal_twin(objective, n_classes, depth, frac_bits, preset):
     np.testing.assert_array_equal(client.predict(results, len(x)), expected)
     assert forest.depth == depth and np.isnan(x).any()  # missing values went through
     budget = min(client.noise_budget(ct) for ct in results)
-    assert budget >= plan.budget_left >= MARGIN_BITS  # the plan's estimate is conservative
+    assert budget >= plan.answer_budget >= MARGIN_BITS  # the plan's estimate is conservative
+    assert all(ct.level == plan.answer_level <= plan.level for ct in results)  # switched down
 
 
 def test_several_batches_and_partial_batch():

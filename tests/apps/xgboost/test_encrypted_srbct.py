@@ -37,7 +37,7 @@ def run_srbct(srbct_dir, preset, genes=None, device="cpu", allow_insecure=False,
     np.testing.assert_array_equal(scores, predict_forest(forest, binning.encode(x_test)).scores)
     margins = baseline.booster.predict(xgboost.DMatrix(x_test), output_margin=True)
     np.testing.assert_array_equal(client.predict(results, len(x_test)), margins.argmax(axis=1))
-    assert min(client.noise_budget(ct) for ct in results) >= plan.budget_left >= MARGIN_BITS
+    assert min(client.noise_budget(ct) for ct in results) >= plan.answer_budget >= MARGIN_BITS
     return plan
 
 
