@@ -66,22 +66,29 @@ class BodyTooLargeError(PayloadTooLargeError):
 
 
 class RequestGate:
+    """The ASGI middleware (see the module docstring); ``routes``: the app's API routes, in the
+    router's order."""
+
     def __init__(self, app: ASGIApp, routes: Sequence[APIRoute]):
-        self.app, self.routes = app, routes
+        self.app = app
+        # per route: whether it takes a token, and the setting that bounds its body
+        self.routes = [(route, takes_tenant(route), (route.openapi_extra or {}).get("x-body-limit", "max_body_bytes"))
+                       for route in routes]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        route = self._route(scope) if scope["type"] == "http" else None
-        if route is None:
+        found = self._route(scope) if scope["type"] == "http" else None
+        if found is None:
             await self.app(scope, receive, send)
             return
+        needs_token, limit_setting = found
         service = scope["app"].state.service
         headers = scope["headers"]
+        limit = getattr(service.settings, limit_setting)
         try:
-            if takes_tenant(route):
+            if needs_token:
                 token = bearer_token(headers)
                 scope.setdefault("state", {})["tenant"] = await anyio.to_thread.run_sync(
                     tenant_for_token, service.db, token)
-            limit = getattr(service.settings, (route.openapi_extra or {}).get("x-body-limit", "max_body_bytes"))
             declared = dict(headers).get(b"content-length")
             if declared is not None and declared.isdigit() and int(declared) > limit:
                 raise PayloadTooLargeError(f"body of {int(declared)} bytes exceeds the limit of {limit}")
@@ -90,11 +97,10 @@ class RequestGate:
             return
         await _Limited(self.app, limit)(scope, receive, send)
 
-    def _route(self, scope: Scope) -> APIRoute | None:
-        for route in self.routes:
-            match, _ = route.matches(scope)
-            if match is Match.FULL:
-                return route
+    def _route(self, scope: Scope) -> tuple[bool, str] | None:
+        for route, needs_token, limit_setting in self.routes:
+            if route.matches(scope)[0] is Match.FULL:
+                return needs_token, limit_setting
         return None
 
 
