@@ -125,13 +125,14 @@ def test_every_error_has_one_shape(server):
             http.get("/no-such-route"),                                        # the router's 404
             http.post("/health"),                                              # 405
             http.post("/jobs", content=b"{", headers={**admin, "Content-Type": "application/json"}),  # bad JSON
+            http.post("/jobs", content=b"\xff\xfe", headers={**admin, "Content-Type": "application/json"}),  # not UTF-8
             http.post("/jobs", json={"config": 1}, headers=admin),            # validation
             http.get("/jobs/checkpoints", headers=admin),                     # not found
             http.post("/models", json={"name": "m", "params": {}, "model_b64": "\u00e9\u00e9\u00e9\u00e9"},
                       headers=admin),                                         # D7: non-ASCII base64
         ]
     statuses = [a.status_code for a in answers]
-    assert statuses == [404, 405, 422, 422, 404, 400], statuses
+    assert statuses == [404, 405, 422, 422, 422, 404, 400], statuses
     for answer in answers:
         body = answer.json()
         assert set(body) == {"error", "detail"} and isinstance(body["detail"], str), body
