@@ -63,7 +63,7 @@ def schemathesis(url: str, token: str, config: Path, args: argparse.Namespace, *
                "--seed", str(args.seed), "--phases", args.phases, "--workers", str(args.workers),
                "--suppress-health-check", "all", "--warnings", "off", *extra]
     print("$ schemathesis run", " ".join(c for c in command[7:] if not c.startswith("Authorization")), flush=True)
-    return subprocess.run(command, cwd=REPO).returncode
+    return subprocess.run(command, cwd=config.parent).returncode  # its cache goes to the temporary directory
 
 
 def main(argv: list[str] | None = None) -> int:
