@@ -7,10 +7,11 @@ halves; only ``demo`` sits above it). No server module but ``client.py`` and its
 
 Layout::
 
-    app.py        create_app(settings): routers, error handlers, body limit, lifespan (service + worker)
+    app.py        create_app(settings): routers, error handlers, the gate, lifespan (service + worker)
+    gate.py       RequestGate: token checked, body counted against its route's limit, before any handler
     settings.py   pydantic-settings Settings (FHE_SERVER_*): data dir, device, limits, insecure flag
-    errors.py     ServiceError hierarchy (an FHEError) and the FHEError -> 4xx JSON mapping
-    deps.py       typed dependencies: ServiceDep, TenantDep (bearer token), AdminDep, read_body
+    errors.py     ServiceError hierarchy (an FHEError); every non-2xx answer as {"error", "detail"}
+    deps.py       typed dependencies: ServiceDep, TenantDep (the gate's tenant), AdminDep, read_body
     routers/      keysets, datasets, models, predictions, jobs, health (one per resource)
     service.py    Service: database, blobs, uploads, key-set cache, Params cache, worker
     db.py         SQLite (WAL, synchronous=FULL): tenants, tokens, uploads, models, jobs
@@ -19,7 +20,7 @@ Layout::
     keycache.py   LRU of loaded key sets (and evaluators) with load-once semantics
     models.py     model registry and predictions;  apps.py  adapters to the apps' server halves
     worker.py     the job worker thread (owns the device), checkpoints, resume, cancel
-    tenants.py    tokens (OS CSPRNG, stored as SHA-256) and tenants
+    tenants.py    tokens (OS CSPRNG, stored as SHA-256, optional expiry) and tenants
     client.py     ServiceClient (httpx): register_keys, predict, upload_dataset, train, wait, ...
     client_cli.py python -m server.client;  __main__.py  python -m server (serve, tokens, models)
     embedded.py   background_server(settings): uvicorn in a thread (examples, notebooks, tests)

@@ -101,7 +101,7 @@ class HELRTraining:
 
     def check_dataset(self, config: Any, dataset_info: dict[str, Any]) -> None:
         """The dataset must be packed for this config: its batch size, block count and width."""
-        expected_blocks = config.schedule(dataset_info["samples"]).n_blocks
+        expected_blocks = config.n_blocks(dataset_info["samples"])
         problems = []
         if dataset_info["batch_size"] != config.batch_size:
             problems.append(f"batch size {dataset_info['batch_size']} (config: {config.batch_size})")

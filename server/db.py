@@ -33,7 +33,8 @@ CREATE TABLE IF NOT EXISTS tenants (
 CREATE TABLE IF NOT EXISTS tokens (
     token_hash TEXT PRIMARY KEY,            -- sha256 of the token; the token itself is never stored
     tenant_id INTEGER NOT NULL REFERENCES tenants(id),
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    expires REAL                            -- refused from then on; NULL: never
 );
 CREATE TABLE IF NOT EXISTS uploads (        -- key sets (kind 'keyset') and datasets (kind 'dataset')
     id TEXT PRIMARY KEY,
@@ -99,6 +100,9 @@ class Database:
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.executescript(SCHEMA)
+            token_columns = {row["name"] for row in self._conn.execute("PRAGMA table_info(tokens)")}
+            if "expires" not in token_columns:  # a database from before token expiry
+                self._conn.execute("ALTER TABLE tokens ADD COLUMN expires REAL")
 
     def close(self) -> None:
         with self._lock:

@@ -8,6 +8,10 @@ from server.service import Service
 from server.tenants import Tenant
 from server.uploads import PartSpec, Upload
 
+# a part's route: its body is raw bytes, bounded by max_part_bytes (server.gate reads x-body-limit)
+PART_ROUTE = {"openapi_extra": {"x-body-limit": "max_part_bytes", "requestBody": {
+    "required": True, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}}}
+
 
 def create(service: Service, tenant: Tenant, kind: str, body: UploadCreate) -> Upload:
     params = service.params(body.params)

@@ -9,9 +9,9 @@ from fastapi import APIRouter, Request, Response, status
 
 from server.deps import ServiceDep, TenantDep
 from server.routers import _uploads
-from server.schemas import KeysetStatus, PartReceipt, UploadCreate
+from server.schemas import KeysetStatus, PartReceipt, UploadCreate, TENANT_ERRORS, error_responses
 
-router = APIRouter(prefix="/keysets", tags=["keysets"])
+router = APIRouter(prefix="/keysets", tags=["keysets"], responses=error_responses(*TENANT_ERRORS, 408, 409))
 KIND = "keyset"
 
 
@@ -41,7 +41,7 @@ def get_keyset(keyset_id: str, service: ServiceDep, tenant: TenantDep, model: st
     return _status(service, service.uploads.get(tenant.id, KIND, keyset_id), model)
 
 
-@router.put("/{keyset_id}/parts/{n}", response_model=PartReceipt)
+@router.put("/{keyset_id}/parts/{n}", response_model=PartReceipt, **_uploads.PART_ROUTE)
 async def put_keyset_part(keyset_id: str, n: int, request: Request, service: ServiceDep,
                           tenant: TenantDep) -> PartReceipt:
     """Part ``n`` as the raw body (application/octet-stream), streamed to disk and hashed."""

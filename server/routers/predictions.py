@@ -14,8 +14,9 @@ from fastapi import APIRouter, Request, Response
 
 from server.deps import ServiceDep, TenantDep, read_body
 from server.errors import RequestTimeoutError
+from server.schemas import TENANT_ERRORS, error_responses
 
-router = APIRouter(prefix="/predictions", tags=["predictions"])
+router = APIRouter(prefix="/predictions", tags=["predictions"], responses=error_responses(*TENANT_ERRORS, 408, 409))
 
 
 @router.post("", response_class=Response,
@@ -23,7 +24,7 @@ router = APIRouter(prefix="/predictions", tags=["predictions"])
              responses={200: {"content": {"application/octet-stream": {}}}})
 async def predict(model: str, keyset: str, request: Request, service: ServiceDep, tenant: TenantDep) -> Response:
     upload = service.uploads.get(tenant.id, "keyset", keyset)
-    body = await read_body(request, service.settings.max_body_bytes)
+    body = await read_body(request)
     seconds = service.settings.request_timeout_s
     try:
         with anyio.fail_after(seconds):

@@ -221,3 +221,16 @@ def test_abandoned_uploads_expire(live_server):
         with pytest.raises(APIError) as err:
             api._json("GET", f"/datasets/{upload}")
         assert err.value.status == 404
+
+
+@pytest.mark.parametrize("iterations", [300_000_000, 10**15])
+def test_iterations_are_bounded_before_the_schedule_is_built(live_server, uploaded, monkeypatch, iterations):
+    keyset, dataset = uploaded
+
+    def no_schedule(*args, **kwargs):
+        raise AssertionError("a schedule was built before the iterations were checked")
+
+    monkeypatch.setattr("apps.logreg.schedule.MiniBatchSchedule.build", no_schedule)
+    with live_server.client() as api, pytest.raises(APIError) as err:
+        api.train(json.loads(config(4).to_json()) | {"iterations": iterations}, keyset, dataset)
+    assert err.value.status == 422 and f"iterations: {iterations}" in err.value.detail
