@@ -56,9 +56,9 @@ class PublicBinning:
         """The binning of ``DMatrix.get_quantile_cut()``'s output (indptr, values).
 
         XGBoost lists per feature the lower bound of its lowest bin, then the upper bound of every
-        bin. Only the upper bounds are split thresholds; the lower bound is below every value the
-        model was trained on (finite below the minimum up to xgboost 3.2, -inf since 3.3), so no split tests it and it
-        is dropped: a client bit for it would compare nothing a tree asks about.
+        bin. Only the upper bounds are split thresholds; the lower bound lies below every training
+        value (a finite number up to xgboost 3.2, -inf since 3.3), so no split tests it and it is
+        dropped: its client bit would answer nothing a tree asks.
         """
         indptr, values = np.asarray(indptr, dtype=np.int64), np.asarray(values, dtype=np.float32)
         lowest = indptr[:-1][np.diff(indptr) > 0]  # a feature without values has no bins
