@@ -107,15 +107,16 @@ def test_centered_binomial_moments(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("weight", [1, 64, 192, N // 2, N])
-def test_fixed_weight_ternary_matches_reference_stream(device, weight):
-    """Bit for bit against Floyd's algorithm on the Python ChaCha20 stream, the same in every limb."""
+@pytest.mark.parametrize("n,weight", [(N, 1), (N, 64), (N, 192), (N, N // 2), (N, N), (1 << 16, 192)])
+def test_fixed_weight_ternary_matches_reference_stream(device, n, weight):
+    """Bit for bit against Floyd's algorithm on the Python ChaCha20 stream, the same in every limb;
+    also at the 128-bit bootstrapping presets' N = 2^16, h = 192."""
     seed, nonce = os.urandom(32), int.from_bytes(os.urandom(7), "little")
-    basis = RNSBasis.get(PRIMES, N, device)
-    s = ops.sample_ternary(basis.moduli, N, seed, nonce, weight)
-    expected = fixed_weight_ternary(seed, nonce, N, weight)
+    basis = RNSBasis.get(generate_primes([61, 45, 30], n), n, device)
+    s = ops.sample_ternary(basis.moduli, n, seed, nonce, weight)
+    expected = fixed_weight_ternary(seed, nonce, n, weight)
     assert sum(map(abs, expected)) == weight
-    for limb, q in enumerate(PRIMES):
+    for limb, q in enumerate(basis.primes):
         assert _centered(s[limb], q).tolist() == expected, f"limb {limb}"
 
 
