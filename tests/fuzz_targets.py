@@ -724,6 +724,20 @@ def _forest_from_bytes(data: bytes) -> object:
     return HEForest.from_bytes(data, max_bytes=MAX_INPUT_BYTES)
 
 
+@functools.cache
+def _private_forest():
+    from apps.xgboost.grid import FixedPointGrid
+    from apps.xgboost.private_forest import PrivateForest
+
+    return PrivateForest.from_forest(_forest(), FixedPointGrid(8, 5))
+
+
+def _private_forest_from_bytes(data: bytes) -> object:
+    from apps.xgboost.private_forest import PrivateForest
+
+    return PrivateForest.from_bytes(data, max_bytes=MAX_INPUT_BYTES)
+
+
 def _public_model_corpus() -> list[bytes]:
     from apps.xgboost.plan import ForestPlan, named_params
 
@@ -856,6 +870,8 @@ def targets() -> dict[str, Target]:
                model, _model_roundtrip("IdashModel"), NPZ_MUTATORS),
         Target("apps.xgboost.export.HEForest.from_bytes", lambda: [_forest().to_bytes()], _forest_from_bytes, model,
                _model_roundtrip("HEForest"), NPZ_MUTATORS),
+        Target("apps.xgboost.private_forest.PrivateForest.from_bytes", lambda: [_private_forest().to_bytes()],
+               _private_forest_from_bytes, model, _model_roundtrip("PrivateForest"), NPZ_MUTATORS),
         Target("apps.xgboost.plan.PublicModel.from_json", _public_model_corpus, _public_model,
                _errors("apps.xgboost.plan:PlanError"), _public_model_roundtrip, (mutate_json_text,)),
         Target("apps.logreg.config.HELRConfig.from_json", _helr_config_corpus, _helr_config,

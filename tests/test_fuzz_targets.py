@@ -30,6 +30,7 @@ DESERIALIZERS = {
     "apps/xgboost/archive.py:read_archive": "apps.xgboost.archive.read_archive",
     "apps/xgboost/plan.py:IdashModel.from_bytes": "apps.xgboost.plan.IdashModel.from_bytes",
     "apps/xgboost/export.py:HEForest.from_bytes": "apps.xgboost.export.HEForest.from_bytes",
+    "apps/xgboost/private_forest.py:PrivateForest.from_bytes": "apps.xgboost.private_forest.PrivateForest.from_bytes",
     "apps/xgboost/plan.py:PublicModel.from_json": "apps.xgboost.plan.PublicModel.from_json",
     "apps/logreg/config.py:HELRConfig.from_json": "apps.logreg.config.HELRConfig.from_json",
     "apps/logreg/trainer.py:read_checkpoint": "apps.logreg.trainer.read_checkpoint",
