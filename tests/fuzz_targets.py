@@ -319,8 +319,11 @@ _RAW_JSON = ("1e999", "-1e999", "NaN", "Infinity", "9" * 5000, "[" * 3000 + "]" 
 
 
 def _paths(value: object, prefix: tuple = ()) -> list[tuple]:
-    """Every path (keys and indices) to a value inside a JSON document, the root included."""
+    """Every path (keys and indices) to a value inside a JSON document, the root included, down to
+    64 levels (Python 3.12's json parses documents nested thousands deep: no recursion past that)."""
     out = [prefix]
+    if len(prefix) >= 64:
+        return out
     if isinstance(value, dict):
         for k, v in value.items():
             out += _paths(v, prefix + (k,))
