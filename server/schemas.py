@@ -66,11 +66,16 @@ class ModelPublic(BaseModel):
     public: dict[str, Any] = Field(description="what a client needs to encrypt for the model (no tree structure)")
 
 
+# ids the server hands out (``ke_<hex>``, ``da_<hex>``): anything else, a lone surrogate included,
+# is refused before it reaches the database
+UPLOAD_ID = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="an id the server returned")
+
+
 class JobCreate(BaseModel):
     kind: Literal["helr"] = "helr"
     config: dict[str, Any] = Field(description="HELRConfig as a JSON object")
-    keyset: str
-    dataset: str
+    keyset: str = UPLOAD_ID
+    dataset: str = UPLOAD_ID
 
 
 class JobStatus(BaseModel):

@@ -151,3 +151,13 @@ def test_openapi_declares_every_error_with_the_error_schema(server):
             for code, response in errors.items():
                 schema = response["content"]["application/json"]["schema"]
                 assert schema == {"$ref": "#/components/schemas/ErrorBody"}, (method, path, code)
+
+
+def test_text_that_is_no_unicode_is_a_4xx(server):
+    """JSON may carry a lone surrogate ("\\ud800"), which no UTF-8 text holds: as a job's key-set id it
+    reached SQLite (UnicodeEncodeError, a 500). Ids are the server's own: letters, digits, _ and -."""
+    admin = {"Authorization": f"Bearer {server.tokens['admin']}", "Content-Type": "application/json"}
+    body = '{"config": {}, "keyset": "\\ud800", "dataset": "da_x"}'  # json.dumps would not write it
+    with httpx.Client(base_url=server.url) as http:
+        answer = http.post("/jobs", content=body.encode(), headers=admin)
+    assert answer.status_code == 422 and "keyset" in answer.json()["detail"], answer.text
