@@ -12,7 +12,7 @@ import numpy as np
 
 from apps.logreg.client import HELRClient
 from apps.logreg.config import HELRConfig
-from apps.logreg.trainer import read_checkpoint
+from apps.logreg.trainer import bootstraps_after, read_checkpoint
 from apps.logreg.twin import HelrResult, design_matrix, train_helr
 from data.helr import helr_dataset
 from data.mnist import load_mnist
@@ -62,7 +62,7 @@ class TrainingOutcome:
     iteration_seconds: list[float] = field(default_factory=list)
     final_accuracy: float = float("nan")
     final_auroc: float = float("nan")
-    bootstraps: int = 0             # counted from the checkpoints' levels (they rise only then)
+    bootstraps: int = 0             # run by the job so far (the public level schedule)
     seconds: dict[str, float] = field(default_factory=dict)
     bytes: dict[str, int] = field(default_factory=dict)
 
@@ -126,8 +126,6 @@ class _Follower:
     def __init__(self, user: ServiceClient, client: HELRClient, job: str, data: HelrData, outcome: TrainingOutcome):
         self.user, self.client, self.job, self.data, self.outcome = user, client, job, data, outcome
         self.last = time.perf_counter()
-        self.level: int | None = None
-        outcome.bootstraps = 0
 
     def __call__(self, status: dict) -> None:
         done = len(self.outcome.accuracy)
@@ -138,9 +136,6 @@ class _Follower:
         features = self.data.x.shape[1]
         for t in range(done, status["iteration"]):
             iteration, w_ct, v_ct = read_checkpoint(self.user.checkpoint(self.job, t + 1), self.client.params)
-            if self.level is not None and w_ct.level > self.level:  # levels only rise by bootstrapping
-                self.outcome.bootstraps += 1
-            self.level = w_ct.level
             w, v = self.client.decrypt_weights(w_ct, features), self.client.decrypt_weights(v_ct, features)
             record = self.outcome.twin.records[iteration - 1]
             report = binary_report(self.data.y_test, self.data.x_test @ w)
@@ -150,3 +145,4 @@ class _Follower:
             self.outcome.decrypted.append((w.tolist(), v.tolist()))
             self.outcome.iteration_seconds.append((now - self.last) / fresh)
         self.last = now
+        self.outcome.bootstraps = bootstraps_after(self.outcome.config, status["iteration"])
