@@ -18,7 +18,7 @@ from data.helr import helr_dataset
 from data.mnist import load_mnist
 from ml.baselines import LogregBaseline, logreg_baseline
 from ml.metrics import binary_report
-from server.client import ServiceClient
+from server.client import ServiceClient, Traffic
 
 
 @dataclass
@@ -65,6 +65,8 @@ class TrainingOutcome:
     bootstraps: int = 0             # run by the job so far (the public level schedule)
     seconds: dict[str, float] = field(default_factory=dict)
     bytes: dict[str, int] = field(default_factory=dict)
+    traffic: dict[str, Traffic] = field(default_factory=dict)  # per step: bytes and seconds on the wire
+    server_seconds: float = float("nan")  # the job on the server, started to finished
 
 
 def train_through_service(user: ServiceClient, config: HELRConfig, data: HelrData, *, device: str,
@@ -86,18 +88,23 @@ def train_through_service(user: ServiceClient, config: HELRConfig, data: HelrDat
     dataset = client.encrypt_dataset(data.x, data.y, schedule).to_bytes()
     seconds["encrypt dataset"] = time.perf_counter() - start
     outcome.bytes["dataset"] = len(dataset)
-    start = time.perf_counter()
+    start, before = time.perf_counter(), user.traffic.snapshot()
     dataset_id = user.upload_dataset(dataset, client.params)
     seconds["upload dataset"] = time.perf_counter() - start
+    outcome.traffic["upload dataset"] = user.traffic.since(before)
     del dataset
 
-    start = time.perf_counter()
+    start, before = time.perf_counter(), user.traffic.snapshot()
     job = user.train(config, keyset, dataset_id)
     follow = _Follower(user, client, job, data, outcome)
     final = user.wait(job, on_progress=follow, timeout=24 * 3600)
     follow(final)
     seconds["training job (server)"] = time.perf_counter() - start
+    outcome.traffic["training job (status, checkpoints)"] = user.traffic.since(before)
+    outcome.server_seconds = final["finished"] - final["started"]
+    before = user.traffic.snapshot()
     w = client.decrypt_weights(user.download_model(job, client.params), data.x.shape[1])
+    outcome.traffic["download model"] = user.traffic.since(before)
     report = binary_report(data.y_test, data.x_test @ w)
     outcome.final_accuracy, outcome.final_auroc = report.accuracy, report.auroc
     return outcome
@@ -112,9 +119,10 @@ def _register_keys(user: ServiceClient, client: HELRClient, work_dir: Path, outc
         start = time.perf_counter()
         outcome.bytes["keys"] = client.write_eval_keys(path, progress=progress)
         outcome.seconds["keygen"] = time.perf_counter() - start
-        start = time.perf_counter()
+        start, before = time.perf_counter(), user.traffic.snapshot()
         keyset = user.register_keys(path, client.params)
         outcome.seconds["register keys"] = time.perf_counter() - start
+        outcome.traffic["register keys"] = user.traffic.since(before)
     return keyset
 
 
