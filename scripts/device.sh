@@ -92,6 +92,8 @@ if has apps; then
         --json "$out/apps.jsonl" --markdown "$out/bench-apps.md"
     python3 scripts/bench_helr.py --device cuda --iterations 30 ${data:+--mnist "$data/mnist"} \
         --json "$out/apps.jsonl" --markdown "$out/bench-helr.md"
+    python3 scripts/bench_wire.py --device cuda ${data:+--idash "$data/idash2020_sabanci_xgb" --islp "$data/srbct_khan2001"} \
+        --json "$out/wire.jsonl" | tee "$out/bench-wire.txt"
 fi
 
 if has demo; then

@@ -293,7 +293,43 @@ def mutate_record_metadata(rng: random.Random, data: bytes) -> bytes:
     return reseal(bytes(b))
 
 
-RECORD_MUTATORS = (mutate_resealed, mutate_resealed, mutate_record_metadata, mutate_record_metadata)
+def mutate_seeded_ciphertext(rng: random.Random, data: bytes) -> bytes:
+    """One ciphertext record (rlwe or CKKS) moved between its whole and seeded forms, or given
+    another seed, its lengths updated and checksums re-sealed: a whole degree-1 record made seeded
+    (its payload cut to c_0, a random uniform_seed added) or a seeded one given a random seed --
+    both load, c_1 the new seed's expansion -- or the seed dropped (c_1 missing) or the component
+    count changed beside it (both refused)."""
+    offsets = [at for at in _record_offsets(data) if len(data) - at >= _RECORD_HEADER.size
+               and struct.unpack_from("<H", data, at + 10)[0] in (3, 10)]
+    if not offsets:
+        return data
+    at = rng.choice(offsets)
+    meta_len, payload_len = struct.unpack_from("<IQ", data, at + 12)
+    try:
+        meta = json.loads(data[at + 88:at + 88 + meta_len])
+        components = meta["shape"][0]
+    except (ValueError, RecursionError, KeyError, IndexError, TypeError):
+        return data
+    payload = data[at + 88 + meta_len:at + 88 + meta_len + payload_len]
+    choice = rng.random()
+    if choice < 0.6:
+        if "uniform_seed" not in meta and components == 2:
+            payload = payload[:len(payload) // 2]
+        meta["uniform_seed"] = rng.randbytes(32).hex()
+    elif choice < 0.8:
+        meta.pop("uniform_seed", None)
+    else:
+        meta["shape"][0] = rng.choice((1, 3))
+    text = json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    end = at + 88 + meta_len + payload_len
+    b = bytearray(data[:at + 88] + text + payload + data[end:])
+    struct.pack_into("<IQ", b, at + 12, len(text), len(payload))
+    return reseal(bytes(b))
+
+
+RECORD_MUTATORS = (mutate_resealed, mutate_resealed, mutate_record_metadata, mutate_record_metadata,
+                   mutate_seeded_ciphertext)
 
 
 def mutate_prefixed_json(rng: random.Random, data: bytes) -> bytes:

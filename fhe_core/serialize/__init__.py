@@ -70,7 +70,9 @@ one width w_i <= 64 per limb i (the bit length of the limb's largest residue, ab
 size). The residue payload is then, for each leading index in C order and each limb i, the
 limb's N residues as one little-endian bit stream of w_i bits each (residue j at bits
 [j w_i, (j+1) w_i)), N w_i / 8 bytes; the secret key's seed still comes first. Without
-``bits`` the payload is the plain uint64 words, byte for byte the tensor's memory.
+``bits`` the payload is the plain uint64 words, byte for byte the tensor's memory. As 64 | N,
+64 residues fill w_i words: writers pack where the object is (numpy on the host, torch ops on a
+GPU, so only packed words cross to the host), readers unpack where it is headed (``fields``).
 
 ``scale`` is the exact float64 as ``float.hex`` text (``"0x1.0000000000000p+40"``); seeds are
 64 lowercase hex digits; ``galois_element`` is an odd int in [1, 2N).
@@ -79,7 +81,8 @@ Checks on load, in this order, before any tensor is allocated: input size and de
 lengths against ``max_bytes`` and the input; magic; version; kind (and the caller's
 ``expect``); checksum; params_id against the given Params; metadata (canonical JSON, exact
 field set, types); shapes against the parameters (N, limbs <= L+1, alpha, dnum, payload
-length); every residue < its prime (one vectorised reduction per tensor). Each failure raises
+length). Then, on the target device as each object is built: every residue < its prime (one
+vectorised reduction per tensor, after unpacking; seeds are expanded there too). Each failure raises
 a subclass of :class:`fhe_core.errors.SerializationError` naming the object and the problem
 (e.g. ``ciphertext: component 0, limb 3 has a residue >= q_3 (coefficient 17: ...)``).
 

@@ -82,7 +82,7 @@ def _record_parts(obj: object, compress: bool, packed: bool) -> list[bytes | mem
         meta, payload = encode(obj, compress=compress, packed=packed)
     else:
         meta, payload = encode(obj, compress=compress) if kind in _COMPRESSIBLE else encode(obj)
-        meta, payload = codecs.bit_packed(meta, payload, packed)
+        meta, payload = codecs.wire(meta, payload, packed)
     return pack_parts(kind, obj.params_id, meta, payload)
 
 

@@ -68,6 +68,26 @@ def test_training_follows_the_twin_at_every_iteration(report):
     assert abs(training["final_auroc"] - twin.records[-1].test_auroc) < 1e-9
 
 
+def test_report_counts_the_bytes_on_the_wire(report):
+    """Per job and step the client's HTTP bytes and seconds: a prediction sends exactly its batch
+    and receives exactly its answers (seeded, packed, switched down: smaller than the batch), the
+    server reports its own work; uploads send their blobs (plus a small manifest)."""
+    out, numbers = report
+    assert "## Bytes on the wire" in (out / "report.md").read_text()
+    (forest,) = numbers["forests"]
+    predict = forest["traffic"]["predict"]
+    assert (predict["requests"], predict["sent"], predict["received"]) == (1, forest["bytes"]["request"],
+                                                                          forest["bytes"]["response"])
+    assert forest["bytes"]["response"] < forest["bytes"]["request"] / 10
+    assert 0 < predict["server_seconds"] < predict["seconds"]
+    keys = forest["traffic"]["register keys"]
+    assert forest["bytes"]["keys"] <= keys["sent"] < forest["bytes"]["keys"] + (64 << 10)
+    training = numbers["training"]
+    for step, size in (("register keys", training["bytes"]["keys"]), ("upload dataset", training["bytes"]["dataset"])):
+        assert size <= training["traffic"][step]["sent"] < size + (64 << 10)
+    assert training["traffic"]["download model"]["received"] > 0 and training["server_seconds"] > 0
+
+
 def test_bad_data_path_is_a_clear_error_and_no_report(tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["--insecure-tiny", "--skip-predictions", "--mnist", str(tmp_path / "missing"),

@@ -59,6 +59,26 @@ def snapshot(live_server) -> tuple:
     return tables, files
 
 
+def test_the_client_counts_the_bytes_and_seconds_of_a_prediction(live_server, alice):
+    """``api.traffic``: one request, exactly the batch sent and the answer received (switched down
+    to a lower level: smaller than the batch), the server's own seconds from its Server-Timing
+    header (below the call's), the client's serialization seconds."""
+    client, keyset = alice
+    x = samples(12, seed=3)
+    cts = client.encrypt(x)
+    body = dumps_many(cts, packed=True)
+    with live_server.client() as api:
+        before = api.traffic.snapshot()
+        answers = api.predict(MODEL, keyset, cts, client.params)
+        spent = api.traffic.since(before)
+    assert all(ct.level < cts[0].level for ct in answers)
+    np.testing.assert_array_equal(client.decrypt_scores(answers, len(x)),
+                                  predict_forest(forest(), forest().binning.encode(x)).scores)
+    assert (spent.requests, spent.sent, spent.received) == (1, len(body), len(dumps_many(answers, packed=True)))
+    assert 0 < spent.server_seconds < spent.seconds and spent.serialize_seconds > 0
+    assert before.requests == 0 and api.traffic == spent   # a fresh client: the totals are this call
+
+
 def test_predictions_equal_the_local_evaluation_and_the_twin(live_server, alice):
     client, keyset = alice
     x = samples(50, seed=7)

@@ -10,7 +10,7 @@ from pathlib import Path
 from apps.logreg.trainer import read_checkpoint
 from conftest import free_port, make_tokens, start_subprocess_server, tiny_settings
 from fhe_core.serialize import dumps
-from helr_helpers import config, local_run, session
+from helr_helpers import config, local_model, session
 from server.client import ServiceClient
 
 ITERATIONS = 6
@@ -69,5 +69,5 @@ def test_kill_9_mid_job_then_restart_resumes_to_the_same_result(tmp_path):
     assert sorted(after) == list(range(1, ITERATIONS + 1))
     assert all(after[i] == before[i] for i in range(1, resume_from + 1))
     assert after[resume_from + 1] != before.get(resume_from + 1)
-    assert dumps(model) == dumps(local_run(ITERATIONS).weights)
+    assert dumps(model) == dumps(local_model(ITERATIONS))
     assert uploads_after == uploads_before  # nothing lost or changed
