@@ -94,17 +94,19 @@ def main(argv=None) -> int:
                      f"{run.throughput:.1f}", ops.get("multiply", 0) + ops.get("multiply_relin", 0),
                      ops.get("multiply_plain", 0),
                      ops.get("rotate", 0), run.plan.n_inputs, run.plan.level,
-                     f"{run.plan.budget_left:.0f} / {run.budget_left:.1f}", f"{run.correct}/{job.n_samples}",
+                     f"{run.plan.budget_left:.0f} / {run.budget_left:.1f} / {run.plan.answer_budget:.1f}",
+                     f"{run.correct}/{job.n_samples}",
                      f"{run.seconds['encrypt']:.2f}", f"{run.bytes['upload'] / 2**20:.1f}",
                      f"{run.bytes['download'] / 2**20:.2f}"))
         records.append({"workload": name, "samples": job.n_samples, "device": device, "preset": run.preset,
                         "encoding": job.encoding, "path": "per-group" if args.per_group else "stacked",
                         "date": stamp, "seconds": run.seconds, "bytes": run.bytes, "ops": ops,
-                        "level": run.plan.level, "inputs": run.plan.n_inputs,
-                        "budget_left": run.budget_left, "budget_planned": run.plan.budget_left,
+                        "level": run.plan.level, "answer_level": run.plan.answer_level, "inputs": run.plan.n_inputs,
+                        "budget_before_flooding": run.plan.budget_left, "budget_left": run.budget_left,
+                        "budget_planned": run.plan.answer_budget,
                         "correct": run.correct, "exact": run.exact})
     headers = ["workload", "samples", "preset", "server ms", "best ms", "CPU s", "samples/s", "ct x ct", "ct x pt",
-               "rotations", "input cts", "level", "budget: plan before flooding / answers", "correct",
+               "rotations", "input cts", "level", "budget: plan before flooding / answers (meas./plan)", "correct",
                "client encrypt s", "request MiB", "answer MiB"]
     table = format_table(headers, rows)
     print(f"\nEncrypted XGBoost on {args.device}, {device}, {stamp}\n{table}")

@@ -16,6 +16,7 @@ import hashlib
 import json
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
@@ -45,6 +46,19 @@ class ModelKind(Protocol):
                   public_key: PublicKey | None) -> Any:
         """An object with ``evaluate(list[Ciphertext]) -> list[Ciphertext]`` for the layout the
         public description (what :meth:`check` returned) promised the clients."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A prediction's answer (``dumps_many`` bytes) and the server's seconds on it: reading the
+    batch (``loads_many``: unpacking, seed expansion, checks, on the device), evaluating, writing."""
+
+    body: bytes
+    seconds: dict[str, float]
+
+    def server_timing(self) -> str:
+        """The W3C ``Server-Timing`` header value (durations in milliseconds)."""
+        return ", ".join(f"{name};dur={1e3 * value:.3f}" for name, value in self.seconds.items())
 
 
 class ModelRegistry:
@@ -101,9 +115,8 @@ class ModelRegistry:
                 "galois_elements": sorted(galois - set(info.get("galois_elements", []))),
                 "public_key": bool(public_key and not info.get("public_key"))}
 
-    def predict(self, name: str, keyset: Upload, body: bytes | bytearray) -> tuple[bytes, float]:
-        """Encrypted scores for a batch of ciphertexts (``dumps_many`` bytes in and out) and the
-        seconds the evaluation itself took (the response's Server-Timing)."""
+    def predict(self, name: str, keyset: Upload, body: bytes | bytearray) -> Prediction:
+        """Encrypted scores for a batch of ciphertexts (``dumps_many`` bytes in and out)."""
         row = self.get(name)
         missing = self._missing_keys(row, keyset)
         if missing["relin"] or missing["galois_elements"] or missing["public_key"]:
@@ -123,11 +136,14 @@ class ModelRegistry:
         # an evaluator keeps per-call state: one batch at a time per (model, key set). The batch
         # is parsed inside the turn, so a waiting request holds its raw body only, not tensors.
         with lock:
+            start = time.perf_counter()
             cts = loads_many(body, params, expect=Ciphertext, device=settings.device,
                              max_bytes=settings.max_body_bytes, max_count=settings.max_batch)
-            start = time.perf_counter()
-            answers = evaluator.evaluate(cts)
-            if answers and answers[0].data.is_cuda:
-                torch.cuda.synchronize(answers[0].data.device)
-            seconds = time.perf_counter() - start
-            return dumps_many(answers, packed=True), seconds
+            read = time.perf_counter()
+            results = evaluator.evaluate(cts)
+            if results[0].data.is_cuda:
+                torch.cuda.synchronize(results[0].data.device)  # the evaluation's own time, not the write's
+            evaluated = time.perf_counter()
+            answer = dumps_many(results, packed=True)  # words at the primes' widths
+            done = time.perf_counter()
+        return Prediction(answer, {"read": read - start, "evaluate": evaluated - read, "write": done - evaluated})

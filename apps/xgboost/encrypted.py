@@ -194,7 +194,7 @@ def run_job(job: Job, preset: str | None = None, *, device: str = "cpu", width: 
 
     start = time.perf_counter()
     client = ForestClient(PublicModel.from_json(public_json), device=device, allow_insecure=allow_insecure)
-    keys = serialize.dumps_many([client.eval_keys(), client.public_key], packed=True)
+    keys = serialize.dumps_many([client.eval_keys(), client.public_key], packed=True)  # as the service sends them
     seconds["keys"] = time.perf_counter() - start
     start = time.perf_counter()
     upload = serialize.dumps_many(client.encrypt(job.samples, progress=progress), packed=True)

@@ -57,7 +57,9 @@ of k key switches log2(1 + k)), picks the lowest level whose fresh budget leaves
 the answer needs (``fhe_core.bfv.flood_requirement``: 40 + log2(N) + 5 bits) plus
 ``MARGIN_BITS``, and refuses the model (PlanError) when even the top level cannot; the tests
 check the measured budget left before flooding against the plan's estimate (measured 9-35 bits
-above it). Every answer is flooded, then switched down to level 0 (``server``).
+above it). Every answer is flooded, then switched down to the lowest level that still decrypts it
+exactly (``flooded_answer_level``: the flooding level and the switch's rounding are both bounds; level 0
+for every preset here), leaving ``answer_budget`` (about FLOOD_NOISE_BITS - 1 bits).
 """
 from __future__ import annotations
 
@@ -69,7 +71,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fhe_core.bfv import flood_requirement
+from fhe_core.bfv import FLOOD_NOISE_BITS, flood_requirement
 from fhe_core.errors import FHEError
 from fhe_core.params import Params, ParamsLiteral, preset_literal
 from fhe_core.params.presets import BFV_PRESETS
@@ -362,6 +364,33 @@ class NoiseModel:
     def product(self) -> float:
         return self.log_t + self.log_n / 2 + 6
 
+    def switched(self, log_q: float) -> float:
+        """The budget a modulus switch down to log_q bits leaves at most: its rounding adds
+        (t/Q')(eps0 + eps1 s) with |eps0 + eps1 s| <= (1 + N)/2 for a ternary s (worst case)."""
+        return log_q - self.log_t - math.log2((1 + 2.0**self.log_n) / 2) - 1
+
+
+def flooded_answer_level(params: Params, level: int, budget_left: float) -> tuple[int, float]:
+    """(level, budget) of a flooded answer: the lowest level <= ``level`` it can be switched down
+    to, and the budget it keeps there (bits; fewer limbs to send back: a quarter of the bytes from
+    4 limbs to 1).
+
+    Flooding (``fhe_core.bfv.flood``) leaves the noise at the flooding level, |v| < 2^-(b_f + 1)
+    with b_f = FLOOD_NOISE_BITS (a hard bound: the flooding term is bounded), plus the circuit's
+    own (``budget_left``, 40 bits and more below) and a fresh public-key encryption's (as far
+    below); whatever the circuit. A switch down to Q' adds its rounding (``NoiseModel.switched``,
+    a worst case). The answer goes to the lowest level whose rounding costs at most one bit of the
+    flooding level (switched >= b_f): it then decrypts exactly with at least b_f - 1 bits to
+    spare, all terms bounds rather than estimates."""
+    noise = NoiseModel(math.log2(params.plaintext_modulus), params.log_n)
+    flooded = 2.0**-FLOOD_NOISE_BITS + 2.0**-budget_left
+    q_bits = np.cumsum([math.log2(q) for q in params.q_primes])
+    for lower in range(level):
+        switched = noise.switched(q_bits[lower])
+        if switched >= FLOOD_NOISE_BITS:
+            return lower, -math.log2(flooded + 2.0**-switched)
+    return level, -math.log2(flooded)
+
 
 class CountingAlgebra:
     """Walks the circuit on (bits consumed or None for a plaintext) and counts operations."""
@@ -428,7 +457,9 @@ class ForestPlan:
     Build with :meth:`build`. Attributes: kind ("thermometer" or "idash"), layout, depth,
     schedule (multiplicative depth, products per group), n_groups, n_inputs (client
     ciphertexts per batch), level (of the client's ciphertexts), budget_needed (bits, the
-    conservative estimate), fresh_budget (estimate at ``level``), rotation_steps and
+    conservative estimate), fresh_budget (estimate at ``level``), flooding (budget the answers'
+    flooding needs), answer_level and answer_budget (the flooded answers are switched down to that
+    level, leaving at least that budget: ``flooded_answer_level``), rotation_steps and
     column_swap (the Galois keys), galois_elements, ops (per batch), score_bound, base (`[C]`
     int64 plaintext added at the end, constant trees included).
     """
@@ -450,6 +481,8 @@ class ForestPlan:
     budget_needed: float = 0.0
     fresh_budget: float = 0.0
     flooding: float = 0.0
+    answer_level: int = 0
+    answer_budget: float = 0.0
     ops: dict = field(default_factory=dict)
     binning: PublicBinning | None = None
     chunks: list[tuple[int, int]] | None = None  # thermometer: (first input, cut count K) per chunk
@@ -507,7 +540,8 @@ class ForestPlan:
         for level, log_q in enumerate(q_bits):
             if noise.fresh(log_q) - needed - self.flooding >= MARGIN_BITS:
                 self.level, self.fresh_budget = level, noise.fresh(log_q)
-                self.ops["mod_switch"] = level
+                self.answer_level, self.answer_budget = flooded_answer_level(self.params, level, self.budget_left)
+                self.ops["mod_switch"] = level - self.answer_level
                 return
         raise PlanError(f"ForestPlan: the circuit needs about {needed:.0f} bits of noise budget, flooding its "
                         f"answers {self.flooding:.0f} more, plus a {MARGIN_BITS:.0f}-bit margin; these parameters "

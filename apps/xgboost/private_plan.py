@@ -65,7 +65,8 @@ coefficients. A model beyond the bounds is refused (PlanError).
 
 **Circuit privacy.** The answer is flooded (``fhe_core.bfv.privacy``): c + Enc_pk(0) + E with a
 40-bit statistical margin, which needs ``flood_requirement(N)`` = 40 + log2 N + 5 bits of budget left
-after the circuit; then switched down to level 0 (its size: 2 N words). The plan budgets for it and
+after the circuit; then switched down to the lowest level that still decrypts it exactly
+(``plan.flooded_answer_level``: level 0 here, 2 N words). The plan budgets for it and
 refuses parameters that cannot (the same holds for the thermometer and iDASH modes, ``plan``).
 
 **Noise (conservative, ``plan.NoiseModel``: plaintext product log2 t + log2(N)/2 + 1 bits, ct x ct
@@ -106,7 +107,7 @@ from fhe_core.bfv import flood_requirement
 from fhe_core.params import Params
 
 from .grid import FixedPointGrid
-from .plan import MARGIN_BITS, NoiseModel, PathSchedule, PlanError, power_steps, tree_value
+from .plan import MARGIN_BITS, NoiseModel, PathSchedule, PlanError, flooded_answer_level, power_steps, tree_value
 from .private_forest import PrivateForest
 
 MAX_DIGITS = 3
@@ -157,8 +158,9 @@ class PrivateLayout:
     Slots: lanes of ``width`` (W) columns, P = ``lanes`` per row, 2P per ciphertext. ``digits``: the
     digit widths (most significant first); ``inputs_per_digit`` C_in; ``outputs`` C_out (routed
     ciphertexts per digit); ``babies`` n1 and ``giants`` P / n1; ``block`` B (lanes per class),
-    ``slab`` S = C B, ``slabs_per_row``; ``level`` of the client's ciphertexts, ``budget`` (bits:
-    fresh, circuit, flooding, margin, left) and ``ops`` per batch.
+    ``slab`` S = C B, ``slabs_per_row``; ``level`` of the client's ciphertexts, ``answer_level`` of
+    the flooded answers (``plan.flooded_answer_level``), ``budget`` (bits: fresh, circuit, flooding,
+    margin, left before flooding, answer) and ``ops`` per batch.
     """
 
     params: Params
@@ -167,6 +169,7 @@ class PrivateLayout:
     digits: tuple[int, ...]
     babies: int
     level: int = 0
+    answer_level: int = 0
     budget: dict = field(default_factory=dict)
     ops: dict = field(default_factory=dict)
 
@@ -320,9 +323,10 @@ class PrivateLayout:
         for level, log_q in enumerate(q_bits):
             fresh = noise.fresh(log_q)
             if fresh - consumed - flood >= MARGIN_BITS:
+                answer_level, answer = flooded_answer_level(self.params, level, float(fresh - consumed))
                 budget = {"fresh": float(fresh), "circuit": consumed, "flooding": flood, "margin": MARGIN_BITS,
-                          "left": float(fresh - consumed)}
-                layout = dataclasses.replace(self, level=level, budget=budget)
+                          "left": float(fresh - consumed), "answer": answer}
+                layout = dataclasses.replace(self, level=level, answer_level=answer_level, budget=budget)
                 return dataclasses.replace(layout, ops=layout._ops())
         return (f"needs {consumed:.0f} + {flood:.0f} (flooding) + {MARGIN_BITS:.0f} bits, "
                 f"{noise.fresh(q_bits[-1]):.0f} fresh")
@@ -356,7 +360,7 @@ class PrivateLayout:
             "rotate": (k * self.inputs_per_digit * (n1 - 1) + k * self.outputs * giant_moves + moves
                        + self.block.bit_length() - 1),
             "flood": 1,
-            "mod_switch": self.level,
+            "mod_switch": self.level - self.answer_level,
         }
 
     # -- the client's side --------------------------------------------------------------------------
@@ -443,6 +447,8 @@ class PrivatePlan:
     n_inputs = property(lambda self: self.layout.n_inputs)
     flooding = property(lambda self: self.layout.budget["flooding"])
     budget_left = property(lambda self: self.layout.budget["left"])
+    answer_level = property(lambda self: self.layout.answer_level)
+    answer_budget = property(lambda self: self.layout.budget["answer"])
 
     @classmethod
     def build(cls, forest: PrivateForest, params: Params, *, width: int, max_trees_per_class: int | None = None,

@@ -4,7 +4,7 @@
 (:class:`~apps.xgboost.private_plan.PrivatePlan`), lifts its plaintexts once (the routing masks,
 ``[C_out, 2, G, C_in n1, l+1, N]`` words on the device: 2.5 GiB for SRBCT at N = 2^14) and evaluates
 batches of ``layout.n_inputs`` client ciphertexts into one answer each: the class scores of sample
-s, class c at row 0, column c B W + s, every other slot zero, noise flooded, at level 0. The
+s, class c at row 0, column c B W + s, every other slot zero, noise flooded, at ``layout.answer_level``. The
 operation sequence is the layout's (``layout.ops``), whatever the trees. Holds no secret key.
 """
 from __future__ import annotations
@@ -85,12 +85,12 @@ class PrivateForestEvaluator:
     # ---- evaluation ------------------------------------------------------------------------------
 
     def evaluate(self, cts: list[Ciphertext], *, seed: bytes | None = None) -> list[Ciphertext]:
-        """One flooded answer at level 0 per batch of ``layout.n_inputs`` ciphertexts. ``seed``:
+        """One flooded answer at ``layout.answer_level`` per batch of ``layout.n_inputs`` ciphertexts. ``seed``:
         fixes the flooding (tests only)."""
         layout = self.layout
         batches = check_batches("PrivateForestEvaluator.evaluate", cts, layout.n_inputs, layout.level, self.ctx)
         return flooded_answers(self.evaluator, [self._evaluate_batch(batch) for batch in batches], self.public_key,
-                               seed)
+                               layout.answer_level, seed)
 
     def _evaluate_batch(self, inputs: list[Ciphertext]) -> Ciphertext:
         layout, ev = self.layout, self.evaluator

@@ -10,7 +10,8 @@ the op counts.
 What the client sees: its scores, and nothing of the other slots (zero, a copy of the scores,
 or masked to zero after a block fold). Every answer is flooded with the client's public key
 (``fhe_core.bfv.flood``: its c1 is re-randomized and its noise sits at the flooding level, within
-2^-40 of a distribution that does not depend on the circuit) and switched down to level 0.
+2^-40 of a distribution that does not depend on the circuit) and switched down to
+``plan.answer_level``, the lowest level that still decrypts it exactly.
 """
 from __future__ import annotations
 
@@ -182,11 +183,11 @@ class ForestEvaluator:
         return mask, (self.encoder.encode(np.mod(base, self.ctx.t)) if base.any() else None)
 
     def evaluate(self, cts: list[Ciphertext], *, seed: bytes | None = None) -> list[Ciphertext]:
-        """Encrypted class scores: one flooded ciphertext at level 0 per batch of ``plan.n_inputs``
+        """Encrypted class scores: one flooded ciphertext at ``plan.answer_level`` per batch of ``plan.n_inputs``
         inputs. ``seed``: fixes the flooding (tests only)."""
         batches = check_batches("ForestEvaluator.evaluate", cts, self.plan.n_inputs, self.plan.level, self.ctx)
         return flooded_answers(self.evaluator, [self._evaluate_batch(batch) for batch in batches], self.public_key,
-                               seed)
+                               self.plan.answer_level, seed)
 
     def _evaluate_batch(self, inputs: list[Ciphertext]) -> Ciphertext:
         ev, alg, plan = self.evaluator, self._alg, self.plan
@@ -255,9 +256,11 @@ def check_batches(op: str, cts, per_batch: int, level: int, ctx: bfv.BFVContext)
     return [list(cts[b:b + per_batch]) for b in range(0, len(cts), per_batch)]
 
 
-def flooded_answers(evaluator: bfv.Evaluator, scores: list[Ciphertext], public_key: PublicKey,
+def flooded_answers(evaluator: bfv.Evaluator, scores: list[Ciphertext], public_key: PublicKey, level: int,
                     seed: bytes | None) -> list[Ciphertext]:
-    """What leaves the server: each batch's scores flooded (``fhe_core.bfv.flood``), then at level 0.
-    ``seed``: tests only."""
-    return [evaluator.mod_switch_to(bfv.flood(evaluator.ctx, ct, public_key, seed=sub_seed(seed, f"flood/{b}")), 0)
+    """What leaves the server: each batch's scores flooded (``fhe_core.bfv.flood``), then switched
+    down to ``level`` (the plan's ``answer_level``: the smallest modulus that still decrypts them
+    exactly, ``plan.flooded_answer_level``). ``seed``: tests only."""
+    return [evaluator.mod_switch_to(bfv.flood(evaluator.ctx, ct, public_key, seed=sub_seed(seed, f"flood/{b}")),
+                                    level)
             for b, ct in enumerate(scores)]

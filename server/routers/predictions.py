@@ -1,8 +1,8 @@
 """/predictions: a batch of ciphertexts in, the encrypted scores out.
 
 ``POST /predictions?model=NAME&keyset=ID`` with the body ``fhe_core.serialize.dumps_many(cts)``
-(application/octet-stream) answers with ``dumps_many`` of the encrypted class scores (bit-packed; the
-header ``Server-Timing: evaluate;dur=<ms>`` says how long the evaluation itself took). It runs
+(application/octet-stream) answers with ``dumps_many`` of the encrypted class scores (bit-packed; a
+``Server-Timing`` header: the server's seconds reading the batch, evaluating and writing). It runs
 in the threadpool with the cached key set and evaluator (see :mod:`server.models` for why not
 through the worker), bounded by the body limit, the batch limit and the request timeout. A
 request over the timeout is answered 408 at once; its computation cannot be interrupted
@@ -15,8 +15,9 @@ from fastapi import APIRouter, Request, Response
 
 from server.deps import ServiceDep, TenantDep, read_body
 from server.errors import RequestTimeoutError
+from server.schemas import TENANT_ERRORS, error_responses
 
-router = APIRouter(prefix="/predictions", tags=["predictions"])
+router = APIRouter(prefix="/predictions", tags=["predictions"], responses=error_responses(*TENANT_ERRORS, 408, 409))
 
 
 @router.post("", response_class=Response,
@@ -24,13 +25,13 @@ router = APIRouter(prefix="/predictions", tags=["predictions"])
              responses={200: {"content": {"application/octet-stream": {}}}})
 async def predict(model: str, keyset: str, request: Request, service: ServiceDep, tenant: TenantDep) -> Response:
     upload = service.uploads.get(tenant.id, "keyset", keyset)
-    body = await read_body(request, service.settings.max_body_bytes)
+    body = await read_body(request)
     seconds = service.settings.request_timeout_s
     try:
         with anyio.fail_after(seconds):
-            scores, evaluate = await anyio.to_thread.run_sync(service.models.predict, model, upload, body,
-                                                              abandon_on_cancel=True)
+            scores = await anyio.to_thread.run_sync(service.models.predict, model, upload, body,
+                                                    abandon_on_cancel=True)
     except TimeoutError:
         raise RequestTimeoutError(f"the prediction took longer than {seconds} s") from None
-    return Response(scores, media_type="application/octet-stream",
-                    headers={"Server-Timing": f"evaluate;dur={evaluate * 1e3:.3f}"})
+    return Response(scores.body, media_type="application/octet-stream",
+                    headers={"Server-Timing": scores.server_timing()})

@@ -18,16 +18,13 @@ from apps.xgboost.export import export_booster  # noqa: E402
 from apps.xgboost.plan import MARGIN_BITS, ForestPlan, PlanError, PublicModel, named_params  # noqa: E402
 from apps.xgboost.server import ForestEvaluator  # noqa: E402
 from apps.xgboost.twin import predict_forest  # noqa: E402
+from fhe_reference import fresh_seed  # noqa: E402
 from fhe_core import serialize  # noqa: E402
 from fhe_core.errors import LevelMismatchError, ParamsMismatchError  # noqa: E402
 from fhe_core.rlwe import Ciphertext, EvalKeySet, PublicKey  # noqa: E402
 
 WIDE = "BFVN11QP335L4D5T20Insecure"   # N = 2^11, t = 786433, five 55-bit primes
 SMALL = "BFVN10QP205L2D3T17Insecure"  # N = 2^10, t = 65537, three 50-bit primes
-
-
-def seed(label: str) -> bytes:
-    return label.encode().ljust(32, b"\0")[:32]
 
 
 def synthetic(n, n_features, n_classes, rng_seed, missing=0.15):
@@ -59,7 +56,7 @@ def run_encrypted(forest, x, preset=WIDE, width=None, label="run", wire=True):
     params = named_params(preset, allow_insecure=True)
     plan = ForestPlan.build(forest, params, width=width or len(x))
     public = PublicModel.from_json(plan.public_model(preset).to_json())
-    client = ForestClient(public, seed=seed(label), allow_insecure=True)
+    client = ForestClient(public, seed=fresh_seed(label), allow_insecure=True)
     keys, pk, cts = client.eval_keys(), client.public_key, client.encrypt(x)
     if wire:
         keys = serialize.loads(serialize.dumps(keys), params, expect=EvalKeySet)
@@ -152,7 +149,7 @@ def test_evaluator_checks_its_inputs():
     forest, _, x = trained("multi:softprob", 3, 2)
     params = named_params(WIDE, allow_insecure=True)
     plan = ForestPlan.build(forest, params, width=8)
-    client = ForestClient(plan.public_model(), seed=seed("checks"), allow_insecure=True)
+    client = ForestClient(plan.public_model(), seed=fresh_seed("checks"), allow_insecure=True)
     keys = client.eval_keys()
     server = ForestEvaluator(params, keys, forest, public_key=client.public_key, plan=plan)
     cts = client.encrypt(x[:8])
@@ -178,12 +175,11 @@ def test_stacked_and_per_group_paths_agree_word_for_word(objective, n_classes, d
     params = named_params(WIDE, allow_insecure=True)
     plan = ForestPlan.build(forest, params, width=300)  # one block per row: several groups
     assert plan.n_groups > 1
-    client = ForestClient(plan.public_model(), seed=seed("paths"), allow_insecure=True)
+    client = ForestClient(plan.public_model(), seed=fresh_seed("paths"), allow_insecure=True)
     keys, cts = client.eval_keys(), client.encrypt(x[:30])
-    pk = client.public_key
-    stacked = ForestEvaluator(params, keys, forest, public_key=pk, plan=plan).evaluate(cts, seed=seed("flood"))
-    per_group = ForestEvaluator(params, keys, forest, public_key=pk, plan=plan, stacked=False).evaluate(
-        cts, seed=seed("flood"))
+    pk, flood = client.public_key, fresh_seed("flood")
+    stacked = ForestEvaluator(params, keys, forest, public_key=pk, plan=plan).evaluate(cts, seed=flood)
+    per_group = ForestEvaluator(params, keys, forest, public_key=pk, plan=plan, stacked=False).evaluate(cts, seed=flood)
     assert stacked[0].data.equal(per_group[0].data)
     twin = predict_forest(forest, forest.binning.encode(x[:30])).scores
     np.testing.assert_array_equal(client.decrypt_scores(stacked, 30), twin)
@@ -197,7 +193,7 @@ def test_plan_counts_the_operations_the_evaluator_runs(depth, monkeypatch):
     forest, _, x = trained("multi:softprob", 3, depth)
     params = named_params(WIDE, allow_insecure=True)
     plan = ForestPlan.build(forest, params, width=16)
-    client = ForestClient(plan.public_model(), seed=seed("count"), allow_insecure=True)
+    client = ForestClient(plan.public_model(), seed=fresh_seed("count"), allow_insecure=True)
     server = ForestEvaluator(params, client.eval_keys(), forest, public_key=client.public_key, plan=plan,
                              stacked=False)
     calls = {name: 0 for name in ("multiply_plain", "multiply", "relinearize", "rotate_rows", "swap_columns",
@@ -217,7 +213,7 @@ def test_plan_counts_the_operations_the_evaluator_runs(depth, monkeypatch):
 def test_client_checks_its_inputs():
     forest, _, x = trained("multi:softprob", 3, 2)
     plan = ForestPlan.build(forest, named_params(WIDE, allow_insecure=True), width=8)
-    client = ForestClient(plan.public_model(), seed=seed("client"), allow_insecure=True)
+    client = ForestClient(plan.public_model(), seed=fresh_seed("client"), allow_insecure=True)
     with pytest.raises(PlanError, match="samples"):
         client.encrypt(x[:4, :-1])
     with pytest.raises(PlanError, match="no samples"):

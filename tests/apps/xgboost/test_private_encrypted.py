@@ -24,12 +24,9 @@ from apps.xgboost.twin import predict_private  # noqa: E402
 from fhe_core import bfv, ops, serialize  # noqa: E402
 from fhe_core.errors import LevelMismatchError  # noqa: E402
 from fhe_core.rlwe import Ciphertext, EvalKeySet, PublicKey  # noqa: E402
+from fhe_reference import fresh_seed  # noqa: E402
 
 TINY = "BFVN10QP660L7D3T20Insecure"  # N = 2^10, t = 786433, eight 60-bit primes, dnum 3
-
-
-def seed(label: str) -> bytes:
-    return label.encode().ljust(32, b"\0")[:32]
 
 
 @functools.cache
@@ -55,7 +52,7 @@ def run_private(forest, x, *, width=None, label="run", wire=True, bounds=None, p
     params = named_params(preset, allow_insecure=True)
     plan = PrivatePlan.build(forest, params, width=width or len(x), **(bounds or {}))
     public = PublicModel.from_json(PublicModel.private(plan.layout, preset).to_json())
-    client = ForestClient(public, seed=seed(label), allow_insecure=True)
+    client = ForestClient(public, seed=fresh_seed(label), allow_insecure=True)
     keys, pk, cts = client.eval_keys(), client.public_key, client.encrypt(x)
     if wire:
         keys = serialize.loads(serialize.dumps(keys), params, expect=EvalKeySet)
@@ -87,8 +84,8 @@ def test_scores_equal_twin(n_classes, depth, n_features, grid, digits):
     scores, client, plan, answers = run_private(forest, x, label=f"exact{depth}")
     check_exact(forest, booster, x, scores)
     assert len(plan.layout.digits) == digits and plan.layout.inputs_per_digit == -(-n_features // 64)
-    for answer in answers:  # one answer per batch, at level 0, nothing but the scores
-        assert answer.level == 0
+    for answer in answers:  # one answer per batch, switched down, nothing but the scores
+        assert answer.level == plan.answer_level == 0
         values = client.encoder.decode(client._decryptor.decrypt(answer))
         values[plan.layout.score_slots()] = 0
         assert not values.any()
@@ -179,7 +176,8 @@ def test_answers_sit_at_the_flooding_level_for_two_models():
         _, client, plan, answers = run_private(forest, x[:8], label=f"flood{depth}")
         assert plan.layout.budget["left"] - plan.layout.budget["flooding"] >= 10   # the plan's margin
         budgets += [client.noise_budget(answer) for answer in answers]
-    assert all(bfv.FLOOD_NOISE_BITS <= b < bfv.FLOOD_NOISE_BITS + 1.5 for b in budgets)
+        assert all(answer.level == plan.answer_level for answer in answers)
+    assert all(plan.answer_budget <= b < bfv.FLOOD_NOISE_BITS + 1.5 for b in budgets)
     assert max(budgets) - min(budgets) < 0.5
 
 
@@ -193,7 +191,7 @@ def test_plan_and_evaluator_refuse_what_they_cannot_do():
     with pytest.raises(PlanError, match="no digit split fits"):
         PrivatePlan.build(forest, named_params("BFVN11QP335L4D5T20Insecure", allow_insecure=True), width=8)
     plan = PrivatePlan.build(forest, params, width=8)
-    client = ForestClient(PublicModel.private(plan.layout), seed=seed("refuse"), allow_insecure=True)
+    client = ForestClient(PublicModel.private(plan.layout), seed=fresh_seed("refuse"), allow_insecure=True)
     keys, cts = client.eval_keys(), client.encrypt(x[:4])
     with pytest.raises(PlanError, match="PublicKey"):
         PrivateForestEvaluator(params, keys, forest, None, plan=plan)
