@@ -10,7 +10,10 @@
 #       tests   every `gpu` test (engine, schemes, bootstrapping, the applications at 128 bits;
 #               FHE_GPU_TESTS="tests/apps" narrows it)
 #       bench   engine, CKKS, BFV and bootstrapping benchmarks (scripts/bench.py)
-#       apps    HELR (30 iterations, full MNIST) and XGBoost (iDASH, SRBCT) benchmarks
+#       apps    HELR (30 iterations, full MNIST) and the trees stage's benchmarks
+#       trees   XGBoost alone (iDASH 99 and 258, SRBCT model-private and thermometer: exact or it
+#               fails, server ms, request/answer MiB) and the wire formats (scripts/bench_wire.py);
+#               not in the default stages (apps includes it)
 #       demo    the main job (python -m demo) on the GPU, full MNIST, iDASH included, SRBCT in both
 #               encodings (model-private and thermometer) for the report's per-encoding rows
 #       py312   the default test suite (`-m "not slow"`: CPU tests and every `gpu` test) under the
@@ -37,7 +40,7 @@ case "${1:-}" in
     --no-bench) stages="build tests" ;;
     --only) stages="${2:?--only needs a list of stages}" ;;
     "") ;;
-    *) echo "usage: bash scripts/device.sh [--no-bench | --only 'build tests bench apps demo py312']" >&2; exit 2 ;;
+    *) echo "usage: bash scripts/device.sh [--no-bench | --only 'build tests bench apps trees demo py312']" >&2; exit 2 ;;
 esac
 has() { case " $stages " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
@@ -87,14 +90,18 @@ if has bench; then
     python3 scripts/bench.py --device cuda --only boot --json "$out/bench.jsonl" --markdown "$out/bench-boot.md"
 fi
 
-if has apps; then
-    echo "==> application benchmarks"
+if has apps || has trees; then
+    echo "==> tree-ensemble benchmarks"
     python3 scripts/bench_xgboost.py --device cuda ${data:+--idash "$data/idash2020_sabanci_xgb" --islp "$data/srbct_khan2001"} \
-        --json "$out/apps.jsonl" --markdown "$out/bench-apps.md"
-    python3 scripts/bench_helr.py --device cuda --iterations 30 ${data:+--mnist "$data/mnist"} \
-        --json "$out/apps.jsonl" --markdown "$out/bench-helr.md"
+        --json "$out/apps.jsonl" --markdown "$out/bench-apps.md" || rc=1
     python3 scripts/bench_wire.py --device cuda ${data:+--idash "$data/idash2020_sabanci_xgb" --islp "$data/srbct_khan2001"} \
         --json "$out/wire.jsonl" | tee "$out/bench-wire.txt"
+fi
+
+if has apps; then
+    echo "==> HELR benchmark"
+    python3 scripts/bench_helr.py --device cuda --iterations 30 ${data:+--mnist "$data/mnist"} \
+        --json "$out/apps.jsonl" --markdown "$out/bench-helr.md"
 fi
 
 if has demo; then

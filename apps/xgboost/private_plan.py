@@ -77,9 +77,10 @@ mask 28 (276 in all), flooding 59, margin 10: 345 <= 357, so the client encrypts
 
 **Bytes (SRBCT, 20 profiles, F = 2,308, C = 4, b = 6, T = 32, D = 2).** W = 32, P = 256: C_in = 5
 ciphertexts per digit, 10 per batch of up to 32 profiles, at 8 primes of 48-49 bits: 20 MiB as 64-bit
-words, 15.3 MiB bit-packed (``serialize.dumps(..., packed=True)``), about 7.7 MiB once seeded (the
-uniform half regenerated from a seed). Today's thermometer request: 390 ciphertexts, 195.1 MiB. The
-answer: one ciphertext at level 0, 256 KiB. Keys (once per client): relinearization, 6 rotations and
+words, 15.3 MiB bit-packed, 7.6 MiB as sent (secret-key encryptions, seeded: c_0 packed and the
+32-byte seed of c_1; measured). The thermometer request before this encoding: 390 ciphertexts,
+195.1 MiB. The answer: one ciphertext at level 0 (``plan.flooded_answer_level``), 256 KiB as words,
+0.19 MiB packed. Keys (once per client): relinearization, 6 rotations and
 the row swap at N = 2^14: 59 MB bit-packed with the public key (measured).
 
 **Operations per batch (SRBCT):** routing 5,120 plaintext products (2 digits x 5 inputs x 512
