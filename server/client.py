@@ -12,8 +12,9 @@ half (``ForestClient``, ``HELRClient``), which it is given and never serializes.
 
 What travels, and what it costs, is counted in ``api.traffic`` (:class:`Traffic`): request and
 response bodies in bytes, the seconds spent inside HTTP calls, the seconds this client spent
-serializing, and the seconds the server reports for its own work (``Server-Timing``); take a
-``snapshot()`` before a step and ``since()`` it after.
+serializing, and the seconds the server reports for its own work (``Server-Timing``: in all and
+per metric, e.g. a prediction's read / evaluate / write); take a ``snapshot()`` before a step and
+``since()`` it after.
 
 Uploads: the serialized object is cut into parts (``part_bytes``, default 8 MiB); the manifest
 (every part's SHA-256 and size, and the whole's) is declared first, then each missing part is
@@ -74,16 +75,27 @@ class Traffic:
     seconds: float = 0.0       # wall time inside HTTP calls (transfer and the server's work)
     serialize_seconds: float = 0.0  # this client writing what it sends and reading what it gets
     server_seconds: float = 0.0     # the server's own work, as its Server-Timing headers report it
+    server_steps: dict[str, float] = dataclasses.field(default_factory=dict)  # the same per metric (read, evaluate)
 
     def snapshot(self) -> Traffic:
-        return dataclasses.replace(self)
+        return dataclasses.replace(self, server_steps=dict(self.server_steps))
 
     def since(self, earlier: Traffic) -> Traffic:
         """What happened between ``earlier`` (a snapshot) and now."""
-        return Traffic(**{f.name: getattr(self, f.name) - getattr(earlier, f.name) for f in dataclasses.fields(self)})
+        totals = {f.name: getattr(self, f.name) - getattr(earlier, f.name) for f in dataclasses.fields(self)
+                  if f.name != "server_steps"}
+        steps = {name: seconds - earlier.server_steps.get(name, 0.0) for name, seconds in self.server_steps.items()
+                 if name not in earlier.server_steps or seconds != earlier.server_steps[name]}
+        return Traffic(**totals, server_steps=steps)
+
+    def count_server_timing(self, header: str) -> None:
+        """Add a ``Server-Timing`` header's durations (``name;dur=<ms>, ...``)."""
+        for name, ms in _SERVER_TIMING.findall(header):
+            self.server_seconds += float(ms) / 1e3
+            self.server_steps[name] = self.server_steps.get(name, 0.0) + float(ms) / 1e3
 
 
-_SERVER_TIMING = re.compile(r"dur=([0-9.]+)")
+_SERVER_TIMING = re.compile(r"([^\s,;]+)[^,]*?;\s*dur=([0-9.]+)")
 
 
 @dataclass(frozen=True)
@@ -135,8 +147,7 @@ class ServiceClient:
         self.traffic.requests += 1
         self.traffic.sent += int(response.request.headers.get("content-length", 0))
         self.traffic.received += len(response.content)
-        self.traffic.server_seconds += sum(float(d) for d in _SERVER_TIMING.findall(
-            response.headers.get("server-timing", ""))) / 1e3
+        self.traffic.count_server_timing(response.headers.get("server-timing", ""))
         if response.is_error:
             try:
                 body = response.json()

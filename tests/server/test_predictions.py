@@ -76,6 +76,8 @@ def test_the_client_counts_the_bytes_and_seconds_of_a_prediction(live_server, al
                                   predict_forest(forest(), forest().binning.encode(x)).scores)
     assert (spent.requests, spent.sent, spent.received) == (1, len(body), len(dumps_many(answers, packed=True)))
     assert 0 < spent.server_seconds < spent.seconds and spent.serialize_seconds > 0
+    assert set(spent.server_steps) == {"read", "evaluate", "write"}  # the header's metrics, each counted
+    assert sum(spent.server_steps.values()) == pytest.approx(spent.server_seconds)
     assert before.requests == 0 and api.traffic == spent   # a fresh client: the totals are this call
 
 
