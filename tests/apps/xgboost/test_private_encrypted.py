@@ -207,3 +207,18 @@ def test_plan_and_evaluator_refuse_what_they_cannot_do():
         client.encrypt(x[:4, :-1])
     with pytest.raises(PlanError, match="no samples"):
         client.encrypt(x[:0])
+
+
+@pytest.mark.gpu
+def test_private_cpu_and_cuda_bit_identical():
+    """The same seeds (keys, encryption, flooding): the CPU's and the CUDA answers are the same words."""
+    forest, _, x = trained(3, 3)
+    seed, flood = fresh_seed("bit-identity"), fresh_seed("bit-identity/flood")
+    answers = []
+    for device in ("cpu", "cuda"):
+        params = named_params(TINY, allow_insecure=True, device=device)
+        plan = PrivatePlan.build(forest, params, width=16)
+        client = ForestClient(PublicModel.private(plan.layout, TINY), device=device, seed=seed, allow_insecure=True)
+        server = PrivateForestEvaluator(params, client.eval_keys(), forest, client.public_key, plan=plan)
+        answers.append(server.evaluate(client.encrypt(x[:16]), seed=flood)[0].data.cpu())
+    assert answers[0].equal(answers[1])
