@@ -10,7 +10,8 @@
 #       tests   every `gpu` test (engine, schemes, bootstrapping, the applications at 128 bits;
 #               FHE_GPU_TESTS="tests/apps" narrows it)
 #       bench   engine, CKKS, BFV and bootstrapping benchmarks (scripts/bench.py)
-#       apps    HELR (30 iterations, full MNIST) and XGBoost (iDASH, SRBCT) benchmarks
+#       apps    HELR (30 iterations, full MNIST) and XGBoost (iDASH, SRBCT) benchmarks, bytes on the
+#               wire by format, one HTTP stream's MB/s
 #       demo    the main job (python -m demo) on the GPU, full MNIST, iDASH included
 #       py312   the default test suite (`-m "not slow"`: CPU tests and every `gpu` test) under the
 #               device's Python 3.12 with the newest wheels of every dependency, carried as .whl/
@@ -94,6 +95,7 @@ if has apps; then
         --json "$out/apps.jsonl" --markdown "$out/bench-helr.md"
     python3 scripts/bench_wire.py --device cuda ${data:+--idash "$data/idash2020_sabanci_xgb" --islp "$data/srbct_khan2001"} \
         --json "$out/wire.jsonl" | tee "$out/bench-wire.txt"
+    python3 scripts/bench_http.py --mib 256 --json "$out/http.jsonl" | tee "$out/bench-http.txt"
 fi
 
 if has demo; then
