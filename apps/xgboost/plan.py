@@ -67,6 +67,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fhe_core import jsontext
 from fhe_core.errors import FHEError
 from fhe_core.params import Params, ParamsLiteral, preset_literal
 from fhe_core.params.presets import BFV_PRESETS
@@ -775,8 +776,8 @@ class PublicModel:
     @classmethod
     def from_json(cls, text: str | bytes) -> PublicModel:
         try:
-            data = json.loads(text)
-        except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: nesting too deep
+            data = jsontext.loads(text)
+        except (TypeError, ValueError) as exc:
             raise PlanError(f"PublicModel: not JSON ({exc})") from None
         expected = {"version", "kind", "params_name", "params_literal", "params_id", "level", "width",
                     "n_classes", "n_inputs", "rotation_steps", "column_swap", "trees_per_class", "chunks",
