@@ -4,6 +4,9 @@ import json
 import pytest
 
 from fhe_core import jsontext
+from fuzz_targets import fuzz_test
+
+test_fuzz_jsontext_loads = fuzz_test("fhe_core.jsontext.loads")
 
 
 def nested(depth: int, open_: str = "[", close: str = "]") -> str:
