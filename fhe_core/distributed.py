@@ -339,6 +339,8 @@ def spawn(fn: Callable[..., Any], world: int, *args: Any, backend: str = "gloo",
                 if process.is_alive():
                     process.kill()
                 process.join()
+            results.close()
+            results.join_thread()
     return values
 
 
