@@ -150,8 +150,10 @@ def _train_parallel(run, client, x, y, x_test, y_test, schedule, device, progres
         client.write_eval_keys(keys_path, progress=progress)
         seconds["keygen"] = _synced(device) - start
         dataset = client.encrypt_dataset(x, y, schedule)
-        features = client.encrypt_features(x_test) if score and config.iterations else None
         seconds["encrypt"] = _synced(device) - start - seconds["keygen"]
+        begin = _synced(device)
+        features = client.encrypt_features(x_test) if score and config.iterations else None
+        seconds["score"] = _synced(device) - begin  # + the ranks' scoring and the decryption, below
         result = train_data_parallel(config, keys_path, dataset, schedule, nproc, device=device, features=features,
                                      progress=progress)
     seconds["encrypted"] = sum(result.seconds)
@@ -160,9 +162,10 @@ def _train_parallel(run, client, x, y, x_test, y_test, schedule, device, progres
         _record(run, t, w, v, x_test, y_test)
     run.bootstraps, run.checkpoint = bootstraps_after(config, config.iterations), result.checkpoint
     if result.scores is not None:
+        begin = _synced(device)
         scores = serialize.loads_many(result.scores, client.params, expect=Ciphertext)
-        seconds["score"] = result.score_seconds
         run.margins = client.decrypt_margins(scores, len(x_test))
+        seconds["score"] += result.score_seconds + _synced(device) - begin
         run.scored = binary_report(y_test, run.margins)
 
 
