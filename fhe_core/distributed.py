@@ -57,7 +57,7 @@ import torch
 import torch.distributed as dist
 
 from fhe_core import bfv, ckks, rlwe
-from fhe_core.errors import CollectiveError, ParameterError, ParamsMismatchError, ResidueError
+from fhe_core.errors import CollectiveError, FHEError, ParameterError, ParamsMismatchError, ResidueError
 from fhe_core.params import Params
 from fhe_core.rlwe.checks import is_marked_canonical, mark_canonical
 
@@ -119,6 +119,8 @@ def _check_inputs(objs: Sequence[Residues], params: Params, group, op: str) -> l
     """The moduli of every object, after the local checks: kind, params, one device the group's
     backend reaches, canonical residues (objects without the mark are read once, as the evaluators do)."""
     moduli = [_moduli(obj, params, op) for obj in objs]
+    if not objs:
+        return moduli
     devices = {obj.data.device for obj in objs}
     if len(devices) > 1:
         raise CollectiveError(f"{op}: the objects are on several devices {sorted(map(str, devices))}")
@@ -142,20 +144,58 @@ def _signature(obj: Residues) -> list[int]:
             int(getattr(obj, "is_ntt", False)), params]
 
 
-def _agree(objs: Sequence[Residues], group, device: torch.device, op: str) -> None:
-    """CollectiveError on every rank (not a hang, not garbage) unless every rank passed objects
-    of the same signature: one all-gather of a few words per object, one device sync."""
+def _group_device(group) -> torch.device:
+    """Where the group's backend takes tensors: this rank's current GPU for NCCL, else the host."""
+    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend(group) == "nccl" \
+        else torch.device("cpu")
+
+
+def _refused(op: str, refusal: Exception | None, refusing: list[int]) -> None:
+    """Raise on every rank when some rank refused its inputs: its own error where it did, a
+    CollectiveError naming the refusing ranks elsewhere (so that no rank waits in a collective)."""
+    if refusal is not None:
+        raise refusal
+    if refusing:
+        raise CollectiveError(f"{op}: rank(s) {refusing} refused their inputs (their error says why)")
+
+
+def _agree(objs: Sequence[Residues], group, op: str, refusal: Exception | None = None) -> None:
+    """CollectiveError on every rank (not a hang, not garbage) unless every rank accepted its inputs
+    (``refusal`` None) and passed objects of the same signature: two small all-gathers, one sync."""
+    device = _group_device(group)
+    status = torch.tensor([len(objs), refusal is not None], dtype=torch.int64, device=device)
+    statuses = [torch.empty_like(status) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(statuses, status, group=group)
+    _refused(op, refusal, [rank for rank, s in enumerate(statuses) if int(s[1])])
+    counts = [int(s[0]) for s in statuses]
+    if len(set(counts)) != 1:
+        raise CollectiveError(f"{op}: the ranks passed different numbers of objects {counts}")
+    if not counts[0]:
+        return
     mine = torch.tensor([_signature(obj) for obj in objs], dtype=torch.int64, device=device)
-    count = torch.tensor([len(objs)], dtype=torch.int64, device=device)
-    counts = [torch.empty_like(count) for _ in range(dist.get_world_size(group))]
-    dist.all_gather(counts, count, group=group)
-    if len({int(c) for c in counts}) != 1:
-        raise CollectiveError(f"{op}: the ranks passed different numbers of objects {[int(c) for c in counts]}")
-    every = [torch.empty_like(mine) for _ in counts]
+    every = [torch.empty_like(mine) for _ in statuses]
     dist.all_gather(every, mine, group=group)
     if any(not torch.equal(other, every[0]) for other in every[1:]):
         raise CollectiveError(f"{op}: the ranks passed objects that differ in kind, shape, level, scale, slots, "
                               "domain or parameters")
+
+
+def _header(obj: Residues) -> tuple:
+    """What a receiver needs to rebuild ``obj`` around its residues: class, fields, shape, mark."""
+    fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.name != "data"}
+    return type(obj), fields, tuple(obj.data.shape), is_marked_canonical(obj)
+
+
+def _rebuild(header: tuple, data: torch.Tensor, params: Params, op: str) -> Residues:
+    """The object of :func:`_header` around ``data`` (on ``params.device``), after checking that
+    the sender named a ciphertext or plaintext class of these parameters."""
+    kind, fields, _, canonical = header
+    if not (isinstance(kind, type) and issubclass(kind, KINDS)):
+        raise CollectiveError(f"{op}: a rank sent a {kind!r}, not a ciphertext or plaintext")
+    if fields.get("params_id") != params.params_id:
+        raise ParamsMismatchError(f"{op}: a rank sent an object of other parameters than {params.params_id[:12]!r}")
+    out = kind(data=data.to(params.device), **fields)
+    return mark_canonical(out) if canonical else out
 
 
 def _with_data(obj: Residues, data: torch.Tensor) -> Residues:
@@ -192,19 +232,25 @@ def all_reduce_sum(objs: Sequence[Residues], params: Params, *, group=None, meth
     """
     op = "all_reduce_sum"
     objs = list(objs)
-    if not objs:
-        return []
-    moduli = _check_inputs(objs, params, group, op)
-    device, world = objs[0].data.device, dist.get_world_size(group)
-    if check:
-        _agree(objs, group, device, op)
+    world, refusal, moduli = dist.get_world_size(group), None, []
     largest = max(max(params.q_primes), params.plaintext_modulus)
     chosen = sum_method(world, largest) if method == "auto" else method
-    if chosen == "sum" and sum_method(world, largest) != "sum":
-        raise CollectiveError(f"{op}: {world} centred residues of up to {largest.bit_length()} bits can reach 2^63; "
-                              "use method='gather' (or 'auto')")
-    if chosen not in ("sum", "gather"):
-        raise ParameterError(f"{op}: method must be 'auto', 'sum' or 'gather', got {method!r}")
+    try:
+        if chosen not in ("sum", "gather"):
+            raise ParameterError(f"{op}: method must be 'auto', 'sum' or 'gather', got {method!r}")
+        if chosen == "sum" and sum_method(world, largest) != "sum":
+            raise CollectiveError(f"{op}: {world} centred residues of up to {largest.bit_length()} bits can reach "
+                                  "2^63; use method='gather' (or 'auto')")
+        moduli = _check_inputs(objs, params, group, op)
+    except FHEError as exc:
+        refusal = exc
+    if check:
+        _agree(objs, group, op, refusal)
+    elif refusal is not None:
+        raise refusal
+    if not objs:
+        return []
+    device = objs[0].data.device
     flat, views = _flat(objs, device)
     if chosen == "sum":
         for obj, view, q in zip(objs, views, moduli):
@@ -230,66 +276,62 @@ def all_reduce_sum(objs: Sequence[Residues], params: Params, *, group=None, meth
 
 def broadcast(obj: Residues | None, params: Params, *, src: int = 0, group=None) -> Residues:
     """The object of rank ``src`` on every rank (``obj`` is ignored elsewhere: pass None).
-    Receivers allocate it on ``params.device``; the canonical mark travels with it."""
+    Receivers get it on ``params.device``; the canonical mark travels with it. An object ``src``
+    refuses raises on every rank."""
     op = "broadcast"
+    device = _group_device(group)
+    header: list = [None]
     if dist.get_rank() == src:
-        _check_inputs([obj], params, group, op)
-        fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.name != "data"}
-        header = [(type(obj), fields, tuple(obj.data.shape), is_marked_canonical(obj))]
-        device = obj.data.device
-    else:
-        header, device = [None], torch.device(params.device)
-        if dist.get_backend(group) == "nccl" and device.type != "cuda":
-            raise CollectiveError(f"{op}: the NCCL backend needs CUDA tensors; params.device is {device}")
+        try:
+            _check_inputs([obj], params, group, op)
+            header = [_header(obj)]
+        except FHEError as exc:
+            header = [exc]
     dist.broadcast_object_list(header, src=src, group=group, device=device)
-    kind, fields, shape, canonical = header[0]
-    if not (isinstance(kind, type) and issubclass(kind, KINDS)):
-        raise CollectiveError(f"{op}: rank {src} sent a {kind!r}, not a ciphertext or plaintext")
-    data = obj.data.contiguous() if dist.get_rank() == src else torch.empty(shape, dtype=torch.int64, device=device)
-    dist.broadcast(data, src=src, group=group)
+    if isinstance(header[0], FHEError):
+        _refused(op, header[0] if dist.get_rank() == src else None, [src])
     if dist.get_rank() == src:
+        dist.broadcast(obj.data.contiguous(), src=src, group=group)
         return obj
-    out = kind(data=data, **fields)
-    if fields.get("params_id") != params.params_id:
-        raise ParamsMismatchError(f"{op}: rank {src} sent an object of params {fields.get('params_id')!r:.14}, "
-                                  f"this rank expects {params.params_id[:12]!r}")
-    return mark_canonical(out) if canonical else out
+    data = torch.empty(header[0][2], dtype=torch.int64, device=device)
+    dist.broadcast(data, src=src, group=group)
+    return _rebuild(header[0], data, params, op)
 
 
 def gather(objs: Sequence[Residues], params: Params, *, dst: int = 0, group=None) -> list[Residues] | None:
     """Every rank's ``objs`` (lists of any lengths, e.g. the shares of :func:`shard_range`), in rank
-    order, on rank ``dst``; None on the others. Metadata through one small pickled all-gather, the
-    residues through one gather of each rank's flat buffer (padded to the longest)."""
+    order, on rank ``dst`` (on ``params.device``); None on the others. Metadata through one small
+    pickled all-gather, the residues through one gather of each rank's flat buffer (padded to the
+    longest). Inputs one rank refuses raise on every rank."""
     op = "gather"
     objs = list(objs)
-    device = objs[0].data.device if objs else torch.device(params.device)
-    if objs:
+    device = _group_device(group)
+    try:
         _check_inputs(objs, params, group, op)
-    world = dist.get_world_size(group)
-    headers: list = [None] * world
-    mine = [(type(o), {f.name: getattr(o, f.name) for f in dataclasses.fields(o) if f.name != "data"},
-             tuple(o.data.shape), is_marked_canonical(o)) for o in objs]
+        mine: object = [_header(o) for o in objs]
+    except FHEError as exc:
+        mine = exc
+    headers: list = [None] * dist.get_world_size(group)
     dist.all_gather_object(headers, mine, group=group)
-    sizes = [sum(torch.Size(shape).numel() for _, _, shape, _ in header) for header in headers]
-    flat, views = _flat(objs, device)
-    for obj, view in zip(objs, views):
-        view.copy_(obj.data)
+    _refused(op, mine if isinstance(mine, FHEError) else None,
+             [rank for rank, h in enumerate(headers) if isinstance(h, FHEError)])
+    sizes = [sum(torch.Size(h[2]).numel() for h in header) for header in headers]
     padded = torch.zeros(max(sizes), dtype=torch.int64, device=device)
-    padded[:flat.numel()] = flat
-    receive = [torch.empty_like(padded) for _ in range(world)] if dist.get_rank() == dst else None
+    start = 0
+    for obj in objs:
+        padded[start:start + obj.data.numel()] = obj.data.reshape(-1)
+        start += obj.data.numel()
+    receive = [torch.empty_like(padded) for _ in headers] if dist.get_rank() == dst else None
     dist.gather(padded, receive, dst=dst, group=group)
     if receive is None:
         return None
     out = []
     for header, buffer in zip(headers, receive):
         start = 0
-        for kind, fields, shape, canonical in header:
-            if not (isinstance(kind, type) and issubclass(kind, KINDS)):
-                raise CollectiveError(f"{op}: a rank sent a {kind!r}, not a ciphertext or plaintext")
-            size = torch.Size(shape).numel()
-            obj = kind(data=buffer[start:start + size].view(shape).clone(), **fields)
+        for h in header:
+            size = torch.Size(h[2]).numel()
+            out.append(_rebuild(h, buffer[start:start + size].view(h[2]).clone(), params, op))
             start += size
-            out.append(mark_canonical(obj) if canonical else obj)
     return out
 
 
@@ -298,9 +340,15 @@ def check_replicated(objs: Sequence[Residues], params: Params, *, group=None, sr
     residue) to rank ``src``'s: one broadcast of the residues and one all-reduce of a flag."""
     op = "check_replicated"
     objs = list(objs)
-    _check_inputs(objs, params, group, op)
+    try:
+        _check_inputs(objs, params, group, op)
+        refusal = None
+    except FHEError as exc:
+        refusal = exc
+    _agree(objs, group, op, refusal)
+    if not objs:
+        return
     device = objs[0].data.device
-    _agree(objs, group, device, op)
     flat, views = _flat(objs, device)
     for obj, view in zip(objs, views):
         view.copy_(obj.data)

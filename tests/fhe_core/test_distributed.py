@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from fhe_core import bfv, ckks, distributed, rlwe
-from fhe_core.errors import CollectiveError, ParameterError
+from fhe_core.errors import CollectiveError, FHEError, ParameterError
 from fhe_core.params import Params, ParamsLiteral, preset
 
 CKKS_61 = ParamsLiteral(log_n=10, log_q=[61, 60, 40], log_p=[61], log_default_scale=40)  # 61-bit q_0
@@ -86,13 +86,19 @@ def collectives_on_rank(rank: int, world: int, device: str) -> dict:
 
     distributed.check_replicated([sent], params)  # identical replicas pass
     out["errors"] = []
+    corrupt = ct.replace(data=ct.data + torch.tensor(params.q_primes[:3], device=device).view(-1, 1))  # >= q
     for label, call in (("replicas", lambda: distributed.check_replicated([ct], params)),
-                        ("levels", lambda: distributed.all_reduce_sum([ct if rank else pt], params))):
+                        ("levels", lambda: distributed.all_reduce_sum([ct if rank else pt], params)),
+                        ("counts", lambda: distributed.all_reduce_sum([ct] * (1 + (rank == 1)), params)),
+                        ("corrupt", lambda: distributed.all_reduce_sum([corrupt if rank == 1 else ct], params)),
+                        ("not residues", lambda: distributed.broadcast(ct.data if rank == 0 else None, params)),
+                        ("other params", lambda: distributed.gather([bfv_pt] if rank == 1 else [ct], params)),
+                        ("method", lambda: distributed.all_reduce_sum([ct], params, method="tree"))):
         try:
             call()
             out["errors"].append((label, None))
-        except CollectiveError as exc:
-            out["errors"].append((label, str(exc)))
+        except FHEError as exc:  # every rank raises: none waits in a collective
+            out["errors"].append((label, f"{type(exc).__name__}: {exc}"))
     return out
 
 
@@ -131,9 +137,19 @@ def check_run(world: int, results: list[dict]) -> None:
             "Ciphertext", 2, 2.0 ** 40, 64) and device == "cpu"
         assert np.array_equal(r["broadcast_bfv"][0], results[-1]["bfv_inputs"][1])
         assert r["broadcast_bfv"][1] == "Plaintext"
+    for rank, r in enumerate(results):
         errors = dict(r["errors"])
-        assert "differ from rank 0" in errors["replicas"]
+        assert errors["replicas"].startswith("CollectiveError") and "differ from rank 0" in errors["replicas"]
         assert "differ in kind, shape, level" in errors["levels"]
+        assert "different numbers of objects [1, 2" in errors["counts"]
+        assert errors["corrupt"] == ("ResidueError: all_reduce_sum: an object has residues outside [0, q) (hand-built "
+                                     "or corrupted data)" if rank == 1 else
+                                     "CollectiveError: all_reduce_sum: rank(s) [1] refused their inputs (their error "
+                                     "says why)")
+        assert errors["not residues"].startswith("ParameterError" if rank == 0 else "CollectiveError: broadcast: "
+                                                 "rank(s) [0] refused")
+        assert errors["other params"].startswith("ParamsMismatchError" if rank == 1 else "CollectiveError: gather")
+        assert errors["method"].startswith("ParameterError: all_reduce_sum: method must be")
     shards = [s for r in results for s in r["shard"]]
     assert all(r["gathered"] is None for r in results[:-1])
     assert len(results[-1]["gathered"]) == world * (world + 1) // 2
