@@ -25,8 +25,9 @@ stage); not done here.
 **Amdahl.** Per iteration the split part is the c ciphertexts' work: all 4c ciphertext products and
 c log2(columns) of the rotations (at N16_H192_FULL, c = 8: 32 products and 64 of the 78
 rotations). The replicated part is the 2 log2(rows) = 14 rotations over the samples, the mask
-product, the constant products of the update, one all-reduce of about 2 x 2 x (7 + 10) x 2^16 x
-8 B = 18 MB (2 (k - 1) / k of it sent per rank), and the bootstrap every second iteration. With a
+product, the constant products of the update, one all-reduce (2 x (7 + 10) limbs x 2^16 x 8 B =
+17.8 MB right after a bootstrap, 2 x (3 + 6) limbs = 9.4 MB the iteration after; 2 (k - 1) / k of
+it sent per rank), and the bootstrap every second iteration. With a
 fraction p of the time split k ways the speedup is 1 / ((1 - p) + p / k); docs/benchmarks.md
 has the measured times.
 
