@@ -380,10 +380,14 @@ def spawn(fn: Callable[..., Any], world: int, *args: Any, backend: str = "gloo",
                                  name=f"fhe-rank-{rank}") for rank in range(world)]
         for process in ranks:
             process.start()
+        done = False
         try:
             values = _collect(ranks, results, timeout_s)
+            done = True
         finally:
             for process in ranks:
+                if done:  # every rank has answered: let it leave its process group and exit
+                    process.join(timeout=60)
                 if process.is_alive():
                     process.kill()
                 process.join()
