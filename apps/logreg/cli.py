@@ -232,7 +232,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.nproc < 1:
+        parser.error(f"--nproc must be >= 1, got {args.nproc}")
     changes = {"iterations": args.iterations, "seed": args.seed}
     if args.batch_size:
         changes["batch_size"] = args.batch_size

@@ -188,6 +188,9 @@ def train_data_parallel(config: HELRConfig, keys_path: str | os.PathLike, datase
     if not 1 <= world <= config.ciphertexts_per_batch:
         raise HELRTrainingError(f"train_data_parallel: {world} ranks for {config.ciphertexts_per_batch} ciphertexts "
                                 "per batch; use 1 to that many")
+    if device.startswith("cuda") and world > torch.cuda.device_count():
+        raise HELRTrainingError(f"train_data_parallel: {world} ranks need {world} GPUs (NCCL takes one GPU per rank); "
+                                f"this machine has {torch.cuda.device_count()}")
     with tempfile.TemporaryDirectory(prefix="helr-parallel-") as folder:
         folder = Path(folder)
         (folder / "dataset.bin").write_bytes(dataset.to_bytes())

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from apps.logreg.cli import build_parser, run_encrypted_helr
+from apps.logreg.cli import build_parser, main, run_encrypted_helr
 from apps.logreg.client import HELRClient
 from apps.logreg.config import HELRConfig
 from apps.logreg.parallel import shard_dataset, train_data_parallel
@@ -66,3 +66,17 @@ def test_two_gpus_train_bit_for_bit_as_one(mnist_dir):
     assert one.checkpoint and two.checkpoint == one.checkpoint
     assert all(np.array_equal(a, b) for a, b in zip(one.weights, two.weights))
     assert np.array_equal(one.margins, two.margins)
+
+
+def test_more_ranks_than_gpus_are_refused(tmp_path):
+    if torch.cuda.device_count() >= 2:
+        pytest.skip("this machine has 2 GPUs")
+    config = HELRConfig.tiny(iterations=ITERATIONS, batch_size=BATCH)
+    with pytest.raises(HELRTrainingError, match="2 ranks need 2 GPUs"):
+        train_data_parallel(config, tmp_path / "keys.bin", None, config.schedule(SAMPLES), 2, device="cuda")
+
+
+def test_the_command_refuses_no_ranks(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--tiny", "--nproc", "0"])
+    assert "--nproc must be >= 1, got 0" in capsys.readouterr().err
