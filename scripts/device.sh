@@ -15,7 +15,8 @@
 #       dist    two GPUs or more (device kind nvidia-h200-x2; not in the default stages): the NCCL tests
 #               (collectives on ciphertexts, data-parallel HELR against one GPU bit for bit) and
 #               scripts/bench_helr_dist.py (full MNIST, 10 iterations on 1 and 2 GPUs, with and
-#               without bootstrapping; the ciphertext all-reduce by method) -> dist.jsonl
+#               without bootstrapping; the ciphertext all-reduce by method) -> dist.jsonl;
+#               FHE_DIST_ARGS="--iterations 6 --samples 4096" overrides its settings
 #       py312   the default test suite (`-m "not slow"`: CPU tests and every `gpu` test) under the
 #               device's Python 3.12 with the newest wheels of every dependency, carried as .whl/
 #               from `bash scripts/device_wheels.sh` (not in the default stages; after `build`)
@@ -106,7 +107,7 @@ if has dist; then
         tests/apps/logreg/test_parallel_helr.py 2>&1 | tee "$out/dist-tests.log"
     [ "${PIPESTATUS[0]}" = 0 ] || rc=1
     python3 scripts/bench_helr_dist.py --device cuda --gpus 2 --iterations 10 ${data:+--mnist "$data/mnist"} \
-        --json "$out/dist.jsonl" 2>&1 | tee "$out/bench-dist.txt"
+        --json "$out/dist.jsonl" ${FHE_DIST_ARGS:-} 2>&1 | tee "$out/bench-dist.txt"
     [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
 
