@@ -3,6 +3,8 @@
 Layers, each importing only the ones below it (errors -> ops -> ring -> params -> rlwe ->
 ckks, bfv -> serialize; ckks and bfv do not import each other; tests/test_layers.py enforces it):
     serialize  versioned, checked binary records of every object (reads rlwe, ckks, params, ring)
+    distributed  exact modular all-reduce, broadcast and gather of ciphertexts and plaintexts over
+               torch.distributed (NCCL, gloo), and a spawn launcher; beside serialize
     ckks       encoder, evaluator, linear transforms, polynomials, bootstrapping
     bfv        batch encoder, BEHZ evaluator
     rlwe       context, keys, sampling, encryption, hybrid key switching, automorphisms

@@ -128,3 +128,9 @@ class ResidueRangeError(SerializationError, ResidueError):
 class DecryptionError(FHEError, ValueError):
     """A ciphertext cannot be decrypted correctly: its noise budget is exhausted (BFV), so the
     result would be wrong."""
+
+
+class CollectiveError(FHEError, ValueError):
+    """A collective over ranks (``fhe_core.distributed``) cannot run as asked: the ranks passed
+    objects that differ in kind, level, scale or shape, a tensor is on a device the process group's
+    backend cannot reach, or replicas that must be identical are not."""

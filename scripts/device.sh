@@ -12,10 +12,15 @@
 #       bench   engine, CKKS, BFV and bootstrapping benchmarks (scripts/bench.py)
 #       apps    HELR (30 iterations, full MNIST) and the trees stage's benchmarks
 #       trees   XGBoost alone (iDASH 99 and 258, SRBCT model-private and thermometer: exact or it
-#               fails, server ms, request/answer MiB) and the wire formats (scripts/bench_wire.py);
-#               not in the default stages (apps includes it)
+#               fails, server ms, request/answer MiB), bytes on the wire by format, one HTTP
+#               stream's MB/s; not in the default stages (apps includes it)
 #       demo    the main job (python -m demo) on the GPU, full MNIST, iDASH included, SRBCT in both
 #               encodings (model-private and thermometer) for the report's per-encoding rows
+#       dist    two GPUs or more (device kind nvidia-h200-x2; not in the default stages): the NCCL tests
+#               (collectives on ciphertexts, data-parallel HELR against one GPU bit for bit) and
+#               scripts/bench_helr_dist.py (full MNIST, 10 iterations on 1 and 2 GPUs, with and
+#               without bootstrapping; the ciphertext all-reduce by method) -> dist.jsonl;
+#               FHE_DIST_ARGS="--iterations 6 --samples 4096" overrides its settings
 #       py312   the default test suite (`-m "not slow"`: CPU tests and every `gpu` test) under the
 #               device's Python 3.12 with the newest wheels of every dependency, carried as .whl/
 #               from `bash scripts/device_wheels.sh` (not in the default stages; after `build`)
@@ -40,7 +45,7 @@ case "${1:-}" in
     --no-bench) stages="build tests" ;;
     --only) stages="${2:?--only needs a list of stages}" ;;
     "") ;;
-    *) echo "usage: bash scripts/device.sh [--no-bench | --only 'build tests bench apps trees demo py312']" >&2; exit 2 ;;
+    *) echo "usage: bash scripts/device.sh [--no-bench | --only 'build tests bench apps trees demo dist py312']" >&2; exit 2 ;;
 esac
 has() { case " $stages " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
@@ -96,6 +101,17 @@ if has apps || has trees; then
         --json "$out/apps.jsonl" --markdown "$out/bench-apps.md" || rc=1
     python3 scripts/bench_wire.py --device cuda ${data:+--idash "$data/idash2020_sabanci_xgb" --islp "$data/srbct_khan2001"} \
         --json "$out/wire.jsonl" | tee "$out/bench-wire.txt"
+    python3 scripts/bench_http.py --mib 256 --json "$out/http.jsonl" | tee "$out/bench-http.txt"
+fi
+
+if has dist; then
+    echo "==> data-parallel on $(nvidia-smi -L | wc -l) GPUs"
+    python3 -m pytest -m gpu -q -p no:cacheprovider tests/fhe_core/test_distributed.py \
+        tests/apps/logreg/test_parallel_helr.py 2>&1 | tee "$out/dist-tests.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+    python3 scripts/bench_helr_dist.py --device cuda --gpus 2 --iterations 10 ${data:+--mnist "$data/mnist"} \
+        --json "$out/dist.jsonl" ${FHE_DIST_ARGS:-} 2>&1 | tee "$out/bench-dist.txt"
+    [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
 
 if has apps; then

@@ -107,7 +107,7 @@ async def receive_to_file(chunks: AsyncIterator[bytes], target: Path, *, limit: 
     try:
         with open(target, "wb") as f:
 
-            def write(data: bytes) -> None:
+            def write(data: bytes | bytearray) -> None:
                 digest.update(data)
                 f.write(data)
 
@@ -117,10 +117,10 @@ async def receive_to_file(chunks: AsyncIterator[bytes], target: Path, *, limit: 
                     raise PayloadTooLargeError(f"{what}: more than {cap} bytes"
                                                + (" (its declared size)" if cap == expected_size else ""))
                 pending += chunk
-                if len(pending) >= WRITE_BATCH:
-                    await anyio.to_thread.run_sync(write, bytes(pending))
-                    pending.clear()
-            await anyio.to_thread.run_sync(write, bytes(pending))
+                if len(pending) >= WRITE_BATCH:  # hand the batch over whole, start a new one (no copy)
+                    batch, pending = pending, bytearray()
+                    await anyio.to_thread.run_sync(write, batch)
+            await anyio.to_thread.run_sync(write, pending)
             await anyio.to_thread.run_sync(_flush, f)
         if expected_size is not None and size != expected_size:
             raise BadRequestError(f"{what}: truncated, {size} of {expected_size} bytes received")

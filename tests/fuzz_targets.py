@@ -817,6 +817,22 @@ def _public_model_roundtrip(data: bytes, model) -> None:
     same(PublicModel.from_json(model.to_json()), model, "PublicModel.from_json(to_json())")
 
 
+def _json_text(data: bytes) -> object:
+    from fhe_core import jsontext
+
+    return jsontext.loads(data)
+
+
+def _json_text_roundtrip(data: bytes, value) -> None:
+    same(json.loads(json.dumps(value)), value, "jsontext.loads: json.dumps and back")
+
+
+def _json_text_corpus() -> list[bytes]:
+    from apps.logreg.config import HELRConfig
+
+    return [HELRConfig.tiny().to_json().encode(), b'{"a": [1, 2.5, null, {"b": "c"}], "d": true}', b"[[[[]]]]"]
+
+
 def _helr_config(data: bytes) -> object:
     from apps.logreg.config import HELRConfig
 
@@ -933,6 +949,8 @@ def targets() -> dict[str, Target]:
                _private_forest_from_bytes, model, _model_roundtrip("PrivateForest"), NPZ_MUTATORS),
         Target("apps.xgboost.plan.PublicModel.from_json", _public_model_corpus, _public_model,
                _errors("apps.xgboost.plan:PlanError"), _public_model_roundtrip, (mutate_json_text,)),
+        Target("fhe_core.jsontext.loads", _json_text_corpus, _json_text, (ValueError,), _json_text_roundtrip,
+               (mutate_json_text,)),
         Target("apps.logreg.config.HELRConfig.from_json", _helr_config_corpus, _helr_config,
                _errors("apps.logreg.config:HELRConfigError"), _helr_config_roundtrip, (mutate_json_text,)),
         Target("apps.logreg.trainer.read_checkpoint", _checkpoint_corpus, _read_checkpoint, serialization,

@@ -26,6 +26,7 @@ DESERIALIZERS = {
     "fhe_core/serialize/api.py:load": "fhe_core.serialize.load",
     "fhe_core/serialize/api.py:peek": "fhe_core.serialize.peek",
     "fhe_core/serialize/record.py:read_header": "fhe_core.serialize.read_header",
+    "fhe_core/jsontext.py:loads": "fhe_core.jsontext.loads",
     "fhe_core/params/literal.py:ParamsLiteral.from_json": "fhe_core.params.ParamsLiteral.from_json",
     "fhe_core/params/params.py:Params.from_literal": "fhe_core.params.Params.from_literal",
     "apps/xgboost/archive.py:read_archive": "apps.xgboost.archive.read_archive",

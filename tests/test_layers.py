@@ -1,7 +1,7 @@
 """The one-way layer order, read from the import statements of every module (ast, nothing imported).
 
-Inside fhe_core: errors <- ops <- ring <- params <- rlwe <- ckks, bfv <- serialize (<- the engine
-demo); then data <- ml <- apps (the shared table helper, then logreg and xgboost, then the apps
+Inside fhe_core: errors <- ops <- ring <- params <- rlwe <- ckks, bfv <- serialize, distributed (<- the
+engine demo); then data <- ml <- apps (the shared table helper, then logreg and xgboost, then the apps
 CLI) <- server <- demo. A module may import its own unit and any unit of a lower layer; a unit of
 its own layer (ckks and bfv, logreg and xgboost) or of a higher one is a violation, whether the
 import is at the top of the file, inside a function or under TYPE_CHECKING. Only fhe_core.ops
@@ -35,6 +35,7 @@ LAYERS = {
     "fhe_core.ckks": 6,
     "fhe_core.bfv": 6,
     "fhe_core.serialize": 7,
+    "fhe_core.distributed": 7,  # collectives on ciphertexts (beside serialize: neither imports the other)
     "fhe_core.demo": 8,         # the engine demo (python -m fhe_core.demo)
     "data": 10,
     "ml": 11,

@@ -3,15 +3,20 @@ halves in one process, beside the plaintext twin and scikit-learn.
 
     python -m apps.logreg train --mnist ../shared/data/mnist --iterations 30 --device cuda --plot helr.png
     python -m apps.logreg train --tiny --samples 512 --iterations 6      # insecure N = 2^11, CPU, seconds
+    python -m apps.logreg train --mnist ../shared/data/mnist --device cuda --nproc 2   # data-parallel, 2 GPUs
 
-The progress bar shows, per iteration, the decrypted-vs-twin difference (the client decrypts w
-after each step for the demo; a real server never could). The table compares test accuracy,
-AUROC and wall time of the encrypted model, the twin and scikit-learn; ``--plot`` draws accuracy
-and AUROC per iteration, encrypted beside plaintext.
+``--nproc k`` trains on k spawned ranks (NCCL, one GPU each; gloo processes on the CPU) sharing
+every batch (``apps.logreg.parallel``): the client writes the evaluation keys to a temporary file
+the ranks read, and decrypts rank 0's level-0 checkpoints after the run; the weights are
+bit-identical to one device. The progress bar shows, per iteration, the decrypted-vs-twin
+difference (the client decrypts w after each step for the demo; a real server never could). The
+table compares test accuracy, AUROC and wall time of the encrypted model, the twin and
+scikit-learn; ``--plot`` draws accuracy and AUROC per iteration, encrypted beside plaintext.
 """
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,12 +29,15 @@ from tqdm import tqdm
 from data.helr import helr_dataset
 from data.mnist import load_mnist
 from ml.baselines import LogregBaseline, logreg_baseline
+from fhe_core import serialize
+from fhe_core.ckks import Ciphertext
 from ml.metrics import BinaryReport, binary_report
 
 from ..table import format_table
 from .client import HELRClient
 from .config import HELRConfig
-from .trainer import EncryptedHELRTrainer
+from .parallel import train_data_parallel
+from .trainer import EncryptedHELRTrainer, bootstraps_after
 from .twin import HelrResult, design_matrix, train_helr
 
 
@@ -44,11 +52,14 @@ class EncryptedRun:
     twin: HelrResult
     encrypted: BinaryReport
     errors: list[float] = field(default_factory=list)          # max |w - w_twin| and |v - v_twin|
+    weights: list[np.ndarray] = field(default_factory=list)    # decrypted w after each iteration
+    checkpoint: bytes = b""                                    # the trainer's at the end (resumable)
     accuracy: list[float] = field(default_factory=list)        # decrypted w on the test set
     auroc: list[float] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     bootstraps: int = 0
     scored: BinaryReport | None = None                       # test set scored under encryption
+    margins: np.ndarray | None = None                        # its decrypted margins
 
 
 def _synced(device: str) -> float:
@@ -59,9 +70,11 @@ def _synced(device: str) -> float:
 
 def run_encrypted_helr(config: HELRConfig, mnist: str | Path | None = None, source: str = "auto",
                        device: str = "cpu", samples: int | None = None, progress: bool = True,
-                       score: bool = False, test_samples: int | None = None) -> EncryptedRun:
-    """Load MNIST, fit sklearn, run the twin, then the encrypted training on the same schedule;
-    with ``score``, also the test set encrypted and scored under the encrypted model."""
+                       score: bool = False, test_samples: int | None = None, nproc: int = 1,
+                       client_seed: bytes | None = None) -> EncryptedRun:
+    """Load MNIST, fit sklearn, run the twin, then the encrypted training on the same schedule
+    (on ``nproc`` data-parallel ranks when > 1); with ``score``, also the test set encrypted and
+    scored under the encrypted model. ``client_seed``: tests only (fixed keys and encryptions)."""
     mnist_data = load_mnist(mnist, source)
     data = helr_dataset(mnist_data)
     n = min(samples or len(data.x_train), len(data.x_train))
@@ -76,16 +89,39 @@ def run_encrypted_helr(config: HELRConfig, mnist: str | Path | None = None, sour
     start = time.perf_counter()
     twin = train_helr(x, y, config.twin_config(), x_test, y_test, schedule=schedule)
     seconds["twin"] = time.perf_counter() - start
+    client = HELRClient(config, device=device, seed=client_seed)
+    run = EncryptedRun(config, mnist_data.source, n, baseline, twin, binary_report(y_test, np.zeros(len(y_test))),
+                       seconds=seconds)
+    if nproc > 1:
+        _train_parallel(run, client, x, y, x_test, y_test, schedule, device, progress, score, nproc)
+    else:
+        _train_here(run, client, x, y, x_test, y_test, schedule, device, progress, score)
+    if config.iterations:
+        run.encrypted = binary_report(y_test, x_test @ run.weights[-1])
+    return run
 
+
+def _record(run: EncryptedRun, t: int, w: np.ndarray, v: np.ndarray, x_test: np.ndarray,
+            y_test: np.ndarray) -> BinaryReport:
+    """Iteration t's decrypted w and v against the twin's; the test-set report of w."""
+    twin = run.twin.records[t]
+    report = binary_report(y_test, x_test @ w)
+    run.weights.append(w)
+    run.errors.append(float(max(np.abs(w - twin.w).max(), np.abs(v - twin.v).max())))
+    run.accuracy.append(report.accuracy)
+    run.auroc.append(report.auroc)
+    return report
+
+
+def _train_here(run, client, x, y, x_test, y_test, schedule, device, progress, score) -> None:
+    """The client and the trainer in this process, one device; decrypts after every step (demo)."""
+    config, seconds = run.config, run.seconds
     start = _synced(device)
-    client = HELRClient(config, device=device)
     keys = client.eval_keys()
     seconds["keygen"] = _synced(device) - start
     dataset = client.encrypt_dataset(x, y, schedule)
     trainer = EncryptedHELRTrainer(config, keys, dataset, schedule)
     seconds["encrypt"] = _synced(device) - start - seconds["keygen"]
-    run = EncryptedRun(config, mnist_data.source, n, baseline, twin, binary_report(y_test, np.zeros(len(y_test))),
-                       seconds=seconds)
     seconds["encrypted"] = 0.0
     bar = tqdm(range(config.iterations), desc="encrypted HELR", unit="it", disable=None if progress else True)
     for t in bar:
@@ -93,21 +129,44 @@ def run_encrypted_helr(config: HELRConfig, mnist: str | Path | None = None, sour
         trainer.step()
         seconds["encrypted"] += _synced(device) - begin
         w, v = client.decrypt_weights(trainer.weights), client.decrypt_weights(trainer.velocity)  # demo only
-        record = twin.records[t]
-        report = binary_report(y_test, x_test @ w)
-        run.errors.append(float(max(np.abs(w - record.w).max(), np.abs(v - record.v).max())))
-        run.accuracy.append(report.accuracy)
-        run.auroc.append(report.auroc)
+        report = _record(run, t, w, v, x_test, y_test)
         bar.set_postfix({"|w-twin|": f"2^{np.log2(max(run.errors[-1], 2.0 ** -60)):.1f}",
                          "acc": f"{report.accuracy:.4f}"})
-    run.encrypted = binary_report(y_test, x_test @ w) if config.iterations else run.encrypted
-    run.bootstraps = trainer.bootstraps
+    run.bootstraps, run.checkpoint = trainer.bootstraps, trainer.checkpoint()
     if score and config.iterations:
         begin = _synced(device)
-        margins = client.decrypt_margins(trainer.score(client.encrypt_features(x_test)), len(x_test))
+        run.margins = client.decrypt_margins(trainer.score(client.encrypt_features(x_test)), len(x_test))
         seconds["score"] = _synced(device) - begin
-        run.scored = binary_report(y_test, margins)
-    return run
+        run.scored = binary_report(y_test, run.margins)
+
+
+def _train_parallel(run, client, x, y, x_test, y_test, schedule, device, progress, score, nproc) -> None:
+    """The client here, the trainer on ``nproc`` spawned ranks (apps.logreg.parallel); the client
+    decrypts rank 0's level-0 checkpoints afterwards (same values bit for bit as the full levels)."""
+    config, seconds = run.config, run.seconds
+    with tempfile.TemporaryDirectory(prefix="helr-keys-") as folder:
+        start = _synced(device)
+        keys_path = Path(folder) / "eval-keys.bin"
+        client.write_eval_keys(keys_path, progress=progress)
+        seconds["keygen"] = _synced(device) - start
+        dataset = client.encrypt_dataset(x, y, schedule)
+        seconds["encrypt"] = _synced(device) - start - seconds["keygen"]
+        begin = _synced(device)
+        features = client.encrypt_features(x_test) if score and config.iterations else None
+        seconds["score"] = _synced(device) - begin  # + the ranks' scoring and the decryption, below
+        result = train_data_parallel(config, keys_path, dataset, schedule, nproc, device=device, features=features,
+                                     progress=progress)
+    seconds["encrypted"] = sum(result.seconds)
+    for t, checkpoint in enumerate(result.client_checkpoints):
+        _, w, v = client.decrypt_checkpoint(checkpoint)
+        _record(run, t, w, v, x_test, y_test)
+    run.bootstraps, run.checkpoint = bootstraps_after(config, config.iterations), result.checkpoint
+    if result.scores is not None:
+        begin = _synced(device)
+        scores = serialize.loads_many(result.scores, client.params, expect=Ciphertext)
+        run.margins = client.decrypt_margins(scores, len(x_test))
+        seconds["score"] += result.score_seconds + _synced(device) - begin
+        run.scored = binary_report(y_test, run.margins)
 
 
 def comparison_table(run: EncryptedRun) -> str:
@@ -165,22 +224,28 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int, default=0, help="seed of the public mini-batch schedule")
     train.add_argument("--score-encrypted", action="store_true",
                        help="also encrypt the test set and score it under the encrypted model")
+    train.add_argument("--nproc", type=int, default=1,
+                       help="data-parallel ranks (spawned; one GPU each with --device cuda, NCCL; gloo on the CPU)")
     train.add_argument("--plot", type=Path, help="write accuracy and AUROC per iteration to this PNG")
     train.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.nproc < 1:
+        parser.error(f"--nproc must be >= 1, got {args.nproc}")
     changes = {"iterations": args.iterations, "seed": args.seed}
     if args.batch_size:
         changes["batch_size"] = args.batch_size
     config = HELRConfig.tiny(**changes) if args.tiny else HELRConfig.secure(bootstrapping=args.preset, **changes)
     run = run_encrypted_helr(config, args.mnist, args.source, args.device, args.samples, not args.no_progress,
-                             args.score_encrypted, args.test_samples)
+                             args.score_encrypted, args.test_samples, args.nproc)
     layout = config.layout
-    print(f"\nMNIST 3 vs 8 from {run.source}: {run.samples} training rows, {config.iterations} iterations, batch "
-          f"{config.batch_size} ({config.ciphertexts_per_batch} ciphertexts of {layout.rows} rows x "
+    ranks = f" on {args.nproc} ranks" if args.nproc > 1 else ""
+    print(f"\nMNIST 3 vs 8 from {run.source}: {run.samples} training rows, {config.iterations} iterations{ranks}, "
+          f"batch {config.batch_size} ({config.ciphertexts_per_batch} ciphertexts of {layout.rows} rows x "
           f"{layout.columns}); {config.bootstrapping}")
     if run.errors:
         print(f"max |decrypted w, v - twin| over the iterations: {max(run.errors):.3e} "

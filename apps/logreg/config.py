@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, fields
 
 from fhe_core.ckks.bootstrapping import parameters as boot_presets
 from fhe_core.ckks.bootstrapping.parameters import BootstrappingParameters
+from fhe_core import jsontext
 from fhe_core.errors import ParameterError
 from ml.activations import FoldedCubic
 from ml.packing import ColumnMajorLayout
@@ -132,8 +133,8 @@ class HELRConfig:
     @classmethod
     def from_json(cls, text: str | bytes) -> HELRConfig:
         try:
-            data = json.loads(text)
-        except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: nesting too deep
+            data = jsontext.loads(text)
+        except (TypeError, ValueError) as exc:
             raise HELRConfigError(f"HELRConfig.from_json: not JSON ({exc})") from None
         names = {f.name for f in fields(cls)}
         if not isinstance(data, dict) or set(data) - names:

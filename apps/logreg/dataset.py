@@ -11,7 +11,7 @@ import json
 import struct
 from dataclasses import dataclass
 
-from fhe_core import serialize
+from fhe_core import jsontext, serialize
 from fhe_core.ckks import Ciphertext
 from fhe_core.errors import SerializationError
 from fhe_core.params import Params
@@ -58,11 +58,11 @@ class EncryptedDataset:
         if magic != MAGIC or length > MAX_HEADER_BYTES or len(view) < _HEADER.size + length:
             raise SerializationError("EncryptedDataset: not an encrypted HELR dataset (bad magic or header length)")
         try:
-            header = json.loads(bytes(view[_HEADER.size:_HEADER.size + length]))
+            header = jsontext.loads(bytes(view[_HEADER.size:_HEADER.size + length]))
             counts = [int(c) for c in header["blocks"]]
             samples, features, batch = (int(header[k]) for k in ("samples", "features", "batch_size"))
-        # OverflowError: int() of an infinity (1e999 in JSON); RecursionError: nesting too deep
-        except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
+        # OverflowError: int() of an infinity (1e999 in JSON)
+        except (ValueError, KeyError, TypeError, OverflowError) as exc:
             raise SerializationError(f"EncryptedDataset: bad header ({exc})") from None
         if not counts or min(counts) < 1 or min(samples, features, batch) < 1:
             raise SerializationError(f"EncryptedDataset: bad header {header}")

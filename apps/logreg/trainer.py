@@ -149,8 +149,8 @@ class EncryptedHELRTrainer:
             raise HELRTrainingError(f"EncryptedHELRTrainer: the schedule ({len(schedule.permutation)} rows, batch "
                                     f"{schedule.batch_size}, {schedule.n_blocks} blocks) does not match the dataset "
                                     f"({data.samples} rows, batch {data.batch_size}, {data.n_blocks} blocks)")
-        if any(len(block) != config.ciphertexts_per_batch for block in data.blocks):
-            raise HELRTrainingError(f"EncryptedHELRTrainer: every block must hold {config.ciphertexts_per_batch} "
+        if any(len(block) != self._block_length() for block in data.blocks):
+            raise HELRTrainingError(f"EncryptedHELRTrainer: every block must hold {self._block_length()} "
                                     f"ciphertexts, got {sorted({len(b) for b in data.blocks})}")
         if data.features > config.columns:
             raise HELRTrainingError(f"EncryptedHELRTrainer: {data.features} features exceed {config.columns} columns")
@@ -164,6 +164,10 @@ class EncryptedHELRTrainer:
             if ct.slots != config.layout.slots or ct.level < top or ct.degree != 1:
                 raise LevelMismatchError(f"EncryptedHELRTrainer: data ciphertexts must have {config.layout.slots} "
                                          f"slots, degree 1 and level >= {top}; got {ct!r}")
+
+    def _block_length(self) -> int:
+        """Ciphertexts per block of the dataset this trainer holds (all of a batch's, here)."""
+        return self.config.ciphertexts_per_batch
 
     # ---- state -------------------------------------------------------------------------------------
 
@@ -246,6 +250,15 @@ class EncryptedHELRTrainer:
         other samples hold partial sums): level l - 3. ``factor`` rides on f Z and the constant
         term (module docstring)."""
         ev, layout, cubic = self.evaluator, self.config.layout, self._cubic
+        total, z_sum = self._block_sums(self._terms(block, factor, v))
+        total = ev.add(total, self._times_constant(z_sum, factor * cubic.constant / cubic.mu, total.scale))
+        return rotate_sum(ev, total, layout.rows)
+
+    def _terms(self, block, factor: float, v: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
+        """(sum of the cubic terms factor eta p'(z_i . v) z_i, sum of the z) over ``block``: level
+        l - 3 and level l. Both are sums mod Q, exact and in any order, so the terms of a batch split
+        across ranks add up (:meth:`_block_sums`) to these residues bit for bit."""
+        ev, layout, cubic = self.evaluator, self.config.layout, self._cubic
         total = None
         block = [z if z.level <= v.level else ev.drop_level(z, v.level) for z in block]  # cheaper f Z, sum Z
         for z in block:                                         # z holds mu z
@@ -255,8 +268,12 @@ class EncryptedHELRTrainer:
         z_sum = block[0]
         for z in block[1:]:
             z_sum = ev.add(z_sum, z)
-        total = ev.add(total, self._times_constant(z_sum, factor * cubic.constant / cubic.mu, total.scale))
-        return rotate_sum(ev, total, layout.rows)
+        return total, z_sum
+
+    def _block_sums(self, sums: tuple[Ciphertext, Ciphertext]) -> tuple[Ciphertext, Ciphertext]:
+        """The sums of :meth:`_terms` over the whole batch: here the block is whole (one device);
+        ``apps.logreg.parallel`` all-reduces the shares of its ranks."""
+        return sums
 
     def _spread(self, sums: Ciphertext, value: float) -> Ciphertext:
         """value * (sample 0 of each feature of ``sums``) in every sample, at scale ~Delta: level - 1."""

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from fhe_core import jsontext
 from fhe_core.errors import FHEError
 
 from .encoding import ExportError
@@ -39,8 +40,8 @@ def read_archive(data: bytes | bytearray | memoryview, what: str, max_bytes: int
     if raw.dtype != np.uint8 or raw.ndim != 1:
         raise ModelFormatError(f"{what}: the header must be 1-D uint8 (JSON text), got {raw.dtype} {raw.shape}")
     try:
-        header = json.loads(raw.tobytes())
-    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError; RecursionError: deep nesting
+        header = jsontext.loads(raw.tobytes())
+    except ValueError:  # UnicodeDecodeError is one
         raise ModelFormatError(f"{what}: the header is not JSON") from None
     if not isinstance(header, dict) or header.get("format") != fmt:
         raise ModelFormatError(f"{what}: not a {fmt} archive")

@@ -71,6 +71,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fhe_core import jsontext
 from fhe_core.bfv import FLOOD_NOISE_BITS, flood_requirement
 from fhe_core.errors import FHEError
 from fhe_core.params import Params, ParamsLiteral, preset_literal
@@ -826,8 +827,8 @@ class PublicModel:
     @classmethod
     def from_json(cls, text: str | bytes) -> PublicModel:
         try:
-            data = json.loads(text)
-        except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: nesting too deep
+            data = jsontext.loads(text)
+        except (TypeError, ValueError) as exc:
             raise PlanError(f"PublicModel: not JSON ({exc})") from None
         if isinstance(data, dict) and data.get("kind") == "private":
             return cls._private_from(data)

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from fhe_core import jsontext
 from fhe_core.errors import ParameterError
 
 
@@ -67,9 +68,8 @@ class ParamsLiteral:
     def from_json(cls, text: str) -> ParamsLiteral:
         """Inverse of :meth:`to_json`."""
         try:
-            data = json.loads(text)
-        # ValueError: malformed JSON, or an integer of more than 4300 digits; RecursionError: deep nesting
-        except (ValueError, RecursionError) as exc:
+            data = jsontext.loads(text)
+        except ValueError as exc:  # malformed, nested past jsontext.MAX_DEPTH, an integer of over 4300 digits
             raise ParameterError(f"parameter literal is not valid JSON: {exc}") from None
         if not isinstance(data, dict):
             raise ParameterError("a parameter literal must be a JSON object")

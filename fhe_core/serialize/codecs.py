@@ -154,7 +154,7 @@ def decode_params(record: Record, meta: dict[str, Any], *, device: torch.device 
         params = Params.from_literal(literal, allow_insecure=allow_insecure, device=device) if canonical else None
     except (SecurityError, SizeLimitError):
         raise
-    except (ValueError, TypeError, RecursionError) as exc:   # ParameterError is a ValueError
+    except (ValueError, TypeError) as exc:   # ParameterError is a ValueError
         raise MetadataError(f"params: the literal is invalid: {exc}") from None
     if params is None:
         raise MetadataError("params: the literal is not in canonical JSON form")

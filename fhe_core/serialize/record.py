@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from fhe_core import jsontext
 from fhe_core.errors import (
     BadMagicError, ChecksumError, MetadataError, SerializationError, SizeLimitError, TrailingDataError,
     TruncatedError, UnsupportedVersionError, WrongKindError,
@@ -265,9 +266,9 @@ def decode_metadata(record: Record) -> dict[str, Any]:
     if len(raw) % 8:
         raise MetadataError(f"{what}: metadata length {len(raw)} is not a multiple of 8")
     try:
-        meta = json.loads(raw.decode("ascii"), parse_constant=_refuse_constant,
-                          object_pairs_hook=_refuse_duplicates)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        meta = jsontext.loads(raw.decode("ascii"), parse_constant=_refuse_constant,
+                              object_pairs_hook=_refuse_duplicates)
+    except ValueError as exc:  # UnicodeDecodeError is one
         raise MetadataError(f"{what}: metadata is not valid ASCII JSON ({exc})") from None
     if not isinstance(meta, dict):
         raise MetadataError(f"{what}: metadata must be a JSON object, got {type(meta).__name__}")

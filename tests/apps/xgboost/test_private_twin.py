@@ -95,7 +95,9 @@ def test_deep_trees_with_missing_values(objective, n_classes, depth):
     booster = xgboost.train(params, xgboost.DMatrix(x[:400], label=y[:400]), num_boost_round=12)
     forest = export_private(booster, FixedPointGrid(8, 5), FRAC_BITS)
     check_agreement(booster, forest, x[400:])
-    assert forest.depth == depth and forest.is_padding.any() and (forest.default_left[~forest.is_padding] == 0).any()
+    assert forest.depth == depth and (forest.default_left[~forest.is_padding] == 0).any()
+    if depth > 2:  # trees of depth 2 may all be full (xgboost 3.4 grows these so): nothing to pad
+        assert forest.is_padding.any()
     k = forest.threshold_index[~forest.is_padding]
     assert 0 <= k.min() and k.max() <= 256 and len(np.unique(k)) > 10
 
