@@ -3,9 +3,11 @@
 ``python -m demo`` (what ``bash scripts/quickstart.sh demo`` runs) starts the HTTP service on a
 loopback port and then acts as its users:
 
-1. a lab registers an XGBoost model trained on SRBCT tumour profiles (and the iDASH 2020 model
-   when its files are given); a clinic generates keys, registers the evaluation keys, sends
-   encrypted profiles, decrypts the encrypted class scores and compares them with plaintext
+1. a lab registers an XGBoost model trained on SRBCT tumour profiles in the model-private
+   encoding (the clinic learns only the grid and public bounds; ``--srbct-encodings`` adds the
+   thermometer encoding for comparison) and the iDASH 2020 model when its files are given; a
+   clinic generates keys, registers the evaluation keys and its public key, sends encrypted
+   profiles, decrypts the (flooded) encrypted class scores and compares them with plaintext
    XGBoost and the exact integer twin;
 2. a data owner uploads the encrypted MNIST 3-vs-8 training set, submits an encrypted HELR
    training job, follows it, downloads and decrypts the model after every iteration and

@@ -2,6 +2,7 @@
 
     python -m demo                                   # bundled data, 128-bit parameters, GPU if present
     python -m demo --mnist DIR --islp DIR --idash DIR --device cuda --iterations 30
+    python -m demo --srbct-encodings private thermometer   # SRBCT in both encodings, side by side
     python -m demo --insecure-tiny --samples 64      # tiny insecure rings: the CI test of this code path
 
 On a CPU the training job runs until just past its first bootstrapping (3 iterations) unless
@@ -24,16 +25,17 @@ import torch
 from apps.logreg.config import HELRConfig
 from apps.logreg.trainer import ITERATION_DEPTH, PACK_DEPTH
 from apps.table import format_table
-from apps.xgboost.encrypted import idash_job, srbct_job
+from apps.xgboost.encrypted import idash_job, smallest_preset, srbct_job
 from data.errors import DataError
 from server.client import APIError, JobFailedError, ServiceClient
 
 from .forest import ForestOutcome, register_model, score_through_service
-from .report import FOREST_HEADERS, describe_machine, forest_rows, training_rows, write_report
+from .report import (FOREST_HEADERS, MODE_HEADERS, describe_machine, forest_rows, mode_rows, training_rows,
+                     write_report)
 from .service import MemoryWatch, ServiceProcess, ServiceStartError
 from .training import TrainingOutcome, load_helr_data, train_through_service
 
-SECURE_BFV, TINY_BFV = "BFVN13QP218L3D4T20", "BFVN11QP335L4D5T20Insecure"
+TINY_BFV = "BFVN12QP660L7D3T20Insecure"  # the tiny test ring: room for the private circuit and flooding
 GPU_ITERATIONS = 30
 
 
@@ -47,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--islp", type=Path,
                         help="SRBCT: directory of Khan_*.csv or an islp wheel (default: installed islp)")
     parser.add_argument("--idash", type=Path, help="iDASH 2020 workload directory (scored too when given)")
+    parser.add_argument("--srbct-encodings", nargs="+", choices=("private", "thermometer"), default=["private"],
+                        help="SRBCT encodings to run (default: the model-private one; add thermometer to compare)")
     parser.add_argument("--iterations", type=int, help="HELR iterations (default: 30 on a GPU, 3 on a CPU)")
     parser.add_argument("--samples", type=int, help="HELR training rows (default: all)")
     parser.add_argument("--skip-training", action="store_true", help="predictions only")
@@ -80,7 +84,8 @@ def helr_config(args: argparse.Namespace, device: str) -> HELRConfig:
 
 def forest_jobs(args: argparse.Namespace) -> list[tuple[str, object]]:
     tiny = dict(rounds=10, genes=150) if args.insecure_tiny else {}
-    jobs = [("srbct", srbct_job(args.islp, **tiny))]
+    jobs = [(f"srbct-{encoding}", srbct_job(args.islp, encoding=encoding, **tiny))
+            for encoding in dict.fromkeys(args.srbct_encodings)]
     if args.idash is not None:
         jobs.append(("idash", idash_job(args.idash, 258)))
     return jobs
@@ -115,14 +120,15 @@ def predictions(args: argparse.Namespace, lab: ServiceClient, user: ServiceClien
                 out: Path) -> list[ForestOutcome]:
     """Each tree model: the lab registers it, the clinic scores its samples through the service."""
     secure = not args.insecure_tiny
-    preset = SECURE_BFV if secure else TINY_BFV
     outcomes = []
     for name, job in forest_jobs(args):
-        print(f"==> encrypted predictions: {job.name}", flush=True)
+        preset = smallest_preset(job) if secure else TINY_BFV
+        print(f"==> encrypted predictions: {job.name} ({preset})", flush=True)
         register_model(lab, name, job, preset, not secure)
         outcomes.append(score_through_service(user, name, job, preset, device=device, allow_insecure=not secure,
                                               out_dir=out))
     print(format_table(FOREST_HEADERS, forest_rows(outcomes)), flush=True)
+    print(format_table(MODE_HEADERS, mode_rows(outcomes)), flush=True)
     return outcomes
 
 

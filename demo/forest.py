@@ -11,7 +11,7 @@ import numpy as np
 
 from apps.xgboost.client import ForestClient
 from apps.xgboost.encrypted import Job, Run, plot_confusion
-from apps.xgboost.plan import IdashModel, PublicModel, named_params
+from apps.xgboost.plan import PublicModel, named_params
 from fhe_core import serialize
 from server.client import ServiceClient, Traffic
 
@@ -22,6 +22,7 @@ class ForestOutcome:
 
     name: str
     model: str
+    encoding: str
     preset: str
     n_samples: int
     class_names: tuple[str, ...]
@@ -29,8 +30,9 @@ class ForestOutcome:
     scores: np.ndarray                 # decrypted class scores [n, C] (fixed-point integers)
     twin_scores: np.ndarray            # the integer twin's, [n, C]
     predicted: np.ndarray
-    library_predicted: np.ndarray | None
-    budget_left: float
+    library_predicted: np.ndarray | None  # XGBoost on what the encoding sees (the grid-quantized features)
+    raw_predicted: np.ndarray | None      # XGBoost on the raw features
+    budget_left: float                 # the answers' measured noise budget (the flooding level)
     seconds: dict[str, float] = field(default_factory=dict)
     bytes: dict[str, int] = field(default_factory=dict)
     traffic: dict[str, Traffic] = field(default_factory=dict)  # per step: bytes and seconds on the wire
@@ -55,12 +57,19 @@ class ForestOutcome:
         return None if lib is None else int((self.predicted == lib).sum())
 
 
+KINDS = {"private": "private", "thermometer": "xgboost", "idash": "idash"}  # encoding -> service model kind
+LEARNS = {  # what the client learns from the model's public part (beyond its own scores)
+    "private": "parameters, #features, #classes, the grid, max trees per class, max depth",
+    "thermometer": "parameters, the lab's cuts (training-data quantiles) of every feature",
+    "idash": "parameters, the tree layout; the client encodes per node (Magara et al.)",
+}
+
+
 def register_model(lab: ServiceClient, name: str, job: Job, preset: str, allow_insecure: bool) -> None:
     """The model owner's side: the exported forest goes to the server once (admin call), laid out
     for batches of the workload's size (fewer ciphertexts than the default width's)."""
     params = named_params(preset, allow_insecure=allow_insecure)
-    kind = "idash" if isinstance(job.model, IdashModel) else "xgboost"
-    lab.add_model(name, job.model.to_bytes(), params, kind=kind, width=job.n_samples, replace=True)
+    lab.add_model(name, job.model.to_bytes(), params, kind=KINDS[job.encoding], width=job.n_samples, replace=True)
 
 
 def score_through_service(user: ServiceClient, name: str, job: Job, preset: str, *, device: str,
@@ -74,17 +83,14 @@ def score_through_service(user: ServiceClient, name: str, job: Job, preset: str,
     client = ForestClient(public, device=device, allow_insecure=allow_insecure)
     keys = client.eval_keys()
     seconds["keygen"] = time.perf_counter() - start
-    sizes["keys"] = len(serialize.dumps(keys, packed=True))  # as register_keys sends them
+    sizes["keys"] = len(serialize.dumps_many([keys, client.public_key], packed=True))  # as register_keys sends them
     start, before = time.perf_counter(), user.traffic.snapshot()
-    keyset = user.register_keys(keys, client.params)
+    keyset = user.register_keys(keys, client.params, public_key=client.public_key)
     seconds["register keys"] = time.perf_counter() - start
     traffic["register keys"] = user.traffic.since(before)
     start = time.perf_counter()
     cts = client.encrypt(job.samples)
     seconds["encrypt"] = time.perf_counter() - start
-    # the batch's ciphertexts share one shape and level (the plan's input level): one record's
-    # size times their count, rather than serializing the whole batch an extra time
-    sizes["request"] = len(cts) * len(serialize.dumps(cts[0], packed=True))
     start, before = time.perf_counter(), user.traffic.snapshot()
     results = user.predict(name, keyset, cts, client.params)
     seconds["first predict (loads keys and model)"] = time.perf_counter() - start
@@ -93,13 +99,13 @@ def score_through_service(user: ServiceClient, name: str, job: Job, preset: str,
     results = user.predict(name, keyset, cts, client.params)
     seconds["predict (HTTP round trip)"] = time.perf_counter() - start
     traffic["predict"] = user.traffic.since(before)
-    sizes["response"] = len(serialize.dumps_many(results, packed=True))
+    sizes["request"], sizes["response"] = traffic["predict"].sent, traffic["predict"].received
     start = time.perf_counter()
     scores = client.decrypt_scores(results, job.n_samples)
     seconds["decrypt"] = time.perf_counter() - start
     predicted = scores.argmax(axis=1) if scores.shape[1] > 1 else (scores[:, 0] > 0).astype(np.int64)
-    outcome = ForestOutcome(job.name, name, preset, job.n_samples, job.class_names, job.labels, scores,
-                            job.twin_scores, predicted, job.library_predicted,
+    outcome = ForestOutcome(job.name, name, job.encoding, preset, job.n_samples, job.class_names, job.labels, scores,
+                            job.twin_scores, predicted, job.library_predicted, job.raw_predicted,
                             min(client.noise_budget(ct) for ct in results), seconds, sizes, traffic)
     run = Run(job, None, scores, predicted, seconds, sizes, outcome.budget_left)
     outcome.confusion_png = plot_confusion(run, out_dir / f"confusion-{name}.png")

@@ -12,7 +12,7 @@ import torch
 
 from apps.logreg.cli import plot_run
 
-from .forest import ForestOutcome
+from .forest import LEARNS, ForestOutcome
 from .training import TrainingOutcome
 
 MiB = 2.0**20
@@ -63,6 +63,25 @@ def forest_rows(outcomes: list[ForestOutcome]) -> list[tuple]:
     return rows
 
 
+def mode_rows(outcomes: list[ForestOutcome]) -> list[tuple]:
+    """Per encoding: what the client learns, the request and answer sizes, the client's encryption,
+    the server's evaluation of the batch (the ``evaluate`` step of its Server-Timing) and the HTTP
+    round trip."""
+    return [(o.name, o.encoding, LEARNS[o.encoding], _accuracy(o.raw_predicted, o.labels),
+             f"{o.bytes['request'] / MiB:.1f}",
+             f"{o.bytes['response'] / MiB:.2f}", f"{o.seconds['encrypt']:.2f}",
+             f"{o.traffic['predict'].server_steps['evaluate'] * 1e3:.1f}",
+             f"{o.seconds['predict (HTTP round trip)']:.2f}")
+            for o in outcomes]
+
+
+def _accuracy(predicted, labels) -> str:
+    return "-" if predicted is None else f"{int((predicted == labels).sum())}/{len(labels)}"
+
+
+MODE_HEADERS = ["workload", "encoding", "the client learns", "accuracy (XGBoost, raw features)", "request MiB",
+                "answer MiB", "encrypt s", "evaluate ms (server)", "round trip s"]
+
 TRAFFIC_HEADERS = ["job", "step", "requests", "MiB sent", "MiB received", "seconds in HTTP", "MB/s",
                    "client serialization s", "server work s"]
 
@@ -89,7 +108,7 @@ def traffic_rows(forests: list[ForestOutcome], training: TrainingOutcome | None)
 FOREST_HEADERS = ["workload", "parameters", "accuracy (encrypted)", "accuracy (XGBoost)", "scores = integer twin",
                   "argmax = XGBoost", "HTTP round trip: first / next batch", "samples/s",
                   "MiB keys / request / response",
-                  "noise budget left (bits)"]
+                  "answers' noise budget (flooded, bits)"]
 
 
 def training_rows(t: TrainingOutcome) -> list[tuple]:
@@ -129,7 +148,9 @@ def write_report(out_dir: Path, env: Environment, forests: list[ForestOutcome],
     md += ["## Encrypted predictions over HTTP (XGBoost on BFV)", "",
            "The clinic encrypts its samples, the server evaluates the lab's trees on ciphertexts, the clinic "
            "decrypts the class scores. Exact: the decrypted scores must equal the integer twin's.", "",
-           _md_table(FOREST_HEADERS, forest_rows(forests)), ""]
+           _md_table(FOREST_HEADERS, forest_rows(forests)), "",
+           "Per encoding (answers are noise-flooded: their noise says nothing of the trees):", "",
+           _md_table(MODE_HEADERS, mode_rows(forests)), ""]
     for o in forests:
         steps = ", ".join(f"{k} {v:.2f} s" for k, v in o.seconds.items())
         md += [f"**{o.name}** ({o.model}): {steps}.", "",
@@ -141,7 +162,7 @@ def write_report(out_dir: Path, env: Environment, forests: list[ForestOutcome],
            "seconds inside them, the client's own serialization, and the server's work (what its "
            "Server-Timing header reports for a prediction: reading the batch, evaluating, writing the "
            "answer; started to finished for the training job). Fresh ciphertexts travel seeded, residues "
-           "at their primes' widths, answers modulus-switched down (README: what travels).", "",
+           "at their primes' widths, answers flooded, then modulus-switched down (README: what travels).", "",
            _md_table(TRAFFIC_HEADERS, traffic_rows(forests, training)), ""]
     md += ["## Resources", "",
            f"Peak resident memory: client {env.peak_client_bytes / 2**30:.1f} GiB, server "
@@ -176,8 +197,10 @@ def _as_json(env: Environment, forests: list[ForestOutcome], t: TrainingOutcome 
     data = {"environment": env.__dict__, "forests": [], "training": None}
     for o in forests:
         data["forests"].append({
-            "name": o.name, "model": o.model, "preset": o.preset, "samples": o.n_samples, "correct": o.correct,
-            "library_correct": o.library_correct, "exact": o.exact, "same_as_library": o.same_as_library,
+            "name": o.name, "model": o.model, "encoding": o.encoding, "preset": o.preset, "samples": o.n_samples,
+            "correct": o.correct, "library_correct": o.library_correct, "exact": o.exact,
+            "raw_correct": None if o.raw_predicted is None else int((o.raw_predicted == o.labels).sum()),
+            "same_as_library": o.same_as_library,
             "scores": o.scores.tolist(), "predicted": o.predicted.tolist(), "seconds": o.seconds,
             "bytes": o.bytes, "budget_left": o.budget_left,
             "traffic": {step: t.__dict__ for step, t in o.traffic.items()}})

@@ -10,9 +10,12 @@
 #       tests   every `gpu` test (engine, schemes, bootstrapping, the applications at 128 bits;
 #               FHE_GPU_TESTS="tests/apps" narrows it)
 #       bench   engine, CKKS, BFV and bootstrapping benchmarks (scripts/bench.py)
-#       apps    HELR (30 iterations, full MNIST) and XGBoost (iDASH, SRBCT) benchmarks, bytes on the
-#               wire by format, one HTTP stream's MB/s
-#       demo    the main job (python -m demo) on the GPU, full MNIST, iDASH included
+#       apps    HELR (30 iterations, full MNIST) and the trees stage's benchmarks
+#       trees   XGBoost alone (iDASH 99 and 258, SRBCT model-private and thermometer: exact or it
+#               fails, server ms, request/answer MiB), bytes on the wire by format, one HTTP
+#               stream's MB/s; not in the default stages (apps includes it)
+#       demo    the main job (python -m demo) on the GPU, full MNIST, iDASH included, SRBCT in both
+#               encodings (model-private and thermometer) for the report's per-encoding rows
 #       dist    two GPUs or more (device kind nvidia-h200-x2; not in the default stages): the NCCL tests
 #               (collectives on ciphertexts, data-parallel HELR against one GPU bit for bit) and
 #               scripts/bench_helr_dist.py (full MNIST, 10 iterations on 1 and 2 GPUs, with and
@@ -42,7 +45,7 @@ case "${1:-}" in
     --no-bench) stages="build tests" ;;
     --only) stages="${2:?--only needs a list of stages}" ;;
     "") ;;
-    *) echo "usage: bash scripts/device.sh [--no-bench | --only 'build tests bench apps demo dist py312']" >&2; exit 2 ;;
+    *) echo "usage: bash scripts/device.sh [--no-bench | --only 'build tests bench apps trees demo dist py312']" >&2; exit 2 ;;
 esac
 has() { case " $stages " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
@@ -92,12 +95,10 @@ if has bench; then
     python3 scripts/bench.py --device cuda --only boot --json "$out/bench.jsonl" --markdown "$out/bench-boot.md"
 fi
 
-if has apps; then
-    echo "==> application benchmarks"
+if has apps || has trees; then
+    echo "==> tree-ensemble benchmarks"
     python3 scripts/bench_xgboost.py --device cuda ${data:+--idash "$data/idash2020_sabanci_xgb" --islp "$data/srbct_khan2001"} \
-        --json "$out/apps.jsonl" --markdown "$out/bench-apps.md"
-    python3 scripts/bench_helr.py --device cuda --iterations 30 ${data:+--mnist "$data/mnist"} \
-        --json "$out/apps.jsonl" --markdown "$out/bench-helr.md"
+        --json "$out/apps.jsonl" --markdown "$out/bench-apps.md" || rc=1
     python3 scripts/bench_wire.py --device cuda ${data:+--idash "$data/idash2020_sabanci_xgb" --islp "$data/srbct_khan2001"} \
         --json "$out/wire.jsonl" | tee "$out/bench-wire.txt"
     python3 scripts/bench_http.py --mib 256 --json "$out/http.jsonl" | tee "$out/bench-http.txt"
@@ -113,10 +114,16 @@ if has dist; then
     [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
 
+if has apps; then
+    echo "==> HELR benchmark"
+    python3 scripts/bench_helr.py --device cuda --iterations 30 ${data:+--mnist "$data/mnist"} \
+        --json "$out/apps.jsonl" --markdown "$out/bench-helr.md"
+fi
+
 if has demo; then
     echo "==> the main job on the GPU"
     start=$(date +%s)
-    python3 -m demo --device cuda --no-progress --out "$out/demo" \
+    python3 -m demo --device cuda --no-progress --out "$out/demo" --srbct-encodings private thermometer \
         ${data:+--mnist "$data/mnist" --islp "$data/srbct_khan2001" --idash "$data/idash2020_sabanci_xgb"} \
         2>&1 | tee "$out/demo.log"
     echo "main job wall time: $(( $(date +%s) - start )) s" | tee -a "$out/demo.log"

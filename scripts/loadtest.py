@@ -104,7 +104,7 @@ def percentile(values: list[float], q: float) -> float:
 def overhead(api: ServiceClient, model: str, keyset: str, client: ForestClient, keys, forest: HEForest, cts,
              repeat: int):
     """Median seconds: in-process evaluate vs the same prediction over HTTP."""
-    evaluator = ForestEvaluator(client.params, keys, forest)
+    evaluator = ForestEvaluator(client.params, keys, forest, public_key=client.public_key)
     sync = torch.cuda.synchronize if client.params.device.type == "cuda" else (lambda: None)
     evaluator.evaluate(cts)  # warm-up (plaintext caches)
     api.predict(model, keyset, cts, client.params)  # warm-up (server caches)
@@ -394,10 +394,10 @@ def main() -> int:
                 public = PublicModel.from_json(json.dumps(api.model("load")["public"]))
                 client = ForestClient(public, device=args.device, allow_insecure=insecure)
                 keys = client.eval_keys()
-                keyset = api.register_keys(keys, client.params)
+                keyset = api.register_keys(keys, client.params, public_key=client.public_key)
                 x = np.random.default_rng(1).normal(size=(args.samples, forest.binning.n_features)).astype(np.float32)
                 cts = client.encrypt(x)
-                body = dumps_many(cts)
+                body = dumps_many(cts, packed=True)
                 expected = predict_forest(forest, forest.binning.encode(x)).scores
                 answer = dumps_many(api.predict("load", keyset, cts, client.params))
                 if args.mix:

@@ -4,6 +4,7 @@
     python -m server create-token TENANT [--admin] [--ttl SECONDS]   prints a new bearer token once
     python -m server revoke-tokens TENANT
     python -m server add-model NAME --model forest.bin --params params.json|--preset NAME [--replace]
+                                    [--encoding private [--max-trees-per-class T] [--max-depth D]]
 
 Settings not given as flags come from the environment (``FHE_SERVER_DATA_DIR``,
 ``FHE_SERVER_DEVICE``, ``FHE_SERVER_ALLOW_INSECURE``, ...; see :class:`server.settings.Settings`).
@@ -61,10 +62,15 @@ def _add_model(args: argparse.Namespace) -> None:
     if (args.params is None) == (args.preset is None):
         raise SystemExit("add-model: give exactly one of --params FILE and --preset NAME")
     literal = json.loads(Path(args.params).read_text()) if args.params else preset_literal(args.preset).to_dict()
+    if args.encoding == "private" and args.kind != "xgboost":
+        raise SystemExit("add-model: --encoding private applies to XGBoost models (--kind xgboost)")
+    kind = "private" if args.encoding == "private" else args.kind
+    bounds = {k: v for k, v in (("max_trees_per_class", args.max_trees_per_class), ("max_depth", args.max_depth))
+              if v is not None}
     service = build_service(_settings(args), start_worker=False)
     try:
-        row = service.models.add(args.name, args.kind, literal, Path(args.model).read_bytes(), width=args.width,
-                                 replace=args.replace)
+        row = service.models.add(args.name, kind, literal, Path(args.model).read_bytes(), width=args.width,
+                                 replace=args.replace, bounds=bounds or None)
     finally:
         service.close()
     print(f"model {row['name']!r} ({row['kind']}) for params_id {row['params_id']}")
@@ -101,6 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     model.add_argument("name")
     model.add_argument("--model", required=True, help="the model file")
     model.add_argument("--kind", default="xgboost", choices=("xgboost", "idash"))
+    model.add_argument("--encoding", default="thermometer", choices=("thermometer", "private"),
+                       help="xgboost: thermometer (an HEForest: clients get the lab's cuts) or private (a "
+                            "PrivateForest: clients get only the grid and the public bounds)")
+    model.add_argument("--max-trees-per-class", type=int, help="private: the public bound (default: the model's)")
+    model.add_argument("--max-depth", type=int, help="private: the public bound (default: the model's)")
     model.add_argument("--width", type=int, help="most samples per prediction batch (default: the plan's)")
     model.add_argument("--params", help="a ParamsLiteral JSON file")
     model.add_argument("--preset", help="a preset name (fhe_core.params.presets)")

@@ -21,7 +21,8 @@ def build_service(settings: Settings, *, start_worker: bool = True) -> Service:
     """The service with its app adapters and (unless told not to) a running job worker; the
     process that runs the worker serves the data directory (owns it: see :class:`Service`)."""
     service = Service(settings, owner=start_worker)
-    service.models = ModelRegistry(service, {"xgboost": ForestKind("HEForest"), "idash": ForestKind("IdashModel")})
+    service.models = ModelRegistry(service, {"xgboost": ForestKind("HEForest"), "idash": ForestKind("IdashModel"),
+                                             "private": ForestKind("PrivateForest")})
     service.training = HELRTraining(service)
     if start_worker:
         service.worker = JobWorker(service, {"helr": service.training})

@@ -1,8 +1,10 @@
 """Adapters from the service to the applications' server halves.
 
 - :class:`ForestKind`: encrypted tree-ensemble inference on BFV (apps.xgboost): models are
-  ``HEForest.to_bytes()`` (kind 'xgboost') or ``IdashModel.to_bytes()`` (kind 'idash'); the plan
-  checks that the parameters evaluate the model exactly.
+  ``HEForest.to_bytes()`` (kind 'xgboost', the thermometer encoding), ``PrivateForest.to_bytes()``
+  (kind 'private', the model-private encoding: the public part is the bounds only) or
+  ``IdashModel.to_bytes()`` (kind 'idash'); the plan checks that the parameters evaluate the model
+  exactly and that its answers can be flooded (each needs the client's public key).
 - :class:`HELRTraining`: encrypted logistic-regression training on CKKS with bootstrapping
   (apps.logreg): datasets are ``EncryptedDataset.to_bytes()``; a job is an
   ``EncryptedHELRTrainer`` advanced one iteration at a time, checkpointed after each.
@@ -18,7 +20,7 @@ from typing import Any
 
 from fhe_core.errors import FHEError
 from fhe_core.params import Params
-from fhe_core.rlwe import EvalKeySet
+from fhe_core.rlwe import EvalKeySet, PublicKey
 
 from fhe_core.serialize import dumps
 
@@ -36,29 +38,45 @@ class ForestKind:
         self.model_class = model_class
 
     def _load(self, model: bytes) -> Any:
-        from apps.xgboost import export, plan
+        from apps.xgboost import export, plan, private_forest
 
-        cls = {"HEForest": export.HEForest, "IdashModel": plan.IdashModel}[self.model_class]
+        cls = {"HEForest": export.HEForest, "IdashModel": plan.IdashModel,
+               "PrivateForest": private_forest.PrivateForest}[self.model_class]
         return cls.from_bytes(model)
 
-    def check(self, model: bytes, params: Params, width: int | None) -> dict[str, Any]:
+    @property
+    def private(self) -> bool:
+        return self.model_class == "PrivateForest"
+
+    def check(self, model: bytes, params: Params, width: int | None, bounds: dict[str, int] | None) -> dict[str, Any]:
         """The model loads and its plan fits ``params`` and batches of ``width`` samples
-        (PlanError otherwise); returns the public model (parameters, level, layout, binning,
-        Galois elements; no tree structure)."""
-        from apps.xgboost.plan import ForestPlan
+        (PlanError otherwise); returns the public model (parameters, level, layout, binning or,
+        for the private kind, only the public bounds; no tree structure)."""
+        from apps.xgboost.plan import DEFAULT_THERMOMETER_WIDTH, ForestPlan, PublicModel
+        from apps.xgboost.private_plan import PrivatePlan
 
-        plan = ForestPlan.build(self._load(model), params, width=width)
-        return json.loads(plan.public_model().to_json())
+        if not self.private:
+            if bounds:
+                raise UnprocessableError("max_trees_per_class and max_depth are bounds of model-private models")
+            return json.loads(ForestPlan.build(self._load(model), params, width=width).public_model().to_json())
+        plan = PrivatePlan.build(self._load(model), params, width=width or DEFAULT_THERMOMETER_WIDTH, **(bounds or {}))
+        return json.loads(PublicModel.private(plan.layout).to_json())
 
-    def required_keys(self, public: dict[str, Any], params: Params) -> tuple[bool, set[int]]:
+    def required_keys(self, public: dict[str, Any], params: Params) -> tuple[bool, set[int], bool]:
         from apps.xgboost.plan import PublicModel
 
-        return True, set(PublicModel.from_json(json.dumps(public)).galois_elements(params.n))
+        return True, set(PublicModel.from_json(json.dumps(public)).galois_elements(params.n)), True
 
-    def evaluator(self, model: bytes, params: Params, keys: EvalKeySet, public: dict[str, Any]) -> Any:
+    def evaluator(self, model: bytes, params: Params, keys: EvalKeySet, public: dict[str, Any],
+                  public_key: PublicKey | None) -> Any:
+        from apps.xgboost.private_server import PrivateForestEvaluator
         from apps.xgboost.server import ForestEvaluator
 
-        return ForestEvaluator(params, keys, self._load(model), width=public["width"])
+        if self.private:
+            return PrivateForestEvaluator(params, keys, self._load(model), public_key, width=public["width"],
+                                          max_trees_per_class=public["max_trees_per_class"],
+                                          max_depth=public["max_depth"])
+        return ForestEvaluator(params, keys, self._load(model), public_key=public_key, width=public["width"])
 
 
 class HELRTraining:

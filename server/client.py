@@ -3,7 +3,8 @@ evaluation keys and ciphertexts, and decrypts what comes back with the applicati
 half (``ForestClient``, ``HELRClient``), which it is given and never serializes.
 
     api = ServiceClient("http://127.0.0.1:8000", token)
-    keyset = api.register_keys(forest_client.eval_keys())          # parts, resumable, progress bar
+    keyset = api.register_keys(forest_client.eval_keys(), params,  # parts, resumable, progress bar
+                               public_key=forest_client.public_key)
     scores = api.predict_scores("srbct", keyset, forest_client, x)  # encrypt, POST, decrypt
     dataset = api.upload_dataset(helr_client.encrypt_dataset(x, y))
     job = api.train(config, keyset, dataset); api.wait(job)          # progress bar: iteration i of n
@@ -11,8 +12,9 @@ half (``ForestClient``, ``HELRClient``), which it is given and never serializes.
 
 What travels, and what it costs, is counted in ``api.traffic`` (:class:`Traffic`): request and
 response bodies in bytes, the seconds spent inside HTTP calls, the seconds this client spent
-serializing, and the seconds the server reports for its own work (``Server-Timing``); take a
-``snapshot()`` before a step and ``since()`` it after.
+serializing, and the seconds the server reports for its own work (``Server-Timing``: in all and
+per metric, e.g. a prediction's read / evaluate / write); take a ``snapshot()`` before a step and
+``since()`` it after.
 
 Uploads: the serialized object is cut into parts (``part_bytes``, default 8 MiB); the manifest
 (every part's SHA-256 and size, and the whole's) is declared first, then each missing part is
@@ -41,8 +43,8 @@ from tqdm.auto import tqdm
 
 from fhe_core.errors import FHEError
 from fhe_core.params import Params
-from fhe_core.rlwe import Ciphertext, EvalKeySet, SecretKey
-from fhe_core.serialize import dumps, dumps_many, loads, loads_many, peek
+from fhe_core.rlwe import Ciphertext, EvalKeySet, PublicKey, SecretKey
+from fhe_core.serialize import dumps_many, loads, loads_many, peek
 from server.mapping import mapped
 
 DEFAULT_PART_BYTES = 8 << 20
@@ -77,16 +79,27 @@ class Traffic:
     seconds: float = 0.0       # wall time inside HTTP calls (transfer and the server's work)
     serialize_seconds: float = 0.0  # this client writing what it sends and reading what it gets
     server_seconds: float = 0.0     # the server's own work, as its Server-Timing headers report it
+    server_steps: dict[str, float] = dataclasses.field(default_factory=dict)  # the same per metric (read, evaluate)
 
     def snapshot(self) -> Traffic:
-        return dataclasses.replace(self)
+        return dataclasses.replace(self, server_steps=dict(self.server_steps))
 
     def since(self, earlier: Traffic) -> Traffic:
         """What happened between ``earlier`` (a snapshot) and now."""
-        return Traffic(**{f.name: getattr(self, f.name) - getattr(earlier, f.name) for f in dataclasses.fields(self)})
+        totals = {f.name: getattr(self, f.name) - getattr(earlier, f.name) for f in dataclasses.fields(self)
+                  if f.name != "server_steps"}
+        steps = {name: seconds - earlier.server_steps.get(name, 0.0) for name, seconds in self.server_steps.items()
+                 if name not in earlier.server_steps or seconds != earlier.server_steps[name]}
+        return Traffic(**totals, server_steps=steps)
+
+    def count_server_timing(self, header: str) -> None:
+        """Add a ``Server-Timing`` header's durations (``name;dur=<ms>, ...``)."""
+        for name, ms in _SERVER_TIMING.findall(header):
+            self.server_seconds += float(ms) / 1e3
+            self.server_steps[name] = self.server_steps.get(name, 0.0) + float(ms) / 1e3
 
 
-_SERVER_TIMING = re.compile(r"dur=([0-9.]+)")
+_SERVER_TIMING = re.compile(r"([^\s,;]+)[^,]*?;\s*dur=([0-9.]+)")
 
 
 @dataclass(frozen=True)
@@ -160,8 +173,7 @@ class ServiceClient:
             self.traffic.requests += 1
             self.traffic.sent += int(response.request.headers.get("content-length", 0))
             self.traffic.received += response.num_bytes_downloaded
-            self.traffic.server_seconds += sum(float(d) for d in _SERVER_TIMING.findall(
-                response.headers.get("server-timing", ""))) / 1e3
+            self.traffic.count_server_timing(response.headers.get("server-timing", ""))
 
     @contextmanager
     def _serializing(self) -> Iterator[None]:
@@ -228,14 +240,19 @@ class ServiceClient:
 
     # ---- key sets ----------------------------------------------------------------------------
 
-    def register_keys(self, keys: EvalKeySet | str | os.PathLike, params: Params, *, packed: bool = True) -> str:
+    def register_keys(self, keys: EvalKeySet | str | os.PathLike, params: Params, *, packed: bool = True,
+                      public_key: PublicKey | None = None) -> str:
         """Upload evaluation keys (never a secret key) in parts; returns the key-set id. The
         same keys uploaded again, or an interrupted upload repeated, send only missing parts.
 
         ``keys``: an EvalKeySet, or the path of its serialized file (e.g. written key by key
         with ``fhe_core.serialize.dump_eval_keys``; memory-mapped, never read whole).
-        ``packed``: residues at their primes' bit widths (for an EvalKeySet)."""
+        ``packed``: residues at their primes' bit widths (for an EvalKeySet). ``public_key``: the
+        client's, sent after the EvalKeySet (tree models flood their answers with it)."""
         if isinstance(keys, (str, os.PathLike)):
+            if public_key is not None:
+                raise TypeError("register_keys: with a key file, append the public key's record to the file "
+                                "(fhe_core.serialize.dumps(public_key, packed=True) after the EvalKeySet's)")
             with mapped(keys) as view:
                 info = peek(view, expect=EvalKeySet)  # a secret-key file fails here, on this side
                 if info.params_id != params.params_id:
@@ -244,8 +261,10 @@ class ServiceClient:
         if isinstance(keys, SecretKey) or not isinstance(keys, EvalKeySet):
             raise TypeError(f"register_keys takes an EvalKeySet, not {type(keys).__name__}: "
                             "the secret key never leaves the client")
+        if public_key is not None and not isinstance(public_key, PublicKey):
+            raise TypeError(f"register_keys: public_key must be a PublicKey, not {type(public_key).__name__}")
         with self._serializing():
-            blob = dumps(keys, packed=packed)
+            blob = dumps_many([keys] if public_key is None else [keys, public_key], packed=packed)
         return self._upload("keyset", blob, params, desc="keys")["id"]
 
     def keyset_status(self, keyset_id: str, model: str | None = None) -> dict[str, Any]:
@@ -274,12 +293,14 @@ class ServiceClient:
         return ForestClient(public, device=device, seed=seed, allow_insecure=allow_insecure)
 
     def add_model(self, name: str, model: bytes, params: Params, *, kind: str = "xgboost",
-                  width: int | None = None, replace: bool = False) -> dict[str, Any]:
+                  width: int | None = None, replace: bool = False, max_trees_per_class: int | None = None,
+                  max_depth: int | None = None) -> dict[str, Any]:
         """Register a model (the token must be an administrator's), served in batches of up to
-        ``width`` samples (default: the plan's)."""
+        ``width`` samples (default: the plan's); kind "private" takes the public bounds."""
         return self._json("POST", "/models", params={"replace": replace},
                           json={"name": name, "kind": kind, "params": params.literal.to_dict(),
-                                "model_b64": base64.b64encode(model).decode(), "width": width})
+                                "model_b64": base64.b64encode(model).decode(), "width": width,
+                                "max_trees_per_class": max_trees_per_class, "max_depth": max_depth})
 
     def predict(self, model: str, keyset_id: str, cts: Sequence[Ciphertext], params: Params) -> list[Ciphertext]:
         """Encrypted scores of a batch of ciphertexts (sent and received as ``dumps_many``: fresh

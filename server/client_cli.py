@@ -33,7 +33,7 @@ def _predict(api: ServiceClient, args: argparse.Namespace) -> None:
 
     public = PublicModel.from_json(json.dumps(api.model(args.model)["public"]))
     client = ForestClient(public, device=args.device, allow_insecure=args.allow_insecure)
-    keyset = api.register_keys(client.eval_keys(), client.params)
+    keyset = api.register_keys(client.eval_keys(), client.params, public_key=client.public_key)
     x = np.load(args.x, allow_pickle=False)
     scores = api.predict_scores(args.model, keyset, client, x)
     classes = (scores[:, 0] > 0).astype(np.int64) if scores.shape[1] == 1 else scores.argmax(axis=1)

@@ -19,8 +19,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import torch
+
 from fhe_core.params import Params
-from fhe_core.rlwe import Ciphertext, EvalKeySet
+from fhe_core.rlwe import Ciphertext, EvalKeySet, PublicKey
 from fhe_core.serialize import dumps_many, loads_many
 
 from server.db import dumps_json, now
@@ -32,14 +34,16 @@ from server.uploads import Upload
 class ModelKind(Protocol):
     """What the registry needs from an application's server half."""
 
-    def check(self, model: bytes, params: Params, width: int | None) -> dict[str, Any]:
+    def check(self, model: bytes, params: Params, width: int | None, bounds: dict[str, int] | None) -> dict[str, Any]:
         """Validate ``model`` for ``params`` and batches of up to ``width`` samples (None: the
-        kind's default), raising an FHEError; return its public description."""
+        kind's default) under the public ``bounds`` it states (model-private kinds: max trees per
+        class, max depth; None: the model's own), raising an FHEError; return its public description."""
 
-    def required_keys(self, public: dict[str, Any], params: Params) -> tuple[bool, set[int]]:
-        """(needs a relinearization key, the Galois elements it needs)."""
+    def required_keys(self, public: dict[str, Any], params: Params) -> tuple[bool, set[int], bool]:
+        """(needs a relinearization key, the Galois elements it needs, needs the client's public key)."""
 
-    def evaluator(self, model: bytes, params: Params, keys: EvalKeySet, public: dict[str, Any]) -> Any:
+    def evaluator(self, model: bytes, params: Params, keys: EvalKeySet, public: dict[str, Any],
+                  public_key: PublicKey | None) -> Any:
         """An object with ``evaluate(list[Ciphertext]) -> list[Ciphertext]`` for the layout the
         public description (what :meth:`check` returned) promised the clients."""
 
@@ -68,11 +72,11 @@ class ModelRegistry:
         return self.kinds[name]
 
     def add(self, name: str, kind: str, params_literal: dict[str, Any], model: bytes, *,
-            width: int | None = None, replace: bool = False) -> dict[str, Any]:
-        """Check and store a model served in batches of up to ``width`` samples; a name in use
-        is a 409 unless ``replace``."""
+            width: int | None = None, replace: bool = False, bounds: dict[str, int] | None = None) -> dict[str, Any]:
+        """Check and store a model served in batches of up to ``width`` samples (and, for a
+        model-private kind, under the public ``bounds``); a name in use is a 409 unless ``replace``."""
         params = self.service.params(params_literal)
-        public = self._kind(kind).check(model, params, width)
+        public = self._kind(kind).check(model, params, width, bounds)
         if not replace and self.service.db.one("SELECT name FROM models WHERE name = ?", (name,)):
             raise ConflictError(f"model {name!r} exists (delete it first, or replace it)")
         blob = self.service.blobs.put_bytes(model)
@@ -96,7 +100,8 @@ class ModelRegistry:
         self.service.db.execute("DELETE FROM models WHERE name = ?", (name,))
 
     def missing_keys(self, name: str, keyset: Upload) -> dict[str, Any]:
-        """The keys model ``name`` needs that ``keyset`` lacks: {"relin": bool, "galois_elements": [...]}."""
+        """The keys model ``name`` needs that ``keyset`` lacks: {"relin": bool, "galois_elements": [...],
+        "public_key": bool}."""
         return self._missing_keys(self.get(name), keyset)
 
     def _missing_keys(self, row: dict[str, Any], keyset: Upload) -> dict[str, Any]:
@@ -104,18 +109,21 @@ class ModelRegistry:
             raise UnprocessableError(f"key set {keyset.id} belongs to params_id {keyset.params_id}, "
                                      f"model {row['name']!r} to {row['params_id']}")
         params = self.service.params(row["params_json"])
-        relin, galois = self._kind(row["kind"]).required_keys(json.loads(row["public_json"]), params)
+        relin, galois, public_key = self._kind(row["kind"]).required_keys(json.loads(row["public_json"]), params)
         info = keyset.info or {}
         return {"relin": bool(relin and not info.get("relin")),
-                "galois_elements": sorted(galois - set(info.get("galois_elements", [])))}
+                "galois_elements": sorted(galois - set(info.get("galois_elements", []))),
+                "public_key": bool(public_key and not info.get("public_key"))}
 
     def predict(self, name: str, keyset: Upload, body: bytes | bytearray) -> Prediction:
         """Encrypted scores for a batch of ciphertexts (``dumps_many`` bytes in and out)."""
         row = self.get(name)
         missing = self._missing_keys(row, keyset)
-        if missing["relin"] or missing["galois_elements"]:
-            raise UnprocessableError(f"key set {keyset.id} lacks keys model {name!r} needs: {missing}")
+        if missing["relin"] or missing["galois_elements"] or missing["public_key"]:
+            raise UnprocessableError(f"key set {keyset.id} lacks keys model {name!r} needs: {missing} (the public "
+                                     "key floods the answers: register it with the evaluation keys)")
         params, keys = self.service.keyset(keyset)
+        public_key = self.service.public_key(keyset)
         settings = self.service.settings
         # one evaluator per model bytes, public part (it fixes the batch width) and key set: the
         # same bytes registered twice with different widths must not share one
@@ -123,7 +131,7 @@ class ModelRegistry:
         evaluator, lock = self._evaluators.get(
             f"{row['blob']}:{public_sha}:{keyset.sha256}",
             lambda: (self._kind(row["kind"]).evaluator(self.service.blobs.read_bytes(row["blob"]), params, keys,
-                                                       json.loads(row["public_json"])),
+                                                       json.loads(row["public_json"]), public_key),
                      threading.Lock()))
         # an evaluator keeps per-call state: one batch at a time per (model, key set). The batch
         # is parsed inside the turn, so a waiting request holds its raw body only, not tensors.
@@ -133,6 +141,9 @@ class ModelRegistry:
                              max_bytes=settings.max_body_bytes, max_count=settings.max_batch)
             read = time.perf_counter()
             results = evaluator.evaluate(cts)
-            answer = dumps_many(results, packed=True)  # words at the primes' widths; the device waits here
+            if results[0].data.is_cuda:
+                torch.cuda.synchronize(results[0].data.device)  # the evaluation's own time, not the write's
+            evaluated = time.perf_counter()
+            answer = dumps_many(results, packed=True)  # words at the primes' widths
             done = time.perf_counter()
-        return Prediction(answer, {"read": read - start, "evaluate+write": done - read})
+        return Prediction(answer, {"read": read - start, "evaluate": evaluated - read, "write": done - evaluated})

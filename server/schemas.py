@@ -50,12 +50,18 @@ class ModelCreate(BaseModel):
     """An admin registers a model: its kind, parameter set and the app's model bytes (base64)."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-    kind: Literal["xgboost", "idash"] = "xgboost"
+    kind: Literal["xgboost", "private", "idash"] = Field(
+        "xgboost", description="xgboost: the thermometer encoding (clients get the cuts); private: the model-private "
+                               "encoding (clients get only the public bounds); idash: the iDASH 2020 encoding")
     params: dict[str, Any]
-    model_b64: str = Field(description="HEForest.to_bytes() (kind xgboost) or IdashModel.to_bytes() (kind idash), "
-                                       "base64")
+    model_b64: str = Field(description="HEForest.to_bytes() (kind xgboost), PrivateForest.to_bytes() (kind private) "
+                                       "or IdashModel.to_bytes() (kind idash), base64")
     width: int | None = Field(None, ge=1, description="most samples per prediction batch (default: the plan's); "
                                                       "a width near the usual batch size means fewer ciphertexts")
+    max_trees_per_class: int | None = Field(None, ge=1, description="kind private: the public bound on trees with a "
+                                                                    "split per class (default: the model's count)")
+    max_depth: int | None = Field(None, ge=1, description="kind private: the public bound on depth (default: the "
+                                                          "model's)")
 
 
 class ModelPublic(BaseModel):

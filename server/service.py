@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from fhe_core.params import Params, ParamsLiteral
-from fhe_core.rlwe import EvalKeySet
-from fhe_core.serialize import loads
+from fhe_core.errors import SerializationError
+from fhe_core.rlwe import EvalKeySet, PublicKey
+from fhe_core.serialize import loads_many
 
 from server.blobs import BlobStore
 from server.db import Database
@@ -42,7 +43,7 @@ class Service:
         if owner:
             self.blobs.clear_tmp()
             self.uploads.recover()
-        self.keysets: LRUCache[EvalKeySet] = LRUCache(settings.keyset_cache_size)
+        self.keysets: LRUCache[tuple[EvalKeySet, PublicKey | None]] = LRUCache(settings.keyset_cache_size)
         # attached by server.app.build_service: the app adapters and the job worker
         self.models: Any = None    # server.models.ModelRegistry
         self.training: Any = None  # server.apps.HELRTraining
@@ -63,30 +64,45 @@ class Service:
 
     def verify_keyset(self, sha256: str):
         """A verifier for :meth:`UploadStore.complete`: the file must load as an EvalKeySet of
-        the declared parameters (every check of ``serialize.loads``); the loaded set goes
-        straight into the device cache under its content hash."""
+        the declared parameters, optionally followed by the client's PublicKey (every check of
+        ``serialize.loads_many``); the loaded keys go straight into the device cache under their
+        content hash."""
 
         def verify(path: Path, params: Params) -> dict[str, Any]:
-            keys = self._load_keyset(path, params)
-            self.keysets.put(sha256, keys)
-            return {"relin": keys.has_relin, "galois_elements": sorted(keys.galois_elements)}
+            keys, public_key = loaded = self._load_keyset(path, params)
+            self.keysets.put(sha256, loaded)
+            return {"relin": keys.has_relin, "galois_elements": sorted(keys.galois_elements),
+                    "public_key": public_key is not None}
 
         return verify
 
     def keyset(self, upload: Upload) -> tuple[Params, EvalKeySet]:
-        """The parameters and loaded keys of a ready key set (from the cache when it can)."""
+        """The parameters and loaded evaluation keys of a ready key set (from the cache when it can)."""
         params = self.params(upload.params_json)
+        return params, self._keys(upload, params)[0]
+
+    def public_key(self, upload: Upload) -> PublicKey | None:
+        """The client's public key uploaded with the key set (tree models flood their answers with
+        it), or None."""
+        return self._keys(upload, self.params(upload.params_json))[1]
+
+    def _keys(self, upload: Upload, params: Params) -> tuple[EvalKeySet, PublicKey | None]:
         path = self.uploads.blob_path(upload)
         try:
-            return params, self.keysets.get(upload.sha256, lambda: self._load_keyset(path, params))
+            return self.keysets.get(upload.sha256, lambda: self._load_keyset(path, params))
         except FileNotFoundError:
             self.uploads.get(upload.tenant_id, upload.kind, upload.id)  # 404 if deleted since the request read it
             raise  # a ready row without its blob would be a bug: not the client's to hear as a 404
 
-    def _load_keyset(self, path: Path, params: Params) -> EvalKeySet:
+    def _load_keyset(self, path: Path, params: Params) -> tuple[EvalKeySet, PublicKey | None]:
         with mapped(path) as view:
-            return loads(view, params, expect=EvalKeySet, device=self.settings.device,
-                         max_bytes=self.settings.max_upload_bytes)
+            objects = loads_many(view, params, expect=(EvalKeySet, PublicKey), device=self.settings.device,
+                                 max_bytes=self.settings.max_upload_bytes, max_count=2)
+        kinds = [type(o) for o in objects]
+        if kinds not in ([EvalKeySet], [EvalKeySet, PublicKey]):
+            raise SerializationError("key set: expected an EvalKeySet record, optionally followed by the "
+                                     f"client's PublicKey, got {[k.__name__ for k in kinds]}")
+        return objects[0], (objects[1] if len(objects) > 1 else None)
 
     def close(self) -> None:
         if self.worker is not None:

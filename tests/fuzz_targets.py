@@ -724,6 +724,20 @@ def _forest():
     return export_booster(booster, PublicBinning.from_dmatrix(train), frac_bits=8)
 
 
+@functools.cache
+def _private_forest():
+    from apps.xgboost.grid import FixedPointGrid
+    from apps.xgboost.private_forest import PrivateForest
+
+    return PrivateForest.from_forest(_forest(), FixedPointGrid(5, 3))
+
+
+def _private_forest_from_bytes(data: bytes) -> object:
+    from apps.xgboost.private_forest import PrivateForest
+
+    return PrivateForest.from_bytes(data, max_bytes=MAX_INPUT_BYTES)
+
+
 def _idash_model():
     from apps.xgboost.plan import IdashModel
 
@@ -780,9 +794,15 @@ def _private_forest_from_bytes(data: bytes) -> object:
 def _public_model_corpus() -> list[bytes]:
     from apps.xgboost.plan import ForestPlan, named_params
 
+    from apps.xgboost.plan import PublicModel
+    from apps.xgboost.private_plan import PrivatePlan
+
     params = named_params("BFVN11QP335L4D5T20Insecure", allow_insecure=True)
+    tiny = named_params("BFVN10QP660L7D3T20Insecure", allow_insecure=True)
+    layout = PrivatePlan.build(_private_forest(), tiny, width=4).layout
+    private = PublicModel.private(layout, "BFVN10QP660L7D3T20Insecure")
     return [ForestPlan.build(model, params, width=4).public_model("BFVN11QP335L4D5T20Insecure").to_json().encode()
-            for model in (_forest(), _idash_model())]
+            for model in (_forest(), _idash_model())] + [private.to_json().encode()]
 
 
 def _public_model(data: bytes) -> object:

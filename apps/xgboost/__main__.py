@@ -29,7 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=int, default=99, help="iDASH samples (more than 99 repeat them)")
     p.add_argument("--rounds", type=int, default=50, help="SRBCT boosting rounds")
     p.add_argument("--depth", type=int, default=2, help="SRBCT tree depth")
-    p.add_argument("--preset", default="BFVN13QP218L3D4T20", help="BFV preset (128-bit by default)")
+    p.add_argument("--encoding", choices=("private", "thermometer"), default="private",
+                   help="SRBCT: the model-private encoding (default) or the thermometer of the lab's cuts")
+    p.add_argument("--preset", help="BFV preset (default: the smallest 128-bit one that evaluates and floods it)")
     p.add_argument("--allow-insecure", action="store_true", help="accept a tiny insecure preset (tests only)")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--repeats", type=int, default=3,
@@ -45,12 +47,12 @@ def predict(args: argparse.Namespace) -> None:
             raise DataError("give the workload directory with --idash DIR (e.g. ../shared/data/idash2020_sabanci_xgb)")
         job = idash_job(args.idash, args.samples)
     else:
-        job = srbct_job(args.islp, args.rounds, args.depth)
+        job = srbct_job(args.islp, args.rounds, args.depth, encoding=args.encoding)
     run = run_job(job, args.preset, device=args.device, repeats=args.repeats, progress=not args.no_progress,
                   allow_insecure=args.allow_insecure)
     plan, n = run.plan, job.n_samples
-    print(f"\n{job.name}: {args.preset} on {args.device}, input level {plan.level}, "
-          f"{plan.n_inputs} ciphertexts per batch of {plan.layout.width}, tree groups: {plan.n_groups}")
+    print(f"\n{job.name}: {run.preset} on {args.device}, input level {plan.level}, "
+          f"{plan.n_inputs} ciphertexts per batch of {plan.layout.width}")
     rows = [("accuracy (encrypted)", f"{run.correct}/{n}"),
             ("scores equal the integer twin", "yes" if run.exact else "NO"),
             ("argmax equals xgboost" if run.same_as_library is not None else "argmax equals the twin",
@@ -62,7 +64,8 @@ def predict(args: argparse.Namespace) -> None:
                                                                                            "decrypt"))),
             ("bytes: keys / upload / download", " / ".join(f"{run.bytes[k] / 2**20:.1f} MiB" for k in ("keys", "upload",
                                                                                                   "download"))),
-            ("noise budget left (measured / planned)", f"{run.budget_left:.1f} / {plan.answer_budget:.1f} bits"),
+            ("answers' noise budget, flooded (measured / planned)",
+             f"{run.budget_left:.1f} / {plan.answer_budget:.1f} bits"),
             ("ops per batch", ", ".join(f"{k} {v}" for k, v in sorted(plan.ops.items())))]
     print(format_table(["", "value"], rows))
     if args.plot:

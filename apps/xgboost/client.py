@@ -2,8 +2,9 @@
 
 ``ForestClient(public_model)`` generates a secret key (OS randomness unless a test seed is
 given) that never leaves the object; ``eval_keys()`` gives exactly the keys the server's plan
-needs; ``encrypt`` packs samples into the public layout (see ``plan``) and encrypts them at
-the plan's level; ``decrypt_scores`` reads the class scores back as signed integers.
+needs; ``encrypt`` packs samples into the public layout (see ``plan``; ``private_plan`` for the
+model-private kind: grid cells as digits) and encrypts them at the plan's level;
+``decrypt_scores`` reads the class scores back as signed integers.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from fhe_core.rlwe import Ciphertext, EvalKeySet
 from fhe_core.rlwe.sampling import sub_seed
 
 from .encoding import EncodedFeatures
-from .plan import Layout, PlanError, PublicModel
+from .plan import PlanError, PublicModel
 from .twin import predicted_classes
 
 
@@ -39,9 +40,10 @@ class ForestClient:
         self.model = public_model
         self.params = public_model.params(allow_insecure=allow_insecure, device=device)
         self.ctx = bfv.BFVContext(self.params)
-        self.layout: Layout = public_model.layout
+        self.layout = public_model.layout
         self._seed = seed
         self._sk = rlwe.gen_secret_key(self.ctx.rlwe, seed=sub_seed(seed, "sk"))
+        self.public_key = rlwe.gen_public_key(self.ctx.rlwe, self._sk, seed=sub_seed(seed, "pk"))  # flooding
         self.encoder = bfv.BatchEncoder(self.ctx)
         # secret-key encryption: fresh ciphertexts travel seeded (c_0 and a 32-byte seed), half
         # the bytes of public-key ones, with less noise
@@ -50,7 +52,8 @@ class ForestClient:
         self._count = 0
 
     def eval_keys(self) -> EvalKeySet:
-        """Relinearization key and the public model's Galois keys (nothing else)."""
+        """Relinearization key and the public model's Galois keys (nothing else; the server also
+        gets ``public_key``, to flood its answers)."""
         return rlwe.gen_eval_keys(self.ctx.rlwe, self._sk, self.model.galois_elements(self.ctx.n),
                                   relin=True, seed=sub_seed(self._seed, "evk"))
 
@@ -65,6 +68,8 @@ class ForestClient:
             if x0.shape != x2.shape or x0.ndim != 3 or not (np.isin(x0, (0, 1)).all() and np.isin(x2, (0, 1)).all()):
                 raise PlanError("ForestClient: x0 and x2 must be 0/1 arrays of one shape [n, trees, 3]")
             return self._pack_batches(len(x0), lambda rows: self._pack_idash(data, rows))
+        if self.model.kind == "private":
+            return self._pack_private(data)
         binning = self.model.binning
         if isinstance(data, EncodedFeatures):
             encoded = data
@@ -79,6 +84,21 @@ class ForestClient:
             raise PlanError(f"ForestClient: encoded features must be 0/1 bits [n, {len(binning.cuts)}] and "
                             f"missing flags [n, {binning.n_features}]")
         return self._pack_batches(len(encoded.bits), lambda rows: self._pack_bits(encoded, rows))
+
+    def _pack_private(self, data) -> np.ndarray:
+        """Grid cells of raw features `[n, F]` (NaN = missing), as digits in the public layout."""
+        layout = self.layout
+        bounds = layout.bounds
+        try:
+            x = np.asarray(data, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise PlanError("ForestClient: a private model takes raw features [n, F] (NaN = missing)") from None
+        if x.ndim != 2 or x.shape[1] != bounds.n_features:
+            raise PlanError(f"ForestClient: expected samples [n, {bounds.n_features}], got {list(x.shape)}")
+        if len(x) < 1:
+            raise PlanError("ForestClient: no samples")
+        cells, missing = bounds.grid.index(x)
+        return layout.pack(bounds.grid.digits(cells, missing, len(layout.digits)))
 
     def _pack_batches(self, n: int, pack_one) -> np.ndarray:
         if n < 1:

@@ -1,9 +1,11 @@
 """End-to-end encrypted runs (client -> bytes -> server -> bytes -> client) for the command line,
-the benchmark script and the GPU tests: the iDASH 2020 workload and SRBCT.
+the benchmark script and the GPU tests: the iDASH 2020 workload and SRBCT (model-private encoding
+by default, thermometer as an option).
 
 ``idash_job`` / ``srbct_job`` prepare a model, its samples and the plaintext references;
 ``run_job`` plays both halves, times each step (the server's ``evaluate`` is the latency the
-targets speak of) and checks the decrypted scores against the integer twin.
+targets speak of) and checks the decrypted scores against the integer twin. Ciphertexts travel
+bit-packed (``serialize.dumps_many(..., packed=True)``); answers are flooded at level 0.
 """
 from __future__ import annotations
 
@@ -18,10 +20,19 @@ import torch
 from fhe_core import serialize
 from fhe_core.rlwe import Ciphertext, EvalKeySet
 
+from fhe_core.rlwe import PublicKey
+
 from .client import ForestClient, IdashSamples
-from .plan import ForestPlan, IdashModel, PublicModel, named_params
+from .grid import FixedPointGrid
+from .plan import ForestPlan, IdashModel, PlanError, PublicModel, named_params
+from .private_forest import PrivateForest
+from .private_plan import PrivatePlan
+from .private_server import PrivateForestEvaluator
 from .server import ForestEvaluator
-from .twin import predict_forest, predicted_classes
+from .twin import predict_forest, predict_private, predicted_classes
+
+SRBCT_GRID = FixedPointGrid(6, 2)  # 64 cells of 1/4 over [-8, 8): every test profile keeps its XGBoost class
+SECURE_PRESETS = ("BFVN13QP218L3D4T20", "BFVN14QP438L7D8T20")  # smallest first
 
 
 @dataclass
@@ -29,18 +40,24 @@ class Job:
     """A model, its samples, and what the encrypted scores are compared with."""
 
     name: str
-    model: object                 # HEForest or IdashModel
+    model: object                 # HEForest, PrivateForest or IdashModel
     samples: object               # raw features [n, F] or IdashSamples
     n_samples: int
     labels: np.ndarray            # true classes [n]
     twin_scores: np.ndarray       # integer twin [n, C]
-    library_predicted: np.ndarray | None = None  # xgboost's own argmax [n] (SRBCT)
+    library_predicted: np.ndarray | None = None  # xgboost's argmax [n] on what the encoding sees (SRBCT)
     class_names: tuple[str, ...] = ()
+    raw_predicted: np.ndarray | None = None      # xgboost's argmax on the raw features (the grid's cost)
+
+    @property
+    def encoding(self) -> str:
+        return {PrivateForest: "private", IdashModel: "idash"}.get(type(self.model), "thermometer")
 
 
 @dataclass
 class Run:
-    """The outcome of one encrypted run: scores, predictions, timings (s), sizes (bytes), budget."""
+    """The outcome of one encrypted run: scores, predictions, timings (s), sizes (bytes), the
+    answers' measured noise budget (the flooding level)."""
 
     job: Job
     plan: ForestPlan
@@ -49,6 +66,7 @@ class Run:
     seconds: dict[str, float] = field(default_factory=dict)
     bytes: dict[str, int] = field(default_factory=dict)
     budget_left: float = 0.0
+    preset: str = ""
 
     @property
     def exact(self) -> bool:
@@ -86,11 +104,12 @@ def idash_job(directory: str | Path, n_samples: int = 99) -> Job:
 
 
 def srbct_job(directory: str | Path | None = None, rounds: int = 50, depth: int = 2, frac_bits: int = 16,
-              genes: int | None = None) -> Job:
+              genes: int | None = None, encoding: str = "private", grid: FixedPointGrid = SRBCT_GRID) -> Job:
     """SRBCT: XGBoost (hist) trained on the 63 training profiles, the 20 test samples.
 
-    ``genes``: keep only the most variable genes of the training set (all 2,308 by default);
-    fewer genes mean fewer thermometer bits, so fewer ciphertexts for small test rings."""
+    ``encoding``: "private" (the model-private encoding on ``grid``) or "thermometer" (the lab's
+    cuts). ``genes``: keep only the most variable genes of the training set (all 2,308 by default);
+    fewer genes mean fewer ciphertexts for small test rings."""
     import xgboost
 
     from data.genomics import load_khan
@@ -98,6 +117,7 @@ def srbct_job(directory: str | Path | None = None, rounds: int = 50, depth: int 
 
     from .encoding import PublicBinning
     from .export import export_booster
+    from .private_forest import export_private
 
     data = load_khan(directory)
     if genes is not None:
@@ -105,12 +125,20 @@ def srbct_job(directory: str | Path | None = None, rounds: int = 50, depth: int 
         data = dataclasses.replace(data, x_train=data.x_train[:, keep], x_test=data.x_test[:, keep])
     baseline = xgboost_baseline(data.x_train, data.y_train, data.x_test, data.y_test, len(data.classes),
                                 XGBoostParams(rounds=rounds, max_depth=depth))
-    binning = PublicBinning.from_dmatrix(baseline.train_matrix)
-    forest = export_booster(baseline.booster, binning, frac_bits)
-    margins = baseline.booster.predict(xgboost.DMatrix(data.x_test), output_margin=True)
-    return Job(f"SRBCT, depth {forest.depth}, {len(forest.leaves)} trees", forest, data.x_test,
-               len(data.x_test), data.y_test, predict_forest(forest, binning.encode(data.x_test)).scores,
-               margins.argmax(axis=1), tuple(data.classes))
+    raw = baseline.booster.predict(xgboost.DMatrix(data.x_test), output_margin=True).argmax(axis=1)
+    if encoding == "private":
+        forest = export_private(baseline.booster, grid, frac_bits)
+        cells, missing = grid.index(data.x_test)
+        twin = predict_private(forest, cells, missing).scores
+        seen = baseline.booster.predict(xgboost.DMatrix(grid.quantize(data.x_test)), output_margin=True).argmax(axis=1)
+    elif encoding == "thermometer":
+        binning = PublicBinning.from_dmatrix(baseline.train_matrix)
+        forest = export_booster(baseline.booster, binning, frac_bits)
+        twin, seen = predict_forest(forest, binning.encode(data.x_test)).scores, raw
+    else:
+        raise PlanError(f"srbct_job: encoding must be 'private' or 'thermometer', got {encoding!r}")
+    return Job(f"SRBCT ({encoding}), depth {forest.depth}, {len(forest.leaves)} trees", forest, data.x_test,
+               len(data.x_test), data.y_test, twin, seen, tuple(data.classes), raw)
 
 
 def _synchronize(device: torch.device) -> None:
@@ -118,31 +146,63 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def run_job(job: Job, preset: str = "BFVN13QP218L3D4T20", *, device: str = "cpu", width: int | None = None,
+def build_plan(model, params, width: int | None = None, n_samples: int = 1) -> ForestPlan | PrivatePlan:
+    """The plan of any model kind, for batches of ``width`` samples (default: ``n_samples``, as
+    many as the slots hold)."""
+    if isinstance(model, PrivateForest):
+        return PrivatePlan.build(model, params, width=width or n_samples)
+    return ForestPlan.build(model, params, width=width or min(n_samples, params.n // 2 // model.n_classes))
+
+
+def public_part(plan, preset: str | None = None) -> PublicModel:
+    return PublicModel.private(plan.layout, preset) if isinstance(plan, PrivatePlan) else plan.public_model(preset)
+
+
+def evaluator_for(plan, params, keys: EvalKeySet, public_key: PublicKey, model, *, stacked: bool = True):
+    """The server half of ``plan``'s kind (no secret key)."""
+    if isinstance(plan, PrivatePlan):
+        return PrivateForestEvaluator(params, keys, model, public_key, plan=plan)
+    return ForestEvaluator(params, keys, model, public_key=public_key, plan=plan, stacked=stacked)
+
+
+def smallest_preset(job: Job, width: int | None = None) -> str:
+    """The smallest 128-bit preset that evaluates (and floods) the job's model."""
+    for name in SECURE_PRESETS:
+        try:
+            build_plan(job.model, named_params(name), width, job.n_samples)
+            return name
+        except PlanError:
+            continue
+    raise PlanError(f"{job.name}: no preset of {SECURE_PRESETS} evaluates this model with flooding")
+
+
+def run_job(job: Job, preset: str | None = None, *, device: str = "cpu", width: int | None = None,
             repeats: int = 1, progress: bool = False, allow_insecure: bool = False, stacked: bool = True) -> Run:
     """Both halves of one encrypted run, everything the server gets going through bytes.
 
-    ``repeats``: the server evaluates that many times; the median (and best) of all runs but the
-    first (which builds the tables) is reported. ``stacked``: see ``ForestEvaluator``.
+    ``preset``: default the smallest 128-bit one that fits. ``repeats``: the server evaluates that
+    many times; the median (and best) of all runs but the first (which builds the tables) is
+    reported. ``stacked``: see ``ForestEvaluator``.
     """
+    preset = preset or smallest_preset(job, width)
     params = named_params(preset, allow_insecure=allow_insecure, device=device)
     seconds: dict[str, float] = {}
     start = time.perf_counter()
-    plan = ForestPlan.build(job.model, params, width=width or min(job.n_samples, params.n // 2 // job.model.n_classes))
+    plan = build_plan(job.model, params, width, job.n_samples)
     seconds["plan"] = time.perf_counter() - start
-    public_json = plan.public_model(preset).to_json()
+    public_json = public_part(plan, preset).to_json()
 
     start = time.perf_counter()
     client = ForestClient(PublicModel.from_json(public_json), device=device, allow_insecure=allow_insecure)
-    keys = serialize.dumps(client.eval_keys(), packed=True)  # as the service sends them
+    keys = serialize.dumps_many([client.eval_keys(), client.public_key], packed=True)  # as the service sends them
     seconds["keys"] = time.perf_counter() - start
     start = time.perf_counter()
     upload = serialize.dumps_many(client.encrypt(job.samples, progress=progress), packed=True)
     seconds["encrypt"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    server = ForestEvaluator(params, serialize.loads(keys, params, expect=EvalKeySet), job.model, plan=plan,
-                             stacked=stacked)
+    eval_keys, public_key = serialize.loads_many(keys, params, expect=(EvalKeySet, PublicKey), max_bytes=1 << 36)
+    server = evaluator_for(plan, params, eval_keys, public_key, job.model, stacked=stacked)
     cts = serialize.loads_many(upload, params, expect=Ciphertext, max_count=1 << 20, max_bytes=1 << 36)
     seconds["server setup"] = time.perf_counter() - start
     times, cpu_times = [], []
@@ -166,7 +226,7 @@ def run_job(job: Job, preset: str = "BFVN13QP218L3D4T20", *, device: str = "cpu"
     predicted = predicted_classes(scores)
     return Run(job, plan, scores, predicted, seconds,
                {"keys": len(keys), "upload": len(upload), "download": len(download)},
-               min(client.noise_budget(ct) for ct in back))
+               min(client.noise_budget(ct) for ct in back), preset)
 
 
 def plot_confusion(run: Run, path: str | Path) -> Path:

@@ -53,9 +53,13 @@ F K / (2 L) ciphertexts per batch (F features, K cuts each), the same per sample
 **Noise.** The plan walks the circuit with a conservative per-operation model (bits of
 invariant-noise budget: fresh log2(Q_l/t) - log2(N)/2 - 5, plaintext product log2(t) +
 log2(N)/2 + 1, ciphertext product log2(t) + log2(N)/2 + 6, sums add noise magnitudes, a chain
-of k key switches log2(1 + k)), picks the lowest level whose fresh budget leaves
+of k key switches log2(1 + k)), picks the lowest level whose fresh budget leaves what flooding
+the answer needs (``fhe_core.bfv.flood_requirement``: 40 + log2(N) + 5 bits) plus
 ``MARGIN_BITS``, and refuses the model (PlanError) when even the top level cannot; the tests
-check the measured budget left against the plan's estimate (measured 9-35 bits above it).
+check the measured budget left before flooding against the plan's estimate (measured 9-35 bits
+above it). Every answer is flooded, then switched down to the lowest level that still decrypts it
+exactly (``flooded_answer_level``: the flooding level and the switch's rounding are both bounds; level 0
+for every preset here), leaving ``answer_budget`` (about FLOOD_NOISE_BITS - 1 bits).
 """
 from __future__ import annotations
 
@@ -68,6 +72,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fhe_core import jsontext
+from fhe_core.bfv import FLOOD_NOISE_BITS, flood_requirement
 from fhe_core.errors import FHEError
 from fhe_core.params import Params, ParamsLiteral, preset_literal
 from fhe_core.params.presets import BFV_PRESETS
@@ -366,6 +371,28 @@ class NoiseModel:
         return log_q - self.log_t - math.log2((1 + 2.0**self.log_n) / 2) - 1
 
 
+def flooded_answer_level(params: Params, level: int, budget_left: float) -> tuple[int, float]:
+    """(level, budget) of a flooded answer: the lowest level <= ``level`` it can be switched down
+    to, and the budget it keeps there (bits; fewer limbs to send back: a quarter of the bytes from
+    4 limbs to 1).
+
+    Flooding (``fhe_core.bfv.flood``) leaves the noise at the flooding level, |v| < 2^-(b_f + 1)
+    with b_f = FLOOD_NOISE_BITS (a hard bound: the flooding term is bounded), plus the circuit's
+    own (``budget_left``, 40 bits and more below) and a fresh public-key encryption's (as far
+    below); whatever the circuit. A switch down to Q' adds its rounding (``NoiseModel.switched``,
+    a worst case). The answer goes to the lowest level whose rounding costs at most one bit of the
+    flooding level (switched >= b_f): it then decrypts exactly with at least b_f - 1 bits to
+    spare, all terms bounds rather than estimates."""
+    noise = NoiseModel(math.log2(params.plaintext_modulus), params.log_n)
+    flooded = 2.0**-FLOOD_NOISE_BITS + 2.0**-budget_left
+    q_bits = np.cumsum([math.log2(q) for q in params.q_primes])
+    for lower in range(level):
+        switched = noise.switched(q_bits[lower])
+        if switched >= FLOOD_NOISE_BITS:
+            return lower, -math.log2(flooded + 2.0**-switched)
+    return level, -math.log2(flooded)
+
+
 class CountingAlgebra:
     """Walks the circuit on (bits consumed or None for a plaintext) and counts operations."""
 
@@ -431,8 +458,9 @@ class ForestPlan:
     Build with :meth:`build`. Attributes: kind ("thermometer" or "idash"), layout, depth,
     schedule (multiplicative depth, products per group), n_groups, n_inputs (client
     ciphertexts per batch), level (of the client's ciphertexts), budget_needed (bits, the
-    conservative estimate), fresh_budget (estimate at ``level``), answer_level and answer_budget
-    (the answers are switched down to that level, leaving about that budget), rotation_steps and
+    conservative estimate), fresh_budget (estimate at ``level``), flooding (budget the answers'
+    flooding needs), answer_level and answer_budget (the flooded answers are switched down to that
+    level, leaving at least that budget: ``flooded_answer_level``), rotation_steps and
     column_swap (the Galois keys), galois_elements, ops (per batch), score_bound, base (`[C]`
     int64 plaintext added at the end, constant trees included).
     """
@@ -453,6 +481,7 @@ class ForestPlan:
     level: int = 0
     budget_needed: float = 0.0
     fresh_budget: float = 0.0
+    flooding: float = 0.0
     answer_level: int = 0
     answer_budget: float = 0.0
     ops: dict = field(default_factory=dict)
@@ -507,33 +536,25 @@ class ForestPlan:
             needed += noise.plain
         self.ops = dict(counter.ops)
         self.budget_needed = needed
+        self.flooding = flood_requirement(self.params.n)
         q_bits = np.cumsum([math.log2(q) for q in self.params.q_primes])
         for level, log_q in enumerate(q_bits):
-            if noise.fresh(log_q) - needed >= MARGIN_BITS:
+            if noise.fresh(log_q) - needed - self.flooding >= MARGIN_BITS:
                 self.level, self.fresh_budget = level, noise.fresh(log_q)
-                self._choose_answer_level(noise, q_bits)
+                self.answer_level, self.answer_budget = flooded_answer_level(self.params, level, self.budget_left)
+                self.ops["mod_switch"] = level - self.answer_level
                 return
-        raise PlanError(f"ForestPlan: the circuit needs about {needed:.0f} bits of noise budget plus a "
-                        f"{MARGIN_BITS:.0f}-bit margin; these parameters give at most "
-                        f"{noise.fresh(q_bits[-1]):.0f} fresh: use a larger ring (e.g. BFVN14QP438L7D8T20) "
-                        "or a shallower model")
-
-    def _choose_answer_level(self, noise: NoiseModel, q_bits: np.ndarray) -> None:
-        """The answers are switched down to the lowest level whose estimated budget (the
-        evaluation's noise plus the switch's rounding, magnitudes added) keeps the margin: fewer
-        limbs to send back (a quarter of the bytes from 4 limbs to 1)."""
-        for level in range(self.level + 1):
-            left = self.budget_left if level == self.level else \
-                -math.log2(2.0**-self.budget_left + 2.0**-noise.switched(q_bits[level]))
-            if left >= MARGIN_BITS:
-                self.answer_level, self.answer_budget = level, left
-                return
+        raise PlanError(f"ForestPlan: the circuit needs about {needed:.0f} bits of noise budget, flooding its "
+                        f"answers {self.flooding:.0f} more, plus a {MARGIN_BITS:.0f}-bit margin; these parameters "
+                        f"give at most {noise.fresh(q_bits[-1]):.0f} fresh: use a larger ring (e.g. "
+                        "BFVN14QP438L7D8T20) or a shallower model")
 
     # -- derived ---------------------------------------------------------------------------------
 
     @property
     def budget_left(self) -> float:
-        """Estimated budget after evaluation (the tests check the measured one is at least this)."""
+        """Estimated budget after evaluation, before flooding (the tests check the measured one is at
+        least this; ``flooding`` of it goes to hiding the circuit, see ``fhe_core.bfv.privacy``)."""
         return self.fresh_budget - self.budget_needed
 
     def fold_rotations(self) -> list[int]:
@@ -721,10 +742,19 @@ def _place_trees(forest: HEForest, live: np.ndarray, layout: Layout, n_groups: i
 # ---- what the client is told ----------------------------------------------------------------------
 
 
+PRIVATE_PUBLIC_FIELDS = ("version", "kind", "params_name", "params_literal", "params_id", "width", "n_features",
+                         "n_classes", "grid", "max_trees_per_class", "max_depth")
+
+
 @dataclass(frozen=True)
 class PublicModel:
     """What the client needs to encrypt: parameters, level, layout, the public binning (cuts
     and offsets of every feature: which of them the trees use is not said), the Galois keys.
+
+    The model-private kind ("private", see ``private_plan``) publishes only
+    ``PRIVATE_PUBLIC_FIELDS``: parameters, the batch width, the number of features and classes,
+    the grid and the bounds on trees and depth; level, inputs and keys are derived from them
+    (``private_layout``), by the client as by the server.
 
     ``to_json`` / ``from_json`` round-trip it; ``params(allow_insecure=...)`` rebuilds Params.
     """
@@ -742,6 +772,15 @@ class PublicModel:
     binning: PublicBinning | None = None
     chunks: list[tuple[int, int]] | None = None
     trees_per_class: int | None = None
+    private_layout: object = field(default=None, compare=False, repr=False)  # PrivateLayout (kind "private")
+
+    @classmethod
+    def private(cls, layout, params_name: str | None = None) -> PublicModel:
+        """The public part of a model-private layout (``private_plan.PrivateLayout``)."""
+        return cls(kind="private", params_literal=layout.params.literal.to_json(), params_id=layout.params.params_id,
+                   level=layout.level, width=layout.width, n_classes=layout.bounds.n_classes,
+                   n_inputs=layout.n_inputs, rotation_steps=layout.rotation_steps, column_swap=True,
+                   params_name=params_name, private_layout=layout)
 
     def params(self, *, allow_insecure: bool = False, device="cpu") -> Params:
         literal = ParamsLiteral.from_json(self.params_literal)
@@ -751,7 +790,11 @@ class PublicModel:
         return params
 
     @property
-    def layout(self) -> Layout:
+    def layout(self):
+        """The slot layout: a ``Layout``, or the ``PrivateLayout`` of a private model (both give the
+        batch ``width`` and the answers' ``score_slots``)."""
+        if self.kind == "private":
+            return self.private_layout
         return Layout(2 ** ParamsLiteral.from_json(self.params_literal).log_n, self.width, self.n_classes)
 
     def galois_elements(self, n: int) -> list[int]:
@@ -760,6 +803,14 @@ class PublicModel:
         return bfv.galois_elements(n, self.rotation_steps, column_swap=self.column_swap)
 
     def to_json(self) -> str:
+        if self.kind == "private":
+            bounds = self.private_layout.bounds
+            return json.dumps({
+                "version": PUBLIC_MODEL_VERSION, "kind": "private", "params_name": self.params_name,
+                "params_literal": self.params_literal, "params_id": self.params_id, "width": self.width,
+                "n_features": bounds.n_features, "n_classes": bounds.n_classes, "grid": bounds.grid.to_dict(),
+                "max_trees_per_class": bounds.max_trees_per_class, "max_depth": bounds.max_depth,
+            }, sort_keys=True, separators=(",", ":"))
         data = {
             "version": PUBLIC_MODEL_VERSION, "kind": self.kind, "params_name": self.params_name,
             "params_literal": self.params_literal, "params_id": self.params_id, "level": self.level,
@@ -779,6 +830,8 @@ class PublicModel:
             data = jsontext.loads(text)
         except (TypeError, ValueError) as exc:
             raise PlanError(f"PublicModel: not JSON ({exc})") from None
+        if isinstance(data, dict) and data.get("kind") == "private":
+            return cls._private_from(data)
         expected = {"version", "kind", "params_name", "params_literal", "params_id", "level", "width",
                     "n_classes", "n_inputs", "rotation_steps", "column_swap", "trees_per_class", "chunks",
                     "binning"}
@@ -825,6 +878,36 @@ class PublicModel:
                    n_inputs=data["n_inputs"], rotation_steps=[int(r) for r in data["rotation_steps"]],
                    column_swap=bool(data["column_swap"]), params_name=data["params_name"], binning=binning,
                    chunks=chunks, trees_per_class=data["trees_per_class"])
+
+
+    @classmethod
+    def _private_from(cls, data: dict) -> PublicModel:
+        """A private model's public part: the listed fields only; the layout is derived from them
+        (the parameters are rebuilt for their numbers only: the client's own check of their
+        security happens in ``params``)."""
+        from .grid import FixedPointGrid, GridError
+        from .private_plan import PrivateBounds, PrivateLayout
+
+        if set(data) != set(PRIVATE_PUBLIC_FIELDS):
+            raise PlanError(f"PublicModel: a private model has exactly the fields {sorted(PRIVATE_PUBLIC_FIELDS)}")
+        if data["version"] != PUBLIC_MODEL_VERSION:
+            raise PlanError(f"PublicModel: version {data['version']!r} is not {PUBLIC_MODEL_VERSION}")
+        if not isinstance(data["params_literal"], str) or not isinstance(data["params_id"], str):
+            raise PlanError("PublicModel: params_literal and params_id must be strings")
+        try:
+            grid = FixedPointGrid.from_dict(data["grid"])
+            literal = ParamsLiteral.from_json(data["params_literal"])
+            params = Params.from_literal(literal, allow_insecure=True)
+        except (GridError, FHEError, TypeError, ValueError) as exc:
+            raise PlanError(f"PublicModel: {exc}") from None
+        if params.params_id != data["params_id"]:
+            raise PlanError("PublicModel: the parameter literal does not give the stated params_id")
+        bounds = PrivateBounds(data["n_features"], data["n_classes"], grid, data["max_trees_per_class"],
+                               data["max_depth"])
+        layout = PrivateLayout.build(params, bounds, data["width"])
+        if layout.width != data["width"]:
+            raise PlanError(f"PublicModel: a private model's width must be a power of two, got {data['width']!r}")
+        return cls.private(layout, data["params_name"])
 
 
 def named_params(name: str, *, allow_insecure: bool = False, device="cpu") -> Params:

@@ -8,8 +8,10 @@ batch (scores of sample s, class c in row 0, column c W + s). See ``plan`` for t
 the op counts.
 
 What the client sees: its scores, and nothing of the other slots (zero, a copy of the scores,
-or masked to zero after a block fold). Circuit privacy in the strong sense (noise flooding, so
-that the result's noise says nothing about the circuit) is not provided.
+or masked to zero after a block fold). Every answer is flooded with the client's public key
+(``fhe_core.bfv.flood``: its c1 is re-randomized and its noise sits at the flooding level, within
+2^-40 of a distribution that does not depend on the circuit) and switched down to
+``plan.answer_level``, the lowest level that still decrypts it exactly.
 """
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ import numpy as np
 from fhe_core import bfv
 from fhe_core.errors import LevelMismatchError, ParamsMismatchError
 from fhe_core.params import Params
-from fhe_core.rlwe import Ciphertext, EvalKeySet
+from fhe_core.rlwe import Ciphertext, EvalKeySet, PublicKey
+from fhe_core.rlwe.sampling import sub_seed
 
 from .batched import StackedAlgebra
 from .export import HEForest
@@ -140,6 +143,7 @@ class ForestEvaluator:
     Args:
         params: BFV parameters (the client's).
         keys: the client's evaluation keys: relinearization and the plan's Galois keys.
+        public_key: the client's public key (to flood the answers).
         model: an :class:`HEForest` or an :class:`IdashModel`.
         width: samples per batch (must match the client's public model); default the most the
             slots hold. ``plan``: a prebuilt plan instead.
@@ -149,27 +153,19 @@ class ForestEvaluator:
     Holds no secret key. ``plan`` states the level, noise budget, keys and op counts.
     """
 
-    def __init__(self, params: Params, keys: EvalKeySet, model: HEForest | IdashModel, *,
+    def __init__(self, params: Params, keys: EvalKeySet, model: HEForest | IdashModel, *, public_key: PublicKey,
                  width: int | None = None, plan: ForestPlan | None = None, stacked: bool = True):
         self.plan = plan if plan is not None else ForestPlan.build(model, params, width=width)
         if self.plan.params.params_id != params.params_id:
             raise ParamsMismatchError("ForestEvaluator: the plan belongs to other parameters")
         self.ctx = bfv.BFVContext(params)
+        check_keys("ForestEvaluator", keys, self.plan.galois_elements, public_key, params.params_id)
         self.evaluator = bfv.Evaluator(self.ctx, keys)
-        self._check_keys(keys)
+        self.public_key = public_key
         self.encoder = bfv.BatchEncoder(self.ctx)
         self._alg = _CipherAlgebra(self.evaluator, self.encoder, self.plan.forms, self.ctx.t)
         self._stacked = StackedAlgebra(self.plan, self.evaluator, self.encoder, self._alg) if stacked else None
         self._finish = self._final_plaintexts()
-
-    def _check_keys(self, keys: EvalKeySet) -> None:
-        if not isinstance(keys, EvalKeySet):
-            raise PlanError(f"ForestEvaluator: keys must be an EvalKeySet, got {type(keys).__name__}")
-        missing = sorted(set(self.plan.galois_elements) - keys.galois_elements)
-        if missing or not keys.has_relin:
-            relin = "" if keys.has_relin else "the relinearization key and "
-            raise PlanError(f"ForestEvaluator: the key set lacks {relin}Galois keys for elements {missing}; "
-                            "generate exactly the public model's keys")
 
     def _final_plaintexts(self):
         """(mask or None, base) plaintexts of the result's score slots."""
@@ -186,31 +182,12 @@ class ForestEvaluator:
             mask = self.encoder.encode(ones)
         return mask, (self.encoder.encode(np.mod(base, self.ctx.t)) if base.any() else None)
 
-    def evaluate(self, cts: list[Ciphertext]) -> list[Ciphertext]:
-        """Encrypted class scores: one ciphertext per batch of ``plan.n_inputs`` inputs."""
-        batches = self._check_inputs(cts)
-        return [self._evaluate_batch(cts[b * self.plan.n_inputs:(b + 1) * self.plan.n_inputs])
-                for b in range(batches)]
-
-    def _check_inputs(self, cts) -> int:
-        plan = self.plan
-        if not isinstance(cts, (list, tuple)) or not cts:
-            raise PlanError("ForestEvaluator.evaluate: expected a non-empty list of ciphertexts")
-        if len(cts) % plan.n_inputs:
-            raise PlanError(f"ForestEvaluator.evaluate: got {len(cts)} ciphertexts, expected a multiple of "
-                            f"{plan.n_inputs} (the inputs of one batch)")
-        for i, ct in enumerate(cts):
-            if not isinstance(ct, Ciphertext):
-                raise PlanError(f"ForestEvaluator.evaluate: input {i} is a {type(ct).__name__}, not a Ciphertext")
-            if ct.params_id != self.ctx.params_id:
-                raise ParamsMismatchError(f"ForestEvaluator.evaluate: input {i} belongs to other parameters")
-            if ct.level != plan.level or ct.degree != 1:
-                raise LevelMismatchError(f"ForestEvaluator.evaluate: input {i} is at level {ct.level}, degree "
-                                         f"{ct.degree}; the plan needs level {plan.level}, degree 1")
-            if ct.device != self.ctx.device:
-                raise PlanError(f"ForestEvaluator.evaluate: input {i} is on {ct.device}, the evaluator on "
-                                f"{self.ctx.device}")
-        return len(cts) // plan.n_inputs
+    def evaluate(self, cts: list[Ciphertext], *, seed: bytes | None = None) -> list[Ciphertext]:
+        """Encrypted class scores: one flooded ciphertext at ``plan.answer_level`` per batch of ``plan.n_inputs``
+        inputs. ``seed``: fixes the flooding (tests only)."""
+        batches = check_batches("ForestEvaluator.evaluate", cts, self.plan.n_inputs, self.plan.level, self.ctx)
+        return flooded_answers(self.evaluator, [self._evaluate_batch(batch) for batch in batches], self.public_key,
+                               self.plan.answer_level, seed)
 
     def _evaluate_batch(self, inputs: list[Ciphertext]) -> Ciphertext:
         ev, alg, plan = self.evaluator, self._alg, self.plan
@@ -240,5 +217,50 @@ class ForestEvaluator:
         mask, base = self._finish
         if mask is not None:
             result = ev.multiply_plain(result, mask)
-        result = result if base is None else ev.add_plain(result, base)
-        return ev.mod_switch_to(result, plan.answer_level)  # the smallest modulus that still decrypts exactly
+        return result if base is None else ev.add_plain(result, base)
+
+
+def check_keys(owner: str, keys: EvalKeySet, elements: list[int], public_key: PublicKey, params_id: str) -> None:
+    """PlanError unless ``keys`` hold the relinearization key and the Galois keys of ``elements``,
+    and ``public_key`` is the client's PublicKey of these parameters (the answers are flooded with it)."""
+    if not isinstance(keys, EvalKeySet):
+        raise PlanError(f"{owner}: keys must be an EvalKeySet, got {type(keys).__name__}")
+    missing = sorted(set(elements) - keys.galois_elements)
+    if missing or not keys.has_relin:
+        relin = "" if keys.has_relin else "the relinearization key and "
+        raise PlanError(f"{owner}: the key set lacks {relin}Galois keys for elements {missing}; "
+                        "generate exactly the public model's keys")
+    if not isinstance(public_key, PublicKey) or public_key.params_id != params_id:
+        raise PlanError(f"{owner}: the answers are flooded with the client's public key: give the PublicKey of "
+                        "these parameters")
+
+
+def check_batches(op: str, cts, per_batch: int, level: int, ctx: bfv.BFVContext) -> list[list[Ciphertext]]:
+    """The client's ciphertexts cut into batches of ``per_batch``, each checked (type, parameters,
+    level, degree 1, device); PlanError (or the typed mismatch error) naming ``op`` otherwise."""
+    if not isinstance(cts, (list, tuple)) or not cts:
+        raise PlanError(f"{op}: expected a non-empty list of ciphertexts")
+    if len(cts) % per_batch:
+        raise PlanError(f"{op}: got {len(cts)} ciphertexts, expected a multiple of {per_batch} (the inputs of one "
+                        "batch)")
+    for i, ct in enumerate(cts):
+        if not isinstance(ct, Ciphertext):
+            raise PlanError(f"{op}: input {i} is a {type(ct).__name__}, not a Ciphertext")
+        if ct.params_id != ctx.params_id:
+            raise ParamsMismatchError(f"{op}: input {i} belongs to other parameters")
+        if ct.level != level or ct.degree != 1:
+            raise LevelMismatchError(f"{op}: input {i} is at level {ct.level}, degree {ct.degree}; the plan needs "
+                                     f"level {level}, degree 1")
+        if ct.device != ctx.device:
+            raise PlanError(f"{op}: input {i} is on {ct.device}, the evaluator on {ctx.device}")
+    return [list(cts[b:b + per_batch]) for b in range(0, len(cts), per_batch)]
+
+
+def flooded_answers(evaluator: bfv.Evaluator, scores: list[Ciphertext], public_key: PublicKey, level: int,
+                    seed: bytes | None) -> list[Ciphertext]:
+    """What leaves the server: each batch's scores flooded (``fhe_core.bfv.flood``), then switched
+    down to ``level`` (the plan's ``answer_level``: the smallest modulus that still decrypts them
+    exactly, ``plan.flooded_answer_level``). ``seed``: tests only."""
+    return [evaluator.mod_switch_to(bfv.flood(evaluator.ctx, ct, public_key, seed=sub_seed(seed, f"flood/{b}")),
+                                    level)
+            for b, ct in enumerate(scores)]

@@ -3,10 +3,12 @@
 A request's ciphertexts come in batches of ``plan.n_inputs`` (one batch of samples each); rank r of
 k evaluates the contiguous batches ``fhe_core.distributed.shard_range(batches, r, k)`` with its own
 :class:`~apps.xgboost.server.ForestEvaluator` (the same keys and model on every rank), and rank
-``dst`` gathers the encrypted scores in batch order. Each batch's scores depend on its inputs,
-the keys and the model only, through deterministic integer kernels, so they are the one-device
-scores bit for bit; the batches are independent, so k ranks take about 1/k of the time when the
-batches divide evenly (plus one gather of the answers, at the answer level: a few limbs each).
+``dst`` gathers the encrypted scores in batch order. Each batch's scores before flooding depend on
+its inputs, the keys and the model only, through deterministic integer kernels, so they are the
+one-device scores bit for bit; every rank then floods its answers afresh (``server.flooded_answers``),
+so they decrypt to the one-device scores without being the same words. The batches are
+independent, so k ranks take about 1/k of the time when the batches divide evenly (plus one gather
+of the answers, at the answer level: a few limbs each).
 """
 from __future__ import annotations
 

@@ -92,6 +92,17 @@ class BatchEncoder:
         coefficients = self.ctx.t_basis.intt(slots.unsqueeze(0))
         return mark_canonical(Plaintext(coefficients[0], self.ctx.params_id))
 
+    def encode_many(self, values: np.ndarray) -> torch.Tensor:
+        """Many slot vectors at once: ``[M, N]`` integers in [0, t) (row-major matrix order) ->
+        ``[M, N]`` int64 plaintext coefficients mod t on the device (one batched transform; for
+        :func:`fhe_core.bfv.encryption.lifted_many`). No range check: callers reduce mod t."""
+        v = torch.as_tensor(np.asarray(values, dtype=np.int64), device=self.ctx.device)
+        if v.dim() != 2 or v.shape[1] != self.ctx.n:
+            raise EncodingError(f"encode_many: expected [M, {self.ctx.n}] slot values, got {list(v.shape)}")
+        slots = torch.zeros_like(v)
+        slots[:, self._index] = v
+        return self.ctx.t_basis.intt(slots.unsqueeze(1))[:, 0]
+
     def decode(self, plaintext: Plaintext, *, signed: bool = False) -> np.ndarray:
         """``[N]`` int64 values (row-major 2 x N/2 matrix): in [0, t), or centred if ``signed``."""
         self._check(plaintext)

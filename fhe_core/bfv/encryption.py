@@ -79,8 +79,13 @@ def scaled_message(ctx: BFVContext, pt: Plaintext, level: int) -> torch.Tensor:
 def lifted_message(ctx: BFVContext, pt: Plaintext, level: int) -> torch.Tensor:
     """m with centred coefficients in (-t/2, t/2): ``[l+1, N]`` int64, NTT domain over Q_l
     (the multiplier of a ciphertext-plaintext product: smallest noise growth)."""
+    return lifted_many(ctx, pt.data.unsqueeze(0), level)[0]
+
+
+def lifted_many(ctx: BFVContext, coefficients: torch.Tensor, level: int) -> torch.Tensor:
+    """:func:`lifted_message` of ``[M, N]`` plaintext coefficients mod t at once: ``[M, l+1, N]``."""
     tab = ctx.scaling(level)
-    m = pt.data.unsqueeze(0)
+    m = coefficients.unsqueeze(1)
     residues = torch.where(m > ctx.t // 2, m + (tab.prime_column - ctx.t), m)
     return tab.q.ntt(residues.contiguous())
 

@@ -64,6 +64,12 @@ BFV_PRESETS: dict[str, ParamsLiteral] = {
                                         scheme="bfv", plaintext_modulus=786433),
     "BFVN14QP438L7D8T20": ParamsLiteral(log_n=14, log_q=[48] * 3 + [49] * 5, log_p=[49], log_default_scale=0,
                                         scheme="bfv", plaintext_modulus=786433),
+    # Model-private tree inference (apps.xgboost.private_plan) needs ~250-320 bits of circuit plus 55 of
+    # flooding: tiny rings with eight 60-bit primes and three special primes (dnum = 3).
+    "BFVN10QP660L7D3T20Insecure": ParamsLiteral(log_n=10, log_q=[60] * 8, log_p=[60] * 3, log_default_scale=0,
+                                                scheme="bfv", plaintext_modulus=786433, dnum=3),
+    "BFVN12QP660L7D3T20Insecure": ParamsLiteral(log_n=12, log_q=[60] * 8, log_p=[60] * 3, log_default_scale=0,
+                                                scheme="bfv", plaintext_modulus=786433, dnum=3),
     "BFVN10QP205L2D3T17Insecure": ParamsLiteral(log_n=10, log_q=[50] * 3, log_p=[55], log_default_scale=0,
                                                 scheme="bfv", plaintext_modulus=65537),
     "BFVN11QP335L4D5T20Insecure": ParamsLiteral(log_n=11, log_q=[55] * 5, log_p=[60], log_default_scale=0,

@@ -28,8 +28,10 @@ def add_model(body: ModelCreate, service: ServiceDep, _: AdminDep, replace: bool
         model = base64.b64decode(body.model_b64, validate=True)
     except ValueError as exc:  # binascii.Error, or a non-ASCII character (a plain ValueError)
         raise BadRequestError(f"model_b64 is not base64: {exc}") from None
+    bounds = {k: v for k, v in (("max_trees_per_class", body.max_trees_per_class), ("max_depth", body.max_depth))
+              if v is not None}
     return public_view(service.models.add(body.name, body.kind, body.params, model, width=body.width,
-                                          replace=replace))
+                                          replace=replace, bounds=bounds or None))
 
 
 @router.get("", response_model=list[ModelPublic])

@@ -1,8 +1,8 @@
 """/predictions: a batch of ciphertexts in, the encrypted scores out.
 
 ``POST /predictions?model=NAME&keyset=ID`` with the body ``fhe_core.serialize.dumps_many(cts)``
-(application/octet-stream) answers with ``dumps_many`` of the encrypted class scores (and a
-``Server-Timing`` header: the server's seconds reading the batch and evaluating). It runs
+(application/octet-stream) answers with ``dumps_many`` of the encrypted class scores (bit-packed; a
+``Server-Timing`` header: the server's seconds reading the batch, evaluating and writing). It runs
 in the threadpool with the cached key set and evaluator (see :mod:`server.models` for why not
 through the worker), bounded by the body limit, the batch limit and the request timeout. A
 request over the timeout is answered 408 at once; its computation cannot be interrupted

@@ -29,7 +29,8 @@ def test_report_files_are_written(report):
     out, numbers = report
     text = (out / "report.md").read_text()
     assert "Tiny insecure parameters" in text and "Encrypted training over HTTP" in text
-    for png in ("confusion-srbct.png", "helr-per-iteration.png"):
+    assert "Per encoding" in text and "max trees per class" in text  # what the private client learns
+    for png in ("confusion-srbct-private.png", "helr-per-iteration.png"):
         assert (out / png).stat().st_size > 1000 and f"]({png})" in text
     assert numbers["environment"]["secure"] is False
     assert numbers["environment"]["peak_server_bytes"] > 0 and numbers["environment"]["peak_client_bytes"] > 0
@@ -38,12 +39,19 @@ def test_report_files_are_written(report):
 def test_predictions_equal_the_integer_twin_and_xgboost(report, srbct_dir):
     _, numbers = report
     (forest,) = numbers["forests"]
+    assert forest["encoding"] == "private" and forest["model"] == "srbct-private"  # the default encoding
     job = srbct_job(srbct_dir, rounds=10, genes=150)  # the demo's tiny model, retrained here
     scores = np.asarray(forest["scores"])
     assert forest["exact"] and np.array_equal(scores, job.twin_scores)
     assert forest["predicted"] == scores.argmax(axis=1).tolist()
     assert forest["correct"] == int((scores.argmax(axis=1) == job.labels).sum())
     assert forest["same_as_library"] == int((scores.argmax(axis=1) == job.library_predicted).sum()) == 20
+    assert forest["raw_correct"] == int((job.raw_predicted == job.labels).sum())
+    assert 4 <= forest["budget_left"] < 5.5  # the answers sit at the flooding level
+    predict = forest["traffic"]["predict"]  # the batch's one request: its body, the answer, the server's seconds
+    assert (predict["requests"], predict["sent"], predict["received"]) == (1, forest["bytes"]["request"],
+                                                                            forest["bytes"]["response"])
+    assert 0 < predict["server_steps"]["evaluate"] < predict["server_seconds"] < predict["seconds"]
 
 
 def test_training_follows_the_twin_at_every_iteration(report):
@@ -79,7 +87,7 @@ def test_report_counts_the_bytes_on_the_wire(report):
     assert (predict["requests"], predict["sent"], predict["received"]) == (1, forest["bytes"]["request"],
                                                                           forest["bytes"]["response"])
     assert forest["bytes"]["response"] < forest["bytes"]["request"] / 10
-    assert 0 < predict["server_seconds"] < predict["seconds"]
+    assert 0 < predict["server_steps"]["evaluate"] < predict["server_seconds"] < predict["seconds"]
     keys = forest["traffic"]["register keys"]
     assert forest["bytes"]["keys"] <= keys["sent"] < forest["bytes"]["keys"] + (64 << 10)
     training = numbers["training"]

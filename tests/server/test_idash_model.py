@@ -36,7 +36,7 @@ def test_idash_predictions_through_the_service_equal_the_twin(live_server, idash
     assert row["kind"] == "idash" and row["public"]["kind"] == "idash" and row["public"]["width"] == SAMPLES
     with live_server.client() as api:
         client = ForestClient(PublicModel.from_json(json.dumps(api.model("idash")["public"])), allow_insecure=True)
-        keyset = api.register_keys(client.eval_keys(), client.params)
+        keyset = api.register_keys(client.eval_keys(), client.params, public_key=client.public_key)
         samples = IdashSamples(workload.x0[:SAMPLES], workload.x2[:SAMPLES])
         results = api.predict("idash", keyset, client.encrypt(samples), client.params)
         scores = client.decrypt_scores(results, SAMPLES)

@@ -14,9 +14,10 @@ from conftest import tiny_settings
 from fhe_core import bfv, rlwe
 from fhe_core.errors import SecurityError
 from fhe_core.params import preset
-from fhe_core.serialize import dumps
+from fhe_core.serialize import dumps, dumps_many
 from server.client import APIError, Manifest
 from server.service import Service
+from server.uploads import Upload
 
 BFV_SMALL = "BFVN10QP205L2D3T17Insecure"
 OTHER = "N10QP241L3D4Insecure"  # a CKKS set: other parameters
@@ -67,7 +68,7 @@ def test_register_in_parts_then_status_lists_the_keys(live_server, bfv_keys):
     assert status["state"] == "ready" and status["missing_parts"] == []
     assert status["parts"] == -(-len(blob) // 100_000) > 1
     assert status["sha256"] == hashlib.sha256(blob).hexdigest()
-    assert status["info"] == {"relin": True, "galois_elements": sorted(keys.galois_elements)}
+    assert status["info"] == {"relin": True, "galois_elements": sorted(keys.galois_elements), "public_key": False}
     stored = live_server.service.blobs.path(status["sha256"]).read_bytes()
     assert stored == blob  # content-addressed: the file is the verified bytes
 
@@ -234,6 +235,30 @@ def test_limits_and_bad_manifests(live_server, bfv_keys, tmp_path):
             strict.params(params.literal.to_dict())
     finally:
         strict.close()
+
+
+def test_a_key_set_carries_the_public_key_after_the_evaluation_keys_and_nothing_else(live_server, bfv_keys):
+    """Tree models flood their answers with the client's public key: it travels as a second record."""
+    params, sk, keys = bfv_keys
+    pk = rlwe.gen_public_key(bfv.BFVContext(params).rlwe, sk, seed=fixed_seed("keysets/pk"))
+    with live_server.client() as api:
+        status = api.keyset_status(api.register_keys(keys, params, public_key=pk))
+        assert status["info"]["public_key"] is True
+        assert status["sha256"] == hashlib.sha256(dumps_many([keys, pk], packed=True)).hexdigest()  # as sent
+        service = live_server.service
+        upload = Upload.from_row(service.db.one("SELECT * FROM uploads WHERE id = ?", (status["id"],)))
+        assert service.public_key(upload).data.equal(pk.data)
+        for blob, status_code in ((dumps_many([pk, keys]), 422), (dumps_many([keys, keys]), 400),
+                                  (dumps_many([keys, pk, pk]), 413)):
+            http = raw(live_server)
+            upload = declare(http, blob, params, len(blob))
+            put = http.put(f"/keysets/{upload['id']}/parts/0", content=blob)  # a public key first: refused here
+            response = put if put.status_code != 200 else http.post(f"/keysets/{upload['id']}/complete")
+            assert response.status_code == status_code and response.json()["detail"], response.text
+            after = http.get(f"/keysets/{upload['id']}")
+            assert after.status_code == 404 or after.json()["state"] != "ready"  # refused: never ready
+        with pytest.raises(TypeError):
+            api.register_keys(keys, params, public_key=sk)
 
 
 def test_register_from_a_key_file_and_the_client_never_sends_a_secret_key(live_server, bfv_keys, tmp_path):

@@ -48,7 +48,7 @@ def alice(live_server, model, alice_seed):
     with live_server.client() as api:
         public = PublicModel.from_json(json.dumps(api.model(MODEL)["public"]))
         client = ForestClient(public, seed=alice_seed, allow_insecure=True)
-        return client, api.register_keys(client.eval_keys(), client.params)
+        return client, api.register_keys(client.eval_keys(), client.params, public_key=client.public_key)
 
 
 def snapshot(live_server) -> tuple:
@@ -76,6 +76,8 @@ def test_the_client_counts_the_bytes_and_seconds_of_a_prediction(live_server, al
                                   predict_forest(forest(), forest().binning.encode(x)).scores)
     assert (spent.requests, spent.sent, spent.received) == (1, len(body), len(dumps_many(answers, packed=True)))
     assert 0 < spent.server_seconds < spent.seconds and spent.serialize_seconds > 0
+    assert set(spent.server_steps) == {"read", "evaluate", "write"}  # the header's metrics, each counted
+    assert sum(spent.server_steps.values()) == pytest.approx(spent.server_seconds)
     assert before.requests == 0 and api.traffic == spent   # a fresh client: the totals are this call
 
 
@@ -89,8 +91,10 @@ def test_predictions_equal_the_local_evaluation_and_the_twin(live_server, alice)
         misses = cache.misses
         scores = api.predict_scores(MODEL, keyset, client, x)
     assert cache.misses == misses and cache.hits >= 1  # the second request found the keys loaded
-    local = ForestEvaluator(client.params, client.eval_keys(), forest()).evaluate(cts)
-    assert dumps_many(remote) == dumps_many(local)  # the same ciphertexts, bit for bit
+    local = ForestEvaluator(client.params, client.eval_keys(), forest(), public_key=client.public_key).evaluate(cts)
+    assert dumps_many(remote) != dumps_many(local)  # every answer is flooded afresh...
+    np.testing.assert_array_equal(client.decrypt_scores(local, len(x)), client.decrypt_scores(remote, len(x)))
+    assert all(ct.level == 0 and 4 <= client.noise_budget(ct) < 5.5 for ct in remote)  # ...to the flooding level
     expected = predict_forest(forest(), forest().binning.encode(x)).scores
     np.testing.assert_array_equal(client.decrypt_scores(remote, len(x)), expected)
     np.testing.assert_array_equal(scores, expected)
@@ -144,14 +148,15 @@ def test_model_admin_and_public_part(live_server, model):
 def test_key_status_names_the_keys_a_model_needs(live_server, alice, model):
     client, keyset = alice
     with live_server.client() as api:
-        assert api.keyset_status(keyset, model=MODEL)["missing_keys"] == {"relin": False, "galois_elements": []}
+        assert api.keyset_status(keyset, model=MODEL)["missing_keys"] == {"relin": False, "galois_elements": [],
+                                                                          "public_key": False}
         ctx = client.ctx.rlwe
         sk = rlwe.gen_secret_key(ctx, seed=fresh_seed("server/xgb/partial"))
         needed = sorted(PublicModel.from_json(json.dumps(model["public"])).galois_elements(client.params.n))
         partial = rlwe.gen_eval_keys(ctx, sk, needed[:2], seed=fresh_seed("server/xgb/partial-evk"))
-        partial_id = api.register_keys(partial, client.params)
+        partial_id = api.register_keys(partial, client.params)  # and no public key
         missing = api.keyset_status(partial_id, model=MODEL)["missing_keys"]
-        assert missing == {"relin": False, "galois_elements": needed[2:]}
+        assert missing == {"relin": False, "galois_elements": needed[2:], "public_key": True}
         with pytest.raises(APIError) as err:
             api.predict(MODEL, partial_id, client.encrypt(samples(3, 1)), client.params)
         assert err.value.status == 422 and str(needed[2]) in err.value.detail
@@ -170,7 +175,8 @@ def test_bad_prediction_requests_get_specific_4xx_and_change_nothing(live_server
     limit = live_server.settings.max_body_bytes
     one = dumps(client.encrypt(samples(1, 2))[0])
     with live_server.client("bob") as bob_api:
-        bob_keyset = bob_api.register_keys(client.eval_keys(), client.params)  # same bytes: deduplicated
+        bob_keyset = bob_api.register_keys(client.eval_keys(), client.params,  # same bytes: deduplicated
+                                           public_key=client.public_key)
     cases = [  # (description, query, body, status, error)
         ("garbage", {}, b"\x00" * 1000, 400, "BadMagicError"),
         ("empty", {}, b"", 400, "TruncatedError"),
@@ -219,15 +225,15 @@ def test_concurrent_predictions_on_one_key_set_are_all_exact(live_server, alice)
     client, keyset = alice
     x = samples(8, seed=5)
     cts = client.encrypt(x)
-    expected = dumps_many(ForestEvaluator(client.params, client.eval_keys(), forest()).evaluate(cts))
+    expected = predict_forest(forest(), forest().binning.encode(x)).scores
 
     def one(_):
         with live_server.client() as api:
-            return dumps_many(api.predict(MODEL, keyset, cts, client.params))
+            return client.decrypt_scores(api.predict(MODEL, keyset, cts, client.params), len(x))
 
     with ThreadPoolExecutor(6) as pool:
         answers = list(pool.map(one, range(12)))
-    assert all(answer == expected for answer in answers)
+    assert all(np.array_equal(answer, expected) for answer in answers)
 
 
 def test_a_prediction_over_the_request_timeout_is_408(live_server, alice):
@@ -259,7 +265,7 @@ def test_the_same_model_bytes_at_two_widths_get_their_own_evaluators(live_server
         narrow = ForestClient(PublicModel.from_json(json.dumps(api.model("toy-w4")["public"])),
                               seed=alice_seed, allow_insecure=True)
         assert narrow.layout.width == 4 != client.layout.width
-        again = api.register_keys(narrow.eval_keys(), narrow.params)
+        again = api.register_keys(narrow.eval_keys(), narrow.params, public_key=narrow.public_key)
         assert api.keyset_status(again)["sha256"] == api.keyset_status(keyset)["sha256"]  # the same keys
         for name, who in ((MODEL, client), ("toy-w4", narrow), (MODEL, client)):
             np.testing.assert_array_equal(api.predict_scores(name, keyset, who, x), expected)

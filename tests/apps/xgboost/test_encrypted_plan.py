@@ -3,6 +3,8 @@ twin's node tests, the public model's JSON, and the forest's bytes."""
 import dataclasses
 import io
 import json
+import math
+import types
 
 import numpy as np
 import pytest
@@ -12,8 +14,10 @@ xgboost = pytest.importorskip("xgboost", reason="xgboost not installed (the iDAS
 from apps.xgboost.encoding import PublicBinning  # noqa: E402
 from apps.xgboost.export import HEForest, ModelFormatError, export_booster  # noqa: E402
 from apps.xgboost.plan import (  # noqa: E402
-    ForestPlan, PathSchedule, PlanError, PublicModel, named_params, tree_value, unmove,
+    ForestPlan, NoiseModel, PathSchedule, PlanError, PublicModel, flooded_answer_level, named_params, tree_value,
+    unmove,
 )
+from fhe_core.bfv import FLOOD_NOISE_BITS  # noqa: E402
 from apps.xgboost.trees import tree_values  # noqa: E402
 from apps.xgboost.twin import node_tests  # noqa: E402
 
@@ -159,3 +163,22 @@ def test_forest_bytes_round_trip_and_validation():
         binning = PublicBinning(forest.binning.cuts, offsets)
         with pytest.raises(ModelFormatError, match="offsets"):
             HEForest.from_bytes(dataclasses.replace(forest, binning=binning).to_bytes())
+
+
+@pytest.mark.parametrize("first_prime_bits,expected", [(60, 0), (36, 1), (30, 1)])
+def test_flooded_answers_go_to_the_lowest_level_that_decrypts_them(first_prime_bits, expected):
+    """The switch's worst-case rounding may cost at most one bit of the flooding level: a first
+    prime too small for that keeps the answer one level up; the budget stated is the bound's."""
+    t, log_n = 786433, 14
+    params = types.SimpleNamespace(plaintext_modulus=t, log_n=log_n, q_primes=[2**first_prime_bits - 1, 2**55 - 1,
+                                                                               2**55 - 1])
+    level, budget = flooded_answer_level(params, 2, budget_left=80.0)
+    assert level == expected
+    noise = NoiseModel(math.log2(t), log_n)
+    switched = noise.switched(math.log2(params.q_primes[0]) if level == 0 else
+                              sum(math.log2(q) for q in params.q_primes[:2]))
+    assert switched >= FLOOD_NOISE_BITS
+    assert budget == pytest.approx(-math.log2(2.0**-FLOOD_NOISE_BITS + 2.0**-80 + 2.0**-switched))
+    assert FLOOD_NOISE_BITS - 1 <= budget <= FLOOD_NOISE_BITS
+    # an answer computed at level 0 stays there, at the flooding level
+    assert flooded_answer_level(params, 0, 80.0) == (0, pytest.approx(FLOOD_NOISE_BITS, abs=1e-9))

@@ -15,10 +15,11 @@ xgboost = pytest.importorskip("xgboost", reason="xgboost not installed (the iDAS
 from apps.xgboost.client import ForestClient  # noqa: E402
 from apps.xgboost.encoding import PublicBinning  # noqa: E402
 from apps.xgboost.export import HEForest, export_booster  # noqa: E402
-from apps.xgboost.plan import MARGIN_BITS, ForestPlan, PublicModel, named_params  # noqa: E402
+from apps.xgboost.plan import ForestPlan, PublicModel, named_params  # noqa: E402
 from apps.xgboost.server import ForestEvaluator  # noqa: E402
 from apps.xgboost.twin import predict_forest  # noqa: E402
 from data.genomics import load_khan  # noqa: E402
+from forest_helpers import check_budgets  # noqa: E402
 from ml.baselines import XGBoostParams, xgboost_baseline  # noqa: E402
 
 FIXTURES = Path(__file__).with_name("fixtures")
@@ -41,13 +42,14 @@ def check_encrypted(forest, booster, x_test, preset, device="cpu", allow_insecur
     plan = ForestPlan.build(forest, params, width=len(x_test))
     client = ForestClient(PublicModel.from_json(plan.public_model(preset).to_json()), device=device,
                           allow_insecure=allow_insecure)
-    server = ForestEvaluator(params, client.eval_keys(), forest, plan=plan)
-    results = server.evaluate(client.encrypt(x_test))
+    server = ForestEvaluator(params, client.eval_keys(), forest, public_key=client.public_key, plan=plan)
+    cts = client.encrypt(x_test)
+    results = server.evaluate(cts)
     scores = client.decrypt_scores(results, len(x_test))
     np.testing.assert_array_equal(scores, predict_forest(forest, binning.encode(x_test)).scores)
     margins = booster.predict(xgboost.DMatrix(x_test), output_margin=True)
     np.testing.assert_array_equal(client.predict(results, len(x_test)), margins.argmax(axis=1))
-    assert min(client.noise_budget(ct) for ct in results) >= plan.answer_budget >= MARGIN_BITS
+    check_budgets(client, server, cts, results)
     return plan
 
 
@@ -58,13 +60,13 @@ def test_srbct_150_genes(srbct_dir):
 
 @pytest.mark.slow
 def test_srbct_full_128_bit(srbct_dir):
-    plan = run_srbct(srbct_dir, "BFVN13QP218L3D4T20")
+    plan = run_srbct(srbct_dir, "BFVN14QP438L7D8T20")  # flooding needs N = 2^14
     assert plan.n_inputs == sum(k + 1 for _, k in plan.chunks)
 
 
 @pytest.mark.gpu
 def test_srbct_full_gpu(srbct_dir):
-    run_srbct(srbct_dir, "BFVN13QP218L3D4T20", device="cuda")
+    run_srbct(srbct_dir, "BFVN14QP438L7D8T20", device="cuda")
 
 
 def cut_samples(binning, n, rng):

@@ -89,3 +89,18 @@ def test_flood_requirement_and_refusals(parts):
     with pytest.raises(FHEError, match="bits for the flooding noise"):
         bfv.flood(ctx, ct, pk, noise_bits=230)
     assert ct.data.device == torch.device("cpu")
+
+
+@pytest.mark.gpu
+def test_flooding_is_bit_identical_on_cpu_and_cuda():
+    results = []
+    for device in ("cpu", "cuda"):
+        ctx = bfv.BFVContext(preset(WIDE, allow_insecure=True, device=device))
+        sk = rlwe.gen_secret_key(ctx.rlwe, seed=fixed_seed("flood/gpu-sk"))
+        pk = rlwe.gen_public_key(ctx.rlwe, sk, seed=fixed_seed("flood/gpu-pk"))
+        encoder = bfv.BatchEncoder(ctx)
+        ct = bfv.Encryptor(ctx, pk).encrypt(encoder.encode(np.arange(ctx.n) % ctx.t), seed=fixed_seed("flood/gpu-ct"))
+        flooded = bfv.flood(ctx, ct, pk, seed=fixed_seed("flood/gpu"))
+        np.testing.assert_array_equal(encoder.decode(bfv.Decryptor(ctx, sk).decrypt(flooded)), np.arange(ctx.n) % ctx.t)
+        results.append(flooded.data.cpu())
+    assert torch.equal(results[0], results[1])
