@@ -51,7 +51,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 def background_server(settings: Settings, *, port: int | None = None, log_level: str = "warning",
                       start_timeout: float = 60.0) -> Iterator[EmbeddedServer]:
     """Start the service on 127.0.0.1 (``port`` or a free one), yield it, stop it on exit."""
-    Database(settings.db_path).close()  # create the schema before the first token
+    Database(settings.store).close()  # create the schema before the first token
     app = create_app(settings)
     port = port or free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level=log_level))

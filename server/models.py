@@ -77,8 +77,10 @@ class ModelRegistry:
             raise ConflictError(f"model {name!r} exists (delete it first, or replace it)")
         blob = self.service.blobs.put_bytes(model)
         self.service.db.execute(
-            "INSERT OR REPLACE INTO models (name, kind, params_json, params_id, blob, public_json, created) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO models (name, kind, params_json, params_id, blob, public_json, created) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, "
+            "params_json = excluded.params_json, params_id = excluded.params_id, blob = excluded.blob, "
+            "public_json = excluded.public_json, created = excluded.created",
             (name, kind, params.literal.to_json(), params.params_id, blob, dumps_json(public), now()))
         return self.get(name)
 
