@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-
 from apps.logreg.trainer import read_checkpoint
 from conftest import free_port, make_tokens, start_subprocess_server, tiny_settings
 from fhe_core.serialize import dumps
