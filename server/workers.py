@@ -32,13 +32,14 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import hashlib
 import itertools
 import logging
 import multiprocessing
 import os
 import pickle
+import shutil
 import signal
-import tempfile
 import threading
 import time
 import uuid
@@ -142,10 +143,7 @@ class WorkerPool:
     def stop(self) -> None:
         for worker in self.workers:
             worker.stop()
-        for path in self.handoff.iterdir():
-            path.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            self.handoff.rmdir()
+        shutil.rmtree(self.handoff, ignore_errors=True)
 
 
 class WorkerProcess:
@@ -326,7 +324,12 @@ def _die_with_parent(server_pid: int) -> None:
 
 
 def _handoff_dir(settings: Settings) -> Path:
-    """Where prediction batches cross to workers: tmpfs when there is one (``/dev/shm``)."""
+    """Where prediction batches cross to workers: tmpfs when there is one (``/dev/shm``). One
+    folder per server (named after its lock file, which only it holds), emptied at its start:
+    what a killed predecessor left in memory goes."""
     shm = Path("/dev/shm")
     root = shm if shm.is_dir() and os.access(shm, os.W_OK) else settings.tmp_dir
-    return Path(tempfile.mkdtemp(prefix=f"fhe-handoff-{settings.node}-", dir=root))
+    folder = root / f"fhe-handoff-{hashlib.sha256(str(settings.lock_path).encode()).hexdigest()[:16]}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(mode=0o700)
+    return folder
