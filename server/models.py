@@ -4,11 +4,11 @@ A model kind is an adapter over one application's server half (:mod:`server.apps
 a model against its parameters, says what a client must know to encrypt for it (the public
 part) and which evaluation keys it needs, and evaluates a batch of ciphertexts.
 
-Predictions run synchronously in the request, in the threadpool: one prediction is short (one
-batch through the evaluator), the loaded key set and evaluator come from LRU caches shared
-with the other requests, and a queue round trip would only add latency. Long work (training)
-goes through the worker. An evaluator keeps state while it evaluates, so calls on one cached
-evaluator (one model and key set) take turns; different key sets run side by side.
+:meth:`ModelRegistry.predict` runs where the device is: in a worker process, to which
+:mod:`server.workers` hands the batch (or in the request threadpool with ``inline_worker``). The
+loaded key set and evaluator come from that process's LRU caches. An evaluator keeps state
+while it evaluates, so calls on one cached evaluator (one model and key set) take turns;
+different key sets run side by side.
 """
 from __future__ import annotations
 

@@ -85,7 +85,7 @@ def database_url(request) -> Iterator[str | None]:
 
 def tiny_settings(data_dir: Path, **overrides) -> Settings:
     """Small limits (so the limit tests send kilobytes, not gigabytes), insecure params allowed."""
-    values = dict(data_dir=data_dir, allow_insecure=True, inline_worker=True, max_part_bytes=1 << 20,
+    values = dict(data_dir=data_dir, allow_insecure=True, max_part_bytes=1 << 20,
                   max_body_bytes=16 << 20, max_upload_bytes=256 << 20, max_batch=64, max_queued_jobs=3,
                   max_jobs_per_tenant=2, upload_idle_timeout_s=5.0)
     values.update(overrides)
