@@ -217,11 +217,14 @@ class WorkerProcess:
         request_id = next(self._ids)
         answer = batch.with_suffix(".out")
         with self._send_lock:
-            self._pending[request_id] = (future, batch, answer)
             try:
                 self._conn.send(("predict", request_id, model, upload, str(batch), str(answer)))
-            except OSError:  # died just now: its supervisor fails what it held, this included
-                pass
+            except OSError:  # it died and is being started again
+                batch.unlink(missing_ok=True)
+                future.set_exception(ServiceUnavailableError(f"worker {self.worker_id} is restarting; "
+                                                             "send the request again"))
+                return future
+            self._pending[request_id] = (future, batch, answer)  # under the lock the reader takes too
         return future
 
     def send(self, message: tuple) -> None:
