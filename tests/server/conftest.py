@@ -126,7 +126,7 @@ def live_server(request, tmp_path_factory) -> Iterator[LiveServer]:
         settings = tiny_settings(tmp_path_factory.mktemp("server-data"), database_url=url)
         tokens = make_tokens(settings)
         with background_server(settings) as server:
-            yield LiveServer(server.url, settings, server.app, tokens)
+            yield LiveServer(server.url, server.settings, server.app, tokens)
 
 
 def start_subprocess_server(data_dir: Path, port: int, log: Path, **env: str) -> subprocess.Popen:

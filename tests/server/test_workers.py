@@ -35,7 +35,7 @@ def pooled(tmp_path_factory):
     settings = tiny_settings(tmp_path_factory.mktemp("pooled"), inline_worker=False, workers=2)
     tokens = make_tokens(settings)
     with background_server(settings) as server:
-        yield LiveServer(server.url, settings, server.app, tokens)
+        yield LiveServer(server.url, server.settings, server.app, tokens)
 
 
 def wait_for(predicate, timeout=120.0):
