@@ -134,7 +134,7 @@ class JobWorker:
         heartbeat = threading.Thread(target=claim.keep_alive, name=f"lease-{job_id}", daemon=True)
         heartbeat.start()
         try:
-            session = self.runners[job["kind"]].open(job, read_checkpoint(self.service.settings, job_id))
+            session = self.runners[job["kind"]].open(job, stored_checkpoint(self.service.settings, job_id))
             claim.update("iteration = ?", session.iteration)
             while session.iteration < job["iterations"]:
                 if self._stop.is_set():  # stays 'running', its lease handed back: resumed from the checkpoint
@@ -253,7 +253,7 @@ def write_checkpoint(settings: Any, job_id: str, session: TrainingSession) -> No
     _write_atomically(path, session.checkpoint())
 
 
-def read_checkpoint(settings: Any, job_id: str) -> bytes | None:
+def stored_checkpoint(settings: Any, job_id: str) -> bytes | None:
     path = checkpoint_path(settings, job_id)
     return path.read_bytes() if path.is_file() else None
 
