@@ -66,6 +66,7 @@ sa.Table(  # key sets (kind 'keyset') and datasets (kind 'dataset')
     sa.Column("size", sa.BigInteger, nullable=False),
     sa.Column("state", sa.Text, nullable=False),         # 'uploading' -> 'completing' -> 'ready' (server.uploads)
     sa.Column("info_json", sa.Text),                     # what verification found (Galois elements, counts)
+    sa.Column("completer", sa.Text),                     # the node that moved it to 'completing' (its recovery)
     sa.Column("created", sa.Double, nullable=False),
     sa.Column("completed", sa.Double),
 )

@@ -237,6 +237,7 @@ class UploadStore:
                 if missing:
                     raise ConflictError(f"{upload.kind} {upload.id}: parts {_ranges(missing)} are missing")
                 _move(conn, upload.id, "uploading", "completing")
+                conn.execute("UPDATE uploads SET completer = ? WHERE id = ?", (self.settings.node, upload.id))
                 self._completions[upload.id] = threading.Event()
             running = self._completions.get(upload.id)
         if state is None:
@@ -360,12 +361,14 @@ class UploadStore:
         completes again), part folders of uploads that no longer take parts go, and abandoned
         uploads expire. Verified parts of unfinished uploads stay.
 
-        With a shared store another host may be completing an upload right now: its completion
-        and its parts are left alone (a host killed mid-completion leaves that upload
-        'completing' until the client uploads the same bytes under a new id: a known gap,
-        docs/scaling.md)."""
+        With a shared store another host may be completing an upload right now: only this
+        host's own completions go back (its previous life is gone: one process per node holds
+        its lock); another host's stay, with their parts, until that host starts again."""
         with self.db.transaction() as conn:
-            if not self.settings.shared:
+            if self.settings.shared:
+                conn.execute("UPDATE uploads SET state = 'uploading' WHERE state = 'completing' AND completer = ?",
+                             (self.settings.node,))
+            else:
                 conn.execute("UPDATE uploads SET state = 'uploading' WHERE state = 'completing'")
             uploading = {row["id"] for row in conn.query("SELECT id FROM uploads WHERE state IN "
                                                          "('uploading', 'completing')")}
