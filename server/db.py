@@ -100,7 +100,7 @@ sa.Table(
     sa.Column("finished", sa.Double),
     sa.Column("worker", sa.Text),                        # who holds (or last held) it: '<node>/<index>'
     sa.Column("lease_until", sa.Double),                 # a running job whose lease ran out is claimable
-    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),  # claims so far (resumes + 1)
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),  # claims not handed back (deaths + 1)
     sa.Index("jobs_by_state", "state", "created"),
 )
 

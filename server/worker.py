@@ -109,7 +109,11 @@ class JobWorker:
             if self.housekeeping and time.monotonic() - housekeeping > HOUSEKEEPING_S:  # abandoned uploads go
                 self.service.uploads.expire(self.service.settings.upload_ttl_s)
                 housekeeping = time.monotonic()
-            job = claim_job(self.service.db, self.worker_id, self.service.settings.lease_s)
+            try:
+                job = claim_job(self.service.db, self.worker_id, self.service.settings.lease_s)
+            except Exception:  # the store is unreachable for a moment (a restart): the loop goes on
+                log.warning("worker %s: claim failed: %s", self.worker_id, traceback.format_exc())
+                job = None
             if job is None:
                 self._wake.wait(self.poll_s)
                 self._wake.clear()
@@ -137,8 +141,8 @@ class JobWorker:
             session = self.runners[job["kind"]].open(job, stored_checkpoint(self.service.settings, job_id))
             claim.update("iteration = ?", session.iteration)
             while session.iteration < job["iterations"]:
-                if self._stop.is_set():  # stays 'running', its lease handed back: resumed from the checkpoint
-                    claim.update("lease_until = NULL")  # by the next start or another worker, at once
+                if self._stop.is_set():  # stays 'running', handed back: the next start or another worker
+                    claim.update("lease_until = NULL, attempts = attempts - 1")  # resumes it at once; no death
                     return
                 if claim.cancel_requested():
                     claim.finish("cancelled")

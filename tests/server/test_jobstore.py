@@ -147,3 +147,34 @@ def test_a_store_from_before_leases_gains_the_new_columns(tmp_path):
     assert claim_job(db, "a/0", lease_s=60.0)["id"] == "job_old"
     db.close()
 
+
+
+class StoppingSession:
+    """A job's session whose first step asks its worker to stop (a graceful shutdown mid-job)."""
+
+    def __init__(self, worker: JobWorker):
+        self.worker, self.iteration = worker, 0
+
+    def step(self) -> None:
+        self.iteration += 1
+        self.worker._stop.set()
+
+    def checkpoint(self) -> bytes:
+        return b"state %d" % self.iteration
+
+    client_checkpoint = checkpoint
+
+
+def test_a_stopping_worker_hands_its_job_back_at_once_without_counting_a_death(store, tmp_path):
+    db = Database(store)
+    (job_id,) = queue_jobs(db, 1)
+    service = SimpleNamespace(db=db, settings=tiny_settings(tmp_path / "data"))
+    worker = JobWorker(service, runners={}, worker_id="a/0")
+    worker.runners["helr"] = SimpleNamespace(open=lambda job, checkpoint: StoppingSession(worker))
+    job = claim_job(db, "a/0", lease_s=3600.0)
+    worker._run(Claim(db, job, "a/0", 3600.0, checkpoint=tmp_path / "checkpoint.bin"))
+    row = db.one("SELECT state, iteration, lease_until, attempts FROM jobs WHERE id = ?", (job_id,))
+    assert row == {"state": "running", "iteration": 1, "lease_until": None, "attempts": 0}
+    resumed = claim_job(db, "b/0", lease_s=60.0)  # another host need not wait for a lease
+    assert resumed["id"] == job_id and resumed["attempts"] == 1
+    db.close()
