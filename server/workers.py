@@ -43,6 +43,7 @@ import signal
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
@@ -62,6 +63,7 @@ from server.worker import JobWorker
 
 log = logging.getLogger("server.workers")
 AFFINITY_SLACK = 2  # requests a tenant's worker may have waiting beyond the least-loaded one's before it moves
+AFFINITY_ENTRIES = 4096  # key sets remembered (far more than the workers' caches hold)
 _PR_SET_PDEATHSIG = 1
 
 
@@ -97,7 +99,7 @@ class WorkerPool:
         self.handoff = _handoff_dir(settings)
         self.workers = [WorkerProcess(settings, index, device, self.handoff)
                         for index, device in enumerate(self.devices)]
-        self._affinity: dict[str, WorkerProcess] = {}  # key set sha256 -> the worker that last served it
+        self._affinity: OrderedDict[str, WorkerProcess] = OrderedDict()  # key set sha256 -> who served it last
         self._lock = threading.Lock()
 
     def _choose(self, keyset_sha256: str) -> WorkerProcess:
@@ -110,6 +112,9 @@ class WorkerPool:
             if chosen is None or chosen.load > least.load + AFFINITY_SLACK:
                 chosen = least
             self._affinity[keyset_sha256] = chosen
+            self._affinity.move_to_end(keyset_sha256)
+            if len(self._affinity) > AFFINITY_ENTRIES:  # the least recently used key set is long evicted anyway
+                self._affinity.popitem(last=False)
             chosen.load += 1  # counted from the choice, so concurrent choices see it
             return chosen
 

@@ -11,6 +11,7 @@ import os
 import signal
 import threading
 import time
+from collections import OrderedDict
 from types import SimpleNamespace
 
 import numpy as np
@@ -68,7 +69,7 @@ def test_predictions_run_in_the_worker_processes(pooled):
 
 def test_dispatch_keeps_a_tenant_on_its_worker_until_that_one_is_busier():
     pool = WorkerPool.__new__(WorkerPool)  # the rule alone, without processes
-    pool.settings, pool._affinity, pool._lock = SimpleNamespace(node="n"), {}, threading.Lock()
+    pool.settings, pool._affinity, pool._lock = SimpleNamespace(node="n"), OrderedDict(), threading.Lock()
     pool.workers = [SimpleNamespace(load=0, name="w0"), SimpleNamespace(load=0, name="w1")]
     first = pool._choose("alice-keys")
     assert all(pool._choose("alice-keys") is first for _ in range(AFFINITY_SLACK))  # queued behind its keys
