@@ -331,13 +331,17 @@ def _die_with_parent(server_pid: int) -> None:
         os._exit(1)
 
 
-def _handoff_dir(settings: Settings) -> Path:
+def handoff_path(settings: Settings) -> Path:
     """Where prediction batches cross to workers: tmpfs when there is one (``/dev/shm``). One
-    folder per server (named after its lock file, which only it holds), emptied at its start:
-    what a killed predecessor left in memory goes."""
+    folder per server, named after its lock file (which only it holds)."""
     shm = Path("/dev/shm")
     root = shm if shm.is_dir() and os.access(shm, os.W_OK) else settings.tmp_dir
-    folder = root / f"fhe-handoff-{hashlib.sha256(str(settings.lock_path).encode()).hexdigest()[:16]}"
+    return root / f"fhe-handoff-{hashlib.sha256(str(settings.lock_path).encode()).hexdigest()[:16]}"
+
+
+def _handoff_dir(settings: Settings) -> Path:
+    """:func:`handoff_path`, emptied: what a killed predecessor left in memory goes."""
+    folder = handoff_path(settings)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(mode=0o700)
     return folder

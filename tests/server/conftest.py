@@ -25,8 +25,10 @@ from server.db import Database
 from server.embedded import background_server, free_port, serve_subprocess
 from server.settings import Settings
 from server.tenants import create_token
+from server.workers import handoff_path
 
-__all__ = ["LiveServer", "STORES", "free_port", "make_tokens", "start_subprocess_server", "tiny_settings"]
+__all__ = ["LiveServer", "STORES", "drop_handoff", "free_port", "make_tokens", "start_subprocess_server",
+           "tiny_settings"]
 
 REPO = Path(__file__).resolve().parents[2]
 STORES = ["sqlite", "postgresql"]  # parametrize a store-contract test (or a module's live_server) over both
@@ -127,6 +129,12 @@ def live_server(request, tmp_path_factory) -> Iterator[LiveServer]:
         tokens = make_tokens(settings)
         with background_server(settings) as server:
             yield LiveServer(server.url, server.settings, server.app, tokens)
+
+
+def drop_handoff(settings: Settings) -> None:
+    """Remove the /dev/shm folder of a server the test killed with -9 (a server empties it when it
+    starts again, or removes it when it stops)."""
+    shutil.rmtree(handoff_path(settings), ignore_errors=True)
 
 
 def start_subprocess_server(data_dir: Path, port: int, log: Path, **env: str) -> subprocess.Popen:

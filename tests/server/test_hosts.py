@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import time
 
-from conftest import free_port, fresh_postgres_database, make_tokens, start_subprocess_server, tiny_settings
+from conftest import (
+    drop_handoff, free_port, fresh_postgres_database, make_tokens, start_subprocess_server, tiny_settings,
+)
 from fhe_core.serialize import dumps
 from helr_helpers import config, local_model, session
 from server.blobs import BlobStore
@@ -64,6 +66,8 @@ def test_a_job_submitted_to_one_host_runs_on_another_and_survives_that_host(tmp_
         for proc in hosts:
             proc.kill()
             proc.wait(10)
+        for node in ("front", "gpu-a", "gpu-b"):
+            drop_handoff(tiny_settings(settings.data_dir, database_url=url, node=node))
         db.close()
         next(databases, None)  # drop the database
     assert final["state"] == "succeeded" and final["iteration"] == ITERATIONS

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from apps.logreg.trainer import read_checkpoint
-from conftest import free_port, make_tokens, start_subprocess_server, tiny_settings
+from conftest import drop_handoff, free_port, make_tokens, start_subprocess_server, tiny_settings
 from fhe_core.serialize import dumps
 from helr_helpers import config, local_model, session
 from server.client import ServiceClient
@@ -64,6 +64,7 @@ def test_kill_9_mid_job_then_restart_resumes_to_the_same_result(tmp_path, databa
     finally:
         proc.kill()
         proc.wait(10)
+        drop_handoff(settings)
     assert final["state"] == "succeeded" and final["iteration"] == ITERATIONS
     # steps 1 .. resume_from were not computed again (a restart from 0 that caught up would have
     # rewritten them); the checkpoint's successor was written after the restart
