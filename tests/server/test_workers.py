@@ -14,6 +14,7 @@ import time
 from collections import OrderedDict
 from types import SimpleNamespace
 
+import httpx
 import numpy as np
 import pytest
 
@@ -52,6 +53,8 @@ def test_predictions_run_in_the_worker_processes(pooled):
     assert isinstance(pool, WorkerPool) and pool.devices == ["cpu", "cpu"]
     pids = {w.process.pid for w in pool.workers}
     assert len(pids) == 2 and os.getpid() not in pids
+    health = httpx.get(f"{pooled.url}/health").json()
+    assert health["workers"] == ["cpu", "cpu"] and health["node"] == pooled.settings.node
     with pooled.client("admin") as admin:
         admin.add_model("toy", forest().to_bytes(), preset(PRESET, allow_insecure=True))
     for tenant in ("alice", "bob"):
