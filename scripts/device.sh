@@ -21,6 +21,9 @@
 #               scripts/bench_helr_dist.py (full MNIST, 10 iterations on 1 and 2 GPUs, with and
 #               without bootstrapping; the ciphertext all-reduce by method) -> dist.jsonl;
 #               FHE_DIST_ARGS="--iterations 6 --samples 4096" overrides its settings
+#       serve   prediction throughput of the service with 1 and 2 GPU workers (scripts/loadtest.py
+#               --workers 1, then 2: 128-bit BFV, 32 clients, 120 s each; FHE_LOAD_SAMPLES per request,
+#               default 256) and their ratio (device kind nvidia-h200-x2; not in the default stages)
 #       py312   the default test suite (`-m "not slow"`: CPU tests and every `gpu` test) under the
 #               device's Python 3.12 with the newest wheels of every dependency, carried as .whl/
 #               from `bash scripts/device_wheels.sh` (not in the default stages; after `build`)
@@ -45,7 +48,7 @@ case "${1:-}" in
     --no-bench) stages="build tests" ;;
     --only) stages="${2:?--only needs a list of stages}" ;;
     "") ;;
-    *) echo "usage: bash scripts/device.sh [--no-bench | --only 'build tests bench apps trees demo dist py312']" >&2; exit 2 ;;
+    *) echo "usage: bash scripts/device.sh [--no-bench | --only 'build tests bench apps trees demo dist serve py312']" >&2; exit 2 ;;
 esac
 has() { case " $stages " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
@@ -118,6 +121,22 @@ if has apps; then
     echo "==> HELR benchmark"
     python3 scripts/bench_helr.py --device cuda --iterations 30 ${data:+--mnist "$data/mnist"} \
         --json "$out/apps.jsonl" --markdown "$out/bench-helr.md"
+fi
+
+if has serve; then
+    echo "==> prediction throughput with 1 and 2 GPU workers"
+    for workers in 1 2; do
+        python3 scripts/loadtest.py --device cuda --workers "$workers" --clients 32 --duration 120 \
+            --samples "${FHE_LOAD_SAMPLES:-256}" --json "$out/loadtest-workers$workers.json" \
+            2>&1 | tee "$out/loadtest-workers$workers.md"
+        [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+    done
+    python3 - "$out" <<'PY' | tee "$out/loadtest-scaling.txt"
+import json, sys
+one, two = (json.load(open(f"{sys.argv[1]}/loadtest-workers{n}.json"))["load"] for n in (1, 2))
+print(f"2 workers / 1 worker: {two['throughput_rps'] / one['throughput_rps']:.2f}x "
+      f"({one['throughput_rps']:.2f} -> {two['throughput_rps']:.2f} req/s), errors {one['errors']} + {two['errors']}")
+PY
 fi
 
 if has demo; then

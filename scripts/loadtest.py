@@ -2,7 +2,7 @@
 server on the loopback interface for a bounded time (not a unit test).
 
     python scripts/loadtest.py [--clients 16 --duration 300 --preset BFVN13QP218L3D4T17
-                                --samples 64 --device cpu --json out.json]
+                                --samples 64 --device cpu --workers N --json out.json]
 
 It starts ``python -m server serve`` on 127.0.0.1 (a fresh data directory), registers a small
 XGBoost model (trained here on synthetic data, exported for the preset) as the administrator,
@@ -15,7 +15,7 @@ one batch. Then:
 2. **load**: ``--clients`` threads, each with its own connection, POST the batch in a loop until
    ``--duration`` seconds have passed; every answer is checked (status 200; the first answer of
    each client is decrypted and compared with the plaintext twin's scores); the server's RSS is
-   sampled every second.
+   sampled every second (with its worker processes).
 
 It prints a Markdown report (throughput, latency percentiles, errors, RSS first/max/last and
 its drift, request/response bytes) for docs/benchmarks.md.
@@ -92,9 +92,22 @@ def demo_forest(features: int = 8, classes: int = 3, depth: int = 3, rounds: int
     return export_booster(booster, PublicBinning.from_dmatrix(train), frac_bits=frac_bits)
 
 
-def start_server(data_dir: Path, port: int, device: str, insecure: bool) -> subprocess.Popen:
+def start_server(data_dir: Path, port: int, device: str, insecure: bool, workers: int | None) -> subprocess.Popen:
     env = {"FHE_SERVER_DEVICE": device, "FHE_SERVER_ALLOW_INSECURE": "1" if insecure else "0"}
+    if workers is not None:
+        env["FHE_SERVER_WORKERS"] = str(workers)
     return serve_subprocess(data_dir, port, env=env, start_timeout=120)
+
+
+def server_rss(process: psutil.Process) -> int:
+    """Resident bytes of the server and its worker processes."""
+    total = process.memory_info().rss
+    for child in process.children(recursive=True):
+        try:
+            total += child.memory_info().rss
+        except psutil.NoSuchProcess:  # a worker that just exited
+            pass
+    return total
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -134,7 +147,7 @@ def load(url: str, token: str, model: str, keyset: str, body: bytes, client: For
 
     def sample_rss() -> None:
         while not stop.is_set():
-            rss.append((time.monotonic() - t0, process.memory_info().rss))
+            rss.append((time.monotonic() - t0, server_rss(process)))
             stop.wait(1.0)
 
     def worker(i: int) -> None:
@@ -324,7 +337,7 @@ def mixed(url: str, data_dir: Path, proc: subprocess.Popen, keysets: dict[str, s
     while joiner.is_alive():
         joiner.join(1.0)
         t = time.monotonic() - t0
-        rss.append((t, process.memory_info().rss / 2**20))
+        rss.append((t, server_rss(process) / 2**20))
         if t >= next_report or not joiner.is_alive():
             requests, errors = load.snapshot()
             emit({"t_s": round(t, 1), "rss_mib": round(rss[-1][1], 1), "errors": errors, "requests": requests})
@@ -342,7 +355,8 @@ def mixed(url: str, data_dir: Path, proc: subprocess.Popen, keysets: dict[str, s
     requests, errors = load.snapshot()
     first_errors = load.errors[:5] + ([f"data directory: {broken}"] if broken else [])
     emit({"summary": True, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "host": platform.node(),
-          "cpus": os.cpu_count(), "device": args.device, "preset": args.preset, "clients": args.clients,
+          "cpus": os.cpu_count(), "device": args.device, "workers": args.workers, "preset": args.preset,
+          "clients": args.clients,
           "duration_s": round(wall, 1), "requests": requests,
           "requests_total": sum(n for by_status in requests.values() for n in by_status.values()),
           "errors": errors + len(broken), "first_errors": first_errors,
@@ -360,6 +374,8 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=64, help="samples per request (one batch)")
     parser.add_argument("--repeat", type=int, default=20, help="sequential runs for the overhead medians")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="the server's worker processes (default: one per visible GPU with --device cuda, else 1)")
     parser.add_argument("--json", type=Path, help="also write the numbers as JSON (--mix: the JSON lines)")
     parser.add_argument("--mix", action="store_true", help="the soak: predictions, uploads and deletes mixed")
     parser.add_argument("--warmup", type=float, default=None,
@@ -386,7 +402,7 @@ def main() -> int:
         db.close()
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        proc = start_server(data_dir, port, args.device, insecure)
+        proc = start_server(data_dir, port, args.device, insecure, args.workers)
         try:
             with ServiceClient(url, tokens["admin"], progress=False) as admin:
                 admin.add_model("load", forest.to_bytes(), params)
@@ -402,7 +418,8 @@ def main() -> int:
                 answer = dumps_many(api.predict("load", keyset, cts, client.params))
                 if args.mix:
                     with ServiceClient(url, tokens["other"], progress=False) as other:
-                        keysets = {tokens["load"]: keyset, tokens["other"]: other.register_keys(keys, client.params)}
+                        other_keyset = other.register_keys(keys, client.params, public_key=client.public_key)
+                    keysets = {tokens["load"]: keyset, tokens["other"]: other_keyset}
 
                     def check_answer(content: bytes) -> None:
                         cts = loads_many(content, client.params, expect=Ciphertext)
@@ -430,7 +447,8 @@ def main() -> int:
     trend = 100 * (statistics.median(settle[-third:]) / statistics.median(settle[:third]) - 1)
     report = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "host": platform.node(),
-        "cpus": os.cpu_count(), "device": args.device, "preset": args.preset, "samples_per_request": args.samples,
+        "cpus": os.cpu_count(), "device": args.device, "workers": args.workers, "preset": args.preset,
+        "samples_per_request": args.samples,
         "ciphertexts_per_request": len(cts), "request_bytes": len(body), "response_bytes": len(answer),
         "overhead": {"in_process_ms": local_s * 1e3, "http_ms": http_s * 1e3,
                      "overhead_pct": 100 * (http_s / local_s - 1), "paired_overhead_pct": 100 * (ratio - 1)},
@@ -446,7 +464,8 @@ def main() -> int:
         "first_errors": errors[:5],
     }
     o, ld = report["overhead"], report["load"]
-    print(f"## Load test ({report['date']}, {args.device}, {os.cpu_count()} CPUs, preset {args.preset})\n")
+    print(f"## Load test ({report['date']}, {args.device}, {args.workers or 'default'} worker(s), "
+          f"{os.cpu_count()} CPUs, preset {args.preset})\n")
     print(f"Request: {args.samples} samples = {len(cts)} ciphertexts, {len(body):,} bytes; "
           f"response {len(answer):,} bytes.\n")
     print("| measure | value |\n| --- | --- |")

@@ -1,6 +1,7 @@
 """Command line of the service (administration happens here, on the server's own machine)::
 
-    python -m server [serve] [--host 127.0.0.1 --port 8000 --data-dir DIR --device cuda]
+    python -m server [serve] [--host 127.0.0.1 --port 8000 --data-dir DIR --device cuda] [--workers N]
+                             [--database-url postgresql://... --node NAME]   several hosts, one store
     python -m server create-token TENANT [--admin] [--ttl SECONDS]   prints a new bearer token once
     python -m server revoke-tokens TENANT
     python -m server add-model NAME --model forest.bin --params params.json|--preset NAME [--replace]
@@ -22,7 +23,9 @@ from fhe_core.errors import FHEError
 def _settings(args: argparse.Namespace):
     from server.settings import Settings
 
-    overrides = {k: v for k, v in {"data_dir": args.data_dir, "device": args.device}.items() if v is not None}
+    given = {"data_dir": args.data_dir, "device": args.device, "database_url": args.database_url,
+             "node": args.node, "workers": getattr(args, "workers", None)}
+    overrides = {k: v for k, v in given.items() if v is not None}
     if args.allow_insecure:
         overrides["allow_insecure"] = True
     return Settings(**overrides)
@@ -43,7 +46,7 @@ def _create_token(args: argparse.Namespace) -> None:
     from server.tenants import create_token
 
     settings = _settings(args)
-    print(create_token(Database(settings.db_path), args.tenant, admin=args.admin, ttl_s=args.ttl))
+    print(create_token(Database(settings.store), args.tenant, admin=args.admin, ttl_s=args.ttl))
 
 
 def _revoke(args: argparse.Namespace) -> None:
@@ -51,7 +54,7 @@ def _revoke(args: argparse.Namespace) -> None:
     from server.tenants import revoke_tokens
 
     settings = _settings(args)
-    print(f"revoked {revoke_tokens(Database(settings.db_path), args.tenant)} token(s)")
+    print(f"revoked {revoke_tokens(Database(settings.store), args.tenant)} token(s)")
 
 
 def _add_model(args: argparse.Namespace) -> None:
@@ -67,7 +70,7 @@ def _add_model(args: argparse.Namespace) -> None:
     kind = "private" if args.encoding == "private" else args.kind
     bounds = {k: v for k, v in (("max_trees_per_class", args.max_trees_per_class), ("max_depth", args.max_depth))
               if v is not None}
-    service = build_service(_settings(args), start_worker=False)
+    service = build_service(_settings(args), role="admin")
     try:
         row = service.models.add(args.name, kind, literal, Path(args.model).read_bytes(), width=args.width,
                                  replace=args.replace, bounds=bounds or None)
@@ -83,6 +86,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="default: $FHE_SERVER_DATA_DIR or ./fhe-server-data")
     common.add_argument("--device", default=None, help="torch device (default: $FHE_SERVER_DEVICE or cpu)")
     common.add_argument("--allow-insecure", action="store_true", help="accept tiny insecure parameters (tests)")
+    common.add_argument("--database-url", default=None,
+                        help="PostgreSQL job store shared by several hosts (default: $FHE_SERVER_DATABASE_URL, "
+                             "else SQLite in the data directory)")
+    common.add_argument("--node", default=None, help="this host's name among those sharing the store "
+                                                     "(default: $FHE_SERVER_NODE or the host name)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", parents=[common], help="run the HTTP service (uvicorn)")
@@ -90,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--log-level", default="info")
     serve.add_argument("--limit-concurrency", type=int, default=None, help="uvicorn: answer 503 above this many")
+    serve.add_argument("--workers", type=int, default=None,
+                       help="worker processes, one per device (default: $FHE_SERVER_WORKERS, else one per visible "
+                            "GPU with --device cuda, else 1; 0: this host only answers requests)")
     serve.set_defaults(run=_serve)
 
     token = sub.add_parser("create-token", parents=[common], help="print a new bearer token for a tenant")

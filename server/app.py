@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from typing import Literal
+
 from fastapi import FastAPI
 
 from server.apps import ForestKind, HELRTraining
@@ -14,29 +16,37 @@ from server.models import ModelRegistry
 from server.routers import datasets, health, jobs, keysets, models, predictions
 from server.service import Service
 from server.settings import Settings
-from server.worker import JobWorker
+from server.workers import InlineWorker, WorkerPool
 
 
-def build_service(settings: Settings, *, start_worker: bool = True) -> Service:
-    """The service with its app adapters and (unless told not to) a running job worker; the
-    process that runs the worker serves the data directory (owns it: see :class:`Service`)."""
-    service = Service(settings, owner=start_worker)
+def build_service(settings: Settings, *, role: Literal["server", "worker", "admin"] = "server") -> Service:
+    """The service with its app adapters, for one of three roles:
+
+    - ``server``: the process that answers HTTP and serves the data directory (owns it: see
+      :class:`Service`), with its workers: a :class:`WorkerPool` of processes, one per device,
+      or, with ``inline_worker``, the worker in this process. With a pool this process touches
+      no device: it checks on the CPU and leaves the device to the workers;
+    - ``worker``: a worker process's own service on its device (:func:`server.workers.worker_main`);
+    - ``admin``: a command that adds rows (``python -m server add-model``): no worker.
+    """
+    pooled = role == "server" and not settings.inline_worker
+    service = Service(settings.model_copy(update={"device": "cpu"}) if pooled else settings, owner=role == "server")
+    service.caches_verified_keys = not pooled  # the workers load key sets on their devices themselves
     service.models = ModelRegistry(service, {"xgboost": ForestKind("HEForest"), "idash": ForestKind("IdashModel"),
                                              "private": ForestKind("PrivateForest")})
     service.training = HELRTraining(service)
-    if start_worker:
-        service.worker = JobWorker(service, {"helr": service.training})
-        service.worker.start()
+    if role == "server":
+        service.workers = WorkerPool(settings) if pooled else InlineWorker(service)
     return service
 
 
-def create_app(settings: Settings | None = None, *, start_worker: bool = True) -> FastAPI:
+def create_app(settings: Settings | None = None) -> FastAPI:
     """A FastAPI app for ``settings`` (default: from the environment, ``FHE_SERVER_*``)."""
     settings = settings or Settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.service = build_service(settings, start_worker=start_worker)
+        app.state.service = build_service(settings)
         try:
             yield
         finally:

@@ -40,11 +40,3 @@ def admin_tenant(tenant: TenantDep) -> Tenant:
 
 
 AdminDep = Annotated[Tenant, Depends(admin_tenant)]
-
-
-async def read_body(request: Request) -> bytearray:
-    """The whole body in one buffer (no second copy); the gate has bounded it."""
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-    return body

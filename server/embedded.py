@@ -1,5 +1,9 @@
 """A real uvicorn server in a background thread of this process, on a free loopback port:
-for notebooks, examples and tests (production runs ``python -m server serve``)."""
+for notebooks, examples and tests (production runs ``python -m server serve``).
+
+Its worker runs in this process too (``inline_worker``), unless the settings say
+``inline_worker=False``: then it starts worker processes like ``serve`` does, and a script that
+does so needs the usual ``if __name__ == "__main__":`` guard of multiprocessing's spawn."""
 from __future__ import annotations
 
 import os
@@ -51,7 +55,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 def background_server(settings: Settings, *, port: int | None = None, log_level: str = "warning",
                       start_timeout: float = 60.0) -> Iterator[EmbeddedServer]:
     """Start the service on 127.0.0.1 (``port`` or a free one), yield it, stop it on exit."""
-    Database(settings.db_path).close()  # create the schema before the first token
+    if "inline_worker" not in settings.model_fields_set:
+        settings = settings.model_copy(update={"inline_worker": True})
+    Database(settings.store).close()  # create the schema before the first token
     app = create_app(settings)
     port = port or free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level=log_level))

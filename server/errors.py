@@ -81,6 +81,12 @@ class QueueFullError(ServiceError):
     status = 429
 
 
+class ServiceUnavailableError(ServiceError):
+    """No worker could take the request (this host runs none, or its worker died meanwhile)."""
+
+    status = 503
+
+
 class RequestTimeoutError(ServiceError):
     """A body arrived too slowly, or a computation took longer than allowed."""
 

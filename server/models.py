@@ -4,11 +4,11 @@ A model kind is an adapter over one application's server half (:mod:`server.apps
 a model against its parameters, says what a client must know to encrypt for it (the public
 part) and which evaluation keys it needs, and evaluates a batch of ciphertexts.
 
-Predictions run synchronously in the request, in the threadpool: one prediction is short (one
-batch through the evaluator), the loaded key set and evaluator come from LRU caches shared
-with the other requests, and a queue round trip would only add latency. Long work (training)
-goes through the worker. An evaluator keeps state while it evaluates, so calls on one cached
-evaluator (one model and key set) take turns; different key sets run side by side.
+:meth:`ModelRegistry.predict` runs where the device is: in a worker process, to which
+:mod:`server.workers` hands the batch (or in the request threadpool with ``inline_worker``). The
+loaded key set and evaluator come from that process's LRU caches. An evaluator keeps state
+while it evaluates, so calls on one cached evaluator (one model and key set) take turns;
+different key sets run side by side.
 """
 from __future__ import annotations
 
@@ -81,8 +81,10 @@ class ModelRegistry:
             raise ConflictError(f"model {name!r} exists (delete it first, or replace it)")
         blob = self.service.blobs.put_bytes(model)
         self.service.db.execute(
-            "INSERT OR REPLACE INTO models (name, kind, params_json, params_id, blob, public_json, created) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO models (name, kind, params_json, params_id, blob, public_json, created) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, "
+            "params_json = excluded.params_json, params_id = excluded.params_id, blob = excluded.blob, "
+            "public_json = excluded.public_json, created = excluded.created",
             (name, kind, params.literal.to_json(), params.params_id, blob, dumps_json(public), now()))
         return self.get(name)
 

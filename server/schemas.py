@@ -101,7 +101,9 @@ class JobStatus(BaseModel):
 
 class Health(BaseModel):
     status: Literal["ok"]
-    device: str
+    device: str = Field(description="the server process's device (cpu when workers own the devices)")
+    node: str = Field(description="this host's name among the hosts sharing the store")
+    workers: list[str] = Field(description="the device of each worker of this host")
     queued_jobs: int
     running_jobs: int
     cached_keysets: int

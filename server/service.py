@@ -36,18 +36,19 @@ class Service:
         self.settings = settings
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         settings.jobs_dir.mkdir(parents=True, exist_ok=True)
-        self._data_dir_lock = _lock_data_dir(settings.data_dir) if owner else None
-        self.db = Database(settings.db_path)
+        self._data_dir_lock = _lock_data_dir(settings.lock_path) if owner else None
+        self.db = Database(settings.store)
         self.blobs = BlobStore(settings.blob_dir, settings.tmp_dir)
         self.uploads = UploadStore(settings, self.db, self.blobs)
         if owner:
             self.blobs.clear_tmp()
             self.uploads.recover()
         self.keysets: LRUCache[tuple[EvalKeySet, PublicKey | None]] = LRUCache(settings.keyset_cache_size)
-        # attached by server.app.build_service: the app adapters and the job worker
+        self.caches_verified_keys = True  # a key set loaded to verify it stays loaded (this process uses it)
+        # attached by server.app.build_service: the app adapters and the workers
         self.models: Any = None    # server.models.ModelRegistry
         self.training: Any = None  # server.apps.HELRTraining
-        self.worker: Any = None    # server.worker.JobWorker
+        self.workers: Any = None   # server.workers.WorkerPool or InlineWorker: runs jobs and predictions
 
     # ---- parameters ----------------------------------------------------------------------
 
@@ -70,7 +71,8 @@ class Service:
 
         def verify(path: Path, params: Params) -> dict[str, Any]:
             keys, public_key = loaded = self._load_keyset(path, params)
-            self.keysets.put(sha256, loaded)
+            if self.caches_verified_keys:
+                self.keysets.put(sha256, loaded)
             return {"relin": keys.has_relin, "galois_elements": sorted(keys.galois_elements),
                     "public_key": public_key is not None}
 
@@ -105,25 +107,25 @@ class Service:
         return objects[0], (objects[1] if len(objects) > 1 else None)
 
     def close(self) -> None:
-        if self.worker is not None:
-            self.worker.stop()
+        if self.workers is not None:
+            self.workers.stop()
         self.db.close()
         if self._data_dir_lock is not None:
             self._data_dir_lock.close()
 
 
-def _lock_data_dir(data_dir: Path) -> IO[str]:
-    """Hold an exclusive lock on ``data_dir/server.lock`` while the returned file is open (the
-    kernel drops it when the process ends, kill -9 included); the file names the holder's pid."""
-    lock = open(data_dir / "server.lock", "a+")
+def _lock_data_dir(path: Path) -> IO[str]:
+    """Hold an exclusive lock on ``path`` (``settings.lock_path``) while the returned file is open
+    (the kernel drops it when the process ends, kill -9 included); the file names the holder's pid."""
+    lock = open(path, "a+")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         lock.seek(0)
         holder = lock.read().strip() or "?"
         lock.close()
-        raise RuntimeError(f"{data_dir} is served by another process (pid {holder} holds {lock.name}); "
-                           "one server per data directory") from None
+        raise RuntimeError(f"{path.parent} is served by another process (pid {holder} holds {lock.name}); "
+                           "one server per data directory (per node name when the store is shared)") from None
     lock.truncate(0)
     lock.write(f"{os.getpid()}\n")
     lock.flush()

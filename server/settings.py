@@ -5,6 +5,7 @@ command line builds one from the environment, so tests can make as many as they 
 """
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 from pydantic import Field, field_validator
@@ -22,6 +23,17 @@ class Settings(BaseSettings):
     data_dir: Path = Field(Path("fhe-server-data"), description="SQLite database and blobs live here")
     device: str = Field("cpu", description="torch device of the worker and the key-set cache (cpu, cuda, cuda:1)")
     allow_insecure: bool = Field(False, description="accept parameter sets below 128-bit security (tests only)")
+    database_url: str | None = Field(None, description="PostgreSQL URL of the job store that several hosts share "
+                                                       "(postgresql://user@host/db); default: SQLite in data_dir")
+    workers: int | None = Field(None, ge=0, description="worker processes on this host, one per device: cuda:0, "
+                                                       "cuda:1, ... (or N on the CPU); default: one per visible GPU "
+                                                       "for a cuda device, else 1; 0: this host only answers requests")
+    inline_worker: bool = Field(False, description="run the one worker in the server process instead (a thread for "
+                                                   "jobs, predictions in the request threadpool): notebooks, tests")
+    node: str = Field(default_factory=socket.gethostname, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+                      description="this host's name among those sharing the store (unique per host)")
+    lease_s: float = Field(30.0, gt=0, description="a running job whose worker has not renewed its lease for this "
+                                                  "long is resumed by another worker")
 
     max_part_bytes: int = Field(256 * MiB, gt=0, description="largest part of a key-set or dataset upload")
     max_upload_bytes: int = Field(16 * GiB, gt=0, description="largest whole key set or dataset")
@@ -49,6 +61,22 @@ class Settings(BaseSettings):
         return self.data_dir / "server.sqlite3"
 
     @property
+    def store(self) -> str | Path:
+        """What :class:`server.db.Database` opens: the PostgreSQL URL, else the SQLite file."""
+        return self.database_url or self.db_path
+
+    @property
+    def shared(self) -> bool:
+        """Several hosts may serve this data directory (a PostgreSQL store): each keeps its own
+        temporary files and lock, and none clears another's."""
+        return self.database_url is not None
+
+    @property
+    def lock_path(self) -> Path:
+        """Held by the one server process of this host (of the directory, without a shared store)."""
+        return self.data_dir / (f"server-{self.node}.lock" if self.shared else "server.lock")
+
+    @property
     def blob_dir(self) -> Path:
         return self.data_dir / "blobs"
 
@@ -59,8 +87,20 @@ class Settings(BaseSettings):
 
     @property
     def tmp_dir(self) -> Path:
-        """Unverified temporary files only (cleared when the server starts)."""
-        return self.data_dir / "tmp"
+        """Unverified temporary files only (cleared when the server starts; per host when shared)."""
+        return self.data_dir / "tmp" / self.node if self.shared else self.data_dir / "tmp"
+
+    def worker_devices(self) -> list[str]:
+        """The device of each worker process this host runs (see ``workers``)."""
+        if self.inline_worker:
+            return [self.device]
+        if self.device.startswith("cuda") and ":" not in self.device:
+            import torch
+
+            visible = torch.cuda.device_count()
+            count = visible if self.workers is None else self.workers
+            return [f"cuda:{i % max(visible, 1)}" for i in range(count)]
+        return [self.device] * (1 if self.workers is None else self.workers)
 
     @property
     def jobs_dir(self) -> Path:

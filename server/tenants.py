@@ -43,11 +43,12 @@ def create_token(db: Database, tenant_name: str, *, admin: bool = False, ttl_s: 
     expires = None if ttl_s is None else created + ttl_s
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     with db.transaction() as conn:
-        conn.execute("INSERT OR IGNORE INTO tenants (name, is_admin, created) VALUES (?, 0, ?)",
+        conn.execute("INSERT INTO tenants (name, is_admin, created) VALUES (?, 0, ?) "
+                     "ON CONFLICT (name) DO NOTHING",
                      (tenant_name, now()))
         if admin:
             conn.execute("UPDATE tenants SET is_admin = 1 WHERE name = ?", (tenant_name,))
-        tenant_id = conn.execute("SELECT id FROM tenants WHERE name = ?", (tenant_name,)).fetchone()[0]
+        tenant_id = conn.scalar("SELECT id FROM tenants WHERE name = ?", (tenant_name,))
         conn.execute("INSERT INTO tokens (token_hash, tenant_id, created, expires) VALUES (?, ?, ?, ?)",
                      (hash_token(token), tenant_id, created, expires))
     return token

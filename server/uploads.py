@@ -38,7 +38,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import sqlite3
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -53,7 +52,7 @@ from fhe_core.params import Params
 from fhe_core.serialize import HEADER_BYTES, Kind, read_header
 
 from server.blobs import BlobStore, is_sha256, move_into_place, receive_to_file
-from server.db import Database, dumps_json, now
+from server.db import Database, Transaction, dumps_json, now
 from server.errors import (
     BadRequestError, ConflictError, HashMismatchError, NotFoundError, PayloadTooLargeError, ServiceError,
     UnprocessableError,
@@ -126,14 +125,14 @@ class UploadStore:
                  None if twin is None else now()))
         return self.get(tenant_id, kind, upload_id)
 
-    def _verified_twin(self, conn: sqlite3.Connection, tenant_id: int, kind: str, params_id: str, sha256: str,
-                       size: int, parts_json: str) -> sqlite3.Row | None:
+    def _verified_twin(self, conn: Transaction, tenant_id: int, kind: str, params_id: str, sha256: str,
+                       size: int, parts_json: str) -> dict[str, Any] | None:
         """The tenant's ready upload with this very manifest whose blob is stored, else None.
         Only the tenant's own uploads count: "ready at once" for another tenant's bytes would
         tell it that someone else holds them (they still share one file on disk once sent)."""
-        twins = conn.execute("SELECT size, parts_json, info_json FROM uploads WHERE tenant_id = ? AND kind = ? "
-                             "AND params_id = ? AND sha256 = ? AND state = 'ready'",
-                             (tenant_id, kind, params_id, sha256)).fetchall()
+        twins = conn.query("SELECT size, parts_json, info_json FROM uploads WHERE tenant_id = ? AND kind = ? "
+                           "AND params_id = ? AND sha256 = ? AND state = 'ready'",
+                           (tenant_id, kind, params_id, sha256))
         for twin in twins:
             if twin["size"] != size:
                 raise UnprocessableError(f"manifest: your verified {kind} with SHA-256 {sha256} has {twin['size']} "
@@ -238,6 +237,7 @@ class UploadStore:
                 if missing:
                     raise ConflictError(f"{upload.kind} {upload.id}: parts {_ranges(missing)} are missing")
                 _move(conn, upload.id, "uploading", "completing")
+                conn.execute("UPDATE uploads SET completer = ? WHERE id = ?", (self.settings.node, upload.id))
                 self._completions[upload.id] = threading.Event()
             running = self._completions.get(upload.id)
         if state is None:
@@ -296,8 +296,8 @@ class UploadStore:
         """Remove an upload: its row, its parts, its blob unless another row names it. Refused
         (409) while it is being completed or a queued or running job uses it."""
         with self.db.transaction() as conn:  # the job check and the removal exclude a job's submission
-            if conn.execute("SELECT 1 FROM jobs WHERE (keyset_id = ? OR dataset_id = ?) AND state IN "
-                            "('queued', 'running') LIMIT 1", (upload.id, upload.id)).fetchone():
+            if conn.one("SELECT 1 AS x FROM jobs WHERE (keyset_id = ? OR dataset_id = ?) AND state IN "
+                        "('queued', 'running') LIMIT 1", (upload.id, upload.id)):
                 raise ConflictError(f"{upload.kind} {upload.id} is used by a queued or running job")
             if not self._remove_row(conn, upload, ("uploading", "ready")):
                 raise self._refusal(conn, upload, f"no {upload.kind} {upload.id!r}", "delete it once it is ready")
@@ -310,11 +310,11 @@ class UploadStore:
         if removed:
             self._drop_parts(upload)
 
-    def _remove_row(self, conn: sqlite3.Connection, upload: Upload, states: tuple[str, ...]) -> bool:
+    def _remove_row(self, conn: Transaction, upload: Upload, states: tuple[str, ...]) -> bool:
         """Inside a transaction: delete the row if it is in one of ``states`` (False if not, or
         gone) and release its blob. The caller drops the parts after the commit."""
         marks = ", ".join("?" * len(states))
-        if not conn.execute(f"DELETE FROM uploads WHERE id = ? AND state IN ({marks})", (upload.id, *states)).rowcount:
+        if not conn.execute(f"DELETE FROM uploads WHERE id = ? AND state IN ({marks})", (upload.id, *states)):
             return False
         self.blobs.release(self.db, upload.sha256)
         self._end_completion(upload.id)
@@ -331,7 +331,7 @@ class UploadStore:
         outside the lock."""
         shutil.rmtree(self.parts_root / upload.id, ignore_errors=True)
 
-    def _refusal(self, conn: sqlite3.Connection, upload: Upload, gone: str, busy: str) -> ServiceError:
+    def _refusal(self, conn: Transaction, upload: Upload, gone: str, busy: str) -> ServiceError:
         """Why an upload was not in the state a move needs: NotFoundError(``gone``) if it no
         longer exists, else ConflictError naming its state and ``busy``."""
         state = _state(conn, upload.id)
@@ -359,26 +359,34 @@ class UploadStore:
         """At the start of the process that serves the data directory: completions the last
         run did not finish go back to uploading (all their parts are there: the client
         completes again), part folders of uploads that no longer take parts go, and abandoned
-        uploads expire. Verified parts of unfinished uploads stay."""
+        uploads expire. Verified parts of unfinished uploads stay.
+
+        With a shared store another host may be completing an upload right now: only this
+        host's own completions go back (its previous life is gone: one process per node holds
+        its lock); another host's stay, with their parts, until that host starts again."""
         with self.db.transaction() as conn:
-            conn.execute("UPDATE uploads SET state = 'uploading' WHERE state = 'completing'")
-            uploading = {row[0] for row in conn.execute("SELECT id FROM uploads WHERE state = 'uploading'")}
+            if self.settings.shared:
+                conn.execute("UPDATE uploads SET state = 'uploading' WHERE state = 'completing' AND completer = ?",
+                             (self.settings.node,))
+            else:
+                conn.execute("UPDATE uploads SET state = 'uploading' WHERE state = 'completing'")
+            uploading = {row["id"] for row in conn.query("SELECT id FROM uploads WHERE state IN "
+                                                         "('uploading', 'completing')")}
         for folder in self.parts_root.iterdir():
             if folder.name not in uploading:
                 shutil.rmtree(folder, ignore_errors=True)
         self.expire(self.settings.upload_ttl_s)
 
 
-def _state(conn: sqlite3.Connection, upload_id: str) -> str | None:
-    row = conn.execute("SELECT state FROM uploads WHERE id = ?", (upload_id,)).fetchone()
-    return None if row is None else row[0]
+def _state(conn: Transaction, upload_id: str) -> str | None:
+    return conn.scalar("SELECT state FROM uploads WHERE id = ?", (upload_id,))
 
 
-def _move(conn: sqlite3.Connection, upload_id: str, old: str, new: str) -> bool:
+def _move(conn: Transaction, upload_id: str, old: str, new: str) -> bool:
     """Move the upload from state ``old`` to ``new``; False if it was not in ``old``. With
     ``old == new`` this holds the row in its state until the transaction ends (a row lock on a
     server database; SQLite's write lock is held already)."""
-    return conn.execute("UPDATE uploads SET state = ? WHERE id = ? AND state = ?", (new, upload_id, old)).rowcount == 1
+    return conn.execute("UPDATE uploads SET state = ? WHERE id = ? AND state = ?", (new, upload_id, old)) == 1
 
 
 def check_record_start(path: Path, kind: str, params_id: str) -> None:

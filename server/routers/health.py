@@ -15,7 +15,9 @@ def health(service: ServiceDep) -> Health:
     counts = {row["state"]: row["n"] for row in
               service.db.query("SELECT state, COUNT(*) AS n FROM jobs WHERE state IN ('queued', 'running') "
                                "GROUP BY state")}
-    return Health(status="ok", device=service.settings.device, queued_jobs=counts.get("queued", 0),
+    return Health(status="ok", device=service.settings.device, node=service.settings.node,
+                  workers=service.workers.devices if service.workers is not None else [],
+                  queued_jobs=counts.get("queued", 0),
                   running_jobs=counts.get("running", 0), cached_keysets=len(service.keysets),
                   rss_bytes=psutil.Process().memory_info().rss)
 

@@ -1,4 +1,4 @@
-"""/jobs: encrypted training jobs (HELR), run one at a time by the worker.
+"""/jobs: encrypted training jobs (HELR), each run by one worker (any host's: see server.worker).
 
 ``POST /jobs`` answers 202 with the job; ``GET /jobs/{id}`` gives its state and progress
 (iteration i of n, seconds per iteration, ETA); ``POST /jobs/{id}/cancel`` stops it between two
@@ -16,6 +16,7 @@ from server.db import dumps_json, now
 from server.deps import ServiceDep, TenantDep
 from server.errors import ConflictError, NotFoundError, QueueFullError, UnprocessableError
 from server.schemas import JobCreate, JobStatus, TENANT_ERRORS, error_responses
+from server.worker import history_path
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], responses=error_responses(*TENANT_ERRORS, 409, 429))
 
@@ -58,22 +59,22 @@ def submit_job(body: JobCreate, service: ServiceDep, tenant: TenantDep) -> JobSt
         raise UnprocessableError(f"key set {keyset.id} lacks keys the training needs: {missing}")
     job_id = f"job_{uuid.uuid4().hex}"
     with service.db.transaction() as conn:  # the bounds and the insert under one write lock
-        ready = conn.execute("SELECT COUNT(*) FROM uploads WHERE id IN (?, ?) AND state = 'ready'",
-                             (keyset.id, dataset.id)).fetchone()[0]
+        ready = conn.scalar("SELECT COUNT(*) FROM uploads WHERE id IN (?, ?) AND state = 'ready'",
+                            (keyset.id, dataset.id))
         if ready != 2:  # deleted since they were read (a delete checks for jobs under the same lock)
             raise NotFoundError(f"key set {keyset.id} or dataset {dataset.id} was deleted meanwhile")
-        queued = conn.execute("SELECT COUNT(*) FROM jobs WHERE state = 'queued'").fetchone()[0]
+        queued = conn.scalar("SELECT COUNT(*) FROM jobs WHERE state = 'queued'")
         if queued >= service.settings.max_queued_jobs:
             raise QueueFullError(f"{queued} jobs are queued (the limit); try again later")
-        active = conn.execute("SELECT COUNT(*) FROM jobs WHERE tenant_id = ? AND state IN ('queued', 'running')",
-                              (tenant.id,)).fetchone()[0]
+        active = conn.scalar("SELECT COUNT(*) FROM jobs WHERE tenant_id = ? AND state IN ('queued', 'running')",
+                             (tenant.id,))
         if active >= service.settings.max_jobs_per_tenant:
             raise QueueFullError(f"you have {active} queued or running jobs (the limit)")
         conn.execute("INSERT INTO jobs (id, tenant_id, kind, state, config_json, keyset_id, dataset_id, iterations, "
                      "created) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
                      (job_id, tenant.id, body.kind, dumps_json(body.config), keyset.id, dataset.id, iterations, now()))
-    if service.worker is not None:
-        service.worker.wake()
+    if service.workers is not None:
+        service.workers.wake()
     return _status(_job(service, tenant, job_id))
 
 
@@ -131,7 +132,7 @@ def job_checkpoint(job_id: str, iteration: int, service: ServiceDep, tenant: Ten
     """The encrypted state (w, v and the iteration) after ``iteration`` steps, kept when the
     service keeps checkpoints: the job's owner decrypts it to follow training."""
     row = _job(service, tenant, job_id)
-    path = service.worker.history_path(job_id, iteration)
+    path = history_path(service.settings, job_id, iteration)
     if not 1 <= iteration <= row["iteration"] or not path.is_file():
         raise NotFoundError(f"job {job_id} has no checkpoint of iteration {iteration} (done: {row['iteration']}"
                             f"{'' if service.settings.keep_checkpoints else '; the service keeps none'})")

@@ -23,7 +23,7 @@ def device_server(tmp_path_factory):
     settings = tiny_settings(tmp_path_factory.mktemp("device-data"), device=DEVICE)
     tokens = make_tokens(settings)
     with background_server(settings) as server:
-        yield LiveServer(server.url, settings, server.app, tokens)
+        yield LiveServer(server.url, server.settings, server.app, tokens)
 
 
 def test_predictions_on_the_device_equal_the_cpu_evaluation(device_server):

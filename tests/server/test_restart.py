@@ -1,14 +1,15 @@
 """Durability: kill -9 the server in the middle of a training job, start it again on the same
 data directory: the job resumes from its last checkpoint (the first step after the restart makes
 the checkpoint's successor) and ends with the same encrypted model as an uninterrupted run; key
-sets, datasets and jobs are intact."""
+sets, datasets and jobs are intact. On both stores: the SQLite file, and PostgreSQL (where the
+restarted worker, same node and slot, reclaims its job without waiting for the lease)."""
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
 from apps.logreg.trainer import read_checkpoint
-from conftest import free_port, make_tokens, start_subprocess_server, tiny_settings
+from conftest import drop_handoff, free_port, make_tokens, start_subprocess_server, tiny_settings
 from fhe_core.serialize import dumps
 from helr_helpers import config, local_model, session
 from server.client import ServiceClient
@@ -26,13 +27,14 @@ def history_files(job_dir: Path) -> dict[int, tuple[int, int]]:
     return out
 
 
-def test_kill_9_mid_job_then_restart_resumes_to_the_same_result(tmp_path):
-    settings = tiny_settings(tmp_path / "data")
+def test_kill_9_mid_job_then_restart_resumes_to_the_same_result(tmp_path, database_url):
+    settings = tiny_settings(tmp_path / "data", database_url=database_url)
     tokens = make_tokens(settings)
     client, keys, dataset = session()
     port = free_port()
     log = tmp_path / "server.log"
-    proc = start_subprocess_server(settings.data_dir, port, log)
+    env = {"FHE_SERVER_DATABASE_URL": database_url} if database_url else {}
+    proc = start_subprocess_server(settings.data_dir, port, log, **env)
     try:
         with ServiceClient(f"http://127.0.0.1:{port}", tokens["alice"], progress=False) as api:
             keyset = api.register_keys(keys, client.params)
@@ -52,7 +54,7 @@ def test_kill_9_mid_job_then_restart_resumes_to_the_same_result(tmp_path):
         before = history_files(job_dir)
         assert done <= resume_from < ITERATIONS, "the job finished before the kill; raise ITERATIONS"
 
-        proc = start_subprocess_server(settings.data_dir, port, log)
+        proc = start_subprocess_server(settings.data_dir, port, log, **env)
         with ServiceClient(f"http://127.0.0.1:{port}", tokens["alice"], progress=False) as api:
             first = api.job(job)
             assert first["state"] in ("running", "succeeded") and first["iteration"] >= done  # resumed, not restarted
@@ -62,6 +64,7 @@ def test_kill_9_mid_job_then_restart_resumes_to_the_same_result(tmp_path):
     finally:
         proc.kill()
         proc.wait(10)
+        drop_handoff(settings)
     assert final["state"] == "succeeded" and final["iteration"] == ITERATIONS
     # steps 1 .. resume_from were not computed again (a restart from 0 that caught up would have
     # rewritten them); the checkpoint's successor was written after the restart

@@ -1,18 +1,23 @@
 """The upload state machine under concurrent requests (real HTTP to a real uvicorn server,
 threads): concurrent completes, a delete while a part arrives or while the upload completes,
 "ready at once" against a concurrent delete, and the shortcut's manifest checks. Each test
-uses key-set bytes of its own (the module shares one server)."""
+uses key-set bytes of its own (the module shares one server per store: SQLite, PostgreSQL)."""
 from __future__ import annotations
 
 import hashlib
 import threading
 import time
 
+import pytest
+
+from conftest import STORES
 from server.client import Manifest
 from upload_helpers import (
     PART, PausedBody, declare, http_client, keyset_bytes, manifest_body, part_of, put_in_background, send_parts,
     upload, wait_until,
 )
+
+pytestmark = pytest.mark.parametrize("live_server", STORES, indirect=True, scope="module")
 
 
 def alice(live_server):

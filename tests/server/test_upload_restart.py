@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from conftest import free_port, make_tokens, start_subprocess_server, tiny_settings
+from conftest import drop_handoff, free_port, make_tokens, start_subprocess_server, tiny_settings
 from fhe_core.serialize import dumps
 from server.__main__ import main
 from server.client import Manifest, ServiceClient
@@ -80,6 +80,7 @@ def test_restart_keeps_verified_parts_and_the_client_sends_only_the_missing(tmp_
     finally:
         proc.kill()
         proc.wait(10)
+        drop_handoff(settings)
 
 
 def test_an_admin_command_on_a_live_data_directory_clears_nothing(tmp_path):
