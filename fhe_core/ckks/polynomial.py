@@ -58,10 +58,10 @@ from typing import NamedTuple
 import numpy as np
 import numpy.polynomial.chebyshev as npcheb
 
-from fhe_core import ops
 from fhe_core.ckks.ciphertext import ScaleMismatchError
 from fhe_core.ckks.evaluator import MAX_COMBINATION_TERMS, SCALE_TOLERANCE
 from fhe_core.errors import LevelMismatchError, ParameterError
+from fhe_core.ops import TUNED
 from fhe_core.params import Params
 
 BASES = ("power", "chebyshev")
@@ -215,8 +215,11 @@ class SimEvaluator:
 
     Implements the methods the polynomial evaluator calls, with the same level and scale rules
     and the same typed errors (``LevelMismatchError("rescale: ...")``,
-    ``ScaleMismatchError("add: ...")``), and counts every operation in ``counts``.
+    ``ScaleMismatchError("add: ...")``), and counts every operation in ``counts``, as the default plan
+    runs them (linear combinations in one pass).
     """
+
+    plan = TUNED
 
     def __init__(self, params: Params):
         self.params = params
@@ -360,9 +363,8 @@ class _Powers(dict):
 
 def _combines(evaluator, terms: int) -> bool:
     """Whether linear combinations of ``terms`` ciphertexts go through ``evaluator.linear_combination``
-    (one pass; ops.kernel_variant("fused") >= 1) instead of a product and an addition per term."""
-    return (terms <= MAX_COMBINATION_TERMS and hasattr(evaluator, "linear_combination")
-            and ops.kernel_variant("fused") >= 1)
+    (one pass; the evaluator's plan's fused circuit) instead of a product and an addition per term."""
+    return terms <= MAX_COMBINATION_TERMS and evaluator.plan.fused_circuit
 
 
 def _baby_log(d: int) -> int:

@@ -12,6 +12,7 @@
 
 #include "common/modarith.h"
 #include "common/sampling.h"
+#include "plan.h"
 
 namespace fhe {
 
@@ -40,10 +41,6 @@ struct NttEpilogue {
   const u64* add = nullptr;           // [add_batches, limbs, N] or nullptr
   int64_t add_batches = 0;
   u64 add_galois = 1;  // add sigma_k(add) (NTT domain, slot i reads galois_ntt_source(i)): a rotation's sigma(c0)
-  // times != nullptr (CUDA, add_batches = 2, add_galois = 1): add and times are two degree-1 ciphertexts
-  // [2, limbs, N] (contiguous) and the first two batches get their tensor product's (d0, d1) = (add0 times0,
-  // add0 times1 + add1 times0), computed in the store: HMult's relinearization without the d0, d1 rows.
-  const u64* times = nullptr;
 };
 
 struct NttArgs {
@@ -66,8 +63,9 @@ struct NttArgs {
   // like in) and store the products to `permuted`. HMult's ModUp of d2 = a1 b1 without the d2 pass before it.
   const u64* times = nullptr;
   // false: the inverse need not leave sigma_k(in) in `permuted` (the kernel that reads sigma_k(in) in place skips
-  // the store; a fallback may still use `permuted` as scratch). A rotation's ModUp with ks_fuse.
+  // the store; a fallback may still use `permuted` as scratch). A rotation's ModUp before the fused inner product.
   bool store_permuted = true;
+  KernelPlan plan = {};  // which kernels run (CUDA)
 };
 
 // Where row r of an NTT's input starts (in words from `in`).
@@ -141,11 +139,12 @@ struct ConvArgs {
   // consumer reads them from the input itself (ops.ntt_inner_product's own).
   bool own_copy = true;
   // The caller only needs the outputs in [0, 3 p_r) (a forward NTT follows, whose butterflies take
-  // [0, 4q)): a kernel may then skip its final corrections (the tensor-core variant 3 does).
+  // [0, 4q)): a kernel may then skip its final corrections (the tensor-core kernel does).
   bool lazy_out = false;
   // The tensor-core kernel's B fragments, precomputed (ops.conv_mma_fragments of these constants):
-  // [dnum][rows][KT][32 lanes][2] words; nullptr: each block builds its own (conv variants 6, 7 read it).
+  // [dnum][rows][KT][32 lanes][2] words; nullptr: each block builds its own.
   const u32* mma_fragments = nullptr;
+  KernelPlan plan = {};  // which kernel runs (CUDA)
 };
 
 // k >= 0 when output row r of digit j is the digit's own prime k (see ConvArgs::own), else -1.
@@ -248,61 +247,6 @@ struct FixedWeightArgs {
   int64_t hamming_weight;
 };
 
-// Alternative CUDA kernels that can be chosen at run time, so that benchmarks time them side by side
-// and tests check them bit for bit against each other (the CPU build has only the reference path).
-// Values: 0 = the reference kernel; the default = the fastest measured where it applies. Set through
-// ops.kernel_variant from Python; read by the CUDA launchers when they enqueue a kernel.
-enum class Variant : int {
-  kConv = 0,    // 1: Conv as a byte-sliced integer matrix product on the tensor cores (rns.cu); 2: the same
-                //    with balanced row groups, 8 blocks per SM and staged loads; 3: a leaner row loop
-                //    (own rows copied after the tiles, 32-bit Barrett quotient, quad sums through shared memory);
-                //    4: 3 with the next tile's x copied ahead (cp.async); 5: 4 in the fewest row groups;
-                //    6, 7 (default): 4, 5 with the B fragments precomputed (ConvArgs::mma_fragments) when given;
-                //    8: 7 with two output rows at once
-  kModUp = 1,   // 1: ModUp extends all digits in one Conv and one NTT launch (read by rlwe/keyswitch.py)
-  kModDown = 2, // 1: ModDown's (c - x) * P^-1 in the NTT's last store (ops.mod_down_ntt; rlwe/keyswitch.py)
-  kTensor = 3,  // 1: CKKS's tensor product as one op (ops.tensor_product; read by ckks/evaluator.py)
-  kFused = 4,   // 1: the bootstrapping circuit's fused passes (ops.ks_inner_product_fused, linear_combination,
-                //    rescale in the NTT's store; read by ckks/*.py and ckks/bootstrapping/*.py, both devices);
-                //    2: also giant_products, ks_inner_product_pair, CtS into the EvalMod pair; 3 (default): also
-                //    the baby steps in one launch and the giant steps' ModDowns batched
-  kNtt = 5,     // 1: ntt_rows moves each row's contiguous side (the inverse's input, the forward's output,
-                //    ModDown's epilogue) as 16-byte accesses from registers; 2: and (w, w') twiddle pairs,
-                //    limb-major grids; 3: pairs and forward butterflies without Harvey's reduction for primes
-                //    below ~2^58.7; 4: 3 with compile-time lengths at N = 2^16; 5: 4 with the inverse's sums
-                //    unreduced within each round (q < 2^60); 6 (default): 5 with truncated Shoup quotients in
-                //    the forward columns kernel (ntt.cu, NttPlan)
-  kGalois = 6,  // 1 (default): a rotation's sigma_k read inside ModUp's inverse NTT (ops.intt_galois) and
-                //    ModDown's epilogue add (mod_down_ntt's add_galois) instead of ops.automorphism_ntt
-                //    (read by rlwe/keyswitch.py)
-  kTensorFuse = 7,  // 1: HMult's tensor product inside the relinearization's key switch: ModUp's
-                    //    inverse NTT reads a1, b1 (ops.intt_product) and ModDown's store adds (a0 b0, a0 b1 + a1 b0)
-                    //    (mod_down_ntt's times) instead of tensor_product and its three rows (read by
-                    //    rlwe/keyswitch.py for ckks/evaluator.py; the kernels: ntt.cu, ntt_rows' kProducts);
-                    //    2 (default): the terms times P mod q_i in the inner product's Q rows instead, by ks_fuse 5's
-                    //    own-row group (NttInnerProductArgs::tensor_a), ModDown's store plain (1 where that kernel
-                    //    does not run)
-  kKsFuse = 8,  // 1: the key-switching inner product in ModUp's last forward NTT pass (ops.ntt_inner_product,
-                //    ntt.cu; read by rlwe/keyswitch.py, needs ntt >= 3), the 128-bit sums in registers; 2: the
-                //    sums in shared memory; 3: component 1's in shared memory; 4, 5: one thread group per digit
-                //    (ntt_digits_inner_product, up to 4 digits; 4: a component per phase, 5 (default): both)
-  kPdl = 9,     // programmatic dependent launch (cuda/launch.cuh, compute capability >= 9.0): 1, the NTT, Conv,
-                //    inner-product, element-wise and bootstrap kernels launched with programmatic stream serialization
-                //    (a kernel launched as its predecessor's blocks exit, waiting for its results in-kernel); 2
-                //    (default), and the element-wise and bootstrap-circuit kernels let their successor start in their
-                //    tail
-  kInverse = 10,  // the inverse NTT's arithmetic in the lazy plans (ntt >= 5; ntt.cu, ntt_rows_inverse and
-                  // ntt_columns_inverse): 1, no reductions between its stages for primes below 2^(63 - log N), truncated
-                  // Shoup quotients; 2 (default): 1 with the rows kernel's first round reading each twiddle without
-                  // its Shoup companion, which it computes
-  kFp64 = 11,  // the forward NTT's butterflies in FP64 arithmetic for primes below 2^46 (ntt.cu, Fp64Twiddles: the
-               // modular products on the FP64 pipe, values signed and never reduced): 1, in the columns kernel; 2, also
-               // in the rows kernels (ntt_rows' forward, ModDown's, ntt_digits_inner_product's); 3 (default), also the
-               // inverse (ntt_rows_inverse, ntt_columns_inverse; inverse >= 1) for primes below 2^41
-  kCount
-};
-int& kernel_variant(Variant v);  // defined in ops.cpp
-
 namespace cpu {
 void ntt_forward(const NttArgs& args);
 void ntt_inverse(const NttArgs& args);
@@ -325,10 +269,9 @@ struct Stream {
 };
 void ntt_forward(const NttArgs& args, Stream stream);
 void ntt_inverse(const NttArgs& args, Stream stream);
-// Whether the rows kernel computes NttArgs::times (inverse: ntt variant >= 5) / NttEpilogue::times (forward: ntt
-// variant >= 3) itself for these arguments (16-byte aligned pointers too); if not, the caller computes the products
-// first (ops.cpp).
-bool ntt_fuses_products(const NttArgs& args, bool forward);
+// Whether the inverse's rows kernel computes NttArgs::times itself for these arguments (the tuned kernels, 16-byte
+// aligned pointers); if not, the caller computes the products first (ops.cpp).
+bool ntt_fuses_products(const NttArgs& args);
 void elementwise(const ElementwiseArgs& args, Stream stream);
 void tensor_product(const TensorProductArgs& args, Stream stream);
 void conv(const ConvArgs& args, Stream stream);
@@ -435,10 +378,10 @@ void linear_combination(const LinearCombinationArgs& args);
 }  // namespace cpu
 
 // ModUp's forward NTT and the key-switching inner product as one op: out = ks_inner_product(NTT(digits)),
-// with ntt.skip the digits' own rows (already in the NTT domain, not transformed). On CUDA (ks_fuse >= 1,
-// ntt variant >= 3) the rows kernel's blocks own (limb, rows of the 2^k1 x 2^k2 layout) and run the last
-// k2 stages of every digit in turn, multiplying each digit's row into the keys' rows in registers: the
-// transformed digits never go to memory. ntt.in == ntt.out == ip.digits, which is scratch afterwards.
+// with ntt.skip the digits' own rows (already in the NTT domain, not transformed). On CUDA (ntt.plan.tuned_ntt)
+// the rows kernel's blocks own (limb, rows of the 2^k1 x 2^k2 layout) and run the last k2 stages of the digits,
+// multiplying each digit's row into the keys' rows: the transformed digits never go to memory.
+// ntt.in == ntt.out == ip.digits, which is scratch afterwards.
 struct NttInnerProductArgs {
   NttArgs ntt;           // rows = dnum * limbs, in place
   KsInnerProductArgs ip;  // ip.digits == ntt.out; ip.out: [2, limbs, N]
@@ -446,7 +389,7 @@ struct NttInnerProductArgs {
   // input d: the digits' own rows), through sigma_own_galois (galois_ntt_source) when own_galois != 1.
   const u64* own = nullptr;
   u64 own_galois = 1;
-  // tensor_fuse 2 (CUDA, ntt_inner_product_takes_tensor): HMult's two degree-1 operands a, b ([2, limbs -
+  // CUDA, ntt_inner_product_takes_tensor: HMult's two degree-1 operands a, b ([2, limbs -
   // skip.begin, N] each, contiguous, NTT domain over Q_l) and p_mod_q ([limbs - skip.begin]: P mod q_i). Component c
   // of out gets (P mod q_i) * t_c on its Q rows, t_0 = a0 b0, t_1 = a0 b1 + a1 b0: ModDown of out then leaves
   // (its plain result + t_c) mod q_i, the tensor terms of relinearize(tensor(a, b)) without a pass of their own.
@@ -458,7 +401,7 @@ struct NttInnerProductArgs {
 namespace cuda {
 void ntt_inner_product(const NttInnerProductArgs& args, Stream stream);
 bool ntt_inner_product_fuses(const NttInnerProductArgs& args);  // the fused kernel runs (reads `own` itself)
-bool ntt_inner_product_takes_tensor(const NttInnerProductArgs& args);  // ks_fuse 5's kernel runs (adds the terms)
+bool ntt_inner_product_takes_tensor(const NttInnerProductArgs& args);  // the digit-group kernel runs (adds the terms)
 void ks_inner_product_babies(const KsInnerProductBabiesArgs& args, Stream stream);
 void ks_inner_product_pair(const KsInnerProductPairArgs& args, Stream stream);
 void giant_products(const GiantProductsArgs& args, Stream stream);

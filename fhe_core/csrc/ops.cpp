@@ -28,11 +28,6 @@
 
 namespace fhe {
 
-int& kernel_variant(Variant v) {
-  static int variants[static_cast<int>(Variant::kCount)] = {7, 1, 1, 1, 3, 6, 1, 2, 5, 2, 2, 3};
-  return variants[static_cast<int>(v)];
-}
-
 namespace {
 
 using at::Tensor;
@@ -86,6 +81,13 @@ const Modulus* moduli_ptr(const Tensor& moduli) {
 }
 const u64* words(const Tensor& t) { return reinterpret_cast<const u64*>(t.data_ptr<int64_t>()); }
 u64* mutable_words(Tensor& t) { return reinterpret_cast<u64*>(t.data_ptr<int64_t>()); }
+
+// The kernel plan's flag bits (plan.h) as the launchers read them.
+KernelPlan checked_plan(int64_t flags, const char* op) {
+  FHE_CHECK(flags >= 0 && (flags & ~kPlanFlags) == 0, op, ": plan must be KernelPlan.kernel_flags (0 to ", kPlanFlags,
+            "), got ", flags);
+  return kernel_plan(flags);
+}
 
 ChaChaKey chacha_key(at::IntArrayRef key, const char* op) {
   FHE_CHECK(key.size() == 8, op, ": key must be 8 words of 32 bits, got ", key.size());
@@ -155,7 +157,7 @@ void cpu_tensor_product(const TensorProductArgs& t) {
 struct CpuBackend {
   static void ntt_forward(const NttArgs& a, const Tensor&) { cpu_ntt<cpu::ntt_forward>(a); }
   static void ntt_inverse(const NttArgs& a, const Tensor&) { cpu_ntt<cpu::ntt_inverse>(a); }
-  static bool ntt_fuses_products(const NttArgs&, bool) { return false; }  // (NttArgs::times: CUDA only)
+  static bool ntt_fuses_products(const NttArgs&) { return false; }  // (NttArgs::times: CUDA only)
   static void elementwise(const ElementwiseArgs& a, const Tensor&) { cpu::elementwise(a); }
   static void tensor_product(const TensorProductArgs& a, const Tensor&) { cpu_tensor_product(a); }
   static void conv(const ConvArgs& a, const Tensor&) {
@@ -202,7 +204,7 @@ cuda::Stream current_stream(const Tensor& t) {
 struct CudaBackend {
   static void ntt_forward(const NttArgs& a, const Tensor& t) { cuda::ntt_forward(a, current_stream(t)); }
   static void ntt_inverse(const NttArgs& a, const Tensor& t) { cuda::ntt_inverse(a, current_stream(t)); }
-  static bool ntt_fuses_products(const NttArgs& a, bool forward) { return cuda::ntt_fuses_products(a, forward); }
+  static bool ntt_fuses_products(const NttArgs& a) { return cuda::ntt_fuses_products(a); }
   static void elementwise(const ElementwiseArgs& a, const Tensor& t) { cuda::elementwise(a, current_stream(t)); }
   static void tensor_product(const TensorProductArgs& a, const Tensor& t) {
     cuda::tensor_product(a, current_stream(t));
@@ -265,7 +267,7 @@ int check_ntt_table(const Tensor& table, const Tensor& a, const Tensor& moduli, 
 }
 
 template <class B, bool kForward>
-Tensor& ntt_out(const Tensor& a, const Tensor& moduli, const Tensor& table, at::OptionalIntArrayRef skip,
+Tensor& ntt_out(const Tensor& a, const Tensor& moduli, const Tensor& table, int64_t plan, at::OptionalIntArrayRef skip,
                 Tensor& out) {
   const char* op = kForward ? "ntt" : "intt";
   // A strided batch of contiguous [limbs, N] blocks is read in place (ModDown's P rows of each component).
@@ -284,6 +286,7 @@ Tensor& ntt_out(const Tensor& a, const Tensor& moduli, const Tensor& table, at::
   NttArgs args{words(a), mutable_words(out), moduli_ptr(moduli), words(table), rows,
                static_cast<int>(moduli.size(0)), log_n};
   args.table_rows = table_rows;
+  args.plan = checked_plan(plan, op);
   if (strided) args.in_batch_stride = a.stride(0);
   if (skip.has_value()) {
     const auto s = *skip;
@@ -309,38 +312,11 @@ constexpr bool kIsCpu = std::is_same_v<B, CpuBackend>;
 
 template <class B, bool kNtt>
 Tensor& automorphism_out(const Tensor& a, const Tensor& moduli, int64_t galois, Tensor& out);
-template <class B>
-Tensor& tensor_product_out(const Tensor& a, const Tensor& b, const Tensor& moduli, Tensor& out);
-
-// mod_down_ntt's `times`: add and times are two degree-1 ciphertexts [2, limbs, N] whose tensor product's (d0, d1)
-// the first two batches get. Where the rows kernel cannot compute them in its store (the CPU, ntt variants < 3,
-// views off 16-byte alignment), the tensor product first, its first two components added as usual.
-template <class B>
-void mod_down_ntt_tensor(NttArgs& args, const Tensor& x, const Tensor& add, const Tensor& times, const Tensor& moduli,
-                         const Tensor& out, const char* op) {
-  check_words(times, op, "times");
-  check_same_device(times, x, op, "times");
-  FHE_CHECK(add.dim() == 3 && add.size(0) == 2 && x.size(0) >= 2 && times.sizes() == add.sizes() &&
-                add.is_contiguous(),
-            op, ": with times, add and times must be contiguous [2, limbs, N] and x at least 2 batches, got add ",
-            add.sizes(), ", times ", times.sizes(), ", x ", x.sizes());
-  at::assert_no_overlap(out, times);
-  args.epilogue.add = words(add);
-  args.epilogue.add_batches = 2;
-  args.epilogue.times = words(times);
-  if (B::ntt_fuses_products(args, true)) return B::ntt_forward(args, x);
-  Tensor d = at::empty({3, add.size(1), add.size(2)}, add.options());
-  tensor_product_out<B>(add, times, moduli, d);
-  args.epilogue.add = words(d);  // (d0, d1): the first two [limbs, N] blocks
-  args.epilogue.times = nullptr;
-  B::ntt_forward(args, x);
-}
 
 template <class B>
 Tensor& mod_down_ntt_out(const Tensor& x, const Tensor& c, int64_t p_rows, const Tensor& consts,
-                         const Tensor& consts_shoup, const Tensor& moduli, const Tensor& table,
-                         const std::optional<Tensor>& add, int64_t add_galois, const std::optional<Tensor>& times,
-                         Tensor& out) {
+                         const Tensor& consts_shoup, const Tensor& moduli, const Tensor& table, int64_t plan,
+                         const std::optional<Tensor>& add, int64_t add_galois, Tensor& out) {
   const char* op = "mod_down_ntt";
   const int64_t rows = check_residues(x, moduli, op, "x");
   const int log_n = log2_exact(x.size(-1), op);
@@ -365,6 +341,7 @@ Tensor& mod_down_ntt_out(const Tensor& x, const Tensor& c, int64_t p_rows, const
   at::assert_no_overlap(out, c);
   NttArgs args{words(x), mutable_words(out), moduli_ptr(moduli), words(table), rows, static_cast<int>(limbs), log_n};
   args.table_rows = table_rows;
+  args.plan = checked_plan(plan, op);
   args.epilogue = NttEpilogue{words(c) + p_rows * n, c.size(0) == 1 ? c.size(1) * n : c.stride(0), words(consts),
                               words(consts_shoup)};
   if (add.has_value()) {  // added to the first add.size(0) batches
@@ -375,11 +352,6 @@ Tensor& mod_down_ntt_out(const Tensor& x, const Tensor& c, int64_t p_rows, const
     at::assert_no_overlap(out, *add);  // add is read in the NTT's last store, after out is written
     check_galois(add_galois, n, op, "add_galois");
     FHE_CHECK(add_galois == 1 || add->is_contiguous(), op, ": add must be contiguous with add_galois");
-    if (times.has_value()) {
-      FHE_CHECK(add_galois == 1, op, ": times and add_galois cannot be combined");
-      mod_down_ntt_tensor<B>(args, x, *add, *times, moduli, out, op);
-      return out;
-    }
     if (add_galois != 1 && kIsCpu<B>) {  // the CPU: sigma_k(add) first (what the CUDA store reads in place)
       Tensor permuted = at::empty_like(*add, at::MemoryFormat::Contiguous);
       automorphism_out<B, true>(*add, moduli, add_galois, permuted);
@@ -393,18 +365,17 @@ Tensor& mod_down_ntt_out(const Tensor& x, const Tensor& c, int64_t p_rows, const
     args.epilogue.add_galois = static_cast<u64>(add_galois);
   } else {
     check_galois(add_galois, n, op, "add_galois");
-    FHE_CHECK(!times.has_value(), op, ": times needs add (the other factor of the tensor product)");
   }
   B::ntt_forward(args, x);
   return out;
 }
 
 // A rotation's ModUp input: (INTT(sigma_k(a)), sigma_k(a)) for a contiguous [..., l, N] NTT-domain a. On
-// CUDA (ntt variant >= 1) the inverse NTT reads sigma_k(a) straight from a and stores the permuted rows on
+// CUDA (the tuned kernels) the inverse NTT reads sigma_k(a) straight from a and stores the permuted rows on
 // the way; elsewhere it is automorphism_ntt, then intt.
 template <class B>
-std::tuple<Tensor, Tensor> intt_galois(const Tensor& a, const Tensor& moduli, const Tensor& table, int64_t galois,
-                                       bool store_permuted) {
+std::tuple<Tensor, Tensor> intt_galois(const Tensor& a, const Tensor& moduli, const Tensor& table, int64_t plan,
+                                       int64_t galois, bool store_permuted) {
   const char* op = "intt_galois";
   FHE_CHECK(a.is_contiguous(), op, ": a must be contiguous, got strides ", a.strides());
   const int64_t rows = check_residues(a, moduli, op);
@@ -415,12 +386,13 @@ std::tuple<Tensor, Tensor> intt_galois(const Tensor& a, const Tensor& moduli, co
   Tensor permuted = at::empty_like(a, at::MemoryFormat::Contiguous);
   if (kIsCpu<B> || galois == 1) {
     automorphism_out<B, true>(a, moduli, galois, permuted);
-    ntt_out<B, false>(permuted, moduli, table, std::nullopt, out);
+    ntt_out<B, false>(permuted, moduli, table, plan, std::nullopt, out);
     return {out, permuted};
   }
   NttArgs args{words(a), mutable_words(out), moduli_ptr(moduli), words(table), rows,
                static_cast<int>(moduli.size(0)), log_n};
   args.table_rows = table_rows;
+  args.plan = checked_plan(plan, op);
   args.galois = static_cast<u64>(galois);
   args.permuted = mutable_words(permuted);
   args.store_permuted = store_permuted;
@@ -430,17 +402,17 @@ std::tuple<Tensor, Tensor> intt_galois(const Tensor& a, const Tensor& moduli, co
 
 template <class B>
 Tensor mod_down_ntt(const Tensor& x, const Tensor& c, int64_t p_rows, const Tensor& consts,
-                    const Tensor& consts_shoup, const Tensor& moduli, const Tensor& table,
-                    const std::optional<Tensor>& add, int64_t add_galois, const std::optional<Tensor>& times) {
+                    const Tensor& consts_shoup, const Tensor& moduli, const Tensor& table, int64_t plan,
+                    const std::optional<Tensor>& add, int64_t add_galois) {
   Tensor out = at::empty_like(x, at::MemoryFormat::Contiguous);
-  return mod_down_ntt_out<B>(x, c, p_rows, consts, consts_shoup, moduli, table, add, add_galois, times, out);
+  return mod_down_ntt_out<B>(x, c, p_rows, consts, consts_shoup, moduli, table, plan, add, add_galois, out);
 }
 
 template <class B, bool kForward>
-Tensor ntt(const Tensor& a, const Tensor& moduli, const Tensor& table, at::OptionalIntArrayRef skip) {
+Tensor ntt(const Tensor& a, const Tensor& moduli, const Tensor& table, int64_t plan, at::OptionalIntArrayRef skip) {
   // skipped rows are not written: they are copied from a so that the result is fully defined
   Tensor out = skip.has_value() ? a.clone(at::MemoryFormat::Contiguous) : at::empty_like(a, at::MemoryFormat::Contiguous);
-  return ntt_out<B, kForward>(a, moduli, table, skip, out);
+  return ntt_out<B, kForward>(a, moduli, table, plan, skip, out);
 }
 
 // ---- tensor product of two degree-1 ciphertexts ----------------------------------------------
@@ -528,10 +500,11 @@ Tensor binary(const Tensor& a, const Tensor& b, const Tensor& moduli) {
 }
 
 // HMult's ModUp input: (INTT(a * b), a * b) for contiguous NTT-domain a, b [..., l, N] (the tensor product's d2 of
-// two ciphertexts' second components). On CUDA (ntt variant >= 5, 16-byte aligned) the inverse NTT reads a and b,
+// two ciphertexts' second components). On CUDA (the tuned kernels, 16-byte aligned) the inverse NTT reads a and b,
 // transforms their products and stores them on the way; elsewhere mul, then intt.
 template <class B>
-std::tuple<Tensor, Tensor> intt_product(const Tensor& a, const Tensor& b, const Tensor& moduli, const Tensor& table) {
+std::tuple<Tensor, Tensor> intt_product(const Tensor& a, const Tensor& b, const Tensor& moduli, const Tensor& table,
+                                        int64_t plan) {
   const char* op = "intt_product";
   const int64_t rows = check_residues(a, moduli, op, "a");
   check_words(b, op, "b");
@@ -544,13 +517,14 @@ std::tuple<Tensor, Tensor> intt_product(const Tensor& a, const Tensor& b, const 
   NttArgs args{words(a), mutable_words(out), moduli_ptr(moduli), words(table), rows,
                static_cast<int>(moduli.size(0)), log_n};
   args.table_rows = table_rows;
+  args.plan = checked_plan(plan, op);
   args.times = words(b);
   args.permuted = mutable_words(product);
-  if (B::ntt_fuses_products(args, false)) {
+  if (B::ntt_fuses_products(args)) {
     B::ntt_inverse(args, a);
   } else {
     binary_out<B, ElementwiseOp::kMul>(a, b, moduli, product);
-    ntt_out<B, false>(product, moduli, table, std::nullopt, out);
+    ntt_out<B, false>(product, moduli, table, plan, std::nullopt, out);
   }
   return {out, product};
 }
@@ -685,8 +659,9 @@ std::vector<int64_t> bconv_out_sizes(const Tensor& a, const Tensor& dst_moduli) 
 
 template <class B>
 Tensor& bconv_out(const Tensor& a, const Tensor& src_moduli, const Tensor& dst_moduli, const Tensor& qhat_inv,
-                  const Tensor& qhat_inv_shoup, const Tensor& qhat_mod_p, const std::optional<Tensor>& neg_q_mod_p,
-                  bool lazy, const std::optional<Tensor>& fragments, Tensor& out) {
+                  const Tensor& qhat_inv_shoup, const Tensor& qhat_mod_p, int64_t plan,
+                  const std::optional<Tensor>& neg_q_mod_p, bool lazy, const std::optional<Tensor>& fragments,
+                  Tensor& out) {
   const char* op = "bconv";
   check_residues(a, src_moduli, op);
   check_words(dst_moduli, op, "dst_moduli");
@@ -721,6 +696,7 @@ Tensor& bconv_out(const Tensor& a, const Tensor& src_moduli, const Tensor& dst_m
                 static_cast<int>(l_in), static_cast<int>(l_in), 1, static_cast<int>(l_out), a.size(-1),
                 neg_q_mod_p.has_value() ? words(*neg_q_mod_p) : nullptr};
   args.lazy_out = lazy;
+  args.plan = checked_plan(plan, op);
   args.mma_fragments = checked_fragments(fragments, a, 1, l_out, l_in + (neg_q_mod_p.has_value() ? 1 : 0), op);
   B::conv(args, a);
   return out;
@@ -728,11 +704,11 @@ Tensor& bconv_out(const Tensor& a, const Tensor& src_moduli, const Tensor& dst_m
 
 template <class B>
 Tensor bconv(const Tensor& a, const Tensor& src_moduli, const Tensor& dst_moduli, const Tensor& qhat_inv,
-             const Tensor& qhat_inv_shoup, const Tensor& qhat_mod_p, const std::optional<Tensor>& neg_q_mod_p,
-             bool lazy, const std::optional<Tensor>& fragments) {
+             const Tensor& qhat_inv_shoup, const Tensor& qhat_mod_p, int64_t plan,
+             const std::optional<Tensor>& neg_q_mod_p, bool lazy, const std::optional<Tensor>& fragments) {
   Tensor out = at::empty(bconv_out_sizes(a, dst_moduli), a.options());
-  return bconv_out<B>(a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, neg_q_mod_p, lazy, fragments,
-                      out);
+  return bconv_out<B>(a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, plan, neg_q_mod_p, lazy,
+                      fragments, out);
 }
 
 // ---- key-switching inner product -----------------------------------------------------------
@@ -811,8 +787,8 @@ void copy_own_rows(Tensor& digits, const Tensor& own, int64_t galois, const Tens
   }
 }
 
-// ntt_inner_product's tensor terms (NttInnerProductArgs::tensor_a; tensor_fuse 2): only ks_fuse 5's kernel adds
-// them, so the caller (rlwe/keyswitch.py) passes them only where it runs; anywhere else this is an error.
+// ntt_inner_product's tensor terms (NttInnerProductArgs::tensor_a): only the digit-group kernel adds them, so the
+// caller (KernelPlan.tensor_in_inner_product) passes them only where it runs; anywhere else this is an error.
 template <class B>
 void set_tensor_terms(NttInnerProductArgs& args, const Tensor& digits, const Tensor& a, const Tensor& b,
                       const Tensor& p_mod_q, const char* op) {
@@ -833,17 +809,19 @@ void set_tensor_terms(NttInnerProductArgs& args, const Tensor& digits, const Ten
   args.tensor_b = words(b);
   args.p_mod_q = words(p_mod_q);
   FHE_CHECK(B::ntt_inner_product_takes_tensor(args), op,
-            ": tensor_a/tensor_b need the CUDA kernel of kernel_variant(\"ks_fuse\") = 5 (ntt >= 3, own given, at "
-            "most 4 digits, 16-byte aligned tensors, N large enough); elsewhere add the terms in mod_down_ntt (times)");
+            ": tensor_a/tensor_b need the CUDA digit-group kernel (the tuned plan, own given, at most 4 digits, "
+            "16-byte aligned tensors); elsewhere take the tensor product before the key switch");
 }
 
 // ModUp's forward NTT (in place, skipping `skip`'s rows) and the inner product as one op: returns
 // ks_inner_product(ntt(digits, skip)); digits is scratch afterwards (NttInnerProductArgs). With own, the skipped
 // rows come from own (row i - skip[0] for limb i, through sigma_own_galois) instead of the digits. With tensor_a,
-// tensor_b and p_mod_q (CUDA, ks_fuse 5), the Q rows of component c also get (P mod q_i) * t_c (kernels.h).
+// tensor_b and p_mod_q (CUDA, the digit-group kernel), the Q rows of component c also get (P mod q_i) * t_c
+// (kernels.h).
 template <class B>
 Tensor ntt_inner_product(Tensor& digits, const Tensor& moduli, const Tensor& table, const Tensor& key,
-                         int64_t q_count, int64_t p_row, at::OptionalIntArrayRef skip, const std::optional<Tensor>& own,
+                         int64_t q_count, int64_t p_row, int64_t plan, at::OptionalIntArrayRef skip,
+                         const std::optional<Tensor>& own,
                          int64_t own_galois, const std::optional<Tensor>& tensor_a,
                          const std::optional<Tensor>& tensor_b, const std::optional<Tensor>& p_mod_q) {
   const char* op = "ntt_inner_product";
@@ -857,6 +835,7 @@ Tensor ntt_inner_product(Tensor& digits, const Tensor& moduli, const Tensor& tab
   NttArgs nt{words(digits), mutable_words(digits), moduli_ptr(moduli), words(table), d.dnum * d.limbs,
              static_cast<int>(d.limbs), log_n};
   nt.table_rows = table_rows;
+  nt.plan = checked_plan(plan, op);
   if (skip.has_value()) {
     const auto s = *skip;
     FHE_CHECK(s.size() == 3 && s[0] >= 0 && s[1] >= 0 && s[2] >= 0 && s[0] <= d.limbs && s[1] <= d.limbs &&
@@ -902,7 +881,7 @@ Tensor ntt_inner_product(Tensor& digits, const Tensor& moduli, const Tensor& tab
 
 template <class B>
 Tensor& mod_up_conv_out(const Tensor& coeffs, const Tensor& src_moduli, const Tensor& qhat_inv,
-                        const Tensor& qhat_inv_shoup, const Tensor& dst_moduli, const Tensor& qhat_mod_p,
+                        const Tensor& qhat_inv_shoup, const Tensor& dst_moduli, const Tensor& qhat_mod_p, int64_t plan,
                         const std::optional<Tensor>& own, bool lazy, const std::optional<Tensor>& fragments,
                         bool copy_own, Tensor& out) {
   const char* op = "mod_up_conv";
@@ -943,6 +922,7 @@ Tensor& mod_up_conv_out(const Tensor& coeffs, const Tensor& src_moduli, const Te
     args.own_copy = copy_own;
   }
   args.lazy_out = lazy;
+  args.plan = checked_plan(plan, op);
   args.mma_fragments = checked_fragments(fragments, coeffs, dnum, rows, alpha, op);
   B::conv(args, coeffs);
   return out;
@@ -950,12 +930,12 @@ Tensor& mod_up_conv_out(const Tensor& coeffs, const Tensor& src_moduli, const Te
 
 template <class B>
 Tensor mod_up_conv(const Tensor& coeffs, const Tensor& src_moduli, const Tensor& qhat_inv,
-                   const Tensor& qhat_inv_shoup, const Tensor& dst_moduli, const Tensor& qhat_mod_p,
+                   const Tensor& qhat_inv_shoup, const Tensor& dst_moduli, const Tensor& qhat_mod_p, int64_t plan,
                    const std::optional<Tensor>& own, bool lazy, const std::optional<Tensor>& fragments,
                    bool copy_own) {
   Tensor out = at::empty({qhat_mod_p.size(0), dst_moduli.size(0), coeffs.size(1)}, coeffs.options());
-  return mod_up_conv_out<B>(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own, lazy, fragments,
-                            copy_own, out);
+  return mod_up_conv_out<B>(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, plan, own, lazy,
+                            fragments, copy_own, out);
 }
 
 // ---- centered lift -----------------------------------------------------------------------------
@@ -1359,30 +1339,6 @@ Tensor& ks_inner_product_babies_out(const Tensor& digits, at::TensorList keys, a
   return out;
 }
 
-// ---- run-time kernel variants (see kernels.h) -------------------------------------------------
-
-constexpr const char* kVariantNames[] = {"conv", "mod_up", "mod_down", "tensor", "fused", "ntt", "galois",
-                                          "tensor_fuse", "ks_fuse", "pdl", "inverse", "fp64"};
-constexpr int kVariantMax[] = {8, 1, 1, 1, 3, 6, 1, 2, 5, 2, 2, 3};
-static_assert(sizeof(kVariantMax) / sizeof(kVariantMax[0]) == static_cast<size_t>(Variant::kCount));
-static_assert(sizeof(kVariantNames) / sizeof(kVariantNames[0]) == static_cast<size_t>(Variant::kCount));
-
-// Sets a variant, returns the previous value; a negative value only reads it.
-int64_t set_kernel_variant(const std::string& name, int64_t value) {
-  for (int i = 0; i < static_cast<int>(Variant::kCount); ++i) {
-    if (name.empty() || name != kVariantNames[i]) continue;
-    int& slot = kernel_variant(static_cast<Variant>(i));
-    const int previous = slot;
-    FHE_CHECK(value <= kVariantMax[i], "kernel_variant: ", name, " is 0 (reference) to ", kVariantMax[i], ", got ",
-              value);
-    if (value >= 0) slot = static_cast<int>(value);
-    return previous;
-  }
-  FHE_CHECK(false, "kernel_variant: unknown kernel '", name,
-            "' (known: conv, mod_up, mod_down, tensor, fused, ntt, galois, tensor_fuse, ks_fuse, pdl, inverse, fp64)");
-  return 0;
-}
-
 // ---- registration ----------------------------------------------------------------------------
 
 template <class B>
@@ -1438,16 +1394,18 @@ void register_backend(torch::Library& m) {
 }  // namespace fhe
 
 TORCH_LIBRARY(fhe_core, m) {
-  m.def("ntt(Tensor a, Tensor moduli, Tensor table, int[]? skip=None) -> Tensor");
-  m.def("ntt.out(Tensor a, Tensor moduli, Tensor table, int[]? skip=None, *, Tensor(a!) out) -> Tensor(a!)");
-  m.def("intt(Tensor a, Tensor moduli, Tensor table, int[]? skip=None) -> Tensor");
-  m.def("intt.out(Tensor a, Tensor moduli, Tensor table, int[]? skip=None, *, Tensor(a!) out) -> Tensor(a!)");
+  // (int plan: KernelPlan.kernel_flags, plan.h)
+  m.def("ntt(Tensor a, Tensor moduli, Tensor table, int plan, int[]? skip=None) -> Tensor");
+  m.def("ntt.out(Tensor a, Tensor moduli, Tensor table, int plan, int[]? skip=None, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("intt(Tensor a, Tensor moduli, Tensor table, int plan, int[]? skip=None) -> Tensor");
+  m.def("intt.out(Tensor a, Tensor moduli, Tensor table, int plan, int[]? skip=None, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("mod_down_ntt(Tensor x, Tensor c, int p_rows, Tensor consts, Tensor consts_shoup, Tensor moduli, "
-        "Tensor table, Tensor? add=None, int add_galois=1, Tensor? times=None) -> Tensor");
+        "Tensor table, int plan, Tensor? add=None, int add_galois=1) -> Tensor");
   m.def("mod_down_ntt.out(Tensor x, Tensor c, int p_rows, Tensor consts, Tensor consts_shoup, Tensor moduli, "
-        "Tensor table, Tensor? add=None, int add_galois=1, Tensor? times=None, *, Tensor(a!) out) -> Tensor(a!)");
-  m.def("intt_galois(Tensor a, Tensor moduli, Tensor table, int galois, bool store_permuted=True) -> (Tensor, Tensor)");
-  m.def("intt_product(Tensor a, Tensor b, Tensor moduli, Tensor table) -> (Tensor, Tensor)");
+        "Tensor table, int plan, Tensor? add=None, int add_galois=1, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("intt_galois(Tensor a, Tensor moduli, Tensor table, int plan, int galois, bool store_permuted=True) -> "
+        "(Tensor, Tensor)");
+  m.def("intt_product(Tensor a, Tensor b, Tensor moduli, Tensor table, int plan) -> (Tensor, Tensor)");
   for (const char* name : {"add", "sub", "mul"}) {
     m.def((std::string(name) + "(Tensor a, Tensor b, Tensor moduli) -> Tensor").c_str());
     m.def((std::string(name) + ".out(Tensor a, Tensor b, Tensor moduli, *, Tensor(a!) out) -> Tensor(a!)").c_str());
@@ -1465,20 +1423,21 @@ TORCH_LIBRARY(fhe_core, m) {
   m.def("tensor_product(Tensor a, Tensor b, Tensor moduli) -> Tensor");
   m.def("tensor_product.out(Tensor a, Tensor b, Tensor moduli, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("bconv(Tensor a, Tensor src_moduli, Tensor dst_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, "
-        "Tensor qhat_mod_p, Tensor? neg_q_mod_p=None, bool lazy=False, Tensor? fragments=None) -> Tensor");
+        "Tensor qhat_mod_p, int plan, Tensor? neg_q_mod_p=None, bool lazy=False, Tensor? fragments=None) -> Tensor");
   m.def("bconv.out(Tensor a, Tensor src_moduli, Tensor dst_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, "
-        "Tensor qhat_mod_p, Tensor? neg_q_mod_p=None, bool lazy=False, Tensor? fragments=None, *, Tensor(a!) out) "
-        "-> Tensor(a!)");
+        "Tensor qhat_mod_p, int plan, Tensor? neg_q_mod_p=None, bool lazy=False, Tensor? fragments=None, *, "
+        "Tensor(a!) out) -> Tensor(a!)");
   m.def("ks_inner_product(Tensor digits, Tensor key, int q_count, int p_row, Tensor moduli) -> Tensor");
   m.def("ks_inner_product.out(Tensor digits, Tensor key, int q_count, int p_row, Tensor moduli, *, "
         "Tensor(a!) out) -> Tensor(a!)");
   m.def("ntt_inner_product(Tensor(a!) digits, Tensor moduli, Tensor table, Tensor key, int q_count, int p_row, "
-        "int[]? skip=None, Tensor? own=None, int own_galois=1, Tensor? tensor_a=None, Tensor? tensor_b=None, "
+        "int plan, int[]? skip=None, Tensor? own=None, int own_galois=1, Tensor? tensor_a=None, Tensor? tensor_b=None, "
         "Tensor? p_mod_q=None) -> Tensor");
   m.def("mod_up_conv(Tensor coeffs, Tensor src_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, Tensor dst_moduli, "
-        "Tensor qhat_mod_p, Tensor? own=None, bool lazy=False, Tensor? fragments=None, bool copy_own=True) -> Tensor");
+        "Tensor qhat_mod_p, int plan, Tensor? own=None, bool lazy=False, Tensor? fragments=None, bool copy_own=True) "
+        "-> Tensor");
   m.def("mod_up_conv.out(Tensor coeffs, Tensor src_moduli, Tensor qhat_inv, Tensor qhat_inv_shoup, "
-        "Tensor dst_moduli, Tensor qhat_mod_p, Tensor? own=None, bool lazy=False, Tensor? fragments=None, "
+        "Tensor dst_moduli, Tensor qhat_mod_p, int plan, Tensor? own=None, bool lazy=False, Tensor? fragments=None, "
         "bool copy_own=True, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("conv_mma_fragments(Tensor qhat_mod_p, Tensor dst_moduli, Tensor? neg_q_mod_p=None) -> Tensor");
   m.def("center_lift(Tensor a, int q, Tensor dst_moduli) -> Tensor");
@@ -1491,7 +1450,6 @@ TORCH_LIBRARY(fhe_core, m) {
   m.def("sample_cbd(Tensor moduli, int n, int[] key, int nonce, int eta) -> Tensor");
   m.def("sample_ternary(Tensor moduli, int n, int[] key, int nonce, int hamming_weight) -> Tensor");
   m.def("ntt_table(Tensor moduli, Tensor roots, int log_n, bool pairs=False) -> Tensor");
-  m.def("kernel_variant(str name, int value) -> int", &fhe::set_kernel_variant);
   // (out-only ops: out is a strided view of a caller's buffer, or accumulated into)
   m.def("ks_inner_product_fused(Tensor digits, Tensor key, int q_count, int p_row, Tensor moduli, int galois, "
         "Tensor? add, int add_galois, bool accumulate, *, Tensor(a!) out) -> Tensor(a!)");

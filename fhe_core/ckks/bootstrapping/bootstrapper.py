@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from fhe_core import ops, rlwe
+from fhe_core import rlwe
 from fhe_core.ckks.ciphertext import Ciphertext, Decryptor, Encryptor, ScaleMismatchError, SlotMismatchError
 from fhe_core.ckks.ciphertext import rlwe_context
 from fhe_core.ckks.encoder import Encoder
@@ -56,6 +56,7 @@ from fhe_core.ckks.bootstrapping.pair import CiphertextPair, PairEvaluator
 from fhe_core.ckks.bootstrapping.parameters import BootstrappingParameters
 from fhe_core.ckks.bootstrapping.sub_sum import sub_sum, sub_sum_galois_elements
 from fhe_core.errors import LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
+from fhe_core.ops import KernelPlan
 from fhe_core.params import Params
 from fhe_core.rlwe.checks import check_ciphertext, mark_canonical
 
@@ -125,6 +126,7 @@ class Bootstrapper:
         keys: an :class:`fhe_core.rlwe.EvalKeySet` with the relinearization key and exactly the
             Galois keys of :meth:`galois_elements` (all checked here: MissingKeyError lists every
             missing element).
+        plan: the kernel plan of its evaluator (default: resolved; see :class:`fhe_core.ops.KernelPlan`).
 
     Holds a ckks :class:`Evaluator`, the DFT :class:`LinearTransform`\\ s (encoded once, at their
     levels) and an :class:`EvalModEvaluator`; never a secret key. Not safe for concurrent use.
@@ -132,12 +134,13 @@ class Bootstrapper:
 
     double_hoisting = True  # False: single-hoisted linear transforms (benchmarks and tests compare them)
 
-    def __init__(self, params: Params, bparams: BootstrappingParameters, keys: rlwe.EvalKeySet):
+    def __init__(self, params: Params, bparams: BootstrappingParameters, keys: rlwe.EvalKeySet, *,
+                 plan: KernelPlan | None = None):
         _check_params(params, bparams)
         self.params, self.parameters = params, bparams
         self._elements = tuple(bootstrapping_galois_elements(params, bparams))
         self._check_keys(keys)
-        self.evaluator = Evaluator(params, keys)
+        self.evaluator = Evaluator(params, keys, plan=plan)
         stc_top = bparams.min_input_level if bparams.order == "slim" else bparams.output_level + bparams.stc_depth
         cts, stc = _dft_factors(bparams)
         self._packed = bparams.packs_real_and_imaginary
@@ -193,7 +196,7 @@ class Bootstrapper:
         k = self.parameters.scale_up_factor(self.params)
         if k > 1:
             ct = self.evaluator.mul(ct, 1, constant_scale=k)  # the integer k, scale S -> k S
-        raised = mod_raise(self.params, ct, self.parameters.max_level)
+        raised = mod_raise(self.params, ct, self.parameters.max_level, plan=self.evaluator.plan)
         return mark_canonical(raised.replace(scale=float(self.params.q_primes[0])))
 
     def sub_sum(self, ct: Ciphertext) -> Ciphertext:
@@ -216,7 +219,7 @@ class Bootstrapper:
         conj = ev.conjugate(ct)
         if self._packed:
             return (ev.add(ct, conj),)
-        if ops.kernel_variant("fused") >= 2:  # written straight into one pair tensor: one pass each, no stack
+        if ev.plan.fused_circuit:  # written straight into one pair tensor: one pass each, no stack
             pair = CiphertextPair.buffer(ct)
             op = "coeffs_to_slots"
             re = ev._linear_combination([(ct, 1, 1.0, 1), (conj, 1, 1.0, 1)], ct.level, None, op, out=pair[:, 0])
@@ -235,7 +238,7 @@ class Bootstrapper:
         ev = self.evaluator
         if len(parts) == 1:
             ct = self._eval_mod_evaluator(False, half).evaluate(parts[0])
-        elif ops.kernel_variant("fused") >= 2:  # re + i im in one pass over the pair's halves, read in place
+        elif ev.plan.fused_circuit:  # re + i im in one pass over the pair's halves, read in place
             re, im = self._eval_mod_evaluator(True, half).evaluate(CiphertextPair.of(*parts)).views()
             ct = ev.linear_combination([(re, 1, 1.0, 1), (im, 1j, 1.0, 1)], re.level)
         else:

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 import torch
 
 from fhe_core import ops
-from fhe_core.ckks.ciphertext import Ciphertext, rlwe_context
+from fhe_core.ckks.ciphertext import Ciphertext
 from fhe_core.ckks.evaluator import SCALE_TOLERANCE, Evaluator
 from fhe_core.errors import ParameterError
+from fhe_core.ops import KernelPlan
 from fhe_core.rlwe.checks import mark_canonical
 from fhe_core.rlwe import keyswitch
 
@@ -96,13 +97,6 @@ class CiphertextPair:
         return dataclasses.replace(self, **changes)
 
 
-def _fused_passes() -> bool:
-    """ops.kernel_variant("fused") >= 1: one tensor product launch for both ciphertexts, the
-    relinearization's inner products in place and its addition in ModDown's pass (2: both inner
-    products in one pass over the key; 0: the composed ops)."""
-    return ops.kernel_variant("fused") >= 1
-
-
 class PairEvaluator:
     """:class:`~fhe_core.ckks.Evaluator`'s add, sub, mul (by a constant), tensor, relinearize,
     mul_relin, rescale and drop_level on :class:`CiphertextPair`\\ s, with the same level and
@@ -112,8 +106,15 @@ class PairEvaluator:
     def __init__(self, evaluator: Evaluator):
         self.evaluator = evaluator
         self.params = evaluator.params
-        self._ctx = rlwe_context(evaluator.params)
+        self._ctx = evaluator.context
         self._moduli_twice: dict[int, torch.Tensor] = {}
+
+    @property
+    def plan(self) -> KernelPlan:
+        """The evaluator's kernel plan. Its fused circuit: one tensor product launch for both ciphertexts, both
+        d_2 in one INTT, both inner products in one pass over the key and the addition of (d_0, d_1) in ModDown's
+        pass; else the composed ops."""
+        return self.evaluator.plan
 
     def _pair_moduli(self, level: int) -> torch.Tensor:
         """``[2 (l+1), 4]``: Q_l's moduli twice, for ops over both ciphertexts' rows as one ``[2 (l+1), N]`` block."""
@@ -172,7 +173,7 @@ class PairEvaluator:
         level = min(a.level, b.level)
         x, y = (p.data[:, :, :level + 1].contiguous() for p in (a, b))  # views unless a level is dropped
         moduli = self._ctx.q_at(level).moduli
-        if _fused_passes():  # one tensor_product over [2, 2 (l+1), N]: both ciphertexts' rows side by side
+        if self.plan.fused_circuit:  # one tensor_product over [2, 2 (l+1), N]: both ciphertexts' rows side by side
             rows = 2 * (level + 1)
             data = ops.tensor_product(x.view(2, rows, -1), y.view(2, rows, -1), self._pair_moduli(level))
             return CiphertextPair(data.view(3, 2, level + 1, -1), level, a.scale * b.scale, a.slots, a.params_id)
@@ -189,16 +190,11 @@ class PairEvaluator:
             raise ParameterError(f"{op}: expected a degree-2 pair, got degree {p.degree}")
         ctx, level = self._ctx, p.level
         key = self.evaluator.keys.relin_key(op)
-        if _fused_passes():  # the inner products written in place, (d0, d1) added in ModDown's pass
+        if self.plan.fused_circuit:  # both d_2 in one INTT, both inner products in one pass over the key
             extended = torch.empty((2, 2, len(ctx.qp_at(level)), ctx.n), dtype=torch.int64, device=p.data.device)
-            if ops.kernel_variant("fused") >= 2:  # both d_2 in one INTT, both inner products in one pass over the key
-                coeffs = ctx.q_at(level).intt(p.data[2])
-                digits = [keyswitch._decompose_mod_up(ctx, p.data[2, i], level, coeffs[i]) for i in (0, 1)]
-                keyswitch._inner_product_pair_into(ctx, *digits, key, level, extended)
-            else:
-                for i in (0, 1):
-                    digits = keyswitch.decompose_mod_up(ctx, p.data[2, i], level)
-                    keyswitch._inner_product_into(ctx, digits, key, level, extended[:, i])
+            coeffs = ctx.q_at(level).intt(p.data[2])
+            digits = [keyswitch._decompose_mod_up(ctx, p.data[2, i], level, coeffs[i]) for i in (0, 1)]
+            keyswitch._inner_product_pair_into(ctx, *digits, key, level, extended)
             d01 = p.data[:2].reshape(4, level + 1, ctx.n)  # a view: (d0, d1) of both, in ModDown's batch order
             out = keyswitch._mod_down(ctx, extended.view(4, -1, ctx.n), level, add=d01)
             return p.replace(data=out.view(2, 2, level + 1, ctx.n))

@@ -20,11 +20,12 @@
 //   m * row_base + (hi << d) + (j >> (G - d)),  m = 2^(s0 + d),
 // where row_base = 1 for columns and 2^k1 + row for rows (see common/ntt.h for the table).
 //
-// ops.kernel_variant("ntt") picks among the versions of these kernels (NttPlan, below): 0 is the
-// one described above; the others move the rows kernel's contiguous side in 16-byte accesses, read
-// twiddles as (w, w') pairs, order the grid limb-major, skip Harvey's reduction in the forward
-// butterflies for primes below ~2^58.7 and compile in the row length at N = 2^16. All give the same
-// words (canonical outputs).
+// A context's plan (KernelPlan::tuned_ntt, NttPlan below) picks the reference kernels described above or
+// the tuned ones, which move the rows kernel's contiguous side in 16-byte accesses, read twiddles as
+// (w, w') pairs, order the grid limb-major, skip reductions in the butterflies where the prime leaves
+// room (the forward below ~2^58.7, the inverse below 2^(63 - log N)), truncate the forward columns' Shoup
+// quotients, compile in the row length at N = 2^16 and, with KernelPlan::fp64_butterflies, run the
+// butterflies of small primes on the FP64 pipe. Both give the same words (canonical outputs).
 
 #include <type_traits>
 
@@ -62,7 +63,7 @@ struct Twiddles {
   }
 };
 
-// Variants >= 2: the same twiddles from the table's interleaved (w, w') rows (common/ntt.h), one 16-byte
+// The tuned kernels: the same twiddles from the table's interleaved (w, w') rows (common/ntt.h), one 16-byte
 // load per twiddle instead of two 8-byte ones.
 struct PairedTwiddles {
   static constexpr bool kLazy = false;
@@ -77,7 +78,7 @@ struct PairedTwiddles {
   }
 };
 
-// Variants >= 3: the same twiddles, forward butterflies without the reduction of x (ct_butterfly_lazy in
+// The tuned kernels: the same twiddles, forward butterflies without the reduction of x (ct_butterfly_lazy in
 // common/ntt.h): every stage's values grow by less than 2q, so for a prime with (5 + 2 log N) q < 2^64
 // (lazy_forward_fits) the whole forward transform needs no reduction but the output's. That drops
 // about a sixth of a forward butterfly's instructions (a 64-bit compare and select, on the ALU pipe
@@ -87,7 +88,7 @@ struct LazyTwiddles : Base {
   static constexpr bool kLazy = true;
 };
 
-// Variant 6's forward columns: LazyTwiddles with the Shoup quotient truncated (mulhi_truncated): a product
+// The tuned forward columns: LazyTwiddles with the Shoup quotient truncated (mulhi_truncated): a product
 // in [0, 4q) instead of [0, 2q), so each stage adds < 4q and the k1 column stages end below (4 + 4 k1) q;
 // the rows kernel's lazy stages then add 2q each, to trunc_bound(log_n, k1) q, which the epilogue must allow
 // for: (bound + 1) q < 2^64 (trunc_forward_fits, checked per block by both kernels alike).
@@ -96,7 +97,7 @@ struct TruncatedTwiddles : Base {
   static constexpr bool kLazy = true;
   static constexpr bool kTruncated = true;
 };
-// ops.kernel_variant("inverse") >= 1: the inverse without any reduction between its stages (UnreducedTwiddles, for
+// The tuned inverse: no reduction between its stages (UnreducedTwiddles, for
 // primes below 2^(63 - log N): unreduced_inverse_fits, checked per block by both kernels alike). Before inverse stage
 // s (s stages done, both kernels counted) every value is below b_s = 2^(s+1) q: the inputs are below 2q, a sum of two
 // values below b_s is below b_{s+1}, and a difference's product (x + b_s - y) w from the truncated quotient
@@ -112,7 +113,7 @@ struct UnreducedTwiddles : Base {
   static constexpr bool kTruncated = true;
   int top;
 };
-// Inverse variant 2's first round of the rows kernel (its two or three highest stages, whose twiddles each serve one
+// The tuned inverse's first round of the rows kernel (its two or three highest stages, whose twiddles each serve one
 // row of one limb: three quarters of the kernel's twiddle bytes, 1 MB per limb with the Shoup words): w alone from the
 // table's plain inverse row, 8 bytes instead of the 16-byte (w, w') pair, and w'' = w floor(2^128/q)_hi +
 // hi64(w floor(2^128/q)_lo) = floor(w floor(2^128/q) / 2^64), which is w' or w' - 1 (w floor(2^128/q) / 2^64 is
@@ -136,10 +137,10 @@ struct IsTruncated : std::false_type {};
 template <class Tw>
 struct IsTruncated<Tw, std::void_t<decltype(Tw::kTruncated)>> : std::bool_constant<Tw::kTruncated> {};
 
-// ops.kernel_variant("fp64"): the forward transform's butterflies in IEEE double arithmetic, on the FP64 pipe that the
-// integer kernels leave idle (8 FP64 instructions per butterfly against ~25 integer ones), for primes below 2^46
-// (fp64_forward_fits; larger ones take the integer rounds): 1, in the columns kernel; 2, also in the rows kernels
-// (ntt_rows' direct forward, ModDown's, and ntt_digits_inner_product's). Values are integers held in doubles, signed
+// KernelPlan::fp64_butterflies: the forward transform's butterflies in IEEE double arithmetic, on the FP64 pipe that
+// the integer kernels leave idle (8 FP64 instructions per butterfly against ~25 integer ones), for primes below 2^46
+// (fp64_forward_fits; larger ones take the integer rounds), in the columns kernel and the rows kernels (ntt_rows'
+// direct forward, ModDown's, and ntt_digits_inner_product's). Values are integers held in doubles, signed
 // and never reduced. The product t = y w mod q (ct_butterfly_fp64), with (w, w/q) from the table's FP64 rows (w exact,
 // w/q correctly rounded): hi + lo = y w exactly (hi = fl(y w), lo = fma(y, w, -hi)); k = y (w/q) rounded to an integer
 // (adding and subtracting 1.5 * 2^52, exact for |y w/q| < 2^51), so |k - y w / q| <= 1/2 + |y| 2^-53; t = (hi - k q)
@@ -149,7 +150,7 @@ struct IsTruncated<Tw, std::void_t<decltype(Tw::kTruncated)>> : std::bool_consta
 // kernels take. The FP64 rows kernels subtract the same (2 + k1) q back, run k2 more stages (all log N: below
 // (2 + 5 log N / 8) q < 13q < 2^50 at log N <= 17), and hand x + (2 + log N) q, in [0, lazy_bound(log N) q), to the
 // integer epilogues (rows_store, the inner product) as the lazy integer rounds would.
-// fp64 3: also the inverse transform, for primes below 2^41 (fp64_inverse_fits; ModUp's Q primes at N16QP1766L30D3
+// The inverse transform too, for primes below 2^41 (fp64_inverse_fits; ModUp's Q primes at N16QP1766L30D3
 // but q_0, not ModDown's 46-bit P primes), Gentleman-Sande butterflies (gs_butterfly_fp64: x + y unreduced, (x - y) w
 // as above). Words below 2q enter each kernel as u - q (|x| <= q), a value's bound at most doubles per stage, so after
 // the rows kernel's k2 <= 9 stages every value is below 2^9 q < 2^50 (the differences multiplied too), and the columns
@@ -272,8 +273,9 @@ __device__ __forceinline__ bool trunc_forward_fits(u64 q, int log_n, int k1) {
   return __umul64hi(q, trunc_bound(log_n, k1) + 1) == 0;
 }
 
-// Variant 5's inverse (LazyTwiddles in an inverse kernel): gs_butterfly_lazy inside each round of G <= 3
-// stages, for primes below 2^60 (a round's sums stay below 16q < 2^64; checked per block). Before step s
+// The tuned inverse for primes above UnreducedTwiddles' limit (LazyTwiddles in an inverse kernel): gs_butterfly_lazy
+// inside each round of G <= 3 stages, for primes below 2^60 (a round's sums stay below 16q < 2^64; checked per
+// block). Before step s
 // of a round, the unit's element j (and its partner j + 2^s) is below lazy_inverse_bound(s, j) * q: 2 if
 // j's low s bits are 0 ... (2 << s if they are all 0), 2 << (s - 1 - h) with h the highest set bit of those
 // bits (the last step where j was a difference). The bounds fold into constants in the unrolled loops.
@@ -437,7 +439,7 @@ __device__ void local_transform(bool first_from_global, bool last_to_global, con
   }
 }
 
-// Variant 4: local_transform for a length known at compile time (N = 2^16: both kernels do 8 stages),
+// The tuned kernels at N = 2^16: local_transform for a length known at compile time (both kernels do 8 stages),
 // first round from and last round to global memory: the rounds unroll, so the round dispatch, the
 // unit geometry (tl, step) and the stage numbers m = 2^(s0 + d) in the twiddle indices fold into
 // constants.
@@ -461,13 +463,13 @@ __device__ __forceinline__ void local_transform_fixed(const u64* gin, u64* gout,
   }
 }
 
-// ---- variant 1 of ntt_rows: the row's contiguous side straight from/to registers ------------
+// ---- the tuned ntt_rows: the row's contiguous side straight from/to registers ------------
 //
 // In ntt_rows the forward's last round and the inverse's first one have tl = 0: a thread's units are
-// its 8 consecutive words 8 * tcol .. 8 * tcol + 7 of the row. Variant 0 stages that side of the tile
-// through shared memory with one word per thread and loop trip, which nvcc does not unroll: the
+// its 8 consecutive words 8 * tcol .. 8 * tcol + 7 of the row. The reference kernel stages that side of the
+// tile through shared memory with one word per thread and loop trip, which nvcc does not unroll: the
 // inverse's load and ModDown's epilogue (c and add) then wait for one global latency per word in
-// turn. Variant 1 moves those 8 words as four 16-byte accesses per thread, all issued at once, and
+// turn. The tuned kernel moves those 8 words as four 16-byte accesses per thread, all issued at once, and
 // drops that staging pass and its barrier.
 
 __device__ __forceinline__ void load8(const u64* p, u64 (&v)[kPerThread]) {
@@ -623,8 +625,8 @@ __global__ void __launch_bounds__(256, 4) ntt_columns(const u64* in, u64* out, c
                                                                         in_batch_stride, order);
 }
 
-// ops.kernel_variant("inverse") >= 1: the inverse columns kernel of the lazy plans (ntt >= 5) without reductions
-// between stages for primes below 2^(63 - log N) (UnreducedTwiddles).
+// The tuned inverse columns kernel: no reductions between stages for primes below 2^(63 - log N)
+// (UnreducedTwiddles), the lazy rounds for larger ones.
 template <int kLen, bool kFp64 = false>
 __global__ void __launch_bounds__(256, 4)
     ntt_columns_inverse(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table,
@@ -650,12 +652,9 @@ __device__ __forceinline__ void load8_galois(const u64* row, u32 first, u64 galo
   }
 }
 
-// HMult's products in the rows kernels (ntt_rows' kProducts, ops.kernel_variant("tensor_fuse") 1): ModUp's inverse
-// transforms a1 b1, ModDown's store adds (a0 b0, a0 b1 + a1 b0). Those kernels get 80 (forward) / 72 (inverse)
-// registers instead of 64 (6 / 7 blocks per SM): at 64 ptxas spilled 130 bytes in the forward's store, which reads 4
-// operand rows, and that measured slower; the forward still spills 80-88 bytes at 80 (its loads run ahead), and
-// measured as fast as computing the terms at the kernel's start into shared memory (64 registers, no spills).
-constexpr int products_min_blocks(bool forward, bool products) { return products ? (forward ? 6 : 7) : 8; }
+// HMult's d2 = a1 b1 in the inverse rows kernel (kProducts, ops.intt_product): ModUp's inverse transforms the
+// products and stores them for the digits' own rows. That kernel gets 72 registers instead of 64 (7 blocks per SM).
+constexpr int rows_min_blocks(bool products) { return products ? 7 : 8; }
 
 // z mod q for z < 2^(2k + 1), 2^(k-1) <= q < 2^k, 3 <= k <= 61 (a product of two residues plus a few q: the tensor
 // product's terms) with one 64-bit quotient where reduce128 forms a 128-bit one: x = floor(z / 2^s) < 2^(k+3) <= 2^64
@@ -678,50 +677,13 @@ struct ShortBarrett {
   }
 };
 
-// HMult's relinearization (NttEpilogue::times): component `batch` of ModDown's output gets the tensor product's
-// d0 = a0 b0 (batch 0) or d1 = a0 b1 + a1 b0 (batch 1), a = epilogue.add and b = epilogue.times ([2, limbs, N]
-// each, `at` the thread's first word in a component, `plane` = limbs * N): v = (v + d) mod q for v below 2q (the
-// Shoup product unreduced, or 0). v + the products (< 2q + 2 q^2) is reduced once, so the result is the canonical
-// (y + d) mod q, the same word as add_mod(y, d) of the tensor product's rows (ShortBarrett: 2q + 2 q^2 < 2^(2k+1)).
-// The operands are read two words (16 bytes) per source at a time.
-__device__ __forceinline__ void add_tensor_terms(u64 (&v)[kPerThread], const NttEpilogue& e, int64_t batch, size_t at,
-                                                 size_t plane, const ShortBarrett& sb) {
-  const ulonglong2* a0 = reinterpret_cast<const ulonglong2*>(e.add + at);
-  const ulonglong2* b_same = reinterpret_cast<const ulonglong2*>(e.times + batch * plane + at);  // b0 or b1
-  if (batch == 0) {
-#pragma unroll
-    for (int k = 0; k < kPerThread / 2; ++k) {
-      const ulonglong2 x = a0[k], y = b_same[k];
-      U128 lo{v[2 * k], 0}, hi{v[2 * k + 1], 0};
-      mac128(lo, x.x, y.x);
-      mac128(hi, x.y, y.y);
-      v[2 * k] = sb.reduce(lo);
-      v[2 * k + 1] = sb.reduce(hi);
-    }
-    return;
-  }
-  const ulonglong2* a1 = reinterpret_cast<const ulonglong2*>(e.add + plane + at);
-  const ulonglong2* b0 = reinterpret_cast<const ulonglong2*>(e.times + at);
-#pragma unroll
-  for (int k = 0; k < kPerThread / 2; ++k) {
-    const ulonglong2 x0 = a0[k], y1 = b_same[k], x1 = a1[k], y0 = b0[k];
-    U128 lo{v[2 * k], 0}, hi{v[2 * k + 1], 0};
-    mac128(lo, x0.x, y1.x);
-    mac128(lo, x1.x, y0.x);
-    mac128(hi, x0.y, y1.y);
-    mac128(hi, x1.y, y0.y);
-    v[2 * k] = sb.reduce(lo);
-    v[2 * k + 1] = sb.reduce(hi);
-  }
-}
-
-// Variant 1's store of the forward's 8 contiguous words at dst: reduced to [0, q), or through ModDown's
+// The tuned store of the forward's 8 contiguous words at dst: reduced to [0, q), or through ModDown's
 // epilogue (c - x) * P^-1 (+ add). x is below bound = 4q (Harvey) or lazy_bound(log_n) * q (lazy):
 // c + bound - x < (bound + 1) q < 2^64 goes straight into the Shoup product (any 64-bit input is fine
 // there), so x needs no reduction first; a lazy x is reduced by a Shoup product by 1 (w' = floor(2^64
 // / q), the high word of the Barrett ratio). The result is the canonical residue either way, the same
-// words as variant 0's.
-template <bool kLazy, bool kGalois = false, bool kProducts = false>
+// words as the reference kernel's.
+template <bool kLazy, bool kGalois = false>
 __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const Modulus& m, int log_n,
                                            const NttEpilogue& epilogue, int row, int limb, u32 n, size_t offset,
                                            int limbs, u64 lazy_factor) {
@@ -739,19 +701,6 @@ __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const
   load8(epilogue.sub_from + batch * epilogue.batch_stride + static_cast<int64_t>(limb) * n + in_row, c);
   const u64 w = epilogue.consts[limb], ws = epilogue.consts_shoup[limb];
   const u64 bound = (kLazy ? lazy_factor : 4) * q;
-  if constexpr (kProducts) {
-#pragma unroll
-    for (int k = 0; k < kPerThread; ++k) v[k] = mul_shoup_lazy(c[k] + bound - v[k], w, ws, q);  // [0, 2q)
-    if (batch >= 2) {
-#pragma unroll
-      for (int k = 0; k < kPerThread; ++k) v[k] = csub(v[k], q);
-    } else {
-      add_tensor_terms(v, epilogue, batch, static_cast<size_t>(limb) * n + in_row, static_cast<size_t>(limbs) * n,
-                       ShortBarrett(m));
-    }
-    store8(dst, v);
-    return;
-  }
 #pragma unroll
   for (int k = 0; k < kPerThread; ++k) v[k] = mul_shoup(c[k] + bound - v[k], w, ws, q);
   if (batch < epilogue.add_batches) {
@@ -767,10 +716,10 @@ __device__ __forceinline__ void rows_store(u64 (&v)[kPerThread], u64* dst, const
   store8(dst, v);
 }
 
-// Variant >= 1's forward rows: every round but the last through shared memory (as local_transform),
+// The tuned forward rows: every round but the last through shared memory (as local_transform),
 // the last one's 8 contiguous words straight to global memory. (With a compile-time k2 from the
 // kernel, the round loop unrolls.)
-template <bool kGalois, bool kProducts, class Tw>
+template <bool kGalois, class Tw>
 __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64* smem, const RowLayout& layout,
                                                     u32 tcol, int k2, const Tw& t, const Modulus& m, int log_n,
                                                     const NttEpilogue& epilogue, int row, int limb, u32 n,
@@ -788,14 +737,13 @@ __device__ __forceinline__ void rows_forward_direct(const u64* in, u64* out, u64
   contiguous_round<true>(v, tcol, k2, t, q);
   leave_registers(t, v);
   const size_t offset = origin + tcol * kPerThread;
-  rows_store<Tw::kLazy, kGalois, kProducts>(v, out + offset, m, log_n, epilogue, row, limb, n, offset, limbs,
-                                            lazy_factor);
+  rows_store<Tw::kLazy, kGalois>(v, out + offset, m, log_n, epilogue, row, limb, n, offset, limbs, lazy_factor);
 }
 
-// Variant >= 1's inverse rows: the first round's 8 contiguous words straight from global memory (in: the
-// input row; with kGalois the thread's slots of sigma_k(in), also stored to the permuted row), every other
-// round through shared memory, the last one to global memory (out: the block's row).
-// kComputedFirst (inverse 2, UnreducedTwiddles): the first round's twiddles as ComputedShoupTwiddles.
+// The tuned inverse rows: the first round's 8 contiguous words straight from global memory (in: the
+// input row; with kGalois the thread's slots of sigma_k(in), also stored to the permuted row; with kProducts
+// in * times, also stored), every other round through shared memory, the last one to global memory (out: the
+// block's row). kComputedFirst (UnreducedTwiddles): the first round's twiddles as ComputedShoupTwiddles.
 template <bool kGalois, bool kProducts, class Tw, bool kComputedFirst = false>
 __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64* smem, const RowLayout& layout,
                                                     u32 tcol, int k2, u32 first, const Tw& t, u64 q, int log_n,
@@ -837,24 +785,24 @@ __device__ __forceinline__ void rows_inverse_direct(const u64* in, u64* out, u64
 }
 
 // Last k2 forward stages / first k2 inverse stages on whole rows. Grid: (2^k1 / rows_per_block,
-// rows). Variant 0 stages the contiguous side of each transform (the forward output, the inverse
-// input) through shared memory, variants >= 1 move it with 16-byte accesses (see load8).
+// rows). The reference kernel stages the contiguous side of each transform (the forward output, the inverse
+// input) through shared memory, the tuned ones (kDirect) move it with 16-byte accesses (see load8).
 // kGalois (direct only): the forward adds sigma_k(epilogue.add) (k = epilogue.add_galois), the inverse
 // transforms sigma_k(in) (k = galois) and stores sigma_k(in) to `permuted` as well (a rotation's ModUp
 // needs it for the digits' own rows); each thread reads its 8 slots from one aligned run of 8 (load8_galois).
-// kProducts (direct, lazy plans only: plan_fuses_products): HMult's tensor product; the inverse transforms in *
-// epilogue.times (the second factor, passed there by launch_ntt) and stores the products to `permuted`, the forward's
-// store adds the tensor terms of epilogue.add and epilogue.times (add_tensor_terms).
+// kProducts (the tuned inverse only: ntt_fuses_products): HMult's d2; the inverse transforms in * times (laid out
+// like in) and stores the products to `permuted`.
 // (rows_body: ntt_rows' body; kUnreduced: ntt_rows_inverse's, 1 = UnreducedTwiddles, 2 = also kComputedFirst.)
 template <bool kForward, bool kDirect, bool kPairs, bool kLazy, int kLen, bool kGalois, bool kTruncated,
           bool kProducts, int kUnreduced, bool kFp64 = false>
 __device__ __forceinline__ void rows_body(const u64* in, u64* out, const Modulus* __restrict__ moduli,
                                           const u64* __restrict__ table, int limbs, int log_n, int k1,
                                           int rows_per_block, NttSkip skip, NttEpilogue epilogue,
-                                          int64_t in_batch_stride, int order, u64 galois, u64* permuted) {
+                                          int64_t in_batch_stride, int order, u64 galois, u64* permuted,
+                                          const u64* times) {
   extern __shared__ u64 smem[];
   const u32 n = 1u << log_n;
-  const int k2 = kLen != 0 ? kLen : log_n - k1;  // kLen: variant 4's compile-time row length (k1 = k2)
+  const int k2 = kLen != 0 ? kLen : log_n - k1;  // kLen: the compile-time row length at N = 2^16 (k1 = k2)
   const u32 len = 1u << k2;
   const int row = grid_row(limbs, order);
   const int limb = row % limbs;
@@ -876,33 +824,31 @@ __device__ __forceinline__ void rows_body(const u64* in, u64* out, const Modulus
       const Modulus m = moduli[limb];
       if constexpr (kFp64) {  // (the columns kernel ran FP64 too: the same test)
         if (fp64_forward_fits(q)) {
-          rows_forward_direct<kGalois, kProducts>(in, out, smem, layout, tcol, k2,
-                                                  fp64_twiddles(table, limb, log_n, k1, q, false, first_row + sub), m,
-                                                  log_n, epilogue, row, limb, n, origin, limbs, lazy_bound(log_n));
+          rows_forward_direct<kGalois>(in, out, smem, layout, tcol, k2,
+                                       fp64_twiddles(table, limb, log_n, k1, q, false, first_row + sub), m, log_n,
+                                       epilogue, row, limb, n, origin, limbs, lazy_bound(log_n));
           return;
         }
       }
       if constexpr (kLazy) {
-        // the columns kernel's values: below trunc_bound if it ran truncated (variant 6), else lazy_bound
+        // the columns kernel's values: below trunc_bound if it ran truncated, else lazy_bound
         const bool truncated = kTruncated && trunc_forward_fits(q, log_n, k1);
         if (truncated || lazy_forward_fits(q, log_n)) {
-          rows_forward_direct<kGalois, kProducts>(in, out, smem, layout, tcol, k2,
-                                                  LazyTwiddles<std::decay_t<decltype(t)>>{t}, m, log_n, epilogue, row,
-                                                  limb, n, origin, limbs,
-                                                  truncated ? trunc_bound(log_n, k1) : lazy_bound(log_n));
+          rows_forward_direct<kGalois>(in, out, smem, layout, tcol, k2, LazyTwiddles<std::decay_t<decltype(t)>>{t}, m,
+                                       log_n, epilogue, row, limb, n, origin, limbs,
+                                       truncated ? trunc_bound(log_n, k1) : lazy_bound(log_n));
           return;
         }
       }
-      rows_forward_direct<kGalois, kProducts>(in, out, smem, layout, tcol, k2, t, m, log_n, epilogue, row, limb, n,
-                                              origin, limbs, 4);
+      rows_forward_direct<kGalois>(in, out, smem, layout, tcol, k2, t, m, log_n, epilogue, row, limb, n, origin, limbs,
+                                   4);
     } else {
       const int64_t in_row = in_batch_stride == 0 ? static_cast<int64_t>(row) * n
                                                   : (row / limbs) * in_batch_stride + static_cast<int64_t>(limb) * n;
       const u32 first = (first_row + sub) * len + tcol * kPerThread;  // the thread's 8 slots of the row
       u64* permuted_row = permuted == nullptr ? nullptr : permuted + static_cast<size_t>(row) * n;
-      // kProducts: the inverse's second factor comes in epilogue.times (launch_ntt), laid out like in
-      const u64* times_row = kProducts ? epilogue.times + in_row : nullptr;
-      if constexpr (kFp64) {  // (fp64 3; larger primes: the rounds below; the columns kernel alike)
+      const u64* times_row = kProducts ? times + in_row : nullptr;  // (the second factor, laid out like in)
+      if constexpr (kFp64) {  // (larger primes: the rounds below; the columns kernel alike)
         if (fp64_inverse_fits(q)) {
           rows_inverse_direct<kGalois, kProducts>(
               in + in_row, out + origin, smem, layout, tcol, k2, first,
@@ -962,30 +908,29 @@ __device__ __forceinline__ void rows_body(const u64* in, u64* out, const Modulus
   }
 }
 
-// kFp64 (fp64 >= 2, the forward): 7 blocks per SM (72 registers) instead of 8: at 64 the kernel, which holds the FP64
-// rounds and the 60-bit q_0's integer ones, spilled 28-48 bytes; measured 1.8 us faster in HRotate (ModDown's rows).
+// kFp64 (the forward): 7 blocks per SM (72 registers) instead of 8: at 64 the kernel, which holds the FP64 rounds and
+// the 60-bit q_0's integer ones, spilled 28-48 bytes; measured 1.8 us faster in HRotate (ModDown's rows).
 template <bool kForward, bool kDirect, bool kPairs, bool kLazy = false, int kLen = 0, bool kGalois = false,
-          bool kTruncated = false, bool kProducts = false, bool kFp64 = false>
-__global__ void __launch_bounds__(kRowThreads, products_min_blocks(kForward, kProducts) - (kFp64 ? 1 : 0))
+          bool kTruncated = false, bool kFp64 = false>
+__global__ void __launch_bounds__(kRowThreads, rows_min_blocks(false) - (kFp64 ? 1 : 0))
     ntt_rows(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table, int limbs,
              int log_n, int k1, int rows_per_block, NttSkip skip, NttEpilogue epilogue, int64_t in_batch_stride,
-             int order, u64 galois, u64* permuted) {
-  rows_body<kForward, kDirect, kPairs, kLazy, kLen, kGalois, kTruncated, kProducts, 0, kFp64>(
+             int order, u64 galois, u64* permuted, const u64* times) {
+  rows_body<kForward, kDirect, kPairs, kLazy, kLen, kGalois, kTruncated, false, 0, kFp64>(
       in, out, moduli, table, limbs, log_n, k1, rows_per_block, skip, epilogue, in_batch_stride, order, galois,
-      permuted);
+      permuted, times);
 }
 
-// ops.kernel_variant("inverse") >= 1: the direct lazy inverse rows kernel without reductions between stages for
-// primes below 2^(63 - log N) (UnreducedTwiddles); kComputedFirst (inverse 2): its first round's Shoup companions
-// computed (ComputedShoupTwiddles).
-template <int kLen, bool kGalois, bool kProducts, bool kComputedFirst, bool kFp64 = false>
-__global__ void __launch_bounds__(kRowThreads, products_min_blocks(false, kProducts))
+// The tuned inverse rows kernel: no reductions between stages for primes below 2^(63 - log N) (UnreducedTwiddles),
+// its first round's Shoup companions computed (ComputedShoupTwiddles).
+template <int kLen, bool kGalois, bool kProducts, bool kFp64 = false>
+__global__ void __launch_bounds__(kRowThreads, rows_min_blocks(kProducts))
     ntt_rows_inverse(const u64* in, u64* out, const Modulus* __restrict__ moduli, const u64* __restrict__ table,
                      int limbs, int log_n, int k1, int rows_per_block, NttSkip skip, NttEpilogue epilogue,
-                     int64_t in_batch_stride, int order, u64 galois, u64* permuted) {
-  rows_body<false, true, true, true, kLen, kGalois, false, kProducts, kComputedFirst ? 2 : 1, kFp64>(
+                     int64_t in_batch_stride, int order, u64 galois, u64* permuted, const u64* times) {
+  rows_body<false, true, true, true, kLen, kGalois, false, kProducts, 2, kFp64>(
       in, out, moduli, table, limbs, log_n, k1, rows_per_block, skip, epilogue, in_batch_stride, order, galois,
-      permuted);
+      permuted, times);
 }
 
 // ---- ModUp's last forward pass with the key-switching inner product (ks_fuse >= 1) ------------------
@@ -1344,92 +1289,74 @@ __global__ void __launch_bounds__(kMaxDigitGroups * kGroupThreads, (kPhases == 2
   }
 }
 
-// Variant 1's 16-byte accesses need every pointer it moves 8 words through 16-byte aligned (torch's
-// allocations are; a view with an odd word offset takes variant 0).
+// The tuned kernels' 16-byte accesses need every pointer they move 8 words through 16-byte aligned (torch's
+// allocations are; a view with an odd word offset takes the reference kernels).
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 bool direct_rows_aligned(const NttArgs& a) {
   const NttEpilogue& e = a.epilogue;
   const bool epilogue_aligned = e.sub_from == nullptr || (aligned16(e.sub_from) && e.batch_stride % 2 == 0 &&
-                                                          (e.add == nullptr || aligned16(e.add)) &&
-                                                          (e.times == nullptr || aligned16(e.times)));
+                                                          (e.add == nullptr || aligned16(e.add)));
   return aligned16(a.in) && aligned16(a.out) && a.in_batch_stride % 2 == 0 && epilogue_aligned &&
          (a.permuted == nullptr || aligned16(a.permuted)) && (a.times == nullptr || aligned16(a.times));
 }
 
-// What ops.kernel_variant("ntt") selects (kernels.h). Inputs that the 16-byte paths cannot take (a
-// view 8 bytes off alignment) run variant 0; a table off alignment runs variant 1.
-//   1: ntt_rows moves each row's contiguous side as 16-byte accesses (the inverse's input, the
-//      forward's output and ModDown's epilogue), grid orders as variant 0;
-//   2: and (w, w') twiddle pairs, both kernels limb-major, the second one backwards;
-//   3: pairs, lazy forward butterflies, only the rows kernel limb-major (backwards in the forward,
-//      where it runs second), the columns kernel batch-major;
-//   4: 3 with the row lengths compile-time constants at N = 2^16 (the default);
-//   5: 4 with the inverse's sums unreduced inside each round (gs_butterfly_lazy, primes below 2^60);
-//   6: 5 with the forward columns' Shoup quotients truncated (mulhi_truncated, primes with trunc_forward_fits).
-// Variants measured and removed (docs/performance.md, "Issue 14, session 3"): the rows kernel alone
-// limb-major, twiddles prefetched into L2 or L1, ModDown's c and add prefetched into L2, 48/56
-// registers for the columns and inverse rows kernels.
+// Which kernels a transform runs: the reference ones (KernelPlan::tuned_ntt off, or inputs that the 16-byte paths
+// cannot take: a view 8 bytes off alignment, a table off alignment) or the tuned ones: 16-byte row accesses, (w, w')
+// twiddle pairs, the rows kernel limb-major (backwards in the forward, where it runs second) and the columns kernel
+// batch-major, unreduced forward butterflies (truncated quotients in the columns), the unreduced inverse, the row
+// lengths compiled in at N = 2^16, FP64 butterflies with KernelPlan::fp64_butterflies.
+// Measured and removed (docs/performance.md, "Issue 14, session 3"): both kernels limb-major, twiddles prefetched
+// into L2 or L1, ModDown's c and add prefetched into L2, 48/56 registers for the columns and inverse rows kernels.
 struct NttPlan {
-  bool direct = false, pairs = false, lazy = false;
+  bool tuned = false;
   int first_order = 0, second_order = 0;  // grid_row orders of the kernel run first / second
   bool fixed16 = false;                   // N = 2^16 kernels with the row length a compile-time 8
-  bool truncated = false;                 // the forward columns' truncated Shoup quotient (variant 6)
-  bool fp64 = false;                      // the forward columns' FP64 butterflies (kernel_variant("fp64") >= 1)
-  bool fp64_rows = false;                 // and the forward rows kernels' (kernel_variant("fp64") 2)
+  bool fp64 = false;                      // FP64 butterflies for the primes that fit
 };
 
-NttPlan ntt_plan(int variant, bool forward, bool aligned, bool table_aligned, int log_n) {
+NttPlan ntt_plan(const NttArgs& a, bool forward) {
   NttPlan p;
-  if (variant == 0 || !aligned) return p;
-  p.direct = true;
-  p.pairs = variant >= 2 && table_aligned;
-  if (!p.pairs) return p;
-  if (variant == 2) {
-    p.first_order = 1;
-    p.second_order = 2;
-    return p;
-  }
+  if (!a.plan.tuned_ntt || !direct_rows_aligned(a) || !aligned16(a.table)) return p;
+  p.tuned = true;
   p.first_order = forward ? 0 : 1;
   p.second_order = forward ? 2 : 0;
-  p.lazy = forward || variant >= 5;
-  p.fixed16 = variant >= 4 && log_n == 16;
-  p.truncated = forward && variant >= 6;
-  p.fp64 = p.truncated && kernel_variant(Variant::kFp64) >= 1;
-  p.fp64_rows = p.fp64 && kernel_variant(Variant::kFp64) >= 2;
+  p.fixed16 = a.log_n == 16;
+  p.fp64 = a.plan.fp64_butterflies;
   return p;
 }
 
-// The columns kernel of a plan (launch_ntt's and launch_ntt_inner_product's).
-template <bool kForward>
-auto columns_kernel(const NttPlan& plan) -> decltype(&ntt_columns<kForward, false>) {
-  if constexpr (kForward) {  // (truncated, fp64: forward plans only)
-    if (plan.truncated && plan.fixed16)
-      return plan.fp64 ? ntt_columns<true, true, true, 8, true, true> : ntt_columns<true, true, true, 8, true>;
-    if (plan.truncated)
-      return plan.fp64 ? ntt_columns<true, true, true, 0, true, true> : ntt_columns<true, true, true, 0, true>;
-  }
-  if (plan.fixed16) return plan.lazy ? ntt_columns<kForward, true, true, 8> : ntt_columns<kForward, true, false, 8>;
-  if (plan.lazy) return ntt_columns<kForward, true, true>;
-  return plan.pairs ? ntt_columns<kForward, true> : ntt_columns<kForward, false>;
+using ColumnsKernel = decltype(&ntt_columns<false, false>);
+using RowsKernel = decltype(&ntt_rows<false, false, false>);
+
+// The tuned forward columns kernel (launch_ntt's and launch_ntt_inner_product's).
+ColumnsKernel tuned_forward_columns(const NttPlan& plan) {
+  if (plan.fixed16)
+    return plan.fp64 ? ntt_columns<true, true, true, 8, true, true> : ntt_columns<true, true, true, 8, true>;
+  return plan.fp64 ? ntt_columns<true, true, true, 0, true, true> : ntt_columns<true, true, true, 0, true>;
 }
 
-// The plan's rows kernel computes the products of NttArgs::times (inverse) / NttEpilogue::times (forward) itself
-// for the lazy plans (forward: ntt variants >= 3, inverse: >= 5) with 16-byte aligned pointers (ntt_fuses_products);
-// the caller computes them first otherwise (ops.cpp).
-bool plan_fuses_products(const NttPlan& p) { return p.direct && p.pairs && p.lazy; }
+ColumnsKernel tuned_inverse_columns(const NttPlan& plan) {
+  if (plan.fixed16) return plan.fp64 ? ntt_columns_inverse<8, true> : ntt_columns_inverse<8>;
+  return plan.fp64 ? ntt_columns_inverse<0, true> : ntt_columns_inverse<0>;
+}
 
-// The rows kernel with HMult's products for a plan that fuses them (plan_fuses_products).
-template <bool kForward>
-auto products_rows(const NttPlan& plan) {
-  if constexpr (kForward) {
-    if (plan.truncated) return plan.fixed16 ? ntt_rows<true, true, true, true, 8, false, true, true>
-                                            : ntt_rows<true, true, true, true, 0, false, true, true>;
-    return plan.fixed16 ? ntt_rows<true, true, true, true, 8, false, false, true>
-                        : ntt_rows<true, true, true, true, 0, false, false, true>;
-  } else {
-    return plan.fixed16 ? ntt_rows<false, true, true, true, 8, false, false, true>
-                        : ntt_rows<false, true, true, true, 0, false, false, true>;
+// The tuned forward rows kernel; `galois`: it adds sigma_k(epilogue.add).
+template <bool kFp64>
+RowsKernel tuned_forward_rows(bool fixed16, bool galois) {
+  if (fixed16) {
+    return galois ? ntt_rows<true, true, true, true, 8, true, true, kFp64>
+                  : ntt_rows<true, true, true, true, 8, false, true, kFp64>;
   }
+  return galois ? ntt_rows<true, true, true, true, 0, true, true, kFp64>
+                : ntt_rows<true, true, true, true, 0, false, true, kFp64>;
+}
+
+// The tuned inverse rows kernel; `galois`: it reads sigma_k(in); `products`: in * times.
+template <bool kFp64>
+RowsKernel tuned_inverse_rows(bool fixed16, bool galois, bool products) {
+  if (products) return fixed16 ? ntt_rows_inverse<8, false, true, kFp64> : ntt_rows_inverse<0, false, true, kFp64>;
+  if (galois) return fixed16 ? ntt_rows_inverse<8, true, false, kFp64> : ntt_rows_inverse<0, true, false, kFp64>;
+  return fixed16 ? ntt_rows_inverse<8, false, false, kFp64> : ntt_rows_inverse<0, false, false, kFp64>;
 }
 
 // The launch shapes of the columns and rows kernels for `rows` rows of N = 2^log_n (launch_ntt and
@@ -1459,28 +1386,6 @@ LaunchShape launch_shape(int log_n, int rows) {
                      rows_per_block * len};
 }
 
-// ops.kernel_variant("inverse") (kernels.h), the inverse's arithmetic in the lazy plans (ntt >= 5): 0, the lazy rounds
-// (ntt variant 5: each round of <= 3 stages reduced to 2q at its end); 1, no reductions between the stages for primes
-// below 2^(63 - log N) with truncated quotients (ntt_rows_inverse, ntt_columns_inverse: UnreducedTwiddles); 2 (the
-// default), 1 with the rows kernel's first round reading w alone and computing its Shoup companion
-// (ComputedShoupTwiddles). Larger primes run the lazy rounds in the same kernels. Same canonical words.
-using ColumnsKernel = decltype(&ntt_columns<false, false>);
-using RowsKernel = decltype(&ntt_rows<false, false, false>);
-
-template <bool kComputedFirst, bool kFp64 = false>
-RowsKernel unreduced_inverse_rows(bool fixed16, bool galois, bool products) {
-  if (products) {
-    return fixed16 ? ntt_rows_inverse<8, false, true, kComputedFirst, kFp64>
-                   : ntt_rows_inverse<0, false, true, kComputedFirst, kFp64>;
-  }
-  if (galois) {
-    return fixed16 ? ntt_rows_inverse<8, true, false, kComputedFirst, kFp64>
-                   : ntt_rows_inverse<0, true, false, kComputedFirst, kFp64>;
-  }
-  return fixed16 ? ntt_rows_inverse<8, false, false, kComputedFirst, kFp64>
-                 : ntt_rows_inverse<0, false, false, kComputedFirst, kFp64>;
-}
-
 template <bool kForward>
 void launch_ntt(const NttArgs& a, Stream stream) {
   if (a.rows == 0) return;
@@ -1493,12 +1398,12 @@ void launch_ntt(const NttArgs& a, Stream stream) {
 
   cudaStream_t s = native(stream);
   const int rpb = static_cast<int>(shape.rows_per_block);
-  const NttPlan plan = ntt_plan(kernel_variant(Variant::kNtt), kForward, direct_rows_aligned(a), aligned16(a.table),
-                                a.log_n);
+  const NttPlan plan = ntt_plan(a, kForward);
   const bool galois = kForward ? a.epilogue.sub_from != nullptr && a.epilogue.add != nullptr &&
                                      a.epilogue.add_galois != 1
                                : a.galois != 1;
-  if (!kForward && galois && !plan.direct) {  // variant 0 / unaligned: sigma_k first, into `permuted`
+  const bool products = !kForward && a.times != nullptr;
+  if (!kForward && galois && !plan.tuned) {  // the reference kernels: sigma_k first, into `permuted`
     automorphism_ntt(AutomorphismArgs{a.in, a.permuted, a.moduli, a.rows, a.limbs, a.log_n, a.galois}, stream);
     NttArgs plain = a;
     plain.in = a.permuted;
@@ -1507,188 +1412,122 @@ void launch_ntt(const NttArgs& a, Stream stream) {
     plain.permuted = nullptr;
     return launch_ntt<false>(plain, stream);
   }
-  using Rows = decltype(&ntt_rows<kForward, false, false>);
-  using Columns = decltype(&ntt_columns<kForward, false>);
-  // (plan.lazy: the forward's unreduced butterflies, or in the inverse variant 5's)
-  Columns columns = columns_kernel<kForward>(plan);
-  Rows rows = ntt_rows<kForward, false, false>;  // (variant 0 takes epilogue.add_galois at run time)
-  if (plan.truncated) {  // (forward only)
-    if (plan.fixed16) rows = galois ? ntt_rows<kForward, true, true, true, 8, true, true> : ntt_rows<kForward, true, true, true, 8, false, true>;
-    else rows = galois ? ntt_rows<kForward, true, true, true, 0, true, true> : ntt_rows<kForward, true, true, true, 0, false, true>;
-    if constexpr (kForward) {
-      if (plan.fp64_rows && plan.fixed16) {
-        rows = galois ? ntt_rows<true, true, true, true, 8, true, true, false, true>
-                      : ntt_rows<true, true, true, true, 8, false, true, false, true>;
-      } else if (plan.fp64_rows) {
-        rows = galois ? ntt_rows<true, true, true, true, 0, true, true, false, true>
-                      : ntt_rows<true, true, true, true, 0, false, true, false, true>;
-      }
-    }
-  } else if (galois) {
-    if (plan.fixed16 && plan.lazy) rows = ntt_rows<kForward, true, true, true, 8, true>;
-    else if (plan.fixed16) rows = ntt_rows<kForward, true, true, false, 8, true>;
-    else if (plan.lazy) rows = ntt_rows<kForward, true, true, true, 0, true>;
-    else if (plan.pairs) rows = ntt_rows<kForward, true, true, false, 0, true>;
-    else if (plan.direct) rows = ntt_rows<kForward, true, false, false, 0, true>;
-  } else {
-    if (plan.fixed16 && plan.lazy) rows = ntt_rows<kForward, true, true, true, 8>;
-    else if (plan.fixed16) rows = ntt_rows<kForward, true, true, false, 8>;
-    else if (plan.lazy) rows = ntt_rows<kForward, true, true, true>;
-    else if (plan.pairs) rows = ntt_rows<kForward, true, true>;
-    else if (plan.direct) rows = ntt_rows<kForward, true, false>;
-  }
-  if (kForward ? a.epilogue.times != nullptr : a.times != nullptr) {  // HMult's tensor product (tensor_fuse)
-    if (!plan_fuses_products(plan) || galois) throw std::runtime_error("ntt: products in an unsupported plan");
-    rows = products_rows<kForward>(plan);
+  if (products && !plan.tuned) throw std::runtime_error("ntt: products need the tuned kernels (ops.cpp checks)");
+  ColumnsKernel columns = ntt_columns<kForward, false>;
+  RowsKernel rows = ntt_rows<kForward, false, false>;  // (the reference kernel takes epilogue.add_galois at run time)
+  if (plan.tuned && kForward) {
+    columns = tuned_forward_columns(plan);
+    rows = plan.fp64 ? tuned_forward_rows<true>(plan.fixed16, galois) : tuned_forward_rows<false>(plan.fixed16, galois);
+  } else if (plan.tuned) {
+    columns = tuned_inverse_columns(plan);
+    rows = plan.fp64 ? tuned_inverse_rows<true>(plan.fixed16, galois, products)
+                     : tuned_inverse_rows<false>(plan.fixed16, galois, products);
   }
   const int first_order = plan.first_order, second_order = plan.second_order;
   if (kForward) {
     launch(columns, col_grid, col_threads, col_smem, s, "ntt_columns<forward>", a.in, a.out, a.moduli, a.table, a.limbs,
            a.log_n, g.k1, a.skip, a.in_batch_stride, first_order);
     launch(rows, row_grid, row_threads, row_smem, s, "ntt_rows<forward>", a.out, a.out, a.moduli, a.table, a.limbs,
-           a.log_n, g.k1, rpb, a.skip, a.epilogue, int64_t{0}, second_order, u64{1}, static_cast<u64*>(nullptr));
+           a.log_n, g.k1, rpb, a.skip, a.epilogue, int64_t{0}, second_order, u64{1}, static_cast<u64*>(nullptr),
+           static_cast<const u64*>(nullptr));
   } else {
-    NttEpilogue inverse_input{};  // (unused by the inverse but for the second factor of ModUp's products)
-    inverse_input.times = a.times;
-    const int inverse = kernel_variant(Variant::kInverse);
-    if (inverse != 0 && plan.lazy && plan.pairs) {  // (lazy: ntt >= 5 with an aligned table and rows)
-      const bool products = a.times != nullptr;
-      if (kernel_variant(Variant::kFp64) >= 3) {  // (FP64 rounds for primes below 2^41, these for the others)
-        rows = inverse == 1 ? unreduced_inverse_rows<false, true>(plan.fixed16, galois, products)
-                            : unreduced_inverse_rows<true, true>(plan.fixed16, galois, products);
-        columns = plan.fixed16 ? ntt_columns_inverse<8, true> : ntt_columns_inverse<0, true>;
-      } else {
-        rows = inverse == 1 ? unreduced_inverse_rows<false>(plan.fixed16, galois, products)
-                            : unreduced_inverse_rows<true>(plan.fixed16, galois, products);
-        columns = plan.fixed16 ? ntt_columns_inverse<8> : ntt_columns_inverse<0>;
-      }
-    }
     launch(rows, row_grid, row_threads, row_smem, s, "ntt_rows<inverse>", a.in, a.out, a.moduli, a.table, a.limbs,
-           a.log_n, g.k1, rpb, a.skip, inverse_input, a.in_batch_stride, first_order, a.galois,
-           a.store_permuted ? a.permuted : nullptr);
+           a.log_n, g.k1, rpb, a.skip, NttEpilogue{}, a.in_batch_stride, first_order, a.galois,
+           a.store_permuted ? a.permuted : nullptr, a.times);
     launch(columns, col_grid, col_threads, col_smem, s, "ntt_columns<inverse>", a.out, a.out, a.moduli, a.table,
            a.limbs, a.log_n, g.k1, a.skip, int64_t{0}, second_order);
   }
 }
 
-
 // ModUp's forward NTT and the inner product (NttInnerProductArgs): the columns kernel as launch_ntt's forward,
-// then ntt_rows_inner_product (ks_fuse 1-3) or ntt_digits_inner_product (4, 5). Where the fused kernel does not
-// apply (ks_fuse 0, ntt variant < 3 or a pointer off 16-byte alignment) the two ops in turn.
-template <int kLen, int kShared>
+// then ntt_digits_inner_product (up to kMaxDigitGroups digits) or ntt_rows_inner_product. Where the fused kernels do
+// not apply (the reference plan or a pointer off 16-byte alignment) the two ops in turn.
+template <int kLen>
 void launch_rows_inner_product(const NttInnerProductArgs& a, dim3 grid, unsigned threads, u32 tile_words, int k1,
                                int rows_per_block, bool truncated, cudaStream_t s) {
-  const size_t smem = (tile_words + static_cast<size_t>(kShared) * kPerThread * threads * 2) * sizeof(u64);
-  launch(ntt_rows_inner_product<kLen, kShared>, grid, threads, smem, s, "ntt_rows_inner_product", a, k1,
-         rows_per_block, truncated, tile_words);
+  const size_t smem = (tile_words + static_cast<size_t>(kPerThread) * threads * 2) * sizeof(u64);
+  launch(ntt_rows_inner_product<kLen, 1>, grid, threads, smem, s, "ntt_rows_inner_product", a, k1, rows_per_block,
+         truncated, tile_words);
 }
 
-// ks_fuse 4, 5 (ntt_digits_inner_product): one group of kGroupThreads threads per digit. False where it does not
-// apply (more than kMaxDigitGroups digits, a row longer than a group's 8 words per thread): variant 3 runs then.
-template <int kGroupThreads>
+// ntt_digits_inner_product: one group of kDigitGroupThreads threads per digit. False where it does not apply (more
+// than kMaxDigitGroups digits, a row longer than a group's 8 words per thread): ntt_rows_inner_product runs then.
+constexpr int kDigitGroupThreads = 64;
+
 bool digits_inner_product_fits(const NttInnerProductArgs& a, int k1) {
   const int dnum = a.ip.dnum;
   const u32 threads_per_row = (1u << (a.ntt.log_n - k1)) / kPerThread;
-  return dnum >= 1 && dnum <= kMaxDigitGroups && threads_per_row <= kGroupThreads &&
-         (1u << k1) * threads_per_row >= kGroupThreads;
+  return dnum >= 1 && dnum <= kMaxDigitGroups && threads_per_row <= kDigitGroupThreads &&
+         (1u << k1) * threads_per_row >= kDigitGroupThreads;
 }
 
-template <int kLen, int kGroupThreads, int kPhases>
-bool launch_digits_inner_product(const NttInnerProductArgs& a, int k1, bool truncated, bool fp64_rows, cudaStream_t s) {
+template <int kLen>
+void launch_digits_inner_product(const NttInnerProductArgs& a, int k1, bool truncated, bool fp64_rows, cudaStream_t s) {
   const int dnum = a.ip.dnum;
   const int k2 = a.ntt.log_n - k1;
   const u32 threads_per_row = (1u << k2) / kPerThread;
-  if (!digits_inner_product_fits<kGroupThreads>(a, k1)) return false;
-  const u32 rows_per_group = kGroupThreads / threads_per_row;
+  const u32 rows_per_group = kDigitGroupThreads / threads_per_row;
   // a group's region: its rows tile (9 words per 8: RowLayout's pad) or its products, whichever is larger
   const u32 tile_words = rows_per_group * (1u << k2) * 9 / 8;
-  const u32 region_words = std::max<u32>((tile_words + 1) & ~1u, (2 / kPhases) * kGroupThreads * kPerThread * 2);
+  const u32 region_words = std::max<u32>((tile_words + 1) & ~1u, 2 * kDigitGroupThreads * kPerThread * 2);
   const size_t smem = static_cast<size_t>(dnum) * region_words * sizeof(u64);
-  const auto kernel = ntt_digits_inner_product<kLen, kGroupThreads, kPhases>;
+  const auto kernel = ntt_digits_inner_product<kLen, kDigitGroupThreads, 1>;
   if (smem > 48 * 1024) {
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
           "cudaFuncSetAttribute(ntt_digits_inner_product)");
   }
   const dim3 grid((1u << k1) / rows_per_group, static_cast<unsigned>(a.ntt.limbs));
-  launch(kernel, grid, static_cast<unsigned>(dnum * kGroupThreads), smem, s, "ntt_digits_inner_product", a, k1,
+  launch(kernel, grid, static_cast<unsigned>(dnum * kDigitGroupThreads), smem, s, "ntt_digits_inner_product", a, k1,
          truncated, fp64_rows, region_words);
-  return true;
-}
-
-NttPlan ntt_inner_product_plan(const NttArgs& nt) {
-  return ntt_plan(kernel_variant(Variant::kNtt), true, direct_rows_aligned(nt), aligned16(nt.table), nt.log_n);
 }
 
 bool fused_inner_product_applies(const NttInnerProductArgs& a) {
   const NttArgs& nt = a.ntt;
-  return kernel_variant(Variant::kKsFuse) != 0 && ntt_inner_product_plan(nt).lazy && aligned16(a.ip.key) &&
-         aligned16(a.ip.out) && (a.own == nullptr || aligned16(a.own)) && nt.in == nt.out && a.ip.digits == nt.out &&
+  return ntt_plan(nt, true).tuned && aligned16(a.ip.key) && aligned16(a.ip.out) &&
+         (a.own == nullptr || aligned16(a.own)) && nt.in == nt.out && a.ip.digits == nt.out &&
          nt.in_batch_stride == 0 && nt.epilogue.sub_from == nullptr &&
          std::min<u32>(1u << nt.log_n, kRowThreads * kPerThread) == kRowThreads * kPerThread;  // (full blocks)
 }
 
-// tensor_fuse 2's terms (NttInnerProductArgs::tensor_a) are added by ntt_digits_inner_product with both components
-// at once (ks_fuse 5) only.
+// The tensor terms (NttInnerProductArgs::tensor_a) are added by ntt_digits_inner_product only.
 bool tensor_terms_apply(const NttInnerProductArgs& a) {
-  return fused_inner_product_applies(a) && kernel_variant(Variant::kKsFuse) == 5 &&
-         digits_inner_product_fits<64>(a, split(a.ntt.log_n).k1) && a.ntt.skip.length > 0 && aligned16(a.tensor_a) &&
-         aligned16(a.tensor_b);
+  return fused_inner_product_applies(a) && digits_inner_product_fits(a, split(a.ntt.log_n).k1) &&
+         a.ntt.skip.length > 0 && aligned16(a.tensor_a) && aligned16(a.tensor_b);
 }
 
 void launch_ntt_inner_product(const NttInnerProductArgs& a, Stream stream) {
   const NttArgs& nt = a.ntt;
   if (nt.rows == 0) return;
-  const int variant = kernel_variant(Variant::kKsFuse);
-  const NttPlan plan = ntt_inner_product_plan(nt);
   if (a.tensor_a != nullptr && !tensor_terms_apply(a))  // (ops.cpp checks first: a clear error there)
-    throw std::runtime_error("ntt_inner_product: tensor terms need the ks_fuse 5 kernel");
+    throw std::runtime_error("ntt_inner_product: tensor terms need the digit-group kernel");
   if (!fused_inner_product_applies(a)) {  // (ops.cpp has copied `own`'s rows into the digits then)
     launch_ntt<true>(nt, stream);
     ks_inner_product(a.ip, stream);
     return;
   }
   const DeviceScope scope(stream.device);
+  const NttPlan plan = ntt_plan(nt, true);
   const LaunchShape shape = launch_shape(nt.log_n, nt.rows);
   const Geometry g = shape.g;
-  const dim3 row_grid(shape.row_blocks, static_cast<unsigned>(nt.limbs));
-  const unsigned row_threads = shape.row_threads;
-  const u32 tile = shape.tile;
-  const u32 tile_words = (tile + tile / 8 + 1) & ~1u;  // (even: the accumulators after it are 16-byte aligned)
   cudaStream_t s = native(stream);
-  const auto columns = columns_kernel<true>(plan);
-  launch(columns, shape.col_grid, shape.col_threads, shape.col_smem, s, "ntt_columns<forward>", nt.in, nt.out,
-         nt.moduli, nt.table, nt.limbs, nt.log_n, g.k1, nt.skip, int64_t{0}, plan.first_order);
+  launch(tuned_forward_columns(plan), shape.col_grid, shape.col_threads, shape.col_smem, s, "ntt_columns<forward>",
+         nt.in, nt.out, nt.moduli, nt.table, nt.limbs, nt.log_n, g.k1, nt.skip, int64_t{0}, plan.first_order);
+  if (digits_inner_product_fits(a, g.k1)) {
+    if (plan.fixed16) launch_digits_inner_product<8>(a, g.k1, true, plan.fp64, s);
+    else launch_digits_inner_product<0>(a, g.k1, true, plan.fp64, s);
+    return;
+  }
+  const dim3 row_grid(shape.row_blocks, static_cast<unsigned>(nt.limbs));
+  const u32 tile_words = (shape.tile + shape.tile / 8 + 1) & ~1u;  // (even: the sums after it are 16-byte aligned)
   const int rpb = static_cast<int>(shape.rows_per_block);
-  const bool trunc = plan.truncated;
-  const auto launch_rows_pass = [&](auto len) {  // (not `launch`: that is launch.cuh's helper)
-    constexpr int kLen = decltype(len)::value;
-    switch (variant) {
-      case 4:
-        if (launch_digits_inner_product<kLen, 64, 2>(a, g.k1, trunc, plan.fp64_rows, s)) return;
-        break;
-      case 5:
-        if (launch_digits_inner_product<kLen, 64, 1>(a, g.k1, trunc, plan.fp64_rows, s)) return;
-        break;
-      default:
-        break;
-    }
-    switch (variant) {
-      case 1: return launch_rows_inner_product<kLen, 0>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);
-      case 2: return launch_rows_inner_product<kLen, 2>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);
-      default: return launch_rows_inner_product<kLen, 1>(a, row_grid, row_threads, tile_words, g.k1, rpb, trunc, s);
-    }
-  };
-  if (plan.fixed16) launch_rows_pass(std::integral_constant<int, 8>{});
-  else launch_rows_pass(std::integral_constant<int, 0>{});
+  if (plan.fixed16) launch_rows_inner_product<8>(a, row_grid, shape.row_threads, tile_words, g.k1, rpb, true, s);
+  else launch_rows_inner_product<0>(a, row_grid, shape.row_threads, tile_words, g.k1, rpb, true, s);
 }
 
 }  // namespace
 
 void ntt_forward(const NttArgs& args, Stream stream) { launch_ntt<true>(args, stream); }
-bool ntt_fuses_products(const NttArgs& args, bool forward) {
-  return plan_fuses_products(ntt_plan(kernel_variant(Variant::kNtt), forward, direct_rows_aligned(args),
-                                      aligned16(args.table), args.log_n));
-}
+bool ntt_fuses_products(const NttArgs& args) { return ntt_plan(args, false).tuned; }
 void ntt_inverse(const NttArgs& args, Stream stream) { launch_ntt<false>(args, stream); }
 void ntt_inner_product(const NttInnerProductArgs& args, Stream stream) { launch_ntt_inner_product(args, stream); }
 bool ntt_inner_product_fuses(const NttInnerProductArgs& args) { return fused_inner_product_applies(args); }

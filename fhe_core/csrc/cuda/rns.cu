@@ -1,5 +1,6 @@
 // Element-wise RNS ops, fast basis conversion and Galois automorphisms on the GPU.
 #include <algorithm>
+#include <atomic>
 #include <limits>
 
 #include "../common/ntt.h"
@@ -231,7 +232,7 @@ __device__ __forceinline__ void mma_u8(int (&d)[4], const u32 (&a)[4], u32 b0, u
       : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #else
-  __trap();  // never launched there (has_integer_mma): fail loudly rather than return zeros
+  __trap();  // never launched there (launch_conv_mma_if_applicable): fail loudly rather than return zeros
 #endif
 }
 
@@ -306,171 +307,16 @@ __device__ __forceinline__ void load_a_fragments(const u32* ys32, int warp, int 
   }
 }
 
-// Body of both tensor-core kernels. Grid: (blocks over the coefficient tiles, batch * dnum * groups
-// of group_rows output rows); kMmaTile threads. The block builds its rows' B fragments once, then
-// for each of its coefficient tiles (blockIdx.x, + gridDim.x, ...) stages the y_k in shared memory
-// and runs every row through the tensor cores.
-// kStaged (the balanced kernel): the tile's x loads are all issued before the first product (a
-// thread has up to 16 loads in flight instead of one), and the slots' and rows' constants are read
-// from shared memory (row_mod [group_rows], slot_mod [4 KT], slot_inv [2][4 KT]: qhat_inv and its
-// Shoup word), where the first kernel waits on an L1 load of the row's modulus before every reduction.
-template <int KT, bool kStaged>
-__device__ __forceinline__ void conv_mma_body(const ConvArgs& a, int groups, int group_rows,
-                                              u64 (*ys)[kMmaYStride], uint2* bfrag2, Modulus* row_mod,
-                                              Modulus* slot_mod, u64* slot_inv) {
-  u32* bfrag = reinterpret_cast<u32*>(bfrag2);
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int g = lane / 4, t = lane % 4;
-  const int64_t b = blockIdx.y / (a.dnum * groups);
-  const int j = blockIdx.y / groups % a.dnum;
-  const int r0 = (blockIdx.y % groups) * group_rows;
-  const int first = j * a.alpha, count = min(a.alpha, a.q_count - first);
-  const int width = min(group_rows, a.rows - r0);
-  const bool exact = a.neg_q_mod_p != nullptr;
-
-  for (int chain = tid; chain < 4 * KT * group_rows; chain += kMmaTile) {  // one (slot, row) chain at a time
-    const int k = chain / group_rows, rr = chain % group_rows;
-    u64 c = 0, q = 1;
-    if (rr < width) {
-      q = a.dst[r0 + rr].value;
-      if (k < count) c = a.qhat_mod_p[(static_cast<int64_t>(j) * a.alpha + k) * a.rows + r0 + rr];
-      else if (exact && k == count) c = a.neg_q_mod_p[r0 + rr];
-    }
-    build_b_fragments<KT>(bfrag, k, rr, c, q);
-  }
-  const Modulus* rmod = a.dst + r0;
-  if constexpr (kStaged) {
-    for (int rr = tid; rr < width; rr += kMmaTile) row_mod[rr] = a.dst[r0 + rr];
-    for (int k = tid; k < count; k += kMmaTile) {
-      slot_mod[k] = a.src[first + k];
-      slot_inv[k] = a.qhat_inv[first + k];
-      slot_inv[4 * KT + k] = a.qhat_inv_shoup[first + k];
-    }
-    rmod = row_mod;
-    __syncthreads();  // the first tile's y_k read the slot constants
-  }
-
-  const u64* in = a.in + b * a.q_count * a.n;
-  u64* out = a.out + ((b * a.dnum + j) * a.rows + r0) * a.n;
-  const u32* ys32 = reinterpret_cast<const u32*>(&ys[0][0]);
-  const int64_t tile_count = a.n / kMmaTile;
-  for (int64_t tile = blockIdx.x; tile < tile_count; tile += gridDim.x) {
-    const int64_t c0 = tile * kMmaTile;
-    if (tile != blockIdx.x) __syncthreads();  // the previous tile's A fragments are read
-    if constexpr (kStaged) {
-      u64 x[4 * KT];
-#pragma unroll
-      for (int k = 0; k < 4 * KT; ++k) x[k] = k < count ? in[(first + k) * a.n + c0 + tid] : 0;
-#pragma unroll
-      for (int k = 0; k < 4 * KT; ++k)
-        if (k < count) ys[k][tid] = mul_shoup(x[k], slot_inv[k], slot_inv[4 * KT + k], slot_mod[k].value);
-      for (int k = count; k < 4 * KT; ++k)
-        ys[k][tid] = exact && k == count ? conv_rounded_overflow(&ys[0][tid], kMmaYStride, slot_mod, count) : 0;
-    } else {
-      for (int k = 0; k < 4 * KT; ++k) {
-        u64 y = 0;
-        if (k < count) {
-          const int row = first + k;
-          y = mul_shoup(in[row * a.n + c0 + tid], a.qhat_inv[row], a.qhat_inv_shoup[row], a.src[row].value);
-        } else if (exact && k == count) {
-          y = conv_rounded_overflow(&ys[0][tid], kMmaYStride, a.src + first, count);
-        }
-        ys[k][tid] = y;
-      }
-    }
-    __syncthreads();
-
-    u32 af[2][KT][4];
-    load_a_fragments<KT>(ys32, warp, g, t, af);
-    // Lane (g, t) finishes coefficient 32 warp + 16 (t >> 1) + g + 8 (t & 1) of every row.
-    const int64_t coefficient = c0 + 32 * warp + 16 * (t >> 1) + g + 8 * (t & 1);
-    for (int rr = 0; rr < width; ++rr) {
-      const int own = conv_own_index(a, j, r0 + rr);
-      if (own >= 0) {  // the digit's own prime: copied (warp-uniform branch)
-        if (a.own_copy) out[rr * a.n + coefficient] = a.own[(first + own) * a.n + coefficient];
-        continue;
-      }
-      int acc[2][4] = {};
-#pragma unroll
-      for (int kt = 0; kt < KT; ++kt) {
-        const uint2 bf = bfrag2[(rr * KT + kt) * 32 + lane];
-        mma_u8(acc[0], af[0][kt], bf.x, bf.y);
-        mma_u8(acc[1], af[1][kt], bf.x, bf.y);
-      }
-      // P[m][h] = T_2t + 2^8 T_2t+1 of row g + 8h: weight 2^(16 t) in V (< 2^32, see above).
-      u32 p[2][2];
-#pragma unroll
-      for (int m = 0; m < 2; ++m)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          p[m][h] = static_cast<u32>(acc[m][2 * h]) + (static_cast<u32>(acc[m][2 * h + 1]) << 8);
-      // Lanes t, t ^ 1: lane t keeps row half h = t & 1 and pairs its piece with the partner's.
-      const int h = t & 1;
-      u64 pair[2];
-#pragma unroll
-      for (int m = 0; m < 2; ++m) {
-        const u32 mine = h ? p[m][1] : p[m][0];
-        const u32 other = __shfl_xor_sync(0xffffffffu, h ? p[m][0] : p[m][1], 1);
-        pair[m] = h ? other + (static_cast<u64>(mine) << 16) : mine + (static_cast<u64>(other) << 16);
-      }
-      // Lanes t, t ^ 2: lane t keeps tile m = t >> 1; the lane with t < 2 holds the low 32-bit half.
-      const int keep = t >> 1;
-      const u64 mine = keep ? pair[1] : pair[0];
-      const u64 other = __shfl_xor_sync(0xffffffffu, keep ? pair[0] : pair[1], 2);
-      const u64 low = keep ? other : mine, high = keep ? mine : other;
-      U128 v;
-      v.lo = low + (high << 32);
-      v.hi = (high >> 32) + (v.lo < low ? 1u : 0u);
-      out[rr * a.n + coefficient] = reduce80(v, rmod[rr]);
-    }
-  }
-}
-
-// Variant 1: static shared memory for mma_rows<KT>() rows, the register count the compiler picks
-// (80 for KT = 3: with 37.6 KB of shared memory, 6 blocks = 24 warps per SM on an H200).
 template <int KT>
-__global__ void __launch_bounds__(kMmaTile) conv_mma_kernel(ConvArgs a, int groups, int group_rows) {
-  __shared__ u64 ys[4 * KT][kMmaYStride];
-  __shared__ uint2 bfrag2[mma_rows<KT>() * KT * 32];
-  conv_mma_body<KT, false>(a, groups, group_rows, ys, bfrag2, nullptr, nullptr, nullptr);
-}
+constexpr int mma_blocks_per_sm() { return KT <= 3 ? 8 : 5; }  // 64 registers; 96 with 4 K tiles (80 spill)
 
-// Variant 2 (issue 14: the first kernel is latency-bound, 30% occupancy, a third of its
-// stalls on global loads): shared memory sized to the block's rows (dynamic) and registers capped so
-// that 8 blocks (32 warps) fit an SM, the staged loads of conv_mma_body, and a geometry that balances
-// the rows over the groups (ModUp's 42 rows: 14 + 14 + 14 rather than 32 + 10) and picks the split by
-// a cost model. H200: the Conv of one HMult 155 -> 126 us, ModDown's 60.6 -> 48.1 us. (Tried: x
-// copied by cp.async one tile ahead, into 12 KB more shared memory: the same in HMult, 126.3 us.)
-template <int KT>
-constexpr int balanced_blocks_per_sm() { return KT <= 3 ? 8 : 5; }  // 64 registers; 96 with 4 K tiles (80 spill)
-
-template <int KT>
-constexpr size_t balanced_smem_bytes(int group_rows) {
-  const size_t words = 4 * KT * kMmaYStride                       // ys
-                       + static_cast<size_t>(group_rows) * KT * 32  // B fragments (one uint2 each)
-                       + 4 * static_cast<size_t>(group_rows)       // row moduli
-                       + 4 * 4 * KT + 2 * 4 * KT;                  // slot moduli, qhat_inv (+ Shoup)
-  return words * sizeof(u64);
-}
-
-template <int KT>
-__global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
-    conv_mma_balanced_kernel(ConvArgs a, int groups, int group_rows) {
-  extern __shared__ u64 conv_smem[];
-  auto ys = reinterpret_cast<u64(*)[kMmaYStride]>(conv_smem);
-  uint2* bfrag2 = reinterpret_cast<uint2*>(conv_smem + 4 * KT * kMmaYStride);
-  Modulus* row_mod = reinterpret_cast<Modulus*>(bfrag2 + group_rows * KT * 32);
-  Modulus* slot_mod = row_mod + group_rows;
-  u64* slot_inv = reinterpret_cast<u64*>(slot_mod + 4 * KT);
-  conv_mma_body<KT, true>(a, groups, group_rows, ys, bfrag2, row_mod, slot_mod, slot_inv);
-}
-
-// ---- Variant 3: the balanced kernel's row loop at about half the instructions (issue 14, session 3) ----
+// ---- The tensor-core kernel's row loop (issue 14, session 3) ----
 //
-// The SASS of the balanced kernel issues ~117 warp instructions per output row and 32 coefficients:
-// the own-row test and 64-bit address arithmetic (~18), the recombination of the T_b across the lane
-// quad by shuffles (4 SHFL, 12 SEL, ~31 in all), the 80-bit Barrett step (~41: a 64 x 64-bit high
-// product and two 64-bit conditional subtractions) behind a 32-byte Modulus load and its q < 2^16 test.
+// The SASS of the first tensor-core kernel (removed: "balanced" in docs/performance.md) issued ~117 warp
+// instructions per output row and 32 coefficients: the own-row test and 64-bit address arithmetic (~18), the
+// recombination of the T_b across the lane quad by shuffles (4 SHFL, 12 SEL, ~31 in all), the 80-bit Barrett step
+// (~41: a 64 x 64-bit high product and two 64-bit conditional subtractions) behind a 32-byte Modulus load and its
+// q < 2^16 test.
 // Here, with the same tensor-core products and the same canonical results:
 //  - a group's rows are converted rows only; ModUp's own rows are copied after the tiles (16 bytes per
 //    copy, four in flight: a copy no longer stalls a warp for a DRAM round trip per row), and the
@@ -537,10 +383,10 @@ struct LeanSplit {
 
 constexpr int kLeanScratchWords = kMmaWarps * 32 * 4;  // u32: per warp, 32 coefficients x 4 partial sums
 
-template <int KT, int kRows = 1>
+template <int KT>
 constexpr size_t lean_smem_bytes(int group_rows) {
   return sizeof(u64) * 4 * KT * kMmaYStride                 // ys
-         + sizeof(u32) * kLeanScratchWords * kRows          // the quads' transposition
+         + sizeof(u32) * kLeanScratchWords                  // the quads' transposition
          + sizeof(uint2) * group_rows * KT * 32             // B fragments
          + sizeof(MmaRow) * group_rows                      // row constants
          + sizeof(Modulus) * 4 * KT + sizeof(u64) * 2 * 4 * KT;  // slot moduli, qhat_inv (+ Shoup)
@@ -572,22 +418,20 @@ __device__ __forceinline__ void cp_async8(void* shared, const void* global) {
 }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
-// kPrefetch (variants 4-8): the next tile's x is copied by cp.async into ys while the rows of this one
-// run (ys is idle once every warp holds its A fragments: one more barrier per tile, no more shared
-// memory), and each thread turns its own column of x into y in place. kRows (variant 8: 2): output
-// rows per step of the row loop, as independent chains of products, transposition and reduction.
-// ConvArgs::mma_fragments (variants 6-8 when given): the B fragments copied from a precomputed table
+// The next tile's x is copied by cp.async into ys while the rows of this one run (ys is idle once every warp
+// holds its A fragments: one more barrier per tile, no more shared memory), and each thread turns its own column of
+// x into y in place. ConvArgs::mma_fragments (when given): the B fragments copied from a precomputed table
 // (ops.conv_mma_fragments) instead of built by every block (4 KT x rows chains of 7 modular shifts).
 // pdl_wait (launch.cuh) first: the first tile's x is in flight while the constants are copied (measured: starting
 // the constant copies in the predecessor's tail, the x after the wait, lost 9-10 us per HMult / HRotate).
-template <int KT, bool kLazy, bool kPrefetch, int kRows>
-__global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
+template <int KT, bool kLazy>
+__global__ void __launch_bounds__(kMmaTile, mma_blocks_per_sm<KT>())
     conv_mma_lean_kernel(ConvArgs a, LeanSplit split) {
   extern __shared__ u64 conv_smem[];
   pdl_wait();
   auto ys = reinterpret_cast<u64(*)[kMmaYStride]>(conv_smem);
   u32* scratch = reinterpret_cast<u32*>(conv_smem + 4 * KT * kMmaYStride);
-  uint2* bfrag2 = reinterpret_cast<uint2*>(scratch + kRows * kLeanScratchWords);
+  uint2* bfrag2 = reinterpret_cast<uint2*>(scratch + kLeanScratchWords);
   MmaRow* row_const = reinterpret_cast<MmaRow*>(bfrag2 + split.group_rows * KT * 32);
   Modulus* slot_mod = reinterpret_cast<Modulus*>(row_const + split.group_rows);
   u64* slot_inv = reinterpret_cast<u64*>(slot_mod + 4 * KT);
@@ -607,10 +451,10 @@ __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
   const int own_end = min(own_count, own_begin + split.own_rows);
   const u64* in = a.in + (b * a.q_count + first) * a.n + tid;
   const int64_t tile_count = a.n / kMmaTile;
-  if (kPrefetch && width > 0)  // the first tile's x, in flight while the constants are built
+  if (width > 0)  // the first tile's x, in flight while the constants are built
     for (int k = 0; k < count; ++k) cp_async8(&ys[k][tid], in + k * a.n + blockIdx.x * kMmaTile);
 
-  if (a.mma_fragments != nullptr) {  // precomputed (variants 6-8): the group's rows, 16 bytes per copy
+  if (a.mma_fragments != nullptr) {  // precomputed: the group's rows, 16 bytes per copy
     const uint4* table = reinterpret_cast<const uint4*>(a.mma_fragments) + static_cast<int64_t>(j) * a.rows * KT * 16;
     uint4* fragments = reinterpret_cast<uint4*>(bfrag2);
     for (int e = tid; e < width * KT * 16; e += kMmaTile)
@@ -641,24 +485,14 @@ __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
 
   u64* out = a.out + (b * a.dnum + j) * a.rows * a.n;
   const u32* ys32 = reinterpret_cast<const u32*>(&ys[0][0]);
-  u32* quad = scratch + warp * 128 * kRows;
+  u32* quad = scratch + warp * 128;
   const int coefficient = 32 * warp + 16 * (t >> 1) + g + 8 * (t & 1);  // this lane's result, in the tile
   for (int64_t tile = blockIdx.x; width > 0 && tile < tile_count; tile += gridDim.x) {
     const int64_t c0 = tile * kMmaTile;
     u64 x[4 * KT];
-    if constexpr (kPrefetch) {
-      cp_async_wait_all();  // this thread's own copies: no barrier needed to read them
+    cp_async_wait_all();  // this thread's own copies: no barrier needed to read them
 #pragma unroll
-      for (int k = 0; k < 4 * KT; ++k) x[k] = k < count ? ys[k][tid] : 0;
-    } else {
-      if (tile != blockIdx.x) __syncthreads();  // the previous tile's A fragments are read
-      // A stride the compiler cannot see through: else it hoists the 4 KT load addresses out of the tile
-      // loop and spills them (64 registers); an IMAD per load here is cheaper.
-      int stride = static_cast<int>(a.n);
-      asm volatile("" : "+r"(stride));
-#pragma unroll
-      for (int k = 0; k < 4 * KT; ++k) x[k] = k < count ? in[k * stride + c0] : 0;
-    }
+    for (int k = 0; k < 4 * KT; ++k) x[k] = k < count ? ys[k][tid] : 0;
 #pragma unroll
     for (int k = 0; k < 4 * KT; ++k)
       if (k < count) ys[k][tid] = mul_shoup(x[k], slot_inv[k], slot_inv[4 * KT + k], slot_mod[k].value);
@@ -668,49 +502,34 @@ __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
 
     u32 af[2][KT][4];
     load_a_fragments<KT>(ys32, warp, g, t, af);
-    if constexpr (kPrefetch) {
-      const int64_t next = tile + gridDim.x;
-      if (next < tile_count) {
-        __syncthreads();  // every warp holds its A fragments: ys is free for the next tile's x
-        for (int k = 0; k < count; ++k) cp_async8(&ys[k][tid], in + k * a.n + next * kMmaTile);
-      }
+    const int64_t next = tile + gridDim.x;
+    if (next < tile_count) {
+      __syncthreads();  // every warp holds its A fragments: ys is free for the next tile's x
+      for (int k = 0; k < count; ++k) cp_async8(&ys[k][tid], in + k * a.n + next * kMmaTile);
     }
     u64* out_tile = out + c0 + coefficient;
-    for (int rr = 0; rr < width; rr += kRows) {  // kRows rows at once: independent chains (variant 8)
-      const int here = min(kRows, width - rr);    // warp-uniform
-      int acc[kRows][2][4] = {};
+    for (int rr = 0; rr < width; ++rr) {
+      int acc[2][4] = {};
 #pragma unroll
-      for (int i = 0; i < kRows; ++i) {
-        if (i >= here) break;
-#pragma unroll
-        for (int kt = 0; kt < KT; ++kt) {
-          const uint2 bf = bfrag2[((rr + i) * KT + kt) * 32 + lane];
-          mma_u8(acc[i][0], af[0][kt], bf.x, bf.y);
-          mma_u8(acc[i][1], af[1][kt], bf.x, bf.y);
-        }
+      for (int kt = 0; kt < KT; ++kt) {
+        const uint2 bf = bfrag2[(rr * KT + kt) * 32 + lane];
+        mma_u8(acc[0], af[0][kt], bf.x, bf.y);
+        mma_u8(acc[1], af[1][kt], bf.x, bf.y);
       }
       // P = T_2t + 2^8 T_2t+1 (< 2^32) of coefficient 16 m + g + 8 h of the warp, weight 2^(16 t) in its V:
       // word 4 (16 m + g + 8 h) + t, 32 consecutive words per store (no bank conflict); each lane then
       // reads the four words of its own coefficient as 16 bytes.
 #pragma unroll
-      for (int i = 0; i < kRows; ++i)
+      for (int m = 0; m < 2; ++m)
 #pragma unroll
-        for (int m = 0; m < 2; ++m)
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-            quad[128 * i + 4 * (16 * m + g + 8 * h) + t] =
-                static_cast<u32>(acc[i][m][2 * h]) + (static_cast<u32>(acc[i][m][2 * h + 1]) << 8);
+        for (int h = 0; h < 2; ++h)
+          quad[4 * (16 * m + g + 8 * h) + t] =
+              static_cast<u32>(acc[m][2 * h]) + (static_cast<u32>(acc[m][2 * h + 1]) << 8);
       __syncwarp();
-      uint4 p[kRows];
-#pragma unroll
-      for (int i = 0; i < kRows; ++i) p[i] = reinterpret_cast<const uint4*>(quad)[32 * i + coefficient - 32 * warp];
-      __syncwarp();  // every lane has read before the next rows' stores
-#pragma unroll
-      for (int i = 0; i < kRows; ++i) {
-        if (i >= here) break;
-        const MmaRow row = row_const[rr + i];
-        out_tile[row.offset] = reduce_quad_sums<kLazy>(p[i], row, a.dst, a.n);
-      }
+      const uint4 p = reinterpret_cast<const uint4*>(quad)[coefficient - 32 * warp];
+      __syncwarp();  // every lane has read before the next row's stores
+      const MmaRow row = row_const[rr];
+      out_tile[row.offset] = reduce_quad_sums<kLazy>(p, row, a.dst, a.n);
     }
   }
   // The group's own rows (ModUp) over the same tiles, after the conversion (whose registers the copies
@@ -735,114 +554,24 @@ __global__ void __launch_bounds__(kMmaTile, balanced_blocks_per_sm<KT>())
   }
 }
 
-// Blocks of a kernel the device holds at once (SMs x blocks per SM), asked once per device and
-// shared-memory size: the queries are not stream work, but a launcher inside a CUDA-graph capture
-// should do as little else as possible.
-template <typename Kernel>
-int64_t resident_blocks(Kernel kernel, int device, size_t smem, int& cached) {
-  if (cached > 0) return cached;
-  int sms = 0, per_sm = 0;
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kMmaTile, smem),
-        "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  cached = std::max(sms, 1) * std::max(per_sm, 1);
-  return cached;
-}
-
-constexpr int kMaxDevices = 64;
-
+// Blocks of the tensor-core kernel the device holds at once (SMs x blocks per SM), asked once per device and
+// group size: a cache of hardware facts, safe to fill from several threads (they store the same value). The
+// queries are not stream work, but a launcher inside a CUDA-graph capture should do as little else as possible.
 template <int KT>
-int64_t resident_blocks(int device) {
-  static int cached[kMaxDevices] = {};
-  int scratch = 0;
-  int& slot = device >= 0 && device < kMaxDevices ? cached[device] : scratch;
-  return resident_blocks(conv_mma_kernel<KT>, device, 0, slot);
-}
-
-template <int KT>
-int64_t balanced_resident_blocks(int device, int group_rows) {
-  static int cached[kMaxDevices][kMmaMaxRows + 1] = {};
-  int scratch = 0;
-  int& slot = device >= 0 && device < kMaxDevices ? cached[device][group_rows] : scratch;
-  return resident_blocks(conv_mma_balanced_kernel<KT>, device, balanced_smem_bytes<KT>(group_rows), slot);
-}
-
-// One wave: as many blocks as the GPU holds at once, each looping over an even share of the tiles.
-// (A first version gave every block a fixed 2-4 tiles: 1024 blocks, 1.1 waves of 924 on an H200,
-// so the last tenth of the blocks ran alone and the Conv took ~2x its time.)
-// (Measured against one tile per block with 8- or 16-row groups and many waves, H200: 29.5 vs 31.2 /
-// 33.1 us for Conv 10 -> 30, 60.5 vs 72.0 / 62.0 us for 11 -> 31 exact x 2.)
-template <int KT>
-void launch_conv_mma(const ConvArgs& a, Stream stream) {
-  const int64_t tile_count = a.n / kMmaTile;
-  const int64_t resident = resident_blocks<KT>(stream.device);
-  auto groups_of = [&](int rows_per_group) { return (a.rows + rows_per_group - 1) / rows_per_group; };
-  // Fewer rows per block when the whole job would not fill the GPU (e.g. one 30-row Conv at N = 2^16:
-  // 512 tiles for ~800 resident blocks); down to 8, where the per-tile work is shared by 8 rows.
-  int group_rows = mma_rows<KT>();
-  while (group_rows > 8 && tile_count * a.batch * a.dnum * groups_of(group_rows) < resident) group_rows /= 2;
-  const int groups = groups_of(group_rows);
-  const int64_t blocks_y = a.batch * a.dnum * groups;
-  int64_t blocks_x = std::min(tile_count, std::max<int64_t>(1, resident / blocks_y));
-  const int64_t tiles_per_block = (tile_count + blocks_x - 1) / blocks_x;
-  blocks_x = (tile_count + tiles_per_block - 1) / tiles_per_block;  // the same share for every block
-  const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(blocks_y));
-  conv_mma_kernel<KT><<<grid, kMmaTile, 0, native(stream)>>>(a, groups, group_rows);
-  check_launch("conv_mma_kernel");
-}
-
-struct MmaGeometry {
-  int groups = 0, group_rows = 0;
-  int64_t blocks_x = 0, blocks_y = 0;
-};
-
-// The balanced kernel's split of the rows into equal groups and of the tiles over the blocks, by a
-// cost model: the slowest block's work, waves x tiles per block x (tile cost + rows), where a tile
-// costs about 4 rows (6 with the exact conversion's double-precision quotient). At N = 2^16 it picks
-// 3 groups of 14 rows for ModUp's 42 (5 tiles per block) and 2 of 16 for ModDown's 31 (2 tiles).
-// (Measured on an H200 against the fewest groups, 21 and 31 rows: within 1-3% either way.)
-template <int KT>
-MmaGeometry balanced_geometry(const ConvArgs& a, int device) {
-  const int64_t tile_count = a.n / kMmaTile;
-  const int64_t tile_cost = a.neg_q_mod_p != nullptr ? 6 : 4;
-  const int fewest = (a.rows + mma_rows<KT>() - 1) / mma_rows<KT>();
-  MmaGeometry best;
-  int64_t best_cost = std::numeric_limits<int64_t>::max();
-  for (int groups = fewest; groups <= a.rows; ++groups) {
-    const int group_rows = (a.rows + groups - 1) / groups;
-    if (groups > fewest && group_rows < 8) break;
-    if ((a.rows + group_rows - 1) / group_rows != groups) continue;  // the same split as fewer groups
-    const int64_t resident = balanced_resident_blocks<KT>(device, group_rows);
-    const int64_t blocks_y = a.batch * a.dnum * groups;
-    const int64_t one_wave = std::clamp<int64_t>(resident / blocks_y, 1, tile_count);
-    for (const int64_t tiles_per_block : {(tile_count + one_wave - 1) / one_wave, int64_t{1}}) {
-      const int64_t blocks_x = (tile_count + tiles_per_block - 1) / tiles_per_block;
-      const int64_t waves = (blocks_x * blocks_y + resident - 1) / resident;
-      const int64_t cost = waves * tiles_per_block * (tile_cost + group_rows);
-      if (cost < best_cost) {
-        best_cost = cost;
-        best = {groups, group_rows, blocks_x, blocks_y};
-      }
-    }
+int64_t mma_resident_blocks(int device, int group_rows) {
+  static std::atomic<int> cached[kMaxDevices][kMmaMaxRows + 1] = {};
+  if (device < 0 || device >= kMaxDevices || group_rows > kMmaMaxRows) return 1;
+  int blocks = cached[device][group_rows].load(std::memory_order_relaxed);
+  if (blocks == 0) {
+    int sms = 0, per_sm = 0;
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, conv_mma_lean_kernel<KT, false>, kMmaTile,
+                                                        lean_smem_bytes<KT>(group_rows)),
+          "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    blocks = std::max(sms, 1) * std::max(per_sm, 1);
+    cached[device][group_rows].store(blocks, std::memory_order_relaxed);
   }
-  return best;
-}
-
-template <int KT>
-void launch_conv_mma_balanced(const ConvArgs& a, Stream stream) {
-  const MmaGeometry geometry = balanced_geometry<KT>(a, stream.device);
-  const dim3 grid(static_cast<unsigned>(geometry.blocks_x), static_cast<unsigned>(geometry.blocks_y));
-  conv_mma_balanced_kernel<KT><<<grid, kMmaTile, balanced_smem_bytes<KT>(geometry.group_rows), native(stream)>>>(
-      a, geometry.groups, geometry.group_rows);
-  check_launch("conv_mma_balanced_kernel");
-}
-
-template <int KT>
-int64_t lean_resident_blocks(int device, int group_rows) {
-  static int cached[kMaxDevices][kMmaMaxRows + 1] = {};
-  int scratch = 0;
-  int& slot = device >= 0 && device < kMaxDevices ? cached[device][group_rows] : scratch;
-  return resident_blocks(conv_mma_lean_kernel<KT, false, false, 1>, device, lean_smem_bytes<KT>(group_rows), slot);
+  return blocks;
 }
 
 struct LeanGeometry {
@@ -850,92 +579,66 @@ struct LeanGeometry {
   int64_t blocks_x = 0, blocks_y = 0;
 };
 
-// As balanced_geometry, over the converted rows (ModUp: 31 or 33 of 42 per digit; the own rows cost a
-// quarter of a row each, 16-byte copies) and with the lean kernel's costs: a row ~60-70 instructions, a
-// tile ~300 (x loads, the y_k, the A fragments), ~550 with the exact conversion's quotient.
-// fewest_groups (variants 5, 7, 8): only the fewest groups of at most mma_rows<KT>() rows (ModUp 2 x 17,
-// ModDown 1 x 31), so that each tile's x, y_k and quotient are computed as few times as possible
-// (measured on an H200, v4 against v5: a tile costs about as much as 9 output rows).
+// The split of a digit's converted rows (ModUp: 31 or 33 of 42 per digit) into the fewest groups of at most
+// mma_rows<KT>() rows (ModUp 2 x 17, ModDown 1 x 31), so that each tile's x, y_k and quotient are computed as few
+// times as possible (a tile's own work costs about as much as 9 output rows: measured on an H200 against the
+// cost model's more groups), and of the tiles over the blocks: one wave, or one tile per block, whichever a cost
+// model (waves x tiles per block x (4 (tile cost + rows) + own rows); a tile ~6 rows, ~11 with the exact
+// conversion's quotient; an own row a quarter, 16-byte copies) prefers.
+// (One wave of blocks looping over an even share of the tiles: a first version gave every block a fixed 2-4
+// tiles, 1.1 waves of 924 blocks on an H200, so the last tenth ran alone and the Conv took ~2x its time.)
 template <int KT>
-LeanGeometry lean_geometry(const ConvArgs& a, int device, bool fewest_groups) {
+LeanGeometry lean_geometry(const ConvArgs& a, int device) {
   const int64_t tile_count = a.n / kMmaTile;
   const int64_t tile_cost = a.neg_q_mod_p != nullptr ? 11 : 6;
   const int own_max = a.own != nullptr ? std::min(a.alpha, a.q_count) : 0;
   const int own_min = a.own != nullptr ? a.q_count - (a.dnum - 1) * a.alpha : 0;  // the last digit's
   const int converted = a.rows - own_min;  // the most converted rows of a digit
-  const int fewest = std::max(1, (converted + mma_rows<KT>() - 1) / mma_rows<KT>());
+  const int groups = std::max(1, (converted + mma_rows<KT>() - 1) / mma_rows<KT>());
+  const int group_rows = std::max(1, (converted + groups - 1) / groups);
+  const int own_rows = (own_max + groups - 1) / groups;
+  const int64_t resident = mma_resident_blocks<KT>(device, group_rows);
+  const int64_t blocks_y = a.batch * a.dnum * groups;
+  const int64_t one_wave = std::clamp<int64_t>(resident / blocks_y, 1, tile_count);
   LeanGeometry best;
   int64_t best_cost = std::numeric_limits<int64_t>::max();
-  for (int groups = fewest; groups <= (fewest_groups ? fewest : std::max(converted, 1)); ++groups) {
-    const int group_rows = std::max(1, (converted + groups - 1) / groups);
-    if (groups > fewest && group_rows < 8) break;
-    if (groups > fewest && (converted + group_rows - 1) / group_rows != groups) continue;  // as fewer groups
-    const int own_rows = (own_max + groups - 1) / groups;
-    const int64_t resident = lean_resident_blocks<KT>(device, group_rows);
-    const int64_t blocks_y = a.batch * a.dnum * groups;
-    const int64_t one_wave = std::clamp<int64_t>(resident / blocks_y, 1, tile_count);
-    for (const int64_t tiles_per_block : {(tile_count + one_wave - 1) / one_wave, int64_t{1}}) {
-      const int64_t blocks_x = (tile_count + tiles_per_block - 1) / tiles_per_block;
-      const int64_t waves = (blocks_x * blocks_y + resident - 1) / resident;
-      const int64_t cost = waves * tiles_per_block * (4 * (tile_cost + group_rows) + own_rows);
-      if (cost < best_cost) {
-        best_cost = cost;
-        best = {{groups, group_rows, own_rows}, blocks_x, blocks_y};
-      }
+  for (const int64_t tiles_per_block : {(tile_count + one_wave - 1) / one_wave, int64_t{1}}) {
+    const int64_t blocks_x = (tile_count + tiles_per_block - 1) / tiles_per_block;
+    const int64_t waves = (blocks_x * blocks_y + resident - 1) / resident;
+    const int64_t cost = waves * tiles_per_block * (4 * (tile_cost + group_rows) + own_rows);
+    if (cost < best_cost) {
+      best_cost = cost;
+      best = {{groups, group_rows, own_rows}, blocks_x, blocks_y};
     }
   }
   return best;
 }
 
-template <int KT, bool kPrefetch, int kRows = 1>
-void launch_conv_mma_lean(const ConvArgs& a, Stream stream, bool fewest_groups) {
-  const LeanGeometry geometry = lean_geometry<KT>(a, stream.device, fewest_groups);
-  const dim3 grid(static_cast<unsigned>(geometry.blocks_x), static_cast<unsigned>(geometry.blocks_y));
-  const size_t smem = lean_smem_bytes<KT, kRows>(geometry.split.group_rows);
-  const cudaStream_t s = native(stream);
-  const auto kernel = a.lazy_out ? conv_mma_lean_kernel<KT, true, kPrefetch, kRows>
-                                 : conv_mma_lean_kernel<KT, false, kPrefetch, kRows>;
-  launch(kernel, grid, kMmaTile, smem, s, "conv_mma_lean_kernel", a, geometry.split);
-}
-
 template <int KT>
-void launch_conv_mma(const ConvArgs& args, Stream stream, int variant) {
+void launch_conv_mma(const ConvArgs& args, Stream stream) {
   ConvArgs a = args;
-  if (variant < 6 || !aligned16(a.mma_fragments)) a.mma_fragments = nullptr;  // 3-5: built per block
-  // The lean kernel copies own rows 16 bytes at a time: it needs 16-byte aligned rows (else variant 2).
-  const bool lean = variant >= 3 && (a.own == nullptr || (aligned16(a.own) && aligned16(a.out)));
-  if (variant == 1) launch_conv_mma<KT>(a, stream);
-  else if (lean && variant == 3) launch_conv_mma_lean<KT, false>(a, stream, false);
-  else if (lean && variant == 8) launch_conv_mma_lean<KT, true, 2>(a, stream, true);
-  else if (lean) launch_conv_mma_lean<KT, true>(a, stream, variant == 5 || variant == 7);
-  else launch_conv_mma_balanced<KT>(a, stream);
+  if (!aligned16(a.mma_fragments)) a.mma_fragments = nullptr;  // (then built per block)
+  const LeanGeometry geometry = lean_geometry<KT>(a, stream.device);
+  const dim3 grid(static_cast<unsigned>(geometry.blocks_x), static_cast<unsigned>(geometry.blocks_y));
+  const size_t smem = lean_smem_bytes<KT>(geometry.split.group_rows);
+  const auto kernel = a.lazy_out ? conv_mma_lean_kernel<KT, true> : conv_mma_lean_kernel<KT, false>;
+  launch(kernel, grid, kMmaTile, smem, native(stream), "conv_mma_lean_kernel", a, geometry.split);
 }
 
-// The tensor-core path applies to N a multiple of the tile and 2 to 16 slots; else conv_kernel (with
-// one slot, as in BFV's digits of one prime, each output is a single product: nothing to batch).
-// Integer mma.sync (u8) needs sm_80 or newer; older GPUs take the reference kernel. Cached per
-// device: 0 unknown, 1 yes, 2 no (concurrent first calls write the same value).
-bool has_integer_mma(int device) {
-  static int cached[64] = {};
-  if (device < 0 || device >= 64) return false;
-  if (cached[device] == 0) {
-    int major = 0;
-    check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
-    cached[device] = major >= 8 ? 1 : 2;
-  }
-  return cached[device] == 1;
-}
-
+// The tensor-core path (ConvArgs::plan) applies to N a multiple of the tile, 2 to 16 slots and (ModUp) 16-byte
+// aligned own rows, which it copies 16 bytes at a time; else conv_kernel (with one slot, as in BFV's digits of one
+// prime, each output is a single product: nothing to batch). Integer mma.sync (u8) needs sm_80 or newer; older GPUs
+// take the reference kernel.
 bool launch_conv_mma_if_applicable(const ConvArgs& a, Stream s) {
   const int slots = a.alpha + (a.neg_q_mod_p != nullptr ? 1 : 0);
-  const int variant = kernel_variant(Variant::kConv);
-  if (variant == 0 || a.n % kMmaTile != 0 || slots < 2 || slots > kMmaMaxSlots) return false;
-  if (!has_integer_mma(s.device)) return false;
+  if (!a.plan.tensor_core_conv || a.n % kMmaTile != 0 || slots < 2 || slots > kMmaMaxSlots) return false;
+  if (a.own != nullptr && (!aligned16(a.own) || !aligned16(a.out))) return false;
+  if (compute_major(s.device) < 8) return false;
   switch ((slots + 3) / 4) {
-    case 1: launch_conv_mma<1>(a, s, variant); break;
-    case 2: launch_conv_mma<2>(a, s, variant); break;
-    case 3: launch_conv_mma<3>(a, s, variant); break;
-    default: launch_conv_mma<4>(a, s, variant); break;
+    case 1: launch_conv_mma<1>(a, s); break;
+    case 2: launch_conv_mma<2>(a, s); break;
+    case 3: launch_conv_mma<3>(a, s); break;
+    default: launch_conv_mma<4>(a, s); break;
   }
   return true;
 }
