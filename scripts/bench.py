@@ -305,32 +305,34 @@ BOOT_REFERENCE_V100_US = 328000  # "Over 100x Faster Bootstrapping": full-slot N
 
 def count_key_switches(fn) -> tuple[int, int]:
     """(key switches, bytes of switching key they read) during fn(): every key switch (relinearize,
-    rotate, hoisted rotation) goes through ``rlwe.keyswitch._inner_product`` (the unchecked step
-    that the public ``inner_product`` and the evaluators call) or, with the fused circuit
-    (KernelPlan.fused_circuit), ``_inner_product_into``, ``_inner_product_babies_into`` and
-    ``_inner_product_pair_into`` (two key switches of a batched pair reading the key once); each reads the digits'
+    rotate, hoisted rotation) goes through one of the inner products of ``fhe_core.rlwe.switching`` (the
+    unchecked steps that the public ``rlwe.keyswitch`` and the evaluators call): ``inner_product``,
+    ``ntt_inner_product`` (in ModUp's last NTT pass: KernelPlan.inner_product_in_mod_up) or, with the fused
+    circuit (KernelPlan.fused_circuit), ``inner_product_into``, ``inner_product_babies_into`` and
+    ``inner_product_pair_into`` (two key switches of a batched pair reading the key once); each reads the digits'
     rows of the key, ``[digits, 2, alpha + l + 1, N]``."""
-    from fhe_core.rlwe import keyswitch
+    from fhe_core.rlwe import switching
 
-    names = ("_inner_product", "_inner_product_into", "_inner_product_pair_into", "_inner_product_babies_into")
-    originals = {name: getattr(keyswitch, name) for name in names}
+    names = ("inner_product", "ntt_inner_product", "inner_product_into", "inner_product_pair_into",
+             "inner_product_babies_into")
+    originals = {name: getattr(switching, name) for name in names}
     seen = [0, 0]
 
     def counting(name):
         def count(ctx, digits, *args, **kwargs):  # (the pair: two key switches, one read of the key)
-            switches = len(args[0]) if name == "_inner_product_babies_into" else 1  # (args[0]: the keys)
-            seen[0] += 2 if name == "_inner_product_pair_into" else switches
+            switches = len(args[0]) if name == "inner_product_babies_into" else 1  # (args[0]: the keys)
+            seen[0] += 2 if name == "inner_product_pair_into" else switches
             seen[1] += switches * digits.shape[0] * 2 * digits.shape[1] * digits.shape[2] * WORD
             return originals[name](ctx, digits, *args, **kwargs)
         return count
 
     for name in originals:
-        setattr(keyswitch, name, counting(name))
+        setattr(switching, name, counting(name))
     try:
         fn()
     finally:
         for name, original in originals.items():
-            setattr(keyswitch, name, original)
+            setattr(switching, name, original)
     return seen[0], seen[1]
 
 

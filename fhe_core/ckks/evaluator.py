@@ -63,7 +63,7 @@ from fhe_core.errors import (
 from fhe_core.params import Params
 from fhe_core.rlwe.checks import canonical_results, check_canonical, check_ciphertext
 from fhe_core.rlwe.keys import check_switching_key
-from fhe_core.rlwe.keyswitch import _apply_galois, _apply_galois_hoisted, _relinearize, _relinearize_product
+from fhe_core.rlwe import switching
 from fhe_core.ring import RNSBasis, primitive_root_2n, shoup_constants
 
 SCALE_TOLERANCE = 1e-9  # relative difference under which two scales count as equal
@@ -321,10 +321,11 @@ class Evaluator:
 
     # ---- constants -------------------------------------------------------------------------------
 
-    def _constant(self, value: complex, scale: float, level: int, op: str) -> torch.Tensor:
+    def encode_constant(self, value: complex, scale: float, level: int, *, op: str = "encode_constant") -> torch.Tensor:
         """The plaintext of ``value`` in every slot at ``scale``: re + im X^(N/2), each part
         rounded as the encoder rounds (floor(scale * x + 1/2), exact), since
-        zeta^(5^j N/2) = i for every slot j. Returns ``[l+1, N]`` int64, NTT domain."""
+        zeta^(5^j N/2) = i for every slot j. Returns ``[l+1, N]`` int64, NTT domain. EncodingError
+        (naming ``op``) if it does not fit in Q_level."""
         return self._constant_ntt(*self._rounded_constant(value, scale, level, op), level)
 
     def _rounded_constant(self, value: complex, scale: float, level: int, op: str) -> tuple[int, int]:
@@ -370,7 +371,9 @@ class Evaluator:
     # ---- linear combinations (one pass) ----------------------------------------------------------
 
     @canonical_results
-    def linear_combination(self, terms, level: int, constant: tuple[complex, int] | None = None) -> Ciphertext:
+    def linear_combination(self, terms, level: int, constant: tuple[complex, int] | None = None, *,
+                           constant_components: int = 1, out: torch.Tensor | None = None,
+                           op: str = "linear_combination") -> Ciphertext:
         """sum_k sign_k * value_k * a_k (+ sign * constant) at ``level``, in one pass.
 
         terms: ``[(a_k, value_k, constant_scale_k, sign_k)]``, 1 to 16 ciphertexts of one degree and
@@ -382,13 +385,12 @@ class Evaluator:
         scale for scale (a_0.scale * cs_0), with the same checks; but the operands are read once (a
         ciphertext above ``level`` in place) and the sum is written once (ops.linear_combination).
         Consumes no level; needs no key.
-        """
-        return self._linear_combination(terms, level, constant, "linear_combination")
 
-    def _linear_combination(self, terms, level: int, constant, op: str, constant_components: int = 1,
-                            out: torch.Tensor | None = None) -> Ciphertext:
-        """:meth:`linear_combination`; ``out``: ``[d+1, level+1, N]`` of contiguous ``[level+1, N]`` blocks to
-        write into (e.g. one ciphertext of a pair's tensor), not overlapping the terms."""
+        For the circuits built on the evaluator (the bootstrapping pair, CoeffsToSlots): ``constant_components``
+        (the constant added to the first that many ``[l+1, N]`` blocks of c_0: a pair's flat view has 2),
+        ``out`` (``[d+1, level+1, N]`` of contiguous ``[level+1, N]`` blocks to write into, e.g. one ciphertext
+        of a pair's tensor, not overlapping the terms) and ``op`` (the operation its errors name).
+        """
         if not 1 <= len(terms) <= MAX_COMBINATION_TERMS:
             raise ParameterError(f"{op}: 1 to {MAX_COMBINATION_TERMS} terms, got {len(terms)}")
         first = terms[0][0]
@@ -484,7 +486,7 @@ class Evaluator:
     def _add_or_sub(self, a: Ciphertext, b: Operand, op: str, fn) -> Ciphertext:
         if _is_scalar(b):
             level = self._check_ct(a, op, degree=None)
-            constant = self._constant(self._scalar(b, op), a.scale, level, op)
+            constant = self.encode_constant(self._scalar(b, op), a.scale, level, op=op)
             return self._combine_c0(a, _limbs(a.data, level), constant, level, fn)
         a_data, b_data, level = self._binary(a, b, op)
         if isinstance(b, Ciphertext) and a.degree != b.degree:
@@ -584,7 +586,7 @@ class Evaluator:
         """
         op = "relinearize"
         level = self._check_ct(ct, op, degree=2)
-        return _relinearize(self._ctx, ct, self._relin_key(op), level)
+        return switching.relinearize(self._ctx, ct, self._relin_key(op), level)
 
     @canonical_results
     def mul_relin(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
@@ -608,7 +610,8 @@ class Evaluator:
         product inside the key switch's kernels where the plan allows: the same words, without the degree-2
         ciphertext in memory)."""
         scale = self._check_scale_fits(a.scale * b_scale, level, op)
-        return a.replace(data=_relinearize_product(self._ctx, a_data, b_data, key, level), level=level, scale=scale)
+        data = switching.relinearize_product(self._ctx, a_data, b_data, key, level)
+        return a.replace(data=data, level=level, scale=scale)
 
     def _relin_key(self, op: str) -> rlwe.RelinKey:
         """The relinearization key, checked (once per operation: the key switch below does not)."""
@@ -635,7 +638,7 @@ class Evaluator:
 
     def _rotate(self, ct: Ciphertext, level: int, element: int, op: str) -> Ciphertext:
         """sigma_element(ct) of a checked ciphertext whose key is known to be held."""
-        return _apply_galois(self._ctx, ct, element, self._galois_key(element, op), level)
+        return switching.apply_galois(self._ctx, ct, element, self._galois_key(element, op), level)
 
     def _galois_key(self, element: int, op: str) -> rlwe.GaloisKey:
         """The Galois key of ``element``, checked (the key switch below does not)."""
@@ -674,7 +677,7 @@ class Evaluator:
         nonzero = sorted({r for r in reduced.values() if r})
         elements = self._rotation_elements(nonzero, ct.slots, op)
         keys = {k: self._galois_key(k, op) for k in elements.values()}
-        rotated = _apply_galois_hoisted(self._ctx, ct, keys, level) if nonzero else {}
+        rotated = switching.apply_galois_hoisted(self._ctx, ct, keys, level) if nonzero else {}
         return {s: rotated[elements[r]] if r else ct.replace(data=ct.data.clone()) for s, r in reduced.items()}
 
     def _rotation_elements(self, reduced_steps: list[int], slots: int, op: str) -> dict[int, int]:

@@ -46,7 +46,7 @@ from fhe_core.ckks.evaluator import Evaluator, galois_elements
 from fhe_core.errors import EncodingError, LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
 from fhe_core.params import Params
 from fhe_core.ring import BasisConverter
-from fhe_core.rlwe import keyswitch
+from fhe_core.rlwe import switching
 from fhe_core.rlwe.checks import check_canonical, check_ciphertext, mark_canonical
 
 
@@ -346,7 +346,7 @@ class LinearTransform:
             with _step("lintrans_giant_steps", device):
                 total = _giant_steps_batched(ctx, encoded.giant_steps, products, level, keys)
             with _step("lintrans_mod_down", device):
-                return keyswitch.mod_down(ctx, total, level)
+                return switching.mod_down(ctx, total, level)
         for step in encoded.giant_steps:  # (giant step by giant step: the reference, or beyond giant_products' limits)
             with _step(f"lintrans_giant_step_{step.giant}", device):
                 acc = _fused_multiply_accumulate(step.data, babies.rows(step.babies, self._gathers), qp.moduli)
@@ -357,7 +357,7 @@ class LinearTransform:
                     acc = _rotate_extended(ctx, acc, level, keys.element(step.giant), keys)
                 total = acc if total is None else ops.add(total, acc, qp.moduli, out=total)
         with _step("lintrans_mod_down", device):
-            return keyswitch.mod_down(ctx, total, level)
+            return switching.mod_down(ctx, total, level)
 
     def _prepare(self, evaluator: Evaluator, ct: Ciphertext, rescale: bool, op: str) -> tuple[_Encoded, Ciphertext]:
         """Check everything before any work; the encoded diagonals and ct at the working level."""
@@ -441,10 +441,10 @@ def _rotate_extended_into(ctx: rlwe.RLWEContext, acc: torch.Tensor, level: int, 
     """total + :func:`_rotate_extended` (acc) (``total`` None: a new tensor), with sigma(acc_0) and the
     sum added in the inner product's pass: no permuted copy of acc_0 and no separate additions."""
     q = ctx.q_at(level)
-    c1 = ops.automorphism_ntt(keyswitch.mod_down(ctx, acc[1], level), q.moduli, element)
-    digits = keyswitch.decompose_mod_up(ctx, c1, level)
+    c1 = ops.automorphism_ntt(switching.mod_down(ctx, acc[1], level), q.moduli, element)
+    digits = switching.decompose_mod_up(ctx, c1, level)
     out = torch.empty_like(acc) if total is None else total
-    return keyswitch._inner_product_into(ctx, digits, keys.key(element), level, out, add=acc[0], add_galois=element,
+    return switching.inner_product_into(ctx, digits, keys.key(element), level, out, add=acc[0], add_galois=element,
                                          accumulate=total is not None)
 
 
@@ -455,8 +455,8 @@ def _rotate_extended(ctx: rlwe.RLWEContext, acc: torch.Tensor, level: int, eleme
     inner product's output is P times the switched polynomial), plus sigma of the first component
     (an automorphism is a permutation of NTT slots on every prime, P's included)."""
     qp, q = ctx.qp_at(level), ctx.q_at(level)
-    c1 = ops.automorphism_ntt(keyswitch.mod_down(ctx, acc[1], level), q.moduli, element)
-    out = keyswitch.inner_product(ctx, keyswitch.decompose_mod_up(ctx, c1, level), keys.key(element), level)
+    c1 = ops.automorphism_ntt(switching.mod_down(ctx, acc[1], level), q.moduli, element)
+    out = switching.inner_product(ctx, switching.decompose_mod_up(ctx, c1, level), keys.key(element), level)
     ops.add(out[0], ops.automorphism_ntt(acc[0], qp.moduli, element), qp.moduli, out=out[0])
     return out
 
@@ -492,12 +492,12 @@ class _BabySteps:
         in_place = fused and 0 in steps  # P c_0 written straight into step 0's place
         p_c0 = _times_p(ctx, ct.data[0], level, out[steps.index(0), 0] if in_place else
                         torch.empty(len(qp), ctx.n, dtype=torch.int64, device=ct.data.device))
-        digits = keyswitch.decompose_mod_up(ctx, ct.data[1], level) if any(steps) else None
+        digits = switching.decompose_mod_up(ctx, ct.data[1], level) if any(steps) else None
         if fused and digits is not None:
             nonzero = [(i, j, keys.element(j)) for i, j in enumerate(steps) if j]
             for first in range(0, len(nonzero), BABIES_PER_LAUNCH):
                 chunk = nonzero[first:first + BABIES_PER_LAUNCH]
-                keyswitch._inner_product_babies_into(ctx, digits, [keys.key(e) for _, _, e in chunk],
+                switching.inner_product_babies_into(ctx, digits, [keys.key(e) for _, _, e in chunk],
                                                      [e for _, _, e in chunk], [i for i, _, _ in chunk], level, out,
                                                      add=p_c0[ctx.alpha:])
         for i, j in enumerate(steps):
@@ -508,7 +508,7 @@ class _BabySteps:
             elif not fused:
                 element = keys.element(j)
                 rows = out[i]
-                rows.copy_(keyswitch.inner_product(ctx, ops.automorphism_ntt(digits, qp.moduli, element),
+                rows.copy_(switching.inner_product(ctx, ops.automorphism_ntt(digits, qp.moduli, element),
                                                    keys.key(element), level))
                 ops.add(rows[0, ctx.alpha:], ops.automorphism_ntt(p_c0[ctx.alpha:], q.moduli, element), q.moduli,
                         out=rows[0, ctx.alpha:])
@@ -563,16 +563,16 @@ def _giant_steps_batched(ctx: rlwe.RLWEContext, steps, products: torch.Tensor, l
     total = products[:, 0] if first else None
     if len(steps) == first:
         return total
-    downs = keyswitch.mod_down(ctx, products[1, first:], level)  # [G', l+1, N]
+    downs = switching.mod_down(ctx, products[1, first:], level)  # [G', l+1, N]
     elements = [keys.element(s.giant) for s in steps[first:]]
     sigmas = torch.empty_like(downs)
     for k, element in enumerate(elements):
         ops.automorphism_ntt(downs[k], q.moduli, element, out=sigmas[k])
     coeffs = q.intt(sigmas)
     for k, element in enumerate(elements):
-        digits = keyswitch._decompose_mod_up(ctx, sigmas[k], level, coeffs[k])
+        digits = switching.decompose_mod_up(ctx, sigmas[k], level, coeffs[k])
         out = torch.empty_like(products[:, 0]) if total is None else total
-        total = keyswitch._inner_product_into(ctx, digits, keys.key(element), level, out, add=products[0, first + k],
+        total = switching.inner_product_into(ctx, digits, keys.key(element), level, out, add=products[0, first + k],
                                               add_galois=element, accumulate=total is not None)
     return total
 

@@ -54,7 +54,8 @@ def test_boot_suite_runs_on_a_tiny_preset_and_is_opt_in():
 
 
 def test_key_switches_are_counted_with_the_key_bytes_they_read():
-    """One relinearization at level l: one key switch reading dnum_l x 2 x (alpha + l + 1) x N words."""
+    """One relinearization at level l: one key switch reading dnum_l x 2 x (alpha + l + 1) x N words, with the
+    inner product in ModUp's NTT (KernelPlan.inner_product_in_mod_up) or after it; one per rotation."""
     from fhe_core import ckks, rlwe
     from fhe_core.params import preset
 
@@ -70,11 +71,15 @@ def test_key_switches_are_counted_with_the_key_bytes_they_read():
     digits = -(-(level + 1) // params.alpha)
     assert (count, key_bytes) == (1, digits * 2 * (params.alpha + level + 1) * params.n * 8)
     assert bench.count_key_switches(lambda: evaluator.add(ct, ct)) == (0, 0)
+    in_mod_up = ckks.Evaluator(params, rlwe.gen_eval_keys(ctx, sk, ckks.galois_elements(params.n, [1])),
+                               plan=evaluator.plan.replace(inner_product_in_mod_up=True, mod_up_in_one_launch=True))
+    assert bench.count_key_switches(lambda: in_mod_up.mul_relin(ct, ct)) == (count, key_bytes)
+    assert bench.count_key_switches(lambda: in_mod_up.rotate(ct, 1)) == (count, key_bytes)
 
 
 def test_key_switches_of_a_bootstrap_are_counted_on_both_paths():
-    """The fused circuit (KernelPlan.fused_circuit) switches keys through keyswitch._inner_product_into,
-    _inner_product_babies_into and _inner_product_pair_into: a bootstrap counts the same key switches with and
+    """The fused circuit (KernelPlan.fused_circuit) switches keys through switching.inner_product_into,
+    inner_product_babies_into and inner_product_pair_into: a bootstrap counts the same key switches with and
     without it, and reads fewer key bytes with it (a pair's relinearizations read the key once)."""
     from fhe_core import ckks, rlwe
     from fhe_core.ckks.bootstrapping import TINY_N10_FULL, Bootstrapper, bootstrapping_galois_elements

@@ -222,8 +222,8 @@ class Bootstrapper:
         if ev.plan.fused_circuit:  # written straight into one pair tensor: one pass each, no stack
             pair = CiphertextPair.buffer(ct)
             op = "coeffs_to_slots"
-            re = ev._linear_combination([(ct, 1, 1.0, 1), (conj, 1, 1.0, 1)], ct.level, None, op, out=pair[:, 0])
-            im = ev._linear_combination([(ct, -1j, 1.0, 1), (conj, -1j, 1.0, -1)], ct.level, None, op, out=pair[:, 1])
+            re = ev.linear_combination([(ct, 1, 1.0, 1), (conj, 1, 1.0, 1)], ct.level, out=pair[:, 0], op=op)
+            im = ev.linear_combination([(ct, -1j, 1.0, 1), (conj, -1j, 1.0, -1)], ct.level, out=pair[:, 1], op=op)
             return mark_canonical(re), mark_canonical(im)
         return ev.add(ct, conj), ev.mul(ev.sub(ct, conj), -1j)  # Gaussian integer: no level
 
@@ -278,7 +278,7 @@ class Bootstrapper:
         of the raised chain; needs the keys of :meth:`galois_elements` and the relinearization
         key (checked at construction). Output scale: S (see the module docstring).
         """
-        ct = self._check_input(ct, "bootstrap")
+        ct = self.check_input(ct, "bootstrap")
         return self._check_output(self._circuit(ct, half=False), ct.scale)
 
     def bootstrap_pair(self, a: Ciphertext, b: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
@@ -292,7 +292,7 @@ class Bootstrapper:
         (a', b') at :attr:`output_level` with scale S. Keys and levels as :meth:`bootstrap` (the
         conjugation key is among its keys); one bootstrap and one key switch.
         """
-        a, b = self._check_pair(a, b)
+        a, b = self.check_pair(a, b)
         ev = self.evaluator
         packed = ev.add(a, ev.mul(b, 1j))  # i b: a Gaussian integer, no level
         half = self._check_output(self._circuit(packed, half=True), a.scale / 2)
@@ -306,9 +306,11 @@ class Bootstrapper:
         to the device time; CUDA only). See :mod:`~fhe_core.ckks.bootstrapping.graphed`."""
         return GraphedBootstrapper(self)
 
-    def _check_pair(self, a: Ciphertext, b: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
+    def check_pair(self, a: Ciphertext, b: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
+        """:meth:`bootstrap_pair`'s entry checks (each input as :meth:`check_input`, then their scales): the two
+        inputs as the circuit takes them, checked."""
         op = "bootstrap_pair"
-        a, b = self._check_input(a, op), self._check_input(b, op)
+        a, b = self.check_input(a, op), self.check_input(b, op)
         if abs(a.scale - b.scale) > SCALE_TOLERANCE * a.scale:
             raise ScaleMismatchError(f"{op}: the two scales differ: 2^{math.log2(a.scale):.6f} and "
                                      f"2^{math.log2(b.scale):.6f} (bring them to one scale first)")
@@ -323,7 +325,10 @@ class Bootstrapper:
         out = self._eval_mod_parts(self.coeffs_to_slots(self.sub_sum(self.mod_raise(ct))), scale, half=half)
         return self.slots_to_coeffs(out) if self.parameters.order == "cts_first" else out
 
-    def _check_input(self, ct: Ciphertext, op: str) -> Ciphertext:
+    def check_input(self, ct: Ciphertext, op: str = "bootstrap") -> Ciphertext:
+        """:meth:`bootstrap`'s entry checks (a degree-1 ciphertext of these parameters and slots, at or above
+        :attr:`min_input_level`, its scale near the default; errors name ``op``): the input as the circuit takes
+        it, checked (dropped to :attr:`min_input_level`, a view of its first limbs)."""
         if not isinstance(ct, Ciphertext):
             raise ParameterError(f"{op}: expected a ckks.Ciphertext, got {type(ct).__name__}")
         level = check_ciphertext(rlwe_context(self.params), ct, op, degree=1)

@@ -33,7 +33,7 @@ from fhe_core.ckks import Decryptor, Encoder, Encryptor, Evaluator, LinearTransf
 from fhe_core.ckks.lintrans import _fused_multiply_accumulate, _multiply_accumulate, matrix_diagonals
 from fhe_core.errors import LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError, ResidueError
 from fhe_core.params import preset
-from fhe_core.rlwe import keyswitch
+from fhe_core.rlwe import switching
 from fhe_reference import DEVICES, fresh_rng, random_residues
 
 PRESET = "N12QP483L6D3Insecure"  # N = 2^12, L = 6, 40-bit scaling primes, scale 2^40, dnum = 3
@@ -251,17 +251,17 @@ def test_double_hoisting_counts_its_mod_ups_and_mod_downs(s, monkeypatch):
     transform, diagonals = scattered_transform(s, n)
     evaluator = s.evaluator(transform.galois_elements())
     calls = {"mod_up": 0, "mod_down": [], "keys": []}
-    real = {name: getattr(keyswitch, name)
-            for name in ("_decompose_mod_up", "mod_down", "inner_product", "_inner_product_into",
-                         "_inner_product_babies_into")}
+    real = {name: getattr(switching, name)
+            for name in ("decompose_mod_up", "mod_down", "inner_product", "inner_product_into",
+                         "inner_product_babies_into")}
 
     def mod_up(ctx, d, level, *args):  # (the unchecked step: the public one and the batched giant steps call it)
         calls["mod_up"] += 1
-        return real["_decompose_mod_up"](ctx, d, level, *args)
+        return real["decompose_mod_up"](ctx, d, level, *args)
 
-    def mod_down(ctx, c, level):
+    def mod_down(ctx, c, level, *args, **kwargs):
         calls["mod_down"].append(tuple(c.shape[:-2]))
-        return real["mod_down"](ctx, c, level)
+        return real["mod_down"](ctx, c, level, *args, **kwargs)
 
     def inner_product(ctx, digits, key, level):
         calls["keys"].append(key.galois_element)
@@ -269,16 +269,16 @@ def test_double_hoisting_counts_its_mod_ups_and_mod_downs(s, monkeypatch):
 
     def inner_product_into(ctx, digits, key, level, out, **fused):  # the fused circuit's giant steps
         calls["keys"].append(key.galois_element)
-        return real["_inner_product_into"](ctx, digits, key, level, out, **fused)
+        return real["inner_product_into"](ctx, digits, key, level, out, **fused)
 
     def inner_product_babies_into(ctx, digits, keys, *args, **kwargs):  # the fused circuit: the babies at once
         calls["keys"] += [key.galois_element for key in keys]
-        return real["_inner_product_babies_into"](ctx, digits, keys, *args, **kwargs)
+        return real["inner_product_babies_into"](ctx, digits, keys, *args, **kwargs)
 
-    for name, fn in (("_decompose_mod_up", mod_up), ("mod_down", mod_down), ("inner_product", inner_product),
-                     ("_inner_product_into", inner_product_into),
-                     ("_inner_product_babies_into", inner_product_babies_into)):
-        monkeypatch.setattr(keyswitch, name, fn)
+    for name, fn in (("decompose_mod_up", mod_up), ("mod_down", mod_down), ("inner_product", inner_product),
+                     ("inner_product_into", inner_product_into),
+                     ("inner_product_babies_into", inner_product_babies_into)):
+        monkeypatch.setattr(switching, name, fn)
     z = s.vector(n)
     ct = s.encrypt(z)
     out = transform.evaluate(evaluator, ct)

@@ -1,5 +1,5 @@
 """ckks.Evaluator.mul_relin and inner_product with the tensor product inside the key switch (where the plan's
-KernelPlan.tensor_in_inner_product: keyswitch._relinearize_product) give the ciphertexts of the tensor product +
+KernelPlan.tensor_in_inner_product: switching.relinearize_product) give the ciphertexts of the tensor product +
 relinearize path bit for bit, with the same level, scale and errors: on the CPU in every composition of the key
 switch, and on CUDA for every plan."""
 import numpy as np
@@ -9,7 +9,7 @@ import torch
 from fhe_core import ckks, ops, rlwe
 from fhe_core.errors import ScaleOverflowError
 from fhe_core.params import preset
-from fhe_core.rlwe import keyswitch
+from fhe_core.rlwe import switching
 from fhe_reference import fresh_rng
 from plan_cases import KERNEL_PLANS, REFERENCE
 
@@ -76,21 +76,21 @@ def test_tensor_terms_times_p_before_mod_down_on_cpu(level):
     output, then the plain ModDown == ModDown, then t_c added, bit for bit (ModDown's Conv reads only the P rows:
     (x + P t - Conv) P^-1 = (x - Conv) P^-1 + t mod q_i)."""
     ev, a, b, *_ = _world()
-    ctx = ev._ctx
+    ctx = ev.context
     t = ctx.tables(level)
     source = a if a.level == level else b
     assert source.level == level
     x_data, y_data = source.data.contiguous(), _extreme(ev, source).data
     d2 = ops.mul(x_data[1], y_data[1], t.q.moduli)
     key = ev._relin_key("test")
-    inner = keyswitch._mod_up_inner_product(ctx, d2, key, level)
+    inner = switching.mod_up_inner_product(ctx, d2, key, level)
     terms = ops.tensor_product(x_data, y_data, t.q.moduli)[:2].contiguous()
-    expected = ops.add(keyswitch._mod_down(ctx, inner, level), terms, t.q.moduli)
+    expected = ops.add(switching.mod_down(ctx, inner, level), terms, t.q.moduli)
     scaled = ops.mul_const(terms, ctx.p_mod_q[:level + 1], ctx.p_mod_q_shoup[:level + 1], t.q.moduli)
     shifted = inner.clone()
     shifted[:, ctx.alpha:] = ops.add(inner[:, ctx.alpha:].contiguous(), scaled, t.q.moduli)
     assert not torch.equal(shifted, inner)
-    assert torch.equal(keyswitch._mod_down(ctx, shifted, level), expected)
+    assert torch.equal(switching.mod_down(ctx, shifted, level), expected)
 
 
 @pytest.mark.gpu

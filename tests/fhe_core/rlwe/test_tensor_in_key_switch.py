@@ -1,6 +1,6 @@
-"""HMult's tensor product inside the relinearization's key switch (keyswitch._relinearize_product where
+"""HMult's tensor product inside the relinearization's key switch (switching.relinearize_product where
 KernelPlan.tensor_in_inner_product: ModUp's inverse NTT reads a1 and b1, the fused inner product adds the tensor
-terms) == the tensor product followed by keyswitch._relinearize, bit for bit: on the CPU (where the plan keeps the
+terms) == the tensor product followed by switching.relinearize, bit for bit: on the CPU (where the plan keeps the
 tensor product's pass, in either ModUp composition) and on CUDA for every plan, at alpha = 11 / dnum = 3 like
 N16QP1766L30D3 (three full digits, a last digit shorter than alpha, one short digit), at alpha = 5 and at alpha = 2
 (6, 4 and 3 digits: beyond 4 the terms cannot go into the inner product's kernel)."""
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from fhe_core import ops, rlwe
-from fhe_core.rlwe import keyswitch
+from fhe_core.rlwe import switching
 from fhe_reference import fresh_rng, random_residues
 from plan_cases import KERNEL_PLANS, REFERENCE
 from rlwe_helpers import Shape, context, fixed_seed
@@ -34,7 +34,7 @@ def _separate(ctx, a, b, key, level):
     """The tensor product's three rows, then the relinearization."""
     degree2 = rlwe.Ciphertext(data=ops.tensor_product(a, b, ctx.q_at(level).moduli), level=level,
                               params_id=ctx.params_id)
-    return keyswitch._relinearize(ctx, degree2, key, level).data.cpu()
+    return switching.relinearize(ctx, degree2, key, level).data.cpu()
 
 
 def _keys(ctx):
@@ -44,7 +44,7 @@ def _keys(ctx):
 
 @pytest.mark.parametrize("shape", [ALPHA_11, ALPHA_5], ids=lambda s: s.id)
 def test_relinearize_product_is_bit_identical_on_cpu(shape):
-    """_relinearize_product == tensor product + relinearize, for both ModUp compositions."""
+    """relinearize_product == tensor product + relinearize, for both ModUp compositions."""
     rng, _ = fresh_rng()
     ctx = context(shape, plan=REFERENCE)
     key = _keys(ctx)
@@ -52,7 +52,7 @@ def test_relinearize_product_is_bit_identical_on_cpu(shape):
         a, b = _operands(ctx, level, rng)
         expected = _separate(ctx, a, b, key, level)
         for plan in (REFERENCE, REFERENCE.replace(mod_up_in_one_launch=True, inner_product_in_mod_up=True)):
-            got = keyswitch._relinearize_product(context(shape, plan=plan), a, b, key, level)
+            got = switching.relinearize_product(context(shape, plan=plan), a, b, key, level)
             assert torch.equal(got, expected), (level, plan)
 
 
@@ -69,5 +69,5 @@ def test_relinearize_product_is_bit_identical_on_cuda(shape):
         expected = _separate(cpu, a, b, key, level)
         for name, plan in KERNEL_PLANS.items():
             gpu = context(shape, "cuda", plan)
-            got = keyswitch._relinearize_product(gpu, a.cuda(), b.cuda(), _keys(gpu), level)
+            got = switching.relinearize_product(gpu, a.cuda(), b.cuda(), _keys(gpu), level)
             assert torch.equal(got.cpu(), expected), (level, name)
