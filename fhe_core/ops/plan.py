@@ -21,14 +21,15 @@ from collections.abc import Iterable
 
 import torch
 
-# The largest prime (bits) whose forward butterflies run on the FP64 pipe: values stay below 2^50 (cuda/ntt.cu). The
-# inverse's limit is 41 bits; the kernels choose per prime, the plan only whether any prime of a context gains.
+# The largest prime (bits) whose forward butterflies run on the FP64 pipe: values stay below 2^50
+# (cuda/ntt_math.cuh). The inverse's limit is 41 bits; the kernels choose per prime, the plan only whether any prime
+# of a context gains.
 FP64_FORWARD_MAX_BITS = 46
 # Below N = 2^15 the fused NTT and inner product's grid is too small to hide its long blocks: BFV at N = 2^13 / 2^14
 # measured 13-14% slower with it (relinearize, rotate_rows; H200, 2026-11-24), at 2^15 2% faster.
 INNER_PRODUCT_IN_MOD_UP_MIN_N = 1 << 15
-# The most digits the fused inner product's digit-group kernel takes (cuda/ntt.cu, kMaxDigitGroups): only that kernel
-# adds HMult's tensor terms.
+# The most digits the fused inner product's digit-group kernel takes (cuda/keyswitch.cu, kMaxDigitGroups): only that
+# kernel adds HMult's tensor terms.
 DIGIT_GROUPS_MAX = 4
 # The extension's flag bits (csrc/plan.h).
 _TUNED_NTT, _FP64_BUTTERFLIES, _TENSOR_CORE_CONV = 1, 2, 4

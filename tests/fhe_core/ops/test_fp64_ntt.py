@@ -1,5 +1,5 @@
-"""The NTT in FP64 arithmetic (KernelPlan.fp64_butterflies; ntt.cu's Fp64Twiddles): the butterflies run on the FP64
-pipe with signed, never reduced values, for primes below 2^46 in the forward transform's kernels and below 2^41 in
+"""The NTT in FP64 arithmetic (KernelPlan.fp64_butterflies; ntt_math.cuh's Fp64Twiddles): the butterflies run on the
+FP64 pipe with signed, never reduced values, for primes below 2^46 in the forward transform's kernels and below 2^41 in
 the inverse's. Both transforms in Python integers (every IEEE rounding emulated exactly, every bound the kernels
 assume asserted) == the CPU build; the table's FP64 rows hold (w, w / q) correctly rounded; on CUDA the transforms
 (intt_galois and intt_product too), ModUp's fused inner product, ModDown and the key switches of HMult + relin and
@@ -102,8 +102,8 @@ def _forward_model(words: list[int], table: torch.Tensor, q: int, log_n: int) ->
 
 
 def _canonical_fp64(x: int, q: int) -> int:
-    """ntt.cu's leaving() for the inverse: x - k q with k = fl(x fl(1/q) + 1.5 * 2^52) - 1.5 * 2^52, plus q, then one
-    conditional subtraction of q."""
+    """ntt_math.cuh's leaving() for the inverse: x - k q with k = fl(x fl(1/q) + 1.5 * 2^52) - 1.5 * 2^52, plus q, then
+    one conditional subtraction of q."""
     assert abs(x) < 1 << 50
     num, den = (1.0 / q).as_integer_ratio()  # (the division of two exact doubles is correctly rounded, as __drcp_rn)
     r = x - _round_half_even(x * num, den) * q

@@ -17,7 +17,7 @@ WORD = 1 << 64
 
 
 def _bound(step: int, j: int) -> int:
-    """ntt.cu's lazy_inverse_bound: before step `step` of a round, unit element j is below this times q."""
+    """cuda/ntt_math.cuh's lazy_inverse_bound: before step `step` of a round, unit element j is below this times q."""
     low = j & ((1 << step) - 1)
     return 2 << step if low == 0 else 2 << (step - 1 - (low.bit_length() - 1))
 
@@ -96,7 +96,7 @@ def test_lazy_inverse_on_cuda_at_its_prime_limit(log_n):
 
 
 def _mulhi_truncated(a: int, b: int) -> int:
-    """ntt.cu's mulhi_truncated: a1 b1 + hi32(a0 b1) + hi32(a1 b0), 32-bit halves."""
+    """cuda/ntt_math.cuh's mulhi_truncated: a1 b1 + hi32(a0 b1) + hi32(a1 b0), 32-bit halves."""
     a0, a1, b0, b1 = a & 0xFFFFFFFF, a >> 32, b & 0xFFFFFFFF, b >> 32
     return a1 * b1 + ((a0 * b1) >> 32) + ((a1 * b0) >> 32)
 

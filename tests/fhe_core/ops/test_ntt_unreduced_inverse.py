@@ -1,4 +1,4 @@
-"""The tuned inverse NTT's arithmetic (ntt.cu's UnreducedTwiddles): no reduction between the inverse's stages for
+"""The tuned inverse NTT's arithmetic (ntt_math.cuh's UnreducedTwiddles): no reduction between the inverse's stages for
 primes below 2^(63 - log N), truncated Shoup quotients, and the rows kernel's first round reading each twiddle
 without its Shoup companion, which it computes. Its rounds in Python integers (every bound the kernels assume
 asserted) == the CPU build; on CUDA every kernel plan == the CPU build, bit for bit, at the key switch's batch sizes
@@ -31,7 +31,7 @@ def _primes(limbs: int, n: int) -> list[int]:
 
 
 def _mulhi_truncated(a: int, b: int) -> int:
-    """ntt.cu's mulhi_truncated: a1 b1 + hi32(a0 b1) + hi32(a1 b0), 32-bit halves."""
+    """cuda/ntt_math.cuh's mulhi_truncated: a1 b1 + hi32(a0 b1) + hi32(a1 b0), 32-bit halves."""
     a0, a1, b0, b1 = a & 0xFFFFFFFF, a >> 32, b & 0xFFFFFFFF, b >> 32
     return a1 * b1 + ((a0 * b1) >> 32) + ((a1 * b0) >> 32)
 

@@ -72,7 +72,7 @@ def _mod_down_case(rng, n, primes, p_rows=2):
 
 
 def _short_barrett(z: int, q: int) -> int:
-    """ShortBarrett::reduce of ntt.cu on 64-bit words: one 64-bit quotient from z's bits above 2^(k-2)."""
+    """ShortBarrett::reduce of cuda/ntt_math.cuh on 64-bit words: one 64-bit quotient from z's bits above 2^(k-2)."""
     k = q.bit_length()
     ratio = 2 ** 128 // q
     mu = (ratio >> (66 - k)) % 2 ** 64

@@ -1,9 +1,9 @@
-// Element-wise RNS ops, fast basis conversion and Galois automorphisms on the GPU.
+// Fast basis conversion on the GPU (ConvArgs): the reference kernel (a 128-bit multiply-accumulate per term) and,
+// with KernelPlan::tensor_core_conv, a byte-sliced integer matrix product on the tensor cores; and the centred lift.
 #include <algorithm>
 #include <atomic>
 #include <limits>
 
-#include "../common/ntt.h"
 #include "launch.cuh"
 
 namespace fhe::cuda {
@@ -11,130 +11,7 @@ namespace {
 
 constexpr int kThreads = 256;
 
-struct alignas(16) Pair {
-  u64 x, y;
-};
-
-// One row (limb) per blockIdx.y: the modulus is read once per block, no division per element.
-// kWidth = 4: each thread handles 4 consecutive words with 16-byte accesses, which needs rows of a
-// multiple of 4 words and 16-byte aligned pointers (checked at launch); kWidth = 1 handles any
-// shape (the ops accept any row length: the decoder works on [l, 2 * slots] tensors).
-template <ElementwiseOp kOp, int kWidth>
-__global__ void elementwise_kernel(ElementwiseArgs a, bool early) {
-  pdl_trigger(early);
-  pdl_wait();  // (element-wise: no prologue worth running before it)
-  const int64_t row = blockIdx.y;
-  const int limb = static_cast<int>(row % a.limbs);
-  const Modulus m = a.moduli[limb];
-  const u64 q = m.value;
-  const int64_t i0 = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) * kWidth;
-  if (i0 >= a.n) return;
-  const int64_t offset = row * a.n + i0;
-  const int64_t b_offset = (row % a.b_rows) * a.n + i0;
-  constexpr bool kHasB = kOp != ElementwiseOp::kNeg && kOp != ElementwiseOp::kMulConst;
-  u64 x[kWidth], y[kWidth], z[kWidth], r[kWidth];
-  if (kWidth == 4) {
-#pragma unroll
-    for (int k = 0; k < kWidth; k += 2) {
-      const Pair px = *reinterpret_cast<const Pair*>(a.a + offset + k);
-      x[k] = px.x; x[k + 1] = px.y;
-      if (kHasB) {
-        const Pair py = *reinterpret_cast<const Pair*>(a.b + b_offset + k);
-        y[k] = py.x; y[k + 1] = py.y;
-      }
-      if (kOp == ElementwiseOp::kMulAdd) {
-        const Pair pz = *reinterpret_cast<const Pair*>(a.c + offset + k);
-        z[k] = pz.x; z[k + 1] = pz.y;
-      }
-    }
-  } else {
-    x[0] = a.a[offset];
-    if (kHasB) y[0] = a.b[b_offset];
-    if (kOp == ElementwiseOp::kMulAdd) z[0] = a.c[offset];
-  }
-  u64 w = 0, ws = 0;
-  if (kOp == ElementwiseOp::kMulConst || kOp == ElementwiseOp::kSubMulConst) {
-    w = a.consts[limb];
-    ws = a.consts_shoup[limb];
-  }
-#pragma unroll
-  for (int k = 0; k < kWidth; ++k) {
-    switch (kOp) {
-      case ElementwiseOp::kAdd: r[k] = add_mod(x[k], y[k], q); break;
-      case ElementwiseOp::kSub: r[k] = sub_mod(x[k], y[k], q); break;
-      case ElementwiseOp::kNeg: r[k] = neg_mod(x[k], q); break;
-      case ElementwiseOp::kMul: r[k] = mul_mod(x[k], y[k], m); break;
-      case ElementwiseOp::kMulConst: r[k] = mul_shoup(x[k], w, ws, q); break;
-      case ElementwiseOp::kMulAdd: r[k] = mul_add_mod(x[k], y[k], z[k], m); break;
-      case ElementwiseOp::kSubMulConst: r[k] = mul_shoup(sub_mod(x[k], y[k], q), w, ws, q); break;
-    }
-  }
-  if (kWidth == 4) {
-#pragma unroll
-    for (int k = 0; k < kWidth; k += 2) *reinterpret_cast<Pair*>(a.out + offset + k) = Pair{r[k], r[k + 1]};
-  } else {
-    a.out[offset] = r[0];
-  }
-}
-
 bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-// The tensor product (TensorProductArgs): one limb row per blockIdx.y, kWidth words per thread with
-// 16-byte accesses when kWidth = 4 (as elementwise_kernel). Reads 4 rows, writes 3: the bytes of the
-// product and nothing else (three element-wise passes and a stack before).
-template <int kWidth>
-__global__ void tensor_product_kernel(TensorProductArgs t, bool early) {
-  pdl_trigger(early);
-  pdl_wait();  // (element-wise: no prologue worth running before it)
-  const int limb = blockIdx.y;
-  const Modulus m = t.moduli[limb];
-  const int64_t i0 = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) * kWidth;
-  if (i0 >= t.n) return;
-  const int64_t plane = static_cast<int64_t>(t.limbs) * t.n, offset = limb * t.n + i0;
-  u64 x0[kWidth], x1[kWidth], y0[kWidth], y1[kWidth];
-  const u64* sources[4] = {t.a + offset, t.a + plane + offset, t.b + offset, t.b + plane + offset};
-  u64* values[4] = {x0, x1, y0, y1};
-#pragma unroll
-  for (int s = 0; s < 4; ++s) {
-    if (kWidth == 4) {
-#pragma unroll
-      for (int k = 0; k < kWidth; k += 2) {
-        const Pair p = *reinterpret_cast<const Pair*>(sources[s] + k);
-        values[s][k] = p.x;
-        values[s][k + 1] = p.y;
-      }
-    } else {
-      values[s][0] = sources[s][0];
-    }
-  }
-  u64 d0[kWidth], d1[kWidth], d2[kWidth];
-#pragma unroll
-  for (int k = 0; k < kWidth; ++k) {
-    d0[k] = mul_mod(x0[k], y0[k], m);
-    d1[k] = reduce128(add128(mul_wide(x0[k], y1[k]), mul_wide(x1[k], y0[k])), m);
-    d2[k] = mul_mod(x1[k], y1[k], m);
-  }
-  u64* targets[3] = {t.out + offset, t.out + plane + offset, t.out + 2 * plane + offset};
-  const u64* results[3] = {d0, d1, d2};
-#pragma unroll
-  for (int s = 0; s < 3; ++s) {
-    if (kWidth == 4) {
-#pragma unroll
-      for (int k = 0; k < kWidth; k += 2) *reinterpret_cast<Pair*>(targets[s] + k) = Pair{results[s][k], results[s][k + 1]};
-    } else {
-      targets[s][0] = results[s][0];
-    }
-  }
-}
-
-template <ElementwiseOp kOp>
-void launch_elementwise(const ElementwiseArgs& a, cudaStream_t s) {
-  const bool vector = a.n % 4 == 0 && aligned16(a.a) && aligned16(a.b) && aligned16(a.c) && aligned16(a.out);
-  const int width = vector ? 4 : 1;
-  const dim3 grid(blocks_for(a.n, kThreads * width), static_cast<unsigned>(a.rows));
-  if (vector) launch_triggering(elementwise_kernel<kOp, 4>, grid, kThreads, 0, s, "elementwise_kernel", a);
-  else launch_triggering(elementwise_kernel<kOp, 1>, grid, kThreads, 0, s, "elementwise_kernel", a);
-}
 
 // Fast basis conversion of one or several digits (see ConvArgs). Grid: (N / 128, batch * dnum *
 // output groups). A thread owns one coefficient, one digit and one group of kConvGroup output rows.
@@ -310,24 +187,13 @@ __device__ __forceinline__ void load_a_fragments(const u32* ys32, int warp, int 
 template <int KT>
 constexpr int mma_blocks_per_sm() { return KT <= 3 ? 8 : 5; }  // 64 registers; 96 with 4 K tiles (80 spill)
 
-// ---- The tensor-core kernel's row loop (issue 14, session 3) ----
+// ---- the tensor-core kernel's rows ----
 //
-// The SASS of the first tensor-core kernel (removed: "balanced" in docs/performance.md) issued ~117 warp
-// instructions per output row and 32 coefficients: the own-row test and 64-bit address arithmetic (~18), the
-// recombination of the T_b across the lane quad by shuffles (4 SHFL, 12 SEL, ~31 in all), the 80-bit Barrett step
-// (~41: a 64 x 64-bit high product and two 64-bit conditional subtractions) behind a 32-byte Modulus load and its
-// q < 2^16 test.
-// Here, with the same tensor-core products and the same canonical results:
-//  - a group's rows are converted rows only; ModUp's own rows are copied after the tiles (16 bytes per
-//    copy, four in flight: a copy no longer stalls a warp for a DRAM round trip per row), and the
-//    geometry balances the converted rows;
-//  - a row's constants {q, 2^50 mod q, mu, shift, output offset} are one 32-byte shared record (MmaRow);
-//  - the lane quad's four 32-bit partial sums are transposed through 512 bytes of shared memory per
-//    warp: four conflict-free 4-byte stores and one 16-byte load per lane (reduce_quad_sums);
-//  - for q >= 2^32, V < 2^80 is first folded at 2^50 (W = V mod q, W < 2^31 q) so that the Barrett
-//    quotient fits 32 bits: one 32-bit high product and a few 32 x 32-bit ones (reduce_quad_sums);
-//  - with ConvArgs::lazy_out the result is left in [0, 3q): ModUp's and ModDown's conversions feed a
-//    forward NTT, whose Harvey butterflies take [0, 4q) and return canonical values.
+// A group's rows are converted rows only (ModUp's own rows are copied after the tiles, 16 bytes per copy); a row's
+// constants {q, 2^50 mod q, mu, shift, output offset} are one 32-byte shared record (MmaRow); the lane quad's four
+// 32-bit partial sums are transposed through 512 bytes of shared memory per warp (four conflict-free 4-byte stores,
+// one 16-byte load per lane); for q >= 2^32, V < 2^80 is first folded at 2^50 so that the Barrett quotient fits 32
+// bits (reduce_quad_sums); with ConvArgs::lazy_out the result is left in [0, 3q) for the forward NTT that follows.
 
 struct alignas(16) MmaRow {
   u64 q;
@@ -344,8 +210,6 @@ __device__ __forceinline__ MmaRow mma_row(const Modulus& m, u32 offset) {
   if (s < 32) return MmaRow{m.value, 0, 0, 0, offset, 0};
   // floor(2^(32 + s) / q) = floor(floor(2^128 / q) / 2^(96 - s)), 96 - s in [36, 64]
   const u64 mu = s == 32 ? m.ratio_hi : (m.ratio_hi << (s - 32)) | (m.ratio_lo >> (96 - s));
-  // (A 64-bit remainder here, once per row and block: computing it inline from the ratio instead changed the
-  // kernel's register allocation at 64 registers and spilled 16-28 bytes in the tile loop, 3-9% slower.)
   const u64 fold = (u64{1} << 50) % m.value;
   return MmaRow{m.value, fold, static_cast<u32>(mu), static_cast<u32>(s - 32), offset, 0};
 }
@@ -418,126 +282,138 @@ __device__ __forceinline__ void cp_async8(void* shared, const void* global) {
 }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
-// The next tile's x is copied by cp.async into ys while the rows of this one run (ys is idle once every warp
-// holds its A fragments: one more barrier per tile, no more shared memory), and each thread turns its own column of
-// x into y in place. ConvArgs::mma_fragments (when given): the B fragments copied from a precomputed table
-// (ops.conv_mma_fragments) instead of built by every block (4 KT x rows chains of 7 modular shifts).
-// pdl_wait (launch.cuh) first: the first tile's x is in flight while the constants are copied (measured: starting
-// the constant copies in the predecessor's tail, the x after the wait, lost 9-10 us per HMult / HRotate).
-template <int KT, bool kLazy>
-__global__ void __launch_bounds__(kMmaTile, mma_blocks_per_sm<KT>())
-    conv_mma_lean_kernel(ConvArgs a, LeanSplit split) {
-  extern __shared__ u64 conv_smem[];
-  pdl_wait();
-  auto ys = reinterpret_cast<u64(*)[kMmaYStride]>(conv_smem);
-  u32* scratch = reinterpret_cast<u32*>(conv_smem + 4 * KT * kMmaYStride);
-  uint2* bfrag2 = reinterpret_cast<uint2*>(scratch + kLeanScratchWords);
-  MmaRow* row_const = reinterpret_cast<MmaRow*>(bfrag2 + split.group_rows * KT * 32);
-  Modulus* slot_mod = reinterpret_cast<Modulus*>(row_const + split.group_rows);
-  u64* slot_inv = reinterpret_cast<u64*>(slot_mod + 4 * KT);
-  u32* bfrag = reinterpret_cast<u32*>(bfrag2);
+// The shared memory of a block of the tensor-core kernel (lean_smem_bytes).
+template <int KT>
+struct LeanShared {
+  u64 (*ys)[kMmaYStride];  // [4 KT slots][tile]: a tile's x, then its y_k
+  u32* scratch;            // the lane quads' transposition
+  uint2* bfrag;            // [group rows][KT][32 lanes]: the B fragments
+  MmaRow* rows;            // [group rows]
+  Modulus* slot_mod;       // [4 KT]
+  u64* slot_inv;           // [2][4 KT]: qhat_inv, its Shoup companion
+  __device__ explicit LeanShared(u64* smem, int group_rows)
+      : ys(reinterpret_cast<u64(*)[kMmaYStride]>(smem)),
+        scratch(reinterpret_cast<u32*>(smem + 4 * KT * kMmaYStride)),
+        bfrag(reinterpret_cast<uint2*>(scratch + kLeanScratchWords)),
+        rows(reinterpret_cast<MmaRow*>(bfrag + group_rows * KT * 32)),
+        slot_mod(reinterpret_cast<Modulus*>(rows + group_rows)),
+        slot_inv(reinterpret_cast<u64*>(slot_mod + 4 * KT)) {}
+};
 
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int g = lane / 4, t = lane % 4;
-  const int64_t b = blockIdx.y / (a.dnum * split.groups);
-  const int j = blockIdx.y / split.groups % a.dnum;
-  const int group = blockIdx.y % split.groups;
-  const int first = j * a.alpha, count = min(a.alpha, a.q_count - first);
-  const bool exact = a.neg_q_mod_p != nullptr;
-  const int own_count = a.own != nullptr ? count : 0, own_lo = a.own_begin + j * a.alpha;
-  const int c_begin = group * split.group_rows;
-  const int width = max(0, min(split.group_rows, a.rows - own_count - c_begin));  // converted rows here
-  const int own_begin = min(own_count, group * split.own_rows);
-  const int own_end = min(own_count, own_begin + split.own_rows);
-  const u64* in = a.in + (b * a.q_count + first) * a.n + tid;
-  const int64_t tile_count = a.n / kMmaTile;
-  if (width > 0)  // the first tile's x, in flight while the constants are built
-    for (int k = 0; k < count; ++k) cp_async8(&ys[k][tid], in + k * a.n + blockIdx.x * kMmaTile);
+// What a block converts: digit j of batch b, the group's converted rows [c_begin, c_begin + width) (in the digit's
+// converted-row numbering, lean_output_row) and its own rows [own_begin, own_end) of the digit's own_count.
+struct LeanBlock {
+  int64_t b;
+  int j, first, count;
+  bool exact;
+  int own_count, own_lo, c_begin, width, own_begin, own_end;
+  __device__ LeanBlock(const ConvArgs& a, const LeanSplit& split) {
+    b = blockIdx.y / (a.dnum * split.groups);
+    j = blockIdx.y / split.groups % a.dnum;
+    const int group = blockIdx.y % split.groups;
+    first = j * a.alpha;
+    count = min(a.alpha, a.q_count - first);
+    exact = a.neg_q_mod_p != nullptr;
+    own_count = a.own != nullptr ? count : 0;
+    own_lo = a.own_begin + j * a.alpha;
+    c_begin = group * split.group_rows;
+    width = max(0, min(split.group_rows, a.rows - own_count - c_begin));  // converted rows here
+    own_begin = min(own_count, group * split.own_rows);
+    own_end = min(own_count, own_begin + split.own_rows);
+  }
+};
 
+// The block's constants in shared memory: the B fragments of its rows (copied from ConvArgs::mma_fragments, or
+// built: 4 KT x rows chains of 7 modular shifts), its rows' MmaRow records, its digit's slot moduli and qhat_inv.
+template <int KT>
+__device__ __forceinline__ void lean_constants(const ConvArgs& a, const LeanSplit& split, const LeanBlock& d,
+                                               const LeanShared<KT>& sh) {
+  const int tid = threadIdx.x;
   if (a.mma_fragments != nullptr) {  // precomputed: the group's rows, 16 bytes per copy
-    const uint4* table = reinterpret_cast<const uint4*>(a.mma_fragments) + static_cast<int64_t>(j) * a.rows * KT * 16;
-    uint4* fragments = reinterpret_cast<uint4*>(bfrag2);
-    for (int e = tid; e < width * KT * 16; e += kMmaTile)
-      fragments[e] = table[lean_output_row(c_begin + e / (KT * 16), own_lo, own_count) * KT * 16 + e % (KT * 16)];
+    const uint4* table = reinterpret_cast<const uint4*>(a.mma_fragments) + static_cast<int64_t>(d.j) * a.rows * KT * 16;
+    uint4* fragments = reinterpret_cast<uint4*>(sh.bfrag);
+    for (int e = tid; e < d.width * KT * 16; e += kMmaTile)
+      fragments[e] = table[lean_output_row(d.c_begin + e / (KT * 16), d.own_lo, d.own_count) * KT * 16 + e % (KT * 16)];
   } else {
     for (int chain = tid; chain < 4 * KT * split.group_rows; chain += kMmaTile) {  // one (slot, row) chain
       const int k = chain / split.group_rows, rr = chain % split.group_rows;
       u64 c = 0, q = 1;
-      if (rr < width) {
-        const int r = lean_output_row(c_begin + rr, own_lo, own_count);
+      if (rr < d.width) {
+        const int r = lean_output_row(d.c_begin + rr, d.own_lo, d.own_count);
         q = a.dst[r].value;
-        if (k < count) c = a.qhat_mod_p[(static_cast<int64_t>(j) * a.alpha + k) * a.rows + r];
-        else if (exact && k == count) c = a.neg_q_mod_p[r];
+        if (k < d.count) c = a.qhat_mod_p[(static_cast<int64_t>(d.j) * a.alpha + k) * a.rows + r];
+        else if (d.exact && k == d.count) c = a.neg_q_mod_p[r];
       }
-      build_b_fragments<KT>(bfrag, k, rr, c, q);
+      build_b_fragments<KT>(reinterpret_cast<u32*>(sh.bfrag), k, rr, c, q);
     }
   }
-  for (int rr = tid; rr < width; rr += kMmaTile) {
-    const int r = lean_output_row(c_begin + rr, own_lo, own_count);
-    row_const[rr] = mma_row(a.dst[r], static_cast<u32>(r * a.n));
+  for (int rr = tid; rr < d.width; rr += kMmaTile) {
+    const int r = lean_output_row(d.c_begin + rr, d.own_lo, d.own_count);
+    sh.rows[rr] = mma_row(a.dst[r], static_cast<u32>(r * a.n));
   }
-  for (int k = tid; k < count; k += kMmaTile) {
-    slot_mod[k] = a.src[first + k];
-    slot_inv[k] = a.qhat_inv[first + k];
-    slot_inv[4 * KT + k] = a.qhat_inv_shoup[first + k];
+  for (int k = tid; k < d.count; k += kMmaTile) {
+    sh.slot_mod[k] = a.src[d.first + k];
+    sh.slot_inv[k] = a.qhat_inv[d.first + k];
+    sh.slot_inv[4 * KT + k] = a.qhat_inv_shoup[d.first + k];
   }
-  __syncthreads();  // the first tile reads the slot constants
+}
 
-  u64* out = a.out + (b * a.dnum + j) * a.rows * a.n;
-  const u32* ys32 = reinterpret_cast<const u32*>(&ys[0][0]);
-  u32* quad = scratch + warp * 128;
-  const int coefficient = 32 * warp + 16 * (t >> 1) + g + 8 * (t & 1);  // this lane's result, in the tile
-  for (int64_t tile = blockIdx.x; width > 0 && tile < tile_count; tile += gridDim.x) {
-    const int64_t c0 = tile * kMmaTile;
-    u64 x[4 * KT];
-    cp_async_wait_all();  // this thread's own copies: no barrier needed to read them
+// The tile's x (this thread's column, copied by cp.async) into y in place: the y_k, and (exact) the rounded
+// multiple of Q in slot count.
+template <int KT>
+__device__ __forceinline__ void lean_scale_tile(const LeanBlock& d, const LeanShared<KT>& sh) {
+  const int tid = threadIdx.x;
+  u64 x[4 * KT];
+  cp_async_wait_all();  // this thread's own copies: no barrier needed to read them
 #pragma unroll
-    for (int k = 0; k < 4 * KT; ++k) x[k] = k < count ? ys[k][tid] : 0;
+  for (int k = 0; k < 4 * KT; ++k) x[k] = k < d.count ? sh.ys[k][tid] : 0;
 #pragma unroll
-    for (int k = 0; k < 4 * KT; ++k)
-      if (k < count) ys[k][tid] = mul_shoup(x[k], slot_inv[k], slot_inv[4 * KT + k], slot_mod[k].value);
-    for (int k = count; k < 4 * KT; ++k)
-      ys[k][tid] = exact && k == count ? rounded_overflow_unrolled<KT>(&ys[0][tid], kMmaYStride, slot_mod, count) : 0;
-    __syncthreads();
+  for (int k = 0; k < 4 * KT; ++k)
+    if (k < d.count) sh.ys[k][tid] = mul_shoup(x[k], sh.slot_inv[k], sh.slot_inv[4 * KT + k], sh.slot_mod[k].value);
+  for (int k = d.count; k < 4 * KT; ++k)
+    sh.ys[k][tid] =
+        d.exact && k == d.count ? rounded_overflow_unrolled<KT>(&sh.ys[0][tid], kMmaYStride, sh.slot_mod, d.count) : 0;
+}
 
-    u32 af[2][KT][4];
-    load_a_fragments<KT>(ys32, warp, g, t, af);
-    const int64_t next = tile + gridDim.x;
-    if (next < tile_count) {
-      __syncthreads();  // every warp holds its A fragments: ys is free for the next tile's x
-      for (int k = 0; k < count; ++k) cp_async8(&ys[k][tid], in + k * a.n + next * kMmaTile);
+// The tile's output rows: per row, KT MMAs per 16 coefficients, the lane quad's partial sums transposed through the
+// warp's scratch, one reduction per output.
+template <int KT, bool kLazy>
+__device__ __forceinline__ void lean_rows(const ConvArgs& a, const LeanBlock& d, const LeanShared<KT>& sh,
+                                          const u32 (&af)[2][KT][4], u64* out_tile, u32* quad, int coefficient) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int g = lane / 4, t = lane % 4;
+  for (int rr = 0; rr < d.width; ++rr) {
+    int acc[2][4] = {};
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt) {
+      const uint2 bf = sh.bfrag[(rr * KT + kt) * 32 + lane];
+      mma_u8(acc[0], af[0][kt], bf.x, bf.y);
+      mma_u8(acc[1], af[1][kt], bf.x, bf.y);
     }
-    u64* out_tile = out + c0 + coefficient;
-    for (int rr = 0; rr < width; ++rr) {
-      int acc[2][4] = {};
+    // P = T_2t + 2^8 T_2t+1 (< 2^32) of coefficient 16 m + g + 8 h of the warp, weight 2^(16 t) in its V: word
+    // 4 (16 m + g + 8 h) + t, 32 consecutive words per store (no bank conflict); each lane then reads the four words
+    // of its own coefficient as 16 bytes.
 #pragma unroll
-      for (int kt = 0; kt < KT; ++kt) {
-        const uint2 bf = bfrag2[(rr * KT + kt) * 32 + lane];
-        mma_u8(acc[0], af[0][kt], bf.x, bf.y);
-        mma_u8(acc[1], af[1][kt], bf.x, bf.y);
-      }
-      // P = T_2t + 2^8 T_2t+1 (< 2^32) of coefficient 16 m + g + 8 h of the warp, weight 2^(16 t) in its V:
-      // word 4 (16 m + g + 8 h) + t, 32 consecutive words per store (no bank conflict); each lane then
-      // reads the four words of its own coefficient as 16 bytes.
+    for (int m = 0; m < 2; ++m)
 #pragma unroll
-      for (int m = 0; m < 2; ++m)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          quad[4 * (16 * m + g + 8 * h) + t] =
-              static_cast<u32>(acc[m][2 * h]) + (static_cast<u32>(acc[m][2 * h + 1]) << 8);
-      __syncwarp();
-      const uint4 p = reinterpret_cast<const uint4*>(quad)[coefficient - 32 * warp];
-      __syncwarp();  // every lane has read before the next row's stores
-      const MmaRow row = row_const[rr];
-      out_tile[row.offset] = reduce_quad_sums<kLazy>(p, row, a.dst, a.n);
-    }
+      for (int h = 0; h < 2; ++h)
+        quad[4 * (16 * m + g + 8 * h) + t] =
+            static_cast<u32>(acc[m][2 * h]) + (static_cast<u32>(acc[m][2 * h + 1]) << 8);
+    __syncwarp();
+    const uint4 p = reinterpret_cast<const uint4*>(quad)[coefficient - 32 * warp];
+    __syncwarp();  // every lane has read before the next row's stores
+    const MmaRow row = sh.rows[rr];
+    out_tile[row.offset] = reduce_quad_sums<kLazy>(p, row, a.dst, a.n);
   }
-  // The group's own rows (ModUp) over the same tiles, after the conversion (whose registers the copies
-  // would otherwise crowd): 16 bytes per thread, four copies in flight.
-  const int own_rows = a.own_copy ? own_end - own_begin : 0;
+}
+
+// The group's own rows (ModUp) over the block's tiles, after the conversion (whose registers the copies would
+// otherwise crowd): 16 bytes per thread, four copies in flight.
+__device__ __forceinline__ void lean_copy_own(const ConvArgs& a, const LeanBlock& d, u64* out, int64_t tile_count) {
+  const int own_rows = a.own_copy ? d.own_end - d.own_begin : 0;
   const int64_t copies = ((tile_count - blockIdx.x + gridDim.x - 1) / gridDim.x) * own_rows * (kMmaTile / 2);
-  const int64_t own_first = first - own_lo;  // own row k + own_lo comes from input row first + k
-  for (int64_t e0 = tid; e0 < copies; e0 += 4 * kMmaTile) {
+  const int64_t own_first = d.first - d.own_lo;  // own row k + own_lo comes from input row first + k
+  for (int64_t e0 = threadIdx.x; e0 < copies; e0 += 4 * kMmaTile) {
     ulonglong2 v[4];
     int64_t target[4];
 #pragma unroll
@@ -545,13 +421,52 @@ __global__ void __launch_bounds__(kMmaTile, mma_blocks_per_sm<KT>())
       const int64_t e = e0 + u * kMmaTile;
       const int64_t pair = e % (kMmaTile / 2), rest = e / (kMmaTile / 2);
       const int64_t column = (blockIdx.x + rest / own_rows * gridDim.x) * kMmaTile + 2 * pair;
-      target[u] = (own_lo + own_begin + rest % own_rows) * a.n + column;
+      target[u] = (d.own_lo + d.own_begin + rest % own_rows) * a.n + column;
       if (e < copies) v[u] = *reinterpret_cast<const ulonglong2*>(a.own + target[u] + own_first * a.n);
     }
 #pragma unroll
     for (int u = 0; u < 4; ++u)
       if (e0 + u * kMmaTile < copies) *reinterpret_cast<ulonglong2*>(out + target[u]) = v[u];
   }
+}
+
+// The tensor-core Conv: a wave of blocks looping over the tiles of kMmaTile coefficients. The next tile's x is
+// copied by cp.async into ys while the rows of this one run (ys is idle once every warp holds its A fragments: one
+// more barrier per tile, no more shared memory). pdl_wait first: the first tile's x is in flight while the
+// constants are built.
+template <int KT, bool kLazy>
+__global__ void __launch_bounds__(kMmaTile, mma_blocks_per_sm<KT>())
+    conv_mma_lean_kernel(ConvArgs a, LeanSplit split) {
+  extern __shared__ u64 conv_smem[];
+  pdl_wait();
+  const LeanShared<KT> sh(conv_smem, split.group_rows);
+  const LeanBlock d(a, split);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int g = lane / 4, t = lane % 4;
+  const u64* in = a.in + (d.b * a.q_count + d.first) * a.n + tid;
+  const int64_t tile_count = a.n / kMmaTile;
+  if (d.width > 0)  // the first tile's x, in flight while the constants are built
+    for (int k = 0; k < d.count; ++k) cp_async8(&sh.ys[k][tid], in + k * a.n + blockIdx.x * kMmaTile);
+  lean_constants<KT>(a, split, d, sh);
+  __syncthreads();  // the first tile reads the slot constants
+
+  u64* out = a.out + (d.b * a.dnum + d.j) * a.rows * a.n;
+  const u32* ys32 = reinterpret_cast<const u32*>(&sh.ys[0][0]);
+  u32* quad = sh.scratch + warp * 128;
+  const int coefficient = 32 * warp + 16 * (t >> 1) + g + 8 * (t & 1);  // this lane's result, in the tile
+  for (int64_t tile = blockIdx.x; d.width > 0 && tile < tile_count; tile += gridDim.x) {
+    lean_scale_tile<KT>(d, sh);
+    __syncthreads();
+    u32 af[2][KT][4];
+    load_a_fragments<KT>(ys32, warp, g, t, af);
+    const int64_t next = tile + gridDim.x;
+    if (next < tile_count) {
+      __syncthreads();  // every warp holds its A fragments: ys is free for the next tile's x
+      for (int k = 0; k < d.count; ++k) cp_async8(&sh.ys[k][tid], in + k * a.n + next * kMmaTile);
+    }
+    lean_rows<KT, kLazy>(a, d, sh, af, out + tile * kMmaTile + coefficient, quad, coefficient);
+  }
+  lean_copy_own(a, d, out, tile_count);
 }
 
 // Blocks of the tensor-core kernel the device holds at once (SMs x blocks per SM), asked once per device and
@@ -585,8 +500,6 @@ struct LeanGeometry {
 // cost model's more groups), and of the tiles over the blocks: one wave, or one tile per block, whichever a cost
 // model (waves x tiles per block x (4 (tile cost + rows) + own rows); a tile ~6 rows, ~11 with the exact
 // conversion's quotient; an own row a quarter, 16-byte copies) prefers.
-// (One wave of blocks looping over an even share of the tiles: a first version gave every block a fixed 2-4
-// tiles, 1.1 waves of 924 blocks on an H200, so the last tenth ran alone and the Conv took ~2x its time.)
 template <int KT>
 LeanGeometry lean_geometry(const ConvArgs& a, int device) {
   const int64_t tile_count = a.n / kMmaTile;
@@ -655,57 +568,7 @@ __global__ void center_lift_kernel(CenterLiftArgs a, bool early) {
   for (int j = 0; j < a.l_out; ++j) out[j * a.n] = center_lift_one(x, a.src, a.dst[j]);
 }
 
-__global__ void automorphism_ntt_kernel(AutomorphismArgs a, bool early) {
-  pdl_trigger(early);
-  pdl_wait();  // (element-wise: no prologue worth running before it)
-  const int64_t n = int64_t{1} << a.log_n;
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  if (i >= n) return;
-  const int64_t row = blockIdx.y;
-  a.out[row * n + i] = a.in[row * n + galois_ntt_source(static_cast<u32>(i), a.galois, a.log_n)];
-}
-
-__global__ void automorphism_coeff_kernel(AutomorphismArgs a, bool early) {
-  pdl_trigger(early);
-  pdl_wait();  // (element-wise: no prologue worth running before it)
-  const int64_t n = int64_t{1} << a.log_n;
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  if (i >= n) return;
-  const int64_t row = blockIdx.y;
-  const u64 q = a.moduli[row % a.limbs].value;
-  const u64 t = (static_cast<u64>(i) * a.galois) & static_cast<u64>(2 * n - 1);
-  const u64 v = a.in[row * n + i];
-  if (t < static_cast<u64>(n)) a.out[row * n + t] = v;
-  else a.out[row * n + (t - n)] = neg_mod(v, q);
-}
-
 }  // namespace
-
-void elementwise(const ElementwiseArgs& a, Stream stream) {
-  if (a.rows == 0) return;
-  const DeviceScope scope(stream.device);
-  const cudaStream_t s = native(stream);
-  switch (a.op) {
-    case ElementwiseOp::kAdd: return launch_elementwise<ElementwiseOp::kAdd>(a, s);
-    case ElementwiseOp::kSub: return launch_elementwise<ElementwiseOp::kSub>(a, s);
-    case ElementwiseOp::kNeg: return launch_elementwise<ElementwiseOp::kNeg>(a, s);
-    case ElementwiseOp::kMul: return launch_elementwise<ElementwiseOp::kMul>(a, s);
-    case ElementwiseOp::kMulConst: return launch_elementwise<ElementwiseOp::kMulConst>(a, s);
-    case ElementwiseOp::kMulAdd: return launch_elementwise<ElementwiseOp::kMulAdd>(a, s);
-    case ElementwiseOp::kSubMulConst: return launch_elementwise<ElementwiseOp::kSubMulConst>(a, s);
-  }
-}
-
-void tensor_product(const TensorProductArgs& t, Stream stream) {
-  if (t.limbs == 0) return;
-  const DeviceScope scope(stream.device);
-  const bool vector = t.n % 4 == 0 && aligned16(t.a) && aligned16(t.b) && aligned16(t.out);
-  const int width = vector ? 4 : 1;
-  const dim3 grid(blocks_for(t.n, kThreads * width), static_cast<unsigned>(t.limbs));
-  if (vector)
-    launch_triggering(tensor_product_kernel<4>, grid, kThreads, 0, native(stream), "tensor_product_kernel", t);
-  else launch_triggering(tensor_product_kernel<1>, grid, kThreads, 0, native(stream), "tensor_product_kernel", t);
-}
 
 void conv(const ConvArgs& a, Stream stream) {
   if (a.batch == 0 || a.dnum == 0) return;
@@ -725,20 +588,6 @@ void center_lift(const CenterLiftArgs& a, Stream stream) {
   const DeviceScope scope(stream.device);
   const dim3 grid(blocks_for(a.n, kThreads), static_cast<unsigned>(a.batch));
   launch_triggering(center_lift_kernel, grid, kThreads, 0, native(stream), "center_lift_kernel", a);
-}
-
-void automorphism_ntt(const AutomorphismArgs& a, Stream stream) {
-  if (a.rows == 0) return;
-  const DeviceScope scope(stream.device);
-  const dim3 grid(blocks_for(int64_t{1} << a.log_n, kThreads), static_cast<unsigned>(a.rows));
-  launch_triggering(automorphism_ntt_kernel, grid, kThreads, 0, native(stream), "automorphism_ntt_kernel", a);
-}
-
-void automorphism_coeff(const AutomorphismArgs& a, Stream stream) {
-  if (a.rows == 0) return;
-  const DeviceScope scope(stream.device);
-  const dim3 grid(blocks_for(int64_t{1} << a.log_n, kThreads), static_cast<unsigned>(a.rows));
-  launch_triggering(automorphism_coeff_kernel, grid, kThreads, 0, native(stream), "automorphism_coeff_kernel", a);
 }
 
 }  // namespace fhe::cuda
