@@ -1,6 +1,6 @@
 """The CKKS evaluator: homomorphic arithmetic on :class:`~fhe_core.ckks.ciphertext.Ciphertext`.
 
-Conventions (ARCHITECTURE.md, "Objects carry metadata"; Lattigo's evaluator):
+Conventions (docs/ARCHITECTURE.md, "Objects carry metadata"; Lattigo's evaluator):
 
 * Every public operation validates its operands in one place first (params_id, device, NTT
   domain, degree, level, slots, scale) and raises a typed error whose message starts with the
