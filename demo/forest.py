@@ -13,7 +13,7 @@ from apps.xgboost.client import ForestClient
 from apps.xgboost.encrypted import Job, Run, plot_confusion
 from apps.xgboost.plan import IdashModel, PublicModel, named_params
 from fhe_core import serialize
-from server.client import ServiceClient
+from server.client import ServiceClient, Traffic
 
 
 @dataclass
@@ -33,6 +33,7 @@ class ForestOutcome:
     budget_left: float
     seconds: dict[str, float] = field(default_factory=dict)
     bytes: dict[str, int] = field(default_factory=dict)
+    traffic: dict[str, Traffic] = field(default_factory=dict)  # per step: bytes and seconds on the wire
     confusion_png: Path | None = None
 
     @property
@@ -67,36 +68,39 @@ def score_through_service(user: ServiceClient, name: str, job: Job, preset: str,
     """The clinic's side: keys, encryption, prediction requests, decryption, checks. The batch is
     sent twice: the first request also loads the key set and prepares the model on the server,
     the second is what every later batch costs."""
-    seconds, sizes = {}, {}
+    seconds, sizes, traffic = {}, {}, {}
     public = PublicModel.from_json(json.dumps(user.model(name)["public"]))
     start = time.perf_counter()
     client = ForestClient(public, device=device, allow_insecure=allow_insecure)
     keys = client.eval_keys()
     seconds["keygen"] = time.perf_counter() - start
-    sizes["keys"] = len(serialize.dumps(keys))
-    start = time.perf_counter()
+    sizes["keys"] = len(serialize.dumps(keys, packed=True))  # as register_keys sends them
+    start, before = time.perf_counter(), user.traffic.snapshot()
     keyset = user.register_keys(keys, client.params)
     seconds["register keys"] = time.perf_counter() - start
+    traffic["register keys"] = user.traffic.since(before)
     start = time.perf_counter()
     cts = client.encrypt(job.samples)
     seconds["encrypt"] = time.perf_counter() - start
     # the batch's ciphertexts share one shape and level (the plan's input level): one record's
     # size times their count, rather than serializing the whole batch an extra time
-    sizes["request"] = len(cts) * len(serialize.dumps(cts[0]))
-    start = time.perf_counter()
+    sizes["request"] = len(cts) * len(serialize.dumps(cts[0], packed=True))
+    start, before = time.perf_counter(), user.traffic.snapshot()
     results = user.predict(name, keyset, cts, client.params)
     seconds["first predict (loads keys and model)"] = time.perf_counter() - start
-    start = time.perf_counter()
+    traffic["first predict"] = user.traffic.since(before)
+    start, before = time.perf_counter(), user.traffic.snapshot()
     results = user.predict(name, keyset, cts, client.params)
     seconds["predict (HTTP round trip)"] = time.perf_counter() - start
-    sizes["response"] = len(serialize.dumps_many(results))
+    traffic["predict"] = user.traffic.since(before)
+    sizes["response"] = len(serialize.dumps_many(results, packed=True))
     start = time.perf_counter()
     scores = client.decrypt_scores(results, job.n_samples)
     seconds["decrypt"] = time.perf_counter() - start
     predicted = scores.argmax(axis=1) if scores.shape[1] > 1 else (scores[:, 0] > 0).astype(np.int64)
     outcome = ForestOutcome(job.name, name, preset, job.n_samples, job.class_names, job.labels, scores,
                             job.twin_scores, predicted, job.library_predicted,
-                            min(client.noise_budget(ct) for ct in results), seconds, sizes)
+                            min(client.noise_budget(ct) for ct in results), seconds, sizes, traffic)
     run = Run(job, None, scores, predicted, seconds, sizes, outcome.budget_left)
     outcome.confusion_png = plot_confusion(run, out_dir / f"confusion-{name}.png")
     return outcome

@@ -63,6 +63,29 @@ def forest_rows(outcomes: list[ForestOutcome]) -> list[tuple]:
     return rows
 
 
+TRAFFIC_HEADERS = ["job", "step", "requests", "MiB sent", "MiB received", "seconds in HTTP", "MB/s",
+                   "client serialization s", "server work s"]
+
+
+def traffic_rows(forests: list[ForestOutcome], training: TrainingOutcome | None) -> list[tuple]:
+    """Per job and step: what the client's HTTP calls moved and how long they took, beside the
+    server's own work (its Server-Timing for predictions; started to finished for the training
+    job, whose row also counts the status polls and checkpoint downloads that ran meanwhile)."""
+    steps = [(o.name, step, t, None) for o in forests for step, t in o.traffic.items()]
+    if training is not None:
+        job = "training job (status, checkpoints)"
+        steps += [("helr", step, t, training.server_seconds if step == job else None)
+                  for step, t in training.traffic.items()]
+    rows = []
+    for name, step, t, server in steps:
+        moved = t.sent + t.received
+        work = server if server is not None else t.server_seconds
+        rows.append((name, step, t.requests, f"{t.sent / MiB:.1f}", f"{t.received / MiB:.2f}", f"{t.seconds:.2f}",
+                     f"{moved / t.seconds / 1e6:.0f}" if t.seconds > 0 else "-", f"{t.serialize_seconds:.2f}",
+                     f"{work:.2f}" if work else "-"))
+    return rows
+
+
 FOREST_HEADERS = ["workload", "parameters", "accuracy (encrypted)", "accuracy (XGBoost)", "scores = integer twin",
                   "argmax = XGBoost", "HTTP round trip: first / next batch", "samples/s",
                   "MiB keys / request / response",
@@ -113,6 +136,13 @@ def write_report(out_dir: Path, env: Environment, forests: list[ForestOutcome],
                f"![confusion matrix {o.name}]({o.confusion_png.name})", ""]
     if training is not None:
         md += _training_section(out_dir, training)
+    md += ["## Bytes on the wire", "",
+           "Per job and step, what the client's HTTP calls moved (request and response bodies) and the "
+           "seconds inside them, the client's own serialization, and the server's work (what its "
+           "Server-Timing header reports for a prediction: reading the batch, evaluating, writing the "
+           "answer; started to finished for the training job). Fresh ciphertexts travel seeded, residues "
+           "at their primes' widths, answers modulus-switched down (README: what travels).", "",
+           _md_table(TRAFFIC_HEADERS, traffic_rows(forests, training)), ""]
     md += ["## Resources", "",
            f"Peak resident memory: client {env.peak_client_bytes / 2**30:.1f} GiB, server "
            f"{env.peak_server_bytes / 2**30:.1f} GiB, both together {env.peak_total_bytes / 2**30:.1f} GiB "
@@ -149,15 +179,18 @@ def _as_json(env: Environment, forests: list[ForestOutcome], t: TrainingOutcome 
             "name": o.name, "model": o.model, "preset": o.preset, "samples": o.n_samples, "correct": o.correct,
             "library_correct": o.library_correct, "exact": o.exact, "same_as_library": o.same_as_library,
             "scores": o.scores.tolist(), "predicted": o.predicted.tolist(), "seconds": o.seconds,
-            "bytes": o.bytes, "budget_left": o.budget_left})
+            "bytes": o.bytes, "budget_left": o.budget_left,
+            "traffic": {step: t.__dict__ for step, t in o.traffic.items()}})
     if t is not None:
         data["training"] = {
             "config": json.loads(t.config.to_json()), "samples": t.samples, "iterations": len(t.accuracy),
             "accuracy": t.accuracy, "auroc": t.auroc, "max_error": t.max_error,
+            "decrypted_w": [w for w, _ in t.decrypted], "decrypted_v": [v for _, v in t.decrypted],
             "twin_accuracy": [r.test_accuracy for r in t.twin.records],
             "twin_auroc": [r.test_auroc for r in t.twin.records],
             "final_accuracy": t.final_accuracy, "final_auroc": t.final_auroc,
             "sklearn_accuracy": t.baseline.report.accuracy, "sklearn_auroc": t.baseline.report.auroc,
             "bootstraps": t.bootstraps, "seconds": t.seconds, "bytes": t.bytes,
+            "traffic": {step: x.__dict__ for step, x in t.traffic.items()}, "server_seconds": t.server_seconds,
             "iteration_seconds": t.iteration_seconds}
     return data

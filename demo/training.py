@@ -12,13 +12,13 @@ import numpy as np
 
 from apps.logreg.client import HELRClient
 from apps.logreg.config import HELRConfig
-from apps.logreg.trainer import read_checkpoint
+from apps.logreg.trainer import bootstraps_after, read_checkpoint
 from apps.logreg.twin import HelrResult, design_matrix, train_helr
 from data.helr import helr_dataset
 from data.mnist import load_mnist
 from ml.baselines import LogregBaseline, logreg_baseline
 from ml.metrics import binary_report
-from server.client import ServiceClient
+from server.client import ServiceClient, Traffic
 
 
 @dataclass
@@ -58,12 +58,15 @@ class TrainingOutcome:
     accuracy: list[float] = field(default_factory=list)
     auroc: list[float] = field(default_factory=list)
     max_error: list[float] = field(default_factory=list)       # max |w - w_twin|, |v - v_twin|
+    decrypted: list[tuple[list[float], list[float]]] = field(default_factory=list)  # (w, v) per iteration
     iteration_seconds: list[float] = field(default_factory=list)
     final_accuracy: float = float("nan")
     final_auroc: float = float("nan")
-    bootstraps: int = 0             # counted from the checkpoints' levels (they rise only then)
+    bootstraps: int = 0             # run by the job so far (the public level schedule)
     seconds: dict[str, float] = field(default_factory=dict)
     bytes: dict[str, int] = field(default_factory=dict)
+    traffic: dict[str, Traffic] = field(default_factory=dict)  # per step: bytes and seconds on the wire
+    server_seconds: float = float("nan")  # the job on the server, started to finished
 
 
 def train_through_service(user: ServiceClient, config: HELRConfig, data: HelrData, *, device: str,
@@ -85,18 +88,23 @@ def train_through_service(user: ServiceClient, config: HELRConfig, data: HelrDat
     dataset = client.encrypt_dataset(data.x, data.y, schedule).to_bytes()
     seconds["encrypt dataset"] = time.perf_counter() - start
     outcome.bytes["dataset"] = len(dataset)
-    start = time.perf_counter()
+    start, before = time.perf_counter(), user.traffic.snapshot()
     dataset_id = user.upload_dataset(dataset, client.params)
     seconds["upload dataset"] = time.perf_counter() - start
+    outcome.traffic["upload dataset"] = user.traffic.since(before)
     del dataset
 
-    start = time.perf_counter()
+    start, before = time.perf_counter(), user.traffic.snapshot()
     job = user.train(config, keyset, dataset_id)
     follow = _Follower(user, client, job, data, outcome)
     final = user.wait(job, on_progress=follow, timeout=24 * 3600)
     follow(final)
     seconds["training job (server)"] = time.perf_counter() - start
+    outcome.traffic["training job (status, checkpoints)"] = user.traffic.since(before)
+    outcome.server_seconds = final["finished"] - final["started"]
+    before = user.traffic.snapshot()
     w = client.decrypt_weights(user.download_model(job, client.params), data.x.shape[1])
+    outcome.traffic["download model"] = user.traffic.since(before)
     report = binary_report(data.y_test, data.x_test @ w)
     outcome.final_accuracy, outcome.final_auroc = report.accuracy, report.auroc
     return outcome
@@ -111,9 +119,10 @@ def _register_keys(user: ServiceClient, client: HELRClient, work_dir: Path, outc
         start = time.perf_counter()
         outcome.bytes["keys"] = client.write_eval_keys(path, progress=progress)
         outcome.seconds["keygen"] = time.perf_counter() - start
-        start = time.perf_counter()
+        start, before = time.perf_counter(), user.traffic.snapshot()
         keyset = user.register_keys(path, client.params)
         outcome.seconds["register keys"] = time.perf_counter() - start
+        outcome.traffic["register keys"] = user.traffic.since(before)
     return keyset
 
 
@@ -125,8 +134,6 @@ class _Follower:
     def __init__(self, user: ServiceClient, client: HELRClient, job: str, data: HelrData, outcome: TrainingOutcome):
         self.user, self.client, self.job, self.data, self.outcome = user, client, job, data, outcome
         self.last = time.perf_counter()
-        self.level: int | None = None
-        outcome.bootstraps = 0
 
     def __call__(self, status: dict) -> None:
         done = len(self.outcome.accuracy)
@@ -137,14 +144,13 @@ class _Follower:
         features = self.data.x.shape[1]
         for t in range(done, status["iteration"]):
             iteration, w_ct, v_ct = read_checkpoint(self.user.checkpoint(self.job, t + 1), self.client.params)
-            if self.level is not None and w_ct.level > self.level:  # levels only rise by bootstrapping
-                self.outcome.bootstraps += 1
-            self.level = w_ct.level
             w, v = self.client.decrypt_weights(w_ct, features), self.client.decrypt_weights(v_ct, features)
             record = self.outcome.twin.records[iteration - 1]
             report = binary_report(self.data.y_test, self.data.x_test @ w)
             self.outcome.accuracy.append(report.accuracy)
             self.outcome.auroc.append(report.auroc)
             self.outcome.max_error.append(float(max(np.abs(w - record.w).max(), np.abs(v - record.v).max())))
+            self.outcome.decrypted.append((w.tolist(), v.tolist()))
             self.outcome.iteration_seconds.append((now - self.last) / fresh)
         self.last = now
+        self.outcome.bootstraps = bootstraps_after(self.outcome.config, status["iteration"])

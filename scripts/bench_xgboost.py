@@ -88,13 +88,13 @@ def main(argv=None) -> int:
                      f"{run.seconds['evaluate best'] * 1e3:.1f}", f"{run.seconds['evaluate cpu']:.2f}",
                      f"{run.throughput:.1f}", ops.get("multiply", 0), ops.get("multiply_plain", 0),
                      ops.get("rotate", 0), run.plan.n_inputs, run.plan.level,
-                     f"{run.budget_left:.1f} / {run.plan.budget_left:.1f}", f"{run.correct}/{job.n_samples}",
+                     f"{run.budget_left:.1f} / {run.plan.answer_budget:.1f}", f"{run.correct}/{job.n_samples}",
                      f"{run.seconds['encrypt']:.2f}", f"{run.bytes['upload'] / 2**20:.0f}"))
         records.append({"workload": name, "samples": job.n_samples, "device": device, "preset": args.preset,
                         "path": "per-group" if args.per_group else "stacked",
                         "date": stamp, "seconds": run.seconds, "bytes": run.bytes, "ops": ops,
                         "level": run.plan.level, "inputs": run.plan.n_inputs, "groups": run.plan.n_groups,
-                        "budget_left": run.budget_left, "budget_planned": run.plan.budget_left,
+                        "budget_left": run.budget_left, "budget_planned": run.plan.answer_budget,
                         "correct": run.correct, "exact": run.exact})
     headers = ["workload", "samples", "device", "server ms", "best ms", "CPU s", "samples/s", "ct x ct", "ct x pt",
                "rotations", "input cts", "level", "budget left (meas./plan)", "correct", "client encrypt s",

@@ -12,9 +12,13 @@
 #       bench   engine, CKKS, BFV and bootstrapping benchmarks (scripts/bench.py)
 #       apps    HELR (30 iterations, full MNIST) and XGBoost (iDASH, SRBCT) benchmarks
 #       demo    the main job (python -m demo) on the GPU, full MNIST, iDASH included
+#       py312   the default test suite (`-m "not slow"`: CPU tests and every `gpu` test) under the
+#               device's Python 3.12 with the newest wheels of every dependency, carried as .whl/
+#               from `bash scripts/device_wheels.sh` (not in the default stages; after `build`)
 #
 # The GPU image lacks some packages and the data: carry them in (both are git-ignored here):
-#   .whl/   wheels of xgboost-cpu, mlxtend, fastapi, pydantic, uvicorn, ... (README "GPU" lists them)
+#   .whl/   wheels of xgboost-cpu, mlxtend, fastapi, pydantic, uvicorn, ... (README "GPU" lists them;
+#           scripts/device_wheels.sh fetches the newest of all)
 #   .data/  copies of ../shared/data/{mnist,srbct_khan2001,idash2020_sabanci_xgb}
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +36,7 @@ case "${1:-}" in
     --no-bench) stages="build tests" ;;
     --only) stages="${2:?--only needs a list of stages}" ;;
     "") ;;
-    *) echo "usage: bash scripts/device.sh [--no-bench | --only 'build tests bench apps demo']" >&2; exit 2 ;;
+    *) echo "usage: bash scripts/device.sh [--no-bench | --only 'build tests bench apps demo py312']" >&2; exit 2 ;;
 esac
 has() { case " $stages " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
@@ -62,6 +66,20 @@ if has tests; then
     rc=${PIPESTATUS[0]}
 fi
 
+if has py312; then
+    echo "==> the default test suite with the carried wheels"
+    python3 -c "import sys; print('python', sys.version.split()[0])" | tee "$out/py312-tests.log"
+    # importlib.metadata reports the first copy on sys.path: the carried one where there is one
+    python3 - <<'PY' | tee -a "$out/py312-tests.log"
+import importlib.metadata as m
+names = ("numpy scikit-learn xgboost-cpu matplotlib mlxtend tqdm fastapi uvicorn pydantic pydantic-settings "
+         "httpx psutil pytest hypothesis torch").split()
+print(", ".join(f"{name} {m.version(name)}" for name in names))
+PY
+    python3 -m pytest -m "not slow" -q -p no:cacheprovider ${FHE_PY312_TESTS:-tests} 2>&1 | tee -a "$out/py312-tests.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+fi
+
 if has bench; then
     echo "==> benchmarks"
     python3 scripts/bench.py --device cuda --json "$out/bench.jsonl" --markdown "$out/bench-gpu.md"
@@ -74,6 +92,8 @@ if has apps; then
         --json "$out/apps.jsonl" --markdown "$out/bench-apps.md"
     python3 scripts/bench_helr.py --device cuda --iterations 30 ${data:+--mnist "$data/mnist"} \
         --json "$out/apps.jsonl" --markdown "$out/bench-helr.md"
+    python3 scripts/bench_wire.py --device cuda ${data:+--idash "$data/idash2020_sabanci_xgb" --islp "$data/srbct_khan2001"} \
+        --json "$out/wire.jsonl" | tee "$out/bench-wire.txt"
 fi
 
 if has demo; then

@@ -19,13 +19,31 @@ one batch. Then:
 
 It prints a Markdown report (throughput, latency percentiles, errors, RSS first/max/last and
 its drift, request/response bytes) for docs/benchmarks.md.
+
+``--mix`` (the soak) instead mixes, for ``--duration`` seconds, predictions with uploads
+(declare, parts, complete; the same few key sets again and again, by two tenants, so that
+"ready at once", shared blobs and deletes of what another request is sending or completing
+all happen) and deletes, on ``--clients`` threads::
+
+    python scripts/loadtest.py --mix --duration 1800 --clients 8 --preset BFVN11QP335L4D5T20Insecure
+
+Every answer must be one that the request can correctly get under concurrent deletes (a part
+or a completion of a deleted upload: 404; a delete of one being completed: 409); anything else,
+a 5xx above all, is an error. It prints JSON lines: one every ``--report-every`` seconds
+(requests by action and status, errors, the server's RSS), then a summary: the RSS at the end
+of the warm-up (``--warmup`` seconds) against the end, and a check of the data directory once
+the load has stopped (every ready upload has its blob, no blob without a row naming it, no
+stray part folder or temporary file). Exit status 1 on any error.
 """
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import platform
+import random
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -50,10 +68,11 @@ from apps.xgboost.export import HEForest, export_booster  # noqa: E402
 from apps.xgboost.plan import PublicModel  # noqa: E402
 from apps.xgboost.server import ForestEvaluator  # noqa: E402
 from apps.xgboost.twin import predict_forest  # noqa: E402
+from fhe_core import bfv, rlwe  # noqa: E402
 from fhe_core.params import preset  # noqa: E402
-from fhe_core.serialize import dumps_many, loads_many  # noqa: E402
+from fhe_core.serialize import dumps, dumps_many, loads_many  # noqa: E402
 from fhe_core.rlwe import Ciphertext  # noqa: E402
-from server.client import ServiceClient  # noqa: E402
+from server.client import Manifest, ServiceClient  # noqa: E402
 from server.db import Database  # noqa: E402
 from server.embedded import free_port, serve_subprocess  # noqa: E402
 from server.tenants import create_token  # noqa: E402
@@ -150,6 +169,189 @@ def load(url: str, token: str, model: str, keyset: str, body: bytes, client: For
     return [x for per in latencies for x in per], errors, rss, time.monotonic() - t0
 
 
+class MixedLoad:
+    """Threads mixing predictions, uploads and deletes against one server (``--mix``). Client
+    ``i`` belongs to tenant ``i % 2``; every third client predicts, the others upload and delete
+    at random, as often one as the other (so few rows stay), each tenant with two or more such
+    clients (``--clients`` >= 6) deleting what the other is sending or completing."""
+
+    # the statuses a request may correctly get while other requests delete what it works on
+    EXPECTED = {"predict": {200}, "declare": {201}, "part": {200, 404}, "complete": {200, 404},
+                "delete": {204, 404, 409}}
+
+    def __init__(self, url: str, keysets: dict[str, str], model: str, body: bytes, check_answer,
+                 blobs: list[tuple[dict, bytes]], part_bytes: int):
+        """``keysets``: each tenant's token and its key set for the model (never deleted)."""
+        self.url, self.keysets, self.model, self.body = url, keysets, model, body
+        self.tokens = list(keysets)
+        self.check_answer, self.blobs, self.part_bytes = check_answer, blobs, part_bytes
+        self.lock = threading.Lock()
+        self.counts: collections.Counter[tuple[str, int]] = collections.Counter()
+        self.errors: list[str] = []
+        self.uploads: dict[str, list[str]] = {token: [] for token in self.tokens}  # ids another thread may delete
+
+    def run(self, clients: int, duration: float) -> threading.Thread:
+        """Start the client threads (they stop after ``duration`` seconds); returns a joiner."""
+        deadline = time.monotonic() + duration
+        threads = [threading.Thread(target=self._client, args=(i, deadline), daemon=True) for i in range(clients)]
+        for t in threads:
+            t.start()
+        joiner = threading.Thread(target=lambda: [t.join() for t in threads])
+        joiner.start()
+        return joiner
+
+    def snapshot(self) -> tuple[dict[str, dict[int, int]], int]:
+        with self.lock:
+            by_action: dict[str, dict[int, int]] = collections.defaultdict(dict)
+            for (action, status), n in sorted(self.counts.items()):
+                by_action[action][status] = n
+            return dict(by_action), len(self.errors)
+
+    def _client(self, i: int, deadline: float) -> None:
+        token = self.tokens[i % len(self.tokens)]
+        rng = random.Random(i)
+        with httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=120) as http:
+            first_prediction = True
+            while time.monotonic() < deadline:
+                action = "predict" if i % 3 == 0 else rng.choice(("upload", "delete"))
+                try:
+                    if action == "predict":
+                        response = self._call(http, "predict", "POST", "/predictions", content=self.body,
+                                              params={"model": self.model, "keyset": self.keysets[token]},
+                                              headers={"Content-Type": "application/octet-stream"})
+                        if response is not None and first_prediction:  # one decrypted check per client
+                            self._check(response.content, f"client {i}")
+                            first_prediction = False
+                    elif action == "upload":
+                        self._upload(http, token, *rng.choice(self.blobs))
+                    else:
+                        self._delete(http, token, rng)
+                except httpx.HTTPError as exc:
+                    self._error(f"client {i} {action}: {type(exc).__name__}: {exc}")
+
+    def _upload(self, http: httpx.Client, token: str, manifest: dict, blob: bytes) -> None:
+        status = self._call(http, "declare", "POST", "/keysets", json=manifest)
+        if status is None:
+            return
+        status = status.json()
+        with self.lock:
+            self.uploads[token].append(status["id"])
+        for n in status["missing_parts"]:
+            data = blob[n * self.part_bytes:(n + 1) * self.part_bytes]
+            response = self._call(http, "part", "PUT", f"/keysets/{status['id']}/parts/{n}", content=data,
+                                  headers={"Content-Type": "application/octet-stream"})
+            if response is None or response.status_code != 200:
+                return  # deleted meanwhile
+        if status["state"] != "ready":
+            self._call(http, "complete", "POST", f"/keysets/{status['id']}/complete")
+
+    def _delete(self, http: httpx.Client, token: str, rng: random.Random) -> None:
+        with self.lock:
+            pool = self.uploads[token]
+            if not pool:
+                return
+            # half the time the newest: most likely one whose parts are arriving or that is completing
+            upload = pool.pop(-1 if rng.random() < 0.5 else rng.randrange(len(pool)))
+        response = self._call(http, "delete", "DELETE", f"/keysets/{upload}")
+        if response is not None and response.status_code == 409:  # being completed: delete it later
+            with self.lock:
+                self.uploads[token].append(upload)
+
+    def _call(self, http: httpx.Client, action: str, method: str, url: str, **kwargs) -> httpx.Response | None:
+        """One request, counted; None (and an error) if its status is not one it may get."""
+        response = http.request(method, url, **kwargs)
+        with self.lock:
+            self.counts[action, response.status_code] += 1
+        if response.status_code not in self.EXPECTED[action]:
+            self._error(f"{action} {method} {url}: HTTP {response.status_code} {response.text[:200]}")
+            return None
+        return response
+
+    def _check(self, answer: bytes, where: str) -> None:
+        try:
+            self.check_answer(answer)
+        except Exception as exc:  # a wrong answer, reported as an error of the run
+            self._error(f"{where}: {exc}")
+
+    def _error(self, message: str) -> None:
+        with self.lock:
+            self.errors.append(message)
+
+
+def churn_blobs(params, variants: int, part_bytes: int) -> list[tuple[dict, bytes]]:
+    """``variants`` key sets (the relinearization key of a fresh secret key each) for the
+    upload churn, as their manifests and bytes."""
+    ctx = bfv.BFVContext(params)
+    blobs = []
+    for _ in range(variants):
+        blob = dumps(rlwe.gen_eval_keys(ctx.rlwe, rlwe.gen_secret_key(ctx.rlwe)))
+        manifest = Manifest.of(blob, part_bytes)
+        blobs.append(({"params": params.literal.to_dict(), "parts": manifest.parts, "sha256": manifest.sha256,
+                       "size": manifest.size}, blob))
+    return blobs
+
+
+def data_dir_check(data_dir: Path) -> dict[str, int]:
+    """Once the load has stopped: stored state that contradicts the database."""
+    with sqlite3.connect(f"file:{data_dir / 'server.sqlite3'}?mode=ro", uri=True) as db:
+        ready = {sha for (sha,) in db.execute("SELECT sha256 FROM uploads WHERE state = 'ready'")}
+        named = {sha for (sha,) in db.execute("SELECT sha256 FROM uploads UNION SELECT blob FROM models "
+                                              "UNION SELECT result_blob FROM jobs WHERE result_blob IS NOT NULL")}
+        uploading = {uid for (uid,) in db.execute("SELECT id FROM uploads WHERE state = 'uploading'")}
+        states = dict(db.execute("SELECT state, COUNT(*) FROM uploads GROUP BY state").fetchall())
+    stored = {p.name for p in (data_dir / "blobs").glob("*/*")}
+    return {"ready_without_blob": len(ready - stored), "blobs_no_row_names": len(stored - named),
+            "stray_part_folders": sum(p.name not in uploading for p in (data_dir / "parts").glob("*")),
+            "tmp_files": sum(1 for _ in (data_dir / "tmp").glob("*")),
+            **{f"uploads_{state}": n for state, n in states.items()}}
+
+
+def mixed(url: str, data_dir: Path, proc: subprocess.Popen, keysets: dict[str, str], model: str, body: bytes,
+          check_answer, blobs: list[tuple[dict, bytes]], args) -> list[dict]:
+    """Run the mixed load; print (and return) its JSON lines."""
+    lines: list[dict] = []
+
+    def emit(line: dict) -> None:
+        lines.append(line)
+        print(json.dumps(line), flush=True)
+
+    process = psutil.Process(proc.pid)
+    load = MixedLoad(url, keysets, model, body, check_answer, blobs, args.part_bytes)
+    rss: list[tuple[float, float]] = []
+    t0 = time.monotonic()
+    joiner = load.run(args.clients, args.duration)
+    next_report = args.report_every
+    while joiner.is_alive():
+        joiner.join(1.0)
+        t = time.monotonic() - t0
+        rss.append((t, process.memory_info().rss / 2**20))
+        if t >= next_report or not joiner.is_alive():
+            requests, errors = load.snapshot()
+            emit({"t_s": round(t, 1), "rss_mib": round(rss[-1][1], 1), "errors": errors, "requests": requests})
+            next_report += args.report_every
+    wall = time.monotonic() - t0
+
+    def median_rss(start: float, end: float) -> float:
+        window = [r for t, r in rss if start <= t <= end] or [rss[-1][1]]
+        return round(statistics.median(window), 1)
+
+    warm = median_rss(args.warmup - 10, args.warmup)
+    end = median_rss(wall - 10, wall)
+    check = data_dir_check(data_dir)
+    broken = {k: v for k, v in check.items() if not k.startswith("uploads_") and v}
+    requests, errors = load.snapshot()
+    first_errors = load.errors[:5] + ([f"data directory: {broken}"] if broken else [])
+    emit({"summary": True, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "host": platform.node(),
+          "cpus": os.cpu_count(), "device": args.device, "preset": args.preset, "clients": args.clients,
+          "duration_s": round(wall, 1), "requests": requests,
+          "requests_total": sum(n for by_status in requests.values() for n in by_status.values()),
+          "errors": errors + len(broken), "first_errors": first_errors,
+          "rss_mib": {"warm_up_end": warm, "end": end, "growth_after_warm_up_pct": round(100 * (end / warm - 1), 1),
+                      "max": round(max(r for _, r in rss), 1), "warmup_s": args.warmup},
+          "data_dir": check})
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=16)
@@ -158,10 +360,20 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=64, help="samples per request (one batch)")
     parser.add_argument("--repeat", type=int, default=20, help="sequential runs for the overhead medians")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--json", type=Path, help="also write the numbers as JSON")
+    parser.add_argument("--json", type=Path, help="also write the numbers as JSON (--mix: the JSON lines)")
+    parser.add_argument("--mix", action="store_true", help="the soak: predictions, uploads and deletes mixed")
+    parser.add_argument("--warmup", type=float, default=None,
+                        help="--mix: seconds before the RSS baseline (default: a fifth of --duration, at most 300)")
+    parser.add_argument("--report-every", type=float, default=30.0, help="--mix: seconds between JSON lines")
+    parser.add_argument("--part-bytes", type=int, default=64 << 10, help="--mix: part size of the churned uploads")
+    parser.add_argument("--variants", type=int, default=2, help="--mix: distinct key sets the churn uploads")
     args = parser.parse_args()
     if args.clients < 1 or args.duration <= 0 or args.samples < 1:
         parser.error("--clients, --duration and --samples must be positive")
+    if args.warmup is None:
+        args.warmup = min(args.duration / 5, 300.0)
+    if not 10 <= args.warmup < args.duration or args.report_every <= 0 or args.part_bytes < 1 or args.variants < 1:
+        parser.error("--warmup must be >= 10 s and below --duration; --report-every, --part-bytes, --variants > 0")
 
     insecure = args.preset.endswith("Insecure")
     params = preset(args.preset, allow_insecure=insecure)
@@ -169,7 +381,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="fhe-loadtest-") as tmp:
         data_dir = Path(tmp)
         db = Database(data_dir / "server.sqlite3")
-        tokens = {"admin": create_token(db, "admin", admin=True), "load": create_token(db, "load")}
+        tokens = {"admin": create_token(db, "admin", admin=True), "load": create_token(db, "load"),
+                  "other": create_token(db, "other")}
         db.close()
         port = free_port()
         url = f"http://127.0.0.1:{port}"
@@ -187,12 +400,29 @@ def main() -> int:
                 body = dumps_many(cts)
                 expected = predict_forest(forest, forest.binning.encode(x)).scores
                 answer = dumps_many(api.predict("load", keyset, cts, client.params))
-                local_s, http_s, ratio = overhead(api, "load", keyset, client, keys, forest, cts, args.repeat)
-            latencies, errors, rss, wall = load(url, tokens["load"], "load", keyset, body, client, args.samples,
-                                                expected, args.clients, args.duration, proc.pid)
+                if args.mix:
+                    with ServiceClient(url, tokens["other"], progress=False) as other:
+                        keysets = {tokens["load"]: keyset, tokens["other"]: other.register_keys(keys, client.params)}
+
+                    def check_answer(content: bytes) -> None:
+                        cts = loads_many(content, client.params, expect=Ciphertext)
+                        if not np.array_equal(client.decrypt_scores(cts, args.samples), expected):
+                            raise AssertionError("decrypted scores differ from the twin's")
+
+                    lines = mixed(url, data_dir, proc, keysets, "load", body, check_answer,
+                                  churn_blobs(client.params, args.variants, args.part_bytes), args)
+                else:
+                    local_s, http_s, ratio = overhead(api, "load", keyset, client, keys, forest, cts, args.repeat)
+            if not args.mix:
+                latencies, errors, rss, wall = load(url, tokens["load"], "load", keyset, body, client, args.samples,
+                                                    expected, args.clients, args.duration, proc.pid)
         finally:
             proc.terminate()
             proc.wait(30)
+    if args.mix:
+        if args.json:
+            args.json.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        return 1 if lines[-1]["errors"] else 0
 
     rss_mb = [r / 2**20 for _, r in rss]
     settle = [r for t, r in zip((t for t, _ in rss), rss_mb) if t >= min(30.0, args.duration / 5)] or rss_mb

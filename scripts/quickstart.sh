@@ -13,7 +13,11 @@
 #   FHE_VENV=path          virtual environment to use or create (default .venv)
 #   FHE_TORCH_SPEC=spec    pip requirement for torch when the environment has none
 #                          (default torch==2.13.0)
-#   FHE_CORE_CUDA=auto|0|1 build the CUDA kernels when nvcc is found (auto), never, or always
+#   FHE_CORE_CUDA=auto|0|1 build the CUDA kernels when nvcc is found (auto), never (0: a machine
+#                          without a GPU), or always (1: a missing toolkit is an error; CI)
+#
+# The extension is built only when its inputs changed since the last successful build in this
+# environment (scripts/extension_stamp.py).
 #   MAX_JOBS=n             parallel compile jobs
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,14 +35,28 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 py="$venv/bin/python"
 
-echo "==> installing build tools and torch"
-"$py" -m pip install -q --disable-pip-version-check --upgrade pip "setuptools>=64" wheel ninja
-if ! "$py" -c "import torch" 2>/dev/null; then
-    "$py" -m pip install -q --disable-pip-version-check "${FHE_TORCH_SPEC:-torch==2.13.0}"
+# The build (and the dependencies' install) runs only when the key of its inputs (sources,
+# setup.py, pyproject.toml, torch, the CUDA choice: scripts/extension_stamp.py) differs from the
+# one stored after the last successful build in this environment.
+stamp="$venv/.fhe_core-build-key"
+key=""
+if [ -f "$stamp" ] && ls fhe_core/_C*.so >/dev/null 2>&1; then
+    key="$("$py" scripts/extension_stamp.py 2>/dev/null || true)"  # no torch: build
 fi
+if [ -n "$key" ] && [ "$key" = "$(cat "$stamp")" ]; then
+    echo "==> fhe_core is up to date (sources, torch and CUDA choice unchanged since its last build)"
+else
+    echo "==> installing build tools and torch"
+    "$py" -m pip install -q --disable-pip-version-check --upgrade pip "setuptools>=77.0.3" wheel ninja
+    if ! "$py" -c "import torch" 2>/dev/null; then
+        "$py" -m pip install -q --disable-pip-version-check "${FHE_TORCH_SPEC:-torch==2.13.0}"
+    fi
 
-echo "==> building fhe_core (CPU kernels; CUDA kernels too when nvcc is present)"
-"$py" -m pip install -q --disable-pip-version-check --no-build-isolation -e ".[test]"
+    echo "==> building fhe_core (CPU kernels; CUDA kernels too when nvcc is present, unless FHE_CORE_CUDA=0)"
+    rm -f "$stamp"  # a failed build leaves no key behind
+    "$py" -m pip install -q --disable-pip-version-check --no-build-isolation -e ".[test]"
+    "$py" scripts/extension_stamp.py > "$stamp"
+fi
 
 # The SRBCT profiles come from the islp package's wheel on PyPI, read as a zip (the package itself
 # pulls in a large stack, so it is not installed); --islp DIR|WHEEL overrides it.

@@ -1,7 +1,7 @@
 """Command line of the service (administration happens here, on the server's own machine)::
 
     python -m server [serve] [--host 127.0.0.1 --port 8000 --data-dir DIR --device cuda]
-    python -m server create-token TENANT [--admin]       prints a new bearer token once
+    python -m server create-token TENANT [--admin] [--ttl SECONDS]   prints a new bearer token once
     python -m server revoke-tokens TENANT
     python -m server add-model NAME --model forest.bin --params params.json|--preset NAME [--replace]
 
@@ -42,7 +42,7 @@ def _create_token(args: argparse.Namespace) -> None:
     from server.tenants import create_token
 
     settings = _settings(args)
-    print(create_token(Database(settings.db_path), args.tenant, admin=args.admin))
+    print(create_token(Database(settings.db_path), args.tenant, admin=args.admin, ttl_s=args.ttl))
 
 
 def _revoke(args: argparse.Namespace) -> None:
@@ -89,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     token = sub.add_parser("create-token", parents=[common], help="print a new bearer token for a tenant")
     token.add_argument("tenant")
     token.add_argument("--admin", action="store_true", help="the tenant may add and remove models")
+    token.add_argument("--ttl", type=float, default=None, metavar="SECONDS",
+                       help="the token expires this many seconds from now (default: never)")
     token.set_defaults(run=_create_token)
 
     revoke = sub.add_parser("revoke-tokens", parents=[common], help="delete every token of a tenant")

@@ -101,7 +101,7 @@ class HELRTraining:
 
     def check_dataset(self, config: Any, dataset_info: dict[str, Any]) -> None:
         """The dataset must be packed for this config: its batch size, block count and width."""
-        expected_blocks = config.schedule(dataset_info["samples"]).n_blocks
+        expected_blocks = config.n_blocks(dataset_info["samples"])
         problems = []
         if dataset_info["batch_size"] != config.batch_size:
             problems.append(f"batch size {dataset_info['batch_size']} (config: {config.batch_size})")
@@ -159,7 +159,8 @@ class HELRTraining:
 
 class HELRSession:
     """A running HELR job (:class:`server.worker.TrainingSession`); the result is the encrypted
-    weights w as one serialized CKKS ciphertext."""
+    weights w as one serialized CKKS ciphertext, at level 0 (what the client needs, see
+    ``EncryptedHELRTrainer.for_client``), as are the checkpoints its owner downloads."""
 
     def __init__(self, trainer: Any):
         self.trainer = trainer
@@ -174,5 +175,8 @@ class HELRSession:
     def checkpoint(self) -> bytes:
         return self.trainer.checkpoint()
 
+    def client_checkpoint(self) -> bytes:
+        return self.trainer.client_checkpoint()
+
     def result(self) -> bytes:
-        return dumps(self.trainer.weights)
+        return dumps(self.trainer.for_client(self.trainer.weights), packed=True)

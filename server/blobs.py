@@ -2,7 +2,8 @@
 
 Every file is written to a temporary name in the same file system, flushed to disk, then
 renamed into place, so a blob path either holds the full verified content or does not exist
-(a kill -9 leaves at most a stray temporary file, removed at the next start).
+(a kill -9 leaves at most a stray temporary file, removed when the server next starts).
+A blob goes when the last row naming it goes (:meth:`BlobStore.release`).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import anyio
 
+from server.db import Database
 from server.errors import BadRequestError, HashMismatchError, PayloadTooLargeError, RequestTimeoutError
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -55,9 +57,7 @@ class BlobStore:
         if target.is_file():
             tmp_file.unlink(missing_ok=True)
             return target
-        target.parent.mkdir(exist_ok=True)
-        os.replace(tmp_file, target)
-        _fsync_dir(target.parent)
+        move_into_place(tmp_file, target)
         return target
 
     def put_bytes(self, data: bytes) -> str:
@@ -76,11 +76,15 @@ class BlobStore:
     def read_bytes(self, sha256: str) -> bytes:
         return self.path(sha256).read_bytes()
 
-    def delete(self, sha256: str) -> None:
-        self.path(sha256).unlink(missing_ok=True)
+    def release(self, db: Database, sha256: str) -> None:
+        """Call inside a write transaction of ``db`` that removed a row naming the blob: once it
+        commits, the file goes if no row names it any more (see :mod:`server.db`)."""
+        if not db.blob_is_named(sha256):
+            db.on_commit(lambda: self.path(sha256).unlink(missing_ok=True))
 
     def clear_tmp(self) -> None:
-        """Drop temporary files a previous run left behind (called once at start-up)."""
+        """Drop the unverified temporary files a previous run left behind (only the process that
+        serves the data directory does, at start-up: another one's uploads may be in flight)."""
         for entry in self.tmp.iterdir():
             if entry.is_dir():
                 shutil.rmtree(entry, ignore_errors=True)
@@ -127,6 +131,16 @@ async def receive_to_file(chunks: AsyncIterator[bytes], target: Path, *, limit: 
     except BaseException:
         target.unlink(missing_ok=True)
         raise
+
+
+def move_into_place(source: Path, target: Path) -> None:
+    """Rename a flushed file to ``target`` (same file system; its folder is made if missing)
+    and make the rename durable."""
+    if not target.parent.is_dir():
+        target.parent.mkdir(exist_ok=True)
+        _fsync_dir(target.parent.parent)
+    os.replace(source, target)
+    _fsync_dir(target.parent)
 
 
 def _flush(f) -> None:

@@ -9,6 +9,11 @@ half (``ForestClient``, ``HELRClient``), which it is given and never serializes.
     job = api.train(config, keyset, dataset); api.wait(job)          # progress bar: iteration i of n
     w = helr_client.decrypt_weights(api.download_model(job, params))
 
+What travels, and what it costs, is counted in ``api.traffic`` (:class:`Traffic`): request and
+response bodies in bytes, the seconds spent inside HTTP calls, the seconds this client spent
+serializing, and the seconds the server reports for its own work (``Server-Timing``); take a
+``snapshot()`` before a step and ``since()`` it after.
+
 Uploads: the serialized object is cut into parts (``part_bytes``, default 8 MiB); the manifest
 (every part's SHA-256 and size, and the whole's) is declared first, then each missing part is
 PUT. A dropped connection is retried (``retries``) and, failing that, the next call with the
@@ -18,11 +23,14 @@ the parts the server lacks.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import os
+import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +63,28 @@ class JobFailedError(FHEError):
         self.job_id, self.state, self.reason = job_id, state, reason
 
 
+@dataclass
+class Traffic:
+    """What this client's HTTP calls moved and cost (totals since the client was made)."""
+
+    requests: int = 0
+    sent: int = 0              # request body bytes
+    received: int = 0          # response body bytes
+    seconds: float = 0.0       # wall time inside HTTP calls (transfer and the server's work)
+    serialize_seconds: float = 0.0  # this client writing what it sends and reading what it gets
+    server_seconds: float = 0.0     # the server's own work, as its Server-Timing headers report it
+
+    def snapshot(self) -> Traffic:
+        return dataclasses.replace(self)
+
+    def since(self, earlier: Traffic) -> Traffic:
+        """What happened between ``earlier`` (a snapshot) and now."""
+        return Traffic(**{f.name: getattr(self, f.name) - getattr(earlier, f.name) for f in dataclasses.fields(self)})
+
+
+_SERVER_TIMING = re.compile(r"dur=([0-9.]+)")
+
+
 @dataclass(frozen=True)
 class Manifest:
     """Part hashes and sizes of a blob, and the whole's hash and size."""
@@ -79,6 +109,7 @@ class ServiceClient:
         if part_bytes < 1:
             raise ValueError("part_bytes must be >= 1")
         self.part_bytes, self.retries, self.progress = part_bytes, retries, progress
+        self.traffic = Traffic()
         self._limits: dict[str, int] | None = None
         self.http = httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {token}"},
                                  timeout=timeout, transport=transport)
@@ -95,7 +126,16 @@ class ServiceClient:
     # ---- plumbing ------------------------------------------------------------------------
 
     def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
-        response = self.http.request(method, url, **kwargs)
+        start = time.perf_counter()
+        try:
+            response = self.http.request(method, url, **kwargs)
+        finally:
+            self.traffic.seconds += time.perf_counter() - start
+        self.traffic.requests += 1
+        self.traffic.sent += int(response.request.headers.get("content-length", 0))
+        self.traffic.received += len(response.content)
+        self.traffic.server_seconds += sum(float(d) for d in _SERVER_TIMING.findall(
+            response.headers.get("server-timing", ""))) / 1e3
         if response.is_error:
             try:
                 body = response.json()
@@ -104,6 +144,14 @@ class ServiceClient:
                 error, detail = "HTTPError", response.text
             raise APIError(response.status_code, str(error), str(detail))
         return response
+
+    @contextmanager
+    def _serializing(self) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.traffic.serialize_seconds += time.perf_counter() - start
 
     def _json(self, method: str, url: str, **kwargs: Any) -> Any:
         return self._request(method, url, **kwargs).json()
@@ -157,7 +205,7 @@ class ServiceClient:
 
     # ---- key sets ----------------------------------------------------------------------------
 
-    def register_keys(self, keys: EvalKeySet | str | os.PathLike, params: Params, *, packed: bool = False) -> str:
+    def register_keys(self, keys: EvalKeySet | str | os.PathLike, params: Params, *, packed: bool = True) -> str:
         """Upload evaluation keys (never a secret key) in parts; returns the key-set id. The
         same keys uploaded again, or an interrupted upload repeated, send only missing parts.
 
@@ -173,7 +221,9 @@ class ServiceClient:
         if isinstance(keys, SecretKey) or not isinstance(keys, EvalKeySet):
             raise TypeError(f"register_keys takes an EvalKeySet, not {type(keys).__name__}: "
                             "the secret key never leaves the client")
-        return self._upload("keyset", dumps(keys, packed=packed), params, desc="keys")["id"]
+        with self._serializing():
+            blob = dumps(keys, packed=packed)
+        return self._upload("keyset", blob, params, desc="keys")["id"]
 
     def keyset_status(self, keyset_id: str, model: str | None = None) -> dict[str, Any]:
         return self._json("GET", f"/keysets/{keyset_id}", params={"model": model} if model else None)
@@ -209,10 +259,14 @@ class ServiceClient:
                                 "model_b64": base64.b64encode(model).decode(), "width": width})
 
     def predict(self, model: str, keyset_id: str, cts: Sequence[Ciphertext], params: Params) -> list[Ciphertext]:
-        """Encrypted scores of a batch of ciphertexts (sent and received as ``dumps_many``)."""
+        """Encrypted scores of a batch of ciphertexts (sent and received as ``dumps_many``: fresh
+        secret-key ciphertexts seeded, residues packed)."""
+        with self._serializing():
+            body = dumps_many(cts, packed=True)
         response = self._request("POST", "/predictions", params={"model": model, "keyset": keyset_id},
-                                 content=dumps_many(cts), headers={"Content-Type": "application/octet-stream"})
-        return loads_many(response.content, params, expect=Ciphertext)
+                                 content=body, headers={"Content-Type": "application/octet-stream"})
+        with self._serializing():
+            return loads_many(response.content, params, expect=Ciphertext)
 
     def predict_scores(self, model: str, keyset_id: str, forest_client: Any, x: Any):
         """Encrypt ``x`` with the ForestClient, predict on the server, decrypt locally:
@@ -225,7 +279,8 @@ class ServiceClient:
 
     def upload_dataset(self, dataset: Any, params: Params) -> str:
         """Upload an encrypted dataset (its ``to_bytes()``, or the bytes) in parts; returns its id."""
-        blob = dataset if isinstance(dataset, (bytes, bytearray)) else dataset.to_bytes()
+        with self._serializing():
+            blob = dataset if isinstance(dataset, (bytes, bytearray)) else dataset.to_bytes()
         return self._upload("dataset", bytes(blob), params, desc="dataset")["id"]
 
     def train(self, config: Any, keyset_id: str, dataset_id: str) -> str:
@@ -271,7 +326,9 @@ class ServiceClient:
 
     def download_model(self, job_id: str, params: Params) -> Any:
         """The encrypted trained model of a succeeded job (a ciphertext, to decrypt locally)."""
-        return loads(self._request("GET", f"/jobs/{job_id}/result").content, params)
+        content = self._request("GET", f"/jobs/{job_id}/result").content
+        with self._serializing():
+            return loads(content, params)
 
 
 def _json_object(text: str) -> dict[str, Any]:

@@ -6,9 +6,9 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from server.errors import AuthenticationError, ForbiddenError, PayloadTooLargeError
+from server.errors import AuthenticationError, ForbiddenError
 from server.service import Service
-from server.tenants import Tenant, tenant_for_token
+from server.tenants import Tenant
 
 _bearer = HTTPBearer(auto_error=False, description="a token from `python -m server create-token`")
 
@@ -20,11 +20,14 @@ def get_service(request: Request) -> Service:
 ServiceDep = Annotated[Service, Depends(get_service)]
 
 
-def current_tenant(service: ServiceDep,
-                   credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Tenant:
-    if credentials is None or credentials.scheme.lower() != "bearer":
+def current_tenant(request: Request,
+                   _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Tenant:
+    """The tenant :class:`server.gate.RequestGate` authenticated before the body was read (the
+    bearer scheme is declared here for the OpenAPI document)."""
+    tenant = request.scope.get("state", {}).get("tenant")
+    if tenant is None:  # an app without the gate
         raise AuthenticationError("missing bearer token (Authorization: Bearer <token>)")
-    return tenant_for_token(service.db, credentials.credentials)
+    return tenant
 
 
 TenantDep = Annotated[Tenant, Depends(current_tenant)]
@@ -39,16 +42,9 @@ def admin_tenant(tenant: TenantDep) -> Tenant:
 AdminDep = Annotated[Tenant, Depends(admin_tenant)]
 
 
-async def read_body(request: Request, limit: int) -> bytearray:
-    """The whole body (one buffer, no second copy), refused with 413 as soon as it passes
-    ``limit`` (the declared Content-Length is checked first, so an honest oversized request is
-    refused unread)."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLargeError(f"body of {declared} bytes exceeds the limit of {limit}")
+async def read_body(request: Request) -> bytearray:
+    """The whole body in one buffer (no second copy); the gate has bounded it."""
     body = bytearray()
     async for chunk in request.stream():
-        if len(body) + len(chunk) > limit:
-            raise PayloadTooLargeError(f"body exceeds the limit of {limit} bytes")
         body += chunk
     return body

@@ -6,9 +6,12 @@ here by class, most specific first. The body is always ``{"error": <type name>, 
 """
 from __future__ import annotations
 
+from http import HTTPStatus
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from fhe_core.errors import (
     FHEError, LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError, ScaleMismatchError,
@@ -113,7 +116,9 @@ def error_body(exc: BaseException) -> dict[str, str]:
 
 
 def install_handlers(app: FastAPI) -> None:
-    """FHEError -> its status with the JSON body; request validation -> 422 in the same shape."""
+    """Every non-2xx answer in one shape, ``{"error", "detail": str}``: FHEError -> its status;
+    request validation -> 422; the framework's own answers (unknown route 404, 405, a body that
+    does not parse 400) keep their status; anything unexpected -> 500."""
 
     @app.exception_handler(FHEError)
     async def _fhe_error(_: Request, exc: FHEError) -> JSONResponse:
@@ -123,3 +128,13 @@ def install_handlers(app: FastAPI) -> None:
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
         return JSONResponse({"error": "RequestValidationError", "detail": problems}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        name = HTTPStatus(exc.status_code).phrase.title().replace(" ", "").replace("-", "")
+        return JSONResponse({"error": name, "detail": str(exc.detail)}, status_code=exc.status_code,
+                            headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def _server_error(_: Request, exc: Exception) -> JSONResponse:  # logged by the server as well
+        return JSONResponse({"error": "InternalServerError", "detail": "internal server error"}, status_code=500)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fhe_core.params import Params
@@ -40,6 +42,19 @@ class ModelKind(Protocol):
     def evaluator(self, model: bytes, params: Params, keys: EvalKeySet, public: dict[str, Any]) -> Any:
         """An object with ``evaluate(list[Ciphertext]) -> list[Ciphertext]`` for the layout the
         public description (what :meth:`check` returned) promised the clients."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A prediction's answer (``dumps_many`` bytes) and the server's seconds on it: reading the
+    batch (``loads_many``: unpacking, seed expansion, checks, on the device), evaluating, writing."""
+
+    body: bytes
+    seconds: dict[str, float]
+
+    def server_timing(self) -> str:
+        """The W3C ``Server-Timing`` header value (durations in milliseconds)."""
+        return ", ".join(f"{name};dur={1e3 * value:.3f}" for name, value in self.seconds.items())
 
 
 class ModelRegistry:
@@ -94,7 +109,7 @@ class ModelRegistry:
         return {"relin": bool(relin and not info.get("relin")),
                 "galois_elements": sorted(galois - set(info.get("galois_elements", [])))}
 
-    def predict(self, name: str, keyset: Upload, body: bytes | bytearray) -> bytes:
+    def predict(self, name: str, keyset: Upload, body: bytes | bytearray) -> Prediction:
         """Encrypted scores for a batch of ciphertexts (``dumps_many`` bytes in and out)."""
         row = self.get(name)
         missing = self._missing_keys(row, keyset)
@@ -113,6 +128,11 @@ class ModelRegistry:
         # an evaluator keeps per-call state: one batch at a time per (model, key set). The batch
         # is parsed inside the turn, so a waiting request holds its raw body only, not tensors.
         with lock:
+            start = time.perf_counter()
             cts = loads_many(body, params, expect=Ciphertext, device=settings.device,
                              max_bytes=settings.max_body_bytes, max_count=settings.max_batch)
-            return dumps_many(evaluator.evaluate(cts))
+            read = time.perf_counter()
+            results = evaluator.evaluate(cts)
+            answer = dumps_many(results, packed=True)  # words at the primes' widths; the device waits here
+            done = time.perf_counter()
+        return Prediction(answer, {"read": read - start, "evaluate+write": done - read})

@@ -26,7 +26,7 @@ class UploadCreate(BaseModel):
 
 class UploadStatus(BaseModel):
     id: str
-    state: Literal["uploading", "ready"]
+    state: Literal["uploading", "completing", "ready"]
     params_id: str
     sha256: str
     size: int
@@ -66,11 +66,16 @@ class ModelPublic(BaseModel):
     public: dict[str, Any] = Field(description="what a client needs to encrypt for the model (no tree structure)")
 
 
+# ids the server hands out (``ke_<hex>``, ``da_<hex>``): anything else, a lone surrogate included,
+# is refused before it reaches the database
+UPLOAD_ID = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="an id the server returned")
+
+
 class JobCreate(BaseModel):
     kind: Literal["helr"] = "helr"
     config: dict[str, Any] = Field(description="HELRConfig as a JSON object")
-    keyset: str
-    dataset: str
+    keyset: str = UPLOAD_ID
+    dataset: str = UPLOAD_ID
 
 
 class JobStatus(BaseModel):
@@ -105,3 +110,33 @@ class Limits(BaseModel):
     max_parts: int
     max_body_bytes: int
     max_batch: int
+
+
+class ErrorBody(BaseModel):
+    """Every non-2xx answer: the error's type and a message for people."""
+
+    error: str = Field(description="the error's type, e.g. NotFoundError, PayloadTooLargeError")
+    detail: str = Field(description="what went wrong, in words")
+
+
+_ERROR_MEANINGS = {
+    400: "malformed request: a body that does not parse, a bad manifest or part number, bad base64",
+    401: "missing, malformed, unknown, revoked or expired bearer token",
+    403: "the token is valid but this needs an administrator",
+    404: "no such resource (or another tenant's)",
+    408: "a body arrived too slowly, or the computation took too long",
+    409: "the resource is not in a state that allows this",
+    413: "a body, part or declared size exceeds a limit (GET /limits)",
+    422: "well-formed but unusable: request validation, parameters, keys or model that do not fit",
+    429: "the job queue is full; try again later",
+}
+
+
+# what any route that takes a token may answer: a body or parameter that does not parse (400) or
+# validate (422), the token (401), a missing resource (404), a body over the limit (the gate's 413)
+TENANT_ERRORS = (400, 401, 404, 413, 422)
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for these error statuses, all with the :class:`ErrorBody` schema."""
+    return {code: {"model": ErrorBody, "description": _ERROR_MEANINGS[code]} for code in codes}

@@ -3,9 +3,11 @@ key-set cache and the job worker. Routers reach it through :func:`server.deps.ge
 """
 from __future__ import annotations
 
+import fcntl
 import functools
+import os
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from fhe_core.params import Params, ParamsLiteral
 from fhe_core.rlwe import EvalKeySet
@@ -20,17 +22,26 @@ from server.uploads import Upload, UploadStore
 
 
 class Service:
-    """Everything a request or the worker needs; built by ``create_app`` (or a test)."""
+    """Everything a request or the worker needs; built by ``create_app`` (or a test).
 
-    def __init__(self, settings: Settings):
+    ``owner``: this process serves the data directory (``python -m server serve``, a test's
+    server). It holds the directory's lock (a second server on it is refused) and, at start,
+    clears what the previous run left unfinished: unverified temporary files, completions,
+    abandoned uploads (verified parts stay). Administration commands are not owners: they add
+    rows and never touch files that a running server's requests may be writing.
+    """
+
+    def __init__(self, settings: Settings, *, owner: bool = False):
         self.settings = settings
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         settings.jobs_dir.mkdir(parents=True, exist_ok=True)
+        self._data_dir_lock = _lock_data_dir(settings.data_dir) if owner else None
         self.db = Database(settings.db_path)
         self.blobs = BlobStore(settings.blob_dir, settings.tmp_dir)
-        self.blobs.clear_tmp()  # partial writes of a previous run; verified parts live under tmp/parts
         self.uploads = UploadStore(settings, self.db, self.blobs)
-        self.uploads.expire(settings.upload_ttl_s)
+        if owner:
+            self.blobs.clear_tmp()
+            self.uploads.recover()
         self.keysets: LRUCache[EvalKeySet] = LRUCache(settings.keyset_cache_size)
         # attached by server.app.build_service: the app adapters and the job worker
         self.models: Any = None    # server.models.ModelRegistry
@@ -66,7 +77,11 @@ class Service:
         """The parameters and loaded keys of a ready key set (from the cache when it can)."""
         params = self.params(upload.params_json)
         path = self.uploads.blob_path(upload)
-        return params, self.keysets.get(upload.sha256, lambda: self._load_keyset(path, params))
+        try:
+            return params, self.keysets.get(upload.sha256, lambda: self._load_keyset(path, params))
+        except FileNotFoundError:
+            self.uploads.get(upload.tenant_id, upload.kind, upload.id)  # 404 if deleted since the request read it
+            raise  # a ready row without its blob would be a bug: not the client's to hear as a 404
 
     def _load_keyset(self, path: Path, params: Params) -> EvalKeySet:
         with mapped(path) as view:
@@ -77,6 +92,26 @@ class Service:
         if self.worker is not None:
             self.worker.stop()
         self.db.close()
+        if self._data_dir_lock is not None:
+            self._data_dir_lock.close()
+
+
+def _lock_data_dir(data_dir: Path) -> IO[str]:
+    """Hold an exclusive lock on ``data_dir/server.lock`` while the returned file is open (the
+    kernel drops it when the process ends, kill -9 included); the file names the holder's pid."""
+    lock = open(data_dir / "server.lock", "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        holder = lock.read().strip() or "?"
+        lock.close()
+        raise RuntimeError(f"{data_dir} is served by another process (pid {holder} holds {lock.name}); "
+                           "one server per data directory") from None
+    lock.truncate(0)
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    return lock
 
 
 @functools.lru_cache(maxsize=32)

@@ -53,7 +53,13 @@ class Settings(BaseSettings):
         return self.data_dir / "blobs"
 
     @property
+    def parts_dir(self) -> Path:
+        """Verified parts of unfinished uploads (kept across restarts)."""
+        return self.data_dir / "parts"
+
+    @property
     def tmp_dir(self) -> Path:
+        """Unverified temporary files only (cleared when the server starts)."""
         return self.data_dir / "tmp"
 
     @property

@@ -42,7 +42,9 @@ class TrainingSession(Protocol):
 
     def step(self) -> None: ...
 
-    def checkpoint(self) -> bytes: ...
+    def checkpoint(self) -> bytes: ...         # what the job resumes from
+
+    def client_checkpoint(self) -> bytes: ...  # what its owner downloads (may be smaller)
 
     def result(self) -> bytes: ...
 
@@ -84,22 +86,16 @@ class JobWorker:
         return self.service.settings.jobs_dir / job_id / "checkpoint.bin"
 
     def history_path(self, job_id: str, iteration: int) -> Path:
-        """The checkpoint after ``iteration`` steps, kept for the job's owner (who can decrypt
-        the model of every iteration) when ``settings.keep_checkpoints``."""
+        """The client checkpoint after ``iteration`` steps, kept for the job's owner (who can
+        decrypt the model of every iteration) when ``settings.keep_checkpoints``."""
         return self.service.settings.jobs_dir / job_id / f"iteration-{iteration:06d}.bin"
 
-    def _write_checkpoint(self, job_id: str, data: bytes, iteration: int) -> None:
+    def _write_checkpoint(self, job_id: str, session: TrainingSession) -> None:
         path = self.checkpoint_path(job_id)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if self.service.settings.keep_checkpoints:  # a second name for the same bytes, no copy
-            self.history_path(job_id, iteration).unlink(missing_ok=True)
-            os.link(tmp, self.history_path(job_id, iteration))
-        os.replace(tmp, path)
+        if self.service.settings.keep_checkpoints:  # first: the resume checkpoint never runs ahead of it
+            _write_atomically(self.history_path(job_id, session.iteration), session.client_checkpoint())
+        _write_atomically(path, session.checkpoint())
 
     def _read_checkpoint(self, job_id: str) -> bytes | None:
         path = self.checkpoint_path(job_id)
@@ -146,8 +142,9 @@ class JobWorker:
                     self._finish(job_id, "cancelled")
                     return
                 self._advance(job_id, session, job["iterations"])
-            sha = self.service.blobs.put_bytes(session.result())
-            self._finish(job_id, "succeeded", result_blob=sha)
+            result = session.result()
+            with db.transaction():  # stored and named at once: a delete of a job with the same result waits
+                self._finish(job_id, "succeeded", result_blob=self.service.blobs.put_bytes(result))
         except Exception as exc:  # any failure ends the job with its reason; the worker goes on
             log.warning("job %s failed: %s", job_id, traceback.format_exc())
             self._finish(job_id, "failed", error=f"{type(exc).__name__}: {exc}")
@@ -155,7 +152,7 @@ class JobWorker:
     def _advance(self, job_id: str, session: TrainingSession, iterations: int) -> None:
         start = time.perf_counter()
         session.step()
-        self._write_checkpoint(job_id, session.checkpoint(), session.iteration)
+        self._write_checkpoint(job_id, session)
         elapsed = time.perf_counter() - start
         row = self.service.db.one("SELECT seconds_per_iteration FROM jobs WHERE id = ?", (job_id,))
         previous = row["seconds_per_iteration"] if row else None
@@ -171,3 +168,14 @@ class JobWorker:
         self.service.db.execute("UPDATE jobs SET state = ?, error = ?, result_blob = ?, finished = ? WHERE id = ?",
                                 (state, error, result_blob, now(), job_id))
         self.checkpoint_path(job_id).unlink(missing_ok=True)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """``data`` to ``path`` through a synced temporary file and a rename: the name never points at
+    a partial file."""
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

@@ -24,6 +24,14 @@ def fresh_rng() -> tuple[np.random.Generator, int]:
     return np.random.default_rng(seed), seed
 
 
+def fresh_seed(label: str) -> bytes:
+    """A 32-byte key or encryption seed from the OS; printed with ``label`` so that a failure can
+    be replayed (pass ``bytes.fromhex(...)`` in its place)."""
+    seed = os.urandom(32)
+    print(f"{label} seed = {seed.hex()}")
+    return seed
+
+
 def random_residues(rng: np.random.Generator, primes, shape_prefix=(), n: int = 1024,
                     device="cpu") -> torch.Tensor:
     """Uniform residues ``[*shape_prefix, l, N]`` for the given primes (each < 2^61)."""
@@ -153,3 +161,32 @@ def chacha20_words(key: bytes, nonce: int, count: int) -> list[int]:
         words.extend(chacha20_block(key, block, nonce))
         block += 1
     return words[:count]
+
+
+def chacha20_u64(key: bytes, nonce: int):
+    """The stream as 64-bit words without end: word pair (2i, 2i+1), low word first."""
+    block = 0
+    while True:
+        words = chacha20_block(key, block, nonce)
+        yield from (words[i] | words[i + 1] << 32 for i in range(0, 16, 2))
+        block += 1
+
+
+def fixed_weight_ternary(key: bytes, nonce: int, n: int, h: int) -> list[int]:
+    """A ternary vector with exactly h nonzero entries: Floyd's algorithm picks the support (for
+    j = n-h .. n-1, t uniform in [0, j]; take t unless already taken, else j), each chosen entry
+    +1 when the next 64-bit word is odd, else -1. Uniform integers below b by rejection: words
+    under 2^64 mod b are skipped, so the rest split evenly into b classes."""
+    stream = chacha20_u64(key, nonce)
+
+    def below(bound: int) -> int:
+        word = next(stream)
+        while word < (1 << 64) % bound:
+            word = next(stream)
+        return word % bound
+
+    out = [0] * n
+    for j in range(n - h, n):
+        t = below(j + 1)
+        out[j if out[t] else t] = 1 if next(stream) & 1 else -1
+    return out

@@ -293,7 +293,43 @@ def mutate_record_metadata(rng: random.Random, data: bytes) -> bytes:
     return reseal(bytes(b))
 
 
-RECORD_MUTATORS = (mutate_resealed, mutate_resealed, mutate_record_metadata, mutate_record_metadata)
+def mutate_seeded_ciphertext(rng: random.Random, data: bytes) -> bytes:
+    """One ciphertext record (rlwe or CKKS) moved between its whole and seeded forms, or given
+    another seed, its lengths updated and checksums re-sealed: a whole degree-1 record made seeded
+    (its payload cut to c_0, a random uniform_seed added) or a seeded one given a random seed --
+    both load, c_1 the new seed's expansion -- or the seed dropped (c_1 missing) or the component
+    count changed beside it (both refused)."""
+    offsets = [at for at in _record_offsets(data) if len(data) - at >= _RECORD_HEADER.size
+               and struct.unpack_from("<H", data, at + 10)[0] in (3, 10)]
+    if not offsets:
+        return data
+    at = rng.choice(offsets)
+    meta_len, payload_len = struct.unpack_from("<IQ", data, at + 12)
+    try:
+        meta = json.loads(data[at + 88:at + 88 + meta_len])
+        components = meta["shape"][0]
+    except (ValueError, RecursionError, KeyError, IndexError, TypeError):
+        return data
+    payload = data[at + 88 + meta_len:at + 88 + meta_len + payload_len]
+    choice = rng.random()
+    if choice < 0.6:
+        if "uniform_seed" not in meta and components == 2:
+            payload = payload[:len(payload) // 2]
+        meta["uniform_seed"] = rng.randbytes(32).hex()
+    elif choice < 0.8:
+        meta.pop("uniform_seed", None)
+    else:
+        meta["shape"][0] = rng.choice((1, 3))
+    text = json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    end = at + 88 + meta_len + payload_len
+    b = bytearray(data[:at + 88] + text + payload + data[end:])
+    struct.pack_into("<IQ", b, at + 12, len(text), len(payload))
+    return reseal(bytes(b))
+
+
+RECORD_MUTATORS = (mutate_resealed, mutate_resealed, mutate_record_metadata, mutate_record_metadata,
+                   mutate_seeded_ciphertext)
 
 
 def mutate_prefixed_json(rng: random.Random, data: bytes) -> bytes:
@@ -319,8 +355,11 @@ _RAW_JSON = ("1e999", "-1e999", "NaN", "Infinity", "9" * 5000, "[" * 3000 + "]" 
 
 
 def _paths(value: object, prefix: tuple = ()) -> list[tuple]:
-    """Every path (keys and indices) to a value inside a JSON document, the root included."""
+    """Every path (keys and indices) to a value inside a JSON document, the root included, down to
+    64 levels (Python 3.12's json parses documents nested thousands deep: no recursion past that)."""
     out = [prefix]
+    if len(prefix) >= 64:
+        return out
     if isinstance(value, dict):
         for k, v in value.items():
             out += _paths(v, prefix + (k,))
@@ -487,7 +526,9 @@ def world():
     keys = rlwe.gen_eval_keys(ctx, sk, [rlwe.galois_element_for_rotation(1, params.n)], seed=bytes(32))
     pt = ckks.Encoder(params).encode(np.linspace(-1, 1, params.slots))
     ckks_ct = ckks.Encryptor(params, sk).encrypt(pt, seed=bytes(32))
-    ct = rlwe.Ciphertext(data=ckks_ct.data, level=ckks_ct.level, params_id=ckks_ct.params_id)
+    # a seeded rlwe ciphertext (a fresh secret-key encryption: c_1 from its uniform seed)
+    ct = rlwe.Ciphertext(data=ckks_ct.data, level=ckks_ct.level, params_id=ckks_ct.params_id,
+                         uniform_seed=ckks_ct.uniform_seed)
     return World(params, ctx, sk, rlwe.gen_public_key(ctx, sk, seed=bytes(32)), keys, pt, ct, ckks_ct)
 
 
@@ -535,8 +576,8 @@ def _serialize_corpus() -> list[bytes]:
     w = world()
     objects = [w.params, w.pt, w.ct, w.ckks_ct, w.pk, w.keys.relin_key("fuzz"), w.keys]
     blobs = [serialize.dumps(o) for o in objects]
-    blobs += [serialize.dumps(o, packed=True) for o in (w.ckks_ct, w.keys)]
-    blobs += [serialize.dumps(w.keys, compress=False)]
+    blobs += [serialize.dumps(o, packed=True) for o in (w.ct, w.ckks_ct, w.keys)]
+    blobs += [serialize.dumps(o, compress=False) for o in (w.ct, w.ckks_ct, w.keys)]  # ciphertexts: c_1 in full
     return blobs
 
 
@@ -722,6 +763,20 @@ def _forest_from_bytes(data: bytes) -> object:
     return HEForest.from_bytes(data, max_bytes=MAX_INPUT_BYTES)
 
 
+@functools.cache
+def _private_forest():
+    from apps.xgboost.grid import FixedPointGrid
+    from apps.xgboost.private_forest import PrivateForest
+
+    return PrivateForest.from_forest(_forest(), FixedPointGrid(8, 5))
+
+
+def _private_forest_from_bytes(data: bytes) -> object:
+    from apps.xgboost.private_forest import PrivateForest
+
+    return PrivateForest.from_bytes(data, max_bytes=MAX_INPUT_BYTES)
+
+
 def _public_model_corpus() -> list[bytes]:
     from apps.xgboost.plan import ForestPlan, named_params
 
@@ -854,6 +909,8 @@ def targets() -> dict[str, Target]:
                model, _model_roundtrip("IdashModel"), NPZ_MUTATORS),
         Target("apps.xgboost.export.HEForest.from_bytes", lambda: [_forest().to_bytes()], _forest_from_bytes, model,
                _model_roundtrip("HEForest"), NPZ_MUTATORS),
+        Target("apps.xgboost.private_forest.PrivateForest.from_bytes", lambda: [_private_forest().to_bytes()],
+               _private_forest_from_bytes, model, _model_roundtrip("PrivateForest"), NPZ_MUTATORS),
         Target("apps.xgboost.plan.PublicModel.from_json", _public_model_corpus, _public_model,
                _errors("apps.xgboost.plan:PlanError"), _public_model_roundtrip, (mutate_json_text,)),
         Target("apps.logreg.config.HELRConfig.from_json", _helr_config_corpus, _helr_config,

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import fuzz_targets
-from fhe_core import serialize
+from fhe_core import rlwe, serialize
 from fhe_core.errors import ChecksumError, MetadataError, SerializationError
 from fuzz_targets import FuzzFailure, Target, check
 
@@ -30,6 +31,7 @@ DESERIALIZERS = {
     "apps/xgboost/archive.py:read_archive": "apps.xgboost.archive.read_archive",
     "apps/xgboost/plan.py:IdashModel.from_bytes": "apps.xgboost.plan.IdashModel.from_bytes",
     "apps/xgboost/export.py:HEForest.from_bytes": "apps.xgboost.export.HEForest.from_bytes",
+    "apps/xgboost/private_forest.py:PrivateForest.from_bytes": "apps.xgboost.private_forest.PrivateForest.from_bytes",
     "apps/xgboost/plan.py:PublicModel.from_json": "apps.xgboost.plan.PublicModel.from_json",
     "apps/logreg/config.py:HELRConfig.from_json": "apps.logreg.config.HELRConfig.from_json",
     "apps/logreg/trainer.py:read_checkpoint": "apps.logreg.trainer.read_checkpoint",
@@ -115,6 +117,28 @@ def test_resealed_mutations_pass_the_checksum_and_reach_the_metadata_checks():
         except SerializationError as exc:
             outcomes.add(type(exc))
     assert ChecksumError not in outcomes and MetadataError in outcomes
+
+
+def test_the_seeded_mutator_reaches_the_expansion_and_the_seed_checks():
+    """Whole and seeded ciphertext records moved between their forms and reseeded: some load (c_1
+    the expansion of a random seed, written back seeded), some are refused by the shape and
+    metadata checks."""
+    w = fuzz_targets.world()
+    loads = fuzz_targets.targets()["fhe_core.serialize.loads"]
+    rng = random.Random(11)
+    outcomes = set()
+    whole = serialize.dumps(w.ckks_ct, compress=False)
+    for blob in (serialize.dumps(w.ckks_ct), whole, serialize.dumps(w.ct, compress=False, packed=True)):
+        for _ in range(12):
+            mutated = fuzz_targets.mutate_seeded_ciphertext(rng, blob)
+            outcome = check(loads, mutated)
+            outcomes.add(outcome)
+            ct = serialize.loads(mutated, w.params) if outcome == "ok" else None
+            if ct is not None and ct.uniform_seed is not None:
+                outcomes.add("seeded")
+                assert torch.equal(ct.data[1], rlwe.sk_encryption_uniform(w.ctx, ct.uniform_seed, ct.level))
+                assert torch.equal(ct.data[0], w.ckks_ct.data[0])
+    assert {"seeded", "ShapeError", "MetadataError"} <= outcomes
 
 
 def test_fuzz_inputs_are_reproducible_from_their_seed():

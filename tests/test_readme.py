@@ -2,6 +2,7 @@
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -16,5 +17,8 @@ def test_readme_example_runs(index, capsys):
     namespace: dict = {}
     exec(compile(_python_blocks()[index], f"README.md python block {index}", "exec"), namespace)
     if "expected" in namespace and "result" in namespace:  # the CKKS example states its precision
-        import numpy as np
         assert np.max(np.abs(namespace["result"] - namespace["expected"])) < 1e-5
+    # a block that prints an `error` and says "about 2^-b" claims b bits: hold it to b - 2
+    stated = re.search(r"about 2\^(-\d+)", _python_blocks()[index])
+    if stated and "error" in namespace:
+        assert np.log2(namespace["error"]) <= int(stated.group(1)) + 2, capsys.readouterr().out

@@ -65,7 +65,8 @@ class HELRClient:
 
     def write_eval_keys(self, path: str | os.PathLike, *, progress: bool = False) -> int:
         """The keys of :meth:`eval_keys`, written to ``path`` one at a time (bytes written):
-        the 128-bit set is about 10 GB in memory, the file half of that (seed-compressed), and
+        the 128-bit set is about 10 GB in memory, the file under half of that (seed-compressed,
+        residues at their primes' widths), and
         memory holds one key. Upload the file with ``ServiceClient.register_keys(path, ...)``.
         With a test seed the file holds exactly the keys :meth:`eval_keys` returns.
         ``progress``: a bar counting the keys (minutes on a CPU at 128 bits)."""
@@ -80,7 +81,7 @@ class HELRClient:
             bar.update()
 
         with tqdm(total=len(elements) + 1, desc="evaluation keys", unit="key", disable=not progress) as bar:
-            return serialize.dump_eval_keys(one_at_a_time(bar), path, self.params)
+            return serialize.dump_eval_keys(one_at_a_time(bar), path, self.params, packed=True)
 
     def encrypt_dataset(self, x: np.ndarray, y: np.ndarray,
                         schedule: MiniBatchSchedule | None = None) -> EncryptedDataset:

@@ -105,6 +105,10 @@ class HELRConfig:
                           learning_rate=float(self.learning_rate), lambda0=float(self.lambda0), seed=self.seed,
                           block_order=self.block_order, sigmoid=HELR_CUBIC)
 
+    def n_blocks(self, samples: int) -> int:
+        """Mini-batches per epoch for ``samples`` rows (the schedule's, without building it)."""
+        return -(-samples // self.batch_size)
+
     def schedule(self, samples: int) -> MiniBatchSchedule:
         """The public mini-batch schedule for ``samples`` training rows."""
         return MiniBatchSchedule.build(samples, self.batch_size, self.iterations, self.seed, self.block_order)

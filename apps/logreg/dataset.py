@@ -45,7 +45,7 @@ class EncryptedDataset:
     def to_bytes(self) -> bytes:
         header = json.dumps({"samples": self.samples, "features": self.features, "batch_size": self.batch_size,
                              "blocks": [len(b) for b in self.blocks]}, sort_keys=True).encode()
-        return _HEADER.pack(MAGIC, len(header)) + header + serialize.dumps_many(self.ciphertexts)
+        return _HEADER.pack(MAGIC, len(header)) + header + serialize.dumps_many(self.ciphertexts, packed=True)
 
     @classmethod
     def from_bytes(cls, data: bytes, params: Params, *, device=None,

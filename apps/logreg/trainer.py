@@ -42,6 +42,13 @@ v = -i (X - conj X) / 2, both back at scale Delta.
 It runs when v is below level 4 + 1 before an iteration. With the N16_H192_* presets (9 levels
 after bootstrapping) that is 9 -> 5 -> 1 -> bootstrap: **two iterations per bootstrap**.
 
+**What the client gets back** (:meth:`EncryptedHELRTrainer.for_client`): w (the model) and, in
+the checkpoints it downloads, w and v dropped to level 0, one 58-bit prime instead of up to 10
+limbs. Decryption is unchanged bit for bit while every plaintext coefficient stays below q_0 / 2
+(the centred lifts mod Q_l and mod q_0 then agree): values below about q_0 / (2 Delta) = 2^17 at
+the N16_H192 presets (``fhe_core.params.presets``); trained weights are below 10. The checkpoint
+the job resumes from keeps the levels (resuming continues bit for bit).
+
 **Galois keys**: the bootstrapping keys (CtS/StC BSGS steps, conjugation) plus rows * 2^k
 (k < log2 columns), 2^k and -2^k (k < log2 rows), those the bootstrapping set lacks
 (:func:`required_galois_elements`; 5 extra keys for N16_H192_FULL), and the relinearization key.
@@ -169,6 +176,11 @@ class EncryptedHELRTrainer:
     def velocity(self) -> Ciphertext:
         """The encrypted Nesterov look-ahead v."""
         return self._v
+
+    def for_client(self, ct: Ciphertext) -> Ciphertext:
+        """``ct`` (w or v) as the client receives it: dropped to level 0, the smallest modulus,
+        with the same decryption (module docstring)."""
+        return self.evaluator.drop_level(ct, 0)
 
     def cancel(self) -> None:
         """Ask :meth:`run` to stop after the current iteration (thread-safe)."""
@@ -309,8 +321,17 @@ class EncryptedHELRTrainer:
     def checkpoint(self) -> bytes:
         """The state after :attr:`iteration` steps: header (magic, version, iteration) + w, v
         (CKKS ciphertext records). :meth:`resume` continues bit for bit."""
+        return self._checkpoint_bytes(self._w, self._v, packed=False)
+
+    def client_checkpoint(self) -> bytes:
+        """:meth:`checkpoint` as its owner downloads it to follow training: w and v at level 0
+        (:meth:`for_client`), residues at their primes' widths; read with :func:`read_checkpoint`,
+        not resumable."""
+        return self._checkpoint_bytes(self.for_client(self._w), self.for_client(self._v), packed=True)
+
+    def _checkpoint_bytes(self, w: Ciphertext, v: Ciphertext, *, packed: bool) -> bytes:
         header = _CHECKPOINT_HEADER.pack(CHECKPOINT_MAGIC, CHECKPOINT_VERSION, self.iteration)
-        return header + serialize.dumps_many([self._w, self._v])
+        return header + serialize.dumps_many([w, v], packed=packed)
 
     @classmethod
     def resume(cls, config: HELRConfig, keys: rlwe.EvalKeySet, dataset: EncryptedDataset,
@@ -328,7 +349,21 @@ class EncryptedHELRTrainer:
                                          f"{config.layout.slots} slots at one level in [{PACK_DEPTH}, {trainer._top}]; "
                                          f"got {w!r} and {v!r}")
         trainer.iteration, trainer._w, trainer._v = iteration, w, v
+        trainer.bootstraps = bootstraps_after(config, iteration)
         return trainer
+
+
+def bootstraps_after(config: HELRConfig, iterations: int) -> int:
+    """How many bootstraps the first ``iterations`` steps run: w and v start at the output level,
+    each step uses ITERATION_DEPTH levels and bootstraps first when fewer than ITERATION_DEPTH +
+    PACK_DEPTH are left (back to the output level). A checkpoint need not carry the count."""
+    top = config.bootstrapping_parameters.output_level
+    level, count = top, 0
+    for _ in range(iterations):
+        if level < ITERATION_DEPTH + PACK_DEPTH:
+            level, count = top, count + 1
+        level -= ITERATION_DEPTH
+    return count
 
 
 def read_checkpoint(data: bytes, params: Params) -> tuple[int, Ciphertext, Ciphertext]:
@@ -352,5 +387,5 @@ def _dataset_params(config: HELRConfig, dataset: EncryptedDataset) -> Params:
     return config.bootstrapping_parameters.params(device=str(cts[0].device), allow_insecure=config.allow_insecure)
 
 
-__all__ = ["EncryptedHELRTrainer", "HELRTrainingError", "ITERATION_DEPTH", "PACK_DEPTH", "layout_rotation_steps",
-           "required_galois_elements", "read_checkpoint"]
+__all__ = ["EncryptedHELRTrainer", "HELRTrainingError", "ITERATION_DEPTH", "PACK_DEPTH", "bootstraps_after",
+           "layout_rotation_steps", "required_galois_elements", "read_checkpoint"]

@@ -62,7 +62,7 @@ def predict(args: argparse.Namespace) -> None:
                                                                                            "decrypt"))),
             ("bytes: keys / upload / download", " / ".join(f"{run.bytes[k] / 2**20:.1f} MiB" for k in ("keys", "upload",
                                                                                                   "download"))),
-            ("noise budget left (measured / planned)", f"{run.budget_left:.1f} / {plan.budget_left:.1f} bits"),
+            ("noise budget left (measured / planned)", f"{run.budget_left:.1f} / {plan.answer_budget:.1f} bits"),
             ("ops per batch", ", ".join(f"{k} {v}" for k, v in sorted(plan.ops.items())))]
     print(format_table(["", "value"], rows))
     if args.plot:

@@ -42,9 +42,10 @@ class ForestClient:
         self.layout: Layout = public_model.layout
         self._seed = seed
         self._sk = rlwe.gen_secret_key(self.ctx.rlwe, seed=sub_seed(seed, "sk"))
-        pk = rlwe.gen_public_key(self.ctx.rlwe, self._sk, seed=sub_seed(seed, "pk"))
         self.encoder = bfv.BatchEncoder(self.ctx)
-        self._encryptor = bfv.Encryptor(self.ctx, pk)
+        # secret-key encryption: fresh ciphertexts travel seeded (c_0 and a 32-byte seed), half
+        # the bytes of public-key ones, with less noise
+        self._encryptor = bfv.Encryptor(self.ctx, self._sk)
         self._decryptor = bfv.Decryptor(self.ctx, self._sk)
         self._count = 0
 

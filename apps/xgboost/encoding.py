@@ -49,7 +49,25 @@ class PublicBinning:
         exists) or a DMatrix that a `hist` model was trained on.
         """
         indptr, values = matrix.get_quantile_cut()
-        return cls(np.asarray(values, dtype=np.float32), np.asarray(indptr, dtype=np.int64))
+        return cls.from_quantile_cut(indptr, values)
+
+    @classmethod
+    def from_quantile_cut(cls, indptr: np.ndarray, values: np.ndarray) -> PublicBinning:
+        """The binning of ``DMatrix.get_quantile_cut()``'s output (indptr, values).
+
+        XGBoost lists per feature the lower bound of its lowest bin, then the upper bound of every
+        bin. Only the upper bounds are split thresholds; the lower bound lies below every training
+        value (a finite number up to xgboost 3.2, -inf since 3.3), so no split tests it and it is
+        dropped: its client bit would answer nothing a tree asks.
+        """
+        indptr, values = np.asarray(indptr, dtype=np.int64), np.asarray(values, dtype=np.float32)
+        lowest = indptr[:-1][np.diff(indptr) > 0]  # a feature without values has no bins
+        cuts = np.delete(values, lowest)
+        offsets = indptr - np.searchsorted(lowest, indptr, side="left")
+        if not np.isfinite(cuts).all():
+            raise ExportError("XGBoost's quantile cuts hold a non-finite bin bound beyond each feature's lowest; "
+                              "this layout of get_quantile_cut() is not supported")
+        return cls(cuts, offsets)
 
     @property
     def n_features(self) -> int:

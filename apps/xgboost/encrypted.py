@@ -134,10 +134,10 @@ def run_job(job: Job, preset: str = "BFVN13QP218L3D4T20", *, device: str = "cpu"
 
     start = time.perf_counter()
     client = ForestClient(PublicModel.from_json(public_json), device=device, allow_insecure=allow_insecure)
-    keys = serialize.dumps(client.eval_keys())
+    keys = serialize.dumps(client.eval_keys(), packed=True)  # as the service sends them
     seconds["keys"] = time.perf_counter() - start
     start = time.perf_counter()
-    upload = serialize.dumps_many(client.encrypt(job.samples, progress=progress))
+    upload = serialize.dumps_many(client.encrypt(job.samples, progress=progress), packed=True)
     seconds["encrypt"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -157,7 +157,7 @@ def run_job(job: Job, preset: str = "BFVN13QP218L3D4T20", *, device: str = "cpu"
     seconds["evaluate"] = float(np.median(times[timed]))
     seconds["evaluate best"] = float(np.min(times[timed]))
     seconds["evaluate cpu"] = float(np.median(cpu_times[timed]))  # process CPU time, all threads
-    download = serialize.dumps_many(results)
+    download = serialize.dumps_many(results, packed=True)
 
     start = time.perf_counter()
     back = serialize.loads_many(download, client.params, expect=Ciphertext)

@@ -359,6 +359,11 @@ class NoiseModel:
     def product(self) -> float:
         return self.log_t + self.log_n / 2 + 6
 
+    def switched(self, log_q: float) -> float:
+        """The budget a modulus switch down to log_q bits leaves at most: its rounding adds
+        (t/Q')(eps0 + eps1 s) with |eps0 + eps1 s| <= (1 + N)/2 for a ternary s (worst case)."""
+        return log_q - self.log_t - math.log2((1 + 2.0**self.log_n) / 2) - 1
+
 
 class CountingAlgebra:
     """Walks the circuit on (bits consumed or None for a plaintext) and counts operations."""
@@ -425,7 +430,8 @@ class ForestPlan:
     Build with :meth:`build`. Attributes: kind ("thermometer" or "idash"), layout, depth,
     schedule (multiplicative depth, products per group), n_groups, n_inputs (client
     ciphertexts per batch), level (of the client's ciphertexts), budget_needed (bits, the
-    conservative estimate), fresh_budget (estimate at ``level``), rotation_steps and
+    conservative estimate), fresh_budget (estimate at ``level``), answer_level and answer_budget
+    (the answers are switched down to that level, leaving about that budget), rotation_steps and
     column_swap (the Galois keys), galois_elements, ops (per batch), score_bound, base (`[C]`
     int64 plaintext added at the end, constant trees included).
     """
@@ -446,6 +452,8 @@ class ForestPlan:
     level: int = 0
     budget_needed: float = 0.0
     fresh_budget: float = 0.0
+    answer_level: int = 0
+    answer_budget: float = 0.0
     ops: dict = field(default_factory=dict)
     binning: PublicBinning | None = None
     chunks: list[tuple[int, int]] | None = None  # thermometer: (first input, cut count K) per chunk
@@ -502,11 +510,23 @@ class ForestPlan:
         for level, log_q in enumerate(q_bits):
             if noise.fresh(log_q) - needed >= MARGIN_BITS:
                 self.level, self.fresh_budget = level, noise.fresh(log_q)
+                self._choose_answer_level(noise, q_bits)
                 return
         raise PlanError(f"ForestPlan: the circuit needs about {needed:.0f} bits of noise budget plus a "
                         f"{MARGIN_BITS:.0f}-bit margin; these parameters give at most "
                         f"{noise.fresh(q_bits[-1]):.0f} fresh: use a larger ring (e.g. BFVN14QP438L7D8T20) "
                         "or a shallower model")
+
+    def _choose_answer_level(self, noise: NoiseModel, q_bits: np.ndarray) -> None:
+        """The answers are switched down to the lowest level whose estimated budget (the
+        evaluation's noise plus the switch's rounding, magnitudes added) keeps the margin: fewer
+        limbs to send back (a quarter of the bytes from 4 limbs to 1)."""
+        for level in range(self.level + 1):
+            left = self.budget_left if level == self.level else \
+                -math.log2(2.0**-self.budget_left + 2.0**-noise.switched(q_bits[level]))
+            if left >= MARGIN_BITS:
+                self.answer_level, self.answer_budget = level, left
+                return
 
     # -- derived ---------------------------------------------------------------------------------
 

@@ -240,4 +240,5 @@ class ForestEvaluator:
         mask, base = self._finish
         if mask is not None:
             result = ev.multiply_plain(result, mask)
-        return result if base is None else ev.add_plain(result, base)
+        result = result if base is None else ev.add_plain(result, base)
+        return ev.mod_switch_to(result, plan.answer_level)  # the smallest modulus that still decrypts exactly

@@ -128,7 +128,7 @@ class Encryptor:
         else:
             ct = rlwe.encrypt_pk(self._ctx, self._key, pt.data, pt.level, seed=seed)
         return mark_canonical(Ciphertext(data=ct.data, level=ct.level, params_id=ct.params_id,
-                                         scale=float(pt.scale), slots=pt.slots))
+                                         uniform_seed=ct.uniform_seed, scale=float(pt.scale), slots=pt.slots))
 
 
 class Decryptor:

@@ -16,7 +16,7 @@ Layer: imports params, ring and ops; ckks and bfv build on it, serialize reads i
 """
 from fhe_core.rlwe.ciphertext import Ciphertext
 from fhe_core.rlwe.context import LevelTables, RLWEContext
-from fhe_core.rlwe.encryption import decrypt, encrypt_pk, encrypt_sk
+from fhe_core.rlwe.encryption import decrypt, encrypt_pk, encrypt_sk, sk_encryption_uniform
 from fhe_core.rlwe.galois import (
     galois_compose,
     galois_element_for_conjugation,
@@ -51,7 +51,7 @@ from fhe_core.rlwe.keyswitch import (
 
 __all__ = [
     "Ciphertext", "LevelTables", "RLWEContext",
-    "decrypt", "encrypt_pk", "encrypt_sk",
+    "decrypt", "encrypt_pk", "encrypt_sk", "sk_encryption_uniform",
     "galois_compose", "galois_element_for_conjugation", "galois_element_for_rotation", "galois_inverse",
     "rotation_for_galois_element",
     "EvalKeySet", "GaloisKey", "PublicKey", "RelinKey", "SecretKey", "SwitchingKey",

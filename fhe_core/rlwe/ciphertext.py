@@ -6,7 +6,7 @@ builds its result with :meth:`Ciphertext.replace`, which keeps the fields a subc
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import torch
@@ -27,12 +27,17 @@ class Ciphertext:
         level: l; the data has l+1 limbs.
         params_id: the parameter set it belongs to.
         is_ntt: True when the residues are in the NTT (evaluation) domain.
+        uniform_seed: set on a fresh secret-key encryption only: c_1 is the uniform polynomial
+            regenerated from this public seed (``rlwe.encryption.sk_encryption_uniform``), so the
+            ciphertext serializes as c_0 and the seed (half the bytes). Results of operations
+            never carry it (:meth:`replace` with new data drops it).
     """
 
     data: torch.Tensor
     level: int
     params_id: str
     is_ntt: bool = True
+    uniform_seed: bytes | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.data.dtype != torch.int64 or self.data.dim() != 3 or self.data.shape[0] < 2:
@@ -59,6 +64,8 @@ class Ciphertext:
         """A copy with some fields changed (subclass fields are kept). A relabelling that keeps the
         data and the params_id (scale, slots, level of the same limbs) keeps the mark of checked
         residues (``checks.mark_canonical``); new data or another params_id is checked anew."""
+        if "data" in changes or "params_id" in changes:
+            changes.setdefault("uniform_seed", None)  # new data: no longer the seed's fresh encryption
         out = dataclasses.replace(self, **changes)
         if "data" not in changes and "params_id" not in changes and CANONICAL_MARK in self.__dict__:
             out.__dict__[CANONICAL_MARK] = True

@@ -3,6 +3,9 @@
 A message is an ``[l+1, N]`` int64 polynomial over Q_l in the NTT domain; a fresh ciphertext is
 ``[2, l+1, N]`` in the NTT domain at level l and decrypts to m + e:
     secret key:  (c0, c1) = (-a s + e + m, a)                        e ~ CBD(eta)
+                 a comes from the encryption's public uniform seed, which the ciphertext keeps
+                 (``Ciphertext.uniform_seed``): serialized it travels instead of a (SEAL's and
+                 Lattigo's seeded ciphertexts); the seed reveals a, which is public anyway.
     public key:  (c0, c1) = (b u + e0 + m, a u + e1)                 u uniform ternary
                  -> c0 + c1 s = m + e u + e0 + e1 s
 Seeds and nonces: see ``sampling`` (``seed=`` is for tests only).
@@ -33,10 +36,17 @@ def encrypt_sk(ctx: RLWEContext, sk: SecretKey, m: torch.Tensor, level: int, *,
     check_tensor(ctx, m, (level + 1, ctx.n), op, "the message")
     check_residues(ctx, m, level, op, "the message")
     seeds, q = seeds_for(ctx, seed, "encrypt_sk"), ctx.q_at(level)
-    a = uniform_ntt(q, seeds.uniform, nonce(Domain.ENC_UNIFORM, 0))
+    a = sk_encryption_uniform(ctx, seeds.uniform, level)
     e = error_ntt(q, seeds.secret, nonce(Domain.ENC_ERROR, 0), ctx.error_eta)
     c0 = ops.sub(ops.add(e, m, q.moduli), ops.mul(a, secret_over_q(ctx, sk, level), q.moduli), q.moduli)
-    return mark_canonical(Ciphertext(data=torch.stack((c0, a)), level=level, params_id=ctx.params_id))
+    return mark_canonical(Ciphertext(data=torch.stack((c0, a)), level=level, params_id=ctx.params_id,
+                                     uniform_seed=seeds.uniform))
+
+
+def sk_encryption_uniform(ctx: RLWEContext, uniform_seed: bytes, level: int) -> torch.Tensor:
+    """c_1 = a of a secret-key encryption at ``level`` from its uniform seed: ``[l+1, N]``, NTT
+    domain, on the context's device (the same words on every device)."""
+    return uniform_ntt(ctx.q_at(level), uniform_seed, nonce(Domain.ENC_UNIFORM, 0))
 
 
 def encrypt_pk(ctx: RLWEContext, pk: PublicKey, m: torch.Tensor, level: int, *,

@@ -120,17 +120,20 @@ def switching_key_uniform(ctx: RLWEContext, uniform_seed: bytes) -> torch.Tensor
 
 
 def _switching_key_data(ctx: RLWEContext, sk: SecretKey, s_from: torch.Tensor, seeds: Seeds) -> torch.Tensor:
-    """``[dnum, 2, alpha + L + 1, N]``: (b_j, a_j) with b_j = -a_j s + e_j + P g_j s_from."""
-    qp, alpha = ctx.qp_basis, ctx.alpha
-    a = switching_key_uniform(ctx, seeds.uniform)
-    e = torch.stack([ops.sample_cbd(qp.moduli, ctx.n, seeds.secret, nonce(Domain.KEY_ERROR, j), ctx.error_eta)
-                     for j in range(ctx.dnum)])
-    b = ops.sub(qp.ntt(e, out=e), ops.mul(a, sk.data, qp.moduli), qp.moduli)
+    """``[dnum, 2, alpha + L + 1, N]``: (b_j, a_j) with b_j = -a_j s + e_j + P g_j s_from, built
+    digit by digit in the one output buffer (a key is 100+ MB at N = 2^16: no stacked copies, and
+    the per-digit temporaries are reused rather than faulted in fresh)."""
+    qp, alpha, moduli = ctx.qp_basis, ctx.alpha, ctx.qp_basis.moduli
     gadget = ops.mul_const(s_from[alpha:], ctx.p_mod_q, ctx.p_mod_q_shoup, ctx.q_basis.moduli)  # P s' mod q_i
+    data = torch.empty((ctx.dnum, 2, len(qp), ctx.n), dtype=torch.int64, device=ctx.device)
     for j in range(ctx.dnum):
+        b, a = data[j, 0], data[j, 1]
+        a.copy_(uniform_ntt(qp, seeds.uniform, nonce(Domain.KEY_UNIFORM, j)))
+        e = ops.sample_cbd(moduli, ctx.n, seeds.secret, nonce(Domain.KEY_ERROR, j), ctx.error_eta)
+        ops.sub(qp.ntt(e, out=e), ops.mul(a, sk.data, moduli, out=b), moduli, out=b)
         rows = slice(alpha + j * alpha, alpha + min((j + 1) * alpha, ctx.max_level + 1))
-        ops.add(b[j, rows], gadget[rows.start - alpha:rows.stop - alpha], qp.moduli[rows], out=b[j, rows])
-    return torch.stack((b, a), dim=1)
+        ops.add(b[rows], gadget[rows.start - alpha:rows.stop - alpha], moduli[rows], out=b[rows])
+    return data
 
 
 def gen_switching_key(ctx: RLWEContext, sk_from: SecretKey, sk_to: SecretKey, *,

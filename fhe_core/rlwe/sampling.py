@@ -18,6 +18,8 @@ The ChaCha20 stream of a sampled polynomial is keyed by one of these seeds and s
     ENC_UNIFORM     uniform  0                          a of a secret-key encryption
     ENC_ERROR       secret   0, 1                       e (sk encryption); e0, e1 (pk encryption)
     ENC_EPHEMERAL   secret   0                          u of a public-key encryption
+    FLOOD           secret   digit j                    the j-th mixed-radix digit of a flooding
+                                                        polynomial (``bfv.flood``)
 
 Within one object the (domain, index) pairs are distinct, and distinct objects have distinct
 master seeds (2^-256 collision chance), so no (seed, nonce) pair is ever used twice. A fixed
@@ -58,6 +60,7 @@ class Domain(enum.IntEnum):
     ENC_UNIFORM = 4
     ENC_ERROR = 5
     ENC_EPHEMERAL = 6
+    FLOOD = 7
 
 
 def nonce(domain: Domain, index: int) -> int:

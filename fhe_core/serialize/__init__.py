@@ -51,7 +51,9 @@ kind                metadata fields                                   payload
 params              (none)                                            the normalised literal, canonical JSON
                                                                       (``ParamsLiteral.to_json``), UTF-8
 plaintext           level, scale, slots, is_ntt, shape = [l+1, N]     residues over Q_l
-ciphertext          level, is_ntt, shape = [d+1, l+1, N], d in {1,2}  components c_0..c_d over Q_l
+ciphertext          level, is_ntt, shape = [d+1, l+1, N], d in {1,2}, components c_0..c_d over Q_l; seeded:
+                    (uniform_seed: a fresh secret-key encryption,     c_0 alone, c_1 being
+                    d = 1, NTT domain)                                ``sk_encryption_uniform(ctx, seed, l)``
 secret key          hamming_weight, shape = [alpha+L+1, N]            32-byte master seed, then s over QP_L
                                                                       (P first), NTT domain
 public key          uniform_seed, shape = [2, L+1, N]                 (b, a) over Q_L
@@ -68,7 +70,9 @@ one width w_i <= 64 per limb i (the bit length of the limb's largest residue, ab
 size). The residue payload is then, for each leading index in C order and each limb i, the
 limb's N residues as one little-endian bit stream of w_i bits each (residue j at bits
 [j w_i, (j+1) w_i)), N w_i / 8 bytes; the secret key's seed still comes first. Without
-``bits`` the payload is the plain uint64 words, byte for byte the tensor's memory.
+``bits`` the payload is the plain uint64 words, byte for byte the tensor's memory. As 64 | N,
+64 residues fill w_i words: writers pack where the object is (numpy on the host, torch ops on a
+GPU, so only packed words cross to the host), readers unpack where it is headed (``fields``).
 
 ``scale`` is the exact float64 as ``float.hex`` text (``"0x1.0000000000000p+40"``); seeds are
 64 lowercase hex digits; ``galois_element`` is an odd int in [1, 2N).
@@ -77,7 +81,8 @@ Checks on load, in this order, before any tensor is allocated: input size and de
 lengths against ``max_bytes`` and the input; magic; version; kind (and the caller's
 ``expect``); checksum; params_id against the given Params; metadata (canonical JSON, exact
 field set, types); shapes against the parameters (N, limbs <= L+1, alpha, dnum, payload
-length); every residue < its prime (one vectorised reduction per tensor). Each failure raises
+length). Then, on the target device as each object is built: every residue < its prime (one
+vectorised reduction per tensor, after unpacking; seeds are expanded there too). Each failure raises
 a subclass of :class:`fhe_core.errors.SerializationError` naming the object and the problem
 (e.g. ``ciphertext: component 0, limb 3 has a residue >= q_3 (coefficient 17: ...)``).
 
@@ -93,7 +98,8 @@ payload bytes, the header and metadata add about 200): a relinearization or Galo
 3 * 2 * 42 * 2^16 * 8 = 132,120,576 raw, 66,060,288 seed-compressed, and about 43.4-43.8 MB
 compressed and packed (1766-1781 bits per coefficient of a digit, depending on whether the
 41-bit scaling primes' largest residues reach 2^40); a fresh ciphertext is 32,505,856 bytes
-(2 * 31 * 2^16 * 8), 20.6-20.9 MB packed.
+(2 * 31 * 2^16 * 8), 20.6-20.9 MB packed, and half of either when seeded (a fresh secret-key
+encryption: c_0 and a 32-byte seed).
 
 A params record from untrusted bytes asks for at most 512 primes (checked before any prime is
 generated); with ``params`` given, its literal must be theirs before anything is computed.

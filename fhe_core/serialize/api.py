@@ -39,7 +39,8 @@ _ENCODERS: dict[type, tuple[Kind, Callable[..., codecs.Encoded]]] = {
     GaloisKey: (Kind.GALOIS_KEY, codecs.encode_switching_key),
     EvalKeySet: (Kind.EVAL_KEY_SET, codecs.encode_eval_key_set),
 }
-_COMPRESSIBLE = {Kind.SWITCHING_KEY, Kind.RELIN_KEY, Kind.GALOIS_KEY, Kind.EVAL_KEY_SET}
+_COMPRESSIBLE = {Kind.CIPHERTEXT, Kind.CKKS_CIPHERTEXT, Kind.SWITCHING_KEY, Kind.RELIN_KEY, Kind.GALOIS_KEY,
+                 Kind.EVAL_KEY_SET}
 _DECODERS: dict[Kind, Callable[[Record, dict[str, Any], codecs.Env], codecs.Pending]] = {
     Kind.PLAINTEXT: codecs.decode_plaintext,
     Kind.CIPHERTEXT: codecs.decode_ciphertext,
@@ -60,7 +61,8 @@ def dumps(obj: object, *, compress: bool = True, packed: bool = False) -> bytes:
 
     ``compress``: switching keys (alone or in an EvalKeySet) store only their b parts and the
     uniform seed, halving their size; the a parts are regenerated on load. It assumes the a
-    parts come from the seed, as for every key made by ``rlwe.gen_*``. Ignored for other kinds.
+    parts come from the seed, as for every key made by ``rlwe.gen_*``. Fresh secret-key
+    encryptions (``uniform_seed`` set) likewise store c_0 and the seed. Ignored for other kinds.
     ``packed``: store each limb's residues at the bit length of its largest one (about the
     prime's size: 40-bit primes take 40 bits, not 64) instead of as uint64 words.
     A SecretKey serializes like the rest, but its bytes are the secret: never send them to a
@@ -80,7 +82,7 @@ def _record_parts(obj: object, compress: bool, packed: bool) -> list[bytes | mem
         meta, payload = encode(obj, compress=compress, packed=packed)
     else:
         meta, payload = encode(obj, compress=compress) if kind in _COMPRESSIBLE else encode(obj)
-        meta, payload = codecs.bit_packed(meta, payload, packed)
+        meta, payload = codecs.wire(meta, payload, packed)
     return pack_parts(kind, obj.params_id, meta, payload)
 
 

@@ -1,11 +1,11 @@
 """One encoder and one decoder per object kind.
 
-An encoder turns an object into (metadata, payload parts). A decoder checks a record's
-metadata and payload against the parameters (shapes, then residue ranges) without allocating
-tensors (word payloads are read in place; bit-packed ones are unpacked into a host array of the
-already checked size), and returns a :data:`Pending`: a function that, called later, copies
-the checked residues into tensors and builds the object. Key sets check every key before
-building any.
+An encoder turns an object into (metadata, payload parts): residue parts stay tensors where the
+object is until :func:`wire` writes them as words or bit-packed (packed there). A decoder
+checks a record's metadata and payload lengths against the parameters without allocating
+anything, and returns a :data:`Pending`: a function that, called later, copies the residues to
+the target device, unpacks them and checks their ranges there, expands seeds there, and builds
+the object. Key sets check every key's metadata and lengths before building any.
 """
 from __future__ import annotations
 
@@ -25,11 +25,11 @@ from fhe_core.errors import (
 from fhe_core.params import Params, ParamsLiteral
 from fhe_core.rlwe import (
     Ciphertext, EvalKeySet, GaloisKey, PublicKey, RelinKey, RLWEContext, SecretKey, SwitchingKey,
-    switching_key_uniform,
+    sk_encryption_uniform, switching_key_uniform,
 )
 from fhe_core.serialize.fields import (
-    bool_field, check_keys, check_residues, hex_bytes_field, int_field, limb_widths, pack_bits, q_labels,
-    qp_labels, residue_words, scale_field, shape_field, tensor_words, to_tensor,
+    Residues, bool_field, check_keys, hex_bytes_field, host_words, int_field, limb_widths, pack_residues, q_labels,
+    qp_labels, residue_tensor, residues, scale_field, shape_field,
 )
 from fhe_core.serialize.record import HEADER_BYTES, Kind, Record, decode_metadata, float_hex, pack, parse
 
@@ -37,7 +37,7 @@ SEED_BYTES = 32
 MAX_DEGREE = 2          # ciphertexts of degree 1, or 2 before relinearization
 BITS = ("bits",)        # the optional metadata field of bit-packed residue payloads
 Pending = Callable[[], Any]
-Encoded = tuple[dict[str, Any], list[bytes | memoryview | np.ndarray]]
+Encoded = tuple[dict[str, Any], list[bytes | memoryview | np.ndarray | torch.Tensor]]
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,33 +89,31 @@ def scale_meta(scale: float, slots: int) -> dict[str, Any]:
     return {"scale": float_hex(scale), "slots": int(slots)}
 
 
-def _q_words(payload: memoryview, shape: tuple[int, ...], what: str, params: Params, meta: dict[str, Any],
-             outer: Callable[[tuple[int, ...]], str] = lambda i: "") -> np.ndarray:
-    """The payload as ``shape`` = [..., l+1, N] residues over Q_l, range-checked."""
-    words = residue_words(payload, shape, what, meta)
-    check_residues(words, params.q_primes[:shape[-2]], what, q_labels(shape[-2]), outer)
-    return words
+def _q_residues(payload: memoryview, shape: tuple[int, ...], what: str, params: Params, meta: dict[str, Any],
+                outer: Callable[[tuple[int, ...]], str] = lambda i: "") -> Residues:
+    """The payload as ``shape`` = [..., l+1, N] residues over Q_l (lengths checked)."""
+    return residues(payload, shape, what, meta, params.q_primes[:shape[-2]], q_labels(shape[-2]), outer)
 
 
-def _qp_words(payload: memoryview, shape: tuple[int, ...], what: str, env: Env, meta: dict[str, Any],
-              outer: Callable[[tuple[int, ...]], str] = lambda i: "") -> np.ndarray:
-    """The payload as ``shape`` = [..., alpha + L + 1, N] residues over QP_L (P first), range-checked."""
-    words = residue_words(payload, shape, what, meta)
+def _qp_residues(payload: memoryview, shape: tuple[int, ...], what: str, env: Env, meta: dict[str, Any],
+                 outer: Callable[[tuple[int, ...]], str] = lambda i: "") -> Residues:
+    """The payload as ``shape`` = [..., alpha + L + 1, N] residues over QP_L (P first, lengths checked)."""
     p = env.params
-    check_residues(words, env.qp_primes, what, qp_labels(p.alpha, p.max_level + 1), outer)
-    return words
+    return residues(payload, shape, what, meta, env.qp_primes, qp_labels(p.alpha, p.max_level + 1), outer)
 
 
-def bit_packed(meta: dict[str, Any], parts: list, enabled: bool) -> Encoded:
-    """With ``enabled``, the residue part (the one uint64 array) packed at the bit length of each
-    limb's largest residue, the widths recorded as metadata ``bits``; otherwise unchanged."""
-    if not enabled:
-        return meta, parts
+def wire(meta: dict[str, Any], parts: list, packed: bool) -> Encoded:
+    """The encoder's residue part (the one tensor) as it travels: with ``packed``, each limb at the
+    bit length of its largest residue (packed where the tensor is, the widths recorded as the
+    metadata field ``bits``), otherwise as uint64 words."""
     out = []
     for part in parts:
-        if isinstance(part, np.ndarray) and part.dtype == np.uint64:
-            meta = {**meta, "bits": limb_widths(part)}
-            part = pack_bits(part, meta["bits"])
+        if isinstance(part, torch.Tensor):
+            if packed:
+                meta = {**meta, "bits": limb_widths(part)}
+                part = pack_residues(part, meta["bits"])
+            else:
+                part = host_words(part)
         out.append(part)
     return meta, out
 
@@ -176,10 +174,10 @@ def _literal_text(record: Record) -> str:
 # ---- plaintexts and ciphertexts ----------------------------------------------------------------------
 
 def encode_plaintext(pt: Plaintext) -> Encoded:
-    words = tensor_words(pt.data, "plaintext", 2)
-    meta = {"level": int(pt.level), "is_ntt": bool(pt.is_ntt), "shape": list(words.shape),
+    data = residue_tensor(pt.data, "plaintext", 2)
+    meta = {"level": int(pt.level), "is_ntt": bool(pt.is_ntt), "shape": list(data.shape),
             **scale_meta(pt.scale, pt.slots)}
-    return meta, [words]
+    return meta, [data]
 
 
 def decode_plaintext(record: Record, meta: dict[str, Any], env: Env) -> Pending:
@@ -188,16 +186,22 @@ def decode_plaintext(record: Record, meta: dict[str, Any], env: Env) -> Pending:
     level = _level(meta, what, p)
     slots, scale, is_ntt = _slots(meta, what, p), scale_field(meta, "scale", what), bool_field(meta, "is_ntt", what)
     shape = shape_field(meta, what, (level + 1, p.n), f"level {level}: {level + 1} limbs of N = {p.n}")
-    words = _q_words(record.payload, shape, what, p, meta)
-    return lambda: Plaintext(data=to_tensor(words, env.device), level=level, scale=scale,
+    words = _q_residues(record.payload, shape, what, p, meta)
+    return lambda: Plaintext(data=words.tensor(env.device), level=level, scale=scale,
                              params_id=p.params_id, slots=slots, is_ntt=is_ntt)
 
 
-def encode_ciphertext(ct: Ciphertext) -> Encoded:
-    """Metadata: level, is_ntt, shape [d+1, l+1, N]; payload: the components in order.
+def encode_ciphertext(ct: Ciphertext, *, compress: bool = True) -> Encoded:
+    """Metadata: level, is_ntt, shape [d+1, l+1, N]; payload: the components in order. A fresh
+    secret-key encryption (``ct.uniform_seed`` set), compressed: the payload is c_0 alone and
+    the metadata adds ``uniform_seed``; c_1 is regenerated from it on load.
     (A CKKS ciphertext adds :func:`scale_meta` to this metadata; see the package docstring.)"""
-    words = tensor_words(ct.data, "ciphertext", 3)
-    return {"level": int(ct.level), "is_ntt": bool(ct.is_ntt), "shape": list(words.shape)}, [words]
+    data = residue_tensor(ct.data, "ciphertext", 3)
+    meta = {"level": int(ct.level), "is_ntt": bool(ct.is_ntt), "shape": list(data.shape)}
+    if compress and ct.uniform_seed is not None:
+        meta["uniform_seed"] = _seed(ct.uniform_seed, "ciphertext").hex()
+        data = data[:1]
+    return meta, [data]
 
 
 def ciphertext_fields(record: Record, meta: dict[str, Any], env: Env, what: str) -> Callable[[], dict[str, Any]]:
@@ -213,21 +217,33 @@ def ciphertext_fields(record: Record, meta: dict[str, Any], env: Env, what: str)
                          f"[2, {MAX_DEGREE + 1}]")
     shape = shape_field(meta, what, (components, level + 1, p.n),
                         f"degree {components - 1}, level {level}: {level + 1} limbs of N = {p.n}")
-    words = _q_words(record.payload, shape, what, p, meta, lambda i: f"component {i[0]}, ")
-    return lambda: {"data": to_tensor(words, env.device), "level": level, "params_id": p.params_id,
-                    "is_ntt": is_ntt}
+    seed = None
+    if "uniform_seed" in meta:
+        seed = hex_bytes_field(meta, "uniform_seed", what, SEED_BYTES)
+        if components != 2 or not is_ntt:
+            raise MetadataError(f"{what}: uniform_seed is for fresh degree-1 NTT-domain ciphertexts, this one has "
+                                f"{components} components{'' if is_ntt else ' in the coefficient domain'}")
+        shape = (1, *shape[1:])  # the payload holds c_0; c_1 comes from the seed
+    words = _q_residues(record.payload, shape, what, p, meta, lambda i: f"component {i[0]}, ")
+
+    def build() -> dict[str, Any]:
+        data = words.tensor(env.device)
+        if seed is not None:  # expanded where the ciphertext is headed
+            data = torch.stack((data[0], sk_encryption_uniform(env.ctx, seed, level)))
+        return {"data": data, "level": level, "params_id": p.params_id, "is_ntt": is_ntt, "uniform_seed": seed}
+    return build
 
 
 def decode_ciphertext(record: Record, meta: dict[str, Any], env: Env) -> Pending:
-    check_keys(meta, "ciphertext", ("is_ntt", "level", "shape"), BITS)
+    check_keys(meta, "ciphertext", ("is_ntt", "level", "shape"), (*BITS, "uniform_seed"))
     fields = ciphertext_fields(record, meta, env, "ciphertext")
     return lambda: Ciphertext(**fields())
 
 
-def encode_scaled_ciphertext(ct: Ciphertext) -> Encoded:
+def encode_scaled_ciphertext(ct: Ciphertext, *, compress: bool = True) -> Encoded:
     """A CKKS ciphertext (an rlwe Ciphertext subclass with ``scale`` and ``slots``): the
     ciphertext record's metadata plus :func:`scale_meta`, the same payload."""
-    meta, parts = encode_ciphertext(ct)
+    meta, parts = encode_ciphertext(ct, compress=compress)
     return {**meta, **scale_meta(ct.scale, ct.slots)}, parts
 
 
@@ -238,7 +254,7 @@ def scaled_ciphertext_decoder(cls: type) -> Callable[[Record, dict[str, Any], En
     ``_DECODERS[Kind.CKKS_CIPHERTEXT] = scaled_ciphertext_decoder(cls)`` in ``api.py``."""
     def decode(record: Record, meta: dict[str, Any], env: Env) -> Pending:
         what = "ckks ciphertext"
-        check_keys(meta, what, ("is_ntt", "level", "scale", "shape", "slots"), BITS)
+        check_keys(meta, what, ("is_ntt", "level", "scale", "shape", "slots"), (*BITS, "uniform_seed"))
         scale, slots = scale_field(meta, "scale", what), _slots(meta, what, env.params)
         fields = ciphertext_fields(record, meta, env, what)
         return lambda: cls(**fields(), scale=scale, slots=slots)
@@ -253,9 +269,9 @@ def encode_secret_key(sk: SecretKey) -> Encoded:
     The result IS the secret key: whoever holds these bytes decrypts everything. It must never
     be sent to a server, logged, or stored beside evaluation keys; only the client writes it.
     """
-    words = tensor_words(sk.data, "secret key", 2)
-    meta = {"hamming_weight": int(sk.hamming_weight), "shape": list(words.shape)}
-    return meta, [_seed(sk.seed, "secret key"), words]
+    data = residue_tensor(sk.data, "secret key", 2)
+    meta = {"hamming_weight": int(sk.hamming_weight), "shape": list(data.shape)}
+    return meta, [_seed(sk.seed, "secret key"), data]
 
 
 def decode_secret_key(record: Record, meta: dict[str, Any], env: Env) -> Pending:
@@ -266,15 +282,15 @@ def decode_secret_key(record: Record, meta: dict[str, Any], env: Env) -> Pending
         raise MetadataError(f"{what}: Hamming weight {weight} differs from the parameters' {p.hamming_weight}")
     shape = shape_field(meta, what, (env.qp_rows, p.n), f"alpha + L + 1 = {env.qp_rows} limbs of QP_L, N = {p.n}")
     seed = bytes(record.payload[:SEED_BYTES])
-    words = _qp_words(record.payload[SEED_BYTES:], shape, what, env, meta)
-    return lambda: SecretKey(data=to_tensor(words, env.device), params_id=p.params_id,
+    words = _qp_residues(record.payload[SEED_BYTES:], shape, what, env, meta)
+    return lambda: SecretKey(data=words.tensor(env.device), params_id=p.params_id,
                              hamming_weight=weight, seed=seed)
 
 
 def encode_public_key(pk: PublicKey) -> Encoded:
     """Payload: (b, a) over Q_L; the uniform seed travels in the metadata."""
-    words = tensor_words(pk.data, "public key", 3)
-    return {"shape": list(words.shape), "uniform_seed": _seed(pk.uniform_seed, "public key").hex()}, [words]
+    data = residue_tensor(pk.data, "public key", 3)
+    return {"shape": list(data.shape), "uniform_seed": _seed(pk.uniform_seed, "public key").hex()}, [data]
 
 
 def decode_public_key(record: Record, meta: dict[str, Any], env: Env) -> Pending:
@@ -282,8 +298,8 @@ def decode_public_key(record: Record, meta: dict[str, Any], env: Env) -> Pending
     check_keys(meta, what, ("shape", "uniform_seed"), BITS)
     seed = hex_bytes_field(meta, "uniform_seed", what, SEED_BYTES)
     shape = shape_field(meta, what, (2, p.max_level + 1, p.n), f"(b, a) over Q_L: {p.max_level + 1} limbs")
-    words = _q_words(record.payload, shape, what, p, meta, lambda i: f"part {'ba'[i[0]]}, ")
-    return lambda: PublicKey(data=to_tensor(words, env.device), params_id=p.params_id, uniform_seed=seed)
+    words = _q_residues(record.payload, shape, what, p, meta, lambda i: f"part {'ba'[i[0]]}, ")
+    return lambda: PublicKey(data=words.tensor(env.device), params_id=p.params_id, uniform_seed=seed)
 
 
 # ---- switching keys ----------------------------------------------------------------------------------
@@ -296,14 +312,14 @@ def encode_switching_key(key: SwitchingKey, *, compress: bool = True) -> Encoded
     """Compressed: only the b_j, ``[dnum, alpha + L + 1, N]``; the a_j are regenerated from the
     uniform seed on load (valid for every key made by ``rlwe.gen_*``). Raw: the whole key."""
     what = type(key).__name__
-    words = tensor_words(key.data, what, 4)
+    data = residue_tensor(key.data, what, 4)
     if compress:
-        words = np.ascontiguousarray(words[:, 0])
-    meta = {"compressed": bool(compress), "shape": list(words.shape),
+        data = data[:, 0]
+    meta = {"compressed": bool(compress), "shape": list(data.shape),
             "uniform_seed": _seed(key.uniform_seed, what).hex()}
     if isinstance(key, GaloisKey):
         meta["galois_element"] = int(key.galois_element)
-    return meta, [words]
+    return meta, [data]
 
 
 def decode_switching_key(record: Record, meta: dict[str, Any], env: Env) -> Pending:
@@ -317,10 +333,10 @@ def decode_switching_key(record: Record, meta: dict[str, Any], env: Env) -> Pend
     shape_field(meta, what, shape, f"dnum = {p.dnum} digits{'' if compressed else ' of (b, a)'} over "
                                    f"QP_L: alpha + L + 1 = {env.qp_rows} limbs (alpha = {p.alpha}), N = {p.n}")
     outer = (lambda i: f"digit {i[0]} b, ") if compressed else (lambda i: f"digit {i[0]} {'ba'[i[1]]}, ")
-    words = _qp_words(record.payload, shape, what, env, meta, outer)
+    words = _qp_residues(record.payload, shape, what, env, meta, outer)
 
     def build() -> SwitchingKey:
-        data = to_tensor(words, env.device)
+        data = words.tensor(env.device)
         if compressed:
             data = torch.stack((data, switching_key_uniform(env.ctx, seed)), dim=1)
         return cls(data=data, params_id=p.params_id, uniform_seed=seed, **fields)
@@ -354,7 +370,7 @@ def encode_key_set_member(key: RelinKey | GaloisKey, *, compress: bool, packed: 
         kind = Kind.RELIN_KEY
     else:
         raise SerializationError(f"eval key set: a member must be a RelinKey or GaloisKey, got {type(key).__name__}")
-    blob = pack(kind, key.params_id, *bit_packed(*encode_switching_key(key, compress=compress), packed))
+    blob = pack(kind, key.params_id, *wire(*encode_switching_key(key, compress=compress), packed))
     entry = {"kind": int(kind), "length": len(blob)}
     if kind == Kind.GALOIS_KEY:
         entry["galois_element"] = int(key.galois_element)

@@ -3,11 +3,14 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from server.errors import ConflictError
 from server.schemas import PartReceipt, UploadCreate, UploadStatus
 from server.service import Service
 from server.tenants import Tenant
 from server.uploads import PartSpec, Upload
+
+# a part's route: its body is raw bytes, bounded by max_part_bytes (server.gate reads x-body-limit)
+PART_ROUTE = {"openapi_extra": {"x-body-limit": "max_part_bytes", "requestBody": {
+    "required": True, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}}}
 
 
 def create(service: Service, tenant: Tenant, kind: str, body: UploadCreate) -> Upload:
@@ -33,12 +36,8 @@ async def receive_part(service: Service, tenant: Tenant, kind: str, upload_id: s
     return PartReceipt(part=n, stored=stored, missing_parts=service.uploads.missing_parts(upload))
 
 
-def discard_unused(service: Service, tenant: Tenant, kind: str, upload_id: str, *, job_column: str,
-                   what: str) -> Upload:
-    """Remove the tenant's upload (its parts, its row) unless a queued or running job names it
-    in ``job_column`` (ConflictError); returns what was removed."""
+def discard(service: Service, tenant: Tenant, kind: str, upload_id: str) -> Upload:
+    """Remove the tenant's upload (see :meth:`UploadStore.discard`); returns what was removed."""
     upload = service.uploads.get(tenant.id, kind, upload_id)
-    if service.db.one(f"SELECT id FROM jobs WHERE {job_column} = ? AND state IN ('queued', 'running')", (upload.id,)):
-        raise ConflictError(f"{what} {upload.id} is used by a queued or running job")
     service.uploads.discard(upload)
     return upload

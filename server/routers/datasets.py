@@ -6,9 +6,9 @@ from fastapi import APIRouter, Request, Response, status
 
 from server.deps import ServiceDep, TenantDep
 from server.routers import _uploads
-from server.schemas import PartReceipt, UploadCreate, UploadStatus
+from server.schemas import PartReceipt, UploadCreate, UploadStatus, TENANT_ERRORS, error_responses
 
-router = APIRouter(prefix="/datasets", tags=["datasets"])
+router = APIRouter(prefix="/datasets", tags=["datasets"], responses=error_responses(*TENANT_ERRORS, 408, 409))
 KIND = "dataset"
 
 
@@ -28,7 +28,7 @@ def get_dataset(dataset_id: str, service: ServiceDep, tenant: TenantDep) -> Uplo
     return _uploads.status(service, service.uploads.get(tenant.id, KIND, dataset_id))
 
 
-@router.put("/{dataset_id}/parts/{n}", response_model=PartReceipt)
+@router.put("/{dataset_id}/parts/{n}", response_model=PartReceipt, **_uploads.PART_ROUTE)
 async def put_dataset_part(dataset_id: str, n: int, request: Request, service: ServiceDep,
                            tenant: TenantDep) -> PartReceipt:
     """Part ``n`` as the raw body, streamed to disk and hashed."""
@@ -45,5 +45,5 @@ def complete_dataset(dataset_id: str, service: ServiceDep, tenant: TenantDep) ->
 
 @router.delete("/{dataset_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_dataset(dataset_id: str, service: ServiceDep, tenant: TenantDep) -> Response:
-    _uploads.discard_unused(service, tenant, KIND, dataset_id, job_column="dataset_id", what="dataset")
+    _uploads.discard(service, tenant, KIND, dataset_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -5,9 +5,9 @@ import psutil
 from fastapi import APIRouter
 
 from server.deps import ServiceDep
-from server.schemas import Health, Limits
+from server.schemas import Health, Limits, error_responses
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], responses=error_responses(413))
 
 
 @router.get("/health", response_model=Health)

@@ -15,9 +15,9 @@ from fastapi import APIRouter, Response, status
 from server.db import dumps_json, now
 from server.deps import ServiceDep, TenantDep
 from server.errors import ConflictError, NotFoundError, QueueFullError, UnprocessableError
-from server.schemas import JobCreate, JobStatus
+from server.schemas import JobCreate, JobStatus, TENANT_ERRORS, error_responses
 
-router = APIRouter(prefix="/jobs", tags=["jobs"])
+router = APIRouter(prefix="/jobs", tags=["jobs"], responses=error_responses(*TENANT_ERRORS, 409, 429))
 
 
 def _status(row: dict[str, Any]) -> JobStatus:
@@ -44,6 +44,9 @@ def submit_job(body: JobCreate, service: ServiceDep, tenant: TenantDep) -> JobSt
     for upload in (keyset, dataset):
         service.uploads.blob_path(upload)  # 409 unless complete
     config = service.training.parse_config(body.config)
+    iterations = service.training.iterations(config)  # bounded before anything sized by it is built
+    if not 1 <= iterations <= service.settings.max_iterations:
+        raise UnprocessableError(f"iterations: {iterations}, allowed 1..{service.settings.max_iterations}")
     params_id = service.training.params(config).params_id
     for upload in (keyset, dataset):
         if upload.params_id != params_id:
@@ -53,11 +56,12 @@ def submit_job(body: JobCreate, service: ServiceDep, tenant: TenantDep) -> JobSt
     missing = service.training.missing_keys(config, keyset.info or {})
     if missing:
         raise UnprocessableError(f"key set {keyset.id} lacks keys the training needs: {missing}")
-    iterations = service.training.iterations(config)
-    if not 1 <= iterations <= service.settings.max_iterations:
-        raise UnprocessableError(f"iterations: {iterations}, allowed 1..{service.settings.max_iterations}")
     job_id = f"job_{uuid.uuid4().hex}"
     with service.db.transaction() as conn:  # the bounds and the insert under one write lock
+        ready = conn.execute("SELECT COUNT(*) FROM uploads WHERE id IN (?, ?) AND state = 'ready'",
+                             (keyset.id, dataset.id)).fetchone()[0]
+        if ready != 2:  # deleted since they were read (a delete checks for jobs under the same lock)
+            raise NotFoundError(f"key set {keyset.id} or dataset {dataset.id} was deleted meanwhile")
         queued = conn.execute("SELECT COUNT(*) FROM jobs WHERE state = 'queued'").fetchone()[0]
         if queued >= service.settings.max_queued_jobs:
             raise QueueFullError(f"{queued} jobs are queued (the limit); try again later")
@@ -103,11 +107,11 @@ def delete_job(job_id: str, service: ServiceDep, tenant: TenantDep) -> Response:
     row = _job(service, tenant, job_id)
     if row["state"] in ("queued", "running"):
         raise ConflictError(f"job {job_id} is {row['state']}; cancel it first")
-    service.db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+    with service.db.transaction() as conn:
+        conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+        if row["result_blob"]:
+            service.blobs.release(service.db, row["result_blob"])
     shutil.rmtree(service.settings.jobs_dir / job_id, ignore_errors=True)
-    blob = row["result_blob"]
-    if blob and service.db.one("SELECT id FROM jobs WHERE result_blob = ?", (blob,)) is None:
-        service.blobs.delete(blob)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

@@ -9,9 +9,9 @@ from fastapi import APIRouter, Request, Response, status
 
 from server.deps import ServiceDep, TenantDep
 from server.routers import _uploads
-from server.schemas import KeysetStatus, PartReceipt, UploadCreate
+from server.schemas import KeysetStatus, PartReceipt, UploadCreate, TENANT_ERRORS, error_responses
 
-router = APIRouter(prefix="/keysets", tags=["keysets"])
+router = APIRouter(prefix="/keysets", tags=["keysets"], responses=error_responses(*TENANT_ERRORS, 408, 409))
 KIND = "keyset"
 
 
@@ -41,7 +41,7 @@ def get_keyset(keyset_id: str, service: ServiceDep, tenant: TenantDep, model: st
     return _status(service, service.uploads.get(tenant.id, KIND, keyset_id), model)
 
 
-@router.put("/{keyset_id}/parts/{n}", response_model=PartReceipt)
+@router.put("/{keyset_id}/parts/{n}", response_model=PartReceipt, **_uploads.PART_ROUTE)
 async def put_keyset_part(keyset_id: str, n: int, request: Request, service: ServiceDep,
                           tenant: TenantDep) -> PartReceipt:
     """Part ``n`` as the raw body (application/octet-stream), streamed to disk and hashed."""
@@ -60,7 +60,7 @@ def complete_keyset(keyset_id: str, service: ServiceDep, tenant: TenantDep) -> K
 
 @router.delete("/{keyset_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_keyset(keyset_id: str, service: ServiceDep, tenant: TenantDep) -> Response:
-    upload = _uploads.discard_unused(service, tenant, KIND, keyset_id, job_column="keyset_id", what="key set")
+    upload = _uploads.discard(service, tenant, KIND, keyset_id)
     if not service.blobs.exists(upload.sha256):  # no other key set has these bytes: free the device too
         service.keysets.discard(upload.sha256)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -4,7 +4,6 @@ removes one (or ``python -m server add-model`` before start-up)."""
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 from typing import Any
 
@@ -12,9 +11,9 @@ from fastapi import APIRouter, Response, status
 
 from server.deps import AdminDep, ServiceDep, TenantDep
 from server.errors import BadRequestError
-from server.schemas import ModelCreate, ModelPublic
+from server.schemas import ModelCreate, ModelPublic, TENANT_ERRORS, error_responses
 
-router = APIRouter(prefix="/models", tags=["models"])
+router = APIRouter(prefix="/models", tags=["models"], responses=error_responses(*TENANT_ERRORS, 409))
 
 
 def public_view(row: dict[str, Any]) -> ModelPublic:
@@ -22,12 +21,12 @@ def public_view(row: dict[str, Any]) -> ModelPublic:
                        params_id=row["params_id"], public=json.loads(row["public_json"]))
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=ModelPublic)
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=ModelPublic, responses=error_responses(403))
 def add_model(body: ModelCreate, service: ServiceDep, _: AdminDep, replace: bool = False) -> ModelPublic:
     """Register a model (admin): it is checked against its parameters (the plan must fit)."""
     try:
         model = base64.b64decode(body.model_b64, validate=True)
-    except binascii.Error as exc:
+    except ValueError as exc:  # binascii.Error, or a non-ASCII character (a plain ValueError)
         raise BadRequestError(f"model_b64 is not base64: {exc}") from None
     return public_view(service.models.add(body.name, body.kind, body.params, model, width=body.width,
                                           replace=replace))
@@ -43,7 +42,7 @@ def get_model(name: str, service: ServiceDep, _: TenantDep) -> ModelPublic:
     return public_view(service.models.get(name))
 
 
-@router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(403))
 def delete_model(name: str, service: ServiceDep, _: AdminDep) -> Response:
     service.models.delete(name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

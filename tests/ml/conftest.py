@@ -1,15 +1,11 @@
-"""Fixtures for tests/ml: SRBCT from <repo root>/../shared/data (skipped when absent)."""
-from pathlib import Path
-
+"""Fixtures for tests/ml: SRBCT from the full data copies (tests/shared_data.py says where)."""
 import pytest
 
-SRBCT = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "srbct_khan2001"
+from shared_data import shared_path
 
 
 @pytest.fixture(scope="session")
 def srbct():
-    if not SRBCT.is_dir():
-        pytest.skip(f"{SRBCT} not present (full data copies live in ../shared/data)")
     from data.genomics import load_khan
 
-    return load_khan(SRBCT)
+    return load_khan(shared_path("srbct_khan2001"))

@@ -44,3 +44,9 @@ def local_run(iterations: int) -> EncryptedHELRTrainer:
     trainer = EncryptedHELRTrainer(cfg, keys, dataset, cfg.schedule(dataset.samples))
     trainer.run()
     return trainer
+
+
+def local_model(iterations: int):
+    """The model the service returns (w at level 0, ``for_client``), computed in process."""
+    trainer = local_run(iterations)
+    return trainer.for_client(trainer.weights)

@@ -10,7 +10,7 @@ import pytest
 from conftest import LiveServer, make_tokens, tiny_settings
 from fhe_core.params import preset
 from fhe_core.serialize import dumps, dumps_many
-from helr_helpers import config, local_run, session
+from helr_helpers import config, local_model, session
 from server.embedded import background_server
 
 pytestmark = pytest.mark.gpu
@@ -49,4 +49,4 @@ def test_training_job_on_the_device_equals_the_cpu_run(device_server):
         job = api.train(config(4), keyset, data)
         assert api.wait(job, timeout=300, poll=0.05)["state"] == "succeeded"
         model = api.download_model(job, client.params)
-    assert dumps(model) == dumps(local_run(4).weights)  # CPU, in process
+    assert dumps(model) == dumps(local_model(4))  # CPU, in process

@@ -1,13 +1,14 @@
 """Every iteration's encrypted state of a training job: its owner downloads and decrypts it
-(the demo follows training this way); it equals the in-process trainer's state bit for bit,
-and nobody else gets it."""
+(the demo follows training this way); it equals the in-process trainer's state bit for bit
+(dropped to level 0, as the owner gets it: the same decryption), and nobody else gets it."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from apps.logreg.trainer import EncryptedHELRTrainer, read_checkpoint
 from fhe_core.serialize import dumps
-from helr_helpers import config, session
+from helr_helpers import FEATURES, config, session
 from server.client import APIError
 
 
@@ -29,8 +30,11 @@ def test_each_iteration_checkpoint_is_the_local_trainers_state(live_server, fini
         for iteration in (1, 2, 3):
             local.step()
             got, w, v = read_checkpoint(api.checkpoint(finished_job, iteration), client.params)
-            assert got == iteration
-            assert dumps(w) == dumps(local.weights) and dumps(v) == dumps(local.velocity)
+            assert got == iteration and w.level == v.level == 0   # the owner's copy: the smallest modulus
+            assert dumps(w) == dumps(local.for_client(local.weights))
+            assert dumps(v) == dumps(local.for_client(local.velocity))
+            np.testing.assert_array_equal(client.decrypt_weights(w, FEATURES), client.decrypt_weights(local.weights,
+                                                                                                    FEATURES))
 
 
 def test_missing_iterations_and_other_tenants_get_404(live_server, finished_job):

@@ -41,7 +41,7 @@ def test_training_job_matches_the_local_run_bit_for_bit(live_server, uploaded):
     assert final["state"] == "succeeded" and final["iteration"] == final["iterations"] == 4
     assert seen == sorted(seen) and seen[-1] == 4
     local = local_run(4)
-    assert dumps(model) == dumps(local.weights)  # the same ciphertext, bit for bit
+    assert model.level == 0 and dumps(model) == dumps(local.for_client(local.weights))  # the same, bit for bit
     w = client.decrypt_weights(model)
     assert w.shape == (dataset_features(),) and np.array_equal(w, client.decrypt_weights(local.weights))
 
@@ -221,3 +221,16 @@ def test_abandoned_uploads_expire(live_server):
         with pytest.raises(APIError) as err:
             api._json("GET", f"/datasets/{upload}")
         assert err.value.status == 404
+
+
+@pytest.mark.parametrize("iterations", [300_000_000, 10**15])
+def test_iterations_are_bounded_before_the_schedule_is_built(live_server, uploaded, monkeypatch, iterations):
+    keyset, dataset = uploaded
+
+    def no_schedule(*args, **kwargs):
+        raise AssertionError("a schedule was built before the iterations were checked")
+
+    monkeypatch.setattr("apps.logreg.schedule.MiniBatchSchedule.build", no_schedule)
+    with live_server.client() as api, pytest.raises(APIError) as err:
+        api.train(json.loads(config(4).to_json()) | {"iterations": iterations}, keyset, dataset)
+    assert err.value.status == 422 and f"iterations: {iterations}" in err.value.detail

@@ -17,15 +17,12 @@ from apps.xgboost.server import ForestEvaluator
 from apps.xgboost.twin import predict_forest
 from fhe_core import bfv, ckks, rlwe
 from fhe_core.params import preset
-from fhe_core.serialize import dumps, dumps_many
+from fhe_core.serialize import dumps, dumps_many, loads_many, peek
 from server.client import APIError
+from fhe_reference import fresh_seed
 from xgb_helpers import PRESET, forest, samples
 
 MODEL = "toy"
-
-
-def fixed_seed(label: str) -> bytes:
-    return label.encode().ljust(32, b"\0")[:32]
 
 
 @functools.cache
@@ -40,11 +37,17 @@ def model(live_server) -> dict:
 
 
 @pytest.fixture(scope="module")
-def alice(live_server, model):
+def alice_seed() -> bytes:
+    """Alice's key and encryption seed, fresh from the OS for each run (printed for replay)."""
+    return fresh_seed("server/xgb/alice")
+
+
+@pytest.fixture(scope="module")
+def alice(live_server, model, alice_seed):
     """Alice's ForestClient (secret key here), built from the model's public part, and her key set."""
     with live_server.client() as api:
         public = PublicModel.from_json(json.dumps(api.model(MODEL)["public"]))
-        client = ForestClient(public, seed=fixed_seed("server/xgb/alice"), allow_insecure=True)
+        client = ForestClient(public, seed=alice_seed, allow_insecure=True)
         return client, api.register_keys(client.eval_keys(), client.params)
 
 
@@ -54,6 +57,26 @@ def snapshot(live_server) -> tuple:
                    for t in ("uploads", "models", "jobs"))
     files = tuple(sorted(str(p) for p in live_server.settings.blob_dir.rglob("*") if p.is_file()))
     return tables, files
+
+
+def test_the_client_counts_the_bytes_and_seconds_of_a_prediction(live_server, alice):
+    """``api.traffic``: one request, exactly the batch sent and the answer received (switched down
+    to a lower level: smaller than the batch), the server's own seconds from its Server-Timing
+    header (below the call's), the client's serialization seconds."""
+    client, keyset = alice
+    x = samples(12, seed=3)
+    cts = client.encrypt(x)
+    body = dumps_many(cts, packed=True)
+    with live_server.client() as api:
+        before = api.traffic.snapshot()
+        answers = api.predict(MODEL, keyset, cts, client.params)
+        spent = api.traffic.since(before)
+    assert all(ct.level < cts[0].level for ct in answers)
+    np.testing.assert_array_equal(client.decrypt_scores(answers, len(x)),
+                                  predict_forest(forest(), forest().binning.encode(x)).scores)
+    assert (spent.requests, spent.sent, spent.received) == (1, len(body), len(dumps_many(answers, packed=True)))
+    assert 0 < spent.server_seconds < spent.seconds and spent.serialize_seconds > 0
+    assert before.requests == 0 and api.traffic == spent   # a fresh client: the totals are this call
 
 
 def test_predictions_equal_the_local_evaluation_and_the_twin(live_server, alice):
@@ -71,6 +94,28 @@ def test_predictions_equal_the_local_evaluation_and_the_twin(live_server, alice)
     expected = predict_forest(forest(), forest().binning.encode(x)).scores
     np.testing.assert_array_equal(client.decrypt_scores(remote, len(x)), expected)
     np.testing.assert_array_equal(scores, expected)
+
+
+def test_requests_travel_seeded_and_packed(live_server, alice):
+    """What the client sends: fresh secret-key ciphertexts, each c_0 at its primes' widths and a
+    32-byte seed (half the components, at most w/64 of each word for w-bit primes); what comes
+    back: packed records. The
+    server expands the seeds and answers exactly (the twin's scores)."""
+    client, keyset = alice
+    x = samples(8, seed=5)
+    cts = client.encrypt(x)
+    body = dumps_many(cts, packed=True)
+    assert all(ct.uniform_seed is not None for ct in cts)
+    widest = max(q.bit_length() for q in client.params.q_primes)
+    assert len(body) < len(dumps_many(cts, compress=False)) * 0.5 * (widest + 1) / 64
+    with live_server.client() as api:
+        response = api._request("POST", "/predictions", params={"model": MODEL, "keyset": keyset}, content=body,
+                                headers={"Content-Type": "application/octet-stream"})
+    answer = response.content
+    assert "bits" in peek(answer).metadata
+    scores = loads_many(answer, client.params, expect=rlwe.Ciphertext)
+    expected = predict_forest(forest(), forest().binning.encode(x)).scores
+    np.testing.assert_array_equal(client.decrypt_scores(scores, len(x)), expected)
 
 
 def test_model_admin_and_public_part(live_server, model):
@@ -101,9 +146,9 @@ def test_key_status_names_the_keys_a_model_needs(live_server, alice, model):
     with live_server.client() as api:
         assert api.keyset_status(keyset, model=MODEL)["missing_keys"] == {"relin": False, "galois_elements": []}
         ctx = client.ctx.rlwe
-        sk = rlwe.gen_secret_key(ctx, seed=fixed_seed("server/xgb/partial"))
+        sk = rlwe.gen_secret_key(ctx, seed=fresh_seed("server/xgb/partial"))
         needed = sorted(PublicModel.from_json(json.dumps(model["public"])).galois_elements(client.params.n))
-        partial = rlwe.gen_eval_keys(ctx, sk, needed[:2], seed=fixed_seed("server/xgb/partial-evk"))
+        partial = rlwe.gen_eval_keys(ctx, sk, needed[:2], seed=fresh_seed("server/xgb/partial-evk"))
         partial_id = api.register_keys(partial, client.params)
         missing = api.keyset_status(partial_id, model=MODEL)["missing_keys"]
         assert missing == {"relin": False, "galois_elements": needed[2:]}
@@ -117,7 +162,7 @@ def test_bad_prediction_requests_get_specific_4xx_and_change_nothing(live_server
     good = dumps_many(client.encrypt(samples(5, seed=3)))
     other_params = preset("N10QP241L3D4Insecure", allow_insecure=True)
     ckks_ctx = ckks.rlwe_context(other_params)
-    ckks_sk = rlwe.gen_secret_key(ckks_ctx, seed=fixed_seed("server/xgb/ckks"))
+    ckks_sk = rlwe.gen_secret_key(ckks_ctx, seed=fresh_seed("server/xgb/ckks"))
     foreign = dumps_many([ckks.Encryptor(other_params, ckks_sk).encrypt(
         ckks.Encoder(other_params).encode(np.ones(4)))])
     switch = bfv.Evaluator(client.ctx)
@@ -202,7 +247,7 @@ def test_a_prediction_over_the_request_timeout_is_408(live_server, alice):
         assert len(api.predict(MODEL, keyset, cts, client.params)) >= 1
 
 
-def test_the_same_model_bytes_at_two_widths_get_their_own_evaluators(live_server, alice):
+def test_the_same_model_bytes_at_two_widths_get_their_own_evaluators(live_server, alice, alice_seed):
     """One key set, one model file registered twice (default width and width 4): each name is
     evaluated for the width its public part promised, exactly as the twin."""
     client, keyset = alice
@@ -212,7 +257,7 @@ def test_the_same_model_bytes_at_two_widths_get_their_own_evaluators(live_server
     expected = predict_forest(forest(), forest().binning.encode(x)).scores
     with live_server.client() as api:
         narrow = ForestClient(PublicModel.from_json(json.dumps(api.model("toy-w4")["public"])),
-                              seed=fixed_seed("server/xgb/alice"), allow_insecure=True)
+                              seed=alice_seed, allow_insecure=True)
         assert narrow.layout.width == 4 != client.layout.width
         again = api.register_keys(narrow.eval_keys(), narrow.params)
         assert api.keyset_status(again)["sha256"] == api.keyset_status(keyset)["sha256"]  # the same keys

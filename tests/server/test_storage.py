@@ -1,5 +1,6 @@
 """Storage pieces on their own: streamed receipt of a body (limits, idle timeout, hash), the
-content-addressed blob store and the LRU cache with load-once semantics."""
+content-addressed blob store (a blob goes with the last row naming it, after the commit) and
+the LRU cache with load-once semantics."""
 from __future__ import annotations
 
 import asyncio
@@ -10,6 +11,7 @@ import time
 import pytest
 
 from server.blobs import BlobStore, receive_to_file
+from server.db import Database
 from server.errors import BadRequestError, HashMismatchError, PayloadTooLargeError, RequestTimeoutError
 from server.keycache import LRUCache
 
@@ -64,6 +66,30 @@ def test_blob_store_deduplicates(tmp_path):
     assert [p.name for p in (tmp_path / "blobs").rglob("*") if p.is_file()] == [first]
     with pytest.raises(BadRequestError):
         store.path("../../etc/passwd")
+
+
+def test_a_blob_goes_after_the_commit_that_removed_the_last_row_naming_it(tmp_path):
+    db = Database(tmp_path / "server.sqlite3")
+    store = BlobStore(tmp_path / "blobs", tmp_path / "tmp")
+    sha = store.put_bytes(b"model bytes")
+    db.execute("INSERT INTO models (name, kind, params_json, params_id, blob, public_json, created) "
+               "VALUES ('m', 'xgboost', '{}', 'p', ?, '{}', 0)", (sha,))
+    with db.transaction():
+        store.release(db, sha)  # the model still names it
+    assert store.exists(sha)
+    with pytest.raises(RuntimeError, match="changed my mind"), db.transaction():
+        db.execute("DELETE FROM models")
+        store.release(db, sha)
+        raise RuntimeError("changed my mind")
+    assert store.exists(sha) and db.one("SELECT name FROM models")  # rolled back: the row and the file stay
+    with db.transaction():
+        db.execute("DELETE FROM models")
+        store.release(db, sha)
+        assert store.exists(sha)  # not before the commit
+    assert not store.exists(sha)
+    with pytest.raises(RuntimeError):
+        db.on_commit(lambda: None)  # only inside a transaction
+    db.close()
 
 
 def test_lru_cache_loads_once_and_evicts_the_oldest():

@@ -14,10 +14,10 @@ import torch
 from apps.logreg.client import HELRClient
 from apps.logreg.config import HELRConfig, HELRConfigError
 from apps.logreg.dataset import EncryptedDataset
-from apps.logreg.trainer import (EncryptedHELRTrainer, HELRTrainingError, ITERATION_DEPTH, layout_rotation_steps,
-                                 read_checkpoint, required_galois_elements)
+from apps.logreg.trainer import (EncryptedHELRTrainer, HELRTrainingError, ITERATION_DEPTH, bootstraps_after,
+                                 layout_rotation_steps, read_checkpoint, required_galois_elements)
 from apps.logreg.twin import design_matrix, train_helr
-from fhe_core import rlwe
+from fhe_core import rlwe, serialize
 from fhe_core.errors import ParameterError, SerializationError
 from ml.metrics import binary_report
 
@@ -67,6 +67,23 @@ def test_levels_and_bootstraps_follow_the_account(tiny_run):
     levels = [s["level"] for s in tiny_run["history"]]
     assert levels == [top - 4, top - 8] * (ITERATIONS // 2)
     assert [s["bootstraps"] for s in tiny_run["history"]] == [0, 0, 1, 1, 2, 2]
+    assert [bootstraps_after(tiny_run["config"], i) for i in range(1, ITERATIONS + 1)] == [0, 0, 1, 1, 2, 2]
+
+
+def test_the_client_gets_w_at_level_0_with_the_same_decryption(tiny_run):
+    """w and v dropped to level 0 (one prime instead of up to ten): bit-identical decryptions, a
+    fraction of the bytes; the resume checkpoint keeps the levels, the client's is smaller."""
+    run = tiny_run
+    trainer, client = run["trainer"], run["client"]
+    w = trainer.for_client(trainer.weights)
+    assert w.level == 0 < trainer.weights.level and w.scale == trainer.weights.scale
+    np.testing.assert_array_equal(client.decrypt_weights(w), run["history"][-1]["w"])
+    assert serialize.peek(serialize.dumps(w)).metadata["shape"] == [2, 1, trainer.params.n]
+    assert len(serialize.dumps(w)) < len(serialize.dumps(trainer.weights))
+    iteration, w_ct, v_ct = read_checkpoint(trainer.client_checkpoint(), trainer.params)
+    assert iteration == ITERATIONS and w_ct.level == v_ct.level == 0
+    np.testing.assert_array_equal(client.decrypt_weights(v_ct), run["history"][-1]["v"])
+    assert len(trainer.client_checkpoint()) < len(trainer.checkpoint())
 
 
 def test_decrypted_model_scores_like_the_twin(tiny_run):
@@ -97,7 +114,8 @@ def test_checkpoint_resumes_bit_for_bit(tiny_run):
     iteration, w, v = read_checkpoint(middle, run["trainer"].params)
     assert iteration == 3 and w.level == 5
     resumed = EncryptedHELRTrainer.resume(run["config"], run["keys"], run["dataset"], run["schedule"], middle)
-    assert resumed.run() == ITERATIONS - 3
+    assert resumed.bootstraps == 1
+    assert resumed.run() == ITERATIONS - 3 and resumed.bootstraps == run["trainer"].bootstraps
     assert torch.equal(resumed.weights.data, run["trainer"].weights.data)
     assert torch.equal(resumed.velocity.data, run["trainer"].velocity.data)
     assert resumed.weights.scale == run["trainer"].weights.scale

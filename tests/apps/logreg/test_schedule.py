@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from apps.logreg.config import HELRConfig
 from apps.logreg.schedule import MiniBatchSchedule
 
 
@@ -40,3 +41,9 @@ def test_rejects_bad_arguments():
         MiniBatchSchedule.build(10, 0, 3)
     with pytest.raises(ValueError, match="order"):
         MiniBatchSchedule.build(10, 2, 3, order="random")
+
+
+@pytest.mark.parametrize("samples", [1, 15, 16, 17, 300])
+def test_config_counts_blocks_as_the_schedule_does(samples):
+    config = HELRConfig.tiny(iterations=3)  # batch 16
+    assert config.n_blocks(samples) == config.schedule(samples).n_blocks

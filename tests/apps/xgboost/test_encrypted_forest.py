@@ -17,16 +17,13 @@ from apps.xgboost.export import export_booster  # noqa: E402
 from apps.xgboost.plan import MARGIN_BITS, ForestPlan, PlanError, PublicModel, named_params  # noqa: E402
 from apps.xgboost.server import ForestEvaluator  # noqa: E402
 from apps.xgboost.twin import predict_forest  # noqa: E402
+from fhe_reference import fresh_seed  # noqa: E402
 from fhe_core import serialize  # noqa: E402
 from fhe_core.errors import LevelMismatchError, ParamsMismatchError  # noqa: E402
 from fhe_core.rlwe import Ciphertext, EvalKeySet  # noqa: E402
 
 WIDE = "BFVN11QP335L4D5T20Insecure"   # N = 2^11, t = 786433, five 55-bit primes
 SMALL = "BFVN10QP205L2D3T17Insecure"  # N = 2^10, t = 65537, three 50-bit primes
-
-
-def seed(label: str) -> bytes:
-    return label.encode().ljust(32, b"\0")[:32]
 
 
 def synthetic(n, n_features, n_classes, rng_seed, missing=0.15):
@@ -58,7 +55,7 @@ def run_encrypted(forest, x, preset=WIDE, width=None, label="run", wire=True):
     params = named_params(preset, allow_insecure=True)
     plan = ForestPlan.build(forest, params, width=width or len(x))
     public = PublicModel.from_json(plan.public_model(preset).to_json())
-    client = ForestClient(public, seed=seed(label), allow_insecure=True)
+    client = ForestClient(public, seed=fresh_seed(label), allow_insecure=True)
     keys, cts = client.eval_keys(), client.encrypt(x)
     if wire:
         keys = serialize.loads(serialize.dumps(keys), params, expect=EvalKeySet)
@@ -87,7 +84,8 @@ def test_scores_equal_twin(objective, n_classes, depth, frac_bits, preset):
     np.testing.assert_array_equal(client.predict(results, len(x)), expected)
     assert forest.depth == depth and np.isnan(x).any()  # missing values went through
     budget = min(client.noise_budget(ct) for ct in results)
-    assert budget >= plan.budget_left >= MARGIN_BITS  # the plan's estimate is conservative
+    assert budget >= plan.answer_budget >= MARGIN_BITS  # the plan's estimate is conservative
+    assert all(ct.level == plan.answer_level <= plan.level for ct in results)  # switched down
 
 
 def test_several_batches_and_partial_batch():
@@ -151,7 +149,7 @@ def test_evaluator_checks_its_inputs():
     forest, _, x = trained("multi:softprob", 3, 2)
     params = named_params(WIDE, allow_insecure=True)
     plan = ForestPlan.build(forest, params, width=8)
-    client = ForestClient(plan.public_model(), seed=seed("checks"), allow_insecure=True)
+    client = ForestClient(plan.public_model(), seed=fresh_seed("checks"), allow_insecure=True)
     keys = client.eval_keys()
     server = ForestEvaluator(params, keys, forest, plan=plan)
     cts = client.encrypt(x[:8])
@@ -174,7 +172,7 @@ def test_stacked_and_per_group_paths_agree_word_for_word(objective, n_classes, d
     params = named_params(WIDE, allow_insecure=True)
     plan = ForestPlan.build(forest, params, width=300)  # one block per row: several groups
     assert plan.n_groups > 1
-    client = ForestClient(plan.public_model(), seed=seed("paths"), allow_insecure=True)
+    client = ForestClient(plan.public_model(), seed=fresh_seed("paths"), allow_insecure=True)
     keys, cts = client.eval_keys(), client.encrypt(x[:30])
     stacked = ForestEvaluator(params, keys, forest, plan=plan).evaluate(cts)
     per_group = ForestEvaluator(params, keys, forest, plan=plan, stacked=False).evaluate(cts)
@@ -191,7 +189,7 @@ def test_plan_counts_the_operations_the_evaluator_runs(depth, monkeypatch):
     forest, _, x = trained("multi:softprob", 3, depth)
     params = named_params(WIDE, allow_insecure=True)
     plan = ForestPlan.build(forest, params, width=16)
-    client = ForestClient(plan.public_model(), seed=seed("count"), allow_insecure=True)
+    client = ForestClient(plan.public_model(), seed=fresh_seed("count"), allow_insecure=True)
     server = ForestEvaluator(params, client.eval_keys(), forest, plan=plan, stacked=False)
     calls = {name: 0 for name in ("multiply_plain", "multiply", "relinearize", "rotate_rows", "swap_columns")}
     for name in calls:
@@ -208,7 +206,7 @@ def test_plan_counts_the_operations_the_evaluator_runs(depth, monkeypatch):
 def test_client_checks_its_inputs():
     forest, _, x = trained("multi:softprob", 3, 2)
     plan = ForestPlan.build(forest, named_params(WIDE, allow_insecure=True), width=8)
-    client = ForestClient(plan.public_model(), seed=seed("client"), allow_insecure=True)
+    client = ForestClient(plan.public_model(), seed=fresh_seed("client"), allow_insecure=True)
     with pytest.raises(PlanError, match="samples"):
         client.encrypt(x[:4, :-1])
     with pytest.raises(PlanError, match="no samples"):

@@ -35,7 +35,7 @@ def run_idash(idash_dir, n, preset, device="cpu", allow_insecure=False):
     twin = np.concatenate([evaluate_idash(workload).scores] * reps)[:n]
     np.testing.assert_array_equal(scores, twin)
     budget = min(client.noise_budget(ct) for ct in results)
-    assert budget >= plan.budget_left >= MARGIN_BITS
+    assert budget >= plan.answer_budget >= MARGIN_BITS  # after the switch down to plan.answer_level
     return scores, labels, plan
 
 

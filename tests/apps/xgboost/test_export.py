@@ -92,3 +92,16 @@ def test_threshold_outside_binning_is_refused():
     coarse = PublicBinning.from_dmatrix(xgboost.QuantileDMatrix(x[:20], label=y[:20], max_bin=4))
     with pytest.raises(ExportError, match="public cuts"):
         export_booster(booster, coarse)
+
+
+@pytest.mark.parametrize("lowest", [-7.5, -np.inf])  # xgboost up to 3.2, and since 3.3
+def test_quantile_cut_layouts(lowest):
+    """Each feature's lowest bin bound is dropped (no split uses it); an empty feature keeps no cuts."""
+    indptr = np.array([0, 3, 3, 5], dtype=np.uint64)
+    values = np.array([lowest, 1.0, 2.0, lowest, 7.0], dtype=np.float32)
+    binning = PublicBinning.from_quantile_cut(indptr, values)
+    np.testing.assert_array_equal(binning.cuts, np.array([1.0, 2.0, 7.0], dtype=np.float32))
+    np.testing.assert_array_equal(binning.offsets, [0, 2, 2, 3])
+    values[2] = np.inf
+    with pytest.raises(ExportError, match="non-finite bin bound"):
+        PublicBinning.from_quantile_cut(indptr, values)

@@ -17,6 +17,7 @@ from fuzz_targets import _forest, _idash_model, _public_model_corpus, forge_npy_
 test_fuzz_read_archive = fuzz_test("apps.xgboost.archive.read_archive")
 test_fuzz_idash_model_from_bytes = fuzz_test("apps.xgboost.plan.IdashModel.from_bytes")
 test_fuzz_he_forest_from_bytes = fuzz_test("apps.xgboost.export.HEForest.from_bytes")
+test_fuzz_private_forest_from_bytes = fuzz_test("apps.xgboost.private_forest.PrivateForest.from_bytes")
 test_fuzz_public_model_from_json = fuzz_test("apps.xgboost.plan.PublicModel.from_json")
 
 ARRAYS = ("thresholds", "leaves")

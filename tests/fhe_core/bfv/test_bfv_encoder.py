@@ -6,7 +6,7 @@ import torch
 
 from fhe_core import bfv
 from fhe_core.errors import EncodingError
-from fhe_reference import evaluate, fresh_rng, negacyclic_product
+from fhe_reference import bit_reverse, evaluate, fresh_rng, negacyclic_product
 from bfv_helpers import SMALL, TEST_PRESETS, WIDE, random_values, session
 
 
@@ -38,9 +38,16 @@ def test_slots_are_evaluations_at_plus_minus_powers_of_five(name):
 
 
 def test_the_slot_permutation_is_a_permutation_of_bit_reversed_exponents():
+    """Matrix entry (r, j) sits in the NTT slot k whose evaluation point psi^(2 brv(k) + 1) is
+    psi^(5^j) for row 0 and psi^(-5^j) for row 1 (mod 2N), and no slot is used twice."""
     for n in (1 << 10, 1 << 13):
         perm = bfv.slot_permutation(n)
         assert sorted(perm.tolist()) == list(range(n))
+        log_n, half = n.bit_length() - 1, n // 2
+        for j in range(half):
+            e = pow(5, j, 2 * n)
+            assert perm[j] == bit_reverse((e - 1) // 2, log_n), f"row 0, column {j}"
+            assert perm[half + j] == bit_reverse((2 * n - e - 1) // 2, log_n), f"row 1, column {j}"
 
 
 def test_encoding_is_a_ring_isomorphism():

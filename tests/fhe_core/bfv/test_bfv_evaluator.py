@@ -124,15 +124,16 @@ def test_modulus_switching_keeps_the_message(name):
 
 
 def test_noise_budget_decreases_as_theory_says():
-    """fresh > after add (at most 1 bit lost: |v_a + v_b| <= 2 max) > after a product, which costs
-    between log2(t) and log2(t N) + 4 bits (|v| ~ t N |v_a| up to small factors)."""
+    """An addition loses at most 1 bit (|v_a + v_b| <= 2 max; it may lose none: the noises can
+    partly cancel), a product between log2(t) and log2(t N) + 4 bits (|v| ~ t N |v_a| up to
+    small factors)."""
     s, rng, a, b, ca, cb = _pair(WIDE)
     ev = s.evaluator
     fresh = min(s.budget(ca), s.budget(cb))
     added = s.budget(ev.add(ca, cb))
     product = ev.multiply_relin(ca, cb)
     multiplied = s.budget(product)
-    assert fresh > added >= fresh - 1 > multiplied
+    assert added >= fresh - 1 > multiplied
     assert math.log2(s.t) < fresh - multiplied < math.log2(s.t * s.n) + 4
     assert abs(s.budget(ev.multiply(ca, cb)) - multiplied) < 0.5   # relinearization costs ~nothing
     assert s.budget(ev.multiply_plain(ca, s.encoder.encode(b))) < fresh - math.log2(s.t) + 4

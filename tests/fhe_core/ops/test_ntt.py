@@ -46,7 +46,9 @@ def test_ntt_slots_are_evaluations_in_bit_reversed_order(device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("log_n", range(10, 18))
 def test_ntt_round_trip(device, log_n):
-    """intt(ntt(a)) == a for every supported N, batched [2, l, N], including the extreme residues."""
+    """intt(ntt(a)) == a for every supported N, batched [2, l, N], including the extreme residues;
+    and a few slots of each limb are a's evaluations at psi^(2*brv(k)+1), computed with Python
+    integers (a round trip alone would pass a consistently wrong twiddle table)."""
     rng, _ = fresh_rng()
     n = 1 << log_n
     basis = RNSBasis.get(generate_primes([61, 50, 30], n), n, device)
@@ -56,6 +58,11 @@ def test_ntt_round_trip(device, log_n):
     forward = basis.ntt(a)
     assert bool((forward >= 0).all()) and bool((forward < basis.moduli[:, :1]).all()), "not canonical"
     assert torch.equal(basis.intt(forward), a)
+    for limb, q in enumerate(basis.primes):
+        psi, coeffs = primitive_root_2n(q, n), to_ints(a[1, limb])
+        for k in (0, n - 1, *rng.integers(1, n - 1, size=2)):
+            point = pow(psi, 2 * bit_reverse(int(k), log_n) + 1, q)
+            assert forward[1, limb, k].item() == evaluate(coeffs, point, q), f"log N {log_n}, limb {limb}, slot {k}"
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -8,7 +8,9 @@ import torch
 
 from fhe_core import ops
 from fhe_core.ring import RNSBasis, generate_primes
-from fhe_reference import DEVICES, chacha20_block, chacha20_words
+from scipy.stats import chi2
+
+from fhe_reference import DEVICES, chacha20_block, chacha20_words, fixed_weight_ternary
 
 N = 1 << 10
 PRIMES = generate_primes([61, 45, 30], N)
@@ -105,31 +107,52 @@ def test_centered_binomial_moments(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("weight", [1, 64, 192, N // 2, N])
-def test_fixed_weight_ternary(device, weight):
-    basis = RNSBasis.get(PRIMES, N, device)
-    s = ops.sample_ternary(basis.moduli, N, os.urandom(32), 9, weight)
-    values = _centered(s[0], PRIMES[0])
-    assert set(np.unique(values)) <= {-1, 0, 1}
-    assert int(np.count_nonzero(values)) == weight
-    for limb, q in enumerate(PRIMES[1:], start=1):
-        assert np.array_equal(_centered(s[limb], q), values), f"limb {limb} differs"
+@pytest.mark.parametrize("n,weight", [(N, 1), (N, 64), (N, 192), (N, N // 2), (N, N), (1 << 16, 192)])
+def test_fixed_weight_ternary_matches_reference_stream(device, n, weight):
+    """Bit for bit against Floyd's algorithm on the Python ChaCha20 stream, the same in every limb;
+    also at the 128-bit bootstrapping presets' N = 2^16, h = 192."""
+    seed, nonce = os.urandom(32), int.from_bytes(os.urandom(7), "little")
+    basis = RNSBasis.get(generate_primes([61, 45, 30], n), n, device)
+    s = ops.sample_ternary(basis.moduli, n, seed, nonce, weight)
+    expected = fixed_weight_ternary(seed, nonce, n, weight)
+    assert sum(map(abs, expected)) == weight
+    for limb, q in enumerate(basis.primes):
+        assert _centered(s[limb], q).tolist() == expected, f"limb {limb}"
+
+
+# Positions and signs of fixed-weight secrets: SECRETS draws of weight H at N = 1024 give counts
+# over the 2N cells (position, sign), each expected SECRETS * H / 2N = 6.25 times. Within one
+# secret the positions are drawn without replacement, which only lowers the cells' variance (by
+# the factor 1 - H/N), so the chi-square statistic of a uniform sampler is at most chi-square
+# with 2N - 1 degrees of freedom: the bound below is exceeded with probability < 1e-6.
+SECRETS, H = 200, 64
+CHI2_BOUND = float(chi2.isf(1e-6, 2 * N - 1))
+
+
+def _position_sign_chi2(secrets: np.ndarray) -> float:
+    """Chi-square statistic of [secrets, N] ternary rows over the cells (position, sign)."""
+    counts = np.concatenate([(secrets == 1).sum(axis=0), (secrets == -1).sum(axis=0)])
+    expected = np.count_nonzero(secrets) / (2 * secrets.shape[1])
+    return float(((counts - expected) ** 2 / expected).sum())
+
+
+def test_position_sign_chi2_rejects_a_sampler_that_misses_a_quarter_of_positions():
+    """The statistic has power: a sampler whose support never reaches 256 of the 1,024 positions
+    (each reachable one then busier by a third, its busiest cell near the old max-hits bound) fails."""
+    rng = np.random.default_rng()
+    reachable = rng.permutation(N)[: 3 * N // 4]
+    secrets = np.zeros((SECRETS, N), dtype=np.int64)
+    for row in secrets:
+        row[rng.choice(reachable, H, replace=False)] = rng.choice([-1, 1], H)
+    assert _position_sign_chi2(secrets) > CHI2_BOUND
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_fixed_weight_positions_and_signs_are_uniform(device):
-    """Over 200 secrets of weight 64 at N = 1024 each position is hit 12.5 times on average:
-    the busiest must stay under 40 (binomial tail < 1e-8), and signs balance within 5 sigma."""
     basis = RNSBasis.get(PRIMES[:1], N, device)
-    hits = np.zeros(N)
-    plus = 0
-    for nonce in range(200):
-        v = _centered(ops.sample_ternary(basis.moduli, N, os.urandom(32), nonce, 64)[0], PRIMES[0])
-        hits += v != 0
-        plus += int((v == 1).sum())
-    assert hits.max() < 40
-    total = 200 * 64
-    assert abs(plus - total / 2) < 5 * np.sqrt(total / 4)
+    secrets = np.stack([_centered(ops.sample_ternary(basis.moduli, N, os.urandom(32), nonce, H)[0], PRIMES[0])
+                        for nonce in range(SECRETS)])
+    assert _position_sign_chi2(secrets) < CHI2_BOUND, f"bound {CHI2_BOUND:.0f}"
 
 
 def test_seed_must_be_32_bytes():

@@ -34,11 +34,15 @@ def test_header_fields_at_documented_offsets(world, kind):
 
 
 def test_ciphertext_metadata_and_payload_layout(world):
-    """payload word ((c * (l+1) + i) * N + j) is residue j of limb i of component c."""
+    """payload word ((c * (l+1) + i) * N + j) is residue j of limb i of component c; seeded (a
+    fresh secret-key encryption), the payload is component 0 alone and the seed is metadata."""
     ct, n = world.ct, world.params.n
-    p = split(serialize.dumps(ct))
+    p = split(serialize.dumps(ct, compress=False))
     assert p.meta == {"is_ntt": True, "level": ct.level, "shape": [2, ct.level + 1, n]}
     assert len(p.payload) == 2 * (ct.level + 1) * n * 8
+    seeded = split(serialize.dumps(ct))
+    assert seeded.meta == {**p.meta, "uniform_seed": ct.uniform_seed.hex()}
+    assert seeded.payload == p.payload[:len(p.payload) // 2]
     data = ct.data.numpy().view(np.uint64)
     rng = np.random.default_rng()
     for c, i, j in zip(rng.integers(0, 2, 50), rng.integers(0, ct.level + 1, 50), rng.integers(0, n, 50)):

@@ -257,7 +257,7 @@ def test_key_set_record_table_checks(world):
 
 def test_ciphertext_residue_equal_to_its_prime(world):
     p, ct = world.params, world.ct
-    blob = serialize.dumps(ct)
+    blob = serialize.dumps(ct, compress=False)  # both components in the payload
     limbs, n = ct.level + 1, p.n
     for value in (p.q_primes[3], (1 << 64) - 1):
         payload = with_word(split(blob).payload, (1 * limbs + 3) * n + 17, value)
@@ -367,3 +367,21 @@ def test_checks_run_in_the_documented_order(world, world11, small_pt):
             serialize.loads(blob, world.params)
     with pytest.raises(SizeLimitError):
         serialize.loads(bad_magic, world.params, max_bytes=len(bad_magic) - 1)
+
+
+def test_seeded_ciphertext_records_are_checked(world):
+    """A seed stands for c_1 of a fresh degree-1 NTT-domain encryption only; its payload is c_0
+    alone; the seed is 64 hex digits."""
+    p, ct = world.params, world.ct
+    seeded, full = serialize.dumps(ct), serialize.dumps(ct, compress=False)
+    limbs = ct.level + 1
+    with pytest.raises(MetadataError, match="uniform_seed is for fresh degree-1 NTT-domain ciphertexts"):
+        serialize.loads(_edit(seeded, shape=[3, limbs, p.n]), p)
+    with pytest.raises(MetadataError, match="in the coefficient domain"):
+        serialize.loads(_edit(seeded, is_ntt=False), p)
+    with pytest.raises(MetadataError, match="uniform_seed must be 64 lowercase hex digits"):
+        serialize.loads(_edit(seeded, uniform_seed="00" * 31), p)
+    with pytest.raises(SerializationError, match=r"payload is \d+ bytes, shape \[1, "):  # both components sent
+        serialize.loads(rebuild(seeded, payload=split(full).payload), p)
+    with pytest.raises(SerializationError, match=r"shape \[2, "):  # a full record without its c_1
+        serialize.loads(rebuild(full, payload=split(seeded).payload), p)

@@ -100,6 +100,40 @@ def test_ciphertext_round_trip_decrypts_with_a_loaded_secret_key(world, level):
     assert _bits(_decode(world, m_loaded, level, pt.scale), world.z) >= 25
 
 
+@pytest.mark.parametrize("level", [3, 1])
+def test_fresh_secret_key_ciphertexts_travel_seeded(world, level):
+    """A fresh secret-key encryption stores c_0 and its 32-byte uniform seed: half the bytes of
+    the full record (and of the packed one), read back bit for bit with c_1 regenerated;
+    compress=False and public-key encryptions store both components."""
+    pt = world.encoder.encode(world.z, level=level)
+    ct = rlwe.encrypt_sk(world.ctx, world.sk, pt.data, level)
+    full, seeded = serialize.dumps(ct, compress=False), serialize.dumps(ct)
+    components = (level + 1) * world.params.n * 8
+    assert len(split(full).payload) == 2 * components and len(split(seeded).payload) == components
+    assert split(seeded).meta["uniform_seed"] == ct.uniform_seed.hex()
+    assert len(serialize.dumps(ct, packed=True)) < len(serialize.dumps(ct, compress=False, packed=True)) * 0.51
+    for blob in (seeded, serialize.dumps(ct, packed=True)):
+        loaded = serialize.loads(blob, world.params)
+        _same_tensor(loaded.data, ct.data)
+        assert loaded.uniform_seed == ct.uniform_seed
+    public = rlwe.encrypt_pk(world.ctx, world.pk, pt.data, level)
+    assert public.uniform_seed is None and len(split(serialize.dumps(public)).payload) == 2 * components
+
+
+def test_results_of_operations_are_never_seeded(world):
+    """Only the fresh encryption's c_1 is the seed's: any new data drops the seed, so a result
+    serializes in full (a seeded record of it would decrypt to something else)."""
+    ct = rlwe.encrypt_sk(world.ctx, world.sk, world.pt.data, world.pt.level)
+    assert ct.uniform_seed is not None
+    relabelled = ct.replace(is_ntt=True)
+    assert relabelled.uniform_seed == ct.uniform_seed  # the same data: still the fresh encryption
+    for result in (ct.replace(data=ct.data.clone()), world.degree_two(ct),
+                   rlwe.apply_galois(world.ctx, ct, rlwe.galois_element_for_rotation(1, world.params.n), world.keys)):
+        assert result.uniform_seed is None
+        loaded = serialize.loads(serialize.dumps(result), world.params)
+        _same_tensor(loaded.data, result.data)
+
+
 def test_degree_two_ciphertext_round_trip_and_relinearization_with_loaded_keys(world):
     """(ct x ct) stored at degree 2, reloaded, relinearized with reloaded keys: bit-identical to
     the originals, and decrypts to z^2 (numpy) at scale^2."""
@@ -245,6 +279,14 @@ def test_loads_onto_cuda(world):
     assert relin.data.is_cuda and torch.equal(relin.data.cpu(), world.keys.relin_key("t").data)
 
 
+@pytest.mark.gpu
+def test_seeded_ciphertexts_expand_on_cuda_as_on_the_cpu(world):
+    """The server regenerates c_1 where the ciphertext is headed: the same words on the GPU."""
+    ct = rlwe.encrypt_sk(world.ctx, world.sk, world.pt.data, world.pt.level)
+    loaded = serialize.loads(serialize.dumps(ct, packed=True), world.params, device="cuda")
+    assert loaded.data.is_cuda and torch.equal(loaded.data.cpu(), ct.data)
+
+
 # ---- bit-packed payloads ----------------------------------------------------------------------------
 
 def _widths(t: torch.Tensor) -> list[int]:
@@ -262,7 +304,9 @@ def test_packed_round_trips_of_every_residue_kind(request, which):
         blob = serialize.dumps(obj, packed=True)
         loaded = serialize.loads(blob, w.params, expect=type(obj))
         _same_tensor(loaded.data, obj.data)
-        data = obj.data[:, 0] if isinstance(obj, rlwe.SwitchingKey) else obj.data
+        # what the payload holds: the b parts of a key, c_0 of a seeded (fresh secret-key) ciphertext
+        data = obj.data[:, 0] if isinstance(obj, rlwe.SwitchingKey) else \
+            obj.data[:1] if isinstance(obj, rlwe.Ciphertext) and obj.uniform_seed else obj.data
         assert split(blob).meta["bits"] == _widths(data)
         words = data.numel() // data.shape[-1] // data.shape[-2]
         seed = 32 if isinstance(obj, rlwe.SecretKey) else 0
@@ -274,7 +318,7 @@ def test_packed_round_trips_of_every_residue_kind(request, which):
 def test_packed_bit_layout(world):
     """Limb i of component c is one little-endian bit stream: residue j = bits [j w_i, (j+1) w_i)."""
     ct, n = world.ct, world.params.n
-    p = split(serialize.dumps(ct, packed=True))
+    p = split(serialize.dumps(ct, compress=False, packed=True))
     widths = p.meta["bits"]
     data = ct.data.numpy().view(np.uint64)
     at = 0
@@ -323,7 +367,7 @@ def test_ckks_ciphertext_record_is_the_rlwe_record_plus_scale_and_slots(world, m
     monkeypatch.setitem(api._DECODERS, kind, codecs.scaled_ciphertext_decoder(ScaledCiphertext))
     ct = ScaledCiphertext(data=world.ct.data, level=world.ct.level, params_id=world.ct.params_id,
                           scale=world.pt.scale * 1.25, slots=world.pt.slots)
-    blob, plain = split(serialize.dumps(ct)), split(serialize.dumps(world.ct))
+    blob, plain = split(serialize.dumps(ct)), split(serialize.dumps(world.ct, compress=False))
     assert blob.kind == 10 and blob.payload == plain.payload
     assert blob.meta == {**plain.meta, "scale": (world.pt.scale * 1.25).hex(), "slots": world.pt.slots}
     loaded = serialize.loads(serialize.dumps(ct, packed=True), world.params)
