@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from fhe_core import ops
-from fhe_core.ring import RNSBasis, shoup_constants
+from fhe_core.ring import RNSBasis
 from fhe_reference import fresh_rng, inverse_ntt_rounds, ntt_prime_above, ntt_prime_below, random_residues
-from plan_cases import KERNEL_PLANS
+from plan_cases import KERNEL_PLANS, assert_forward_ntt_matches_cpu
 
 WORD = 1 << 64
 
@@ -135,19 +135,4 @@ def test_truncated_forward_on_cuda_at_its_prime_limit(log_n):
     below = ntt_prime_below(limit, n)
     above = ntt_prime_above(limit, n)
     primes = [below, above, ntt_prime_below(1 << 50, n)]
-    cpu, gpu = RNSBasis.get(primes, n), RNSBasis.get(primes, n, "cuda")
-    a = random_residues(rng, primes, (2,), n)
-    q_col = cpu.moduli[:, :1]
-    a[0, :, : n // 2] = q_col - 1
-    a[1, :, : n // 2] = 4 * q_col - 1
-    expected = cpu.ntt(a)
-    c = random_residues(rng, [3] + primes, (2,), n)
-    c[0, 1:, :64] = q_col - 1
-    consts = [int(rng.integers(1, q)) for q in primes]
-    k_cpu, k_gpu = shoup_constants(consts, primes), shoup_constants(consts, primes, "cuda")
-    expected_down = ops.mod_down_ntt(a, c, 1, *k_cpu, cpu.moduli, cpu.ntt_table)
-    for name, plan in KERNEL_PLANS.items():
-        got = gpu.with_plan(plan).ntt(a.cuda()).cpu()
-        got_down = ops.mod_down_ntt(a.cuda(), c.cuda(), 1, *k_gpu, gpu.moduli, gpu.ntt_table, plan=plan).cpu()
-        assert torch.equal(got, expected), name
-        assert torch.equal(got_down, expected_down), (name, "ModDown's epilogue")
+    assert_forward_ntt_matches_cpu(rng, primes, n)

@@ -10,7 +10,7 @@ from fhe_core import ops
 from fhe_core.ring import (BasisConverter, RNSBasis, generate_primes, is_prime, modulus_table, shoup_constants,
                            words_tensor)
 from fhe_reference import fresh_rng, random_residues, to_ints
-from plan_cases import KERNEL_PLANS
+from plan_cases import KERNEL_PLANS, assert_forward_ntt_matches_cpu
 
 
 def _assert_lazy_result(got, expected, primes, name):
@@ -393,20 +393,4 @@ def test_ntt_lazy_forward_at_its_prime_limit(log_n):
     limit = (2 ** 64 - 1) // (5 + 2 * log_n)
     primes = [_prime_near(limit, n, above=False), _prime_near(limit + 1, n, above=True),
               _prime_near(2 ** 61 - 1, n, above=False)]
-    cpu, gpu = RNSBasis.get(primes, n, "cpu"), RNSBasis.get(primes, n, "cuda")
-    a = random_residues(rng, primes, (2,), n)
-    q_col = cpu.moduli[:, :1]
-    a[0, :, : n // 2] = q_col - 1
-    a[1, :, : n // 2] = 4 * q_col - 1  # 4q < 2^63 for every prime here
-    expected = cpu.ntt(a)
-    assert torch.equal(expected, cpu.ntt(a % q_col))
-    c = random_residues(rng, [3] + primes, (2,), n)  # one P row (not read), then Q's
-    c[0, 1:, :64] = q_col - 1
-    consts = [int(rng.integers(1, q)) for q in primes]
-    k_cpu, k_gpu = shoup_constants(consts, primes), shoup_constants(consts, primes, "cuda")
-    expected_down = ops.mod_down_ntt(a, c, 1, *k_cpu, cpu.moduli, cpu.ntt_table)
-    for name, plan in KERNEL_PLANS.items():
-        got = gpu.with_plan(plan).ntt(a.cuda()).cpu()
-        got_down = ops.mod_down_ntt(a.cuda(), c.cuda(), 1, *k_gpu, gpu.moduli, gpu.ntt_table, plan=plan).cpu()
-        assert torch.equal(got, expected), f"{name} plan"
-        assert torch.equal(got_down, expected_down), f"{name} plan, ModDown's epilogue"
+    assert_forward_ntt_matches_cpu(rng, primes, n)
