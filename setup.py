@@ -53,7 +53,7 @@ def cuda_arch_flags() -> list[str]:
 
 
 def extension():
-    sources = sorted(glob.glob(os.path.join(CSRC, "*.cpp")) + glob.glob(os.path.join(CSRC, "cpu", "*.cpp")))
+    sources = sorted(glob.glob(os.path.join(CSRC, "ops", "*.cpp")) + glob.glob(os.path.join(CSRC, "cpu", "*.cpp")))
     # No -std flag: torch's builder adds the standard its own headers and libraries were built with
     # (C++17 for torch 2.11, C++20 for 2.13). Forcing another one makes the extension instantiate
     # its own copies of libstdc++ templates that clash with the loaded libstdc++.

@@ -12,7 +12,7 @@ ckks, bfv -> serialize; ckks and bfv do not import each other; tests/test_layers
     ring       NTT-friendly primes, RNS bases with their device tables, basis converters
     ops        thin wrappers over torch.ops.fhe_core.* (the only importer of the extension _C)
     errors     the FHEError hierarchy, imported by every layer
-    csrc       the kernels: common/*.h shared math, cpu/*.cpp, cuda/*.cu, ops.cpp schemas
+    csrc       the kernels: common/*.h shared math, ops/ (schemas and torch glue), cpu/, cuda/
 ``fhe_core.demo`` (the engine demo) sits on top. Nothing in fhe_core imports the packages built on
 it: fhe_core -> data -> ml -> apps -> server (see ``ml``, ``apps`` and ``server``).
 """

@@ -9,7 +9,10 @@ sets larger than the L2 cache) and the graph is replayed; the median over replay
 K. The "eager" column is the wall time of one call from Python, synchronised, for comparison;
 ops that do host work (encoding, constants built on the host) cannot be captured and report
 their eager time only.
-CPU times are wall-clock medians, with one thread and with all threads.
+CPU times are wall-clock medians, with one thread and with all threads. On CUDA the key-switching, CKKS and
+bootstrapping rows also run with the reference plan ("[reference plan]": every kernel and composition with a tuned
+alternative in its reference version, fhe_core.ops.KernelPlan.reference()), in the same process; the engine rows
+with the reference kernels.
 
     python scripts/bench.py --device cuda --markdown out.md
     python scripts/bench.py --device cpu
@@ -32,6 +35,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from fhe_core import ops  # noqa: E402
+from fhe_core.ops import KernelPlan  # noqa: E402
 from fhe_core.ring import BasisConverter, RNSBasis, generate_primes, shoup_constants  # noqa: E402
 
 WORD = 8
@@ -48,73 +52,12 @@ class Case:
     capture: bool = True  # False: time eager calls only (the call replays a CUDA graph itself)
 
 
-def with_variant(name: str, value: int, fn: Callable[[int], object]) -> Callable[[int], object]:
-    """fn run with a CUDA kernel variant (ops.kernel_variant), for side-by-side cases."""
-    def run(i: int):
-        with ops.use_kernel_variant(name, value):
-            return fn(i)
-    return run
+REFERENCE = "[reference plan]"  # the label of a case run with KernelPlan.reference()
 
 
-def before_issue_14(fn: Callable[[int], object]) -> Callable[[int], object]:
-    """fn with every reference variant: the kernels and compositions as they were before issue 14."""
-    for name in ("conv", "mod_up", "mod_down", "tensor", "ntt", "galois", "tensor_fuse", "ks_fuse", "inverse", "pdl",
-                 "fp64"):
-        fn = with_variant(name, 0, fn)
-    return fn
-
-
-BEFORE = "[all v0: before issue 14]"
-CONV_V1 = "[conv v1: 32-row groups]"  # the tensor-core Conv before its balanced geometry (v2)
-GALOIS_V0 = "[galois v0: automorphism passes]"  # sigma_k as its own pass (ops.kernel_variant("galois") = 0)
-NTT_V0 = "[ntt v0: before session 3]"  # the NTT kernels before issue 14's session 3 (ops.kernel_variant("ntt"))
-# HMult's tensor product as its own pass (ops.kernel_variant("tensor_fuse") = 0), before issue 14's session 4; 1: its
-# terms in ModDown's store; 2 (session 4, round 3; the default): times P mod q_i in the inner product's own-row group
-TENSOR_FUSE = {0: "[tensor_fuse v0: tensor product pass]", 1: "[tensor_fuse v1: terms in ModDown's store]",
-               2: "[tensor_fuse v2: terms in the inner product]"}
-# issue 14, session 4: the inner product in ModUp's last NTT pass (ops.kernel_variant("ks_fuse"); 5: the default,
-# one thread group per digit, both components' products summed through shared memory)
-KS_FUSE_VARIANTS = {0: "[ks_fuse v0: NTT, then the inner product]", 1: "[ks_fuse v1: sums in registers]",
-                    2: "[ks_fuse v2: sums in shared memory]",
-                    3: "[ks_fuse v3: digits in turn, component 1's sums in shared memory]",
-                    4: "[ks_fuse v4: digit groups, one component per phase]"}
-# issue 14, session 5: every kernel launched in full after its predecessor (ops.kernel_variant("pdl") = 0) against
-# programmatic dependent launch (a kernel's blocks may start in its predecessor's last wave); rows for the variants
-# other than the default
-PDL_VARIANTS = {0: "[pdl v0: plain launches]", 1: "[pdl v1: launch latency only]",
-                2: "[pdl v2: + early start after element-wise kernels]"}
-
-
-# issue 14, session 6: the forward NTT's butterflies in FP64 arithmetic for primes below 2^46
-# (ops.kernel_variant("fp64")) against the integer ones
-FP64_VARIANTS = {0: "[fp64 v0: integer butterflies]", 1: "[fp64 v1: forward columns in FP64]",
-                 2: "[fp64 v2: forward columns and rows in FP64]", 3: "[fp64 v3: v2 + the inverse (q < 2^41)]"}
-LATER_VARIANTS = {"pdl": PDL_VARIANTS, "fp64": FP64_VARIANTS}
-
-
-def other_variants(name: str) -> dict[int, str]:
-    """The labels of LATER_VARIANTS[name] but the current default (rows for the other values)."""
-    return {v: label for v, label in LATER_VARIANTS[name].items() if v != ops.kernel_variant(name)}
-# the NTT variants other than the default (6)
-NTT_VARIANTS = {1: "[ntt v1: rows' contiguous side in 16-byte accesses]",
-                2: "[ntt v2: v1 + (w, w') twiddle pairs, limb-major grids]",
-                3: "[ntt v3: v2 + unreduced forward butterflies (q < 2^58.7), rows-only limb-major]",
-                4: "[ntt v4: v3 + row lengths compiled in at N = 2^16]",
-                5: "[ntt v5: v4 + the inverse's sums unreduced within each round (q < 2^60)]"}
-# issue 14, session 5: the inverse NTT's arithmetic (ops.kernel_variant("inverse"); 2, the default: v1 with the rows
-# kernel's first round computing its Shoup companions)
-INVERSE_VARIANTS = {0: "[inverse v0: lazy rounds]", 1: "[inverse v1: no reductions, truncated quotients]"}
-# issue 14, session 3: the balanced kernel against its lean row loop (v3), v3 with x one tile ahead (v4), v4 in
-# the fewest row groups (v5), v4 / v5 reading the B fragments precomputed per converter (v6, v7: the default),
-# and v7 with two output rows at once (v8)
-CONV_LATER = {2: "[conv v2: balanced]", 3: "[conv v3: lean rows]", 4: "[conv v4: lean rows, x one tile ahead]",
-              5: "[conv v5: v4 in the fewest row groups]", 6: "[conv v6: v4 + precomputed B fragments]",
-              7: "[conv v7: v5 + precomputed B fragments]", 8: "[conv v8: v7, two rows at once]"}
-
-
-def conv_variant_cases(label: str, params: str, nbytes: int, fn: Callable[[int], object]) -> list[Case]:
-    """One case per CONV_LATER variant of fn, labelled "<label> [conv vN: ...]"."""
-    return [Case(f"{label} {tag}", params, nbytes, with_variant("conv", v, fn)) for v, tag in CONV_LATER.items()]
+def reference_case(case: Case, run: Callable[[int], object]) -> Case:
+    """``case`` again under the reference plan: ``run`` does the same work with reference kernels and compositions."""
+    return Case(f"{case.name} {REFERENCE}", case.params, case.bytes, run, capture=case.capture)
 
 
 def random_residues(basis: RNSBasis, prefix=()) -> torch.Tensor:
@@ -123,10 +66,19 @@ def random_residues(basis: RNSBasis, prefix=()) -> torch.Tensor:
     return raw % q
 
 
+def transform_cases(name: str, params: str, nbytes: int, basis: RNSBasis, xs, ys) -> list[Case]:
+    """``basis``'s ``name`` ("ntt" or "intt") of xs[i] into ys[i], with the default kernels and the reference ones."""
+    cases = []
+    for plan in (basis.plan, KernelPlan.reference()):
+        fn = getattr(basis.with_plan(plan), name)
+        cases.append(Case(name, params, nbytes, lambda i, fn=fn: fn(xs[i], out=ys[i])))
+    cases[1] = reference_case(cases[0], cases[1].run)
+    return cases
+
+
 def key_switch_batch_cases(device: str, n: int, sets: int) -> list[Case]:
     """INTT of [2, 11, N] and [31, N] (ModDown's and ModUp's inverse batches) and NTT of [3, 31, N] (about ModUp's
-    forward batch), on N16QP1766L30D3's prime sizes (46-bit P primes, a 60-bit q_0 and 40/41-bit Q primes): the
-    default and every other inverse (INTT) or fp64 (NTT) variant."""
+    forward batch), on N16QP1766L30D3's prime sizes (46-bit P primes, a 60-bit q_0 and 40/41-bit Q primes)."""
     cases = []
     q_bits = [60] + [41] * 15 + [40] * 15
     for op, prefix, bits, label in (("intt", (2,), [46] * 11, "2x11"), ("intt", (), q_bits, "31"),
@@ -136,13 +88,9 @@ def key_switch_batch_cases(device: str, n: int, sets: int) -> list[Case]:
         xs = [random_residues(basis, prefix) for _ in range(sets)]
         ys = [torch.empty_like(x) for x in xs]
         rows = (prefix[0] if prefix else 1) * limbs
-        fn = basis.intt if op == "intt" else basis.ntt
-        run = lambda i, fn=fn, xs=xs, ys=ys: fn(xs[i], out=ys[i])  # noqa: E731
         params, nbytes = f"N=2^16, {rows} rows", 2 * rows * n * WORD + 2 * limbs * n * WORD
-        cases.append(Case(f"{op} {label}", params, nbytes, run))
-        name, variants = ("inverse", INVERSE_VARIANTS) if op == "intt" else ("fp64", other_variants("fp64"))
-        cases += [Case(f"{op} {label} {tag}", params, nbytes, with_variant(name, v, run))
-                  for v, tag in variants.items()]
+        for case in transform_cases(op, params, nbytes, basis, xs, ys):
+            cases.append(Case(case.name.replace(op, f"{op} {label}", 1), case.params, case.bytes, case.run))
     return cases
 
 
@@ -155,15 +103,8 @@ def make_cases(device: str, sets: int) -> list[Case]:
         ys = [torch.empty_like(x) for x in xs]
         data = LIMBS * n * WORD
         table = 2 * LIMBS * n * WORD  # one twiddle row + its Shoup row per direction
-        for name, fn in (("ntt", basis.ntt), ("intt", basis.intt)):
-            run = lambda i, fn=fn, xs=xs, ys=ys: fn(xs[i], out=ys[i])  # noqa: E731
-            cases.append(Case(name, f"N=2^{log_n}, l={LIMBS}", 2 * data + table, run))
-            for variant, label in ((0, NTT_V0), *NTT_VARIANTS.items()):
-                cases.append(Case(f"{name} {label}", f"N=2^{log_n}, l={LIMBS}", 2 * data + table,
-                                  with_variant("ntt", variant, run)))
-            if name == "intt" and log_n == 16:
-                cases += [Case(f"intt {label}", f"N=2^{log_n}, l={LIMBS}", 2 * data + table,
-                               with_variant("inverse", v, run)) for v, label in INVERSE_VARIANTS.items()]
+        for name in ("ntt", "intt"):
+            cases += transform_cases(name, f"N=2^{log_n}, l={LIMBS}", 2 * data + table, basis, xs, ys)
         if log_n == 16:  # the key switch's batches: ModDown's 2 x 11 P rows, ModUp's 31 Q rows and its forward rows
             cases += key_switch_batch_cases(device, n, sets)
 
@@ -204,44 +145,41 @@ def make_cases(device: str, sets: int) -> list[Case]:
 
     primes = generate_primes([50] * 10 + [60] * 30, n)
     src, dst = RNSBasis.get(primes[:10], n, device), RNSBasis.get(primes[10:], n, device)
-    conv = BasisConverter.get(src, dst)
     ins = [random_residues(src) for _ in range(sets)]
     conv_outs = [torch.empty(30, n, dtype=torch.int64, device=device) for _ in range(sets)]
-    run_conv = lambda i: conv(ins[i], out=conv_outs[i])  # noqa: E731
-    cases.append(Case("bconv 10->30", "N=2^16", 40 * n * WORD, run_conv))
-    cases.append(Case("bconv 10->30 [conv v0: mac128]", "N=2^16", 40 * n * WORD, with_variant("conv", 0, run_conv)))
-    cases.append(Case(f"bconv 10->30 {CONV_V1}", "N=2^16", 40 * n * WORD, with_variant("conv", 1, run_conv)))
-    cases += conv_variant_cases("bconv 10->30", "N=2^16", 40 * n * WORD, run_conv)
-    run_lazy = lambda i: conv(ins[i], lazy=True, out=conv_outs[i])  # noqa: E731
-    cases += conv_variant_cases("bconv 10->30 lazy", "N=2^16", 40 * n * WORD, run_lazy)
+    cases += conversion_cases("bconv 10->30", 40 * n * WORD, src, dst, ins, conv_outs, exact=False)
     # ModDown's shape: 11 special primes -> 31, exact (centred), both components
     primes = generate_primes([46] * 11 + [41] * 31, n)
     src, dst = RNSBasis.get(primes[:11], n, device), RNSBasis.get(primes[11:], n, device)
-    conv_down = BasisConverter.get(src, dst)
     ins_down = [random_residues(src, (2,)) for _ in range(sets)]
     outs_down = [torch.empty(2, 31, n, dtype=torch.int64, device=device) for _ in range(sets)]
-    run_down = lambda i: conv_down(ins_down[i], exact=True, out=outs_down[i])  # noqa: E731
-    cases.append(Case("bconv 11->31 exact x2", "N=2^16", 2 * 42 * n * WORD, run_down))
-    cases.append(Case("bconv 11->31 exact x2 [conv v0: mac128]", "N=2^16", 2 * 42 * n * WORD,
-                      with_variant("conv", 0, run_down)))
-    cases.append(Case(f"bconv 11->31 exact x2 {CONV_V1}", "N=2^16", 2 * 42 * n * WORD,
-                      with_variant("conv", 1, run_down)))
-    cases += conv_variant_cases("bconv 11->31 exact x2", "N=2^16", 2 * 42 * n * WORD, run_down)
-    run_down_lazy = lambda i: conv_down(ins_down[i], exact=True, lazy=True, out=outs_down[i])  # noqa: E731
-    cases += conv_variant_cases("bconv 11->31 exact x2 lazy", "N=2^16", 2 * 42 * n * WORD, run_down_lazy)
+    cases += conversion_cases("bconv 11->31 exact x2", 2 * 42 * n * WORD, src, dst, ins_down, outs_down, exact=True)
+    return cases
+
+
+def conversion_cases(name: str, nbytes: int, src: RNSBasis, dst: RNSBasis, ins, outs, *, exact: bool) -> list[Case]:
+    """Conv src -> dst of ins[i] into outs[i]: canonical and lazy, with the default kernel and the reference one."""
+    cases = []
+    for plan in (src.plan, KernelPlan.reference()):
+        conv = BasisConverter.get(src.with_plan(plan), dst)
+        for lazy in (False, True):
+            run = lambda i, conv=conv, lazy=lazy: conv(ins[i], exact=exact, lazy=lazy, out=outs[i])  # noqa: E731
+            case = Case(f"{name}{' lazy' if lazy else ''}", "N=2^16", nbytes, run)
+            cases.append(case if plan == src.plan else reference_case(case, run))
     return cases
 
 
 def make_keyswitch_cases(device: str) -> list[Case]:
     """Hybrid key switching at the N16QP1766L30D3 preset (N = 2^16, L = 30, dnum = 3, alpha = 11),
-    top level. Bytes: the minimum a fused implementation must move, in limb-polys of N words
-    (ModUp 157, inner product 462 of which 252 are the key, ModDown 146; a rotation adds the
-    automorphism's read and write of the first component)."""
+    top level, with the context's plan and the reference plan. Bytes: the minimum a fused implementation must move,
+    in limb-polys of N words (ModUp 157, inner product 462 of which 252 are the key, ModDown 146; a rotation adds
+    the automorphism's read and write of the first component)."""
     from fhe_core import rlwe
     from fhe_core.params import preset
 
     params = preset("N16QP1766L30D3", device=device)
     ctx = rlwe.RLWEContext.from_params(params, device=device)
+    reference = rlwe.RLWEContext.from_params(params, device=device, plan=KernelPlan.reference())
     sk = rlwe.gen_secret_key(ctx)
     steps = [1, 2, 3, 4]
     galois = [rlwe.galois_element_for_rotation(r, params.n) for r in steps]
@@ -254,32 +192,19 @@ def make_keyswitch_cases(device: str) -> list[Case]:
     extended = rlwe.inner_product(ctx, digits, key, level)
     limb_poly = params.n * WORD
     name = "N=2^16, L=30, dnum=3"
-    mod_up = lambda i: rlwe.decompose_mod_up(ctx, ct.data[1], level)  # noqa: E731
-    mod_down = lambda i: rlwe.mod_down(ctx, extended, level)  # noqa: E731
-    rotate = lambda i: rlwe.apply_galois(ctx, ct, galois[0], keys)  # noqa: E731
-    return [
-        Case("mod_up", name, 157 * limb_poly, mod_up),
-        Case("mod_up [conv v0: mac128]", name, 157 * limb_poly, with_variant("conv", 0, mod_up)),
-        Case(f"mod_up {CONV_V1}", name, 157 * limb_poly, with_variant("conv", 1, mod_up)),
-        *conv_variant_cases("mod_up", name, 157 * limb_poly, mod_up),
-        Case("mod_up [mod_up v0: per digit]", name, 157 * limb_poly, with_variant("mod_up", 0, mod_up)),
-        Case(f"mod_up {NTT_V0}", name, 157 * limb_poly, with_variant("ntt", 0, mod_up)),
-        Case(f"mod_up {BEFORE}", name, 157 * limb_poly, before_issue_14(mod_up)),
-        Case("inner_product (fused)", name, 462 * limb_poly, lambda i: rlwe.inner_product(ctx, digits, key, level)),
-        Case("mod_down", name, 146 * limb_poly, mod_down),
-        Case("mod_down [conv v0: mac128]", name, 146 * limb_poly, with_variant("conv", 0, mod_down)),
-        Case(f"mod_down {CONV_V1}", name, 146 * limb_poly, with_variant("conv", 1, mod_down)),
-        *conv_variant_cases("mod_down", name, 146 * limb_poly, mod_down),
-        Case("mod_down [mod_down v0: separate (c - x) P^-1 pass]", name, 146 * limb_poly,
-             with_variant("mod_down", 0, mod_down)),
-        Case(f"mod_down {NTT_V0}", name, 146 * limb_poly, with_variant("ntt", 0, mod_down)),
-        Case(f"mod_down {BEFORE}", name, 146 * limb_poly, before_issue_14(mod_down)),
-        Case("HRotate (apply_galois)", name, (765 + 124) * limb_poly, rotate),
-        Case(f"HRotate (apply_galois) {BEFORE}", name, (765 + 124) * limb_poly, before_issue_14(rotate)),
-        *conv_variant_cases("HRotate (apply_galois)", name, (765 + 124) * limb_poly, rotate),
-        Case("hoisted rotation x4 (all 4)", name, (157 + 4 * (608 + 124)) * limb_poly,
-             lambda i: rlwe.apply_galois_hoisted(ctx, ct, galois, keys)),
-    ]
+    cases = []
+    for c in (ctx, reference):
+        step_cases = [
+            Case("mod_up", name, 157 * limb_poly, lambda i, c=c: rlwe.decompose_mod_up(c, ct.data[1], level)),
+            Case("inner_product (fused)", name, 462 * limb_poly,
+                 lambda i, c=c: rlwe.inner_product(c, digits, key, level)),
+            Case("mod_down", name, 146 * limb_poly, lambda i, c=c: rlwe.mod_down(c, extended, level)),
+            Case("HRotate (apply_galois)", name, (765 + 124) * limb_poly,
+                 lambda i, c=c: rlwe.apply_galois(c, ct, galois[0], keys)),
+            Case("hoisted rotation x4 (all 4)", name, (157 + 4 * (608 + 124)) * limb_poly,
+                 lambda i, c=c: rlwe.apply_galois_hoisted(c, ct, galois, keys))]
+        cases += step_cases if c is ctx else [reference_case(case, case.run) for case in step_cases]
+    return cases
 
 
 # The reference design ("Over 100x Faster Bootstrapping", V100, N = 2^16, dnum = 3), in us.
@@ -352,61 +277,26 @@ def make_ckks_cases(device: str) -> list[Case]:
     limbs = params.max_level + 1
     ct, limb_poly = 2 * limbs * params.n * WORD, params.n * WORD
     name = "N=2^16, L=30, dnum=3"
+    reference = Evaluator(params, keys, plan=KernelPlan.reference())
     cases = [
         Case("encode", name, ct // 2, lambda i: encoder.encode(z)),
         Case("encrypt (sk)", name, ct, lambda i: encryptor.encrypt(pt)),
         Case("decrypt + decode", name, ct, lambda i: encoder.decode(decryptor.decrypt(a))),
         Case("HAdd", name, 3 * ct, lambda i: evaluator.add(a, b)),
         Case("CMult (ct x pt)", name, 2 * ct + ct // 2, lambda i: evaluator.mul(a, pt)),
-        Case("HMult + relin", name, 3 * ct + (765 - 124) * limb_poly, lambda i: evaluator.mul_relin(a, b),
-             REFERENCE_V100_US["HMult + relin"]),
-        Case(f"HMult + relin {BEFORE}", name, 3 * ct + (765 - 124) * limb_poly,
-             before_issue_14(lambda i: evaluator.mul_relin(a, b))),
-        Case(f"HMult + relin {CONV_V1}", name, 3 * ct + (765 - 124) * limb_poly,
-             with_variant("conv", 1, lambda i: evaluator.mul_relin(a, b))),
-        Case(f"HMult + relin {NTT_V0}", name, 3 * ct + (765 - 124) * limb_poly,
-             with_variant("ntt", 0, lambda i: evaluator.mul_relin(a, b))),
-        Case(f"HMult + relin {NTT_VARIANTS[4]}", name, 3 * ct + (765 - 124) * limb_poly,
-             with_variant("ntt", 4, lambda i: evaluator.mul_relin(a, b))),
-        *(Case(f"HMult + relin {label}", name, 3 * ct + (765 - 124) * limb_poly,
-               with_variant("tensor_fuse", v, lambda i: evaluator.mul_relin(a, b)))
-          for v, label in TENSOR_FUSE.items()),
-        *conv_variant_cases("HMult + relin", name, 3 * ct + (765 - 124) * limb_poly,
-                            lambda i: evaluator.mul_relin(a, b)),
-        *(Case(f"HMult + relin {label}", name, 3 * ct + (765 - 124) * limb_poly,
-               with_variant("ks_fuse", v, lambda i: evaluator.mul_relin(a, b)))
-          for v, label in KS_FUSE_VARIANTS.items()),
-        *(Case(f"HMult + relin {label}", name, 3 * ct + (765 - 124) * limb_poly,
-               with_variant("inverse", v, lambda i: evaluator.mul_relin(a, b)))
-          for v, label in INVERSE_VARIANTS.items()),
-        *(Case(f"HMult + relin {label}", name, 3 * ct + (765 - 124) * limb_poly,
-               with_variant(variant, v, lambda i: evaluator.mul_relin(a, b)))
-          for variant in LATER_VARIANTS for v, label in other_variants(variant).items()),
-        Case("rescale", name, 2 * ct, lambda i: evaluator.rescale(unscaled), REFERENCE_V100_US["rescale"]),
-        Case("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1), REFERENCE_V100_US["HRotate"]),
-        Case(f"HRotate {BEFORE}", name, 2 * ct + 765 * limb_poly, before_issue_14(lambda i: evaluator.rotate(a, 1))),
-        Case(f"HRotate {CONV_V1}", name, 2 * ct + 765 * limb_poly,
-             with_variant("conv", 1, lambda i: evaluator.rotate(a, 1))),
-        Case(f"HRotate {NTT_V0}", name, 2 * ct + 765 * limb_poly,
-             with_variant("ntt", 0, lambda i: evaluator.rotate(a, 1))),
-        Case(f"HRotate {NTT_VARIANTS[4]}", name, 2 * ct + 765 * limb_poly,
-             with_variant("ntt", 4, lambda i: evaluator.rotate(a, 1))),
-        Case(f"HRotate {GALOIS_V0}", name, 2 * ct + 765 * limb_poly,
-             with_variant("galois", 0, lambda i: evaluator.rotate(a, 1))),
-        *conv_variant_cases("HRotate", name, 2 * ct + 765 * limb_poly, lambda i: evaluator.rotate(a, 1)),
-        *(Case(f"HRotate {label}", name, 2 * ct + 765 * limb_poly,
-               with_variant("ks_fuse", v, lambda i: evaluator.rotate(a, 1))) for v, label in KS_FUSE_VARIANTS.items()),
-        *(Case(f"HRotate {label}", name, 2 * ct + 765 * limb_poly,
-               with_variant("inverse", v, lambda i: evaluator.rotate(a, 1))) for v, label in INVERSE_VARIANTS.items()),
-        *(Case(f"HRotate {label}", name, 2 * ct + 765 * limb_poly,
-               with_variant(variant, v, lambda i: evaluator.rotate(a, 1)))
-          for variant in LATER_VARIANTS for v, label in other_variants(variant).items()),
-        Case("hoisted, 8 rotations", name, 2 * ct + (157 + 8 * 732) * limb_poly,
-             lambda i: evaluator.rotate_hoisted(a, steps)),
-        Case(f"hoisted, 8 rotations {GALOIS_V0}", name, 2 * ct + (157 + 8 * 732) * limb_poly,
-             with_variant("galois", 0, lambda i: evaluator.rotate_hoisted(a, steps))),
-        Case("relin key generation", name, 2 * 3 * (11 + limbs) * limb_poly, lambda i: rlwe.gen_relin_key(ctx, sk)),
     ]
+    for ev in (evaluator, reference):  # the key-switching and NTT-bound ops with the reference plan too
+        op_cases = [
+            Case("HMult + relin", name, 3 * ct + (765 - 124) * limb_poly, lambda i, ev=ev: ev.mul_relin(a, b),
+                 REFERENCE_V100_US["HMult + relin"]),
+            Case("rescale", name, 2 * ct, lambda i, ev=ev: ev.rescale(unscaled), REFERENCE_V100_US["rescale"]),
+            Case("HRotate", name, 2 * ct + 765 * limb_poly, lambda i, ev=ev: ev.rotate(a, 1),
+                 REFERENCE_V100_US["HRotate"]),
+            Case("hoisted, 8 rotations", name, 2 * ct + (157 + 8 * 732) * limb_poly,
+                 lambda i, ev=ev: ev.rotate_hoisted(a, steps))]
+        cases += op_cases if ev is evaluator else [reference_case(case, case.run) for case in op_cases]
+    cases.append(Case("relin key generation", name, 2 * 3 * (11 + limbs) * limb_poly,
+                      lambda i: rlwe.gen_relin_key(ctx, sk)))
     return cases
 
 
@@ -415,32 +305,34 @@ BOOT_REFERENCE_V100_US = 328000  # "Over 100x Faster Bootstrapping": full-slot N
 
 def count_key_switches(fn) -> tuple[int, int]:
     """(key switches, bytes of switching key they read) during fn(): every key switch (relinearize,
-    rotate, hoisted rotation) goes through ``rlwe.keyswitch._inner_product`` (the unchecked step
-    that the public ``inner_product`` and the evaluators call) or, with the fused passes
-    (ops.kernel_variant "fused"), ``_inner_product_into`` and ``_inner_product_pair_into`` (two key
-    switches of a batched pair reading the key once); each reads the digits' rows of the key,
-    ``[digits, 2, alpha + l + 1, N]``."""
-    from fhe_core.rlwe import keyswitch
+    rotate, hoisted rotation) goes through one of the inner products of ``fhe_core.rlwe.switching`` (the
+    unchecked steps that the public ``rlwe.keyswitch`` and the evaluators call): ``inner_product``,
+    ``ntt_inner_product`` (in ModUp's last NTT pass: KernelPlan.inner_product_in_mod_up) or, with the fused
+    circuit (KernelPlan.fused_circuit), ``inner_product_into``, ``inner_product_babies_into`` and
+    ``inner_product_pair_into`` (two key switches of a batched pair reading the key once); each reads the digits'
+    rows of the key, ``[digits, 2, alpha + l + 1, N]``."""
+    from fhe_core.rlwe import switching
 
-    names = ("_inner_product", "_inner_product_into", "_inner_product_pair_into", "_inner_product_babies_into")
-    originals = {name: getattr(keyswitch, name) for name in names}
+    names = ("inner_product", "ntt_inner_product", "inner_product_into", "inner_product_pair_into",
+             "inner_product_babies_into")
+    originals = {name: getattr(switching, name) for name in names}
     seen = [0, 0]
 
     def counting(name):
         def count(ctx, digits, *args, **kwargs):  # (the pair: two key switches, one read of the key)
-            switches = len(args[0]) if name == "_inner_product_babies_into" else 1  # (args[0]: the keys)
-            seen[0] += 2 if name == "_inner_product_pair_into" else switches
+            switches = len(args[0]) if name == "inner_product_babies_into" else 1  # (args[0]: the keys)
+            seen[0] += 2 if name == "inner_product_pair_into" else switches
             seen[1] += switches * digits.shape[0] * 2 * digits.shape[1] * digits.shape[2] * WORD
             return originals[name](ctx, digits, *args, **kwargs)
         return count
 
     for name in originals:
-        setattr(keyswitch, name, counting(name))
+        setattr(switching, name, counting(name))
     try:
         fn()
     finally:
         for name, original in originals.items():
-            setattr(keyswitch, name, original)
+            setattr(switching, name, original)
     return seen[0], seen[1]
 
 
@@ -553,26 +445,11 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False, 
               flush=True)
         cases.append(Case("bootstrap (graphed, Python call)", name, whole, lambda i: graphed.bootstrap(ct),
                           capture=False))
-        for v, label in other_variants("pdl").items():
-            other = boot.graphed()
-            with ops.use_kernel_variant("pdl", v):  # captured on this first call: the graph keeps these launches
-                same = torch.equal(other.bootstrap(ct).data, graphed.bootstrap(ct).data)
-            print(f"boot: graphed bootstrap {label} == graphed bootstrap (pdl {ops.kernel_variant('pdl')}) bit for "
-                  f"bit: {same}", flush=True)
-            cases.append(Case(f"bootstrap (graphed, Python call) {label}", name, whole,
-                              lambda i, other=other: other.bootstrap(ct), capture=False))
-    # the circuit's fused passes (ops.kernel_variant "fused", the default) against the composed ops, same run
-    cases += [*(Case(f"bootstrap {label}", name, whole, with_variant("pdl", v, lambda i: boot.bootstrap(ct)))
-                for v, label in other_variants("pdl").items()),
-              Case("bootstrap [fused v0: composed ops]", name, whole,
-                   with_variant("fused", 0, lambda i: boot.bootstrap(ct))),
-              Case("bootstrap [fused v1: session 3, round 1]", name, whole,
-                   with_variant("fused", 1, lambda i: boot.bootstrap(ct))),
-              Case("bootstrap [fused v2: round 2]", name, whole,
-                   with_variant("fused", 2, lambda i: boot.bootstrap(ct))),
-              Case(f"bootstrap {INVERSE_VARIANTS[0]}", name, whole,
-                   with_variant("inverse", 0, lambda i: boot.bootstrap(ct))),
-              Case(f"bootstrap {FP64_VARIANTS[0]}", name, whole, with_variant("fp64", 0, lambda i: boot.bootstrap(ct)))]
+    # the reference plan's bootstrapper (the same keys; its own encoded transforms), same run
+    reference = Bootstrapper(params, bparams, keys, plan=KernelPlan.reference())
+    same = torch.equal(reference.bootstrap(ct).data, boot.bootstrap(ct).data)
+    print(f"boot: bootstrap with the reference plan == with the default plan bit for bit: {same}", flush=True)
+    cases.append(reference_case(cases[0], lambda i: reference.bootstrap(ct)))
     steps = {  # name: (run, ciphertext bytes in and out)
         "boot: mod_raise": (lambda i: boot.mod_raise(ct), ct_bytes + top),
         "boot: coeffs_to_slots": (lambda i: boot.coeffs_to_slots(raised), 3 * top),
@@ -583,8 +460,11 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False, 
     }
     cases += [Case(step, name, io + count_key_switches(lambda: run(0))[1], run)  # noqa: B023 (called at once)
               for step, (run, io) in steps.items()]
-    cases += [Case(f"{step} [fused v0]", name, io, with_variant("fused", 0, run))
-              for step, (run, io) in steps.items() if step != "boot: mod_raise"]
+    reference_steps = {"boot: mod_raise": lambda i: reference.mod_raise(ct),
+                       "boot: coeffs_to_slots": lambda i: reference.coeffs_to_slots(raised),
+                       "boot: eval_mod": lambda i: reference.eval_mod(parts, ct.scale),
+                       "boot: slots_to_coeffs": lambda i: reference.slots_to_coeffs(modded)}
+    cases += [reference_case(Case(step, name, io, run), reference_steps[step]) for step, (run, io) in steps.items()]
     if len(parts) == 2:  # full packing: the batched pair against two separate evaluations
         from fhe_core.ckks.bootstrapping import EvalModEvaluator
 

@@ -7,9 +7,14 @@ its own layer (ckks and bfv, logreg and xgboost) or of a higher one is a violati
 import is at the top of the file, inside a function or under TYPE_CHECKING. Only fhe_core.ops
 loads the compiled extension fhe_core._C; no package imports scripts/ or tests/.
 
+Private names: no module imports another module's ``_name`` or reads ``module._name`` through an imported
+module (the unchecked steps and engine internals that other modules call have public names, documented as taking
+inputs already checked: fhe_core.rlwe.switching, Evaluator.linear_combination, ...); a private module (``_C``,
+``_extension``, ``_uploads``) is imported only inside its own package. The same holds for scripts/.
+
 Secret keys: no server module but the Python client (server/client.py and its CLI) names the
 secret-key API (SecretKey, gen_secret_key, Decryptor, decrypt*, the apps' client halves).
-ARCHITECTURE.md and the package docstrings state the same order.
+docs/ARCHITECTURE.md and the package docstrings state the same order.
 """
 from __future__ import annotations
 
@@ -120,6 +125,68 @@ def layer_violations(root: Path) -> list[str]:
     return sorted(out)
 
 
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _scripts(root: Path) -> dict[str, Path]:
+    return {f"scripts.{path.stem}": path for path in sorted((root / "scripts").glob("*.py"))}
+
+
+def private_name_violations(root: Path) -> list[str]:
+    """Every ``from M import _x`` of another module M of the packages (or of scripts/), every ``m._x`` read through
+    a name bound to such a module, and every private module imported from outside its package; as
+    "file:line: message". Modules outside the packages (numpy, torch) are not judged."""
+    found = modules(root)
+    known = set(found) | {EXTENSION}
+    out = []
+    for name, path in {**found, **_scripts(root)}.items():
+        is_package = path.name == "__init__.py"
+        bound = {}  # local name -> the project module it is bound to
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name in known:
+                        bound[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else \
+                            alias.name.split(".")[0]
+                continue
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = name.split(".")[:len(name.split(".")) - node.level + is_package]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            if module not in known:
+                continue
+            for alias in node.names:
+                child = f"{module}.{alias.name}"
+                if child in known:
+                    bound[alias.asname or alias.name] = child
+                    if _private(alias.name) and name != module and not name.startswith(module + "."):
+                        out.append(f"{path.relative_to(root)}:{node.lineno}: {name} imports the private module "
+                                   f"{child} from outside its package")
+                elif _private(alias.name):
+                    out.append(f"{path.relative_to(root)}:{node.lineno}: {name} imports {alias.name} from {module}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and _private(node.attr):
+                target = _dotted(node.value, bound)
+                if target in known and f"{target}.{node.attr}" not in known:
+                    out.append(f"{path.relative_to(root)}:{node.lineno}: {name} reads {target}.{node.attr}")
+    return sorted(out)
+
+
+def _dotted(node: ast.expr, bound: dict[str, str]) -> str | None:
+    """The module a name or attribute chain names through the module's import bindings (None: not a module)."""
+    if isinstance(node, ast.Name):
+        return bound.get(node.id)
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value, bound)
+        return None if base is None else f"{base}.{node.attr}"
+    return None
+
+
 def secret_key_violations(root: Path) -> list[str]:
     """Every server module (but the client's) that names the secret-key API: an identifier, an
     attribute, an imported name or a definition. Strings and comments do not count."""
@@ -150,6 +217,11 @@ def secret_key_violations(root: Path) -> list[str]:
 def test_every_import_keeps_the_layer_order():
     violations = layer_violations(ROOT)
     assert not violations, "imports against the layer order:\n" + "\n".join(violations)
+
+
+def test_no_module_reaches_another_modules_private_names():
+    violations = private_name_violations(ROOT)
+    assert not violations, "private names used across modules:\n" + "\n".join(violations)
 
 
 def test_only_the_client_names_the_secret_key_api_in_server():
@@ -215,6 +287,7 @@ def test_a_clean_tree_passes(tmp_path):
     _plant(tmp_path, CLEAN)
     assert layer_violations(tmp_path) == []
     assert secret_key_violations(tmp_path) == []
+    assert private_name_violations(tmp_path) == []
 
 
 def test_planted_layer_violations_are_found(tmp_path):
@@ -245,3 +318,25 @@ def test_planted_secret_key_use_in_the_server_is_found(tmp_path):
     found = secret_key_violations(tmp_path)
     assert sorted({line.split(":")[0] for line in found}) == [
         "server/jobs.py", "server/routers/keys.py", "server/service.py", "server/worker.py"]
+
+
+def test_planted_private_name_uses_are_found(tmp_path):
+    _plant(tmp_path, {**CLEAN,
+                      "fhe_core/ops/_extension.py": "from fhe_core import _C\n",          # its own package: fine
+                      "fhe_core/ops/__init__.py": "from fhe_core.ops import _extension\n",
+                      "fhe_core/rlwe/keyswitch.py": "def _step():\n    pass\n_x = 1\n",
+                      "fhe_core/rlwe/switching.py": "from ._helpers import y\nfrom .keyswitch import __doc__\n",
+                      "fhe_core/rlwe/_helpers.py": "y = 1\n",
+                      "fhe_core/ckks/lintrans.py": "from fhe_core.rlwe.keyswitch import _step\n",  # a private name
+                      "fhe_core/ckks/evaluator.py": "from fhe_core.rlwe import keyswitch\nkeyswitch._x\n",
+                      "fhe_core/bfv/evaluator.py": "import fhe_core.rlwe.keyswitch\nfhe_core.rlwe.keyswitch._step()\n",
+                      "fhe_core/ckks/polynomial.py": "import fhe_core.rlwe.keyswitch as ks\nks._x\n",
+                      "ml/packing.py": "from fhe_core.rlwe import _helpers\nimport numpy\nnumpy._x\n",
+                      "server/jobs.py": "from fhe_core.ops import _extension\n",
+                      "scripts/bench.py": "from fhe_core.rlwe import keyswitch\nkeyswitch._step = None\n"})
+    found = private_name_violations(tmp_path)
+    assert [line.split(":")[0] for line in found] == sorted([
+        "fhe_core/bfv/evaluator.py", "fhe_core/ckks/evaluator.py", "fhe_core/ckks/lintrans.py",
+        "fhe_core/ckks/polynomial.py", "ml/packing.py", "scripts/bench.py", "server/jobs.py"])
+    assert any("imports _step from fhe_core.rlwe.keyswitch" in line for line in found)
+    assert any("private module fhe_core.ops._extension from outside its package" in line for line in found)

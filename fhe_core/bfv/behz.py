@@ -72,11 +72,11 @@ class BEHZTables:
     @staticmethod
     def build(ctx: BFVContext, level: int) -> BEHZTables:
         b_primes, m_sk, m_tilde = auxiliary_primes(ctx)
-        dev, n = ctx.device, ctx.n
+        dev = ctx.device
         q = ctx.rlwe.q_at(level)
-        bsk = RNSBasis.get(b_primes + [m_sk], n, dev)
+        bsk = ctx.basis(b_primes + [m_sk])
         b = bsk.prefix(len(b_primes))
-        mt, msk = RNSBasis.get([m_tilde], n, dev), RNSBasis.get([m_sk], n, dev)
+        mt, msk = ctx.basis([m_tilde]), ctx.basis([m_sk])
         big_q, big_b = q.modulus, b.modulus
         qp, sp = q.primes, bsk.primes
         consts = {

@@ -18,6 +18,7 @@ import torch
 
 from fhe_core.errors import ParameterError, SchemeMismatchError
 from fhe_core.params import Params
+from fhe_core.ops import KernelPlan
 from fhe_core.ring import RNSBasis, shoup_constants, words_tensor
 from fhe_core.rlwe import RLWEContext
 
@@ -50,6 +51,8 @@ class BFVContext:
 
     Args:
         params: a validated ``Params`` with ``scheme == "bfv"``; its device is the context's.
+        plan: the kernel plan (default: resolved for the device, N and primes; see
+            :class:`fhe_core.ops.KernelPlan`), shared by every basis of the context.
 
     Attributes:
         params, n, t, device, params_id, max_level.
@@ -57,7 +60,7 @@ class BFVContext:
         t_basis: the RNS basis (t) with its NTT tables: the batch encoder's transform.
     """
 
-    def __init__(self, params: Params):
+    def __init__(self, params: Params, *, plan: KernelPlan | None = None):
         if not isinstance(params, Params):
             raise ParameterError(f"BFVContext: expected a Params, got {type(params).__name__}")
         if params.scheme != "bfv":
@@ -66,17 +69,23 @@ class BFVContext:
         self.params = params
         self.n = params.n
         self.t = params.plaintext_modulus
-        self.rlwe = RLWEContext.from_params(params, params.device)
+        self.rlwe = RLWEContext.from_params(params, params.device, plan=plan)
         self.device = self.rlwe.device
+        self.plan = self.rlwe.plan
         self.params_id = params.params_id
         self.max_level = params.max_level
-        self.t_basis = RNSBasis.get([self.t], self.n, self.device)
+        self.t_basis = self.basis([self.t])
         self._scaling: dict[int, ScalingTables] = {}
         self._mod_switch: dict[int, ModSwitchTables] = {}
         self._behz: dict[int, object] = {}
 
     def __repr__(self) -> str:
-        return f"BFVContext(N=2^{self.params.log_n}, t={self.t}, L={self.max_level}, device={self.device})"
+        return (f"BFVContext(N=2^{self.params.log_n}, t={self.t}, L={self.max_level}, device={self.device}, "
+                f"plan={self.plan})")
+
+    def basis(self, primes) -> RNSBasis:
+        """The cached basis of these primes at N on the context's device, with the context's plan."""
+        return RNSBasis.get(primes, self.n, self.device).with_plan(self.plan)
 
     @staticmethod
     def check(ctx, op: str) -> BFVContext:
@@ -118,7 +127,7 @@ class BFVContext:
             rest = self.rlwe.q_at(level - 1)
             inv, inv_shoup = shoup_constants([pow(q_last % q, -1, q) for q in rest.primes], rest.primes,
                                              self.device)
-            self._mod_switch[level] = ModSwitchTables(RNSBasis.get([q_last], self.n, self.device), rest,
+            self._mod_switch[level] = ModSwitchTables(self.basis([q_last]), rest,
                                                       inv, inv_shoup)
         return self._mod_switch[level]
 

@@ -24,7 +24,7 @@ from fhe_core.ring import shoup_constants
 from fhe_core.rlwe import Ciphertext, EvalKeySet
 from fhe_core.rlwe.checks import canonical_results, check_canonical, check_ciphertext, check_same_level
 from fhe_core.rlwe.keys import check_switching_key
-from fhe_core.rlwe.keyswitch import _apply_galois, _apply_galois_hoisted, _relinearize
+from fhe_core.rlwe import switching
 
 
 def galois_elements(n: int, row_rotations=(), *, column_swap: bool = False) -> list[int]:
@@ -172,7 +172,7 @@ class Evaluator:
         relinearization key; no level."""
         op = "relinearize"
         level = self._ct(a, op, degree=2)
-        return _relinearize(self.ctx.rlwe, a, self._relin_key(op), level)
+        return switching.relinearize(self.ctx.rlwe, a, self._relin_key(op), level)
 
     @canonical_results
     def multiply_relin(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
@@ -181,7 +181,7 @@ class Evaluator:
         key = self._relin_key(op)  # before any work
         level = self._pair(a, b, op, degree=1)
         product = a.replace(data=behz.multiply(self.ctx.behz(level), a.data, b.data))
-        return _relinearize(self.ctx.rlwe, product, key, level)
+        return switching.relinearize(self.ctx.rlwe, product, key, level)
 
     # ---- rotations -----------------------------------------------------------------------------
 
@@ -196,7 +196,7 @@ class Evaluator:
         k = rlwe.galois_element_for_rotation(steps, self.ctx.n)
         if k == 1:
             return a.replace(data=a.data.clone())
-        return _apply_galois(self.ctx.rlwe, a, k, self._galois_key(k, op), level)
+        return switching.apply_galois(self.ctx.rlwe, a, k, self._galois_key(k, op), level)
 
     @canonical_results
     def rotate_rows_hoisted(self, a: Ciphertext, steps) -> dict[int, Ciphertext]:
@@ -212,7 +212,7 @@ class Evaluator:
             raise ParameterError(f"{op}: steps must be ints, got {steps!r}")
         elements = {r: rlwe.galois_element_for_rotation(r, self.ctx.n) for r in steps}
         keyed = {k: self._galois_key(k, op) for k in elements.values() if k != 1}
-        rotated = _apply_galois_hoisted(self.ctx.rlwe, a, keyed, level) if keyed else {}
+        rotated = switching.apply_galois_hoisted(self.ctx.rlwe, a, keyed, level) if keyed else {}
         return {r: rotated[k] if k != 1 else a.replace(data=a.data.clone()) for r, k in elements.items()}
 
     @canonical_results
@@ -222,7 +222,7 @@ class Evaluator:
         op = "swap_columns"
         level = self._ct(a, op, degree=1)
         k = rlwe.galois_element_for_conjugation(self.ctx.n)
-        return _apply_galois(self.ctx.rlwe, a, k, self._galois_key(k, op), level)
+        return switching.apply_galois(self.ctx.rlwe, a, k, self._galois_key(k, op), level)
 
     # ---- modulus switching ------------------------------------------------------------------------
 

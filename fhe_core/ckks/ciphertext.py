@@ -30,6 +30,7 @@ from fhe_core.errors import (  # noqa: F401  (the two mismatch errors are re-exp
     SlotMismatchError,
 )
 from fhe_core.params import Params
+from fhe_core.ops import KernelPlan
 from fhe_core.rlwe.checks import check_key, mark_canonical
 
 
@@ -59,13 +60,20 @@ class Ciphertext(rlwe.Ciphertext):
                 f"params_id={self.params_id[:12]!r})")
 
 
-@functools.lru_cache(maxsize=16)
-def rlwe_context(params: Params) -> rlwe.RLWEContext:
-    """The RLWE context of ``params`` on ``params.device`` (public tables only; one per Params,
-    shared by every encryptor, decryptor and evaluator of these parameters)."""
+def rlwe_context(params: Params, plan: KernelPlan | None = None) -> rlwe.RLWEContext:
+    """The RLWE context of ``params`` on ``params.device`` (public tables only; one per Params and plan,
+    shared by every encryptor, decryptor and evaluator of these parameters). ``plan``: its kernel plan
+    (default: resolved for the device, N and primes; see :class:`fhe_core.ops.KernelPlan`)."""
     if not isinstance(params, Params):
         raise ParameterError(f"expected a Params, got {type(params).__name__}")
-    return rlwe.RLWEContext.from_params(params, device=params.device)
+    if plan is not None and not isinstance(plan, KernelPlan):
+        raise ParameterError(f"expected a KernelPlan or None, got {type(plan).__name__}")
+    return _context(params, plan)
+
+
+@functools.lru_cache(maxsize=16)
+def _context(params: Params, plan: KernelPlan | None) -> rlwe.RLWEContext:
+    return rlwe.RLWEContext.from_params(params, device=params.device, plan=plan)
 
 
 def check_ckks_params(params: Params, op: str) -> Params:

@@ -1,6 +1,6 @@
 """The CKKS evaluator: homomorphic arithmetic on :class:`~fhe_core.ckks.ciphertext.Ciphertext`.
 
-Conventions (ARCHITECTURE.md, "Objects carry metadata"; Lattigo's evaluator):
+Conventions (docs/ARCHITECTURE.md, "Objects carry metadata"; Lattigo's evaluator):
 
 * Every public operation validates its operands in one place first (params_id, device, NTT
   domain, degree, level, slots, scale) and raises a typed error whose message starts with the
@@ -50,6 +50,7 @@ from fhe_core.ckks.ciphertext import (
     Ciphertext, ScaleMismatchError, SlotMismatchError, check_ckks_params, rlwe_context,
 )
 from fhe_core.ckks.plaintext import Plaintext
+from fhe_core.ops import KernelPlan
 from fhe_core.errors import (
     DomainMismatchError,
     EncodingError,
@@ -62,9 +63,8 @@ from fhe_core.errors import (
 from fhe_core.params import Params
 from fhe_core.rlwe.checks import canonical_results, check_canonical, check_ciphertext
 from fhe_core.rlwe.keys import check_switching_key
-from fhe_core.rlwe.keyswitch import (_apply_galois, _apply_galois_hoisted, _relinearize, _relinearize_product,
-                                     _tensor_in_key_switch)
-from fhe_core.ring import primitive_root_2n, shoup_constants
+from fhe_core.rlwe import switching
+from fhe_core.ring import RNSBasis, primitive_root_2n, shoup_constants
 
 SCALE_TOLERANCE = 1e-9  # relative difference under which two scales count as equal
 MESSAGE_BITS = 1  # a result must fit messages |z| < 2^MESSAGE_BITS below Q_l / 2 (module docstring)
@@ -108,6 +108,7 @@ class _RescaleTables:
     """Constants of the rescale from level l to l-1 (built once per level)."""
 
     q_last: int                 # q_l
+    last: RNSBasis              # the basis of q_l alone (a view of Q's tables)
     q_last_inv: torch.Tensor    # [l] q_l^-1 mod q_i
     q_last_inv_shoup: torch.Tensor
 
@@ -120,10 +121,15 @@ class Evaluator:
         keys: the session's evaluation keys (relinearization, Galois), or None for an evaluator
             that only adds, multiplies by plaintexts and constants, and rescales.
 
-    Not safe for concurrent use from several threads (it caches per-level tables lazily).
+    Not safe for concurrent use from several threads (it caches per-level tables lazily); evaluators of their
+    own, even of one parameter set and with different plans, run side by side.
+
+    ``plan``: the kernel plan of its context (:class:`fhe_core.ops.KernelPlan`; default: resolved for the device,
+    N and primes). Every plan gives the same residues: the tests compare the default with
+    ``KernelPlan.reference()``.
     """
 
-    def __init__(self, params: Params, keys: rlwe.EvalKeySet | None = None):
+    def __init__(self, params: Params, keys: rlwe.EvalKeySet | None = None, *, plan: KernelPlan | None = None):
         check_ckks_params(params, "Evaluator")
         if keys is not None:
             if not isinstance(keys, rlwe.EvalKeySet):
@@ -133,7 +139,7 @@ class Evaluator:
                                           f"not {params.params_id[:12]!r}")
         self.params = params
         self.keys = keys
-        self._ctx = rlwe_context(params)
+        self._ctx = rlwe_context(params, plan)
         self._rescale_tables: dict[int, _RescaleTables] = {}
         self._constant_cache: dict[tuple[int, int, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
         self._table_cache: dict[tuple, torch.Tensor] = {}  # weights of linear_combination (see _halves_table)
@@ -144,7 +150,17 @@ class Evaluator:
                            for e in (log_q - MESSAGE_BITS - 1 for log_q in self._log_q)]
 
     def __repr__(self) -> str:
-        return f"ckks.Evaluator({self.params!r}, keys={self.keys!r})"
+        return f"ckks.Evaluator({self.params!r}, keys={self.keys!r}, plan={self._ctx.plan})"
+
+    @property
+    def context(self) -> rlwe.RLWEContext:
+        """The RLWE context this evaluator computes in: its tables and kernel plan."""
+        return self._ctx
+
+    @property
+    def plan(self) -> KernelPlan:
+        """The kernel plan of its context: which implementation each step runs."""
+        return self._ctx.plan
 
     # ---- validation ------------------------------------------------------------------------------
 
@@ -252,17 +268,17 @@ class Evaluator:
         """:meth:`rescale` of a checked ciphertext at ``level`` >= 1 (scale / q_l over Q_(l-1):
         the ratio to the modulus is kept, so the scale budget holds)."""
         t = self._rescale_constants(level)
-        q, lower = self._ctx.q_at(level), self._ctx.q_at(level - 1)
+        lower = self._ctx.q_at(level - 1)
         with _step("rescale", self._ctx.device):
             data = ct.data
-            if ops.kernel_variant("fused") >= 1 and data.stride(-1) == 1 and data.stride(-2) == data.shape[-1]:
+            if self._ctx.plan.fused_circuit and data.stride(-1) == 1 and data.stride(-2) == data.shape[-1]:
                 # the last limbs read in place, (c - NTT(r)) q_l^-1 in the NTT's last store, every component at once
-                last = ops.intt(data[:, level:level + 1], q.moduli[level:], q.ntt_table[level:])
+                last = t.last.intt(data[:, level:level + 1])
                 lift = ops.center_lift(last, t.q_last, lower.moduli)
                 out = ops.mod_down_ntt(lift, data[:, :level], 0, t.q_last_inv, t.q_last_inv_shoup, lower.moduli,
-                                       lower.ntt_table, out=lift)
+                                       lower.ntt_table, plan=lower.plan, out=lift)
                 return ct.replace(data=out, level=level - 1, scale=ct.scale / t.q_last)
-            last = ops.intt(ct.data[:, level:level + 1].contiguous(), q.moduli[level:], q.ntt_table[level:])
+            last = t.last.intt(ct.data[:, level:level + 1].contiguous())
             correction = lower.ntt(ops.center_lift(last, t.q_last, lower.moduli))  # [d+1, l, N]: [c_l] centred
             out = torch.empty_like(correction)
             for c in range(ct.data.shape[0]):  # per component: contiguous views of the lower limbs, no copy
@@ -299,15 +315,17 @@ class Evaluator:
             primes = self.params.q_primes[:level]
             q_last = self.params.q_primes[level]
             inv, inv_shoup = shoup_constants([pow(q_last, -1, q) for q in primes], primes, self._ctx.device)
-            self._rescale_tables[level] = _RescaleTables(q_last, inv, inv_shoup)
+            last = self._ctx.q_at(level).rows(level, level + 1)
+            self._rescale_tables[level] = _RescaleTables(q_last, last, inv, inv_shoup)
         return self._rescale_tables[level]
 
     # ---- constants -------------------------------------------------------------------------------
 
-    def _constant(self, value: complex, scale: float, level: int, op: str) -> torch.Tensor:
+    def encode_constant(self, value: complex, scale: float, level: int, *, op: str = "encode_constant") -> torch.Tensor:
         """The plaintext of ``value`` in every slot at ``scale``: re + im X^(N/2), each part
         rounded as the encoder rounds (floor(scale * x + 1/2), exact), since
-        zeta^(5^j N/2) = i for every slot j. Returns ``[l+1, N]`` int64, NTT domain."""
+        zeta^(5^j N/2) = i for every slot j. Returns ``[l+1, N]`` int64, NTT domain. EncodingError
+        (naming ``op``) if it does not fit in Q_level."""
         return self._constant_ntt(*self._rounded_constant(value, scale, level, op), level)
 
     def _rounded_constant(self, value: complex, scale: float, level: int, op: str) -> tuple[int, int]:
@@ -353,7 +371,9 @@ class Evaluator:
     # ---- linear combinations (one pass) ----------------------------------------------------------
 
     @canonical_results
-    def linear_combination(self, terms, level: int, constant: tuple[complex, int] | None = None) -> Ciphertext:
+    def linear_combination(self, terms, level: int, constant: tuple[complex, int] | None = None, *,
+                           constant_components: int = 1, out: torch.Tensor | None = None,
+                           op: str = "linear_combination") -> Ciphertext:
         """sum_k sign_k * value_k * a_k (+ sign * constant) at ``level``, in one pass.
 
         terms: ``[(a_k, value_k, constant_scale_k, sign_k)]``, 1 to 16 ciphertexts of one degree and
@@ -365,13 +385,12 @@ class Evaluator:
         scale for scale (a_0.scale * cs_0), with the same checks; but the operands are read once (a
         ciphertext above ``level`` in place) and the sum is written once (ops.linear_combination).
         Consumes no level; needs no key.
-        """
-        return self._linear_combination(terms, level, constant, "linear_combination")
 
-    def _linear_combination(self, terms, level: int, constant, op: str, constant_components: int = 1,
-                            out: torch.Tensor | None = None) -> Ciphertext:
-        """:meth:`linear_combination`; ``out``: ``[d+1, level+1, N]`` of contiguous ``[level+1, N]`` blocks to
-        write into (e.g. one ciphertext of a pair's tensor), not overlapping the terms."""
+        For the circuits built on the evaluator (the bootstrapping pair, CoeffsToSlots): ``constant_components``
+        (the constant added to the first that many ``[l+1, N]`` blocks of c_0: a pair's flat view has 2),
+        ``out`` (``[d+1, level+1, N]`` of contiguous ``[level+1, N]`` blocks to write into, e.g. one ciphertext
+        of a pair's tensor, not overlapping the terms) and ``op`` (the operation its errors name).
+        """
         if not 1 <= len(terms) <= MAX_COMBINATION_TERMS:
             raise ParameterError(f"{op}: 1 to {MAX_COMBINATION_TERMS} terms, got {len(terms)}")
         first = terms[0][0]
@@ -467,7 +486,7 @@ class Evaluator:
     def _add_or_sub(self, a: Ciphertext, b: Operand, op: str, fn) -> Ciphertext:
         if _is_scalar(b):
             level = self._check_ct(a, op, degree=None)
-            constant = self._constant(self._scalar(b, op), a.scale, level, op)
+            constant = self.encode_constant(self._scalar(b, op), a.scale, level, op=op)
             return self._combine_c0(a, _limbs(a.data, level), constant, level, fn)
         a_data, b_data, level = self._binary(a, b, op)
         if isinstance(b, Ciphertext) and a.degree != b.degree:
@@ -554,15 +573,8 @@ class Evaluator:
                         b_scale: float, op: str) -> Ciphertext:
         """The tensor product of checked operands' data at ``level``."""
         scale = self._check_scale_fits(a.scale * b_scale, level, op)
-        moduli = self._ctx.q_at(level).moduli
-        with _step("tensor_product", self._ctx.device):
-            if ops.kernel_variant("tensor") == 1:              # (a0 b0, a0 b1 + a1 b0, a1 b1), one pass
-                data = ops.tensor_product(a_data, b_data, moduli)
-            else:
-                by_b0 = ops.mul(a_data, b_data[0], moduli)      # (a0 b0, a1 b0)
-                d1 = ops.mul_add(a_data[0], b_data[1], by_b0[1], moduli)
-                d2 = ops.mul(a_data[1], b_data[1], moduli)
-                data = torch.stack((by_b0[0], d1, d2))
+        with _step("tensor_product", self._ctx.device):  # (a0 b0, a0 b1 + a1 b0, a1 b1), one pass
+            data = ops.tensor_product(a_data, b_data, self._ctx.q_at(level).moduli)
         return a.replace(data=data, level=level, scale=scale)
 
     @canonical_results
@@ -574,7 +586,7 @@ class Evaluator:
         """
         op = "relinearize"
         level = self._check_ct(ct, op, degree=2)
-        return _relinearize(self._ctx, ct, self._relin_key(op), level)
+        return switching.relinearize(self._ctx, ct, self._relin_key(op), level)
 
     @canonical_results
     def mul_relin(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
@@ -594,14 +606,12 @@ class Evaluator:
 
     def _product_relinearized(self, a: Ciphertext, a_data: torch.Tensor, b_data: torch.Tensor, level: int,
                               b_scale: float, key: rlwe.RelinKey, op: str) -> Ciphertext:
-        """:meth:`_tensor_checked` then the relinearization, of checked operands' data at ``level``; on CUDA
-        (ops.kernel_variant "tensor_fuse" >= 1) the tensor product happens inside the key switch's kernels
-        (the same words, without the degree-2 ciphertext in memory)."""
-        if _tensor_in_key_switch(self._ctx):
-            scale = self._check_scale_fits(a.scale * b_scale, level, op)
-            return a.replace(data=_relinearize_product(self._ctx, a_data, b_data, key, level), level=level, scale=scale)
-        product = self._tensor_checked(a, a_data, b_data, level, b_scale, op)
-        return _relinearize(self._ctx, product, key, level)
+        """The tensor product and the relinearization of checked operands' data at ``level`` (on CUDA the tensor
+        product inside the key switch's kernels where the plan allows: the same words, without the degree-2
+        ciphertext in memory)."""
+        scale = self._check_scale_fits(a.scale * b_scale, level, op)
+        data = switching.relinearize_product(self._ctx, a_data, b_data, key, level)
+        return a.replace(data=data, level=level, scale=scale)
 
     def _relin_key(self, op: str) -> rlwe.RelinKey:
         """The relinearization key, checked (once per operation: the key switch below does not)."""
@@ -628,7 +638,7 @@ class Evaluator:
 
     def _rotate(self, ct: Ciphertext, level: int, element: int, op: str) -> Ciphertext:
         """sigma_element(ct) of a checked ciphertext whose key is known to be held."""
-        return _apply_galois(self._ctx, ct, element, self._galois_key(element, op), level)
+        return switching.apply_galois(self._ctx, ct, element, self._galois_key(element, op), level)
 
     def _galois_key(self, element: int, op: str) -> rlwe.GaloisKey:
         """The Galois key of ``element``, checked (the key switch below does not)."""
@@ -667,7 +677,7 @@ class Evaluator:
         nonzero = sorted({r for r in reduced.values() if r})
         elements = self._rotation_elements(nonzero, ct.slots, op)
         keys = {k: self._galois_key(k, op) for k in elements.values()}
-        rotated = _apply_galois_hoisted(self._ctx, ct, keys, level) if nonzero else {}
+        rotated = switching.apply_galois_hoisted(self._ctx, ct, keys, level) if nonzero else {}
         return {s: rotated[elements[r]] if r else ct.replace(data=ct.data.clone()) for s, r in reduced.items()}
 
     def _rotation_elements(self, reduced_steps: list[int], slots: int, op: str) -> dict[int, int]:

@@ -46,7 +46,7 @@ from fhe_core.ckks.evaluator import Evaluator, galois_elements
 from fhe_core.errors import EncodingError, LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
 from fhe_core.params import Params
 from fhe_core.ring import BasisConverter
-from fhe_core.rlwe import keyswitch
+from fhe_core.rlwe import switching
 from fhe_core.rlwe.checks import check_canonical, check_ciphertext, mark_canonical
 
 
@@ -261,7 +261,7 @@ class LinearTransform:
                                   f"(elements {galois_elements(n, missing)}); the transform needs steps {steps}")
 
     def evaluate(self, evaluator: Evaluator, ct: Ciphertext, *, rescale: bool = True,
-                 fused: bool = True, double_hoisting: bool = True) -> Ciphertext:
+                 double_hoisting: bool = True) -> Ciphertext:
         """M z for the n slots z of ``ct``, by BSGS with hoisted baby steps.
 
         With ``double_hoisting`` (default; Bossuat, Mouchet, Troncoso-Pastoriza and Hubaux,
@@ -283,16 +283,16 @@ class LinearTransform:
 
         1. baby steps: rot_j(ct) for every baby step j, in one :meth:`Evaluator.rotate_hoisted`
            call (one ModUp, one ModDown per step);
-        2. for each giant step g: acc_g = sum_j pt_(g,j) * rot_j(ct). With ``fused`` (default)
-           one ``ops.ks_inner_product`` per 63 baby steps: the plaintexts ``[m, l+1, N]`` as the
-           digits, the stacked baby-step ciphertexts ``[m, 2, l+1, N]`` as the key, 128-bit
-           accumulation and one reduction, each word read once. Else ``ops.mul`` then
+        2. for each giant step g: acc_g = sum_j pt_(g,j) * rot_j(ct). With the evaluator's plan's fused circuit
+           (``KernelPlan.fused_circuit``) one ``ops.ks_inner_product`` per 63 baby steps: the plaintexts
+           ``[m, l+1, N]`` as the digits, the stacked baby-step ciphertexts ``[m, 2, l+1, N]`` as the key,
+           128-bit accumulation and one reduction, each word read once. Else ``ops.mul`` then
            ``ops.mul_add`` per baby step on ``[2, l+1, N]`` (the plaintext broadcast over both
            components). Both give the same residues. Then one rotation rot_g(acc_g) (none for g = 0);
         3. the sum over g, then one rescale by q_l (unless ``rescale=False``).
 
         The two decrypt to the same message up to the key-switching noise (each ModDown rounds; the
-        double-hoisted sum rounds fewer times). ``fused=False`` implies single hoisting.
+        double-hoisted sum rounds fewer times).
 
         ct: degree 1, ``[2, l+1, N]`` NTT domain, ``slots == n``. Works at level
         l' = min(l, level of a fixed transform) (the ciphertext is dropped, or the pre-encoded
@@ -304,16 +304,17 @@ class LinearTransform:
         """
         op = "LinearTransform.evaluate"
         encoded, ct = self._prepare(evaluator, ct, rescale, op)
-        if fused and double_hoisting:
+        if double_hoisting:
             total = self._double_hoisted(evaluator, ct, encoded)
         else:
-            total = self._single_hoisted(evaluator, ct, encoded, fused)
+            total = self._single_hoisted(evaluator, ct, encoded)
         out = mark_canonical(ct.replace(data=total, scale=ct.scale * encoded.scale))  # checked inputs
         return evaluator.rescale(out) if rescale else out
 
-    def _single_hoisted(self, evaluator: Evaluator, ct: Ciphertext, encoded: _Encoded, fused: bool) -> torch.Tensor:
+    def _single_hoisted(self, evaluator: Evaluator, ct: Ciphertext, encoded: _Encoded) -> torch.Tensor:
         """sum_g rot_g(sum_j pt_(g,j) rot_j(ct)) over Q_l, every rotation key-switched back to Q_l."""
-        moduli = rlwe_context(self.params).q_at(encoded.level).moduli
+        ctx = evaluator.context
+        moduli, fused = ctx.q_at(encoded.level).moduli, ctx.plan.fused_circuit
         device = ct.data.device
         with _step("lintrans_baby_steps", device):
             babies = _BabySteps.hoisted(evaluator.rotate_hoisted(ct, self.baby_steps), self.baby_steps, stacked=fused)
@@ -332,26 +333,23 @@ class LinearTransform:
 
     def _double_hoisted(self, evaluator: Evaluator, ct: Ciphertext, encoded: _Encoded) -> torch.Tensor:
         """The same sum with every partial sum over QP_l and one final ModDown (see :meth:`evaluate`)."""
-        ctx, level = rlwe_context(self.params), encoded.level
+        ctx, level = evaluator.context, encoded.level
         qp = ctx.qp_at(level)
         device = ct.data.device
         keys = _RotationKeys(evaluator, self.slots)
         with _step("lintrans_baby_steps", device):
             babies = _BabySteps.extended(ctx, ct, self.baby_steps, keys)
         total = None
-        fused = _fused_passes()
-        products = _giant_products(encoded.giant_steps, babies, qp.moduli) if ops.kernel_variant("fused") >= 2 else None
-        if products is not None and ops.kernel_variant("fused") >= 3:
+        fused = ctx.plan.fused_circuit
+        products = _giant_products(encoded.giant_steps, babies, qp.moduli) if fused else None
+        if products is not None:
             with _step("lintrans_giant_steps", device):
                 total = _giant_steps_batched(ctx, encoded.giant_steps, products, level, keys)
             with _step("lintrans_mod_down", device):
-                return keyswitch.mod_down(ctx, total, level)
-        for i, step in enumerate(encoded.giant_steps):
+                return switching.mod_down(ctx, total, level)
+        for step in encoded.giant_steps:  # (giant step by giant step: the reference, or beyond giant_products' limits)
             with _step(f"lintrans_giant_step_{step.giant}", device):
-                if products is not None:
-                    acc = products[:, i]
-                else:
-                    acc = _fused_multiply_accumulate(step.data, babies.rows(step.babies, self._gathers), qp.moduli)
+                acc = _fused_multiply_accumulate(step.data, babies.rows(step.babies, self._gathers), qp.moduli)
                 if step.giant and fused:  # rotated, plus the sum so far, in the inner product's pass
                     total = _rotate_extended_into(ctx, acc, level, keys.element(step.giant), keys, total)
                     continue
@@ -359,7 +357,7 @@ class LinearTransform:
                     acc = _rotate_extended(ctx, acc, level, keys.element(step.giant), keys)
                 total = acc if total is None else ops.add(total, acc, qp.moduli, out=total)
         with _step("lintrans_mod_down", device):
-            return keyswitch.mod_down(ctx, total, level)
+            return switching.mod_down(ctx, total, level)
 
     def _prepare(self, evaluator: Evaluator, ct: Ciphertext, rescale: bool, op: str) -> tuple[_Encoded, Ciphertext]:
         """Check everything before any work; the encoded diagonals and ct at the working level."""
@@ -375,7 +373,7 @@ class LinearTransform:
             raise ParameterError(f"{op}: expected a degree-1 ciphertext (relinearize first), got degree {ct.degree}")
         # the double-hoisted path hands ct.data straight to the key-switching pieces: the entry
         # checks (shape, device, dtype; residues once per object) the evaluator would make
-        ctx = rlwe_context(self.params)
+        ctx = evaluator.context
         check_canonical(ctx, ct, check_ciphertext(ctx, ct, op), op)
         level = ct.level if self.level is None else min(ct.level, self.level)
         if rescale and level == 0:
@@ -438,23 +436,15 @@ def _times_p(ctx: rlwe.RLWEContext, c: torch.Tensor, level: int, out: torch.Tens
     return out
 
 
-def _fused_passes() -> bool:
-    """ops.kernel_variant("fused") >= 1 (the default is 3): the fused inner products of the baby and
-    giant steps (ops.ks_inner_product_fused); 2 also the giant steps' plaintext products in one pass
-    over the baby stack (ops.giant_products); 3 also the baby steps in one launch
-    (ops.ks_inner_product_babies); 0: the composed ops (the same residues, bit for bit)."""
-    return ops.kernel_variant("fused") >= 1
-
-
 def _rotate_extended_into(ctx: rlwe.RLWEContext, acc: torch.Tensor, level: int, element: int,
                           keys: _RotationKeys, total: torch.Tensor | None) -> torch.Tensor:
     """total + :func:`_rotate_extended` (acc) (``total`` None: a new tensor), with sigma(acc_0) and the
     sum added in the inner product's pass: no permuted copy of acc_0 and no separate additions."""
     q = ctx.q_at(level)
-    c1 = ops.automorphism_ntt(keyswitch.mod_down(ctx, acc[1], level), q.moduli, element)
-    digits = keyswitch.decompose_mod_up(ctx, c1, level)
+    c1 = ops.automorphism_ntt(switching.mod_down(ctx, acc[1], level), q.moduli, element)
+    digits = switching.decompose_mod_up(ctx, c1, level)
     out = torch.empty_like(acc) if total is None else total
-    return keyswitch._inner_product_into(ctx, digits, keys.key(element), level, out, add=acc[0], add_galois=element,
+    return switching.inner_product_into(ctx, digits, keys.key(element), level, out, add=acc[0], add_galois=element,
                                          accumulate=total is not None)
 
 
@@ -465,8 +455,8 @@ def _rotate_extended(ctx: rlwe.RLWEContext, acc: torch.Tensor, level: int, eleme
     inner product's output is P times the switched polynomial), plus sigma of the first component
     (an automorphism is a permutation of NTT slots on every prime, P's included)."""
     qp, q = ctx.qp_at(level), ctx.q_at(level)
-    c1 = ops.automorphism_ntt(keyswitch.mod_down(ctx, acc[1], level), q.moduli, element)
-    out = keyswitch.inner_product(ctx, keyswitch.decompose_mod_up(ctx, c1, level), keys.key(element), level)
+    c1 = ops.automorphism_ntt(switching.mod_down(ctx, acc[1], level), q.moduli, element)
+    out = switching.inner_product(ctx, switching.decompose_mod_up(ctx, c1, level), keys.key(element), level)
     ops.add(out[0], ops.automorphism_ntt(acc[0], qp.moduli, element), qp.moduli, out=out[0])
     return out
 
@@ -491,40 +481,37 @@ class _BabySteps:
     def extended(cls, ctx: rlwe.RLWEContext, ct: Ciphertext, steps: list[int], keys: _RotationKeys) -> _BabySteps:
         """P rot_j(ct) over QP_l, ``[n1', 2, alpha + l + 1, N]``, written in place: one ModUp of c_1
         (for the nonzero steps), then per step the inner product of the permuted digits with the
-        key, plus P sigma_j(c_0) on the Q rows; step 0 is P ct. No ModDown."""
+        key, plus P sigma_j(c_0) on the Q rows; step 0 is P ct. No ModDown. With the fused circuit every nonzero
+        step's product and P sigma_j(c_0) in launches of up to 16 steps (the digits read from L2 after the first,
+        ops.ks_inner_product_babies), written in place; else an automorphism, an inner product and an addition per
+        step."""
         level = ct.level
         qp, q = ctx.qp_at(level), ctx.q_at(level)
         out = torch.empty((len(steps), 2, len(qp), ctx.n), dtype=torch.int64, device=ct.data.device)
-        in_place = _fused_passes() and 0 in steps  # P c_0 written straight into step 0's place
+        fused = ctx.plan.fused_circuit
+        in_place = fused and 0 in steps  # P c_0 written straight into step 0's place
         p_c0 = _times_p(ctx, ct.data[0], level, out[steps.index(0), 0] if in_place else
                         torch.empty(len(qp), ctx.n, dtype=torch.int64, device=ct.data.device))
-        digits = keyswitch.decompose_mod_up(ctx, ct.data[1], level) if any(steps) else None
-        together = ops.kernel_variant("fused") >= 3 and digits is not None
-        if together:  # every nonzero baby step in launches of up to 16 (the digits read from L2 after the first)
+        digits = switching.decompose_mod_up(ctx, ct.data[1], level) if any(steps) else None
+        if fused and digits is not None:
             nonzero = [(i, j, keys.element(j)) for i, j in enumerate(steps) if j]
             for first in range(0, len(nonzero), BABIES_PER_LAUNCH):
                 chunk = nonzero[first:first + BABIES_PER_LAUNCH]
-                keyswitch._inner_product_babies_into(ctx, digits, [keys.key(e) for _, _, e in chunk],
+                switching.inner_product_babies_into(ctx, digits, [keys.key(e) for _, _, e in chunk],
                                                      [e for _, _, e in chunk], [i for i, _, _ in chunk], level, out,
                                                      add=p_c0[ctx.alpha:])
         for i, j in enumerate(steps):
-            if together and j:
-                continue
             if j == 0:
                 if not in_place:
                     out[i, 0].copy_(p_c0)
                 _times_p(ctx, ct.data[1], level, out[i, 1])
-                continue
-            element = keys.element(j)
-            rows = out[i]
-            if _fused_passes():  # the permuted digits' product and P sigma_j(c_0), written in place: one pass
-                keyswitch._inner_product_into(ctx, digits, keys.key(element), level, rows, galois=element,
-                                              add=p_c0[ctx.alpha:], add_galois=element)
-                continue
-            rows.copy_(keyswitch.inner_product(ctx, ops.automorphism_ntt(digits, qp.moduli, element),
-                                               keys.key(element), level))
-            ops.add(rows[0, ctx.alpha:], ops.automorphism_ntt(p_c0[ctx.alpha:], q.moduli, element), q.moduli,
-                    out=rows[0, ctx.alpha:])
+            elif not fused:
+                element = keys.element(j)
+                rows = out[i]
+                rows.copy_(switching.inner_product(ctx, ops.automorphism_ntt(digits, qp.moduli, element),
+                                                   keys.key(element), level))
+                ops.add(rows[0, ctx.alpha:], ops.automorphism_ntt(p_c0[ctx.alpha:], q.moduli, element), q.moduli,
+                        out=rows[0, ctx.alpha:])
         return cls(steps, out, {})
 
     def rows(self, babies: tuple[int, ...], gathers: dict[tuple[int, ...], torch.Tensor]) -> torch.Tensor:
@@ -576,16 +563,16 @@ def _giant_steps_batched(ctx: rlwe.RLWEContext, steps, products: torch.Tensor, l
     total = products[:, 0] if first else None
     if len(steps) == first:
         return total
-    downs = keyswitch.mod_down(ctx, products[1, first:], level)  # [G', l+1, N]
+    downs = switching.mod_down(ctx, products[1, first:], level)  # [G', l+1, N]
     elements = [keys.element(s.giant) for s in steps[first:]]
     sigmas = torch.empty_like(downs)
     for k, element in enumerate(elements):
         ops.automorphism_ntt(downs[k], q.moduli, element, out=sigmas[k])
     coeffs = q.intt(sigmas)
     for k, element in enumerate(elements):
-        digits = keyswitch._decompose_mod_up(ctx, sigmas[k], level, coeffs[k])
+        digits = switching.decompose_mod_up(ctx, sigmas[k], level, coeffs[k])
         out = torch.empty_like(products[:, 0]) if total is None else total
-        total = keyswitch._inner_product_into(ctx, digits, keys.key(element), level, out, add=products[0, first + k],
+        total = switching.inner_product_into(ctx, digits, keys.key(element), level, out, add=products[0, first + k],
                                               add_galois=element, accumulate=total is not None)
     return total
 

@@ -58,10 +58,10 @@ from typing import NamedTuple
 import numpy as np
 import numpy.polynomial.chebyshev as npcheb
 
-from fhe_core import ops
 from fhe_core.ckks.ciphertext import ScaleMismatchError
 from fhe_core.ckks.evaluator import MAX_COMBINATION_TERMS, SCALE_TOLERANCE
 from fhe_core.errors import LevelMismatchError, ParameterError
+from fhe_core.ops import TUNED
 from fhe_core.params import Params
 
 BASES = ("power", "chebyshev")
@@ -215,8 +215,11 @@ class SimEvaluator:
 
     Implements the methods the polynomial evaluator calls, with the same level and scale rules
     and the same typed errors (``LevelMismatchError("rescale: ...")``,
-    ``ScaleMismatchError("add: ...")``), and counts every operation in ``counts``.
+    ``ScaleMismatchError("add: ...")``), and counts every operation in ``counts``, as the default plan
+    runs them (linear combinations in one pass).
     """
+
+    plan = TUNED
 
     def __init__(self, params: Params):
         self.params = params
@@ -358,11 +361,10 @@ class _Powers(dict):
         return self._dropped[k, level]
 
 
-def _combines(evaluator, terms: int) -> bool:
+def combines_in_one_pass(evaluator, terms: int) -> bool:
     """Whether linear combinations of ``terms`` ciphertexts go through ``evaluator.linear_combination``
-    (one pass; ops.kernel_variant("fused") >= 1) instead of a product and an addition per term."""
-    return (terms <= MAX_COMBINATION_TERMS and hasattr(evaluator, "linear_combination")
-            and ops.kernel_variant("fused") >= 1)
+    (one pass; the evaluator's plan's fused circuit) instead of a product and an addition per term."""
+    return terms <= MAX_COMBINATION_TERMS and evaluator.plan.fused_circuit
 
 
 def _baby_log(d: int) -> int:
@@ -437,7 +439,7 @@ class PolynomialEvaluator:
         m = 1 << ((k - 1).bit_length() - 1)
         n = k - m
         product = ev.mul_relin(powers[m], powers[n])
-        if basis == "chebyshev" and _combines(ev, 2):  # 2 T_m T_n - T_(m-n) (or - 1) in one pass
+        if basis == "chebyshev" and combines_in_one_pass(ev, 2):  # 2 T_m T_n - T_(m-n) (or - 1) in one pass
             level = product.level
             if m == n:
                 product = ev.linear_combination([(product, 2, 1.0, 1)], level, (1.0, -1))
@@ -514,7 +516,7 @@ class PolynomialEvaluator:
         With the fused passes one linear combination (the powers read in place, no level drop)."""
         ev = self.evaluator
         used = [int(k) for k in np.flatnonzero(p.coefficients[1:]) + 1]
-        if _combines(ev, len(used)):
+        if combines_in_one_pass(ev, len(used)):
             terms = [(powers[k], float(p.coefficients[k]), scale / powers[k].scale, 1) for k in used]
             constant = (float(p.coefficients[0]), 1) if p.coefficients[0] != 0.0 else None
             return ev.linear_combination(terms, level, constant)

@@ -1,23 +1,41 @@
-// The kernel interface between the torch glue (ops.cpp) and the two backends.
+// The kernel interface between the torch glue (ops/) and the two backends (cpu/, cuda/), one section per op family.
 //
-// Argument structs hold raw pointers and sizes only, so the backends never include torch's
-// tensor headers (the CPU backend uses only ATen/Parallel.h for its thread pool, and the CUDA
-// sources compile with nvcc alone). ops.cpp validates every tensor before filling a struct; the
-// backends may assume shapes, dtypes and devices are consistent. All residue pointers address
-// contiguous limb-major data: element (r, i) of a [rows, N] view is at r * N + i, and the limb
-// of row r is r % limbs.
+// Argument structs hold raw pointers and sizes only, so the backends never include torch's tensor headers (the CPU
+// backend uses only ATen/Parallel.h for its thread pool, and the CUDA sources compile with nvcc alone). The glue
+// validates every tensor before filling a struct; the backends may assume shapes, dtypes and devices are consistent.
+// Residue pointers address contiguous limb-major data: element (r, i) of a [rows, N] view is at r * N + i, and the
+// limb of row r is r % limbs. Each backend implements every feature of a struct (the CPU by composing its kernels).
 #pragma once
 
 #include <cstdint>
 
 #include "common/modarith.h"
 #include "common/sampling.h"
+#include "plan.h"
 
 namespace fhe {
 
-// Rows an NTT leaves alone (their output is not written): in batch b (row / limbs), the rows r
-// (row % limbs) with begin + b * stride <= r < begin + b * stride + length. ModUp transforms every
-// extended digit but its own primes' rows, which it copies from the NTT-domain input.
+namespace cuda {
+// The launchers enqueue on the given stream of the given device and throw std::runtime_error on a CUDA error.
+struct Stream {
+  void* handle;  // cudaStream_t
+  int device;
+};
+}  // namespace cuda
+
+// A kernel of both backends: cpu::name(args) and cuda::name(args, stream).
+#define FHE_KERNEL(name, Args)                \
+  namespace cpu {                             \
+  void name(const Args& args);                \
+  }                                           \
+  namespace cuda {                            \
+  void name(const Args& args, Stream stream); \
+  }
+
+// ---- NTT (cpu/ntt.cpp, cuda/ntt.cu) --------------------------------------------------------------------
+
+// Rows an NTT leaves alone (their output is not written): in batch b (row / limbs), the rows r (row % limbs) with
+// begin + b * stride <= r < begin + b * stride + length. ModUp transforms every extended digit but its own rows.
 struct NttSkip {
   int begin = 0;
   int stride = 0;
@@ -29,9 +47,8 @@ FHE_HD bool ntt_row_skipped(const NttSkip& skip, int64_t row, int limbs) {
   return rel >= 0 && rel < skip.length;
 }
 
-// ModDown's last step fused into a forward NTT's output: out = (sub_from - NTT(in)) * consts, per limb
-// (Shoup), with sub_from row (b, i) at b * batch_stride + i * N, plus add[b] for the first add_batches
-// batches (relinearization's (d0, d1), a rotation's sigma(c0)). One or two passes fewer over the result.
+// ModDown's last step in a forward NTT's store: out = (sub_from - NTT(in)) * consts per limb (Shoup), sub_from row
+// (b, i) at b * batch_stride + i * N, plus sigma_add_galois(add[b]) for the first add_batches batches.
 struct NttEpilogue {
   const u64* sub_from = nullptr;  // nullptr: plain NTT
   int64_t batch_stride = 0;
@@ -39,11 +56,7 @@ struct NttEpilogue {
   const u64* consts_shoup = nullptr;  // [limbs]
   const u64* add = nullptr;           // [add_batches, limbs, N] or nullptr
   int64_t add_batches = 0;
-  u64 add_galois = 1;  // add sigma_k(add) (NTT domain, slot i reads galois_ntt_source(i)): a rotation's sigma(c0)
-  // times != nullptr (CUDA, add_batches = 2, add_galois = 1): add and times are two degree-1 ciphertexts
-  // [2, limbs, N] (contiguous) and the first two batches get their tensor product's (d0, d1) = (add0 times0,
-  // add0 times1 + add1 times0), computed in the store: HMult's relinearization without the d0, d1 rows.
-  const u64* times = nullptr;
+  u64 add_galois = 1;  // (NTT domain: slot i reads galois_ntt_source(i))
 };
 
 struct NttArgs {
@@ -55,19 +68,18 @@ struct NttArgs {
   int limbs;
   int log_n;
   NttSkip skip = {};
-  NttEpilogue epilogue = {};  // forward only
+  NttEpilogue epilogue = {};    // forward only
   int64_t in_batch_stride = 0;  // words between batches of `in` (0: contiguous, batch * limbs * N)
-  int table_rows = 8;           // rows per limb of `table`: 8 (with the pairs: CUDA), 4 (CPU tables)
-  // Inverse only (CUDA), galois != 1: transform sigma_k(in) (slot i reads in's slot galois_ntt_source(i)),
-  // and store sigma_k(in) itself to `permuted` ([rows, N], contiguous like out). A rotation's ModUp.
+  int table_rows = 8;           // rows per limb of `table`: 12 (CUDA tables), 4 or 12 (CPU)
+  // Inverse only, galois != 1: transform sigma_k(in) and store sigma_k(in) to `permuted` ([rows, N]). A rotation's
+  // ModUp. store_permuted false: the caller does not need it (the tuned kernel then skips the store).
   u64 galois = 1;
   u64* permuted = nullptr;
-  // Inverse only (CUDA), times != nullptr (galois = 1): transform in * times (canonical products, times laid out
-  // like in) and store the products to `permuted`. HMult's ModUp of d2 = a1 b1 without the d2 pass before it.
-  const u64* times = nullptr;
-  // false: the inverse need not leave sigma_k(in) in `permuted` (the kernel that reads sigma_k(in) in place skips
-  // the store; a fallback may still use `permuted` as scratch). A rotation's ModUp with ks_fuse.
   bool store_permuted = true;
+  // Inverse only, times != nullptr (galois = 1): transform in * times and store the products to `permuted`. HMult's
+  // ModUp of d2 = a1 b1.
+  const u64* times = nullptr;
+  KernelPlan plan = {};  // which kernels run (CUDA)
 };
 
 // Where row r of an NTT's input starts (in words from `in`).
@@ -75,6 +87,11 @@ FHE_HD int64_t ntt_in_offset(const NttArgs& a, int64_t row) {
   const int64_t n = int64_t{1} << a.log_n;
   return a.in_batch_stride == 0 ? row * n : (row / a.limbs) * a.in_batch_stride + (row % a.limbs) * n;
 }
+
+FHE_KERNEL(ntt_forward, NttArgs)
+FHE_KERNEL(ntt_inverse, NttArgs)
+
+// ---- element-wise ops, the tensor product, automorphisms (cpu/elementwise.cpp, cuda/elementwise.cu) -------------
 
 // kSubMulConst: (a - b) * c_i, the shape of ModDown's and rescale's last step.
 enum class ElementwiseOp : int { kAdd, kSub, kNeg, kMul, kMulConst, kMulAdd, kSubMulConst };
@@ -94,9 +111,7 @@ struct ElementwiseArgs {
   int64_t n;
 };
 
-
-// The tensor product of two degree-1 ciphertexts, one pass: for a = (a0, a1), b = (b0, b1) over the
-// same limbs, out = (a0 b0, a0 b1 + a1 b0, a1 b1) mod q_i (the middle sum reduced once).
+// The tensor product of two degree-1 ciphertexts: out = (a0 b0, a0 b1 + a1 b0, a1 b1) mod q_i.
 struct TensorProductArgs {
   const u64* a;           // [2, limbs, N]
   const u64* b;           // [2, limbs, N]
@@ -106,18 +121,32 @@ struct TensorProductArgs {
   int64_t n;
 };
 
-// Fast basis conversion (HK20 / BEHZ "Conv"), of one or several digits at once. The input's
-// q_count limbs form dnum digits of alpha limbs (the last may be shorter); digit j is converted to
-// every destination prime:
+struct AutomorphismArgs {
+  const u64* in;          // [rows, N]
+  u64* out;               // [rows, N], never aliasing in
+  const Modulus* moduli;  // [limbs] (coefficient domain needs q for negation)
+  int64_t rows;
+  int limbs;
+  int log_n;
+  u64 galois;             // odd k in [1, 2N)
+};
+
+FHE_KERNEL(elementwise, ElementwiseArgs)
+FHE_KERNEL(tensor_product, TensorProductArgs)
+FHE_KERNEL(automorphism_ntt, AutomorphismArgs)
+FHE_KERNEL(automorphism_coeff, AutomorphismArgs)
+
+// ---- basis conversion (cpu/conv.cpp, cuda/conv.cu) --------------------------------------------------------
+
+// Fast basis conversion (HK20 / BEHZ "Conv") of one or several digits at once. The input's q_count limbs form dnum
+// digits of alpha limbs (the last may be shorter); digit j is converted to every destination prime:
 //   out[b][j][r] = sum_k [x_k * qhat_inv_k]_{q_k} * qhat_mod_p[j][k - j*alpha][r]  mod p_r,
-// with qhat_inv_k = (Q_j/q_k)^-1 mod q_k and qhat_mod_p = (Q_j/q_k) mod p_r (zero past the last
-// digit's primes). One digit of all the limbs is the plain Conv; dnum digits extended to QP_l is
-// ModUp. The result is x + u*Q_j (0 <= u < alpha) and is exact on primes the digit contains.
-// With neg_q_mod_p (one digit only) the conversion is exact and centred: v = round(sum_k y_k / q_k)
-// is computed in double precision (conv_rounded_overflow) and v * (-Q) added, so the result is the
-// centred representative of x, in (-Q/2, Q/2) (Halevi-Polyakov-Shoup). ModDown needs it: the fast
-// version's u is never negative, and its mean (alpha - 1) / 2 in every coefficient becomes a bias
-// that the CKKS slots near X = 1 amplify ~N times.
+// with qhat_inv_k = (Q_j/q_k)^-1 mod q_k and qhat_mod_p = (Q_j/q_k) mod p_r (zero past the last digit's primes).
+// One digit of all the limbs is the plain Conv; dnum digits extended to QP_l is ModUp. The result is x + u*Q_j
+// (0 <= u < alpha), exact on the digit's own primes. With neg_q_mod_p (one digit only) the conversion is exact and
+// centred: v = round(sum_k y_k / q_k) in double precision (conv_rounded_overflow) and v * (-Q) added, so the result
+// is the centred representative of x (Halevi-Polyakov-Shoup). ModDown needs it: the fast version's u is never
+// negative, and its mean (alpha - 1) / 2 becomes a bias that the CKKS slots near X = 1 amplify ~N times.
 struct ConvArgs {
   const u64* in;              // [batch, q_count, N]
   u64* out;                   // [batch, dnum, rows, N]
@@ -134,18 +163,16 @@ struct ConvArgs {
   int64_t n;
   const u64* neg_q_mod_p = nullptr;  // [rows] (-Q) mod p_r: exact centred conversion (dnum == 1); nullptr: fast
   // ModUp (batch 1): digit j's own rows own_begin + j * alpha + k (k < its length) are copied from
-  // own[(j * alpha + k) * N + i] instead of converted: the NTT-domain input, exact on those primes.
+  // own[(j * alpha + k) * N + i] (the NTT-domain input, exact on those primes) instead of converted; own_copy false:
+  // neither converted nor written (ops.ntt_inner_product reads them from the input itself).
   const u64* own = nullptr;
   int own_begin = 0;
-  // false: those rows are neither converted nor written (own only marks them; its words are not read): the
-  // consumer reads them from the input itself (ops.ntt_inner_product's own).
   bool own_copy = true;
-  // The caller only needs the outputs in [0, 3 p_r) (a forward NTT follows, whose butterflies take
-  // [0, 4q)): a kernel may then skip its final corrections (the tensor-core variant 3 does).
+  // The caller only needs outputs in [0, 3 p_r) (a forward NTT follows): a kernel may skip its final corrections.
   bool lazy_out = false;
-  // The tensor-core kernel's B fragments, precomputed (ops.conv_mma_fragments of these constants):
-  // [dnum][rows][KT][32 lanes][2] words; nullptr: each block builds its own (conv variants 6, 7 read it).
+  // The tensor-core kernel's B fragments, precomputed (ops.conv_mma_fragments): [dnum][rows][KT][32][2] words.
   const u32* mma_fragments = nullptr;
+  KernelPlan plan = {};  // which kernel runs (CUDA)
 };
 
 // k >= 0 when output row r of digit j is the digit's own prime k (see ConvArgs::own), else -1.
@@ -156,14 +183,11 @@ FHE_HD int conv_own_index(const ConvArgs& a, int j, int r) {
   return k >= 0 && k < count ? k : -1;
 }
 
-// round(sum_k y_k / q_k) over the count scaled residues y_k = [x_k (Q/q_k)^-1]_{q_k} (y_k at
-// y[k * stride]): since sum_k y_k Q/q_k = x + u Q with x/Q the fractional part of the sum, this is
-// u for x < Q/2 and u + 1 above, and x + (u - v) Q is the centred representative of x. Each
-// quotient and sum is correctly rounded in double on both targets (explicit _rn intrinsics on the
-// device, so nvcc cannot contract them into FMAs): the CPU and CUDA builds agree bit for bit. The
-// sum is within count * 2^-52 of the exact rational, so v can differ from the exact rounding only
-// for x within that relative distance of Q/2, where either representative (x or x - Q) is a
-// correct rounding of a division by Q.
+// round(sum_k y_k / q_k) over the count scaled residues y_k = [x_k (Q/q_k)^-1]_{q_k} (at y[k * stride]): u for
+// x < Q/2 and u + 1 above, so x + (u - v) Q is the centred representative of x. Each quotient and sum is correctly
+// rounded in double on both targets (explicit _rn intrinsics on the device, which nvcc cannot contract into FMAs):
+// the builds agree bit for bit. The sum is within count * 2^-52 of the exact rational, so v can differ from the
+// exact rounding only for x that close to Q/2, where either representative is a correct rounding.
 FHE_HD u64 conv_rounded_overflow(const u64* y, int64_t stride, const Modulus* src, int count) {
   double sum = 0.5;
   for (int k = 0; k < count; ++k) {
@@ -176,8 +200,8 @@ FHE_HD u64 conv_rounded_overflow(const u64* y, int64_t stride, const Modulus* sr
   return static_cast<u64>(sum);  // sum > 0: truncation is the floor of (exact sum + 1/2)
 }
 
-// Centered lift of one limb into other primes: out[b][i] = (x if x <= q/2 else x - q) mod p_i for
-// x = in[b] canonical mod q. The exact rounding step of rescaling (and of any division by q).
+// Centred lift of one limb into other primes: out[b][i] = (x if x <= q/2 else x - q) mod p_i for x = in[b]
+// canonical mod q. The exact rounding step of rescaling (and of any division by q).
 struct CenterLiftArgs {
   const u64* in;          // [batch, N] residues mod q
   u64* out;               // [batch, l_out, N]
@@ -193,10 +217,14 @@ FHE_HD u64 center_lift_one(u64 x, const Modulus& src, const Modulus& dst) {
   return x <= src.value / 2 ? r : sub_mod(r, reduce128(U128{src.value, 0}, dst), dst.value);
 }
 
-// Key-switching inner product (HK20): out[c][i] = sum_j digits[j][i] * key[j][c][row(i)] mod q_i,
-// for c = 0, 1, accumulated in 128 bits and reduced once. The digits live over Q_l u P (l+1 = q_count
-// limbs of Q, then the special primes); the key over Q_L u P, so row(i) = i for i < q_count and
-// p_row + (i - q_count) for the special primes.
+FHE_KERNEL(conv, ConvArgs)
+FHE_KERNEL(center_lift, CenterLiftArgs)
+
+// ---- key switching (cpu/keyswitch.cpp, cuda/keyswitch.cu) ----------------------------------------------------
+
+// The key-switching inner product (HK20): out[c][i] = sum_j digits[j][i] * key[j][c][row(i)] mod q_i for c = 0, 1,
+// accumulated in 128 bits and reduced once. The digits live over Q_l u P (q_count limbs of Q, then the special
+// primes), the key over Q_L u P: row(i) = i for i < q_count and p_row + (i - q_count) for the special primes.
 struct KsInnerProductArgs {
   const u64* digits;  // [dnum_used, limbs, N]
   const u64* key;     // [dnum_key, 2, key_rows, N]
@@ -214,15 +242,118 @@ FHE_HD int64_t ks_key_row(int limb, int q_count, int64_t p_row) {
   return limb < q_count ? limb : p_row + (limb - q_count);
 }
 
-struct AutomorphismArgs {
-  const u64* in;          // [rows, N]
-  u64* out;               // [rows, N], never aliasing in
-  const Modulus* moduli;  // [limbs] (coefficient domain needs q for negation)
-  int64_t rows;
-  int limbs;
-  int log_n;
-  u64 galois;             // odd k in [1, 2N)
+// ModUp's forward NTT and the inner product as one op: out = ks_inner_product(NTT(digits)), ntt.skip the digits'
+// own rows (already in the NTT domain). ntt.in == ntt.out == ip.digits, which is scratch afterwards. On CUDA (the
+// tuned plan) one kernel runs the rows' last stages and multiplies into the keys: the transformed digits never go to
+// memory.
+struct NttInnerProductArgs {
+  NttArgs ntt;            // rows = dnum * limbs, in place
+  KsInnerProductArgs ip;  // ip.digits == ntt.out; ip.out: [2, limbs, N]
+  // nullptr: the skipped rows are read from the digits; else limb i's from own row i - ntt.skip.begin (ModUp's input
+  // d), through sigma_own_galois when own_galois != 1. Only where cuda::ntt_inner_product_fuses.
+  const u64* own = nullptr;
+  u64 own_galois = 1;
+  // Only where cuda::ntt_inner_product_takes_tensor: HMult's operands a, b ([2, limbs - skip.begin, N], NTT domain
+  // over Q_l) and p_mod_q ([limbs - skip.begin]: P mod q_i). Component c of out gets (P mod q_i) * t_c on its Q rows
+  // (t_0 = a0 b0, t_1 = a0 b1 + a1 b0): ModDown of out then leaves its plain result + t_c, the tensor terms of
+  // relinearize(tensor(a, b)) without a pass of their own.
+  const u64* tensor_a = nullptr;
+  const u64* tensor_b = nullptr;
+  const u64* p_mod_q = nullptr;
 };
+
+FHE_KERNEL(ks_inner_product, KsInnerProductArgs)
+FHE_KERNEL(ntt_inner_product, NttInnerProductArgs)  // (the CPU: own and tensor_a never set)
+namespace cuda {
+bool ntt_inner_product_fuses(const NttInnerProductArgs& args);         // the fused kernel runs (reads `own`)
+bool ntt_inner_product_takes_tensor(const NttInnerProductArgs& args);  // the digit-group kernel runs (adds terms)
+}  // namespace cuda
+
+// ---- fused passes of the bootstrapping circuit (cpu/fused.cpp, cuda/fused.cu) ---------------------------------
+
+// The key-switching inner product with its neighbours in the same pass:
+//   out[c][i][x] = [accumulate] out[c][i][x] + sum_j digits[j][i][g(x)] * key[j][c][row(i)][x]
+//                  + [c == 0 and i >= limbs - add_rows] add[i - (limbs - add_rows)][h(x)]   mod q_i,
+// with g, h the NTT-domain automorphisms of `galois` and `add_galois` (1: the identity). A double-hoisted baby step
+// is the permuted digits' product plus P sigma(c_0) on the Q rows; a giant step adds sigma(acc_0) over QP_l.
+struct KsInnerProductFusedArgs {
+  KsInnerProductArgs base;  // base.out: component 0
+  int64_t out_stride;       // words from output component 0 to component 1
+  u64 galois;
+  const u64* add;           // [add_rows, N] or nullptr
+  int add_rows;
+  u64 add_galois;
+  bool accumulate;
+  int log_n;
+};
+
+// out[b][i][x] = sum_k weights[k][i][x >= N/2] * terms[k][b][i][x] (+ constant[i][x >= N/2] for the components
+// b < constant_components) mod q_i, accumulated in 128 bits and reduced once. The weights are the NTT-domain values
+// of constants re + im X^(N/2) (two per limb: the two halves of the NTT slots). Term k's component b, row i is at
+// terms[k] + b * term_stride[k] + i * N: a ciphertext at a higher level is read in place.
+constexpr int kMaxCombinationTerms = 16;
+struct LinearCombinationArgs {
+  const u64* terms[kMaxCombinationTerms];
+  int64_t term_stride[kMaxCombinationTerms];
+  int count;
+  const u64* weights;       // [count, limbs, 2], canonical
+  const u64* constant;      // [limbs, 2] canonical, or nullptr
+  int constant_components;
+  u64* out;                 // component b at out + b * out_stride
+  const Modulus* moduli;    // [limbs]
+  int64_t batch;
+  int limbs;
+  int64_t n;
+  int64_t out_stride;
+};
+
+// The plaintext products of up to kMaxGiants giant steps of a BSGS linear transform in one pass over the baby steps:
+// out[c][g][i][x] = sum_j pts[g][index[g][j]][i][x] * babies[j][c][i][x] mod q_i over the baby positions j with
+// index[g][j] >= 0, each baby word read once for every giant of the launch.
+constexpr int kMaxGiants = 4;
+constexpr int kMaxBabies = 32;
+struct GiantProductsArgs {
+  const u64* babies;                        // [n_babies, 2, limbs, N]
+  const u64* pts[kMaxGiants];               // giant g: [m_g, limbs, N]
+  int8_t index[kMaxGiants][kMaxBabies];     // plaintext of giant g for baby position j, or -1
+  int giants;
+  int n_babies;
+  u64* out;                                 // component c of giant g at out + c * out_stride + g * limbs * N
+  int64_t out_stride;
+  const Modulus* moduli;                    // [limbs]
+  int limbs;
+  int64_t n;
+};
+
+// Two digit sets against one key (the relinearizations of a batched pair), each key word read once for both.
+// base.digits: set 0; base.out: [2 (component), 2 (set), limbs, N].
+struct KsInnerProductPairArgs {
+  KsInnerProductArgs base;
+  const u64* digits_b;  // set 1, base.digits' shape
+};
+
+// The double-hoisted baby steps of a linear transform in one launch: out_b = the ks_inner_product_fused of the
+// shared digits read through sigma_b with keys[b], plus sigma_b(add) on the last add_rows rows of component 0. One
+// thread walks the babies in turn, so the digit rows of its limb come from L2 after the first baby.
+constexpr int kMaxBabySteps = 16;
+struct KsInnerProductBabiesArgs {
+  KsInnerProductArgs base;                // digits, moduli and sizes (base.key, base.out: unused)
+  const u64* keys[kMaxBabySteps];         // [>= dnum, 2, key_rows, N] each
+  u64* outs[kMaxBabySteps];               // [2, limbs, N] each (contiguous)
+  u64 galois[kMaxBabySteps];
+  int count;
+  const u64* add;                         // [add_rows, N] or nullptr
+  int add_rows;
+  int log_n;
+};
+
+FHE_KERNEL(ks_inner_product_fused, KsInnerProductFusedArgs)
+FHE_KERNEL(linear_combination, LinearCombinationArgs)
+FHE_KERNEL(giant_products, GiantProductsArgs)
+FHE_KERNEL(ks_inner_product_pair, KsInnerProductPairArgs)
+FHE_KERNEL(ks_inner_product_babies, KsInnerProductBabiesArgs)
+
+// ---- sampling (cpu/sampling.cpp, cuda/sampling.cu) -----------------------------------------------------------
 
 enum class SampleKind : int { kUniform, kCenteredBinomial, kTernaryUniform };
 
@@ -248,222 +379,7 @@ struct FixedWeightArgs {
   int64_t hamming_weight;
 };
 
-// Alternative CUDA kernels that can be chosen at run time, so that benchmarks time them side by side
-// and tests check them bit for bit against each other (the CPU build has only the reference path).
-// Values: 0 = the reference kernel; the default = the fastest measured where it applies. Set through
-// ops.kernel_variant from Python; read by the CUDA launchers when they enqueue a kernel.
-enum class Variant : int {
-  kConv = 0,    // 1: Conv as a byte-sliced integer matrix product on the tensor cores (rns.cu); 2: the same
-                //    with balanced row groups, 8 blocks per SM and staged loads; 3: a leaner row loop
-                //    (own rows copied after the tiles, 32-bit Barrett quotient, quad sums through shared memory);
-                //    4: 3 with the next tile's x copied ahead (cp.async); 5: 4 in the fewest row groups;
-                //    6, 7 (default): 4, 5 with the B fragments precomputed (ConvArgs::mma_fragments) when given;
-                //    8: 7 with two output rows at once
-  kModUp = 1,   // 1: ModUp extends all digits in one Conv and one NTT launch (read by rlwe/keyswitch.py)
-  kModDown = 2, // 1: ModDown's (c - x) * P^-1 in the NTT's last store (ops.mod_down_ntt; rlwe/keyswitch.py)
-  kTensor = 3,  // 1: CKKS's tensor product as one op (ops.tensor_product; read by ckks/evaluator.py)
-  kFused = 4,   // 1: the bootstrapping circuit's fused passes (ops.ks_inner_product_fused, linear_combination,
-                //    rescale in the NTT's store; read by ckks/*.py and ckks/bootstrapping/*.py, both devices);
-                //    2: also giant_products, ks_inner_product_pair, CtS into the EvalMod pair; 3 (default): also
-                //    the baby steps in one launch and the giant steps' ModDowns batched
-  kNtt = 5,     // 1: ntt_rows moves each row's contiguous side (the inverse's input, the forward's output,
-                //    ModDown's epilogue) as 16-byte accesses from registers; 2: and (w, w') twiddle pairs,
-                //    limb-major grids; 3: pairs and forward butterflies without Harvey's reduction for primes
-                //    below ~2^58.7; 4: 3 with compile-time lengths at N = 2^16; 5: 4 with the inverse's sums
-                //    unreduced within each round (q < 2^60); 6 (default): 5 with truncated Shoup quotients in
-                //    the forward columns kernel (ntt.cu, NttPlan)
-  kGalois = 6,  // 1 (default): a rotation's sigma_k read inside ModUp's inverse NTT (ops.intt_galois) and
-                //    ModDown's epilogue add (mod_down_ntt's add_galois) instead of ops.automorphism_ntt
-                //    (read by rlwe/keyswitch.py)
-  kTensorFuse = 7,  // 1: HMult's tensor product inside the relinearization's key switch: ModUp's
-                    //    inverse NTT reads a1, b1 (ops.intt_product) and ModDown's store adds (a0 b0, a0 b1 + a1 b0)
-                    //    (mod_down_ntt's times) instead of tensor_product and its three rows (read by
-                    //    rlwe/keyswitch.py for ckks/evaluator.py; the kernels: ntt.cu, ntt_rows' kProducts);
-                    //    2 (default): the terms times P mod q_i in the inner product's Q rows instead, by ks_fuse 5's
-                    //    own-row group (NttInnerProductArgs::tensor_a), ModDown's store plain (1 where that kernel
-                    //    does not run)
-  kKsFuse = 8,  // 1: the key-switching inner product in ModUp's last forward NTT pass (ops.ntt_inner_product,
-                //    ntt.cu; read by rlwe/keyswitch.py, needs ntt >= 3), the 128-bit sums in registers; 2: the
-                //    sums in shared memory; 3: component 1's in shared memory; 4, 5: one thread group per digit
-                //    (ntt_digits_inner_product, up to 4 digits; 4: a component per phase, 5 (default): both)
-  kPdl = 9,     // programmatic dependent launch (cuda/launch.cuh, compute capability >= 9.0): 1, the NTT, Conv,
-                //    inner-product, element-wise and bootstrap kernels launched with programmatic stream serialization
-                //    (a kernel launched as its predecessor's blocks exit, waiting for its results in-kernel); 2
-                //    (default), and the element-wise and bootstrap-circuit kernels let their successor start in their
-                //    tail
-  kInverse = 10,  // the inverse NTT's arithmetic in the lazy plans (ntt >= 5; ntt.cu, ntt_rows_inverse and
-                  // ntt_columns_inverse): 1, no reductions between its stages for primes below 2^(63 - log N), truncated
-                  // Shoup quotients; 2 (default): 1 with the rows kernel's first round reading each twiddle without
-                  // its Shoup companion, which it computes
-  kFp64 = 11,  // the forward NTT's butterflies in FP64 arithmetic for primes below 2^46 (ntt.cu, Fp64Twiddles: the
-               // modular products on the FP64 pipe, values signed and never reduced): 1, in the columns kernel; 2, also
-               // in the rows kernels (ntt_rows' forward, ModDown's, ntt_digits_inner_product's); 3 (default), also the
-               // inverse (ntt_rows_inverse, ntt_columns_inverse; inverse >= 1) for primes below 2^41
-  kCount
-};
-int& kernel_variant(Variant v);  // defined in ops.cpp
-
-namespace cpu {
-void ntt_forward(const NttArgs& args);
-void ntt_inverse(const NttArgs& args);
-void elementwise(const ElementwiseArgs& args);
-void conv(const ConvArgs& args);
-void ks_inner_product(const KsInnerProductArgs& args);
-void center_lift(const CenterLiftArgs& args);
-void automorphism_ntt(const AutomorphismArgs& args);
-void automorphism_coeff(const AutomorphismArgs& args);
-void sample(const SampleArgs& args);
-void sample_fixed_weight(const FixedWeightArgs& args);
-}  // namespace cpu
-
-// CUDA launchers: enqueue on the given stream of the given device and check the launch; they
-// throw std::runtime_error on a CUDA error.
-namespace cuda {
-struct Stream {
-  void* handle;  // cudaStream_t
-  int device;
-};
-void ntt_forward(const NttArgs& args, Stream stream);
-void ntt_inverse(const NttArgs& args, Stream stream);
-// Whether the rows kernel computes NttArgs::times (inverse: ntt variant >= 5) / NttEpilogue::times (forward: ntt
-// variant >= 3) itself for these arguments (16-byte aligned pointers too); if not, the caller computes the products
-// first (ops.cpp).
-bool ntt_fuses_products(const NttArgs& args, bool forward);
-void elementwise(const ElementwiseArgs& args, Stream stream);
-void tensor_product(const TensorProductArgs& args, Stream stream);
-void conv(const ConvArgs& args, Stream stream);
-void ks_inner_product(const KsInnerProductArgs& args, Stream stream);
-void center_lift(const CenterLiftArgs& args, Stream stream);
-void automorphism_ntt(const AutomorphismArgs& args, Stream stream);
-void automorphism_coeff(const AutomorphismArgs& args, Stream stream);
-void sample(const SampleArgs& args, Stream stream);
-void sample_fixed_weight(const FixedWeightArgs& args, Stream stream);
-}  // namespace cuda
-
-// ---- fused ops of the bootstrapping circuit (cuda/fused.cu, cpu/fused_cpu.cpp) -----------------
-
-// The key-switching inner product with its neighbours in the same pass (no permuted copy of the
-// digits, no separate addition):
-//   out[c][i][x] = [accumulate] out[c][i][x] + sum_j digits[j][i][g(x)] * key[j][c][row(i)][x]
-//                  + [c == 0 and i >= limbs - add_rows] add[i - (limbs - add_rows)][h(x)]   mod q_i,
-// with g, h the NTT-domain automorphisms of `galois` and `add_galois` (galois_ntt_source; element 1
-// is the identity). A double-hoisted baby step is the permuted digits' product plus P sigma(c_0) on
-// the Q rows; a giant step adds sigma(acc_0) over QP_l. Output component c starts at out + c * out_stride.
-struct KsInnerProductFusedArgs {
-  KsInnerProductArgs base;  // digits, key, moduli and sizes as for ks_inner_product; base.out: component 0
-  int64_t out_stride;       // words from output component 0 to component 1
-  u64 galois;               // 1: digits read in place
-  const u64* add;           // [add_rows, N] or nullptr
-  int add_rows;
-  u64 add_galois;
-  bool accumulate;
-  int log_n;
-};
-
-// out[b][i][x] = sum_k weights[k][i][x >= N/2] * terms[k][b][i][x] (+ constant[i][x >= N/2] for the
-// components b < constant_components) mod q_i, accumulated in 128 bits and reduced once. The weights
-// are the NTT-domain values of constants re + im X^(N/2) (two per limb: the two halves of the NTT
-// slots), so a linear combination of ciphertexts with constant coefficients (a polynomial's leaf,
-// 2 T_m T_n - T_(m-n), 2 c^2 - 1) is one pass. Term k's component b, row i is at
-// terms[k] + b * term_stride[k] + i * N: a ciphertext at a higher level is read in place (its first rows).
-constexpr int kMaxCombinationTerms = 16;
-struct LinearCombinationArgs {
-  const u64* terms[kMaxCombinationTerms];
-  int64_t term_stride[kMaxCombinationTerms];
-  int count;
-  const u64* weights;       // [count, limbs, 2], canonical
-  const u64* constant;      // [limbs, 2] canonical, or nullptr
-  int constant_components;
-  u64* out;                 // [batch, limbs, N]: component b at out + b * out_stride
-  const Modulus* moduli;    // [limbs]
-  int64_t batch;
-  int limbs;
-  int64_t n;
-  int64_t out_stride;       // words between output components (limbs * N when contiguous)
-};
-
-// The plaintext products of up to kMaxGiants giant steps of a BSGS linear transform in one pass over the
-// baby steps: out[c][g][i][x] = sum_j pts[g][index[g][j]][i][x] * babies[j][c][i][x] mod q_i over the
-// baby positions j with index[g][j] >= 0, each baby word read once for every giant of the launch
-// (the per-giant inner products read the whole baby stack once per giant).
-constexpr int kMaxGiants = 4;
-constexpr int kMaxBabies = 32;
-struct GiantProductsArgs {
-  const u64* babies;                        // [n_babies, 2, limbs, N]
-  const u64* pts[kMaxGiants];               // giant g: [m_g, limbs, N]
-  int8_t index[kMaxGiants][kMaxBabies];     // plaintext of giant g for baby position j, or -1
-  int giants;
-  int n_babies;
-  u64* out;                                 // [2, giants, limbs, N]: component c of giant g at
-  int64_t out_stride;                       //   out + c * out_stride + g * limbs * N
-  const Modulus* moduli;                    // [limbs]
-  int limbs;
-  int64_t n;
-};
-
-// Two digit sets against one key (the relinearizations of a batched pair): out[c][i] = sum_j
-// digits_i[j] * key[j][c][row] for i = 0, 1, each key word read once for both. base.digits: digit set 0,
-// base.out: [2 (component), 2 (set), limbs, N].
-struct KsInnerProductPairArgs {
-  KsInnerProductArgs base;
-  const u64* digits_b;  // digit set 1, base.digits' shape
-};
-
-// The double-hoisted baby steps of a linear transform in one launch: for each baby b (its key, Galois
-// element and output), out_b = the ks_inner_product_fused of the shared digits read through sigma_b,
-// plus sigma_b(add) on the last add_rows rows of component 0. One thread walks the babies in turn, so
-// the digit rows of its limb, read by every baby through another permutation, come from L2 after the
-// first (the per-baby launches read them from DRAM once per baby: a third of each one's bytes).
-constexpr int kMaxBabySteps = 16;
-struct KsInnerProductBabiesArgs {
-  KsInnerProductArgs base;                // digits, moduli and sizes (base.key, base.out: unused)
-  const u64* keys[kMaxBabySteps];         // [>= dnum, 2, key_rows, N] each
-  u64* outs[kMaxBabySteps];               // [2, limbs, N] each (contiguous)
-  u64 galois[kMaxBabySteps];
-  int count;
-  const u64* add;                         // [add_rows, N] or nullptr
-  int add_rows;
-  int log_n;
-};
-
-namespace cpu {
-void ks_inner_product_babies(const KsInnerProductBabiesArgs& args);
-void ks_inner_product_pair(const KsInnerProductPairArgs& args);
-void giant_products(const GiantProductsArgs& args);
-void ks_inner_product_fused(const KsInnerProductFusedArgs& args);
-void linear_combination(const LinearCombinationArgs& args);
-}  // namespace cpu
-
-// ModUp's forward NTT and the key-switching inner product as one op: out = ks_inner_product(NTT(digits)),
-// with ntt.skip the digits' own rows (already in the NTT domain, not transformed). On CUDA (ks_fuse >= 1,
-// ntt variant >= 3) the rows kernel's blocks own (limb, rows of the 2^k1 x 2^k2 layout) and run the last
-// k2 stages of every digit in turn, multiplying each digit's row into the keys' rows in registers: the
-// transformed digits never go to memory. ntt.in == ntt.out == ip.digits, which is scratch afterwards.
-struct NttInnerProductArgs {
-  NttArgs ntt;           // rows = dnum * limbs, in place
-  KsInnerProductArgs ip;  // ip.digits == ntt.out; ip.out: [2, limbs, N]
-  // nullptr: the skipped rows are read from the digits; else limb i's from own row i - ntt.skip.begin (ModUp's
-  // input d: the digits' own rows), through sigma_own_galois (galois_ntt_source) when own_galois != 1.
-  const u64* own = nullptr;
-  u64 own_galois = 1;
-  // tensor_fuse 2 (CUDA, ntt_inner_product_takes_tensor): HMult's two degree-1 operands a, b ([2, limbs -
-  // skip.begin, N] each, contiguous, NTT domain over Q_l) and p_mod_q ([limbs - skip.begin]: P mod q_i). Component c
-  // of out gets (P mod q_i) * t_c on its Q rows, t_0 = a0 b0, t_1 = a0 b1 + a1 b0: ModDown of out then leaves
-  // (its plain result + t_c) mod q_i, the tensor terms of relinearize(tensor(a, b)) without a pass of their own.
-  const u64* tensor_a = nullptr;
-  const u64* tensor_b = nullptr;
-  const u64* p_mod_q = nullptr;
-};
-
-namespace cuda {
-void ntt_inner_product(const NttInnerProductArgs& args, Stream stream);
-bool ntt_inner_product_fuses(const NttInnerProductArgs& args);  // the fused kernel runs (reads `own` itself)
-bool ntt_inner_product_takes_tensor(const NttInnerProductArgs& args);  // ks_fuse 5's kernel runs (adds the terms)
-void ks_inner_product_babies(const KsInnerProductBabiesArgs& args, Stream stream);
-void ks_inner_product_pair(const KsInnerProductPairArgs& args, Stream stream);
-void giant_products(const GiantProductsArgs& args, Stream stream);
-void ks_inner_product_fused(const KsInnerProductFusedArgs& args, Stream stream);
-void linear_combination(const LinearCombinationArgs& args, Stream stream);
-}  // namespace cuda
+FHE_KERNEL(sample, SampleArgs)
+FHE_KERNEL(sample_fixed_weight, FixedWeightArgs)
 
 }  // namespace fhe

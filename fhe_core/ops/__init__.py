@@ -1,23 +1,24 @@
 """Thin wrappers over ``torch.ops.fhe_core.*``: the only module that calls the extension.
 
-Shapes and conventions (ARCHITECTURE.md):
+Shapes and conventions (docs/ARCHITECTURE.md):
     residues    int64 tensors ``[..., l, N]`` (limb-major), canonical in ``[0, q_i)`` between ops;
     moduli      ``[l, 4]`` int64 per-prime constants (``ring.modulus_table``);
     ntt_table   ``[l, 4, N]`` int64 twiddles with Shoup companions (``ring.RNSBasis``); on CUDA
-                ``[l, 8, N]``, with the same words again as (w, w') pairs (``ntt_table(pairs=True)``).
+                ``[l, 12, N]``, with the same words again as (w, w') and FP64 pairs (``ntt_table(pairs=True)``).
 Every op runs on the device of its inputs (CPU or CUDA) and gives bit-identical results on
-both. Functional forms return new tensors; pass ``out=`` to reuse a buffer.
+both. Functional forms return new tensors; pass ``out=`` to reuse a buffer. The ops with a choice
+of CUDA kernels take ``plan=`` (a :class:`KernelPlan`; default :data:`TUNED`): every choice gives
+the same words.
 
 Layer: the lowest of fhe_core (imports only fhe_core.errors and the extension fhe_core._C, which
 no other module imports); ring and everything above call these wrappers.
 """
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
 from fhe_core.ops import _extension  # noqa: F401  (loads the extension)
+from fhe_core.ops.plan import TUNED, KernelPlan
 
 _ops = torch.ops.fhe_core
 Tensor = torch.Tensor
@@ -28,8 +29,9 @@ __all__ = [
     "mul_add", "tensor_product", "bconv", "center_lift", "mod_up_conv", "conv_mma_fragments", "ks_inner_product",
     "ntt_inner_product",
     "automorphism_ntt", "automorphism_coeff", "sample_uniform", "sample_cbd", "sample_ternary",
-    "ntt_table", "seed_words", "kernel_variant", "use_kernel_variant", "ks_inner_product_fused",
+    "ntt_table", "seed_words", "ks_inner_product_fused",
     "linear_combination", "giant_products", "ks_inner_product_pair", "ks_inner_product_babies",
+    "KernelPlan", "TUNED",
 ]
 
 
@@ -38,78 +40,12 @@ def cuda_built() -> bool:
     return bool(_ops.cuda_built())
 
 
-def kernel_variant(name: str, value: int | None = None) -> int:
-    """Read (``value=None``) or set the CUDA kernel variant ``name``; returns the previous value.
-
-    0 is the reference kernel; the default is the fastest measured alternative. Known names: ``"conv"`` (basis
-    conversion as a byte-sliced integer matrix product on the tensor cores: 1 with output rows in groups of 32, 2 in
-    balanced groups at 64 registers, 3 with about half the instructions per output row, 4 = 3 with the next tile's
-    input copied ahead, 5 = 4 in the fewest row groups, 6 and 7 (the default) = 4 and 5 reading precomputed B
-    operands where the call passes them, 8 = 7 with two output rows at once), ``"mod_up"`` (1: ModUp as one Conv and
-    one NTT over every digit, CUDA only), ``"mod_down"`` (1: ModDown's INTT in one launch and its last step in the
-    NTT's store, ``mod_down_ntt``), read by ``rlwe.keyswitch``; ``"tensor"`` (1: CKKS's tensor product as one
-    ``tensor_product``, read by ``ckks.Evaluator``); ``"fused"`` (1: the bootstrapping circuit's fused passes,
-    :func:`ks_inner_product_fused` and :func:`linear_combination` in the linear transforms, the polynomial evaluator
-    and the batched pair, rescale's last step in the NTT's store; 2: also :func:`giant_products`,
-    :func:`ks_inner_product_pair`, CoeffsToSlots writing the EvalMod pair in place; 3, the default: also the baby
-    steps in one :func:`ks_inner_product_babies` and the giant steps' ModDowns as one batch; read by the ckks Python
-    on both devices); ``"ntt"`` (the NTT's kernels: 1, the rows kernel moves each row's contiguous side, the
-    inverse's input, the forward's output and ModDown's epilogue, as 16-byte accesses; 2, and loads each twiddle
-    with its Shoup companion as one 16-byte pair, with limb-major grids (a limb's twiddles shared by its batches
-    through L2); 3, and forward butterflies without Harvey's reduction for primes with (5 + 2 log N) q < 2^64 (below
-    ~2^58.7); 4, 3 with the row lengths compiled in at N = 2^16; 5, 4 with the inverse's sums unreduced within each
-    round of 3 stages, for primes below 2^60; 6, the default, 5 with truncated Shoup quotients in the forward's
-    first kernel, for primes below ~2^58.3 at N = 2^16); ``"galois"`` (1, the default: a rotation's sigma_k read
-    inside ModUp's inverse NTT, ``intt_galois``, and ModDown's epilogue add, ``mod_down_ntt(add_galois=k)``, instead
-    of two ``automorphism_ntt`` passes; read by ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1);
-    ``"tensor_fuse"`` (1: HMult's tensor product inside the relinearization's key switch, ModUp's
-    inverse NTT reading a1 and b1, :func:`intt_product`, and ModDown's store adding (a0 b0, a0 b1 + a1 b0),
-    ``mod_down_ntt(times=b)``, instead of :func:`tensor_product` and its three rows; 2, the default: ModDown's
-    store adds nothing, the terms times P mod q_i go into the inner product's Q rows,
-    ``ntt_inner_product(tensor=(a, b))``, by the ks_fuse 5 kernel's own-row group (1 where that kernel does not
-    run); read by ``ckks.Evaluator``
-    through ``rlwe.keyswitch`` on CUDA with "mod_up" = "mod_down" = 1).
-    ``"ks_fuse"`` (:func:`ntt_inner_product`: 1, the inner product in ModUp's last forward NTT pass with its
-    128-bit sums in registers; 2, in shared memory; 3, component 1's in shared memory; 4 and 5, one thread group
-    per digit in a block, the groups' products summed through shared memory (4: one output component at a time, 5,
-    the default: both; more than 4 digits run 3); needs "ntt" >= 3; read by ``rlwe.keyswitch`` on CUDA with
-    "mod_up" = 1 from N = 2^15 on); ``"inverse"`` (the inverse NTT's arithmetic with "ntt" >= 5: 1, no reduction
-    between its stages for primes below 2^(63 - log N), truncated Shoup quotients; 2, the default: 1 with the first
-    round of the rows kernel reading each twiddle without its Shoup companion, which it computes; 0: the lazy rounds
-    of "ntt" 5); ``"pdl"`` (programmatic dependent launch on compute capability 9.0 and later: the NTT, Conv,
-    inner-product, element-wise and bootstrap-circuit kernels launched so that each one waits for its predecessor's
-    results in-kernel, before it reads them or writes anything; 1: each launched as its predecessor's blocks exit,
-    the launch's latency hidden; 2, the default: also the element-wise and bootstrap-circuit kernels let their
-    successor's blocks start, and wait, in their tail; 0: every launch waits for its predecessor to finish; a CUDA
-    graph keeps the launches it was captured with); ``"fp64"`` (the NTT's butterflies in IEEE double arithmetic on
-    the FP64 pipe, values signed and unreduced, the modular product in six FP64 instructions: 1, the forward columns
-    kernel for primes below 2^46; 2, and the forward rows kernels (ModDown's and the fused inner product's too); 3,
-    the default: and the inverse's two kernels for primes below 2^41 (with "inverse" >= 1); 0: the integer
-    butterflies; larger primes take them in every variant). All
-    variants give the same residues bit for bit (a ``lazy`` conversion the same residues modulo each prime: conv 3
-    to 8 leave them in [0, 3p)); the switch exists so that tests compare them and benchmarks time them side by side.
-    The CPU kernels have one variant and ignore "conv". A launch reads the setting when it is enqueued (so a
-    captured CUDA graph keeps the variant it was captured with).
-    """
-    return int(_ops.kernel_variant(name, -1 if value is None else int(value)))
-
-
-@contextlib.contextmanager
-def use_kernel_variant(name: str, value: int):
-    """``with use_kernel_variant("conv", 0): ...`` runs the block with that variant, then restores it."""
-    previous = kernel_variant(name, value)
-    try:
-        yield
-    finally:
-        kernel_variant(name, previous)
-
-
 def _call(op, args, out):
     return op(*args) if out is None else op.out(*args, out=out)
 
 
 def ntt(a: Tensor, moduli: Tensor, table: Tensor, *, skip: tuple[int, int, int] | None = None,
-        out: Tensor | None = None) -> Tensor:
+        plan: KernelPlan = TUNED, out: Tensor | None = None) -> Tensor:
     """Forward negacyclic NTT of every limb.
 
     a: ``[..., l, N]`` coefficients -> ``[..., l, N]`` NTT domain (slot k holds the value at
@@ -120,17 +56,17 @@ def ntt(a: Tensor, moduli: Tensor, table: Tensor, *, skip: tuple[int, int, int] 
     ``a`` may also be a strided ``[B, l, N]`` view of contiguous ``[l, N]`` blocks (e.g. the first l
     rows of each component, ``c[:, :l]``), read in place into a new or separate ``out``.
     """
-    return _call(_ops.ntt, (a, moduli, table, skip), out)
+    return _call(_ops.ntt, (a, moduli, table, plan.kernel_flags, skip), out)
 
 
 def intt(a: Tensor, moduli: Tensor, table: Tensor, *, skip: tuple[int, int, int] | None = None,
-         out: Tensor | None = None) -> Tensor:
+         plan: KernelPlan = TUNED, out: Tensor | None = None) -> Tensor:
     """Inverse of :func:`ntt` (including the 1/N factor); ``skip`` as there. ``out`` may be ``a``."""
-    return _call(_ops.intt, (a, moduli, table, skip), out)
+    return _call(_ops.intt, (a, moduli, table, plan.kernel_flags, skip), out)
 
 
 def mod_down_ntt(x: Tensor, c: Tensor, p_rows: int, consts: Tensor, consts_shoup: Tensor, moduli: Tensor,
-                 table: Tensor, add: Tensor | None = None, *, add_galois: int = 1, times: Tensor | None = None,
+                 table: Tensor, add: Tensor | None = None, *, add_galois: int = 1, plan: KernelPlan = TUNED,
                  out: Tensor | None = None) -> Tensor:
     """ModDown's tail in one pass: ``out[b] = (c[b, p_rows:] - NTT(x[b])) * consts (+ add[b])`` mod q_i.
 
@@ -139,33 +75,30 @@ def mod_down_ntt(x: Tensor, c: Tensor, p_rows: int, consts: Tensor, consts_shoup
     with B' <= B, added to the first B' batches (relinearization's (d0, d1), a rotation's
     sigma(c0)). On CUDA all of it happens in the NTT's last store; ``out`` may be ``x``. With
     ``add_galois`` k != 1 (odd, in [1, 2N)) it adds ``automorphism_ntt(add, moduli, k)`` instead, read
-    in place by that store on CUDA (a rotation's sigma(c0) without its own pass; add contiguous). With
-    ``times`` (HMult: add and times two degree-1 ciphertexts, contiguous ``[2, l, N]``; B >= 2, add_galois 1) it
-    adds the first two components of ``tensor_product(add, times)``, (add0 times0, add0 times1 + add1 times0),
-    to batches 0 and 1, computed in that store on CUDA (``kernel_variant("ntt") >= 3``, 16-byte aligned views).
+    in place by that store on CUDA (a rotation's sigma(c0) without its own pass; add contiguous).
     """
-    return _call(_ops.mod_down_ntt, (x, c, p_rows, consts, consts_shoup, moduli, table, add, add_galois, times),
-                 out)
+    return _call(_ops.mod_down_ntt, (x, c, p_rows, consts, consts_shoup, moduli, table, plan.kernel_flags, add,
+                                     add_galois), out)
 
 
-def intt_galois(a: Tensor, moduli: Tensor, table: Tensor, galois: int, *,
-                store_permuted: bool = True) -> tuple[Tensor, Tensor]:
+def intt_galois(a: Tensor, moduli: Tensor, table: Tensor, galois: int, *, store_permuted: bool = True,
+                plan: KernelPlan = TUNED) -> tuple[Tensor, Tensor]:
     """``(intt(sigma), sigma)`` with ``sigma = automorphism_ntt(a, moduli, galois)``: a rotation's ModUp
-    input. a: contiguous ``[..., l, N]`` NTT domain. On CUDA (``kernel_variant("ntt") >= 1``) the
-    inverse NTT reads sigma straight from ``a`` (in bit-reversed order a Galois map sends each aligned
-    run of 8 slots onto another one) and stores it on the way, one pass fewer over the rows.
+    input. a: contiguous ``[..., l, N]`` NTT domain. On CUDA (``plan.tuned_ntt``) the inverse NTT reads
+    sigma straight from ``a`` (in bit-reversed order a Galois map sends each aligned run of 8 slots onto
+    another one) and stores it on the way, one pass fewer over the rows.
     ``store_permuted=False``: the caller needs only the first (it reads sigma from ``a`` itself, e.g.
     :func:`ntt_inner_product`'s ``own_galois``); the second is then unspecified where the kernel skips its store.
     """
-    return _ops.intt_galois(a, moduli, table, galois, store_permuted)
+    return _ops.intt_galois(a, moduli, table, plan.kernel_flags, galois, store_permuted)
 
 
-def intt_product(a: Tensor, b: Tensor, moduli: Tensor, table: Tensor) -> tuple[Tensor, Tensor]:
+def intt_product(a: Tensor, b: Tensor, moduli: Tensor, table: Tensor, *,
+                 plan: KernelPlan = TUNED) -> tuple[Tensor, Tensor]:
     """``(intt(p), p)`` with ``p = mul(a, b, moduli)``: HMult's ModUp input (d2 = a1 b1 of the tensor product).
-    a, b: contiguous ``[..., l, N]`` NTT domain, one shape. On CUDA (``kernel_variant("ntt") >= 5``, 16-byte
-    aligned) the inverse NTT reads a and b, transforms their products and stores them on the way: no d2 pass
-    before it."""
-    return _ops.intt_product(a, b, moduli, table)
+    a, b: contiguous ``[..., l, N]`` NTT domain, one shape. On CUDA (``plan.tuned_ntt``, 16-byte aligned) the
+    inverse NTT reads a and b, transforms their products and stores them on the way: no d2 pass before it."""
+    return _ops.intt_product(a, b, moduli, table, plan.kernel_flags)
 
 
 def add(a: Tensor, b: Tensor, moduli: Tensor, *, out: Tensor | None = None) -> Tensor:
@@ -215,7 +148,7 @@ def tensor_product(a: Tensor, b: Tensor, moduli: Tensor, *, out: Tensor | None =
 
 def bconv(a: Tensor, src_moduli: Tensor, dst_moduli: Tensor, qhat_inv: Tensor, qhat_inv_shoup: Tensor,
           qhat_mod_p: Tensor, neg_q_mod_p: Tensor | None = None, *, lazy: bool = False,
-          fragments: Tensor | None = None, out: Tensor | None = None) -> Tensor:
+          fragments: Tensor | None = None, plan: KernelPlan = TUNED, out: Tensor | None = None) -> Tensor:
     """Basis conversion Conv_{Q->P} (HK20/BEHZ), coefficient domain.
 
     a: ``[..., l_in, N]`` residues of x mod Q, x in [0, Q) -> ``[..., l_out, N]`` residues of
@@ -227,15 +160,16 @@ def bconv(a: Tensor, src_moduli: Tensor, dst_moduli: Tensor, qhat_inv: Tensor, q
     may be left in [0, 3 p_j) instead of [0, p_j) (for a forward NTT, which takes [0, 4 p_j) and
     returns canonical values; the CUDA kernel then skips its final corrections). ``fragments``:
     :func:`conv_mma_fragments` of this call's qhat_mod_p, dst_moduli and neg_q_mod_p, on a's device
-    (the tensor-core kernel then reads them instead of building them in every block).
+    (the tensor-core kernel then reads them instead of building them in every block; ``plan.tensor_core_conv``).
     """
-    return _call(_ops.bconv, (a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, neg_q_mod_p, lazy,
-                              fragments), out)
+    return _call(_ops.bconv, (a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, plan.kernel_flags,
+                              neg_q_mod_p, lazy, fragments), out)
 
 
 def mod_up_conv(coeffs: Tensor, src_moduli: Tensor, qhat_inv: Tensor, qhat_inv_shoup: Tensor,
                 dst_moduli: Tensor, qhat_mod_p: Tensor, own: Tensor | None = None, *, lazy: bool = False,
-                fragments: Tensor | None = None, copy_own: bool = True, out: Tensor | None = None) -> Tensor:
+                fragments: Tensor | None = None, copy_own: bool = True, plan: KernelPlan = TUNED,
+                out: Tensor | None = None) -> Tensor:
     """ModUp's fast basis extension of every digit at once (HK20), coefficient domain.
 
     coeffs: ``[q_count, N]`` over Q_l; digit j is rows [j*alpha, (j+1)*alpha) (the last may be
@@ -250,8 +184,8 @@ def mod_up_conv(coeffs: Tensor, src_moduli: Tensor, qhat_inv: Tensor, qhat_inv_s
     not copied and their contents are unspecified (on CUDA they are not written at all; ``own`` only marks them):
     for a consumer that reads them from the input itself (:func:`ntt_inner_product`'s ``own``).
     """
-    return _call(_ops.mod_up_conv, (coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own, lazy,
-                                    fragments, copy_own), out)
+    return _call(_ops.mod_up_conv, (coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p,
+                                    plan.kernel_flags, own, lazy, fragments, copy_own), out)
 
 
 def conv_mma_fragments(qhat_mod_p: Tensor, dst_moduli: Tensor, neg_q_mod_p: Tensor | None = None) -> Tensor:
@@ -290,26 +224,27 @@ def ks_inner_product(digits: Tensor, key: Tensor, q_count: int, p_row: int, modu
 def ntt_inner_product(digits: Tensor, moduli: Tensor, table: Tensor, key: Tensor, q_count: int, p_row: int, *,
                       skip: tuple[int, int, int] | None = None, own: Tensor | None = None,
                       own_galois: int = 1, tensor: tuple[Tensor, Tensor] | None = None,
-                      p_mod_q: Tensor | None = None) -> Tensor:
+                      p_mod_q: Tensor | None = None, plan: KernelPlan = TUNED) -> Tensor:
     """ModUp's forward NTT and the key-switching inner product in one op:
     ``ks_inner_product(ntt(digits, skip=skip), key, q_count, p_row, moduli)``, ``[2, limbs, N]``.
 
     digits: contiguous ``[d, limbs, N]``, coefficients (a lazy Conv's [0, 3p) is fine) outside the skipped rows and
     NTT domain on them (ModUp's own rows); it is scratch afterwards (its contents are unspecified). On CUDA
-    (``kernel_variant("ks_fuse") >= 1`` and ``"ntt" >= 3``) the NTT's last pass multiplies each transformed
-    row into the key's rows as it goes, so the transformed digits never go to memory; elsewhere the two ops.
+    (``plan.tuned_ntt``) the NTT's last pass multiplies each transformed row into the key's rows as it goes, so
+    the transformed digits never go to memory; elsewhere the two ops.
     ``own`` (contiguous ``[limbs - skip[0], N]``, NTT domain; needs ``skip``): the skipped rows are read from it
     instead of ``digits``, limb i from its row i - skip[0] (ModUp's input d over Q_l, whose digits' own rows
     those are: :func:`mod_up_conv` with ``copy_own=False`` need not copy them), through sigma_own_galois
     (``automorphism_ntt``) with own_galois k != 1 (a rotation's sigma_k(c1), read from c1).
     ``tensor`` = (a, b) (two contiguous degree-1 ciphertexts ``[2, limbs - skip[0], N]``, NTT domain over Q_l) with
     ``p_mod_q`` (``[limbs - skip[0]]``, P mod q_i; needs ``own``): component c's Q rows also get (P mod q_i) * t_c,
-    t_0 = a0 b0, t_1 = a0 b1 + a1 b0, so that ModDown of the result is relinearize(tensor(a, b))'s (HMult's
-    tensor_fuse 2). Only the CUDA kernel of ``kernel_variant("ks_fuse")`` = 5 adds them: elsewhere an error
-    (``rlwe.keyswitch`` passes them only where it runs).
+    t_0 = a0 b0, t_1 = a0 b1 + a1 b0, so that ModDown of the result is relinearize(tensor(a, b))'s. Only the CUDA
+    digit-group kernel adds them (at most 4 digits, ``plan.tuned_ntt``): elsewhere an error
+    (:meth:`KernelPlan.tensor_in_inner_product` says where it runs).
     """
     a, b = tensor if tensor is not None else (None, None)
-    return _ops.ntt_inner_product(digits, moduli, table, key, q_count, p_row, skip, own, own_galois, a, b, p_mod_q)
+    return _ops.ntt_inner_product(digits, moduli, table, key, q_count, p_row, plan.kernel_flags, skip, own, own_galois,
+                                  a, b, p_mod_q)
 
 
 def automorphism_ntt(a: Tensor, moduli: Tensor, galois: int, *, out: Tensor | None = None) -> Tensor:
@@ -412,8 +347,8 @@ def sample_ternary(moduli: Tensor, n: int, seed: bytes, nonce: int, hamming_weig
 def ntt_table(moduli: Tensor, roots: Tensor, log_n: int, *, pairs: bool = False) -> Tensor:
     """NTT table, built on the CPU, for primes with primitive 2N-th roots ``roots`` ``[l]``: ``[l, 4, N]``
     (rows psi^brv, Shoup, psi^-brv with N^-1 folded, Shoup: all the CPU kernels read), or with ``pairs``
-    ``[l, 8, N]``, rows 4-5 and 6-7 the forward and inverse rows again as interleaved (w, Shoup) pairs
-    (what the CUDA kernels read; a CUDA table must have them)."""
+    ``[l, 12, N]``: rows 4-5 and 6-7 the forward and inverse rows again as interleaved (w, Shoup) pairs, rows 8-9
+    and 10-11 as FP64 pairs (w, w / q) (what the CUDA kernels read; a CUDA table must have them)."""
     return _ops.ntt_table(moduli, roots, log_n, pairs)
 
 
@@ -421,29 +356,37 @@ def ntt_table(moduli: Tensor, roots: Tensor, log_n: int, *, pairs: bool = False)
 
 def _register_fakes() -> None:
     same_shape = lambda a, *args: torch.empty_like(a)  # noqa: E731
-    for name in ("ntt", "intt", "add", "sub", "neg", "mul", "mul_const", "sub_mul_const", "mul_add",
+    for name in ("add", "sub", "neg", "mul", "mul_const", "sub_mul_const", "mul_add",
                  "automorphism_ntt", "automorphism_coeff"):
         torch.library.register_fake(f"fhe_core::{name}")(same_shape)
+
+    @torch.library.register_fake("fhe_core::ntt")
+    def _(a, moduli, table, plan, skip=None):
+        return torch.empty_like(a)
+
+    @torch.library.register_fake("fhe_core::intt")
+    def _(a, moduli, table, plan, skip=None):
+        return torch.empty_like(a)
 
     @torch.library.register_fake("fhe_core::tensor_product")
     def _(a, b, moduli):
         return a.new_empty((3, a.shape[-2], a.shape[-1]))
 
     @torch.library.register_fake("fhe_core::mod_down_ntt")
-    def _(x, c, p_rows, consts, consts_shoup, moduli, table, add=None, add_galois=1, times=None):
+    def _(x, c, p_rows, consts, consts_shoup, moduli, table, plan, add=None, add_galois=1):
         return torch.empty_like(x)
 
     @torch.library.register_fake("fhe_core::intt_galois")
-    def _(a, moduli, table, galois, store_permuted=True):
+    def _(a, moduli, table, plan, galois, store_permuted=True):
         return torch.empty_like(a), torch.empty_like(a)
 
     @torch.library.register_fake("fhe_core::intt_product")
-    def _(a, b, moduli, table):
+    def _(a, b, moduli, table, plan):
         return torch.empty_like(a), torch.empty_like(a)
 
     @torch.library.register_fake("fhe_core::mod_up_conv")
-    def _(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, own=None, lazy=False, fragments=None,
-          copy_own=True):
+    def _(coeffs, src_moduli, qhat_inv, qhat_inv_shoup, dst_moduli, qhat_mod_p, plan, own=None, lazy=False,
+          fragments=None, copy_own=True):
         return coeffs.new_empty((qhat_mod_p.shape[0], dst_moduli.shape[0], coeffs.shape[1]))
 
     @torch.library.register_fake("fhe_core::center_lift")
@@ -455,12 +398,12 @@ def _register_fakes() -> None:
         return digits.new_empty((2, digits.shape[1], digits.shape[2]))
 
     @torch.library.register_fake("fhe_core::ntt_inner_product")
-    def _(digits, moduli, table, key, q_count, p_row, skip=None, own=None, own_galois=1, tensor_a=None,
+    def _(digits, moduli, table, key, q_count, p_row, plan, skip=None, own=None, own_galois=1, tensor_a=None,
           tensor_b=None, p_mod_q=None):
         return digits.new_empty((2, digits.shape[1], digits.shape[2]))
 
     @torch.library.register_fake("fhe_core::bconv")
-    def _(a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, neg_q_mod_p=None, lazy=False,
+    def _(a, src_moduli, dst_moduli, qhat_inv, qhat_inv_shoup, qhat_mod_p, plan, neg_q_mod_p=None, lazy=False,
           fragments=None):
         return a.new_empty((*a.shape[:-2], dst_moduli.shape[0], a.shape[-1]))
 

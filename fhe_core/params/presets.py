@@ -28,7 +28,7 @@ PRESETS: dict[str, ParamsLiteral] = {
     # (alpha = 3, dnum = 6; a digit is at most 60+40+40 = 140 bits < P = 180 bits).
     # log2 QP = 880 <= 881.
     "N15QP880L16D6": ParamsLiteral(log_n=15, log_q=[60] + [40] * 16, log_p=[60] * 3, log_default_scale=40),
-    # The benchmark set of ARCHITECTURE.md, N=2^16, dnum=3: 30 levels of 40 bits above a
+    # The benchmark set (docs/ARCHITECTURE.md, "Tests and benchmarks"), N=2^16, dnum=3: 30 levels of 40 bits above a
     # 60-bit q_0 (31 primes), alpha = ceil(31/3) = 11 special primes of 46 bits: P = 2^506 exceeds
     # the largest digit (60 + 10*40 = 460 bits) and log2 QP = 1260 + 506 = 1766 <= 1772.
     "N16QP1766L30D3": ParamsLiteral(log_n=16, log_q=[60] + [40] * 30, log_p=[46] * 11,

@@ -4,7 +4,7 @@ Dense (uniform ternary) secrets: the Homomorphic Encryption Standard (Albrecht e
 "Homomorphic Encryption Security Standard", HomomorphicEncryption.org, 2018, Table 1,
 uniform ternary secret, error sigma ~3.2, 128-bit classical) gives the largest log2(QP) for
 N = 2^10..2^15. For N = 2^16 and 2^17 we use 1772 and 3544: the standard's 2^15 bound doubled
-with N (log2 QP grows about linearly in N at fixed security), the values ARCHITECTURE.md adopts.
+with N (log2 QP grows about linearly in N at fixed security), the values docs/ARCHITECTURE.md adopts.
 
 Sparse secrets (exactly h nonzero coefficients) are easier to attack (hybrid and sparse-secret
 attacks), so they get their own, stricter table, and only where a published analysis exists:

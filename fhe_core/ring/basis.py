@@ -2,9 +2,11 @@
 
 An :class:`RNSBasis` holds, on one device, every constant the kernels need for its primes:
 the per-prime Barrett constants (``moduli`` [l, 4]) and the NTT twiddles with their Shoup
-companions (``ntt_table`` [l, 4, N]; [l, 8, N] on CUDA). A :class:`BasisConverter` holds the
+companions (``ntt_table`` [l, 4, N]; [l, 12, N] on CUDA). A :class:`BasisConverter` holds the
 constants of the fast basis conversion between two bases. Both are built once per (primes, N, device) and cached;
-prefixes of a basis (the levels of a modulus chain) are views that share the tables.
+prefixes of a basis (the levels of a modulus chain) are views that share the tables. A basis also carries the
+kernel plan its transforms and conversions run with (:class:`fhe_core.ops.KernelPlan`; a context's bases carry the
+context's plan: :meth:`RNSBasis.with_plan`, the tables shared).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import torch
 
 from fhe_core import ops
 from fhe_core.errors import DeviceError, ParameterError
+from fhe_core.ops import TUNED, KernelPlan
 from fhe_core.ring.primes import MAX_PRIME_BITS, is_prime, primitive_root_2n
 
 MIN_LOG_N = 10
@@ -95,18 +98,20 @@ class RNSBasis:
         device: where the tables (and the polynomials using them) live.
         moduli: ``[l, 4]`` int64, see :func:`modulus_table`.
         ntt_table: ``[l, 4, N]`` int64, rows (psi^brv, Shoup, psi^-brv with N^-1 folded, Shoup); on
-            CUDA ``[l, 8, N]``: then the forward and the inverse rows again as interleaved (w, Shoup)
-            pairs (2 rows each), which only the CUDA kernels read.
+            CUDA ``[l, 12, N]``: then the forward and the inverse rows again as interleaved (w, Shoup)
+            pairs and as FP64 pairs, which only the CUDA kernels read.
+        plan: the kernels its transforms and conversions run with (``KernelPlan.on(device)``).
 
-    Use :meth:`get` to share one instance per (primes, N, device).
+    Use :meth:`get` to share one instance per (primes, N, device), :meth:`with_plan` for another plan.
     """
 
     def __init__(self, primes: Sequence[int], n: int, device: torch.device | str = "cpu", *,
-                 _tables: tuple[torch.Tensor, torch.Tensor] | None = None):
+                 plan: KernelPlan = TUNED, _tables: tuple[torch.Tensor, torch.Tensor] | None = None):
         self.primes = tuple(int(q) for q in primes)
         self.n = int(n)
         self.log_n = self.n.bit_length() - 1
         self.device = resolve_device(device)
+        self.plan = plan.on(self.device)
         if _tables is None:
             _validate(self.primes, self.n)
             moduli = modulus_table(self.primes)
@@ -125,7 +130,13 @@ class RNSBasis:
 
     def __repr__(self) -> str:
         bits = "+".join(str(q.bit_length()) for q in self.primes)
-        return f"RNSBasis(N=2^{self.log_n}, l={len(self)}, bits={bits}, device={self.device})"
+        return f"RNSBasis(N=2^{self.log_n}, l={len(self)}, bits={bits}, device={self.device}, plan={self.plan})"
+
+    def with_plan(self, plan: KernelPlan) -> RNSBasis:
+        """This basis running with ``plan``'s kernels (the same tables, no copy)."""
+        if plan.on(self.device) == self.plan:
+            return self
+        return RNSBasis(self.primes, self.n, self.device, plan=plan, _tables=(self.moduli, self.ntt_table))
 
     @property
     def modulus(self) -> int:
@@ -142,17 +153,18 @@ class RNSBasis:
             raise ParameterError(f"a basis of {len(self)} primes has no row range [{start}, {stop})")
         if (start, stop) == (0, len(self)):
             return self
-        return RNSBasis(self.primes[start:stop], self.n, self.device,
+        return RNSBasis(self.primes[start:stop], self.n, self.device, plan=self.plan,
                         _tables=(self.moduli[start:stop], self.ntt_table[start:stop]))
 
-    # The transforms every scheme uses, with this basis's tables filled in.
-    def ntt(self, a: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
-        """Forward NTT of ``[..., l, N]`` residues in this basis."""
-        return ops.ntt(a, self.moduli, self.ntt_table, out=out)
+    # The transforms every scheme uses, with this basis's tables and plan filled in.
+    def ntt(self, a: torch.Tensor, *, skip: tuple[int, int, int] | None = None,
+            out: torch.Tensor | None = None) -> torch.Tensor:
+        """Forward NTT of ``[..., l, N]`` residues in this basis (``skip``: see :func:`fhe_core.ops.ntt`)."""
+        return ops.ntt(a, self.moduli, self.ntt_table, skip=skip, plan=self.plan, out=out)
 
     def intt(self, a: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
         """Inverse NTT of ``[..., l, N]`` residues in this basis."""
-        return ops.intt(a, self.moduli, self.ntt_table, out=out)
+        return ops.intt(a, self.moduli, self.ntt_table, plan=self.plan, out=out)
 
     def to_residues(self, coefficients: Sequence[int]) -> torch.Tensor:
         """``[l, N]`` residues of an integer polynomial given by N Python ints (any sign).
@@ -175,7 +187,7 @@ class BasisConverter:
         sum_i [x_i * (Q/q_i)^-1]_{q_i} * (Q/q_i) = x + u*Q,   0 <= u < l_in,
     that is x up to a small multiple of Q (the approximation the algorithm allows); with
     ``exact=True`` the multiple is computed (in double precision) so that the result is the
-    centred representative of x, in (-Q/2, Q/2).
+    centred representative of x, in (-Q/2, Q/2). Runs with the source basis's plan.
     """
 
     def __init__(self, src: RNSBasis, dst: RNSBasis):
@@ -209,7 +221,7 @@ class BasisConverter:
         ``lazy``: residues possibly in [0, 3p) (see :func:`fhe_core.ops.bconv`), for a forward NTT."""
         return ops.bconv(a, self.src.moduli, self.dst.moduli, self.qhat_inv, self.qhat_inv_shoup,
                          self.qhat_mod_p, self.neg_q_mod_p if exact else None, lazy=lazy,
-                         fragments=self.mma_fragments.get(exact), out=out)
+                         fragments=self.mma_fragments.get(exact), plan=self.src.plan, out=out)
 
 
 @functools.lru_cache(maxsize=256)

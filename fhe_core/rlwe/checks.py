@@ -16,7 +16,7 @@ import functools
 import torch
 
 from fhe_core.errors import DomainMismatchError, LevelMismatchError, ParameterError, ParamsMismatchError, ResidueError
-from fhe_core.rlwe.ciphertext import _CANONICAL, Ciphertext
+from fhe_core.rlwe.ciphertext import CANONICAL_MARK, Ciphertext
 from fhe_core.rlwe.context import RLWEContext
 
 
@@ -93,7 +93,7 @@ def check_residues(ctx: RLWEContext, data: torch.Tensor, level: int, op: str, wh
 def check_canonical(ctx: RLWEContext, obj, level: int, op: str, what: str = "the ciphertext") -> None:
     """:func:`check_residues` of a checked ciphertext (or plaintext: any object whose ``data`` is
     over Q_level) unless it carries the canonical mark; marks it."""
-    if not obj.__dict__.get(_CANONICAL):  # (is_marked_canonical, inlined: every entry runs this)
+    if not obj.__dict__.get(CANONICAL_MARK):  # (is_marked_canonical, inlined: every entry runs this)
         if obj.data.is_cuda and torch.cuda.is_current_stream_capturing():
             return  # see check_residues; not marked, so an eager use still checks it
         check_residues(ctx, obj.data, level, op, what)
@@ -102,13 +102,13 @@ def check_canonical(ctx: RLWEContext, obj, level: int, op: str, what: str = "the
 
 def is_marked_canonical(obj) -> bool:
     """Whether ``obj`` carries the mark of :func:`mark_canonical`."""
-    return bool(obj.__dict__.get(_CANONICAL))
+    return bool(obj.__dict__.get(CANONICAL_MARK))
 
 
 def mark_canonical(obj):
     """Mark a ciphertext or plaintext as holding canonical residues (for producers that guarantee
     it); returns it."""
-    obj.__dict__[_CANONICAL] = True  # not a dataclass field: frozen objects take it, replace() drops it
+    obj.__dict__[CANONICAL_MARK] = True  # not a dataclass field: frozen objects take it, replace() drops it
     return obj
 
 
@@ -120,8 +120,8 @@ def canonical_results(method):
         result = method(*args, **kwargs)
         if type(result) is dict:
             for ct in result.values():
-                ct.__dict__[_CANONICAL] = True
+                ct.__dict__[CANONICAL_MARK] = True
         else:  # (mark_canonical, inlined: every operation returns through here)
-            result.__dict__[_CANONICAL] = True
+            result.__dict__[CANONICAL_MARK] = True
         return result
     return wrapper

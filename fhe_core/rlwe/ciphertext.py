@@ -14,7 +14,7 @@ import torch
 from fhe_core.errors import LevelMismatchError, ParameterError
 
 C = TypeVar("C", bound="Ciphertext")
-_CANONICAL = "_residues_checked"  # set by rlwe.checks.mark_canonical on objects with checked residues
+CANONICAL_MARK = "_residues_checked"  # set by rlwe.checks.mark_canonical on objects with checked residues
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -67,8 +67,8 @@ class Ciphertext:
         if "data" in changes or "params_id" in changes:
             changes.setdefault("uniform_seed", None)  # new data: no longer the seed's fresh encryption
         out = dataclasses.replace(self, **changes)
-        if "data" not in changes and "params_id" not in changes and _CANONICAL in self.__dict__:
-            out.__dict__[_CANONICAL] = True
+        if "data" not in changes and "params_id" not in changes and CANONICAL_MARK in self.__dict__:
+            out.__dict__[CANONICAL_MARK] = True
         return out
 
     def __repr__(self) -> str:

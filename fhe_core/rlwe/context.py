@@ -11,7 +11,9 @@ its rows. Digit j of the gadget decomposition (HK20) holds the primes q_{j*alpha
 q_{(j+1)*alpha - 1}; at level l only the dnum_l = ceil((l+1)/alpha) digits that meet Q_l are
 used, the last one possibly truncated.
 
-A context holds no key. It lives on one device; every table is built once and cached.
+A context holds no key. It lives on one device; every table is built once and cached. Its kernel plan
+(:class:`fhe_core.ops.KernelPlan`, resolved once from the device, N and the primes) says which implementation each
+step runs; its bases carry it to the ops.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import torch
 
 from fhe_core import ops
 from fhe_core.errors import LevelMismatchError, ParameterError
+from fhe_core.ops import KernelPlan
 from fhe_core.params.security import meets_128_bits
 from fhe_core.ring import BasisConverter, RNSBasis, modulus_table, resolve_device, shoup_constants, words_tensor
 
@@ -84,7 +87,7 @@ class LevelTables:
     q: RNSBasis                     # Q_l
     qp: RNSBasis                    # QP_l (P first)
     digits: tuple[DigitExtension, ...]  # ModUp: one per digit meeting Q_l
-    batched_mod_up: BatchedModUp    # ModUp of every digit in one Conv (rlwe.keyswitch picks the path)
+    batched_mod_up: BatchedModUp    # ModUp of every digit in one Conv (KernelPlan.mod_up_in_one_launch)
     p_to_q: BasisConverter          # ModDown: Conv_{P -> Q_l}
     p_inv: torch.Tensor             # [l+1] P^-1 mod q_i
     p_inv_shoup: torch.Tensor
@@ -109,6 +112,8 @@ class RLWEContext:
             (variance eta/2; 21 gives sigma ~ 3.24).
         params_id: stamped on every object this context creates; defaults to a hash of the
             content above. ``Params`` objects give their own (see :meth:`from_params`).
+        plan: the kernel plan (which implementation each step runs); default: ``KernelPlan.resolve`` for
+            this device, N and primes. Every plan gives the same residues.
 
     No security check happens here: the params layer decides which parameters are acceptable.
     ``meets_128_bits`` records whether they reach 128 bits; such contexts refuse fixed test
@@ -117,7 +122,7 @@ class RLWEContext:
 
     def __init__(self, n: int, q_primes: Sequence[int], p_primes: Sequence[int],
                  device: torch.device | str = "cpu", *, hamming_weight: int = 0, error_eta: int = 21,
-                 params_id: str | None = None):
+                 params_id: str | None = None, plan: KernelPlan | None = None):
         self.n = int(n)
         self.q_primes = tuple(int(q) for q in q_primes)
         self.p_primes = tuple(int(p) for p in p_primes)
@@ -130,9 +135,11 @@ class RLWEContext:
         self.dnum = -(-len(self.q_primes) // self.alpha)
         self.params_id = params_id or _content_id(self.n, self.q_primes, self.p_primes,
                                                   self.hamming_weight, self.error_eta)
-        self.q_basis = RNSBasis.get(self.q_primes, self.n, device)
-        self.p_basis = RNSBasis.get(self.p_primes, self.n, device)
-        self.qp_basis = RNSBasis.get(self.p_primes + self.q_primes, self.n, device)
+        all_primes = self.p_primes + self.q_primes
+        self.plan = (KernelPlan.resolve(device, self.n, all_primes) if plan is None else plan).on(device)
+        self.q_basis = RNSBasis.get(self.q_primes, self.n, device).with_plan(self.plan)
+        self.p_basis = RNSBasis.get(self.p_primes, self.n, device).with_plan(self.plan)
+        self.qp_basis = RNSBasis.get(all_primes, self.n, device).with_plan(self.plan)
         # the device the tables actually live on ("cuda" resolves to "cuda:<index>"): every
         # tensor of this context is compared against it
         self.device = self.q_basis.moduli.device
@@ -146,12 +153,12 @@ class RLWEContext:
         self.meets_128_bits = meets_128_bits(self.n.bit_length() - 1, log_qp, self.hamming_weight, self.error_eta)
 
     @classmethod
-    def from_params(cls, params, device: torch.device | str = "cpu") -> RLWEContext:
+    def from_params(cls, params, device: torch.device | str = "cpu", *, plan: KernelPlan | None = None) -> RLWEContext:
         """The context of a validated ``fhe_core.params.Params`` (n, q_primes, p_primes,
-        hamming_weight, error_eta, params_id)."""
+        hamming_weight, error_eta, params_id), with ``plan`` (default: resolved)."""
         return cls(params.n, params.q_primes, params.p_primes, device,
                    hamming_weight=params.hamming_weight, error_eta=params.error_eta,
-                   params_id=params.params_id)
+                   params_id=params.params_id, plan=plan)
 
     def _validate(self) -> None:
         if not self.q_primes or not self.p_primes:
@@ -166,7 +173,7 @@ class RLWEContext:
     def __repr__(self) -> str:
         return (f"RLWEContext(N=2^{self.n.bit_length() - 1}, L={self.max_level}, alpha={self.alpha}, "
                 f"dnum={self.dnum}, h={self.hamming_weight}, eta={self.error_eta}, "
-                f"device={self.device}, params_id={self.params_id!r})")
+                f"device={self.device}, params_id={self.params_id!r}, plan={self.plan})")
 
     # ---- levels ------------------------------------------------------------------------------
 

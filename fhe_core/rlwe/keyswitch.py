@@ -1,4 +1,4 @@
-"""Hybrid key switching (HK20) and the operations built on it.
+"""Hybrid key switching (HK20) and the operations built on it: the checked entry points.
 
 For d over Q_l and a switching key s' -> s, key switching returns (u0, u1) over Q_l with
 u0 + u1 s = d s' + e_ks, in three steps:
@@ -11,33 +11,25 @@ Noise: e_ks = sum_j d~_j e_j / P + (eps_0 - u_0) + (eps_1 - u_1) s with |d~_j| <
 |eps_c| <= 1/2 (rounding) and 0 <= u_c < alpha (fast conversion in ModDown). Worst case
 dnum_l alpha eta N max_j(Q_j) / P + (alpha - 1/2)(1 + |s|_1); with P >= Q_j the rounding term
 dominates (measured 2^4.5..2^7 at N = 2^10..2^12, see tests/fhe_core/rlwe).
-Each step runs as a handful of batched ops (loops only over digits and components) and is
-wrapped in an NVTX range on CUDA. Apply Galois / relinearize / hoisted rotations sit on top.
+Apply Galois / relinearize / hoisted rotations sit on top.
 
-Checks once: every public function checks its inputs and calls its ``_``-prefixed twin, which
-takes checked inputs and checks nothing (nor do the steps it calls); the scheme evaluators call
-the twins after their own entry checks.
+Checks once: every function here checks its inputs, then calls the step of the same name in
+:mod:`fhe_core.rlwe.switching`, which takes checked inputs and checks nothing (nor do the steps it
+calls); the scheme evaluators call those after their own entry checks.
 """
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable
 
 import torch
 
-from fhe_core import ops
 from fhe_core.errors import ParameterError
+from fhe_core.rlwe import switching
 from fhe_core.rlwe.checks import check_ciphertext, check_params_id, check_tensor
 from fhe_core.rlwe.ciphertext import Ciphertext
-from fhe_core.rlwe import context as _context
 from fhe_core.rlwe.context import RLWEContext
 from fhe_core.rlwe.galois import check_galois_element
 from fhe_core.rlwe.keys import EvalKeySet, SwitchingKey, check_switching_key
-
-
-def _step(name: str, device: torch.device):
-    """An NVTX range on CUDA (profiles read as the algorithm), nothing elsewhere."""
-    return torch.cuda.nvtx.range(name) if device.type == "cuda" else contextlib.nullcontext()
 
 
 def decompose_mod_up(ctx: RLWEContext, d: torch.Tensor, level: int) -> torch.Tensor:
@@ -51,102 +43,7 @@ def decompose_mod_up(ctx: RLWEContext, d: torch.Tensor, level: int) -> torch.Ten
     """
     level = ctx.check_level(level, "decompose_mod_up")
     check_tensor(ctx, d, (level + 1, ctx.n), "decompose_mod_up", "d")
-    return _decompose_mod_up(ctx, d, level)
-
-
-def _decompose_mod_up(ctx: RLWEContext, d: torch.Tensor, level: int,
-                      coeffs: torch.Tensor | None = None) -> torch.Tensor:
-    """:func:`decompose_mod_up` of checked inputs; ``coeffs``: INTT(d) if the caller has it (several
-    inputs transformed in one launch)."""
-    t = ctx.tables(level)
-    with _step("mod_up", ctx.device):
-        coeffs = t.q.intt(d) if coeffs is None else coeffs
-        if _mod_up_all_digits_at_once(ctx):
-            return _mod_up_all_digits(ctx, t, d, coeffs)
-        if ctx.alpha <= _context.BATCHED_MODUP_MAX_ALPHA:  # small digits: one extension kernel, one NTT
-            b = t.batched_mod_up
-            out = ops.mod_up_conv(coeffs, t.q.moduli, b.qhat_inv, b.qhat_inv_shoup, t.qp.moduli, b.qhat_mod_p,
-                                  fragments=b.mma_fragments)
-            return t.qp.ntt(out, out=out)
-        out = torch.empty((len(t.digits), len(t.qp), ctx.n), dtype=torch.int64, device=ctx.device)
-        for j, ext in enumerate(t.digits):
-            out[j, ext.own_start:ext.own_start + ext.stop - ext.start].copy_(d[ext.start:ext.stop])
-            for part in ext.parts:  # convert and transform only the rows outside the digit
-                rows = out[j, part.start:part.stop]
-                ops.bconv(coeffs[ext.start:ext.stop], ext.src_moduli, part.basis.moduli, ext.qhat_inv,
-                          ext.qhat_inv_shoup, part.qhat_mod_p, out=rows)
-                part.basis.ntt(rows, out=rows)
-        return out
-
-
-def _mod_up_all_digits_at_once(ctx: RLWEContext) -> bool:
-    """On CUDA (ops.kernel_variant "mod_up" = 1, the default) one Conv and one NTT launch over all
-    digits, the own rows copied and not transformed, beat ~7 small launches per digit (large digits)
-    and recomputing the own rows (small digits). The CPU keeps its two paths: one-row NTTs for the
-    skipped rows would cost it its row-parallel loop."""
-    return ctx.device.type == "cuda" and ops.kernel_variant("mod_up") == 1
-
-
-def _mod_up_all_digits(ctx: RLWEContext, t, d: torch.Tensor, coeffs: torch.Tensor) -> torch.Tensor:
-    """ModUp in two launches (instead of ~7 per large digit): one Conv of every digit to every
-    row outside it, the digits' own rows copied from d (NTT domain, exact) in the same kernel
-    (ops.mod_up_conv with ``own``), then one NTT over all digits that skips those rows. Equal to the
-    per-digit path bit for bit."""
-    out = _mod_up_conv_all_digits(t, d, coeffs)
-    return ops.ntt(out, t.qp.moduli, t.qp.ntt_table, skip=_own_rows(ctx), out=out)
-
-
-def _mod_up_conv_all_digits(t, d: torch.Tensor, coeffs: torch.Tensor, copy_own: bool = True) -> torch.Tensor:
-    """The Conv of :func:`_mod_up_all_digits`: ``[dnum_l, alpha + l + 1, N]``, coefficients in [0, 4p) (lazy: the
-    NTT that follows takes them) outside the digits' own rows, d's NTT-domain rows on them (``copy_own``; else
-    those rows are left unwritten, for :func:`_ntt_inner_product` to read from d)."""
-    b = t.batched_mod_up
-    return ops.mod_up_conv(coeffs, t.q.moduli, b.qhat_inv, b.qhat_inv_shoup, t.qp.moduli, b.qhat_mod_p, d,
-                           lazy=True, fragments=b.mma_fragments, copy_own=copy_own)
-
-
-def _own_rows(ctx: RLWEContext) -> tuple[int, int, int]:
-    """The NTT skip of the digits' own rows: digit j's are alpha + j * alpha onwards, alpha of them (fewer in the
-    last)."""
-    return (ctx.alpha, ctx.alpha, ctx.alpha)
-
-
-# Below N = 2^15 the fused kernel's grid is too small to hide its long blocks: BFV at N = 2^13 / 2^14 measured 13-14%
-# slower with it (relinearize, rotate_rows; H200, 2026-11-24), at 2^15 2% faster.
-_INNER_PRODUCT_IN_MOD_UP_MIN_N = 1 << 15
-
-
-def _inner_product_in_mod_up(ctx: RLWEContext) -> bool:
-    """On CUDA (ops.kernel_variant "ks_fuse" >= 1, the default 5, with the one-launch ModUp) from N = 2^15 on the
-    inner product runs in ModUp's last forward NTT pass (ops.ntt_inner_product): the transformed digits never go to
-    memory."""
-    return (_mod_up_all_digits_at_once(ctx) and ops.kernel_variant("ks_fuse") >= 1
-            and ctx.n >= _INNER_PRODUCT_IN_MOD_UP_MIN_N)
-
-
-def _mod_up_inner_product(ctx: RLWEContext, d: torch.Tensor, key: SwitchingKey, level: int,
-                          coeffs: torch.Tensor | None = None) -> torch.Tensor:
-    """``_inner_product(_decompose_mod_up(d))`` of checked inputs, ``[2, alpha + l + 1, N]``; ``coeffs``: INTT(d)
-    if the caller has it. With :func:`_inner_product_in_mod_up` the Conv, then one op for the NTT and the inner
-    product (equal bit for bit), which reads the digits' own rows from d (the Conv does not copy them)."""
-    if not _inner_product_in_mod_up(ctx):
-        return _inner_product(ctx, _decompose_mod_up(ctx, d, level, coeffs), key, level)
-    t = ctx.tables(level)
-    with _step("mod_up", ctx.device):
-        digits = _mod_up_conv_all_digits(t, d, t.q.intt(d) if coeffs is None else coeffs, copy_own=False)
-    return _ntt_inner_product(ctx, t, digits, key, d)
-
-
-def _ntt_inner_product(ctx: RLWEContext, t, digits: torch.Tensor, key: SwitchingKey, own: torch.Tensor,
-                       own_galois: int = 1, tensor: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-    """The forward NTT of :func:`_mod_up_conv_all_digits`' output (``copy_own=False``) and the inner product, one op
-    (digits: scratch), the own rows read from ``own`` (d over Q_l; with own_galois k, sigma_k(own)); with ``tensor``
-    = (a, b) (:func:`_tensor_in_inner_product`) plus (P mod q_i) * HMult's tensor terms on the Q rows."""
-    rows = len(t.qp)
-    p_mod_q = None if tensor is None else ctx.p_mod_q[:len(t.q)]
-    with _step("mod_up_inner_product", ctx.device):
-        return ops.ntt_inner_product(digits, t.qp.moduli, t.qp.ntt_table, key.data, rows, rows, skip=_own_rows(ctx),
-                                     own=own, own_galois=own_galois, tensor=tensor, p_mod_q=p_mod_q)
+    return switching.decompose_mod_up(ctx, d, level)
 
 
 def inner_product(ctx: RLWEContext, digits: torch.Tensor, key: SwitchingKey, level: int) -> torch.Tensor:
@@ -161,50 +58,7 @@ def inner_product(ctx: RLWEContext, digits: torch.Tensor, key: SwitchingKey, lev
     check_switching_key(ctx, key, op)
     t = ctx.tables(level)
     check_tensor(ctx, digits, (len(t.digits), len(t.qp), ctx.n), op, "digits")
-    return _inner_product(ctx, digits, key, level)
-
-
-def _inner_product(ctx: RLWEContext, digits: torch.Tensor, key: SwitchingKey, level: int) -> torch.Tensor:
-    """:func:`inner_product` of checked inputs."""
-    t = ctx.tables(level)
-    rows = len(t.qp)
-    with _step("inner_product", ctx.device):
-        # One fused pass (128-bit accumulation, one reduction). Under the (P, Q_l) layout the
-        # level-l rows of the key are its first `rows` rows, so the row map is the identity.
-        return ops.ks_inner_product(digits, key.data, rows, rows, t.qp.moduli)
-
-
-def _inner_product_into(ctx: RLWEContext, digits: torch.Tensor, key: SwitchingKey, level: int, out: torch.Tensor,
-                        *, galois: int = 1, add: torch.Tensor | None = None, add_galois: int = 1,
-                        accumulate: bool = False) -> torch.Tensor:
-    """:func:`_inner_product` into ``out`` (``[2, alpha + l + 1, N]``, its components may be apart), with
-    the digits read through sigma_galois, ``add`` (``[a, N]``: the last a rows) read through
-    sigma_add_galois and added to component 0, and (``accumulate``) out's previous contents added: one
-    pass (ops.ks_inner_product_fused) where the composed ops make a permuted copy and an addition each."""
-    rows = len(ctx.tables(level).qp)
-    with _step("inner_product", ctx.device):
-        return ops.ks_inner_product_fused(digits, key.data, rows, rows, ctx.qp_at(level).moduli, out=out,
-                                          galois=galois, add=add, add_galois=add_galois, accumulate=accumulate)
-
-
-def _inner_product_babies_into(ctx: RLWEContext, digits: torch.Tensor, keys: list[SwitchingKey], elements: list[int],
-                               positions: list[int], level: int, out: torch.Tensor,
-                               add: torch.Tensor | None = None) -> torch.Tensor:
-    """:func:`_inner_product_into` with galois=add_galois=elements[b] and keys[b] into out[positions[b]] for
-    every b, one launch sharing the digit reads (ops.ks_inner_product_babies)."""
-    rows = len(ctx.tables(level).qp)
-    with _step("inner_product", ctx.device):
-        return ops.ks_inner_product_babies(digits, [k.data for k in keys], elements, positions, rows, rows,
-                                           ctx.qp_at(level).moduli, out=out, add=add)
-
-
-def _inner_product_pair_into(ctx: RLWEContext, digits_a: torch.Tensor, digits_b: torch.Tensor, key: SwitchingKey,
-                             level: int, out: torch.Tensor) -> torch.Tensor:
-    """:func:`_inner_product` of two digit sets with one key into ``out`` ``[2 (component), 2 (set),
-    alpha + l + 1, N]``, the key read once for both (ops.ks_inner_product_pair)."""
-    rows = len(ctx.tables(level).qp)
-    with _step("inner_product", ctx.device):
-        return ops.ks_inner_product_pair(digits_a, digits_b, key.data, rows, rows, ctx.qp_at(level).moduli, out=out)
+    return switching.inner_product(ctx, digits, key, level)
 
 
 def mod_down(ctx: RLWEContext, c: torch.Tensor, level: int) -> torch.Tensor:
@@ -224,44 +78,7 @@ def mod_down(ctx: RLWEContext, c: torch.Tensor, level: int) -> torch.Tensor:
     if c.dim() < 2:
         raise ParameterError(f"{op}: c must be [..., {rows}, {ctx.n}], got {list(c.shape)}")
     check_tensor(ctx, c, (*c.shape[:-2], rows, ctx.n), op, "c")
-    return _mod_down(ctx, c, level)
-
-
-def _mod_down(ctx: RLWEContext, c: torch.Tensor, level: int, add: torch.Tensor | None = None,
-              add_galois: int = 1, add_times: torch.Tensor | None = None) -> torch.Tensor:
-    """:func:`mod_down` of checked inputs, plus ``add`` (``[B', l+1, N]``, B' <= the batch of c; with
-    ``add_galois`` k != 1, sigma_k(add); with ``add_times`` (``[2, l+1, N]`` like add, B = 2), the first two
-    components of the tensor product of add and add_times) on the first B' components: in the same pass as
-    ModDown's last step where the variant allows."""
-    t = ctx.tables(level)
-    alpha, rows = ctx.alpha, len(t.qp)
-    batch = c.reshape(-1, rows, ctx.n)  # a view; a copy only if the [rows, N] blocks are not contiguous
-    if batch.stride(-1) != 1 or batch.stride(-2) != ctx.n:
-        batch = batch.contiguous()
-    with _step("mod_down", ctx.device):
-        fused = ops.kernel_variant("mod_down") == 1
-        if fused:                                                       # every component's P rows, one launch
-            c_p = ctx.p_basis.intt(batch[:, :alpha])
-        else:
-            c_p = torch.empty((batch.shape[0], alpha, ctx.n), dtype=torch.int64, device=ctx.device)
-            for b in range(batch.shape[0]):                             # the P rows of each component
-                ctx.p_basis.intt(batch[b, :alpha], out=c_p[b])
-        conv = t.p_to_q(c_p, exact=True, lazy=True)                     # [c]_P, centred, over Q_l (< 3q: NTT next)
-        if fused:                                                       # NTT and (c - conv) * P^-1, one pass
-            out = ops.mod_down_ntt(conv, batch, alpha, t.p_inv, t.p_inv_shoup, t.q.moduli, t.q.ntt_table, add,
-                                   add_galois=add_galois, times=add_times, out=conv)
-        else:
-            if add_times is not None:
-                add = ops.tensor_product(add, add_times, t.q.moduli)[:2]
-            if add is not None and add_galois != 1:
-                add = ops.automorphism_ntt(add, t.q.moduli, add_galois)
-            conv = t.q.ntt(conv, out=conv)
-            for b in range(batch.shape[0]):                             # (c - conv) * P^-1, one pass
-                ops.sub_mul_const(batch[b, alpha:], conv[b], t.p_inv, t.p_inv_shoup, t.q.moduli, out=conv[b])
-            out = conv
-            if add is not None:
-                ops.add(out[:add.shape[0]], add, t.q.moduli, out=out[:add.shape[0]])
-    return out.reshape(*c.shape[:-2], level + 1, ctx.n)
+    return switching.mod_down(ctx, c, level)
 
 
 def key_switch(ctx: RLWEContext, d: torch.Tensor, key: SwitchingKey, level: int) -> torch.Tensor:
@@ -273,14 +90,7 @@ def key_switch(ctx: RLWEContext, d: torch.Tensor, key: SwitchingKey, level: int)
     check_switching_key(ctx, key, "key_switch")
     level = ctx.check_level(level, "key_switch")
     check_tensor(ctx, d, (level + 1, ctx.n), "key_switch", "d")
-    return _key_switch(ctx, d, key, level)
-
-
-def _key_switch(ctx: RLWEContext, d: torch.Tensor, key: SwitchingKey, level: int,
-                add: torch.Tensor | None = None) -> torch.Tensor:
-    """:func:`key_switch` of checked inputs (no check repeated on the way down), plus ``add`` on the
-    first components (see :func:`_mod_down`)."""
-    return _mod_down(ctx, _mod_up_inner_product(ctx, d, key, level), level, add)
+    return switching.key_switch(ctx, d, key, level)
 
 
 def relinearize(ctx: RLWEContext, ct: Ciphertext, keys: EvalKeySet) -> Ciphertext:
@@ -293,52 +103,7 @@ def relinearize(ctx: RLWEContext, ct: Ciphertext, keys: EvalKeySet) -> Ciphertex
     level = check_ciphertext(ctx, ct, op, degree=2)
     key = _key_set(ctx, keys, op).relin_key(op)
     check_switching_key(ctx, key, op)
-    return _relinearize(ctx, ct, key, level)
-
-
-def _relinearize(ctx: RLWEContext, ct: Ciphertext, key: SwitchingKey, level: int) -> Ciphertext:
-    """:func:`relinearize` of a checked degree-2 ciphertext at ``level`` and a checked key."""
-    data = ct.data.contiguous()  # (a no-op but for a hand-made strided view: the kernels want dense rows)
-    return ct.replace(data=_key_switch(ctx, data[2], key, level, add=data[:2]))
-
-
-def _tensor_in_key_switch(ctx: RLWEContext) -> bool:
-    """On CUDA (ops.kernel_variant "tensor_fuse" >= 1, the default 2, with the one-launch ModUp and the fused
-    ModDown) HMult's tensor product is computed inside the relinearization's kernels instead of its own pass
-    (:func:`_relinearize_product`)."""
-    return (_mod_up_all_digits_at_once(ctx) and ops.kernel_variant("tensor_fuse") >= 1
-            and ops.kernel_variant("mod_down") == 1)
-
-
-# The most digits ntt_digits_inner_product (ks_fuse 4, 5) takes a thread group for (ntt.cu's kMaxDigitGroups).
-_DIGITS_KERNEL_MAX_DNUM = 4
-
-
-def _tensor_in_inner_product(ctx: RLWEContext, level: int) -> bool:
-    """tensor_fuse 2: HMult's tensor terms times P mod q_i added by the inner product's own-row thread group
-    (ops.ntt_inner_product's ``tensor``; ks_fuse 5's kernel only, at most 4 digits), so that ModDown adds nothing.
-    Exact: ModDown's Conv reads only the P rows, so (x + P t - Conv) P^-1 = (x - Conv) P^-1 + t mod q_i."""
-    return (_tensor_in_key_switch(ctx) and ops.kernel_variant("tensor_fuse") == 2 and _inner_product_in_mod_up(ctx)
-            and ops.kernel_variant("ks_fuse") == 5 and ops.kernel_variant("ntt") >= 3
-            and ctx.digit_count(level) <= _DIGITS_KERNEL_MAX_DNUM)
-
-
-def _relinearize_product(ctx: RLWEContext, a: torch.Tensor, b: torch.Tensor, key: SwitchingKey,
-                         level: int) -> torch.Tensor:
-    """relinearize(tensor(a, b)) for checked degree-1 data a, b (contiguous ``[2, l+1, N]``, NTT domain, at
-    ``level``) and a checked relinearization key, without the tensor product's pass and its three rows: ModUp's
-    inverse NTT reads a1 and b1 and stores d2 = a1 b1 for the digits' own rows (ops.intt_product), ModDown's
-    last store adds (a0 b0, a0 b1 + a1 b0) (mod_down_ntt's times). Returns ``[2, l+1, N]``, equal bit for bit
-    to tensor_product then :func:`_relinearize`. With :func:`_tensor_in_inner_product` the inner product's kernel
-    adds (P mod q_i) (a0 b0, a0 b1 + a1 b0) to its Q rows instead, and ModDown adds nothing."""
-    t = ctx.tables(level)
-    with _step("tensor_mod_up", ctx.device):
-        coeffs, d2 = ops.intt_product(a[1], b[1], t.q.moduli, t.q.ntt_table)
-    if _tensor_in_inner_product(ctx, level):
-        with _step("mod_up", ctx.device):
-            digits = _mod_up_conv_all_digits(t, d2, coeffs, copy_own=False)
-        return _mod_down(ctx, _ntt_inner_product(ctx, t, digits, key, d2, tensor=(a, b)), level)
-    return _mod_down(ctx, _mod_up_inner_product(ctx, d2, key, level, coeffs), level, add=a, add_times=b)
+    return switching.relinearize(ctx, ct, key, level)
 
 
 def apply_galois(ctx: RLWEContext, ct: Ciphertext, galois_element: int, keys: EvalKeySet) -> Ciphertext:
@@ -352,44 +117,7 @@ def apply_galois(ctx: RLWEContext, ct: Ciphertext, galois_element: int, keys: Ev
     k = check_galois_element(galois_element, ctx.n, op)
     key = _key_set(ctx, keys, op).galois_key(k, op)
     check_switching_key(ctx, key, op)
-    return _apply_galois(ctx, ct, k, key, level)
-
-
-def _apply_galois(ctx: RLWEContext, ct: Ciphertext, k: int, key: SwitchingKey, level: int) -> Ciphertext:
-    """:func:`apply_galois` of a checked degree-1 ciphertext at ``level``, element and key."""
-    q = ctx.q_at(level)
-    data = ct.data.contiguous()  # (a hand-made view may be strided)
-    if _galois_in_key_switch(ctx):
-        return ct.replace(data=_key_switch_galois(ctx, data, k, key, level))
-    permuted = ops.automorphism_ntt(data, q.moduli, k)
-    return ct.replace(data=_key_switch(ctx, permuted[1], key, level, add=permuted[:1]))
-
-
-def _galois_in_key_switch(ctx: RLWEContext) -> bool:
-    """On CUDA (ops.kernel_variant "galois" = 1, the default, with the one-launch ModUp and the fused
-    ModDown) sigma_k is read inside the key switch's kernels instead of an automorphism pass over both
-    components (:func:`_key_switch_galois`)."""
-    return (_mod_up_all_digits_at_once(ctx) and ops.kernel_variant("galois") == 1
-            and ops.kernel_variant("mod_down") == 1)
-
-
-def _key_switch_galois(ctx: RLWEContext, data: torch.Tensor, k: int, key: SwitchingKey, level: int) -> torch.Tensor:
-    """(sigma_k(c0), 0) + key_switch(sigma_k(c1)) for contiguous ``data`` = (c0, c1), equal to the
-    automorphism-first path bit for bit: ModUp's inverse NTT reads sigma_k(c1) from c1 and stores it
-    for the digits' own rows (ops.intt_galois), ModDown's last store adds sigma_k(c0) read from c0. With the
-    inner product in ModUp's NTT (:func:`_inner_product_in_mod_up`) its kernel reads the own rows of sigma_k(c1)
-    from c1 too, and nothing stores sigma_k(c1)."""
-    t = ctx.tables(level)
-    if _inner_product_in_mod_up(ctx):  # sigma_k(c1)'s own rows read from c1 by the inner product's kernel
-        with _step("mod_up", ctx.device):
-            coeffs, _ = ops.intt_galois(data[1], t.q.moduli, t.q.ntt_table, k, store_permuted=False)
-            digits = _mod_up_conv_all_digits(t, data[1], coeffs, copy_own=False)  # (data[1]: marks the rows only)
-        extended = _ntt_inner_product(ctx, t, digits, key, data[1], k)
-        return _mod_down(ctx, extended, level, add=data[:1], add_galois=k)
-    with _step("mod_up", ctx.device):
-        coeffs, d = ops.intt_galois(data[1], t.q.moduli, t.q.ntt_table, k)
-        digits = _mod_up_all_digits(ctx, t, d, coeffs)
-    return _mod_down(ctx, _inner_product(ctx, digits, key, level), level, add=data[:1], add_galois=k)
+    return switching.apply_galois(ctx, ct, k, key, level)
 
 
 def apply_galois_hoisted(ctx: RLWEContext, ct: Ciphertext, galois_elements: Iterable[int],
@@ -409,26 +137,7 @@ def apply_galois_hoisted(ctx: RLWEContext, ct: Ciphertext, galois_elements: Iter
     galois_keys = {k: key_set.galois_key(k, op) for k in elements}
     for key in galois_keys.values():
         check_switching_key(ctx, key, op)
-    return _apply_galois_hoisted(ctx, ct, galois_keys, level)
-
-
-def _apply_galois_hoisted(ctx: RLWEContext, ct: Ciphertext, galois_keys: dict[int, SwitchingKey],
-                          level: int) -> dict[int, Ciphertext]:
-    """:func:`apply_galois_hoisted` of a checked degree-1 ciphertext at ``level`` and checked
-    keys by element."""
-    q, qp = ctx.q_at(level), ctx.qp_at(level)
-    digits = _decompose_mod_up(ctx, ct.data[1], level)
-    c0 = ct.data[:1].contiguous() if _galois_in_key_switch(ctx) else None
-    results = {}
-    for k in galois_keys:
-        with _step(f"hoisted_rotation_{k}", ctx.device):
-            extended = _inner_product(ctx, ops.automorphism_ntt(digits, qp.moduli, k), galois_keys[k], level)
-            if c0 is not None:  # sigma_k(c0) read by ModDown's last store
-                out = _mod_down(ctx, extended, level, add=c0, add_galois=k)
-            else:
-                out = _mod_down(ctx, extended, level, add=ops.automorphism_ntt(ct.data[:1], q.moduli, k))
-        results[k] = ct.replace(data=out)
-    return results
+    return switching.apply_galois_hoisted(ctx, ct, galois_keys, level)
 
 
 def _key_set(ctx: RLWEContext, keys: EvalKeySet, op: str) -> EvalKeySet:

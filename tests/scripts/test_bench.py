@@ -36,16 +36,13 @@ def test_boot_suite_runs_on_a_tiny_preset_and_is_opt_in():
     bench = _bench()
     assert "boot" in bench.OPT_IN_SUITES  # never in the default all-suites run
     cases = bench.make_boot_cases("cpu", TINY_N10_FULL, allow_insecure=True)
+    reference = bench.REFERENCE
     assert [c.name for c in cases] == ["bootstrap", "bootstrap (single-hoisted DFTs)",
-                                       "bootstrap_pair (two real ciphertexts)",
-                                       *(f"bootstrap {label}" for label in bench.other_variants("pdl").values()),
-                                       "bootstrap [fused v0: composed ops]",
-                                       "bootstrap [fused v1: session 3, round 1]", "bootstrap [fused v2: round 2]",
-                                       "bootstrap [inverse v0: lazy rounds]",
-                                       "bootstrap [fp64 v0: integer butterflies]", "boot: mod_raise",
-                                       "boot: coeffs_to_slots", "boot: eval_mod",
-                                       "boot: slots_to_coeffs", "boot: coeffs_to_slots [fused v0]",
-                                       "boot: eval_mod [fused v0]", "boot: slots_to_coeffs [fused v0]",
+                                       "bootstrap_pair (two real ciphertexts)", f"bootstrap {reference}",
+                                       "boot: mod_raise", "boot: coeffs_to_slots", "boot: eval_mod",
+                                       "boot: slots_to_coeffs", f"boot: mod_raise {reference}",
+                                       f"boot: coeffs_to_slots {reference}", f"boot: eval_mod {reference}",
+                                       f"boot: slots_to_coeffs {reference}",
                                        "boot: eval_mod (two separate evaluations)",
                                        "bootstrap (larger baby steps)", "boot: coeffs_to_slots (larger baby steps)"]
     assert "boot-lite" in bench.OPT_IN_SUITES
@@ -57,7 +54,8 @@ def test_boot_suite_runs_on_a_tiny_preset_and_is_opt_in():
 
 
 def test_key_switches_are_counted_with_the_key_bytes_they_read():
-    """One relinearization at level l: one key switch reading dnum_l x 2 x (alpha + l + 1) x N words."""
+    """One relinearization at level l: one key switch reading dnum_l x 2 x (alpha + l + 1) x N words, with the
+    inner product in ModUp's NTT (KernelPlan.inner_product_in_mod_up) or after it; one per rotation."""
     from fhe_core import ckks, rlwe
     from fhe_core.params import preset
 
@@ -73,25 +71,28 @@ def test_key_switches_are_counted_with_the_key_bytes_they_read():
     digits = -(-(level + 1) // params.alpha)
     assert (count, key_bytes) == (1, digits * 2 * (params.alpha + level + 1) * params.n * 8)
     assert bench.count_key_switches(lambda: evaluator.add(ct, ct)) == (0, 0)
+    in_mod_up = ckks.Evaluator(params, rlwe.gen_eval_keys(ctx, sk, ckks.galois_elements(params.n, [1])),
+                               plan=evaluator.plan.replace(inner_product_in_mod_up=True, mod_up_in_one_launch=True))
+    assert bench.count_key_switches(lambda: in_mod_up.mul_relin(ct, ct)) == (count, key_bytes)
+    assert bench.count_key_switches(lambda: in_mod_up.rotate(ct, 1)) == (count, key_bytes)
 
 
 def test_key_switches_of_a_bootstrap_are_counted_on_both_paths():
-    """The fused passes (ops.kernel_variant "fused") switch keys through keyswitch._inner_product_into
-    and _inner_product_pair_into: a bootstrap counts the same key switches with and without them."""
-    from fhe_core import ckks, ops, rlwe
+    """The fused circuit (KernelPlan.fused_circuit) switches keys through switching.inner_product_into,
+    inner_product_babies_into and inner_product_pair_into: a bootstrap counts the same key switches with and
+    without it, and reads fewer key bytes with it (a pair's relinearizations read the key once)."""
+    from fhe_core import ckks, rlwe
     from fhe_core.ckks.bootstrapping import TINY_N10_FULL, Bootstrapper, bootstrapping_galois_elements
 
     bench = _bench()
     params = TINY_N10_FULL.params(allow_insecure=True)
     ctx = ckks.rlwe_context(params)
     sk = rlwe.gen_secret_key(ctx)
-    boot = Bootstrapper(params, TINY_N10_FULL,
-                        rlwe.gen_eval_keys(ctx, sk, bootstrapping_galois_elements(params, TINY_N10_FULL)))
+    keys = rlwe.gen_eval_keys(ctx, sk, bootstrapping_galois_elements(params, TINY_N10_FULL))
+    fused = Bootstrapper(params, TINY_N10_FULL, keys)
+    composed = Bootstrapper(params, TINY_N10_FULL, keys, plan=fused.evaluator.plan.replace(fused_circuit=False))
     ct = ckks.Encryptor(params, sk).encrypt(ckks.Encoder(params).encode([0.5] * TINY_N10_FULL.slots,
-                                                                         level=boot.min_input_level))
-    counts = []
-    for variant in (0, 1, 2, 3):
-        with ops.use_kernel_variant("fused", variant):
-            counts.append(bench.count_key_switches(lambda: boot.bootstrap(ct)))
-    assert counts[0][0] == counts[1][0] == counts[2][0] == counts[3][0] > 40
-    assert counts[3][1] == counts[2][1] < counts[1][1] == counts[0][1]  # (2) a pair's relinearizations: one key read
+                                                                         level=fused.min_input_level))
+    counts = [bench.count_key_switches(lambda boot=boot: boot.bootstrap(ct)) for boot in (composed, fused)]
+    assert counts[0][0] == counts[1][0] > 40
+    assert counts[1][1] < counts[0][1]

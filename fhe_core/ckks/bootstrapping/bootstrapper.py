@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from fhe_core import ops, rlwe
+from fhe_core import rlwe
 from fhe_core.ckks.ciphertext import Ciphertext, Decryptor, Encryptor, ScaleMismatchError, SlotMismatchError
 from fhe_core.ckks.ciphertext import rlwe_context
 from fhe_core.ckks.encoder import Encoder
@@ -56,6 +56,7 @@ from fhe_core.ckks.bootstrapping.pair import CiphertextPair, PairEvaluator
 from fhe_core.ckks.bootstrapping.parameters import BootstrappingParameters
 from fhe_core.ckks.bootstrapping.sub_sum import sub_sum, sub_sum_galois_elements
 from fhe_core.errors import LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
+from fhe_core.ops import KernelPlan
 from fhe_core.params import Params
 from fhe_core.rlwe.checks import check_ciphertext, mark_canonical
 
@@ -125,6 +126,7 @@ class Bootstrapper:
         keys: an :class:`fhe_core.rlwe.EvalKeySet` with the relinearization key and exactly the
             Galois keys of :meth:`galois_elements` (all checked here: MissingKeyError lists every
             missing element).
+        plan: the kernel plan of its evaluator (default: resolved; see :class:`fhe_core.ops.KernelPlan`).
 
     Holds a ckks :class:`Evaluator`, the DFT :class:`LinearTransform`\\ s (encoded once, at their
     levels) and an :class:`EvalModEvaluator`; never a secret key. Not safe for concurrent use.
@@ -132,12 +134,13 @@ class Bootstrapper:
 
     double_hoisting = True  # False: single-hoisted linear transforms (benchmarks and tests compare them)
 
-    def __init__(self, params: Params, bparams: BootstrappingParameters, keys: rlwe.EvalKeySet):
+    def __init__(self, params: Params, bparams: BootstrappingParameters, keys: rlwe.EvalKeySet, *,
+                 plan: KernelPlan | None = None):
         _check_params(params, bparams)
         self.params, self.parameters = params, bparams
         self._elements = tuple(bootstrapping_galois_elements(params, bparams))
         self._check_keys(keys)
-        self.evaluator = Evaluator(params, keys)
+        self.evaluator = Evaluator(params, keys, plan=plan)
         stc_top = bparams.min_input_level if bparams.order == "slim" else bparams.output_level + bparams.stc_depth
         cts, stc = _dft_factors(bparams)
         self._packed = bparams.packs_real_and_imaginary
@@ -193,7 +196,7 @@ class Bootstrapper:
         k = self.parameters.scale_up_factor(self.params)
         if k > 1:
             ct = self.evaluator.mul(ct, 1, constant_scale=k)  # the integer k, scale S -> k S
-        raised = mod_raise(self.params, ct, self.parameters.max_level)
+        raised = mod_raise(self.params, ct, self.parameters.max_level, plan=self.evaluator.plan)
         return mark_canonical(raised.replace(scale=float(self.params.q_primes[0])))
 
     def sub_sum(self, ct: Ciphertext) -> Ciphertext:
@@ -216,11 +219,11 @@ class Bootstrapper:
         conj = ev.conjugate(ct)
         if self._packed:
             return (ev.add(ct, conj),)
-        if ops.kernel_variant("fused") >= 2:  # written straight into one pair tensor: one pass each, no stack
+        if ev.plan.fused_circuit:  # written straight into one pair tensor: one pass each, no stack
             pair = CiphertextPair.buffer(ct)
             op = "coeffs_to_slots"
-            re = ev._linear_combination([(ct, 1, 1.0, 1), (conj, 1, 1.0, 1)], ct.level, None, op, out=pair[:, 0])
-            im = ev._linear_combination([(ct, -1j, 1.0, 1), (conj, -1j, 1.0, -1)], ct.level, None, op, out=pair[:, 1])
+            re = ev.linear_combination([(ct, 1, 1.0, 1), (conj, 1, 1.0, 1)], ct.level, out=pair[:, 0], op=op)
+            im = ev.linear_combination([(ct, -1j, 1.0, 1), (conj, -1j, 1.0, -1)], ct.level, out=pair[:, 1], op=op)
             return mark_canonical(re), mark_canonical(im)
         return ev.add(ct, conj), ev.mul(ev.sub(ct, conj), -1j)  # Gaussian integer: no level
 
@@ -235,7 +238,7 @@ class Bootstrapper:
         ev = self.evaluator
         if len(parts) == 1:
             ct = self._eval_mod_evaluator(False, half).evaluate(parts[0])
-        elif ops.kernel_variant("fused") >= 2:  # re + i im in one pass over the pair's halves, read in place
+        elif ev.plan.fused_circuit:  # re + i im in one pass over the pair's halves, read in place
             re, im = self._eval_mod_evaluator(True, half).evaluate(CiphertextPair.of(*parts)).views()
             ct = ev.linear_combination([(re, 1, 1.0, 1), (im, 1j, 1.0, 1)], re.level)
         else:
@@ -275,7 +278,7 @@ class Bootstrapper:
         of the raised chain; needs the keys of :meth:`galois_elements` and the relinearization
         key (checked at construction). Output scale: S (see the module docstring).
         """
-        ct = self._check_input(ct, "bootstrap")
+        ct = self.check_input(ct, "bootstrap")
         return self._check_output(self._circuit(ct, half=False), ct.scale)
 
     def bootstrap_pair(self, a: Ciphertext, b: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
@@ -289,7 +292,7 @@ class Bootstrapper:
         (a', b') at :attr:`output_level` with scale S. Keys and levels as :meth:`bootstrap` (the
         conjugation key is among its keys); one bootstrap and one key switch.
         """
-        a, b = self._check_pair(a, b)
+        a, b = self.check_pair(a, b)
         ev = self.evaluator
         packed = ev.add(a, ev.mul(b, 1j))  # i b: a Gaussian integer, no level
         half = self._check_output(self._circuit(packed, half=True), a.scale / 2)
@@ -303,9 +306,11 @@ class Bootstrapper:
         to the device time; CUDA only). See :mod:`~fhe_core.ckks.bootstrapping.graphed`."""
         return GraphedBootstrapper(self)
 
-    def _check_pair(self, a: Ciphertext, b: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
+    def check_pair(self, a: Ciphertext, b: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
+        """:meth:`bootstrap_pair`'s entry checks (each input as :meth:`check_input`, then their scales): the two
+        inputs as the circuit takes them, checked."""
         op = "bootstrap_pair"
-        a, b = self._check_input(a, op), self._check_input(b, op)
+        a, b = self.check_input(a, op), self.check_input(b, op)
         if abs(a.scale - b.scale) > SCALE_TOLERANCE * a.scale:
             raise ScaleMismatchError(f"{op}: the two scales differ: 2^{math.log2(a.scale):.6f} and "
                                      f"2^{math.log2(b.scale):.6f} (bring them to one scale first)")
@@ -320,7 +325,10 @@ class Bootstrapper:
         out = self._eval_mod_parts(self.coeffs_to_slots(self.sub_sum(self.mod_raise(ct))), scale, half=half)
         return self.slots_to_coeffs(out) if self.parameters.order == "cts_first" else out
 
-    def _check_input(self, ct: Ciphertext, op: str) -> Ciphertext:
+    def check_input(self, ct: Ciphertext, op: str = "bootstrap") -> Ciphertext:
+        """:meth:`bootstrap`'s entry checks (a degree-1 ciphertext of these parameters and slots, at or above
+        :attr:`min_input_level`, its scale near the default; errors name ``op``): the input as the circuit takes
+        it, checked (dropped to :attr:`min_input_level`, a view of its first limbs)."""
         if not isinstance(ct, Ciphertext):
             raise ParameterError(f"{op}: expected a ckks.Ciphertext, got {type(ct).__name__}")
         level = check_ciphertext(rlwe_context(self.params), ct, op, degree=1)

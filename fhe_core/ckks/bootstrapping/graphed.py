@@ -83,7 +83,7 @@ class GraphedBootstrapper:
     def bootstrap(self, ct: Ciphertext) -> Ciphertext:
         """:meth:`Bootstrapper.bootstrap` by graph replay (captured on the first call)."""
         boot = self.bootstrapper
-        checked = boot._check_input(ct, "bootstrap")  # a view of the first limbs when it drops levels
+        checked = boot.check_input(ct, "bootstrap")  # a view of the first limbs when it drops levels
         check_canonical(rlwe_context(boot.params), ct, ct.level, "bootstrap")  # as the eager call's first op
         if self._single is None:
             self._single = _CapturedCircuit(lambda x: (boot.bootstrap(x),), (checked,))
@@ -93,7 +93,7 @@ class GraphedBootstrapper:
     def bootstrap_pair(self, a: Ciphertext, b: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
         """:meth:`Bootstrapper.bootstrap_pair` by graph replay (captured on the first call)."""
         boot = self.bootstrapper
-        checked = boot._check_pair(a, b)
+        checked = boot.check_pair(a, b)
         for ct in (a, b):
             check_canonical(rlwe_context(boot.params), ct, ct.level, "bootstrap_pair")
         if self._pair is None:

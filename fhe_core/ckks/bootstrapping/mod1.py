@@ -53,7 +53,8 @@ import numpy as np
 
 from fhe_core.ckks.ciphertext import ScaleMismatchError
 from fhe_core.ckks.evaluator import SCALE_TOLERANCE
-from fhe_core.ckks.polynomial import ChebyshevInterpolant, PolynomialEvaluator, _combines, chebyshev_interpolant
+from fhe_core.ckks.polynomial import (ChebyshevInterpolant, PolynomialEvaluator, chebyshev_interpolant,
+                                     combines_in_one_pass)
 from fhe_core.ckks.polynomial import depth as polynomial_depth
 from fhe_core.errors import LevelMismatchError, ParameterError
 from fhe_core.rlwe.checks import mark_canonical
@@ -182,7 +183,7 @@ class EvalModEvaluator:
         c = self._polynomials.evaluate(ct, p.polynomial, output_scale=scales[0])
         for _ in range(p.double_angles):
             square = ev.mul_relin(c, c)
-            if _combines(ev, 1):  # 2 c^2 - 1 at the product's scale, one pass
+            if combines_in_one_pass(ev, 1):  # 2 c^2 - 1 at the product's scale, one pass
                 square = ev.linear_combination([(square, 2, 1.0, 1)], square.level, (1.0, -1))
             else:
                 square = ev.sub(ev.add(square, square), 1.0)  # 2 c^2 - 1 at the product's scale

@@ -17,11 +17,13 @@ from __future__ import annotations
 from fhe_core import ops
 from fhe_core.ckks.ciphertext import Ciphertext, rlwe_context
 from fhe_core.errors import LevelMismatchError, ParameterError
+from fhe_core.ops import KernelPlan
 from fhe_core.params import Params
 from fhe_core.rlwe.checks import check_canonical, check_ciphertext, mark_canonical
 
 
-def mod_raise(params: Params, ct: Ciphertext, level: int | None = None) -> Ciphertext:
+def mod_raise(params: Params, ct: Ciphertext, level: int | None = None, *,
+              plan: KernelPlan | None = None) -> Ciphertext:
     """The same polynomials (centred mod q_0) read modulo Q_level (default Q_L).
 
     ct: a degree-1 CKKS ciphertext at level 0, ``[2, 1, N]`` int64, NTT domain (drop it to level 0
@@ -30,22 +32,21 @@ def mod_raise(params: Params, ct: Ciphertext, level: int | None = None) -> Ciphe
     q_0, :func:`fhe_core.ops.center_lift` onto q_0..q_level (the q_0 row is the input again) and
     one NTT, each batched over both components. The message's scale is unchanged but the
     plaintext now carries the multiple q_0 I, which decodes to slot values of size about
-    q_0 / scale * sqrt(h).
+    q_0 / scale * sqrt(h). ``plan``: the kernel plan the transforms run with (default: resolved).
     """
     op = "mod_raise"
     if not isinstance(params, Params):
         raise ParameterError(f"{op}: expected a Params, got {type(params).__name__}")
     if not isinstance(ct, Ciphertext):
         raise ParameterError(f"{op}: expected a ckks.Ciphertext, got {type(ct).__name__}")
-    ctx = rlwe_context(params)
+    ctx = rlwe_context(params, plan)
     if check_ciphertext(ctx, ct, op, degree=1) != 0:
         raise LevelMismatchError(f"{op}: the ciphertext must be at level 0 (drop_level first), got level {ct.level}")
     level = params.max_level if level is None else level
     if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= params.max_level:
         raise LevelMismatchError(f"{op}: target level must be an int in [0, {params.max_level}], got {level!r}")
     check_canonical(ctx, ct, 0, op)  # so that the raised ciphertext is canonical too
-    q0 = params.q_basis(0)
-    target = params.q_basis(level)
+    q0, target = ctx.q_at(0), ctx.q_at(level)
     coefficients = q0.intt(ct.data)                                             # [2, 1, N] mod q_0
     lifted = ops.center_lift(coefficients, params.q_primes[0], target.moduli)  # [2, level + 1, N]
     return mark_canonical(ct.replace(data=target.ntt(lifted, out=lifted), level=level))

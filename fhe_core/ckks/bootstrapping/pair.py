@@ -21,11 +21,27 @@ from dataclasses import dataclass
 import torch
 
 from fhe_core import ops
-from fhe_core.ckks.ciphertext import Ciphertext, rlwe_context
+from fhe_core.ckks.ciphertext import Ciphertext
 from fhe_core.ckks.evaluator import SCALE_TOLERANCE, Evaluator
 from fhe_core.errors import ParameterError
+from fhe_core.ops import KernelPlan
+from fhe_core.rlwe import switching
 from fhe_core.rlwe.checks import mark_canonical
-from fhe_core.rlwe import keyswitch
+
+
+def _pair_view(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor | None:
+    """``[d+1, 2, l+1, N]`` over the memory of a and b where they are the halves ``[:, 0]`` and ``[:, 1]`` of one such
+    tensor (:meth:`CiphertextPair.buffer`): a view whose halves are a and b element for element; else None."""
+    if a.dim() != 3 or a.shape != b.shape or a.dtype != b.dtype or a.device != b.device \
+            or a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+        return None
+    d1, limbs, n = a.shape
+    strides = (2 * limbs * n, n, 1)
+    if any(size > 1 and stride != want for size, stride, want in zip(a.shape, a.stride(), strides)) \
+            or any(size > 1 and stride != want for size, stride, want in zip(b.shape, b.stride(), strides)) \
+            or b.data_ptr() - a.data_ptr() != limbs * n * a.element_size():
+        return None
+    return a.as_strided((d1, 2, limbs, n), (2 * limbs * n, limbs * n, n, 1))
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,12 +64,9 @@ class CiphertextPair:
         if (a.level, a.degree, a.slots, a.params_id) != (b.level, b.degree, b.slots, b.params_id) \
                 or abs(a.scale - b.scale) > SCALE_TOLERANCE * a.scale:
             raise ParameterError("CiphertextPair: the two ciphertexts differ in level, degree, slots, params or scale")
-        base = a.data._base
-        if base is not None and base is b.data._base and base.dim() == 4 and base.shape[1] == 2 \
-                and base.is_contiguous() and a.data.shape == base[:, 0].shape \
-                and a.data.data_ptr() == base[:, 0].data_ptr() and b.data.data_ptr() == base[:, 1].data_ptr() \
-                and a.data.stride() == base[:, 0].stride() and b.data.stride() == base[:, 1].stride():
-            return cls(base, a.level, a.scale, a.slots, a.params_id)  # the two halves of one pair tensor: no copy
+        pair = _pair_view(a.data, b.data)
+        if pair is not None:
+            return cls(pair, a.level, a.scale, a.slots, a.params_id)  # the two halves of one pair tensor: no copy
         return cls(torch.stack((a.data, b.data), dim=1), a.level, a.scale, a.slots, a.params_id)
 
     @classmethod
@@ -96,13 +109,6 @@ class CiphertextPair:
         return dataclasses.replace(self, **changes)
 
 
-def _fused_passes() -> bool:
-    """ops.kernel_variant("fused") >= 1: one tensor product launch for both ciphertexts, the
-    relinearization's inner products in place and its addition in ModDown's pass (2: both inner
-    products in one pass over the key; 0: the composed ops)."""
-    return ops.kernel_variant("fused") >= 1
-
-
 class PairEvaluator:
     """:class:`~fhe_core.ckks.Evaluator`'s add, sub, mul (by a constant), tensor, relinearize,
     mul_relin, rescale and drop_level on :class:`CiphertextPair`\\ s, with the same level and
@@ -112,8 +118,15 @@ class PairEvaluator:
     def __init__(self, evaluator: Evaluator):
         self.evaluator = evaluator
         self.params = evaluator.params
-        self._ctx = rlwe_context(evaluator.params)
+        self._ctx = evaluator.context
         self._moduli_twice: dict[int, torch.Tensor] = {}
+
+    @property
+    def plan(self) -> KernelPlan:
+        """The evaluator's kernel plan. Its fused circuit: one tensor product launch for both ciphertexts, both
+        d_2 in one INTT, both inner products in one pass over the key and the addition of (d_0, d_1) in ModDown's
+        pass; else the composed ops."""
+        return self.evaluator.plan
 
     def _pair_moduli(self, level: int) -> torch.Tensor:
         """``[2 (l+1), 4]``: Q_l's moduli twice, for ops over both ciphertexts' rows as one ``[2 (l+1), N]`` block."""
@@ -139,7 +152,7 @@ class PairEvaluator:
         """:meth:`Evaluator.linear_combination` on pairs (terms ``[(pair, value, constant_scale, sign)]``):
         one pass for both ciphertexts, the constant on both c_0."""
         flat = [(p.flat(), value, constant_scale, sign) for p, value, constant_scale, sign in terms]
-        out = self.evaluator._linear_combination(flat, level, constant, "linear_combination", constant_components=2)
+        out = self.evaluator.linear_combination(flat, level, constant, constant_components=2)
         return terms[0][0].unflat(out)
 
     def add(self, a: CiphertextPair, b) -> CiphertextPair:
@@ -156,7 +169,7 @@ class PairEvaluator:
             return a.unflat(flat)
         # a constant: onto the c_0 of both ciphertexts, one contiguous block; the evaluator's exact
         # encoding of the constant at a's scale (re + im X^(N/2), as Evaluator.add does)
-        constant = self.evaluator._constant(complex(b), a.scale, a.level, op)
+        constant = self.evaluator.encode_constant(complex(b), a.scale, a.level, op=op)
         moduli = self._ctx.q_at(a.level).moduli
         out = torch.empty_like(a.data)
         out[1:].copy_(a.data[1:])
@@ -172,7 +185,7 @@ class PairEvaluator:
         level = min(a.level, b.level)
         x, y = (p.data[:, :, :level + 1].contiguous() for p in (a, b))  # views unless a level is dropped
         moduli = self._ctx.q_at(level).moduli
-        if _fused_passes():  # one tensor_product over [2, 2 (l+1), N]: both ciphertexts' rows side by side
+        if self.plan.fused_circuit:  # one tensor_product over [2, 2 (l+1), N]: both ciphertexts' rows side by side
             rows = 2 * (level + 1)
             data = ops.tensor_product(x.view(2, rows, -1), y.view(2, rows, -1), self._pair_moduli(level))
             return CiphertextPair(data.view(3, 2, level + 1, -1), level, a.scale * b.scale, a.slots, a.params_id)
@@ -189,22 +202,17 @@ class PairEvaluator:
             raise ParameterError(f"{op}: expected a degree-2 pair, got degree {p.degree}")
         ctx, level = self._ctx, p.level
         key = self.evaluator.keys.relin_key(op)
-        if _fused_passes():  # the inner products written in place, (d0, d1) added in ModDown's pass
+        if self.plan.fused_circuit:  # both d_2 in one INTT, both inner products in one pass over the key
             extended = torch.empty((2, 2, len(ctx.qp_at(level)), ctx.n), dtype=torch.int64, device=p.data.device)
-            if ops.kernel_variant("fused") >= 2:  # both d_2 in one INTT, both inner products in one pass over the key
-                coeffs = ctx.q_at(level).intt(p.data[2])
-                digits = [keyswitch._decompose_mod_up(ctx, p.data[2, i], level, coeffs[i]) for i in (0, 1)]
-                keyswitch._inner_product_pair_into(ctx, *digits, key, level, extended)
-            else:
-                for i in (0, 1):
-                    digits = keyswitch.decompose_mod_up(ctx, p.data[2, i], level)
-                    keyswitch._inner_product_into(ctx, digits, key, level, extended[:, i])
+            coeffs = ctx.q_at(level).intt(p.data[2])
+            digits = [switching.decompose_mod_up(ctx, p.data[2, i], level, coeffs[i]) for i in (0, 1)]
+            switching.inner_product_pair_into(ctx, *digits, key, level, extended)
             d01 = p.data[:2].reshape(4, level + 1, ctx.n)  # a view: (d0, d1) of both, in ModDown's batch order
-            out = keyswitch._mod_down(ctx, extended.view(4, -1, ctx.n), level, add=d01)
+            out = switching.mod_down(ctx, extended.view(4, -1, ctx.n), level, add=d01)
             return p.replace(data=out.view(2, 2, level + 1, ctx.n))
-        extended = torch.stack([keyswitch.inner_product(ctx, keyswitch.decompose_mod_up(ctx, p.data[2, i], level),
+        extended = torch.stack([switching.inner_product(ctx, switching.decompose_mod_up(ctx, p.data[2, i], level),
                                                         key, level) for i in (0, 1)], dim=1)  # [2, 2, QP_l, N]
-        out = keyswitch.mod_down(ctx, extended, level)
+        out = switching.mod_down(ctx, extended, level)
         ops.add(out, p.data[:2], ctx.q_at(level).moduli, out=out)
         return p.replace(data=out)
 

@@ -23,7 +23,7 @@ namespace fhe {
 // then, in a CUDA table (R = 12), the same words interleaved as (w, w') pairs over two rows each (4-5
 // forward, 6-7 inverse: pair i at words 2i, 2i + 1), which the CUDA kernels read with one 16-byte load
 // per twiddle, and the pairs (w, w / q) as IEEE doubles (8-9 forward, 10-11 inverse; store_fp64_pair) for the
-// FP64 butterflies (cuda/ntt.cu, Fp64Twiddles). Kernels take R from the table (NttArgs::table_rows).
+// FP64 butterflies (cuda/ntt_math.cuh, Fp64Twiddles). Kernels take R from the table (NttArgs::table_rows).
 enum NttTableRow : int {
   kFwd = 0,
   kFwdShoup = 1,

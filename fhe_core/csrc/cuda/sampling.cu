@@ -1,5 +1,5 @@
 // ChaCha20 samplers on the GPU: one thread per 64-byte block, the same block-to-element mapping
-// as cpu/sampling_cpu.cpp (see common/sampling.h), hence identical polynomials.
+// as cpu/sampling.cpp (see common/sampling.h), hence identical polynomials.
 #include "../common/sampling.h"
 #include "launch.cuh"
 

@@ -1,11 +1,11 @@
-"""The evaluator's fused passes (ops.kernel_variant("fused")): Evaluator.linear_combination against
-the products and additions it replaces, and the fused rescale against the composed one, residue for
-residue and scale for scale (CPU; the gpu marker repeats them on CUDA)."""
+"""The evaluator's fused passes (KernelPlan.fused_circuit): Evaluator.linear_combination against the products and
+additions it replaces, and the fused rescale against the composed one (the reference plan's), residue for residue and
+scale for scale (CPU; the gpu marker repeats them on CUDA)."""
 import numpy as np
 import pytest
 import torch
 
-from fhe_core import ckks, ops, rlwe
+from fhe_core import ckks, rlwe
 from fhe_core.ckks import Decryptor, Encoder, Encryptor, Evaluator
 from fhe_core.errors import LevelMismatchError, ParameterError
 from fhe_core.params import preset
@@ -20,7 +20,8 @@ class Setup:
         self.rng, _ = fresh_rng()
         ctx = ckks.rlwe_context(params)
         sk = rlwe.gen_secret_key(ctx)
-        self.evaluator = Evaluator(params, rlwe.gen_eval_keys(ctx, sk, []))
+        self.keys = rlwe.gen_eval_keys(ctx, sk, [])
+        self.evaluator = Evaluator(params, self.keys)
         self.encoder, self.encryptor, self.decryptor = Encoder(params), Encryptor(params, sk), Decryptor(params, sk)
 
     def encrypt(self, level: int):
@@ -79,11 +80,11 @@ def test_linear_combination_checks_its_terms(s):
 @pytest.mark.parametrize("degree", [1, 2])
 def test_fused_rescale_equals_the_composed_one(s, degree):
     ev = s.evaluator
+    reference = Evaluator(s.params, s.keys, plan=ev.plan.replace(fused_circuit=False))
+    assert ev.plan.fused_circuit
     _, a = s.encrypt(4)
     ct = ev.tensor(a, a) if degree == 2 else a
-    with ops.use_kernel_variant("fused", 0):
-        composed = ev.rescale(ct)
-    with ops.use_kernel_variant("fused", 1):
-        fused = ev.rescale(ct)
+    composed = reference.rescale(ct)
+    fused = ev.rescale(ct)
     assert torch.equal(fused.data, composed.data) and fused.data.is_contiguous()
     assert (fused.level, fused.scale) == (composed.level, composed.scale)

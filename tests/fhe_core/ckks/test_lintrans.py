@@ -33,7 +33,7 @@ from fhe_core.ckks import Decryptor, Encoder, Encryptor, Evaluator, LinearTransf
 from fhe_core.ckks.lintrans import _fused_multiply_accumulate, _multiply_accumulate, matrix_diagonals
 from fhe_core.errors import LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError, ResidueError
 from fhe_core.params import preset
-from fhe_core.rlwe import keyswitch
+from fhe_core.rlwe import switching
 from fhe_reference import DEVICES, fresh_rng, random_residues
 
 PRESET = "N12QP483L6D3Insecure"  # N = 2^12, L = 6, 40-bit scaling primes, scale 2^40, dnum = 3
@@ -251,34 +251,34 @@ def test_double_hoisting_counts_its_mod_ups_and_mod_downs(s, monkeypatch):
     transform, diagonals = scattered_transform(s, n)
     evaluator = s.evaluator(transform.galois_elements())
     calls = {"mod_up": 0, "mod_down": [], "keys": []}
-    real = {name: getattr(keyswitch, name)
-            for name in ("_decompose_mod_up", "mod_down", "inner_product", "_inner_product_into",
-                         "_inner_product_babies_into")}
+    real = {name: getattr(switching, name)
+            for name in ("decompose_mod_up", "mod_down", "inner_product", "inner_product_into",
+                         "inner_product_babies_into")}
 
     def mod_up(ctx, d, level, *args):  # (the unchecked step: the public one and the batched giant steps call it)
         calls["mod_up"] += 1
-        return real["_decompose_mod_up"](ctx, d, level, *args)
+        return real["decompose_mod_up"](ctx, d, level, *args)
 
-    def mod_down(ctx, c, level):
+    def mod_down(ctx, c, level, *args, **kwargs):
         calls["mod_down"].append(tuple(c.shape[:-2]))
-        return real["mod_down"](ctx, c, level)
+        return real["mod_down"](ctx, c, level, *args, **kwargs)
 
     def inner_product(ctx, digits, key, level):
         calls["keys"].append(key.galois_element)
         return real["inner_product"](ctx, digits, key, level)
 
-    def inner_product_into(ctx, digits, key, level, out, **fused):  # the fused passes (ops.kernel_variant "fused")
+    def inner_product_into(ctx, digits, key, level, out, **fused):  # the fused circuit's giant steps
         calls["keys"].append(key.galois_element)
-        return real["_inner_product_into"](ctx, digits, key, level, out, **fused)
+        return real["inner_product_into"](ctx, digits, key, level, out, **fused)
 
-    def inner_product_babies_into(ctx, digits, keys, *args, **kwargs):  # fused variant 3: the babies at once
+    def inner_product_babies_into(ctx, digits, keys, *args, **kwargs):  # the fused circuit: the babies at once
         calls["keys"] += [key.galois_element for key in keys]
-        return real["_inner_product_babies_into"](ctx, digits, keys, *args, **kwargs)
+        return real["inner_product_babies_into"](ctx, digits, keys, *args, **kwargs)
 
-    for name, fn in (("_decompose_mod_up", mod_up), ("mod_down", mod_down), ("inner_product", inner_product),
-                     ("_inner_product_into", inner_product_into),
-                     ("_inner_product_babies_into", inner_product_babies_into)):
-        monkeypatch.setattr(keyswitch, name, fn)
+    for name, fn in (("decompose_mod_up", mod_up), ("mod_down", mod_down), ("inner_product", inner_product),
+                     ("inner_product_into", inner_product_into),
+                     ("inner_product_babies_into", inner_product_babies_into)):
+        monkeypatch.setattr(switching, name, fn)
     z = s.vector(n)
     ct = s.encrypt(z)
     out = transform.evaluate(evaluator, ct)
@@ -286,7 +286,7 @@ def test_double_hoisting_counts_its_mod_ups_and_mod_downs(s, monkeypatch):
     giants = [g for g in transform.giant_steps if g]
     babies = [j for j in transform.baby_steps if j]
     assert calls["mod_up"] == 1 + len(giants)
-    *giant_mod_downs, final = calls["mod_down"]  # one component per nonzero giant step (fused 3: one batch)
+    *giant_mod_downs, final = calls["mod_down"]  # one component per nonzero giant step (fused circuit: one batch)
     assert final == (2,) and sum(math.prod(shape) for shape in giant_mod_downs) == len(giants)
     assert calls["keys"] == ckks.galois_elements(s.params.n, babies + giants)
     expected = dense_from_diagonals(diagonals, n) @ z
@@ -356,9 +356,9 @@ def test_bsgs_equals_naive_diagonal_method(s):
 
 @pytest.mark.parametrize("baby_step", [8, 4])
 def test_fused_and_unfused_mac_give_the_same_residues(s, baby_step):
-    """Single hoisting: ops.ks_inner_product over the stacked baby steps and the mul/mul_add loop
-    compute the same sums mod q: identical ciphertexts. Diagonals 0..7 with n1 = 8 use consecutive rows of
-    the stack (a view); scattered ones with n1 = 4 need a gathered copy."""
+    """Single hoisting: ops.ks_inner_product over the stacked baby steps (the fused circuit) and the mul/mul_add
+    loop (the reference plan) compute the same sums mod q: identical ciphertexts. Diagonals 0..7 with n1 = 8 use
+    consecutive rows of the stack (a view); scattered ones with n1 = 4 need a gathered copy."""
     n = 64
     ks = range(8) if baby_step == 8 else sorted(int(k) for k in s.rng.choice(n, 12, replace=False))
     diagonals = {k: s.vector(n) for k in ks}
@@ -367,7 +367,8 @@ def test_fused_and_unfused_mac_give_the_same_residues(s, baby_step):
     z = s.vector(n)
     ct = s.encrypt(z)
     fused = transform.evaluate(evaluator, ct, rescale=False, double_hoisting=False)
-    loop = transform.evaluate(evaluator, ct, rescale=False, fused=False)
+    composed = ckks.Evaluator(evaluator.params, evaluator.keys, plan=evaluator.plan.replace(fused_circuit=False))
+    loop = transform.evaluate(composed, ct, rescale=False, double_hoisting=False)
     assert torch.equal(fused.data, loop.data)
     assert bits(s.decrypt(evaluator.rescale(fused)), dense_from_diagonals(diagonals, n) @ z) >= PRECISION[n]
 

@@ -293,7 +293,7 @@ class CountingEvaluator:
     """Delegates to a real Evaluator and counts the calls the polynomial evaluator makes."""
 
     def __init__(self, evaluator: Evaluator):
-        self.params, self._evaluator, self.calls = evaluator.params, evaluator, []
+        self.params, self.plan, self._evaluator, self.calls = evaluator.params, evaluator.plan, evaluator, []
 
     def __getattr__(self, name):
         method = getattr(self._evaluator, name)

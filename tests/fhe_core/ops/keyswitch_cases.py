@@ -1,25 +1,12 @@
-"""For the tests that check a kernel variant against the CPU bit for bit (test_pdl, test_fp64_ntt,
-test_inverse_variants): the variant switch itself, and key switches at the benchmark's shape (N = 2^16, L = 30,
-dnum = 3) on both devices: HMult + relin and HRotate at three levels, the CPU's results, eager and CUDA-graph runs."""
-import pytest
+"""For the tests that check the kernel plans against the CPU bit for bit (test_pdl, test_fp64_ntt): key switches at
+the benchmark's shape (N = 2^16, L = 30, dnum = 3) on both devices: HMult + relin and HRotate at three levels, the
+CPU's results, an evaluator per plan, eager and CUDA-graph runs."""
 import torch
 
-from fhe_core import ckks, ops, rlwe
+from fhe_core import ckks, rlwe
 from fhe_core.params import preset
 from fhe_reference import fresh_rng
-
-
-def assert_variant_switch(name: str, values: tuple[int, ...], default: int):
-    """ops.kernel_variant(name) reads the default; use_kernel_variant sets every value and restores the default; one
-    past the last value is refused with its range."""
-    assert ops.kernel_variant(name) == default
-    for value in values:
-        with ops.use_kernel_variant(name, value):
-            assert ops.kernel_variant(name) == value
-        assert ops.kernel_variant(name) == default
-    last = values[-1]
-    with pytest.raises(RuntimeError, match=rf"{name} is 0 \(reference\) to {last}, got {last + 1}"):
-        ops.kernel_variant(name, last + 1)
+from plan_cases import KERNEL_PLANS
 
 
 def seed(label: str) -> bytes:
@@ -49,8 +36,9 @@ def key_switch_ops(ev, inputs):
 
 
 def n16_key_switch_case(label: str):
-    """(CUDA evaluator, CUDA inputs, the CPU's key_switch_ops results) at N16QP1766L30D3; the caller sets
-    FHE_CORE_TEST_SEEDS (fixed-seed keys on a 128-bit preset)."""
+    """({plan name: CUDA evaluator}, CUDA inputs, the CPU's key_switch_ops results) at N16QP1766L30D3, one evaluator
+    per plan of KERNEL_PLANS (the plan of a whole context: every composition on but for the reference); the caller
+    sets FHE_CORE_TEST_SEEDS (fixed-seed keys on a 128-bit preset)."""
     steps = [1, -1]
     cpu = preset("N16QP1766L30D3", device="cpu")
     gpu = preset("N16QP1766L30D3", device="cuda")
@@ -65,7 +53,8 @@ def n16_key_switch_case(label: str):
         inputs.append((a, b, extreme(cpu, a)))
     expected = key_switch_ops(ckks.Evaluator(cpu, keys), inputs)
     inputs_gpu = [tuple(ct.replace(data=ct.data.cuda()) for ct in triple) for triple in inputs]
-    return ckks.Evaluator(gpu, keys_gpu), inputs_gpu, expected
+    evaluators = {name: ckks.Evaluator(gpu, keys_gpu, plan=plan) for name, plan in KERNEL_PLANS.items()}
+    return evaluators, inputs_gpu, expected
 
 
 def graphed(fn):

@@ -1,4 +1,4 @@
-"""FHE_CORE_CPU_CACHE_MB: the opt-in reuse of large CPU buffers (cpu/alloc_cpu.cpp).
+"""FHE_CORE_CPU_CACHE_MB: the opt-in reuse of large CPU buffers (cpu/alloc.cpp).
 
 Each check runs in a fresh interpreter because the cache is installed when the extension loads.
 """

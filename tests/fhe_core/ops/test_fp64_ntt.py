@@ -1,10 +1,10 @@
-"""The NTT in FP64 arithmetic (ops.kernel_variant "fp64"; ntt.cu's Fp64Twiddles): the butterflies run on the FP64 pipe
-with signed, never reduced values, for primes below 2^46 in the forward columns kernel (1) and its rows kernels (2),
-and for primes below 2^41 in the inverse too (3). Both transforms in Python integers (every IEEE rounding emulated
-exactly, every bound the kernels assume asserted) == the CPU build; the table's FP64 rows hold (w, w / q) correctly
-rounded; on CUDA the transforms (intt_galois and intt_product too), ModUp's fused inner product, ModDown and the key
-switches of HMult + relin and HRotate at N16QP1766L30D3 == fp64 0 == the CPU build, bit for bit, with inputs at q - 1
-(4q - 1 and 2q - 1 in the models) and primes on both sides of 2^46 and 2^41."""
+"""The NTT in FP64 arithmetic (KernelPlan.fp64_butterflies; ntt_math.cuh's Fp64Twiddles): the butterflies run on the
+FP64 pipe with signed, never reduced values, for primes below 2^46 in the forward transform's kernels and below 2^41 in
+the inverse's. Both transforms in Python integers (every IEEE rounding emulated exactly, every bound the kernels
+assume asserted) == the CPU build; the table's FP64 rows hold (w, w / q) correctly rounded; on CUDA the transforms
+(intt_galois and intt_product too), ModUp's fused inner product, ModDown and the key switches of HMult + relin and
+HRotate at N16QP1766L30D3 == the integer butterflies == the reference kernels == the CPU build, bit for bit, with
+inputs at q - 1 (4q - 1 and 2q - 1 in the models) and primes on both sides of 2^46 and 2^41."""
 import struct
 
 import numpy as np
@@ -14,16 +14,12 @@ import torch
 from fhe_core import ops
 from fhe_core.ring import RNSBasis, generate_primes, modulus_table, primitive_root_2n, words_tensor
 from fhe_reference import fresh_rng, ntt_prime_above, ntt_prime_below, random_residues
-from keyswitch_cases import assert_same, assert_variant_switch, key_switch_ops, n16_key_switch_case
+from keyswitch_cases import assert_same, key_switch_ops, n16_key_switch_case
+from plan_cases import KERNEL_PLANS
 
-FP64_VARIANTS = (0, 1, 2, 3)
 FP64_LIMIT = 1 << 46  # fp64_forward_fits
 FP64_INVERSE_LIMIT = 1 << 41  # fp64_inverse_fits
 ROUNDING_SHIFT = 3 << 51  # 1.5 * 2^52
-
-
-def test_fp64_variant_switch():
-    assert_variant_switch("fp64", FP64_VARIANTS, default=3)
 
 
 def _double(word: int) -> float:
@@ -106,8 +102,8 @@ def _forward_model(words: list[int], table: torch.Tensor, q: int, log_n: int) ->
 
 
 def _canonical_fp64(x: int, q: int) -> int:
-    """ntt.cu's leaving() for the inverse: x - k q with k = fl(x fl(1/q) + 1.5 * 2^52) - 1.5 * 2^52, plus q, then one
-    conditional subtraction of q."""
+    """ntt_math.cuh's leaving() for the inverse: x - k q with k = fl(x fl(1/q) + 1.5 * 2^52) - 1.5 * 2^52, plus q, then
+    one conditional subtraction of q."""
     assert abs(x) < 1 << 50
     num, den = (1.0 / q).as_integer_ratio()  # (the division of two exact doubles is correctly rounded, as __drcp_rn)
     r = x - _round_half_even(x * num, den) * q
@@ -200,11 +196,10 @@ def test_fp64_ntt_matches_the_cpu(log_n, prefix, limbs):
     a = random_residues(rng, primes, prefix, n)
     a.view(-1, limbs, n)[0, :, : n // 2] = cpu.moduli[:, :1] - 1
     expected = cpu.ntt(a)
-    for variant in FP64_VARIANTS:
-        with ops.use_kernel_variant("fp64", variant):
-            assert torch.equal(gpu.ntt(a.cuda()).cpu(), expected), variant
-            skipped = ops.ntt(a.cuda(), gpu.moduli, gpu.ntt_table, skip=(1, 0, 1)).cpu()
-        assert torch.equal(skipped, ops.ntt(a, cpu.moduli, cpu.ntt_table, skip=(1, 0, 1))), (variant, "skip")
+    for name, plan in KERNEL_PLANS.items():
+        assert torch.equal(gpu.with_plan(plan).ntt(a.cuda()).cpu(), expected), name
+        skipped = ops.ntt(a.cuda(), gpu.moduli, gpu.ntt_table, skip=(1, 0, 1), plan=plan).cpu()
+        assert torch.equal(skipped, ops.ntt(a, cpu.moduli, cpu.ntt_table, skip=(1, 0, 1))), (name, "skip")
 
 
 @pytest.mark.gpu
@@ -223,22 +218,21 @@ def test_fp64_intt_matches_the_cpu(log_n, prefix, limbs):
     expected = [cpu.intt(a), *ops.intt_galois(a, cpu.moduli, cpu.ntt_table, k),
                 *ops.intt_product(a, b, cpu.moduli, cpu.ntt_table)]
     wide = torch.cat([a.view(-1, limbs, n), a.view(-1, limbs, n).flip(-1)], dim=-2).cuda()
-    for variant in FP64_VARIANTS:
-        with ops.use_kernel_variant("fp64", variant):
-            got = [gpu.intt(a.cuda()), *ops.intt_galois(a.cuda(), gpu.moduli, gpu.ntt_table, k),
-                   *ops.intt_product(a.cuda(), b.cuda(), gpu.moduli, gpu.ntt_table)]
-            strided = ops.intt(wide[:, :limbs], gpu.moduli, gpu.ntt_table).cpu()
-        assert_same(got, expected, ("fp64", variant))
-        assert torch.equal(strided, expected[0].view(-1, limbs, n)), (variant, "strided")
+    for name, plan in KERNEL_PLANS.items():
+        got = [gpu.with_plan(plan).intt(a.cuda()), *ops.intt_galois(a.cuda(), gpu.moduli, gpu.ntt_table, k, plan=plan),
+               *ops.intt_product(a.cuda(), b.cuda(), gpu.moduli, gpu.ntt_table, plan=plan)]
+        strided = ops.intt(wide[:, :limbs], gpu.moduli, gpu.ntt_table, plan=plan).cpu()
+        assert_same(got, expected, ("fp64", name))
+        assert torch.equal(strided, expected[0].view(-1, limbs, n)), (name, "strided")
 
 
 @pytest.mark.gpu
 def test_fp64_key_switches_match_the_cpu(monkeypatch):
     """HMult + relin and HRotate at N16QP1766L30D3 (ModUp's transform before and in the fused inner product, ModDown's
-    before its epilogue: 40- and 46-bit primes in FP64, q_0's 60 bits in the integer rounds) == the CPU, every fp64
-    variant."""
+    before its epilogue: 40- and 46-bit primes in FP64, q_0's 60 bits in the integer rounds) == the CPU, every
+    plan (the default resolves FP64 butterflies for this preset)."""
     monkeypatch.setenv("FHE_CORE_TEST_SEEDS", "1")  # fixed-seed keys on a 128-bit preset: the same on both devices
-    ev, inputs_gpu, expected = n16_key_switch_case("fp64")
-    for variant in FP64_VARIANTS:
-        with ops.use_kernel_variant("fp64", variant):
-            assert_same(key_switch_ops(ev, inputs_gpu), expected, ("fp64", variant))
+    evaluators, inputs_gpu, expected = n16_key_switch_case("fp64")
+    assert evaluators["tuned"].plan == ops.KernelPlan.resolve("cuda", 1 << 16, evaluators["tuned"].params.q_primes)
+    for name, ev in evaluators.items():
+        assert_same(key_switch_ops(ev, inputs_gpu), expected, ("fp64", name))

@@ -1,6 +1,6 @@
-"""A rotation's automorphism inside the key switch's kernels (ops.kernel_variant "galois"): ops.intt_galois
-(ModUp's inverse NTT reading sigma_k(a)) and ops.mod_down_ntt's add_galois (ModDown's last store adding
-sigma_k(add)) against automorphism_ntt followed by the plain ops, on the CPU and on every CUDA NTT variant,
+"""A rotation's automorphism inside the key switch's kernels: ops.intt_galois (ModUp's inverse NTT reading
+sigma_k(a)) and ops.mod_down_ntt's add_galois (ModDown's last store adding sigma_k(add)) against automorphism_ntt
+followed by the plain ops, on the CPU and on every CUDA kernel plan (the reference kernels compose them so),
 bit for bit; and the slot-run property the CUDA kernels rely on."""
 import pytest
 import torch
@@ -9,8 +9,7 @@ from fhe_core import ops
 from fhe_core.ring import RNSBasis, generate_primes, shoup_constants
 from fhe_core.ring.primes import is_prime
 from fhe_reference import fresh_rng, random_residues
-
-NTT_VARIANTS = tuple(range(7))
+from plan_cases import KERNEL_PLANS
 
 
 def _elements(n: int, rng) -> list[int]:
@@ -84,9 +83,9 @@ def test_mod_down_ntt_add_galois_on_cpu_adds_the_automorphism():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("log_n", [11, 16, 17])
-def test_intt_galois_on_cuda_every_variant(log_n):
-    """intt_galois on every NTT variant (variant 0 and views off 16-byte alignment: automorphism_ntt, then the
-    inverse; >= 1: sigma_k read by the inverse rows kernel) == the CPU build."""
+def test_intt_galois_on_cuda_every_plan(log_n):
+    """intt_galois on every kernel plan (the reference kernels and views off 16-byte alignment: automorphism_ntt,
+    then the inverse; the tuned ones: sigma_k read by the inverse rows kernel) == the CPU build."""
     rng, _ = fresh_rng()
     n = 1 << log_n
     primes, cpu, a = _case(rng, n)
@@ -96,19 +95,18 @@ def test_intt_galois_on_cuda_every_variant(log_n):
     shifted.copy_(a)
     for k in _elements(n, rng):
         expected = ops.intt_galois(a, cpu.moduli, cpu.ntt_table, k)
-        for variant in NTT_VARIANTS:
-            with ops.use_kernel_variant("ntt", variant):
-                got = ops.intt_galois(a.cuda(), gpu.moduli, gpu.ntt_table, k)
-                got_shifted = ops.intt_galois(shifted, gpu.moduli, gpu.ntt_table, k)
+        for plan_name, plan in KERNEL_PLANS.items():
+            got = ops.intt_galois(a.cuda(), gpu.moduli, gpu.ntt_table, k, plan=plan)
+            got_shifted = ops.intt_galois(shifted, gpu.moduli, gpu.ntt_table, k, plan=plan)
             for name, pair in (("aligned", got), ("misaligned", got_shifted)):
-                assert torch.equal(pair[1].cpu(), expected[1]), (k, variant, name, "permuted")
-                assert torch.equal(pair[0].cpu(), expected[0]), (k, variant, name)
+                assert torch.equal(pair[1].cpu(), expected[1]), (k, plan_name, name, "permuted")
+                assert torch.equal(pair[0].cpu(), expected[0]), (k, plan_name, name)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("log_n", [11, 16, 17])
-def test_mod_down_ntt_add_galois_on_cuda_every_variant(log_n):
-    """mod_down_ntt(add, add_galois=k) on every NTT variant (the rows kernel's store reads sigma_k(add) in place)
+def test_mod_down_ntt_add_galois_on_cuda_every_plan(log_n):
+    """mod_down_ntt(add, add_galois=k) on every kernel plan (the rows kernel's store reads sigma_k(add) in place)
     == the CPU build, also with the lazy forward's largest prime."""
     rng, _ = fresh_rng()
     n = 1 << log_n
@@ -122,7 +120,6 @@ def test_mod_down_ntt_add_galois_on_cuda_every_variant(log_n):
     gpu_args = (x.cuda(), c.cuda(), 2, *(t.cuda() for t in consts), gpu.moduli, gpu.ntt_table)
     for k in _elements(n, rng)[:4]:
         expected = ops.mod_down_ntt(x, c, 2, *consts, basis.moduli, basis.ntt_table, add, add_galois=k)
-        for variant in NTT_VARIANTS:
-            with ops.use_kernel_variant("ntt", variant):
-                got = ops.mod_down_ntt(*gpu_args, add.cuda(), add_galois=k).cpu()
-            assert torch.equal(got, expected), (k, variant)
+        for name, plan in KERNEL_PLANS.items():
+            got = ops.mod_down_ntt(*gpu_args, add.cuda(), add_galois=k, plan=plan).cpu()
+            assert torch.equal(got, expected), (k, name)

@@ -108,7 +108,7 @@ def test_ntt_rejects_bad_input(device):
 
 def _largest_lazy_prime(log_n: int) -> int:
     """The largest prime q = 1 mod 2N with (5 + 2 log N) q < 2^64: the CUDA kernels' limit for forward
-    butterflies without Harvey's reduction (ntt.cu, "lazy forward")."""
+    butterflies without Harvey's reduction (common/ntt.h, "lazy forward")."""
     step = 2 << log_n
     q = (2 ** 64 - 1) // (5 + 2 * log_n)
     q -= (q - 1) % step

@@ -1,17 +1,15 @@
-"""ModUp's forward NTT with the key-switching inner product in one op (ops.ntt_inner_product, ops.kernel_variant
-"ks_fuse"): equal to ops.ntt (skipping the digits' own rows) then ops.ks_inner_product, on the CPU and, bit for
-bit, on every CUDA variant of the fusion and of the NTT; at the shapes of the key switch (alpha own rows per digit,
-a short last digit, more than 8 digits), with q - 1 residues, lazy [0, 3q) Conv outputs and primes on both sides
-of the NTT's lazy bounds."""
+"""ModUp's forward NTT with the key-switching inner product in one op (ops.ntt_inner_product): equal to ops.ntt
+(skipping the digits' own rows) then ops.ks_inner_product, on the CPU and, bit for bit, on every CUDA kernel plan
+(the tuned ones fuse: one thread group per digit up to 4 digits, the digits in turn beyond; the reference runs the
+two ops); at the shapes of the key switch (alpha own rows per digit, a short last digit, more than 8 digits), with
+q - 1 residues, lazy [0, 3q) Conv outputs and primes on both sides of the NTT's lazy bounds."""
 import pytest
 import torch
 
 from fhe_core import ops
 from fhe_core.ring import RNSBasis, generate_primes, shoup_constants
 from fhe_reference import fresh_rng, random_residues
-
-KS_FUSE_VARIANTS = (0, 1, 2, 3, 4, 5)  # 4, 5: one thread group per digit (up to 4 digits; more: variant 3)
-NTT_VARIANTS = (6, 5, 4, 3, 2, 1, 0)  # 2 to 0: the fused kernel needs the lazy rows (3+): the two ops instead
+from plan_cases import KERNEL_PLANS
 
 
 def _case(rng, log_n, p_bits, q_bits, alpha, spare_key_rows=2):
@@ -55,7 +53,7 @@ def _lazy(digits, basis, skip, rng):
 # (log N, P bits, Q bits, alpha): the key-switching layout of N16QP1766L30D3 (alpha 11, dnum 3, a last digit of 9)
 # at small N; a short last digit with 58-61-bit primes (around the truncated and lazy bounds: Harvey's butterflies
 # for the widest); more than 8 digits (each word reduced before its products); a row length of 2^5 and of 2^7;
-# 2, 4 and 1 digits (ks_fuse 4, 5: that many thread groups per block).
+# 2, 4 and 1 digits (the digit-group kernel: that many thread groups per block).
 CASES = [
     (12, (46,) * 11, (60,) + (40,) * 30, 11),
     (11, (61, 60), (58, 59, 60, 61, 50), 2),
@@ -141,9 +139,9 @@ def test_ntt_inner_product_rejects_bad_arguments():
 @pytest.mark.parametrize("case", CASES + [(16, (46,) * 11, (60,) + (40,) * 30, 11), (16, (58, 59), (61, 60, 58), 2),
                                   (16, (50,) * 4, (45,) * 8, 2), (16, (46,) * 11, (60,) + (40,) * 8, 11)],
                          ids=lambda c: f"N2^{c[0]}-alpha{c[3]}-{c[2][0]}")
-def test_ntt_inner_product_variants_are_bit_identical(case):
-    """Every ks_fuse variant on every NTT variant (N = 2^16: the compile-time row length) == the CPU, from
-    canonical and from lazy [0, 3q) inputs."""
+def test_ntt_inner_product_plans_are_bit_identical(case):
+    """Every kernel plan (N = 2^16: the compile-time row length) == the CPU, from canonical and from lazy [0, 3q)
+    inputs."""
     rng, _ = fresh_rng()
     basis, digits, key, skip = _case(rng, *case)
     expected = _expected(basis, digits, key, skip)
@@ -151,20 +149,18 @@ def test_ntt_inner_product_variants_are_bit_identical(case):
     gpu = RNSBasis.get(basis.primes, basis.n, "cuda")
     lazy = _lazy(digits, basis, skip, rng).cuda()
     key_gpu = key.cuda()
-    for ntt_variant in NTT_VARIANTS:
-        for fuse in KS_FUSE_VARIANTS:
-            with ops.use_kernel_variant("ntt", ntt_variant), ops.use_kernel_variant("ks_fuse", fuse):
-                for name, x in (("canonical", digits.cuda()), ("lazy", lazy.clone())):
-                    got = ops.ntt_inner_product(x, gpu.moduli, gpu.ntt_table, key_gpu, rows, rows, skip=skip)
-                    assert torch.equal(got.cpu(), expected), (ntt_variant, fuse, name)
+    for plan_name, plan in KERNEL_PLANS.items():
+        for name, x in (("canonical", digits.cuda()), ("lazy", lazy.clone())):
+            got = ops.ntt_inner_product(x, gpu.moduli, gpu.ntt_table, key_gpu, rows, rows, skip=skip, plan=plan)
+            assert torch.equal(got.cpu(), expected), (plan_name, name)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[5], CASES[6], (16, (46,) * 11, (60,) + (40,) * 30, 11)],
                          ids=lambda c: f"N2^{c[0]}-alpha{c[3]}-{len(c[1])}")
 def test_ntt_inner_product_own_rows_are_bit_identical(case):
-    """``own`` / ``own_galois`` (read in place by the fused kernels, copied into the digits by the others) on every
-    ks_fuse variant and on NTT variants 6 and 2 == the CPU."""
+    """``own`` / ``own_galois`` (read in place by the fused kernels, copied into the digits by the reference) on
+    every kernel plan == the CPU."""
     rng, _ = fresh_rng()
     basis, digits, key, skip, own = _own_case(rng, case)
     rows = len(basis)
@@ -173,12 +169,10 @@ def test_ntt_inner_product_own_rows_are_bit_identical(case):
     for k in (1, 5, 2 * basis.n - 1):
         expected = ops.ntt_inner_product(digits.clone(), basis.moduli, basis.ntt_table, key, rows, rows, skip=skip,
                                          own=own, own_galois=k)
-        for ntt_variant in (6, 2):
-            for fuse in KS_FUSE_VARIANTS:
-                with ops.use_kernel_variant("ntt", ntt_variant), ops.use_kernel_variant("ks_fuse", fuse):
-                    got = ops.ntt_inner_product(digits.cuda(), gpu.moduli, gpu.ntt_table, key_gpu, rows, rows,
-                                                skip=skip, own=own_gpu, own_galois=k)
-                assert torch.equal(got.cpu(), expected), (k, ntt_variant, fuse)
+        for name, plan in KERNEL_PLANS.items():
+            got = ops.ntt_inner_product(digits.cuda(), gpu.moduli, gpu.ntt_table, key_gpu, rows, rows, skip=skip,
+                                        own=own_gpu, own_galois=k, plan=plan)
+            assert torch.equal(got.cpu(), expected), (k, name)
 
 
 def _tensor_case(rng, case):
@@ -205,13 +199,13 @@ def _expected_with_tensor(basis, digits, key, skip, own, a, b, p_mod_q):
 
 
 def test_ntt_inner_product_tensor_terms_rejected_off_the_digits_kernel():
-    """Only CUDA's ks_fuse 5 kernel adds the tensor terms: on the CPU (and with partial or misshapen arguments) a
+    """Only CUDA's digit-group kernel adds the tensor terms: on the CPU (and with partial or misshapen arguments) a
     clear error, never a result without them."""
     rng, _ = fresh_rng()
     basis, digits, key, skip, own, a, b, p_mod_q = _tensor_case(rng, CASES[4])
     rows = len(basis)
     args = (digits, basis.moduli, basis.ntt_table, key, rows, rows)
-    with pytest.raises(RuntimeError, match="tensor_a/tensor_b need the CUDA kernel"):
+    with pytest.raises(RuntimeError, match="tensor_a/tensor_b need the CUDA digit-group kernel"):
         ops.ntt_inner_product(*args, skip=skip, own=own, tensor=(a, b), p_mod_q=p_mod_q[0])
     with pytest.raises(RuntimeError, match="go together"):
         ops.ntt_inner_product(*args, skip=skip, own=own, tensor=(a, b))
@@ -232,8 +226,9 @@ TENSOR_CASES = [CASES[0], CASES[1], CASES[5], (16, (46,) * 11, (60,) + (40,) * 3
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", TENSOR_CASES, ids=lambda c: f"N2^{c[0]}-alpha{c[3]}-{len(c[2])}")
 def test_ntt_inner_product_tensor_terms_are_bit_identical(case):
-    """tensor=(a, b), p_mod_q on ks_fuse 5 (the own-row group adds (P mod q_i) t_c) == the CPU's inner product plus
-    the scaled terms on the Q rows; refused where the kernel does not run (ks_fuse 4, ntt 2)."""
+    """tensor=(a, b), p_mod_q on the tuned plans (the digit-group kernel's own-row group adds (P mod q_i) t_c) == the
+    CPU's inner product plus the scaled terms on the Q rows; refused where that kernel does not run (the
+    reference plan)."""
     rng, _ = fresh_rng()
     basis, digits, key, skip, own, a, b, p_mod_q = _tensor_case(rng, case)
     expected = _expected_with_tensor(basis, digits, key, skip, own, a, b, p_mod_q)
@@ -241,11 +236,10 @@ def test_ntt_inner_product_tensor_terms_are_bit_identical(case):
     gpu = RNSBasis.get(basis.primes, basis.n, "cuda")
     args = (gpu.moduli, gpu.ntt_table, key.cuda(), rows, rows)
     extra = dict(skip=skip, own=own.cuda(), tensor=(a.cuda(), b.cuda()), p_mod_q=p_mod_q[0].cuda())
-    for ntt_variant in (6, 3):
-        with ops.use_kernel_variant("ntt", ntt_variant), ops.use_kernel_variant("ks_fuse", 5):
-            got = ops.ntt_inner_product(digits.cuda(), *args, **extra)
-        assert torch.equal(got.cpu(), expected), ntt_variant
-    for ntt_variant, fuse in ((6, 4), (2, 5), (6, 0)):
-        with ops.use_kernel_variant("ntt", ntt_variant), ops.use_kernel_variant("ks_fuse", fuse):
-            with pytest.raises(RuntimeError, match="need the CUDA kernel"):
-                ops.ntt_inner_product(digits.cuda(), *args, **extra)
+    for name, plan in KERNEL_PLANS.items():
+        if not plan.tuned_ntt:
+            with pytest.raises(RuntimeError, match="need the CUDA digit-group kernel"):
+                ops.ntt_inner_product(digits.cuda(), *args, **extra, plan=plan)
+            continue
+        got = ops.ntt_inner_product(digits.cuda(), *args, **extra, plan=plan)
+        assert torch.equal(got.cpu(), expected), name

@@ -1,21 +1,23 @@
-"""NTT variants 5 and 6. 5: the inverse's sums left unreduced within each round of up to 3 stages
-(gs_butterfly_lazy, primes below 2^60): a Python-integer model of the kernels' rounds at the largest such
-prime (every bound the kernel assumes asserted, every value below 2^64) == the CPU build. 6: the forward
-columns' Shoup quotient truncated (mulhi_truncated): its error in Python integers at extreme inputs. On CUDA,
-every variant at both prime limits == the CPU build."""
+"""Two pieces of the tuned NTT kernels. The inverse's lazy rounds, which its kernels run for primes between the
+unreduced inverse's limit 2^(63 - log N) and 2^60: the sums left unreduced within each round of up to 3 stages
+(gs_butterfly_lazy), a Python-integer model of the kernels' rounds at the largest such prime (every bound the kernel
+assumes asserted, every value below 2^64) == the CPU build. The forward columns' Shoup quotient truncated
+(mulhi_truncated): its error in Python integers at extreme inputs. On CUDA, every kernel plan at both prime limits
+== the CPU build."""
 import numpy as np
 import pytest
 import torch
 
 from fhe_core import ops
-from fhe_core.ring import RNSBasis, shoup_constants
+from fhe_core.ring import RNSBasis
 from fhe_reference import fresh_rng, inverse_ntt_rounds, ntt_prime_above, ntt_prime_below, random_residues
+from plan_cases import KERNEL_PLANS, assert_forward_ntt_matches_cpu
 
 WORD = 1 << 64
 
 
 def _bound(step: int, j: int) -> int:
-    """ntt.cu's lazy_inverse_bound: before step `step` of a round, unit element j is below this times q."""
+    """cuda/ntt_math.cuh's lazy_inverse_bound: before step `step` of a round, unit element j is below this times q."""
     low = j & ((1 << step) - 1)
     return 2 << step if low == 0 else 2 << (step - 1 - (low.bit_length() - 1))
 
@@ -75,7 +77,7 @@ def test_lazy_inverse_rounds_in_python_integers_at_the_prime_limit(log_n):
 @pytest.mark.parametrize("log_n", [11, 16, 17])
 def test_lazy_inverse_on_cuda_at_its_prime_limit(log_n):
     """The largest prime below 2^60 (lazy rounds), the smallest above (reducing butterflies) and a 61-bit one,
-    inputs at q - 1: every NTT variant == the CPU build (also through intt_galois)."""
+    inputs at q - 1: every kernel plan == the CPU build (also through intt_galois)."""
     rng, _ = fresh_rng()
     n = 1 << log_n
     below = ntt_prime_below(1 << 60, n)
@@ -86,16 +88,15 @@ def test_lazy_inverse_on_cuda_at_its_prime_limit(log_n):
     a[0, :, : n // 2] = cpu.moduli[:, :1] - 1
     expected = cpu.intt(a)
     expected_galois = ops.intt_galois(a, cpu.moduli, cpu.ntt_table, 5)
-    for variant in range(7):
-        with ops.use_kernel_variant("ntt", variant):
-            got = gpu.intt(a.cuda()).cpu()
-            got_galois = ops.intt_galois(a.cuda(), gpu.moduli, gpu.ntt_table, 5)
-        assert torch.equal(got, expected), variant
-        assert torch.equal(got_galois[0].cpu(), expected_galois[0]), (variant, "galois")
+    for name, plan in KERNEL_PLANS.items():
+        got = gpu.with_plan(plan).intt(a.cuda()).cpu()
+        got_galois = ops.intt_galois(a.cuda(), gpu.moduli, gpu.ntt_table, 5, plan=plan)
+        assert torch.equal(got, expected), name
+        assert torch.equal(got_galois[0].cpu(), expected_galois[0]), (name, "galois")
 
 
 def _mulhi_truncated(a: int, b: int) -> int:
-    """ntt.cu's mulhi_truncated: a1 b1 + hi32(a0 b1) + hi32(a1 b0), 32-bit halves."""
+    """cuda/ntt_math.cuh's mulhi_truncated: a1 b1 + hi32(a0 b1) + hi32(a1 b0), 32-bit halves."""
     a0, a1, b0, b1 = a & 0xFFFFFFFF, a >> 32, b & 0xFFFFFFFF, b >> 32
     return a1 * b1 + ((a0 * b1) >> 32) + ((a1 * b0) >> 32)
 
@@ -108,7 +109,7 @@ def _trunc_limit(log_n: int) -> int:
 
 def test_truncated_shoup_product_is_within_4q_at_extreme_inputs():
     """The truncated quotient is 0-2 below floor(a w' / 2^64), so a w - q' q lies in [0, 4q): at a = 2^64 - 1
-    and 2^64 - 2^32, w = q - 1 and 1, and random ones, for primes at the variant's limit."""
+    and 2^64 - 2^32, w = q - 1 and 1, and random ones, for primes at the truncated columns' limit."""
     rng, _ = fresh_rng()
     for log_n in (16, 17):
         q = ntt_prime_below(_trunc_limit(log_n), 1 << log_n)
@@ -126,28 +127,12 @@ def test_truncated_shoup_product_is_within_4q_at_extreme_inputs():
 @pytest.mark.parametrize("log_n", [11, 16, 17])
 def test_truncated_forward_on_cuda_at_its_prime_limit(log_n):
     """The largest prime with (trunc_bound + 1) q < 2^64 (truncated columns, values up to trunc_bound q) and the
-    smallest above it (variant 5's lazy forward), inputs 4q - 1 and q - 1, plain and through ModDown's
-    epilogue: every variant == the CPU build."""
+    smallest above it (the lazy forward with exact quotients), inputs 4q - 1 and q - 1, plain and through ModDown's
+    epilogue: every kernel plan == the CPU build."""
     rng, _ = fresh_rng()
     n = 1 << log_n
     limit = _trunc_limit(log_n)
     below = ntt_prime_below(limit, n)
     above = ntt_prime_above(limit, n)
     primes = [below, above, ntt_prime_below(1 << 50, n)]
-    cpu, gpu = RNSBasis.get(primes, n), RNSBasis.get(primes, n, "cuda")
-    a = random_residues(rng, primes, (2,), n)
-    q_col = cpu.moduli[:, :1]
-    a[0, :, : n // 2] = q_col - 1
-    a[1, :, : n // 2] = 4 * q_col - 1
-    expected = cpu.ntt(a)
-    c = random_residues(rng, [3] + primes, (2,), n)
-    c[0, 1:, :64] = q_col - 1
-    consts = [int(rng.integers(1, q)) for q in primes]
-    k_cpu, k_gpu = shoup_constants(consts, primes), shoup_constants(consts, primes, "cuda")
-    expected_down = ops.mod_down_ntt(a, c, 1, *k_cpu, cpu.moduli, cpu.ntt_table)
-    for variant in range(7):
-        with ops.use_kernel_variant("ntt", variant):
-            got = gpu.ntt(a.cuda()).cpu()
-            got_down = ops.mod_down_ntt(a.cuda(), c.cuda(), 1, *k_gpu, gpu.moduli, gpu.ntt_table).cpu()
-        assert torch.equal(got, expected), variant
-        assert torch.equal(got_down, expected_down), (variant, "ModDown's epilogue")
+    assert_forward_ntt_matches_cpu(rng, primes, n)

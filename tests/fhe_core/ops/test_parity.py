@@ -124,15 +124,16 @@ def test_opcheck(device):
     conv = BasisConverter.get(basis, other)
     a, b, c = (random_residues(rng, basis.primes, (2,), n, device) for _ in range(3))
     m, t = basis.moduli, basis.ntt_table
+    plan = ops.TUNED.kernel_flags
     cases = [
-        (torch.ops.fhe_core.ntt.default, (a, m, t)),
-        (torch.ops.fhe_core.intt.default, (a, m, t)),
+        (torch.ops.fhe_core.ntt.default, (a, m, t, plan)),
+        (torch.ops.fhe_core.intt.default, (a, m, t, plan)),
         (torch.ops.fhe_core.add.default, (a, b, m)),
         (torch.ops.fhe_core.mul_add.default, (a, b, c, m)),
         (torch.ops.fhe_core.bconv.default,
-         (a, m, other.moduli, conv.qhat_inv, conv.qhat_inv_shoup, conv.qhat_mod_p)),
+         (a, m, other.moduli, conv.qhat_inv, conv.qhat_inv_shoup, conv.qhat_mod_p, plan)),
         (torch.ops.fhe_core.bconv.default,
-         (a, m, other.moduli, conv.qhat_inv, conv.qhat_inv_shoup, conv.qhat_mod_p, conv.neg_q_mod_p)),
+         (a, m, other.moduli, conv.qhat_inv, conv.qhat_inv_shoup, conv.qhat_mod_p, plan, conv.neg_q_mod_p)),
         (torch.ops.fhe_core.automorphism_ntt.default, (a, m, 5)),
         (torch.ops.fhe_core.ks_inner_product.default, (a, torch.stack([a, b]).transpose(0, 1).contiguous(), 2, 2, m)),
         (torch.ops.fhe_core.sample_cbd.default, (m, n, ops.seed_words(os.urandom(32)), 1, 21)),

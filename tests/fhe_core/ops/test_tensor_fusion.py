@@ -1,8 +1,7 @@
-"""HMult's tensor product inside the relinearization's kernels (ops.kernel_variant "tensor_fuse"): ops.intt_product
-(ModUp's inverse NTT reading a1 and b1) and ops.mod_down_ntt's times (ModDown's last store adding a0 b0 and a0 b1 +
-a1 b0) against ops.mul / ops.tensor_product followed by the plain ops, on the CPU and on every CUDA NTT variant,
-bit for bit, with q - 1 operands and the lazy forward's largest primes; and the epilogue's bounds and the one-word
-Barrett reduction (ShortBarrett) with Python integers."""
+"""HMult's tensor product inside the relinearization's kernels: ops.intt_product (ModUp's inverse NTT reading a1 and
+b1 and storing d2 = a1 b1) against ops.mul followed by the inverse NTT, on the CPU and on every CUDA kernel plan, bit
+for bit, with q - 1 operands and the lazy forward's largest primes; and the one-word Barrett reduction (ShortBarrett:
+the products of intt_product and of the fused inner product's tensor terms) with Python integers."""
 import pytest
 import torch
 
@@ -10,8 +9,7 @@ from fhe_core import ops
 from fhe_core.ring import RNSBasis, generate_primes, shoup_constants
 from fhe_core.ring.primes import is_prime
 from fhe_reference import fresh_rng, random_residues
-
-NTT_VARIANTS = tuple(range(7))
+from plan_cases import KERNEL_PLANS
 
 
 def _largest_prime_below(limit: int, n: int) -> int:
@@ -73,48 +71,8 @@ def _mod_down_case(rng, n, primes, p_rows=2):
     return basis, x, c, consts
 
 
-def test_mod_down_ntt_times_on_cpu_adds_the_tensor_products():
-    rng, _ = fresh_rng()
-    n = 1 << 11
-    primes = generate_primes([61, 58, 50], n)
-    basis, x, c, consts = _mod_down_case(rng, n, primes)
-    a, b = _ciphertexts(rng, primes, n)
-    args = (x, c, 2, *consts, basis.moduli, basis.ntt_table)
-    expected = ops.mod_down_ntt(*args, ops.tensor_product(a, b, basis.moduli)[:2].contiguous())
-    assert torch.equal(ops.mod_down_ntt(*args, a, times=b), expected)
-    out = torch.empty_like(x)
-    assert ops.mod_down_ntt(*args, a, times=b, out=out) is out and torch.equal(out, expected)
-    with pytest.raises(RuntimeError, match="times needs add"):
-        ops.mod_down_ntt(*args, times=b)
-    with pytest.raises(RuntimeError, match="times and add_galois cannot be combined"):
-        ops.mod_down_ntt(*args, a, add_galois=5, times=b)
-    with pytest.raises(RuntimeError, match="add and times must be contiguous \\[2, limbs, N\\]"):
-        ops.mod_down_ntt(*args, a[:1], times=b[:1])
-    with pytest.raises(RuntimeError, match="times must be int64"):
-        ops.mod_down_ntt(*args, a, times=b.to(torch.int32))
-
-
-def _shoup_lazy(a: int, w: int, w_shoup: int, q: int) -> int:
-    """mul_shoup_lazy of modarith.h on 64-bit words."""
-    return (a * w - ((a * w_shoup) >> 64) * q) % 2 ** 64
-
-
-def _reduce128(z: int, q: int) -> int:
-    """reduce128 of modarith.h (Barrett with floor(2^128 / q), the low x low partial product dropped)."""
-    ratio = 2 ** 128 // q
-    z_lo, z_hi, r_lo, r_hi = z % 2 ** 64, z >> 64, ratio % 2 ** 64, ratio >> 64
-    c0 = (z_lo * r_lo) >> 64
-    t = z_lo * r_hi + c0
-    u = z_hi * r_lo + t % 2 ** 64
-    qhat = (z_hi * r_hi + (t >> 64) + (u >> 64)) % 2 ** 64
-    r = (z_lo - qhat * q) % 2 ** 64
-    assert r < 3 * q
-    r = r - 2 * q if r >= 2 * q else r
-    return r - q if r >= q else r
-
-
 def _short_barrett(z: int, q: int) -> int:
-    """ShortBarrett::reduce of ntt.cu on 64-bit words: one 64-bit quotient from z's bits above 2^(k-2)."""
+    """ShortBarrett::reduce of cuda/ntt_math.cuh on 64-bit words: one 64-bit quotient from z's bits above 2^(k-2)."""
     k = q.bit_length()
     ratio = 2 ** 128 // q
     mu = (ratio >> (66 - k)) % 2 ** 64
@@ -140,34 +98,11 @@ def test_short_barrett_is_exact_up_to_its_bound():
                 assert _short_barrett(z, q) == z % q, (k, q, z)
 
 
-@pytest.mark.parametrize("log_n", [11, 16, 17])
-def test_tensor_epilogue_bounds_at_the_edges(log_n):
-    """The rows kernel's epilogue with products, step by step on Python integers at the largest primes it takes
-    and the extreme operands: y = Shoup(c + bound q - x) < 2q, y + a0 b1 + a1 b0 < 2^128, and the single Barrett
-    reduction gives (y + d) mod q (canonical), what the unfused add_mod(y mod q, d) gives."""
-    n = 1 << log_n
-    k1 = log_n // 2
-    lazy, trunc = 4 + 2 * log_n, 4 + 4 * k1 + 2 * (log_n - k1)
-    for q, bound in [(_edge_primes(log_n)[0], lazy), (_edge_primes(log_n)[1], trunc),
-                     (generate_primes([61], n)[0], 4)]:  # Harvey's bound 4 for primes above the lazy range
-        assert (bound + 1) * q < 2 ** 64
-        for w in (1, q - 1, q // 3):
-            w_shoup = (w << 64) // q
-            for c, x in ((q - 1, 0), (0, bound * q - 1), (q - 1, bound * q - 1)):
-                y = _shoup_lazy(c + bound * q - x, w, w_shoup, q)
-                assert y < 2 * q and y % q == (c - x) * w % q
-                for a0, a1, b0, b1 in ((q - 1,) * 4, (q - 1, 0, q - 1, q - 1), (0, 0, 0, 0)):
-                    z1 = y + a0 * b1 + a1 * b0
-                    assert z1 < 2 ** 128
-                    assert _reduce128(z1, q) == (y % q + (a0 * b1 + a1 * b0) % q) % q
-                    assert _reduce128(y + a0 * b0, q) == (y % q + a0 * b0 % q) % q
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("log_n", [11, 16, 17])
-def test_intt_product_on_cuda_every_variant(log_n):
-    """intt_product on every NTT variant (ntt variants < 5 and misaligned views: mul, then the inverse; >= 5: the
-    products read by the inverse rows kernel) == the CPU build."""
+def test_intt_product_on_cuda_every_plan(log_n):
+    """intt_product on every kernel plan (the reference kernels and misaligned views: mul, then the inverse; the tuned
+    ones: the products read by the inverse rows kernel) == the CPU build."""
     rng, _ = fresh_rng()
     n = 1 << log_n
     primes = [*_edge_primes(log_n), *generate_primes([61, 50], n)]
@@ -175,41 +110,17 @@ def test_intt_product_on_cuda_every_variant(log_n):
     a, b = _ciphertexts(rng, primes, n)
     expected = ops.intt_product(a[1], b[1], cpu.moduli, cpu.ntt_table)
     a1, b1 = a[1].cuda(), b[1].cuda()
-    for variant in NTT_VARIANTS:
-        with ops.use_kernel_variant("ntt", variant):
-            got = ops.intt_product(a1, b1, gpu.moduli, gpu.ntt_table)
-            got_shifted = ops.intt_product(_misaligned(a1), b1, gpu.moduli, gpu.ntt_table)
+    for plan_name, plan in KERNEL_PLANS.items():
+        got = ops.intt_product(a1, b1, gpu.moduli, gpu.ntt_table, plan=plan)
+        got_shifted = ops.intt_product(_misaligned(a1), b1, gpu.moduli, gpu.ntt_table, plan=plan)
         for name, pair in (("aligned", got), ("misaligned", got_shifted)):
-            assert torch.equal(pair[1].cpu(), expected[1]), (variant, name, "product")
-            assert torch.equal(pair[0].cpu(), expected[0]), (variant, name)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("log_n", [11, 16, 17])
-def test_mod_down_ntt_times_on_cuda_every_variant(log_n):
-    """mod_down_ntt(add=a, times=b) on every NTT variant (ntt variants >= 3: the products in the rows kernel's
-    store; below and for misaligned views: tensor_product first) == the CPU build, with the lazy forward's largest
-    primes and q - 1 operands."""
-    rng, _ = fresh_rng()
-    n = 1 << log_n
-    primes = [*_edge_primes(log_n), *generate_primes([61, 50], n)]
-    basis, x, c, consts = _mod_down_case(rng, n, primes)
-    a, b = _ciphertexts(rng, primes, n)
-    expected = ops.mod_down_ntt(x, c, 2, *consts, basis.moduli, basis.ntt_table, a, times=b)
-    gpu = RNSBasis.get(primes, n, "cuda")
-    gpu_args = (x.cuda(), c.cuda(), 2, *(t.cuda() for t in consts), gpu.moduli, gpu.ntt_table)
-    a_gpu, b_gpu = a.cuda(), b.cuda()
-    for variant in NTT_VARIANTS:
-        with ops.use_kernel_variant("ntt", variant):
-            got = ops.mod_down_ntt(*gpu_args, a_gpu, times=b_gpu).cpu()
-            got_shifted = ops.mod_down_ntt(*gpu_args, a_gpu, times=_misaligned(b_gpu)).cpu()
-        assert torch.equal(got, expected), variant
-        assert torch.equal(got_shifted, expected), (variant, "misaligned")
+            assert torch.equal(pair[1].cpu(), expected[1]), (plan_name, name, "product")
+            assert torch.equal(pair[0].cpu(), expected[0]), (plan_name, name)
 
 
 @pytest.mark.parametrize("device", [pytest.param("cpu"), pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_opcheck_of_the_fused_ops(device):
-    """Schemas and fake implementations of intt_product and mod_down_ntt with times (torch.library.opcheck)."""
+    """Schemas and fake implementations of intt_product and mod_down_ntt with an addend (torch.library.opcheck)."""
     rng, _ = fresh_rng()
     n = 1 << 10
     primes = generate_primes([50, 40], n)
@@ -217,7 +128,8 @@ def test_opcheck_of_the_fused_ops(device):
     basis = RNSBasis.get(primes, n, device)
     a, b = _ciphertexts(rng, primes, n, device)
     x, c, consts = x.to(device), c.to(device), tuple(t.to(device) for t in consts)
-    cases = [(torch.ops.fhe_core.intt_product.default, (a[1], b[1], basis.moduli, basis.ntt_table)),
-             (torch.ops.fhe_core.mod_down_ntt.default, (x, c, 2, *consts, basis.moduli, basis.ntt_table, a, 1, b))]
+    plan = ops.TUNED.kernel_flags
+    cases = [(torch.ops.fhe_core.intt_product.default, (a[1], b[1], basis.moduli, basis.ntt_table, plan)),
+             (torch.ops.fhe_core.mod_down_ntt.default, (x, c, 2, *consts, basis.moduli, basis.ntt_table, plan, a, 1))]
     for op, args in cases:
         torch.library.opcheck(op, args, test_utils=("test_schema", "test_faketensor"))

@@ -53,26 +53,3 @@ def test_tensor_product_refuses_bad_shapes(device):
     flat = torch.zeros(1024, dtype=torch.int64, device=device)  # the functional form's checks come first
     with pytest.raises(RuntimeError, match="tensor_product: a must be \\[..., limbs, N\\]"):
         ops.tensor_product(flat, flat, moduli)
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_ckks_products_are_the_same_with_either_tensor_path(device):
-    """ckks.Evaluator.mul_relin with kernel_variant("tensor") 1 (one op) and 0 (three element-wise
-    ops and a stack): the same ciphertext bit for bit."""
-    import numpy as np
-
-    from fhe_core import rlwe
-    from fhe_core.ckks import Encoder, Encryptor, Evaluator, rlwe_context
-    from fhe_core.params import preset
-
-    params = preset("N10QP241L3D4Insecure", device=device, allow_insecure=True)
-    sk = rlwe.gen_secret_key(rlwe_context(params))
-    keys = rlwe.gen_eval_keys(rlwe_context(params), sk, [])
-    encoder, encryptor, evaluator = Encoder(params), Encryptor(params, sk), Evaluator(params, keys)
-    z = np.linspace(-1, 1, params.slots)
-    a, b = encryptor.encrypt(encoder.encode(z)), encryptor.encrypt(encoder.encode(z[::-1].copy()))
-    products = []
-    for variant in (1, 0):
-        with ops.use_kernel_variant("tensor", variant):
-            products.append(evaluator.mul_relin(a, b).data)
-    assert torch.equal(products[0], products[1])

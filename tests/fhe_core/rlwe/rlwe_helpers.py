@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from fhe_core import rlwe
+from fhe_core.ops import KernelPlan
 from fhe_core.ring import generate_primes
 from fhe_reference import crt
 
@@ -41,11 +42,12 @@ SHAPES = [
 
 
 @functools.cache
-def context(shape: Shape, device: str = "cpu") -> rlwe.RLWEContext:
+def context(shape: Shape, device: str = "cpu", plan: KernelPlan | None = None) -> rlwe.RLWEContext:
+    """The context of ``shape`` on ``device`` with ``plan`` (default: resolved)."""
     n = 1 << shape.log_n
     primes = generate_primes(list(shape.q_bits) + list(shape.p_bits), n)
     k = len(shape.q_bits)
-    return rlwe.RLWEContext(n, primes[:k], primes[k:], device, hamming_weight=shape.hamming_weight)
+    return rlwe.RLWEContext(n, primes[:k], primes[k:], device, hamming_weight=shape.hamming_weight, plan=plan)
 
 
 def fixed_seed(label: str) -> bytes:

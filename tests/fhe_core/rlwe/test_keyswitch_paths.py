@@ -1,29 +1,30 @@
-"""The two compositions of ModUp for large digits (ops.kernel_variant "mod_up": 1 = one Conv and one
-NTT over every digit, 0 = per digit and per run of rows) give the same digits bit for bit, on the
-CPU and against the CUDA build; and the NTT's row skipping that the first one relies on."""
+"""The two compositions of ModUp for large digits (KernelPlan.mod_up_in_one_launch: one Conv and one NTT over every
+digit; the reference: per digit and per run of rows) give the same digits bit for bit, on the CPU and against the CUDA
+build with every plan; the additions a key switch makes in ModDown's last store (relinearization's (d0, d1), a
+rotation's sigma_k(c0), with sigma_k(c1) read by ModUp's inverse NTT) equal separate passes; and the NTT's row skipping
+that the one-launch ModUp relies on."""
 import pytest
 import torch
 
 from fhe_core import ops, rlwe
-from fhe_core.rlwe import keyswitch
 from fhe_core.ring import RNSBasis, generate_primes, shoup_constants
 from fhe_reference import fresh_rng, random_residues
+from plan_cases import KERNEL_PLANS, REFERENCE, TUNED
 from rlwe_helpers import Shape, context, fixed_seed
 
 # alpha = 5 > BATCHED_MODUP_MAX_ALPHA: 12 primes of Q in digits of 5, 5, 2
 LARGE_DIGITS = Shape(10, (40,) * 12, (50,) * 5)
-# the same with 50- and 60-bit primes (conv 3-8 leave ModUp's and ModDown's conversions lazy before their
-# NTTs; LARGE_DIGITS' 40-bit ones too, also above the 2^32 edge of their fast reduction)
+# the same with 50- and 60-bit primes (the tensor-core Conv leaves ModUp's and ModDown's conversions lazy before
+# their NTTs; LARGE_DIGITS' 40-bit ones too, also above the 2^32 edge of their fast reduction)
 WIDE_PRIMES = Shape(10, (50,) * 12, (60,) * 5)
+# every plan, and the tuned kernels under the per-digit ModUp (bconv and NTT on the runs of rows)
+PLANS = {**KERNEL_PLANS, "per digit, tuned kernels": TUNED.replace(mod_up_in_one_launch=False,
+                                                                   inner_product_in_mod_up=False)}
 
 
-def _key_switch_outputs(ctx, d, key, level, *, mod_up: int, conv: int = 1, mod_down: int = 1):
-    """(digits, key switch) with the given variants; mod_up = 1 takes the all-digit path on the CPU
-    as well (which by itself uses it on CUDA only)."""
-    with ops.use_kernel_variant("mod_up", mod_up), ops.use_kernel_variant("conv", conv), \
-            ops.use_kernel_variant("mod_down", mod_down), pytest.MonkeyPatch.context() as patch:
-        patch.setattr(keyswitch, "_mod_up_all_digits_at_once", lambda ctx: mod_up == 1)
-        return (rlwe.decompose_mod_up(ctx, d, level).cpu(), rlwe.key_switch(ctx, d, key, level).cpu())
+def _key_switch_outputs(ctx, d, key, level):
+    """(digits, key switch) in ctx (its plan)."""
+    return rlwe.decompose_mod_up(ctx, d, level).cpu(), rlwe.key_switch(ctx, d, key, level).cpu()
 
 
 def _inputs(ctx, level, rng):
@@ -37,13 +38,14 @@ def _inputs(ctx, level, rng):
 def test_mod_up_paths_are_bit_identical_on_cpu(level):
     """At the top level, with a short last digit of every length, with one digit only (level 4)."""
     rng, _ = fresh_rng()
-    ctx = context(LARGE_DIGITS)
+    ctx = context(LARGE_DIGITS, plan=REFERENCE)
+    one_launch = context(LARGE_DIGITS, plan=REFERENCE.replace(mod_up_in_one_launch=True))
     assert ctx.alpha == 5 and ctx.digit_count(level) == -(-(level + 1) // 5)
     sk = rlwe.gen_secret_key(ctx, seed=fixed_seed("paths/sk"))
     key = rlwe.gen_eval_keys(ctx, sk, [], seed=fixed_seed("paths/evk")).relin_key("t")
     d = _inputs(ctx, level, rng)
-    fused = _key_switch_outputs(ctx, d, key, level, mod_up=1, mod_down=1)
-    per_digit = _key_switch_outputs(ctx, d, key, level, mod_up=0, mod_down=0)
+    fused = _key_switch_outputs(one_launch, d, key, level)
+    per_digit = _key_switch_outputs(ctx, d, key, level)
     assert torch.equal(fused[0], per_digit[0]) and torch.equal(fused[1], per_digit[1])
 
 
@@ -51,23 +53,20 @@ def test_mod_up_paths_are_bit_identical_on_cpu(level):
 @pytest.mark.parametrize("shape", [LARGE_DIGITS, WIDE_PRIMES], ids=lambda s: s.id)
 @pytest.mark.parametrize("level", [11, 10, 6, 0])
 def test_mod_up_paths_are_bit_identical_on_cuda(level, shape):
-    """Every combination of the CUDA variants against the CPU's per-digit composition."""
+    """Every plan's ModUp and key switch on CUDA against the CPU's per-digit composition."""
     rng, _ = fresh_rng()
-    cpu, gpu = context(shape), context(shape, "cuda")
+    cpu = context(shape)
     sk = rlwe.gen_secret_key(cpu, seed=fixed_seed("paths/sk"))
     keys = rlwe.gen_eval_keys(cpu, sk, [], seed=fixed_seed("paths/evk"))
-    sk_gpu = rlwe.gen_secret_key(gpu, seed=fixed_seed("paths/sk"))
-    keys_gpu = rlwe.gen_eval_keys(gpu, sk_gpu, [], seed=fixed_seed("paths/evk"))
     d = _inputs(cpu, level, rng)
-    expected = _key_switch_outputs(cpu, d, keys.relin_key("t"), level, mod_up=0, mod_down=0)
-    for variants in [(1, 1, 1), (0, 1, 0), (1, 0, 1), (0, 0, 0), (0, 1, 1), (1, 2, 1), (0, 2, 0), (1, 3, 1),
-                     (0, 3, 0), (1, 4, 1), (0, 4, 1), (1, 5, 1), (0, 5, 0), (1, 6, 1), (0, 6, 0), (1, 7, 1),
-                     (1, 8, 1), (0, 8, 0)]:
-        mod_up, conv, mod_down = variants
-        got = _key_switch_outputs(gpu, d.cuda(), keys_gpu.relin_key("t"), level, mod_up=mod_up, conv=conv,
-                                  mod_down=mod_down)
-        assert torch.equal(got[0], expected[0]), f"(mod_up, conv, mod_down) = {variants}: digits"
-        assert torch.equal(got[1], expected[1]), f"(mod_up, conv, mod_down) = {variants}: key switch"
+    expected = _key_switch_outputs(cpu, d, keys.relin_key("t"), level)
+    for name, plan in PLANS.items():
+        gpu = context(shape, "cuda", plan)
+        sk_gpu = rlwe.gen_secret_key(gpu, seed=fixed_seed("paths/sk"))
+        keys_gpu = rlwe.gen_eval_keys(gpu, sk_gpu, [], seed=fixed_seed("paths/evk"))
+        got = _key_switch_outputs(gpu, d.cuda(), keys_gpu.relin_key("t"), level)
+        assert torch.equal(got[0], expected[0]), f"{name}: digits"
+        assert torch.equal(got[1], expected[1]), f"{name}: key switch"
 
 
 @pytest.mark.parametrize("device", [pytest.param("cpu"), pytest.param("cuda", marks=pytest.mark.gpu)])
@@ -137,79 +136,67 @@ def test_ntt_reads_a_strided_batch(device, forward):
         fn(view, basis.moduli, basis.ntt_table, out=view)
 
 
-@pytest.mark.parametrize("level", [11, 4])
-def test_mod_down_paths_with_an_addend_are_bit_identical_on_cpu(level):
-    """relinearize, apply_galois and apply_galois_hoisted add (d0, d1) or sigma(c0) in ModDown's last
-    step: inside ops.mod_down_ntt (mod_down = 1) or by a separate ops.add (mod_down = 0, the path the
-    other tests never take with an addend). Both give the same ciphertexts bit for bit."""
-    rng, _ = fresh_rng()
-    ctx = context(LARGE_DIGITS)
-    sk = rlwe.gen_secret_key(ctx, seed=fixed_seed("paths/sk"))
-    elements = [rlwe.galois_element_for_rotation(r, ctx.n) for r in (1, 3)]
-    keys = rlwe.gen_eval_keys(ctx, sk, elements, seed=fixed_seed("paths/evk"))
-    degree2 = rlwe.Ciphertext(data=torch.stack([_inputs(ctx, level, rng) for _ in range(3)]), level=level,
-                              params_id=ctx.params_id)
-    degree1 = degree2.replace(data=degree2.data[:2].clone())
-    outputs = []
-    for mod_down in (1, 0):
-        with ops.use_kernel_variant("mod_down", mod_down):
-            hoisted = rlwe.apply_galois_hoisted(ctx, degree1, elements, keys)
-            outputs.append([rlwe.relinearize(ctx, degree2, keys).data,
-                            rlwe.apply_galois(ctx, degree1, elements[0], keys).data,
-                            *(hoisted[k].data for k in elements)])
-    for name, fused, separate in zip(["relinearize", "apply_galois", "hoisted 1", "hoisted 3"], *outputs):
-        assert torch.equal(fused, separate), name
-
-
-def _rotations(ctx, degree1, elements, keys, *, galois: int):
-    """apply_galois and apply_galois_hoisted with sigma_k read inside the key switch (galois 1) or by
-    automorphism passes first (0); on the CPU the fused composition is forced (it runs there, unused)."""
-    with pytest.MonkeyPatch.context() as patch:
-        if ctx.device.type == "cpu":
-            patch.setattr(keyswitch, "_mod_up_all_digits_at_once", lambda ctx: galois > 0)
-            patch.setattr(keyswitch, "_galois_in_key_switch", lambda ctx: galois > 0)
-        with ops.use_kernel_variant("galois", galois):
-            hoisted = rlwe.apply_galois_hoisted(ctx, degree1, elements, keys)
-            return [*(rlwe.apply_galois(ctx, degree1, k, keys).data.cpu() for k in elements),
-                    *(hoisted[k].data.cpu() for k in elements)]
-
-
-@pytest.mark.parametrize("level", [11, 4])
-def test_galois_in_key_switch_is_bit_identical_on_cpu(level):
-    """A rotation with sigma_k read by ModUp's inverse NTT and ModDown's last store (ops.intt_galois,
-    mod_down_ntt's add_galois) == automorphism_ntt of both components first, bit for bit."""
-    rng, _ = fresh_rng()
-    ctx = context(LARGE_DIGITS)
+def _switch_cases(ctx, level, rng):
+    """(keys, the Galois elements, a degree-2 and a degree-1 ciphertext at level) for the addend tests."""
     sk = rlwe.gen_secret_key(ctx, seed=fixed_seed("paths/sk"))
     elements = [rlwe.galois_element_for_rotation(r, ctx.n) for r in (1, 3)] + [2 * ctx.n - 1]
     keys = rlwe.gen_eval_keys(ctx, sk, elements, seed=fixed_seed("paths/evk"))
-    degree1 = rlwe.Ciphertext(data=torch.stack([_inputs(ctx, level, rng) for _ in range(2)]), level=level,
+    degree2 = rlwe.Ciphertext(data=torch.stack([_inputs(ctx, level, rng) for _ in range(3)]), level=level,
                               params_id=ctx.params_id)
-    fused = _rotations(ctx, degree1, elements, keys, galois=1)
-    separate = _rotations(ctx, degree1, elements, keys, galois=0)
-    for i, (a, b) in enumerate(zip(fused, separate)):
-        assert torch.equal(a, b), i
+    return keys, elements, degree2, degree2.replace(data=degree2.data[:2].clone())
+
+
+def _switches(ctx, keys, elements, degree2, degree1):
+    """relinearize, apply_galois and apply_galois_hoisted in ctx."""
+    hoisted = rlwe.apply_galois_hoisted(ctx, degree1, elements, keys)
+    return [rlwe.relinearize(ctx, degree2, keys).data.cpu(),
+            *(rlwe.apply_galois(ctx, degree1, k, keys).data.cpu() for k in elements),
+            *(hoisted[k].data.cpu() for k in elements)]
+
+
+@pytest.mark.parametrize("level", [11, 4])
+def test_mod_down_addends_are_the_separate_passes_on_cpu(level):
+    """relinearize, apply_galois and apply_galois_hoisted add (d0, d1) or sigma_k(c0) in ModDown's last step
+    (ops.mod_down_ntt's add and add_galois) and read sigma_k(c1) in ModUp's inverse NTT (ops.intt_galois): the same
+    ciphertexts, bit for bit, as the separate passes (automorphism_ntt of both components, the key switch of
+    sigma_k(c1), ModDown, then ops.add), in either ModUp composition."""
+    rng, _ = fresh_rng()
+    ctx = context(LARGE_DIGITS, plan=REFERENCE)
+    keys, elements, degree2, degree1 = _switch_cases(ctx, level, rng)
+    q = ctx.q_at(level)
+    d = degree2.data
+    expected = [ops.add(d[:2], rlwe.key_switch(ctx, d[2], keys.relin_key("t"), level), q.moduli)]
+    for k in elements:  # the rotation: sigma_k of both components first
+        permuted = ops.automorphism_ntt(degree1.data, q.moduli, k)
+        out = rlwe.key_switch(ctx, permuted[1], keys.galois_key(k, "t"), level)
+        out[0] = ops.add(out[0], permuted[0], q.moduli)
+        expected.append(out)
+    qp = ctx.qp_at(level)
+    digits = rlwe.decompose_mod_up(ctx, degree1.data[1], level)
+    for k in elements:  # hoisted: the extended digits permuted, then sigma_k(c0) added after ModDown
+        extended = rlwe.inner_product(ctx, ops.automorphism_ntt(digits, qp.moduli, k), keys.galois_key(k, "t"), level)
+        out = rlwe.mod_down(ctx, extended, level)
+        out[0] = ops.add(out[0], ops.automorphism_ntt(degree1.data[0], q.moduli, k), q.moduli)
+        expected.append(out)
+    for plan in (REFERENCE, REFERENCE.replace(mod_up_in_one_launch=True)):
+        got = _switches(context(LARGE_DIGITS, plan=plan), keys, elements, degree2, degree1)
+        for i, (a, b) in enumerate(zip(got, expected)):
+            assert torch.equal(a, b.cpu()), (plan, i)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("level", [11, 4])
-def test_galois_in_key_switch_is_bit_identical_on_cuda(level):
-    """On CUDA, galois 1 (default) and 0, on every NTT variant (0: intt_galois's automorphism fallback) ==
-    the CPU, bit for bit."""
+def test_key_switch_addends_on_cuda_every_plan(level):
+    """relinearize, apply_galois and apply_galois_hoisted on CUDA with every plan (the reference kernels: the
+    automorphism passes inside intt_galois and mod_down_ntt) == the CPU, bit for bit."""
     rng, _ = fresh_rng()
-    cpu, gpu = context(LARGE_DIGITS), context(LARGE_DIGITS, "cuda")
-    elements = [rlwe.galois_element_for_rotation(r, cpu.n) for r in (1, 3)] + [2 * cpu.n - 1]
-    sk = rlwe.gen_secret_key(cpu, seed=fixed_seed("paths/sk"))
-    keys = rlwe.gen_eval_keys(cpu, sk, elements, seed=fixed_seed("paths/evk"))
-    sk_gpu = rlwe.gen_secret_key(gpu, seed=fixed_seed("paths/sk"))
-    keys_gpu = rlwe.gen_eval_keys(gpu, sk_gpu, elements, seed=fixed_seed("paths/evk"))
-    data = torch.stack([_inputs(cpu, level, rng) for _ in range(2)])
-    degree1 = rlwe.Ciphertext(data=data, level=level, params_id=cpu.params_id)
-    expected = _rotations(cpu, degree1, elements, keys, galois=0)
-    on_gpu = degree1.replace(data=data.cuda())
-    for variant in (6, 5, 4, 3, 2, 1, 0):
-        with ops.use_kernel_variant("ntt", variant):
-            for galois in (1, 0):
-                got = _rotations(gpu, on_gpu, elements, keys_gpu, galois=galois)
-                for i, (a, b) in enumerate(zip(got, expected)):
-                    assert torch.equal(a, b), (variant, galois, i)
+    cpu = context(LARGE_DIGITS)
+    keys, elements, degree2, degree1 = _switch_cases(cpu, level, rng)
+    expected = _switches(cpu, keys, elements, degree2, degree1)
+    for name, plan in PLANS.items():
+        gpu = context(LARGE_DIGITS, "cuda", plan)
+        keys_gpu = _switch_cases(gpu, level, rng)[0]
+        on_gpu = [ct.replace(data=ct.data.cuda()) for ct in (degree2, degree1)]
+        got = _switches(gpu, keys_gpu, elements, *on_gpu)
+        for i, (a, b) in enumerate(zip(got, expected)):
+            assert torch.equal(a, b), (name, i)

@@ -244,20 +244,19 @@ def test_batched_and_per_digit_mod_up_agree_bit_for_bit(monkeypatch):
     (own rows copied, the rest converted and transformed) and the large-digit path (one Conv, own
     rows copied, one NTT that skips them) compute the same exact digit extensions."""
     import fhe_core.rlwe.context as context_module
-    from fhe_core.rlwe import keyswitch
 
     primes = generate_primes([50] * 6 + [61] * 2, 1 << 11)
     ctx = rlwe.RLWEContext(1 << 11, primes[:6], primes[6:])
+    one_launch = rlwe.RLWEContext(1 << 11, primes[:6], primes[6:], plan=ctx.plan.replace(mod_up_in_one_launch=True))
+    assert not ctx.plan.mod_up_in_one_launch  # (the CPU's resolved plan)
     rng = np.random.default_rng()
     for level in (5, 2):
         d = random_residues(rng, primes[:level + 1], (), 1 << 11)
         d_ntt = ctx.q_at(level).ntt(d)
         batched = rlwe.decompose_mod_up(ctx, d_ntt, level)
+        all_digits = rlwe.decompose_mod_up(one_launch, d_ntt, level)
         with monkeypatch.context() as patch:  # alpha = 2 taken as a large digit
             patch.setattr(context_module, "BATCHED_MODUP_MAX_ALPHA", 0)
-            patch.setattr(keyswitch, "_mod_up_all_digits_at_once", lambda ctx: False)
             per_digit = rlwe.decompose_mod_up(ctx, d_ntt, level)
-            patch.setattr(keyswitch, "_mod_up_all_digits_at_once", lambda ctx: True)
-            all_digits = rlwe.decompose_mod_up(ctx, d_ntt, level)
         assert torch.equal(batched, per_digit), f"level {level}"
         assert torch.equal(batched, all_digits), f"level {level}"

@@ -71,3 +71,22 @@ def test_a_pair_needs_matching_ciphertexts(setup):
     with pytest.raises(ParameterError, match="relinearize: expected a degree-2 pair"):
         pev.relinearize(CiphertextPair.of(real, imag))
     assert np.isclose(CiphertextPair.of(real, imag).scale, real.scale)
+
+
+def test_a_pair_wraps_the_halves_of_one_buffer_without_a_copy(setup):
+    """CiphertextPair.of views the buffer whose halves [:, 0] and [:, 1] the two ciphertexts are (in that order,
+    every limb); any other two tensors are stacked into a new one. Either way the halves equal the inputs."""
+    real, imag = setup[1]
+    buffer = CiphertextPair.buffer(real)
+    buffer[:, 0].copy_(real.data)
+    buffer[:, 1].copy_(imag.data)
+    halves = real.replace(data=buffer[:, 0]), imag.replace(data=buffer[:, 1])
+    pair = CiphertextPair.of(*halves)
+    assert pair.data.data_ptr() == buffer.data_ptr() and pair.data.shape == buffer.shape
+    assert torch.equal(pair.data[:, 0], real.data) and torch.equal(pair.data[:, 1], imag.data)
+    top = real.level  # one limb dropped from each half: strided views, not the halves of a pair tensor
+    dropped = [ct.replace(data=ct.data[:, :top], level=top - 1) for ct in halves]
+    for a, b in [halves[::-1], (halves[0], imag), dropped]:
+        stacked = CiphertextPair.of(a, b)
+        assert stacked.data.data_ptr() != buffer.data_ptr()
+        assert torch.equal(stacked.data[:, 0], a.data) and torch.equal(stacked.data[:, 1], b.data)

@@ -1,5 +1,5 @@
-"""The alternative CUDA kernels (ops.kernel_variant) against the reference kernels, the CPU build and
-Python integers, bit for bit; and the variant switch itself."""
+"""The CUDA kernels of every kernel plan (fhe_core.ops.KernelPlan: the reference kernels, the tuned ones with
+integer and with FP64 butterflies) against the CPU build and Python integers, bit for bit."""
 from fractions import Fraction
 
 import numpy as np
@@ -10,46 +10,18 @@ from fhe_core import ops
 from fhe_core.ring import (BasisConverter, RNSBasis, generate_primes, is_prime, modulus_table, shoup_constants,
                            words_tensor)
 from fhe_reference import fresh_rng, random_residues, to_ints
+from plan_cases import KERNEL_PLANS, assert_forward_ntt_matches_cpu
 
 
-def test_kernel_variant_is_read_set_and_restored():
-    before = ops.kernel_variant("conv")
-    assert before in CONV_VARIANTS
-    other = 0 if before else 1
-    with ops.use_kernel_variant("conv", other):
-        assert ops.kernel_variant("conv") == other
-    assert ops.kernel_variant("conv") == before
-
-
-def test_kernel_variant_rejects_unknown_names_and_values():
-    with pytest.raises(RuntimeError, match="unknown kernel 'fft'"):
-        ops.kernel_variant("fft", 0)
-    with pytest.raises(RuntimeError, match="conv is 0 \\(reference\\) to 8, got 9"):
-        ops.kernel_variant("conv", 9)
-    with pytest.raises(RuntimeError, match="mod_up is 0 \\(reference\\) to 1, got 2"):
-        ops.kernel_variant("mod_up", 2)
-    with pytest.raises(RuntimeError, match="ntt is 0 \\(reference\\) to 6, got 7"):
-        ops.kernel_variant("ntt", 7)
-
-
-# the reference kernel; the tensor-core kernel with 32-row groups (1), with balanced groups, 8 blocks
-# per SM and staged loads (2), with the lean row loop (3: own rows copied after the tiles, a 32-bit Barrett
-# quotient for primes above 2^32, lazy outputs on request), 3 with the next tile's input copied ahead (4),
-# 4 in the fewest row groups (5), 4 and 5 reading precomputed B fragments where given (6, 7; 7 is the
-# default), and 7 with two output rows at once (8)
-CONV_VARIANTS = (0, 1, 2, 3, 4, 5, 6, 7, 8)
-LAZY_VARIANTS = (3, 4, 5, 6, 7, 8)  # the variants that leave lazy=True outputs in [0, 3p)
-
-
-def _assert_lazy_result(got, expected, primes, variant):
-    """got == expected where the variant keeps its outputs canonical; else got in [0, 3p) and
-    got = expected mod p, row by row (the last-but-one axis runs over primes)."""
-    if variant not in LAZY_VARIANTS:
-        assert torch.equal(got, expected), f"variant {variant} (lazy)"
+def _assert_lazy_result(got, expected, primes, name):
+    """got == expected from the reference kernel (canonical outputs); from the tensor-core kernel (tuned plans) got
+    in [0, 3p) and got = expected mod p, row by row (the last-but-one axis runs over primes)."""
+    if not KERNEL_PLANS[name].tensor_core_conv:
+        assert torch.equal(got, expected), f"{name} plan (lazy)"
         return
     p = torch.tensor(primes, dtype=torch.int64).unsqueeze(-1)
-    assert bool(((got >= 0) & (got < 3 * p)).all()), f"variant {variant}: lazy output outside [0, 3p)"
-    assert torch.equal(got % p, expected), f"variant {variant}: lazy output not congruent"
+    assert bool(((got >= 0) & (got < 3 * p)).all()), f"{name} plan: lazy output outside [0, 3p)"
+    assert torch.equal(got % p, expected), f"{name} plan: lazy output not congruent"
 
 
 def _conv_expected(x, src, dst, exact):
@@ -73,12 +45,12 @@ def _conv_expected(x, src, dst, exact):
     return out
 
 
-def _convert_on(device, x, primes_in, primes_out, exact, lazy=False):
+def _convert_on(device, x, primes_in, primes_out, exact, lazy=False, plan=ops.TUNED):
     """ops.bconv of x ([..., l_in, any length]) with the constants of a converter built at N = 1024."""
     src, dst = RNSBasis.get(primes_in, 1024, device), RNSBasis.get(primes_out, 1024, device)
     conv = BasisConverter.get(src, dst)
     return ops.bconv(x.to(device), src.moduli, dst.moduli, conv.qhat_inv, conv.qhat_inv_shoup, conv.qhat_mod_p,
-                     conv.neg_q_mod_p if exact else None, lazy=lazy).cpu()
+                     conv.neg_q_mod_p if exact else None, lazy=lazy, plan=plan).cpu()
 
 
 # (input limbs, output limbs, exact, N): slots = inputs (+1 exact) in 2..16 take the tensor cores
@@ -94,9 +66,9 @@ CONV_SHAPES = [(1, 3, False, 1024), (1, 4, True, 1024), (2, 3, False, 1024), (4,
 @pytest.mark.gpu
 @pytest.mark.parametrize("l_in,l_out,exact,n", CONV_SHAPES)
 def test_tensor_core_conv_is_bit_identical(l_in, l_out, exact, n):
-    """Variant 1 (tensor cores) == variant 0 (mac128) == the CPU build on every coefficient, and ==
-    Python integers on a sample of coefficients; 61-bit destination primes (every byte of the shifted
-    constants in use) and inputs at q - 1 included."""
+    """The tensor-core Conv (tuned plans) == the 128-bit MAC kernel (reference) == the CPU build on every
+    coefficient, and == Python integers on a sample of coefficients; 61-bit destination primes (every byte of the
+    shifted constants in use) and inputs at q - 1 included."""
     rng, _ = fresh_rng()
     primes = generate_primes([60] * l_in + [61] * (l_out // 2) + [46] * (l_out - l_out // 2), 1024)
     primes_in, primes_out = primes[:l_in], primes[l_in:]
@@ -104,12 +76,11 @@ def test_tensor_core_conv_is_bit_identical(l_in, l_out, exact, n):
     x[0, :, :16] = torch.tensor([q - 1 for q in primes_in]).unsqueeze(1)
     expected = _convert_on("cpu", x, primes_in, primes_out, exact)
     assert torch.equal(_convert_on("cpu", x, primes_in, primes_out, exact, lazy=True), expected)  # CPU: canonical
-    for variant in CONV_VARIANTS:
-        with ops.use_kernel_variant("conv", variant):
-            got = _convert_on("cuda", x, primes_in, primes_out, exact)
-            lazy = _convert_on("cuda", x, primes_in, primes_out, exact, lazy=True)
-        assert torch.equal(got, expected), f"variant {variant}: {(got != expected).nonzero()[:8].tolist()}"
-        _assert_lazy_result(lazy, expected, primes_out, variant)
+    for name, plan in KERNEL_PLANS.items():
+        got = _convert_on("cuda", x, primes_in, primes_out, exact, plan=plan)
+        lazy = _convert_on("cuda", x, primes_in, primes_out, exact, lazy=True, plan=plan)
+        assert torch.equal(got, expected), f"{name} plan: {(got != expected).nonzero()[:8].tolist()}"
+        _assert_lazy_result(lazy, expected, primes_out, name)
     columns = np.unique(np.concatenate([np.arange(16), rng.integers(0, n, size=24)]))
     ints = _conv_expected(x[..., columns], RNSBasis.get(primes_in, 1024), RNSBasis.get(primes_out, 1024), exact)
     # (the exact conversion may round either way within ~2^-50 Q of Q/2: not hit by random inputs)
@@ -136,7 +107,7 @@ def test_tensor_core_conv_small_destination_primes(exact):
     args = (modulus_table(src_primes), modulus_table(dst_primes), qhat_inv, qhat_inv_shoup, qhat_mod_p)
     x = random_residues(rng, src_primes, (2,), n)
     expected = ops.bconv(x, *args, neg_q)
-    _assert_every_variant(x, args, neg_q, expected, dst_primes)
+    _assert_every_plan(x, args, neg_q, expected, dst_primes)
     src, dst = RNSBasis.get(src_primes, n), _Primes(dst_primes)
     assert to_ints(expected[..., :32]) == _conv_expected(x[..., :32], src, dst, exact)
 
@@ -147,7 +118,7 @@ def test_tensor_core_conv_at_the_reduction_edges(exact):
     """The largest sums the tensor-core Conv can form (V near 2^80: 61-bit y_k = q_k - 1 and constants
     p - 1, so nearly every byte is 0xFF) and random ones, into destination primes on both sides of
     the lean kernel's edges (2^32: its 32-bit Barrett quotient below, the general reduction above;
-    2^48; 2^50, where it folds V), 61-bit primes and 2^16 + 1: every variant against the CPU build and
+    2^48; 2^50, where it folds V), 61-bit primes and 2^16 + 1: every plan against the CPU build and
     Python integers, lazy outputs in [0, 3p). The constants are made up (y_k = x_k: qhat_inv = 1):
     bconv takes any."""
     rng, _ = fresh_rng()
@@ -168,7 +139,7 @@ def test_tensor_core_conv_at_the_reduction_edges(exact):
     x = random_residues(rng, src_primes, (2,), n)
     x[0, :, : n // 2] = torch.tensor([q - 1 for q in src_primes]).unsqueeze(1)  # V near its maximum
     expected = ops.bconv(x, *args, neg_q)
-    _assert_every_variant(x, args, neg_q, expected, dst_primes)
+    _assert_every_plan(x, args, neg_q, expected, dst_primes)
     columns = np.unique(np.concatenate([np.arange(8), n // 2 + np.arange(4), rng.integers(0, n, size=12)]))
     xs = to_ints(x[..., columns])
     for b in range(2):
@@ -182,20 +153,19 @@ def test_tensor_core_conv_at_the_reduction_edges(exact):
                 assert int(expected[b, r, column]) == total % p
 
 
-def _assert_every_variant(x, args, neg_q, expected, dst_primes):
-    """ops.bconv(x, *args, neg_q) on CUDA == expected for every Conv variant, with and without the
-    precomputed B fragments (variants 6, 7 read them), canonical and lazy."""
+def _assert_every_plan(x, args, neg_q, expected, dst_primes):
+    """ops.bconv(x, *args, neg_q) on CUDA == expected for every plan's Conv, with and without the
+    precomputed B fragments (the tensor-core kernel reads them), canonical and lazy."""
     fragments = ops.conv_mma_fragments(args[4], args[1], neg_q).cuda()
     on_cuda = tuple(t.cuda() for t in args)
     neg = None if neg_q is None else neg_q.cuda()
-    for variant in CONV_VARIANTS:
-        with ops.use_kernel_variant("conv", variant):
-            got = ops.bconv(x.cuda(), *on_cuda, neg).cpu()
-            with_table = ops.bconv(x.cuda(), *on_cuda, neg, fragments=fragments).cpu()
-            lazy = ops.bconv(x.cuda(), *on_cuda, neg, lazy=True, fragments=fragments).cpu()
-        assert torch.equal(got, expected), f"variant {variant}"
-        assert torch.equal(with_table, expected), f"variant {variant}, fragments given"
-        _assert_lazy_result(lazy, expected, dst_primes, variant)
+    for name, plan in KERNEL_PLANS.items():
+        got = ops.bconv(x.cuda(), *on_cuda, neg, plan=plan).cpu()
+        with_table = ops.bconv(x.cuda(), *on_cuda, neg, fragments=fragments, plan=plan).cpu()
+        lazy = ops.bconv(x.cuda(), *on_cuda, neg, lazy=True, fragments=fragments, plan=plan).cpu()
+        assert torch.equal(got, expected), f"{name} plan"
+        assert torch.equal(with_table, expected), f"{name} plan, fragments given"
+        _assert_lazy_result(lazy, expected, dst_primes, name)
 
 
 class _Primes:
@@ -258,21 +228,20 @@ def test_mod_up_conv_copies_own_rows_on_cpu(alpha, q_count):
 @pytest.mark.gpu
 @pytest.mark.parametrize("alpha,q_count", [(1, 7), (3, 8), (11, 31)])
 def test_tensor_core_mod_up_conv_is_bit_identical(alpha, q_count):
-    """ModUp's batched extension (dnum digits, the last one shorter) on both variants and the CPU, with
+    """ModUp's batched extension (dnum digits, the last one shorter) on every plan and the CPU, with
     and without the digits' own rows copied from a given tensor."""
     x, args, own, expected, expected_own = _mod_up_case(alpha, q_count)
     assert torch.equal(ops.mod_up_conv(x, *args, own), expected_own)
     primes = to_ints(args[3][:, 0])
     fragments = ops.conv_mma_fragments(args[4], args[3]).cuda()
-    for variant in CONV_VARIANTS:
-        with ops.use_kernel_variant("conv", variant):
-            got = ops.mod_up_conv(x.cuda(), *(t.cuda() for t in args)).cpu()
-            got_own = ops.mod_up_conv(x.cuda(), *(t.cuda() for t in args), own.cuda(), fragments=fragments).cpu()
-            lazy_own = ops.mod_up_conv(x.cuda(), *(t.cuda() for t in args), own.cuda(), lazy=True,
-                                       fragments=fragments).cpu()
-        assert torch.equal(got, expected), f"variant {variant}"
-        assert torch.equal(got_own, expected_own), f"variant {variant}, own rows copied"
-        _assert_lazy_result(lazy_own, expected_own, primes, variant)
+    on_cuda = tuple(t.cuda() for t in args)
+    for name, plan in KERNEL_PLANS.items():
+        got = ops.mod_up_conv(x.cuda(), *on_cuda, plan=plan).cpu()
+        got_own = ops.mod_up_conv(x.cuda(), *on_cuda, own.cuda(), fragments=fragments, plan=plan).cpu()
+        lazy_own = ops.mod_up_conv(x.cuda(), *on_cuda, own.cuda(), lazy=True, fragments=fragments, plan=plan).cpu()
+        assert torch.equal(got, expected), f"{name} plan"
+        assert torch.equal(got_own, expected_own), f"{name} plan, own rows copied"
+        _assert_lazy_result(lazy_own, expected_own, primes, name)
 
 
 @pytest.mark.parametrize("exact", [False, True])
@@ -308,20 +277,12 @@ def test_conv_mma_fragments_hold_the_shifted_constants(exact):
         ops.conv_mma_fragments(torch.zeros(17, 4, dtype=torch.int64), dst.moduli)
 
 
-# The NTT (ops.kernel_variant("ntt")): 0 the reference kernels; 1 the rows kernel's contiguous side (the
-# inverse's input, the forward's output, ModDown's epilogue) as 16-byte accesses from registers; 2 and the
-# twiddles as interleaved (w, w') pairs, limb-major grids; 3 and the forward butterflies unreduced for primes
-# with (5 + 2 log N) q < 2^64; 4 3 with compile-time row lengths at N = 2^16; 5 4 with the inverse's sums
-# unreduced within each round (q < 2^60); 6 (default) 5 with truncated Shoup quotients in the forward columns.
-NTT_VARIANTS = tuple(range(7))
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("log_n", range(10, 18))
-def test_ntt_variants_are_bit_identical(log_n):
-    """ntt and intt on every variant == the CPU build, at every supported N (row lengths 2^5 .. 2^9 of
+def test_ntt_plans_are_bit_identical(log_n):
+    """ntt and intt on every plan == the CPU build, at every supported N (row lengths 2^5 .. 2^9 of
     the rows kernel: one, two or three stages in its contiguous round), batched [3, l, N] with residues
-    0 and q - 1; 61-bit primes (the widest lazy ranges) included."""
+    0 and q - 1; 61-bit primes (the widest lazy ranges) and a 30-bit one (FP64 butterflies) included."""
     rng, _ = fresh_rng()
     n = 1 << log_n
     primes = generate_primes([61, 59, 50, 30], n)
@@ -331,11 +292,11 @@ def test_ntt_variants_are_bit_identical(log_n):
     a[1, :, :64] = cpu.moduli[:, :1] - 1
     expected_fwd, expected_inv = cpu.ntt(a), cpu.intt(a)
     assert torch.equal(cpu.intt(expected_fwd), a)
-    for variant in NTT_VARIANTS:
-        with ops.use_kernel_variant("ntt", variant):
-            got_fwd, got_inv = gpu.ntt(a.cuda()).cpu(), gpu.intt(a.cuda()).cpu()
-        assert torch.equal(got_fwd, expected_fwd), f"ntt, variant {variant}"
-        assert torch.equal(got_inv, expected_inv), f"intt, variant {variant}"
+    for name, plan in KERNEL_PLANS.items():
+        basis = gpu.with_plan(plan)
+        got_fwd, got_inv = basis.ntt(a.cuda()).cpu(), basis.intt(a.cuda()).cpu()
+        assert torch.equal(got_fwd, expected_fwd), f"ntt, {name} plan"
+        assert torch.equal(got_inv, expected_inv), f"intt, {name} plan"
 
 
 def _mod_down_ntt_case(rng, n, batches, p_rows, device):
@@ -355,10 +316,10 @@ def _mod_down_ntt_case(rng, n, batches, p_rows, device):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("log_n", [11, 16, 17])
-def test_ntt_variants_mod_down_epilogue_is_bit_identical(log_n):
-    """ops.mod_down_ntt ((c - NTT(x)) * consts (+ add) in the rows kernel's store) on every variant ==
+def test_ntt_plans_mod_down_epilogue_is_bit_identical(log_n):
+    """ops.mod_down_ntt ((c - NTT(x)) * consts (+ add) in the rows kernel's store) on every plan ==
     the CPU build, with and without an addend, in place; == Python integers on a sample of
-    coefficients (variant 1 feeds c + 4q - x, x lazy in [0, 4q), to the Shoup product unreduced)."""
+    coefficients (the tuned kernels feed c + bound q - x, x lazy, to the Shoup product unreduced)."""
     rng, _ = fresh_rng()
     n, p_rows = 1 << log_n, 2
     cpu_case = _mod_down_ntt_case(rng, n, 3, p_rows, "cpu")
@@ -367,14 +328,13 @@ def test_ntt_variants_mod_down_epilogue_is_bit_identical(log_n):
     gpu_consts = tuple(t.cuda() for t in consts)
     expected = ops.mod_down_ntt(x, c, p_rows, *consts, basis.moduli, basis.ntt_table)
     expected_add = ops.mod_down_ntt(x, c, p_rows, *consts, basis.moduli, basis.ntt_table, addend)
-    for variant in NTT_VARIANTS:
-        with ops.use_kernel_variant("ntt", variant):
-            args = (c.cuda(), p_rows, *gpu_consts, gpu_basis.moduli, gpu_basis.ntt_table)
-            got = ops.mod_down_ntt(x.cuda(), *args).cpu()
-            in_place = x.cuda()
-            ops.mod_down_ntt(in_place, *args, addend.cuda(), out=in_place)
-        assert torch.equal(got, expected), f"variant {variant}"
-        assert torch.equal(in_place.cpu(), expected_add), f"variant {variant}, with the addend, in place"
+    args = (c.cuda(), p_rows, *gpu_consts, gpu_basis.moduli, gpu_basis.ntt_table)
+    for name, plan in KERNEL_PLANS.items():
+        got = ops.mod_down_ntt(x.cuda(), *args, plan=plan).cpu()
+        in_place = x.cuda()
+        ops.mod_down_ntt(in_place, *args, addend.cuda(), plan=plan, out=in_place)
+        assert torch.equal(got, expected), f"{name} plan"
+        assert torch.equal(in_place.cpu(), expected_add), f"{name} plan, with the addend, in place"
     ntt_x = to_ints(basis.ntt(x)[..., :48])
     cs, adds, ks = to_ints(c[:, p_rows:, :48]), to_ints(addend[..., :48]), to_ints(consts[0])
     for b in range(3):
@@ -386,10 +346,10 @@ def test_ntt_variants_mod_down_epilogue_is_bit_identical(log_n):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("forward", [True, False])
-def test_ntt_variants_strided_skipped_and_misaligned(forward):
-    """Every variant on a strided batch (ModDown's P rows read in place), with skipped rows (ModUp's own
-    primes), and on views 8 bytes off 16-byte alignment (the 16-byte paths then fall back to variant 0):
-    == the CPU build."""
+def test_ntt_plans_strided_skipped_and_misaligned(forward):
+    """Every plan on a strided batch (ModDown's P rows read in place), with skipped rows (ModUp's own
+    primes), and on views 8 bytes off 16-byte alignment (the tuned plans then fall back to the reference
+    kernels): == the CPU build."""
     rng, _ = fresh_rng()
     n = 1 << 16
     primes = generate_primes([61, 58, 50], n)
@@ -401,16 +361,15 @@ def test_ntt_variants_strided_skipped_and_misaligned(forward):
     skip = (1, 1, 1)  # batch b leaves row 1 + b alone
     expected_skip = fn(x, cpu.moduli, cpu.ntt_table, skip=skip)
     flat = torch.empty(1 + x.numel(), dtype=torch.int64, device="cuda")
-    for variant in NTT_VARIANTS:
-        with ops.use_kernel_variant("ntt", variant):
-            strided = fn(big.cuda()[:, :3], gpu.moduli, gpu.ntt_table).cpu()
-            skipped = fn(x.cuda(), gpu.moduli, gpu.ntt_table, skip=skip).cpu()
-            shifted = flat[1:].view(x.shape)  # data 8 bytes past an aligned address
-            shifted.copy_(x)
-            fn(shifted, gpu.moduli, gpu.ntt_table, out=shifted)
-        assert torch.equal(strided, expected), f"variant {variant}, strided"
-        assert torch.equal(skipped, expected_skip), f"variant {variant}, skip"
-        assert torch.equal(shifted.cpu(), expected), f"variant {variant}, misaligned"
+    for name, plan in KERNEL_PLANS.items():
+        strided = fn(big.cuda()[:, :3], gpu.moduli, gpu.ntt_table, plan=plan).cpu()
+        skipped = fn(x.cuda(), gpu.moduli, gpu.ntt_table, skip=skip, plan=plan).cpu()
+        shifted = flat[1:].view(x.shape)  # data 8 bytes past an aligned address
+        shifted.copy_(x)
+        fn(shifted, gpu.moduli, gpu.ntt_table, plan=plan, out=shifted)
+        assert torch.equal(strided, expected), f"{name} plan, strided"
+        assert torch.equal(skipped, expected_skip), f"{name} plan, skip"
+        assert torch.equal(shifted.cpu(), expected), f"{name} plan, misaligned"
 
 
 def _prime_near(limit: int, n: int, above: bool) -> int:
@@ -424,31 +383,14 @@ def _prime_near(limit: int, n: int, above: bool) -> int:
 @pytest.mark.gpu
 @pytest.mark.parametrize("log_n", [16, 17])
 def test_ntt_lazy_forward_at_its_prime_limit(log_n):
-    """Variants 3 and 4 run the forward transform without reductions for primes with (5 + 2 log N) q < 2^64:
+    """The tuned kernels run the forward transform without reductions for primes with (5 + 2 log N) q < 2^64:
     the largest such prime (values up to (4 + 2 log N) q, just below 2^64, and the epilogue's c + bound q)
     and the smallest prime above the limit (Harvey's butterflies), with inputs at q - 1 and 4q - 1 (the
     forward transform accepts [0, 4q)), plain and through ModDown's epilogue: == the CPU build on every
-    variant."""
+    plan."""
     rng, _ = fresh_rng()
     n = 1 << log_n
     limit = (2 ** 64 - 1) // (5 + 2 * log_n)
     primes = [_prime_near(limit, n, above=False), _prime_near(limit + 1, n, above=True),
               _prime_near(2 ** 61 - 1, n, above=False)]
-    cpu, gpu = RNSBasis.get(primes, n, "cpu"), RNSBasis.get(primes, n, "cuda")
-    a = random_residues(rng, primes, (2,), n)
-    q_col = cpu.moduli[:, :1]
-    a[0, :, : n // 2] = q_col - 1
-    a[1, :, : n // 2] = 4 * q_col - 1  # 4q < 2^63 for every prime here
-    expected = cpu.ntt(a)
-    assert torch.equal(expected, cpu.ntt(a % q_col))
-    c = random_residues(rng, [3] + primes, (2,), n)  # one P row (not read), then Q's
-    c[0, 1:, :64] = q_col - 1
-    consts = [int(rng.integers(1, q)) for q in primes]
-    k_cpu, k_gpu = shoup_constants(consts, primes), shoup_constants(consts, primes, "cuda")
-    expected_down = ops.mod_down_ntt(a, c, 1, *k_cpu, cpu.moduli, cpu.ntt_table)
-    for variant in NTT_VARIANTS:
-        with ops.use_kernel_variant("ntt", variant):
-            got = gpu.ntt(a.cuda()).cpu()
-            got_down = ops.mod_down_ntt(a.cuda(), c.cuda(), 1, *k_gpu, gpu.moduli, gpu.ntt_table).cpu()
-        assert torch.equal(got, expected), f"variant {variant}"
-        assert torch.equal(got_down, expected_down), f"variant {variant}, ModDown's epilogue"
+    assert_forward_ntt_matches_cpu(rng, primes, n)

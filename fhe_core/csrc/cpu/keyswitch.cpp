@@ -1,5 +1,5 @@
-// CPU key-switching inner product: one limb (both output components) per task, so each digit
-// row is read once for the two products with the key.
+// CPU key-switching inner product (and ntt_inner_product: ModUp's NTT, then it): one limb (both output components)
+// per task, so each digit row is read once for the two products with the key.
 //
 // Primes below 2^50 (with the dnum-term sum within ifma::SumBound) on a CPU with AVX-512 IFMA
 // take the vector path; the others the scalar 128-bit accumulation. Same canonical outputs.
@@ -75,6 +75,12 @@ void ks_inner_product(const KsInnerProductArgs& a) {
       limb_scalar(a, limb, m);
     }
   });
+}
+
+// The forward NTT (skipping the digits' own rows), then the inner product.
+void ntt_inner_product(const NttInnerProductArgs& args) {
+  ntt_forward(args.ntt);
+  ks_inner_product(args.ip);
 }
 
 }  // namespace fhe::cpu

@@ -1,10 +1,10 @@
-"""The inverse NTT's arithmetic (ops.kernel_variant "inverse"; ntt.cu's UnreducedTwiddles): 1 runs no reduction between
-the inverse's stages for primes below 2^(63 - log N), with truncated Shoup quotients; 2 (the default) is 1 with the
-rows kernel's first round reading each twiddle without its Shoup companion, which it computes. Their rounds in Python
-integers (every bound the kernels assume asserted) == the CPU build; on CUDA every variant == variant 0 == the CPU
-build, bit for bit, at the key switch's batch sizes (ModDown's 22 = 2 x 11 rows, read in place from its [2, P + Q, N]
-input; ModUp's 31; 33 = 3 x 11), through intt, intt_galois and intt_product, with inputs at q - 1 and primes on both
-sides of 2^(63 - log N), 2^59 and 2^60 (the lazy rounds' limit) and a 61-bit one."""
+"""The tuned inverse NTT's arithmetic (ntt_math.cuh's UnreducedTwiddles): no reduction between the inverse's stages for
+primes below 2^(63 - log N), truncated Shoup quotients, and the rows kernel's first round reading each twiddle
+without its Shoup companion, which it computes. Its rounds in Python integers (every bound the kernels assume
+asserted) == the CPU build; on CUDA every kernel plan == the CPU build, bit for bit, at the key switch's batch sizes
+(ModDown's 22 = 2 x 11 rows, read in place from its [2, P + Q, N] input; ModUp's 31; 33 = 3 x 11), through intt,
+intt_galois and intt_product, with inputs at q - 1 and primes on both sides of 2^(63 - log N), 2^59 and 2^60 (the
+lazy rounds' limit) and a 61-bit one."""
 import numpy as np
 import pytest
 import torch
@@ -12,18 +12,11 @@ import torch
 from fhe_core import ops
 from fhe_core.ring import RNSBasis, generate_primes
 from fhe_reference import fresh_rng, inverse_ntt_rounds, ntt_prime_above, ntt_prime_below, random_residues
-from keyswitch_cases import assert_variant_switch
+from plan_cases import KERNEL_PLANS
 
-INVERSE_VARIANTS = (0, 1, 2)
 WORD = 1 << 64
 # (batch prefix, limbs): 2 x 11 ModDown's P rows, 31 ModUp's Q rows, 3 x 11 a third batch past ModDown's
 SHAPES = (((2,), 11), ((), 31), ((3,), 11))
-
-
-def test_inverse_variant_switch():
-    assert_variant_switch("inverse", INVERSE_VARIANTS, default=2)
-    with pytest.raises(RuntimeError, match="unknown kernel ''"):
-        ops.kernel_variant("", 0)  # (no variant is nameless)
 
 
 def _primes(limbs: int, n: int) -> list[int]:
@@ -38,16 +31,16 @@ def _primes(limbs: int, n: int) -> list[int]:
 
 
 def _mulhi_truncated(a: int, b: int) -> int:
-    """ntt.cu's mulhi_truncated: a1 b1 + hi32(a0 b1) + hi32(a1 b0), 32-bit halves."""
+    """cuda/ntt_math.cuh's mulhi_truncated: a1 b1 + hi32(a0 b1) + hi32(a1 b0), 32-bit halves."""
     a0, a1, b0, b1 = a & 0xFFFFFFFF, a >> 32, b & 0xFFFFFFFF, b >> 32
     return a1 * b1 + ((a0 * b1) >> 32) + ((a1 * b0) >> 32)
 
 
-def _inverse_model(a: list[int], table: np.ndarray, q: int, log_n: int, computed_first: bool) -> list[int]:
+def _inverse_model(a: list[int], table: np.ndarray, q: int, log_n: int) -> list[int]:
     """The kernels' inverse (UnreducedTwiddles) on Python integers: before inverse stage s every value below
-    2^(s+1) q, no reductions, the differences' products from truncated quotients (in [0, 4q)); with computed_first
-    (variant 2) the rows kernel's first round with w'' = floor(w floor(2^128 / q) / 2^64) and exact quotients (in
-    [0, 3q)); the folded last stage with exact quotients (canonical)."""
+    2^(s+1) q, no reductions; the rows kernel's first round with w'' = floor(w floor(2^128 / q) / 2^64) and exact
+    quotients (in [0, 3q)), the later rounds' products from truncated quotients (in [0, 4q)); the folded last stage
+    with exact quotients (canonical)."""
     n = 1 << log_n
     ratio = (1 << 128) // q
     inv, inv_shoup = [int(v) for v in table[2]], [int(v) for v in table[3]]
@@ -70,7 +63,7 @@ def _inverse_model(a: list[int], table: np.ndarray, q: int, log_n: int, computed
                             p = (v * w - ((v * ws) >> 64) * q) % WORD
                             assert p < 2 * q
                             a[j + k * t] = p - q if p >= q else p
-                    elif computed_first and r == 0:
+                    elif r == 0:
                         w = inv[m + i]
                         w2 = w * (ratio >> 64) + ((w * (ratio % WORD)) >> 64)  # ComputedShoupTwiddles::load
                         assert w2 < WORD and inv_shoup[m + i] - 1 <= w2 <= inv_shoup[m + i]
@@ -85,9 +78,8 @@ def _inverse_model(a: list[int], table: np.ndarray, q: int, log_n: int, computed
 
 
 @pytest.mark.parametrize("log_n", [10, 11])
-@pytest.mark.parametrize("computed_first", [False, True])
-def test_inverse_rounds_in_python_integers_at_the_prime_limit(log_n, computed_first):
-    """Variants 1 and 2 at their largest prime (below 2^(63 - log N)), inputs q - 1 and random: == the CPU build,
+def test_inverse_rounds_in_python_integers_at_the_prime_limit(log_n):
+    """The unreduced inverse at its largest prime (below 2^(63 - log N)), inputs q - 1 and random: == the CPU build,
     every value below 2^64 and below its assumed bound."""
     rng, _ = fresh_rng()
     n = 1 << log_n
@@ -97,7 +89,7 @@ def test_inverse_rounds_in_python_integers_at_the_prime_limit(log_n, computed_fi
     for case in ("q - 1", "random"):
         x = torch.full((1, n), q - 1, dtype=torch.int64) if case == "q - 1" else random_residues(rng, [q], n=n)
         expected = [int(v) for v in basis.intt(x)[0].numpy().view(np.uint64)]
-        got = _inverse_model([int(v) for v in x[0].numpy().view(np.uint64)], table, q, log_n, computed_first)
+        got = _inverse_model([int(v) for v in x[0].numpy().view(np.uint64)], table, q, log_n)
         assert got == expected, case
 
 
@@ -113,8 +105,8 @@ def _case(rng, prefix, limbs, n):
 @pytest.mark.gpu
 @pytest.mark.parametrize("log_n", [15, 16])
 @pytest.mark.parametrize("prefix,limbs", SHAPES)
-def test_inverse_variants_match_the_cpu(log_n, prefix, limbs):
-    """intt (also read in place from a wider tensor), intt_galois and intt_product, every variant == the CPU."""
+def test_inverse_plans_match_the_cpu(log_n, prefix, limbs):
+    """intt (also read in place from a wider tensor), intt_galois and intt_product, every plan == the CPU."""
     rng, _ = fresh_rng()
     n = 1 << log_n
     primes, cpu, gpu, a = _case(rng, prefix, limbs, n)
@@ -126,14 +118,13 @@ def test_inverse_variants_match_the_cpu(log_n, prefix, limbs):
     expected_product = ops.intt_product(a, b, cpu.moduli, cpu.ntt_table)
     # the batch read in place from a wider tensor (ModDown's P rows of [B, P + Q, N]: in_batch_stride)
     wide = torch.cat([a.view(-1, limbs, n), a.view(-1, limbs, n).flip(-1)], dim=-2).cuda()
-    for variant in INVERSE_VARIANTS:
-        with ops.use_kernel_variant("inverse", variant):
-            got = gpu.intt(a.cuda()).cpu()
-            strided = ops.intt(wide[:, :limbs], gpu.moduli, gpu.ntt_table).cpu()
-            galois = ops.intt_galois(a.cuda(), gpu.moduli, gpu.ntt_table, k)
-            product = ops.intt_product(a.cuda(), b.cuda(), gpu.moduli, gpu.ntt_table)
-        assert torch.equal(got, expected), variant
-        assert torch.equal(strided, expected.view(-1, limbs, n)), (variant, "strided")
+    for plan_name, plan in KERNEL_PLANS.items():
+        got = gpu.with_plan(plan).intt(a.cuda()).cpu()
+        strided = ops.intt(wide[:, :limbs], gpu.moduli, gpu.ntt_table, plan=plan).cpu()
+        galois = ops.intt_galois(a.cuda(), gpu.moduli, gpu.ntt_table, k, plan=plan)
+        product = ops.intt_product(a.cuda(), b.cuda(), gpu.moduli, gpu.ntt_table, plan=plan)
+        assert torch.equal(got, expected), plan_name
+        assert torch.equal(strided, expected.view(-1, limbs, n)), (plan_name, "strided")
         for got, want, name in ((galois, expected_galois, "galois"), (product, expected_product, "product")):
-            assert torch.equal(got[1].cpu(), want[1]), (variant, name, "stored rows")
-            assert torch.equal(got[0].cpu(), want[0]), (variant, name)
+            assert torch.equal(got[1].cpu(), want[1]), (plan_name, name, "stored rows")
+            assert torch.equal(got[0].cpu(), want[0]), (plan_name, name)

@@ -1,5 +1,6 @@
-// CPU negacyclic NTT: the iterative Cooley-Tukey / Gentleman-Sande loops of common/ntt.h,
-// one limb per task on torch's intra-op thread pool.
+// CPU negacyclic NTT: the iterative Cooley-Tukey / Gentleman-Sande loops of common/ntt.h, one row per task on
+// torch's intra-op thread pool, and the compositions the CUDA kernels fuse (ModDown's epilogue, a rotation's
+// sigma_k and HMult's products before the inverse).
 //
 // Primes below 2^50 on a CPU with AVX-512 IFMA take a vector path (eight butterflies per
 // instruction sequence, cpu/ifma.h); the others take the scalar reference loops. Both give the
@@ -8,6 +9,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "../common/ntt.h"
 #include "../kernels.h"
@@ -248,32 +250,72 @@ FHE_IFMA_FN void inverse_row(const u64* in, u64* out, const u64* table, u64 q_sc
 
 using RowFn = void (*)(const u64*, u64*, const u64*, u64, int);
 
-// vector52: primes below 2^50 (IFMA); vector64: the others (64-bit products from 32-bit ones).
+// Every row but the skipped ones (NttSkip), each read at ntt_in_offset (a strided batch in place). vector52: primes
+// below 2^50 (IFMA); vector64: the others (64-bit products from 32-bit ones).
 void for_each_row(const NttArgs& a, RowFn scalar_fn, RowFn vector52_fn, RowFn vector64_fn) {
   const int64_t n = int64_t{1} << a.log_n;
   const bool simd = vector52_fn != nullptr && n >= 16 && ifma_enabled();  // blocks of 16 words
   at::parallel_for(0, a.rows, parallel_grain(n), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
+      if (ntt_row_skipped(a.skip, r, a.limbs)) continue;
       const int limb = static_cast<int>(r % a.limbs);
       const u64 q = a.moduli[limb].value;
       const RowFn fn = !simd ? scalar_fn : q < kIfmaMaxPrime ? vector52_fn : vector64_fn;
-      fn(a.in + r * n, a.out + r * n, a.table + limb * a.table_rows * n, q, a.log_n);
+      fn(a.in + ntt_in_offset(a, r), a.out + r * n, a.table + limb * a.table_rows * n, q, a.log_n);
     }
   });
 }
 
-}  // namespace
+// ModDown's last step after the transform (NttEpilogue): (c - x) * consts per batch, then sigma_k(add).
+void epilogue(const NttArgs& a) {
+  const int64_t n = int64_t{1} << a.log_n;
+  const NttEpilogue& e = a.epilogue;
+  std::vector<u64> permuted(e.add_galois != 1 ? a.limbs * n : 0);
+  for (int64_t b = 0; b < a.rows / a.limbs; ++b) {
+    u64* x = a.out + b * a.limbs * n;
+    elementwise(ElementwiseArgs{ElementwiseOp::kSubMulConst, e.sub_from + b * e.batch_stride, x, nullptr, e.consts,
+                                e.consts_shoup, x, a.moduli, a.limbs, a.limbs, a.limbs, n});
+    if (b >= e.add_batches) continue;
+    const u64* add = e.add + b * a.limbs * n;
+    if (e.add_galois != 1) {
+      automorphism_ntt(AutomorphismArgs{add, permuted.data(), a.moduli, a.limbs, a.limbs, a.log_n, e.add_galois});
+      add = permuted.data();
+    }
+    elementwise(ElementwiseArgs{ElementwiseOp::kAdd, x, add, nullptr, nullptr, nullptr, x, a.moduli, a.limbs, a.limbs,
+                                a.limbs, n});
+  }
+}
 
 #if FHE_CPU_HAVE_IFMA
-void ntt_forward(const NttArgs& args) {
-  for_each_row(args, forward_row, vec::forward_row<12>, vec::forward_row<0>);
-}
-void ntt_inverse(const NttArgs& args) {
-  for_each_row(args, inverse_row, vec::inverse_row<12>, vec::inverse_row<0>);
-}
+void forward(const NttArgs& a) { for_each_row(a, forward_row, vec::forward_row<12>, vec::forward_row<0>); }
+void inverse(const NttArgs& a) { for_each_row(a, inverse_row, vec::inverse_row<12>, vec::inverse_row<0>); }
 #else
-void ntt_forward(const NttArgs& args) { for_each_row(args, forward_row, nullptr, nullptr); }
-void ntt_inverse(const NttArgs& args) { for_each_row(args, inverse_row, nullptr, nullptr); }
+void forward(const NttArgs& a) { for_each_row(a, forward_row, nullptr, nullptr); }
+void inverse(const NttArgs& a) { for_each_row(a, inverse_row, nullptr, nullptr); }
 #endif
+
+}  // namespace
+
+void ntt_forward(const NttArgs& args) {
+  forward(args);
+  if (args.epilogue.sub_from != nullptr) epilogue(args);
+}
+
+// sigma_k(in) (NttArgs::galois) or in * times first, into `permuted`, then the transform of those.
+void ntt_inverse(const NttArgs& args) {
+  if (args.galois == 1 && args.times == nullptr) return inverse(args);
+  const int64_t n = int64_t{1} << args.log_n;
+  if (args.galois != 1) {
+    automorphism_ntt(AutomorphismArgs{args.in, args.permuted, args.moduli, args.rows, args.limbs, args.log_n,
+                                      args.galois});
+  } else {
+    elementwise(ElementwiseArgs{ElementwiseOp::kMul, args.in, args.times, nullptr, nullptr, nullptr, args.permuted,
+                                args.moduli, args.rows, args.rows, args.limbs, n});
+  }
+  NttArgs plain = args;
+  plain.in = args.permuted;
+  plain.in_batch_stride = 0;
+  inverse(plain);
+}
 
 }  // namespace fhe::cpu
