@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, CursorResult
@@ -104,6 +104,7 @@ sa.Table(
     sa.Index("jobs_by_state", "state", "created"),
 )
 
+T = TypeVar("T")
 WRITE_LOCK = 0x66_68_65_6D_6C  # PostgreSQL: the advisory lock every write transaction takes ("fheml")
 
 
@@ -119,13 +120,15 @@ def database_url(target: str | Path) -> str:
 
 
 class Statements:
-    """Plain SQL with ``?`` placeholders; rows come back as dicts."""
+    """Plain SQL with ``?`` placeholders; rows come back as dicts. Each statement's result is read
+    whole inside :meth:`_run` (a result read after another thread ran a statement on the same
+    connection is not that statement's result)."""
 
-    def _run(self, sql: str, args: tuple[Any, ...]) -> CursorResult:
+    def _run(self, sql: str, args: tuple[Any, ...], read: Callable[[CursorResult], T]) -> T:
         raise NotImplementedError
 
     def query(self, sql: str, args: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
-        return [dict(row._mapping) for row in self._run(sql, args)]
+        return self._run(sql, args, lambda result: [dict(row) for row in result.mappings()])
 
     def one(self, sql: str, args: tuple[Any, ...] = ()) -> dict[str, Any] | None:
         rows = self.query(sql, args)
@@ -133,11 +136,11 @@ class Statements:
 
     def scalar(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
         """The first column of the first row (None without a row)."""
-        return self._run(sql, args).scalar()
+        return self._run(sql, args, lambda result: result.scalar())
 
     def execute(self, sql: str, args: tuple[Any, ...] = ()) -> int:
         """Run one statement; returns the number of rows it changed."""
-        return self._run(sql, args).rowcount
+        return self._run(sql, args, lambda result: result.rowcount)
 
 
 class Transaction(Statements):
@@ -150,8 +153,8 @@ class Transaction(Statements):
     def dialect(self) -> str:
         return self.db.dialect
 
-    def _run(self, sql: str, args: tuple[Any, ...]) -> CursorResult:
-        return self._conn.exec_driver_sql(self.db.native(sql), args)
+    def _run(self, sql: str, args: tuple[Any, ...], read: Callable[[CursorResult], T]) -> T:
+        return read(self._conn.exec_driver_sql(self.db.native(sql), args))
 
 
 class Database(Statements):
@@ -196,11 +199,11 @@ class Database(Statements):
             self._conn = self.engine.connect()
         return self._conn
 
-    def _run(self, sql: str, args: tuple[Any, ...]) -> CursorResult:
-        with self._lock:
+    def _run(self, sql: str, args: tuple[Any, ...], read: Callable[[CursorResult], T]) -> T:
+        with self._lock:  # the statement and the reading of its result, as one
             if self._tx is not None:  # this thread's open transaction (others wait on the lock)
-                return self._tx._run(sql, args)
-            return self._connection().exec_driver_sql(self.native(sql), args)
+                return self._tx._run(sql, args, read)
+            return read(self._connection().exec_driver_sql(self.native(sql), args))
 
     @contextmanager
     def transaction(self, *, exclusive: bool = True) -> Iterator[Transaction]:

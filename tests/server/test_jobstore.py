@@ -178,3 +178,29 @@ def test_a_stopping_worker_hands_its_job_back_at_once_without_counting_a_death(s
     resumed = claim_job(db, "b/0", lease_s=60.0)  # another host need not wait for a lease
     assert resumed["id"] == job_id and resumed["attempts"] == 1
     db.close()
+
+
+def test_threads_sharing_the_store_each_read_their_own_rows(store):
+    """One connection serves every request thread: a statement's rows must be read before another
+    thread's statement runs (on the H200 host, parallel part uploads got another token's row and
+    answered 401)."""
+    db = Database(store)
+    names = [f"tenant{n}" for n in range(8)]
+    for name in names:
+        db.execute("INSERT INTO tenants (name, is_admin, created) VALUES (?, 0, ?)", (name, now()))
+    wrong: list[tuple[str, object]] = []
+
+    def read(name: str) -> None:
+        for _ in range(300):
+            row = db.one("SELECT name FROM tenants WHERE name = ?", (name,))
+            count = db.scalar("SELECT COUNT(*) FROM tenants WHERE name = ?", (name,))
+            if row is None or row["name"] != name or count != 1:
+                wrong.append((name, row))
+
+    threads = [threading.Thread(target=read, args=(name,)) for name in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    db.close()
+    assert wrong == []
