@@ -1,7 +1,7 @@
 """Load test of the service: N concurrent clients sending encrypted XGBoost predictions to a
 server on the loopback interface for a bounded time (not a unit test).
 
-    python scripts/loadtest.py [--clients 16 --duration 300 --preset BFVN13QP218L3D4T17
+    python scripts/loadtest.py [--clients 16 --duration 300 --preset BFVN14QP438L7D8T20
                                 --samples 64 --device cpu --workers N --json out.json]
 
 It starts ``python -m server serve`` on 127.0.0.1 (a fresh data directory), registers a small
@@ -370,7 +370,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--duration", type=float, default=300.0, help="seconds of load")
-    parser.add_argument("--preset", default="BFVN13QP218L3D4T17", help="BFV preset (128-bit by default)")
+    parser.add_argument("--preset", default="BFVN14QP438L7D8T20",
+                        help="BFV preset (128-bit by default; flooded answers need N = 2^14 for the depth-3 model)")
     parser.add_argument("--samples", type=int, default=64, help="samples per request (one batch)")
     parser.add_argument("--repeat", type=int, default=20, help="sequential runs for the overhead medians")
     parser.add_argument("--device", default="cpu")
