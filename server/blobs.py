@@ -66,10 +66,7 @@ class BlobStore:
         if self.exists(sha):
             return sha
         tmp = self.temp_path("put-")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        write_synced(tmp, data)
         self.adopt(tmp, sha)
         return sha
 
@@ -141,6 +138,13 @@ def move_into_place(source: Path, target: Path) -> None:
         _fsync_dir(target.parent.parent)
     os.replace(source, target)
     _fsync_dir(target.parent)
+
+
+def write_synced(path: Path, data: bytes | bytearray) -> None:
+    """``data`` into a new file at ``path``, on the disk when this returns (written and fsynced)."""
+    with open(path, "wb") as f:
+        f.write(data)
+        _flush(f)
 
 
 def _flush(f) -> None:

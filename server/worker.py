@@ -41,6 +41,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Protocol
 
+from server.blobs import write_synced
 from server.db import now
 
 log = logging.getLogger("server.worker")
@@ -266,8 +267,5 @@ def _write_atomically(path: Path, data: bytes) -> None:
     """``data`` to ``path`` through a synced temporary file and a rename: the name never points at
     a partial file."""
     tmp = path.with_suffix(".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    write_synced(tmp, data)
     os.replace(tmp, path)
