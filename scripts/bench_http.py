@@ -8,8 +8,8 @@ predictions and downloads do, without their hashing and parsing). Measured per d
   service runs with its dependencies installed);
 - uploads: httpx given the whole body as ``bytes`` (httpcore slices the rest of the buffer after
   every socket send, a copy each time) and the service client's streamed slices
-  (``server.client._binary_body``); downloads: httpx ``read()`` (chunks kept, then joined) and the
-  client's one buffer of the Content-Length (``server.client._read_into_buffer``).
+  (``server.client.binary_body``); downloads: httpx ``read()`` (chunks kept, then joined) and the
+  client's one buffer of the Content-Length (``server.client.read_into_buffer``).
 
     python scripts/bench_http.py --mib 256 --json docs/results/http-stream.jsonl
 """
@@ -32,7 +32,7 @@ import httpx
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from apps.table import format_table  # noqa: E402
-from server.client import _binary_body, _read_into_buffer  # noqa: E402
+from server.client import binary_body, read_into_buffer  # noqa: E402
 
 STACKS = {"h11+asyncio": ("h11", "asyncio"), "httptools+uvloop": ("httptools", "uvloop")}
 
@@ -99,7 +99,7 @@ def measure_stack(name: str, size: int, repeats: int) -> list[dict]:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=600) as client:
             def upload(streamed: bool):
                 def go():  # a streamed body is an iterator: a fresh one per call
-                    kwargs = _binary_body(body) if streamed else {"content": body}
+                    kwargs = binary_body(body) if streamed else {"content": body}
                     _check(client.post("/", **kwargs).text == str(size))
                 return go
 
@@ -112,7 +112,7 @@ def measure_stack(name: str, size: int, repeats: int) -> list[dict]:
             runs = {("upload", "bytes"): upload(streamed=False),
                     ("upload", "streamed slices"): upload(streamed=True),
                     ("download", "read()"): download(lambda r: r.read()),
-                    ("download", "one buffer"): download(_read_into_buffer)}
+                    ("download", "one buffer"): download(read_into_buffer)}
             return [{"server": name, "direction": direction, "client": path,
                      "mb_s": round(best_mb_s(fn, size, repeats))} for (direction, path), fn in runs.items()]
     finally:

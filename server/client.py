@@ -151,7 +151,7 @@ class ServiceClient:
 
     def _download(self, method: str, url: str, **kwargs: Any) -> bytearray:
         """One HTTP call whose binary answer streams into one buffer of its declared length."""
-        return self._call(method, url, kwargs, _read_into_buffer)
+        return self._call(method, url, kwargs, read_into_buffer)
 
     def _call(self, method: str, url: str, kwargs: dict[str, Any], read: Callable[[httpx.Response], Any]) -> Any:
         start = time.perf_counter()
@@ -231,7 +231,7 @@ class ServiceClient:
     def _put_part(self, url: str, data: memoryview) -> None:
         for attempt in range(self.retries + 1):
             try:
-                self._request("PUT", url, **_binary_body(data))
+                self._request("PUT", url, **binary_body(data))
                 return
             except httpx.TransportError:
                 if attempt == self.retries:
@@ -308,7 +308,7 @@ class ServiceClient:
         with self._serializing():
             body = dumps_many(cts, packed=True)
         answer = self._download("POST", "/predictions", params={"model": model, "keyset": keyset_id},
-                                **_binary_body(body))
+                                **binary_body(body))
         with self._serializing():
             return loads_many(answer, params, expect=Ciphertext)
 
@@ -375,7 +375,7 @@ class ServiceClient:
             return loads(content, params)
 
 
-def _binary_body(data: bytes | bytearray | memoryview) -> dict[str, Any]:
+def binary_body(data: bytes | bytearray | memoryview) -> dict[str, Any]:
     """httpx arguments that send ``data`` as an octet stream in STREAM_CHUNK slices of one view
     (no copy of the whole: httpcore re-slices a ``bytes`` body after every socket send, a copy of
     the rest each time, which held a 256 MiB upload to ~40 MB/s on loopback)."""
@@ -390,7 +390,7 @@ def _read_whole(response: httpx.Response) -> httpx.Response:
     return response
 
 
-def _read_into_buffer(response: httpx.Response) -> bytearray:
+def read_into_buffer(response: httpx.Response) -> bytearray:
     """The answer's body in one buffer of its Content-Length, filled as the chunks arrive (httpx's
     ``read()`` keeps every chunk and joins them: a second copy of the whole)."""
     declared = response.headers.get("content-length")
