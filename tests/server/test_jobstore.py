@@ -180,27 +180,49 @@ def test_a_stopping_worker_hands_its_job_back_at_once_without_counting_a_death(s
     db.close()
 
 
-def test_threads_sharing_the_store_each_read_their_own_rows(store):
-    """One connection serves every request thread: a statement's rows must be read before another
-    thread's statement runs (on the H200 host, parallel part uploads got another token's row and
-    answered 401)."""
+class _Watched:
+    """A statement's result that records, on every read, whether the reading thread holds the
+    store's lock."""
+
+    def __init__(self, result, lock, reads: list[bool]):
+        self._result, self._lock, self._reads = result, lock, reads
+
+    def _note(self) -> None:
+        self._reads.append(self._lock._is_owned())
+
+    def mappings(self):
+        self._note()
+        return self._result.mappings()
+
+    def __iter__(self):
+        self._note()
+        return iter(self._result)
+
+    def scalar(self):
+        self._note()
+        return self._result.scalar()
+
+    @property
+    def rowcount(self):
+        self._note()
+        return self._result.rowcount
+
+
+def test_a_statements_rows_are_read_under_the_stores_lock(store):
+    """One connection serves every request thread: a statement's rows must be read before the lock
+    lets another thread's statement run on it (on the H200 host, parallel part uploads read an
+    empty result for their token and answered 401)."""
     db = Database(store)
-    names = [f"tenant{n}" for n in range(8)]
-    for name in names:
-        db.execute("INSERT INTO tenants (name, is_admin, created) VALUES (?, 0, ?)", (name, now()))
-    wrong: list[tuple[str, object]] = []
-
-    def read(name: str) -> None:
-        for _ in range(300):
-            row = db.one("SELECT name FROM tenants WHERE name = ?", (name,))
-            count = db.scalar("SELECT COUNT(*) FROM tenants WHERE name = ?", (name,))
-            if row is None or row["name"] != name or count != 1:
-                wrong.append((name, row))
-
-    threads = [threading.Thread(target=read, args=(name,)) for name in names]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    db.close()
-    assert wrong == []
+    reads: list[bool] = []
+    connection = db._connection()
+    execute = connection.exec_driver_sql
+    connection.exec_driver_sql = lambda sql, args: _Watched(execute(sql, args), db._lock, reads)
+    try:
+        db.execute("INSERT INTO tenants (name, is_admin, created) VALUES ('a', 0, ?)", (now(),))
+        assert db.one("SELECT name FROM tenants WHERE name = 'a'") == {"name": "a"}
+        assert db.scalar("SELECT COUNT(*) FROM tenants") == 1
+        assert db.query("SELECT name FROM tenants WHERE name = 'b'") == []
+    finally:
+        connection.exec_driver_sql = execute
+        db.close()
+    assert reads == [True] * 4
