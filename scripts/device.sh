@@ -18,7 +18,7 @@
 #               encodings (model-private and thermometer) for the report's per-encoding rows
 #       dist    two GPUs or more (device kind nvidia-h200-x2; not in the default stages): the NCCL tests
 #               (collectives on ciphertexts, data-parallel HELR against one GPU bit for bit) and
-#               scripts/bench_helr_dist.py (full MNIST, 10 iterations on 1 and 2 GPUs, with and
+#               scripts/bench_helr_dist.py (full MNIST, 30 iterations on 1 and 2 GPUs, with and
 #               without bootstrapping; the ciphertext all-reduce by method) -> dist.jsonl;
 #               FHE_DIST_ARGS="--iterations 6 --samples 4096" overrides its settings
 #       serve   prediction throughput of the service with 1 and 2 GPU workers (scripts/loadtest.py
@@ -112,7 +112,7 @@ if has dist; then
     python3 -m pytest -m gpu -q -p no:cacheprovider tests/fhe_core/test_distributed.py \
         tests/apps/logreg/test_parallel_helr.py 2>&1 | tee "$out/dist-tests.log"
     [ "${PIPESTATUS[0]}" = 0 ] || rc=1
-    python3 scripts/bench_helr_dist.py --device cuda --gpus 2 --iterations 10 ${data:+--mnist "$data/mnist"} \
+    python3 scripts/bench_helr_dist.py --device cuda --gpus 2 --iterations 30 ${data:+--mnist "$data/mnist"} \
         --json "$out/dist.jsonl" ${FHE_DIST_ARGS:-} 2>&1 | tee "$out/bench-dist.txt"
     [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
