@@ -1,4 +1,4 @@
-"""Collectives on ciphertexts and plaintexts (fhe_core.distributed) on 2 and 4 gloo processes (CPU),
+"""Collectives on ciphertexts and plaintexts (fhe_core.distributed) on 2, 4 and (slow) 8 gloo processes (CPU),
 and on 2 GPUs over NCCL (``gpu``).
 
 Each world size spawns its ranks once (a few seconds) and runs every collective in them; the
@@ -109,7 +109,8 @@ def mod_sum(arrays: list[np.ndarray], moduli: list[int]) -> np.ndarray:
     return (total % q).astype(np.int64)
 
 
-@pytest.fixture(scope="module", params=[2, 4], ids=["2 ranks", "4 ranks"])
+@pytest.fixture(scope="module", params=[2, 4, pytest.param(8, marks=pytest.mark.slow)],
+                ids=["2 ranks", "4 ranks", "8 ranks"])
 def gloo_run(request):
     world = request.param
     return world, distributed.spawn(collectives_on_rank, world, "cpu", timeout_s=300)

@@ -49,6 +49,18 @@ def test_two_ranks_train_and_score_bit_for_bit_as_one(mnist_dir):
     assert (one.encrypted.accuracy, one.encrypted.auroc) == (two.encrypted.accuracy, two.encrypted.auroc)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("world", [4, 8])
+def test_four_and_eight_ranks_train_bit_for_bit_as_one(mnist_dir, world):
+    """Issue 32's rank counts on gloo: batch 32 is 8 ciphertexts, so 8 ranks hold one each."""
+    config = HELRConfig.tiny(iterations=ITERATIONS, batch_size=32)
+    one, many = (run_encrypted_helr(config, mnist_dir, samples=SAMPLES, progress=False, nproc=nproc,
+                                    client_seed=SEED) for nproc in (1, world))
+    assert one.checkpoint and many.checkpoint == one.checkpoint
+    assert all(np.array_equal(a, b) for a, b in zip(one.weights, many.weights)) and len(many.weights) == ITERATIONS
+    assert one.bootstraps == many.bootstraps == 1
+
+
 @pytest.mark.parametrize("world", [0, 4])
 def test_more_ranks_than_ciphertexts_per_batch_are_refused(world, tmp_path):
     config = HELRConfig.tiny(iterations=ITERATIONS, batch_size=BATCH)
