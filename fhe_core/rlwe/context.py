@@ -107,7 +107,7 @@ LINEAR_MAX_AUX_PRIMES = 3
 
 
 def linear_aux_primes(n: int, digit_primes: Sequence[int], target_primes: Sequence[int],
-                      max_count: int = LINEAR_MAX_AUX_PRIMES) -> tuple[int, ...]:
+                      max_count: int | None = None) -> tuple[int, ...]:
     """The auxiliary base {m_k} of linear key switching: the fewest of the largest 61-bit primes = 1 mod 2N outside
     the parameters' primes whose product M satisfies M > 4 B, with B = N * max(target) * sum(digit primes).
 
@@ -117,7 +117,9 @@ def linear_aux_primes(n: int, digit_primes: Sequence[int], target_primes: Sequen
     residues mod m_k is exact, and the float64 estimate of x's multiple of M (|x| / M < 1/4) rounds correctly with a
     margin of 1/4, so the result does not depend on how either backend rounds. For a 60-bit q_0 at N = 2^10,
     B > 2^(10 + 60 + 60) = 2^130 already exceeds two 61-bit primes' 2^122 / 4: such sets take three.
-    Raises ParameterError when ``max_count`` primes cannot cover the bound."""
+    Raises ParameterError when ``max_count`` (default :data:`LINEAR_MAX_AUX_PRIMES`) primes cannot cover the
+    bound."""
+    max_count = LINEAR_MAX_AUX_PRIMES if max_count is None else max_count
     bound = n * max(target_primes) * sum(digit_primes)
     excluded = set(digit_primes) | set(target_primes)
     candidates = ntt_primes(LINEAR_AUX_BITS, n, max_count, exclude=excluded)
