@@ -132,7 +132,9 @@ def ntt_inner_product(ctx: RLWEContext, digits: torch.Tensor, key: SwitchingKey,
 
 def inner_product(ctx: RLWEContext, digits: torch.Tensor, key: SwitchingKey, level: int) -> torch.Tensor:
     """sum_j digits_j * (b_j, a_j) over QP_l: ``[2, alpha + l + 1, N]`` from digits ``[dnum_l, alpha + l + 1, N]``
-    (NTT domain, possibly permuted by an automorphism) and a switching key (its level-l part a prefix view)."""
+    (NTT domain, possibly permuted by an automorphism) and a switching key (its level-l part a prefix view). Hybrid
+    only."""
+    _hybrid_only(ctx, "inner_product")
     t = ctx.tables(level)
     rows = len(t.qp)
     with _step("inner_product", ctx.device):
