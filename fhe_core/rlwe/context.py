@@ -234,7 +234,7 @@ class RLWEContext:
     @classmethod
     def from_params(cls, params, device: torch.device | str = "cpu", *, plan: KernelPlan | None = None) -> RLWEContext:
         """The context of a validated ``fhe_core.params.Params`` (n, q_primes, p_primes,
-        hamming_weight, error_eta, params_id), with ``plan`` (default: resolved)."""
+        hamming_weight, error_eta, key_switching, params_id), with ``plan`` (default: resolved)."""
         return cls(params.n, params.q_primes, params.p_primes, device,
                    hamming_weight=params.hamming_weight, error_eta=params.error_eta,
                    params_id=params.params_id, plan=plan, key_switching=params.key_switching)
