@@ -57,8 +57,9 @@ class Setup:
         return self.encoder.decode(self.decryptor.decrypt(ct))
 
 
-# every device with hybrid key switching; linear on the CPU (its CUDA results equal the CPU's: tests/test_linear_gpu)
-@pytest.fixture(scope="module", params=[*DEVICES, pytest.param("cpu-linear", id="cpu-linear")])
+# both methods of key switching on every device (linear's CUDA words equal the CPU's: rlwe/test_rlwe_gpu.py)
+@pytest.fixture(scope="module", params=[*DEVICES, pytest.param("cpu-linear", id="cpu-linear"),
+                                        pytest.param("cuda-linear", id="cuda-linear", marks=pytest.mark.gpu)])
 def s(request) -> Setup:
     device, _, method = request.param.partition("-")
     return Setup(device, method or "hybrid")
