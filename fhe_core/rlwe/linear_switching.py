@@ -14,12 +14,11 @@ quantity hybrid's inner product computes with digits of one prime. ModDown then 
 ((c_Q - Conv_exact(c_P)) P^-1) with one forward NTT per output row.
 
 Noise (the analysis the tests rely on): the result is (u0, u1) with u0 + u1 s = d s' + e_ks (mod Q_l),
-e_ks = P^-1 sum_i [d]_{q_i} e_i + r, with r ModDown's rounding (|r_coeff| <= (1 + h) / 2 in the canonical embedding
-sense, h the secret's Hamming weight). Every step before ModDown is exact (the lift, the aux products, the CRT), so
-linear and hybrid with one-prime digits compute the same extended value; against hybrid with alpha-prime digits the
-first term changes from sum_j ([d]_{Q_j} + u_j Q_j) e_j / P to sum_i [d]_{q_i} e_i / P: with the same P both are
-below N * (l + 1) * q_max * |e|_inf / P, so linear's switch adds at most what hybrid's adds plus that bound's
-difference; the tests measure both against the exact result.
+e_ks = P^-1 sum_i [d]_{q_i} e_i + (r0 + r1 s) with |r_c| <= 1/2 (ModDown's exact rounding), so
+|e_ks|_inf <= N eta sum_i q_i / P + (1 + |s|_1) / 2 (``ks_noise_bound`` in the tests). Every step before ModDown
+is exact (the lift, the aux products, the CRT), so the only rounding is ModDown's: with alpha = 1 hybrid's ModUp is
+exact too and the two methods give the same words (tested bit for bit). With alpha-prime digits hybrid's first
+term is sum_j ([d]_{Q_j} + u_j Q_j) e_j / P < N eta alpha sum_j Q_j / P: under the same P linear's is the smaller.
 
 Costs per key switch at level l (T = alpha + l + 1 target rows, A aux primes): NTTs (l + 1) inverse of d,
 A (l + 1) forward, 2 A T inverse, 2 (l + 1) forward after ModDown; Hadamard products 2 A T (l + 1); key words
