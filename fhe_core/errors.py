@@ -130,6 +130,11 @@ class DecryptionError(FHEError, ValueError):
     result would be wrong."""
 
 
+class UnsupportedMethodError(FHEError, NotImplementedError):
+    """A step that exists for one key-switching method only, asked of a context of the other (e.g. the hybrid
+    ModUp of the double-hoisted linear transforms under linear key switching)."""
+
+
 class CollectiveError(FHEError, ValueError):
     """A collective over ranks (``fhe_core.distributed``) cannot run as asked: the ranks passed
     objects that differ in kind, level, scale or shape, a tensor is on a device the process group's

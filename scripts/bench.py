@@ -207,6 +207,54 @@ def make_keyswitch_cases(device: str) -> list[Case]:
     return cases
 
 
+# Linear against hybrid key switching (issue 30): CKKS chains of a 60-bit q_0 and l 40-bit scaling primes.
+LINEAR_KS_LOG_N = (14, 15, 16)
+LINEAR_KS_LEVELS = (8, 16, 24, 32)
+LINEAR_KS_CPU = ((14, 8), (14, 16))  # the CPU runs only these (the larger keys take GBs and minutes to make)
+HYBRID_DNUMS = (2, 3, 4)             # hybrid at each of these (its best is the row to compare with)
+
+
+def make_linear_keyswitch_cases(device: str) -> list[Case]:
+    """Relinearization and rotation (top level, unchecked engine steps: fhe_core.rlwe.switching) with linear key
+    switching (one 61-bit special prime, the paper's alpha = 1) and hybrid at dnum 2, 3, 4 (alpha = ceil((l+1) /
+    dnum) special primes of 60 bits), at log N 14, 15, 16 and l = 8, 16, 24, 32 (CUDA; the CPU runs LINEAR_KS_CPU).
+    Insecure above log QP's 128-bit bound (the paper's sizes; allow_insecure). The parameters column gives each key's
+    bytes (one relinearization or Galois key); bytes moved: the key read once plus the ciphertext in and out."""
+    import dataclasses
+
+    from fhe_core import rlwe
+    from fhe_core.params import Params, ParamsLiteral
+    from fhe_core.rlwe import switching
+
+    configs = LINEAR_KS_CPU if device == "cpu" else [(n, lv) for n in LINEAR_KS_LOG_N for lv in LINEAR_KS_LEVELS]
+    cases = []
+    for log_n, levels in configs:
+        base = ParamsLiteral(log_n=log_n, log_q=[60] + [40] * levels, log_p=[61], log_default_scale=40)
+        literals = [("linear", dataclasses.replace(base, key_switching="linear"))]
+        literals += [(f"hybrid dnum={d}", dataclasses.replace(base, log_p=[60] * -(-(levels + 1) // d)))
+                     for d in HYBRID_DNUMS]
+        for method, literal in literals:
+            params = Params.from_literal(literal, allow_insecure=True, device=device)
+            ctx = rlwe.RLWEContext.from_params(params, device=device)
+            sk = rlwe.gen_secret_key(ctx)
+            element = rlwe.galois_element_for_rotation(1, params.n)
+            keys = rlwe.gen_eval_keys(ctx, sk, [element])
+            relin, galois = keys.relin_key("bench"), keys.galois_key(element, "bench")
+            level = params.max_level
+            poly = ops.sample_uniform(params.q_basis(level).moduli, params.n, b"\x07" * 32, 0)
+            ct = rlwe.encrypt_sk(ctx, sk, poly, level)
+            ct3 = ct.replace(data=torch.cat((ct.data, ct.data[1:])))
+            key_bytes = relin.data.numel() * WORD
+            moved = key_bytes + 5 * (level + 1) * params.n * WORD
+            label = f"N=2^{log_n}, l={levels}, key {key_bytes / 2**20:.1f} MiB"
+            cases += [Case(f"keyswitch-linear {method} relinearize", label, moved,
+                           lambda i, c=ctx, x=ct3, k=relin, lv=level: switching.relinearize(c, x, k, lv)),
+                      Case(f"keyswitch-linear {method} rotate", label, moved - (level + 1) * params.n * WORD,
+                           lambda i, c=ctx, x=ct, k=galois, e=element, lv=level:
+                           switching.apply_galois(c, x, e, k, lv))]
+    return cases
+
+
 # The reference design ("Over 100x Faster Bootstrapping", V100, N = 2^16, dnum = 3), in us.
 REFERENCE_V100_US = {"HMult + relin": 2960.0, "HRotate": 2550.0, "rescale": 490.0}
 # "Homomorphic Encryption on GPU" (BFV of SEAL, RTX 3060 Ti), in us, by log2 N.
@@ -577,7 +625,7 @@ def device_name(device: str) -> str:
 
 
 # suites that run only with --only NAME (far too slow for the default run, and on a CPU)
-OPT_IN_SUITES = ("boot", "boot-sparse", "boot-lite")
+OPT_IN_SUITES = ("boot", "boot-sparse", "boot-lite", "keyswitch-linear")
 
 
 def run(device: str, threads: list[int], only: str | None = None) -> dict:
@@ -586,7 +634,8 @@ def run(device: str, threads: list[int], only: str | None = None) -> dict:
     rows = []
     suites = {"keyswitch": make_keyswitch_cases, "ckks": make_ckks_cases, "bfv": make_bfv_cases,
               "boot": make_boot_cases, "boot-sparse": make_sparse_boot_cases,
-              "boot-lite": lambda device: make_boot_cases(device, variants=False)}  # boot without the wide keys
+              "boot-lite": lambda device: make_boot_cases(device, variants=False),  # boot without the wide keys
+              "keyswitch-linear": make_linear_keyswitch_cases}
     default_suites = [name for name in suites if name not in OPT_IN_SUITES]
     if only in suites:
         cases = suites[only](device)
@@ -642,7 +691,8 @@ def main() -> None:
     parser.add_argument("--only", help="run only the ops whose name contains this text, or one suite: "
                                          "'keyswitch', 'ckks', 'bfv', 'boot' (bootstrapping at "
                                          "N16_H192_FULL, only with --only boot; 'boot-sparse' at N16_H192_SPARSE; "
-                                         "'boot-lite': boot without its larger-baby-step variant) "
+                                         "'boot-lite': boot without its larger-baby-step variant; "
+                                         "'keyswitch-linear': linear vs hybrid key switching, issue 30) "
                                          "(references: CKKS and boot, the V100 of 'Over 100x "
                                          "Faster Bootstrapping'; BFV, the RTX 3060 Ti of 'Homomorphic Encryption "
                                          "on GPU')")

@@ -11,6 +11,8 @@
 #               FHE_GPU_TESTS="tests/apps" narrows it)
 #       bench   engine, CKKS, BFV and bootstrapping benchmarks (scripts/bench.py)
 #       apps    HELR (30 iterations, full MNIST) and the trees stage's benchmarks
+#       keyswitch  linear against hybrid key switching (scripts/bench.py --only keyswitch-linear: relinearize
+#               and rotate at log N 14-16, l 8-32, key bytes; not in the default stages) -> keyswitch.jsonl
 #       trees   XGBoost alone (iDASH 99 and 258, SRBCT model-private and thermometer: exact or it
 #               fails, server ms, request/answer MiB), bytes on the wire by format, one HTTP
 #               stream's MB/s; not in the default stages (apps includes it)
@@ -48,7 +50,7 @@ case "${1:-}" in
     --no-bench) stages="build tests" ;;
     --only) stages="${2:?--only needs a list of stages}" ;;
     "") ;;
-    *) echo "usage: bash scripts/device.sh [--no-bench | --only 'build tests bench apps trees demo dist serve py312']" >&2; exit 2 ;;
+    *) echo "usage: bash scripts/device.sh [--no-bench | --only 'build tests bench keyswitch apps trees demo dist serve py312']" >&2; exit 2 ;;
 esac
 has() { case " $stages " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
@@ -96,6 +98,12 @@ if has bench; then
     echo "==> benchmarks"
     python3 scripts/bench.py --device cuda --json "$out/bench.jsonl" --markdown "$out/bench-gpu.md"
     python3 scripts/bench.py --device cuda --only boot --json "$out/bench.jsonl" --markdown "$out/bench-boot.md"
+fi
+
+if has keyswitch; then
+    echo "==> linear against hybrid key switching"
+    python3 scripts/bench.py --device cuda --only keyswitch-linear --json "$out/keyswitch.jsonl" \
+        --markdown "$out/bench-keyswitch.md" || rc=1
 fi
 
 if has apps || has trees; then

@@ -532,6 +532,25 @@ def world():
     return World(params, ctx, sk, rlwe.gen_public_key(ctx, sk, seed=bytes(32)), keys, pt, ct, ckks_ct)
 
 
+@functools.cache
+def linear_world():
+    """The same parameters with linear key switching (their own params_id) and an eval key set of that method."""
+    from fhe_core import rlwe
+    from fhe_core.params import Params, preset_literal
+
+    literal = dataclasses.replace(preset_literal("N10QP241L3D4Insecure"), key_switching="linear")
+    params = Params.from_literal(literal, allow_insecure=True)
+    ctx = rlwe.RLWEContext.from_params(params)
+    sk = rlwe.gen_secret_key(ctx, seed=bytes(range(32)))
+    return params, rlwe.gen_eval_keys(ctx, sk, [rlwe.galois_element_for_rotation(1, params.n)], seed=bytes(32))
+
+
+def _params_of(params_id: str):
+    """The world's parameters whose params_id this is (a record's or an object's): linear or the default."""
+    params = linear_world()[0]
+    return params if params_id == params.params_id else world().params
+
+
 # ---- comparing what was read -------------------------------------------------------------------------------
 
 def same(a: object, b: object, where: str = "") -> None:
@@ -578,6 +597,8 @@ def _serialize_corpus() -> list[bytes]:
     blobs = [serialize.dumps(o) for o in objects]
     blobs += [serialize.dumps(o, packed=True) for o in (w.ct, w.ckks_ct, w.keys)]
     blobs += [serialize.dumps(o, compress=False) for o in (w.ct, w.ckks_ct, w.keys)]  # ciphertexts: c_1 in full
+    linear_keys = linear_world()[1]  # linear keys (their preprocessed form), read with their parameters
+    blobs += [serialize.dumps(linear_keys.relin_key("fuzz"), packed=True), serialize.dumps(linear_keys, compress=False)]
     return blobs
 
 
@@ -603,13 +624,18 @@ def _serialize_roundtrip(data: bytes, obj: object) -> None:
         assert obj.params_id == w.params.params_id, "params: another parameter set"
         return
     again = serialize.dumps(obj, **_record_flags(data))
-    same(obj, serialize.loads(again, w.params, expect=type(obj)), "loads(dumps(obj))")
+    same(obj, serialize.loads(again, _params_of(obj.params_id), expect=type(obj)), "loads(dumps(obj))")
 
 
 def _loads(data: bytes) -> object:
     from fhe_core import rlwe, serialize
+    from fhe_core.errors import SerializationError
 
-    return serialize.loads(data, world().params, max_bytes=MAX_INPUT_BYTES,
+    try:  # a record of the linear world's params_id is read with those parameters
+        params = _params_of(serialize.read_header(data).params_id)
+    except SerializationError:
+        params = world().params
+    return serialize.loads(data, params, max_bytes=MAX_INPUT_BYTES,
                            expect=None if data[10:12] != b"\x04\x00" else rlwe.SecretKey)
 
 

@@ -43,7 +43,9 @@ from fhe_core import ops, rlwe
 from fhe_core.ckks.ciphertext import Ciphertext, SlotMismatchError, rlwe_context
 from fhe_core.ckks.encoder import Encoder
 from fhe_core.ckks.evaluator import Evaluator, galois_elements
-from fhe_core.errors import EncodingError, LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
+from fhe_core.errors import (
+    EncodingError, LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError, UnsupportedMethodError,
+)
 from fhe_core.params import Params
 from fhe_core.ring import BasisConverter
 from fhe_core.rlwe import switching
@@ -135,6 +137,9 @@ class LinearTransform:
                  baby_step: int | None = None):
         if not isinstance(params, Params):
             raise ParameterError(f"LinearTransform: expected a Params, got {type(params).__name__}")
+        if params.key_switching != "hybrid":  # its double hoisting shares hybrid's ModUp (and so does bootstrapping)
+            raise UnsupportedMethodError(f"LinearTransform: the double-hoisted transforms run on hybrid key switching; "
+                                         f"these parameters switch keys by the {params.key_switching} method")
         self.params = params
         if isinstance(matrix, Mapping):
             diagonals = _diagonal_dict(matrix)

@@ -32,6 +32,9 @@ class ParamsLiteral:
         scheme: "ckks" or "bfv".
         plaintext_modulus: BFV's t (a prime = 1 mod 2N, for batching); 0 for CKKS. BFV sets
             log_default_scale to 0 and takes its q primes as the largest primes of each size.
+        key_switching: "hybrid" (HK20: dnum digits of alpha primes, ModUp to QP) or "linear" (one prime per digit,
+            products in a small auxiliary base: ``fhe_core.rlwe.linear_switching``). Part of params_id only when
+            not the default, so every hybrid set keeps its id.
     """
 
     log_n: int
@@ -43,10 +46,15 @@ class ParamsLiteral:
     dnum: int | None = None
     scheme: str = "ckks"
     plaintext_modulus: int = 0
+    key_switching: str = "hybrid"
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields as plain JSON types (lists, ints, strings)."""
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        """The fields as plain JSON types (lists, ints, strings); key_switching only when not "hybrid" (the ids
+        and records of every set made before the field existed stay valid)."""
+        fields = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        if fields["key_switching"] == "hybrid":
+            del fields["key_switching"]
+        return fields
 
     def to_json(self) -> str:
         """Canonical JSON: sorted keys, no whitespace; equal literals give equal strings."""

@@ -22,6 +22,7 @@ MAX_PLAINTEXT_BITS = 60  # BFV's t: below the q primes (at most 61 bits)
 MAX_DIGITS = 63         # dnum: the key-switching inner product accumulates dnum 122-bit products in 128 bits
 MAX_SPECIAL_PRIMES = 63  # alpha: ModDown's exact P -> Q conversion accumulates alpha + 1 products
 _ID_FORMAT = "fhe_core.params/1"
+KEY_SWITCHING_METHODS = ("hybrid", "linear")
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Params:
         scheme, plaintext_modulus: "ckks" with 0, or "bfv" with t (prime, t = 1 mod 2N, below
             every q prime); BFV's q primes are the largest of their sizes (no scaling primes) and
             its log_default_scale is 0.
+        key_switching: "hybrid" or "linear" (the literal's field; see :class:`ParamsLiteral`).
         params_id: hex SHA-256 of the canonical content (normalised literal and primes); ciphertexts,
             plaintexts and keys carry it. The device is not part of it.
         device: where objects made for these parameters live (tables, plaintexts, ciphertexts).
@@ -54,6 +56,7 @@ class Params:
     error_eta: int
     scheme: str
     plaintext_modulus: int
+    key_switching: str
     params_id: str
     device: torch.device
 
@@ -93,7 +96,7 @@ class Params:
         return ParamsLiteral(log_n=self.log_n, log_q=list(self.log_q), log_p=list(self.log_p),
                              log_default_scale=self.log_default_scale, hamming_weight=self.hamming_weight,
                              error_eta=self.error_eta, dnum=self.dnum, scheme=self.scheme,
-                             plaintext_modulus=self.plaintext_modulus)
+                             plaintext_modulus=self.plaintext_modulus, key_switching=self.key_switching)
 
     @property
     def n(self) -> int:
@@ -146,7 +149,8 @@ class Params:
         message = f"t={self.plaintext_modulus}" if self.scheme == "bfv" else f"scale=2^{self.log_default_scale}"
         return (f"Params({self.scheme}, N=2^{self.log_n}, L={self.max_level}, log_q={list(self.log_q)}, "
                 f"log_p={list(self.log_p)}, dnum={self.dnum}, logQP={self.log_qp:.1f}, "
-                f"h={self.hamming_weight}, {message}, id={self.params_id[:12]}, device={self.device})")
+                f"h={self.hamming_weight}, {message}, {self.key_switching}, id={self.params_id[:12]}, "
+                f"device={self.device})")
 
 
 # ---- validation ---------------------------------------------------------------------------------
@@ -204,13 +208,15 @@ def _normalise(lit: ParamsLiteral) -> ParamsLiteral:
     if dnum > MAX_DIGITS:
         raise ParameterError(f"{len(log_q)} q-primes in digits of alpha = {len(log_p)} make dnum = {dnum} digits; at "
                              f"most {MAX_DIGITS} are supported (add special primes or use fewer, larger q-primes)")
+    if lit.key_switching not in KEY_SWITCHING_METHODS:
+        raise ParameterError(f"key_switching {lit.key_switching!r} is unknown; expected one of {KEY_SWITCHING_METHODS}")
     if lit.dnum is not None and _int_field("dnum", lit.dnum, 1, len(log_q)) != dnum:
         raise ParameterError(f"dnum={lit.dnum} does not match {len(log_q)} q-primes in digits of "
                              f"alpha = len(log_p) = {len(log_p)} primes (dnum = {dnum}); "
                              f"use len(log_p) = ceil({len(log_q)} / {lit.dnum})")
     return ParamsLiteral(log_n=log_n, log_q=log_q, log_p=log_p, log_default_scale=scale,
                          hamming_weight=weight, error_eta=eta, dnum=dnum, scheme=lit.scheme,
-                         plaintext_modulus=t)
+                         plaintext_modulus=t, key_switching=lit.key_switching)
 
 
 @functools.lru_cache(maxsize=64)
@@ -229,4 +235,5 @@ def _from_canonical(literal_json: str, device: str) -> Params:
     return Params(log_n=lit.log_n, log_q=tuple(lit.log_q), log_p=tuple(lit.log_p), q_primes=tuple(q_primes),
                   p_primes=tuple(p_primes), log_default_scale=lit.log_default_scale,
                   hamming_weight=lit.hamming_weight, error_eta=lit.error_eta, scheme=lit.scheme,
-                  plaintext_modulus=lit.plaintext_modulus, params_id=digest, device=torch.device(device))
+                  plaintext_modulus=lit.plaintext_modulus, key_switching=lit.key_switching,
+                  params_id=digest, device=torch.device(device))

@@ -1,11 +1,12 @@
-"""The scheme-generic RLWE layer: context and tables, keys, encryption, hybrid key switching.
+"""The scheme-generic RLWE layer: context and tables, keys, encryption, hybrid or linear key switching.
 
 Built on an explicit :class:`RLWEContext` (N, the q chain, the special primes P, the secret and
 error distributions, a params_id). CKKS and BFV build on it: their ciphertexts subclass
 :class:`Ciphertext`. :func:`key_switch`, :func:`relinearize`, :func:`apply_galois` and
 :func:`apply_galois_hoisted` (``keyswitch``) check their inputs and take an :class:`EvalKeySet`;
-the steps under them take inputs already checked (``switching``): the scheme evaluators, the
-linear transforms and the bootstrapping circuit call those after their own entry checks.
+the steps under them take inputs already checked (``switching``, which runs ``linear_switching`` for a context
+with ``key_switching="linear"``): the scheme evaluators, the linear transforms and the bootstrapping circuit call
+those after their own entry checks.
 
 Conventions: polynomials are int64 ``[l+1, N]`` residues over Q_l in the NTT domain; the
 extended basis QP_l puts the alpha special primes first (``context`` explains why); keys are

@@ -11,6 +11,9 @@ its rows. Digit j of the gadget decomposition (HK20) holds the primes q_{j*alpha
 q_{(j+1)*alpha - 1}; at level l only the dnum_l = ceil((l+1)/alpha) digits that meet Q_l are
 used, the last one possibly truncated.
 
+With ``key_switching="linear"`` the context also holds the auxiliary base of linear key switching
+(:class:`LinearBase`, :mod:`fhe_core.rlwe.linear_switching`), checked at construction.
+
 A context holds no key. It lives on one device; every table is built once and cached. Its kernel plan
 (:class:`fhe_core.ops.KernelPlan`, resolved once from the device, N and the primes) says which implementation each
 step runs; its bases carry it to the ops.
@@ -29,7 +32,9 @@ from fhe_core import ops
 from fhe_core.errors import LevelMismatchError, ParameterError
 from fhe_core.ops import KernelPlan
 from fhe_core.params.security import meets_128_bits
-from fhe_core.ring import BasisConverter, RNSBasis, modulus_table, resolve_device, shoup_constants, words_tensor
+from fhe_core.ring import (
+    BasisConverter, RNSBasis, modulus_table, ntt_primes, resolve_device, shoup_constants, words_tensor,
+)
 
 MAX_CBD_ETA = 32  # the sampler's limit
 
@@ -94,8 +99,76 @@ class LevelTables:
                                     # (coefficient domain; a prefix view of one tensor): ModDown rounding
 
 
-def _content_id(n: int, q: Sequence[int], p: Sequence[int], h: int, eta: int) -> str:
+# Linear key switching's auxiliary primes: the largest NTT-friendly primes the kernels take (61 bits), two where their
+# product covers the bound (the paper's choice), else three (a 60-bit q_0 needs three at every N: see
+# linear_aux_primes); no parameter set the params layer accepts needs more.
+LINEAR_AUX_BITS = 61
+LINEAR_MAX_AUX_PRIMES = 3
+
+
+def linear_aux_primes(n: int, digit_primes: Sequence[int], target_primes: Sequence[int],
+                      max_count: int | None = None) -> tuple[int, ...]:
+    """The auxiliary base {m_k} of linear key switching: the fewest of the largest 61-bit primes = 1 mod 2N outside
+    the parameters' primes whose product M satisfies M > 4 B, with B = N * max(target) * sum(digit primes).
+
+    Why B: the key switch computes, for each target prime t of QP, the integer negacyclic products
+    sum_i [c]_{q_i} * [k_i]_t with [c]_{q_i} in [0, q_i) and [k_i]_t in [0, t): each coefficient is a sum of
+    N * (l + 1) terms of either sign, so |x| < N * t * sum_i q_i <= B. With M > 4 B the centred CRT of x from its
+    residues mod m_k is exact, and the float64 estimate of x's multiple of M (|x| / M < 1/4) rounds correctly with a
+    margin of 1/4, so the result does not depend on how either backend rounds. For a 60-bit q_0 at N = 2^10,
+    B > 2^(10 + 60 + 60) = 2^130 already exceeds two 61-bit primes' 2^122 / 4: such sets take three.
+    Raises ParameterError when ``max_count`` (default :data:`LINEAR_MAX_AUX_PRIMES`) primes cannot cover the
+    bound."""
+    max_count = LINEAR_MAX_AUX_PRIMES if max_count is None else max_count
+    bound = n * max(target_primes) * sum(digit_primes)
+    excluded = set(digit_primes) | set(target_primes)
+    candidates = ntt_primes(LINEAR_AUX_BITS, n, max_count, exclude=excluded)
+    for count in range(2, max_count + 1):
+        if prod(candidates[:count]) > 4 * bound:
+            return tuple(candidates[:count])
+    raise ParameterError(f"linear key switching: {max_count} auxiliary primes of {LINEAR_AUX_BITS} bits (product "
+                         f"2^{math.log2(prod(candidates)):.1f}) cannot hold the products' bound 4 N t_max sum(q_i) = "
+                         f"2^{math.log2(4 * bound):.1f}; use smaller primes or hybrid key switching")
+
+
+@dataclass(frozen=True, eq=False)
+class LinearBase:
+    """The auxiliary base of linear key switching and its exact CRT to every prime of QP_L.
+
+    The CRT of y_k = [x * (M/m_k)^-1]_{m_k} (the keys carry the factor (M/m_k)^-1, so the inverse NTTs give y_k):
+    x = sum_k y_k (M/m_k) - v M with v = round(sum_k y_k / m_k), hence mod each target t:
+    [x]_t = sum_k [y_k]_t [M/m_k]_t - [v]_t [M]_t."""
+
+    aux: RNSBasis                     # m_0..m_{A-1}, with NTT tables
+    m_hat_inv: torch.Tensor           # [A] (M/m_k)^-1 mod m_k (key preprocessing), Shoup below
+    m_hat_inv_shoup: torch.Tensor
+    m_float: torch.Tensor             # [A, 1] float64 m_k (the estimate of v)
+    targets: torch.Tensor             # [alpha + L + 1, 1] int64: the primes of QP_L (torch.remainder)
+    m_hat_mod_t: torch.Tensor         # [A, alpha + L + 1] (M/m_k) mod t, Shoup below
+    m_hat_mod_t_shoup: torch.Tensor
+    m_mod_t: torch.Tensor             # [alpha + L + 1] M mod t, Shoup below
+    m_mod_t_shoup: torch.Tensor
+
+    @classmethod
+    def build(cls, n: int, digit_primes: Sequence[int], target_primes: Sequence[int], device,
+              plan: KernelPlan) -> LinearBase:
+        primes = linear_aux_primes(n, digit_primes, target_primes)
+        big_m = prod(primes)
+        m_hat = [big_m // m for m in primes]
+        inv, inv_shoup = shoup_constants([pow(h % m, -1, m) for h, m in zip(m_hat, primes)], primes, device)
+        pairs = [shoup_constants([h % t for t in target_primes], target_primes, device) for h in m_hat]
+        m_mod_t, m_mod_t_shoup = shoup_constants([big_m % t for t in target_primes], target_primes, device)
+        return cls(aux=RNSBasis.get(primes, n, device).with_plan(plan), m_hat_inv=inv, m_hat_inv_shoup=inv_shoup,
+                   m_float=torch.tensor(primes, dtype=torch.float64, device=device).reshape(-1, 1),
+                   targets=words_tensor(target_primes, device).reshape(-1, 1),
+                   m_hat_mod_t=torch.stack([c for c, _ in pairs]), m_hat_mod_t_shoup=torch.stack([w for _, w in pairs]),
+                   m_mod_t=m_mod_t, m_mod_t_shoup=m_mod_t_shoup)
+
+
+def _content_id(n: int, q: Sequence[int], p: Sequence[int], h: int, eta: int, key_switching: str) -> str:
     text = f"rlwe/n={n}/q={','.join(map(str, q))}/p={','.join(map(str, p))}/h={h}/eta={eta}"
+    if key_switching != "hybrid":  # (hybrid ids as before the method existed)
+        text += f"/ks={key_switching}"
     return "rlwe-" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -106,6 +179,9 @@ class RLWEContext:
         n: ring degree N (a power of two, 2^10..2^17).
         q_primes: q_0..q_L, the ciphertext chain (level l uses the first l+1).
         p_primes: the alpha special primes; dnum = ceil((L+1)/alpha) digits of alpha primes.
+        key_switching: "hybrid" (HK20) or "linear" (one prime per digit, :mod:`fhe_core.rlwe.linear_switching`);
+            the keys this context makes and takes are of that method. Linear checks its auxiliary base here
+            (:func:`linear_aux_primes`).
         device: where every table, key and ciphertext of this context lives.
         hamming_weight: secrets with exactly h nonzero coefficients; 0 for uniform ternary.
         error_eta: errors from the centered binomial distribution with parameter eta
@@ -122,19 +198,20 @@ class RLWEContext:
 
     def __init__(self, n: int, q_primes: Sequence[int], p_primes: Sequence[int],
                  device: torch.device | str = "cpu", *, hamming_weight: int = 0, error_eta: int = 21,
-                 params_id: str | None = None, plan: KernelPlan | None = None):
+                 params_id: str | None = None, plan: KernelPlan | None = None, key_switching: str = "hybrid"):
         self.n = int(n)
         self.q_primes = tuple(int(q) for q in q_primes)
         self.p_primes = tuple(int(p) for p in p_primes)
         self.hamming_weight = int(hamming_weight)
         self.error_eta = int(error_eta)
+        self.key_switching = key_switching
         self._validate()
         device = resolve_device(device, "RLWEContext")
         self.alpha = len(self.p_primes)
         self.max_level = len(self.q_primes) - 1
         self.dnum = -(-len(self.q_primes) // self.alpha)
         self.params_id = params_id or _content_id(self.n, self.q_primes, self.p_primes,
-                                                  self.hamming_weight, self.error_eta)
+                                                  self.hamming_weight, self.error_eta, key_switching)
         all_primes = self.p_primes + self.q_primes
         self.plan = (KernelPlan.resolve(device, self.n, all_primes) if plan is None else plan).on(device)
         self.q_basis = RNSBasis.get(self.q_primes, self.n, device).with_plan(self.plan)
@@ -148,6 +225,8 @@ class RLWEContext:
         self.p_mod_q, self.p_mod_q_shoup = shoup_constants(
             [self.big_p % q for q in self.q_primes], self.q_primes, self.device)
         self._level_tables: dict[int, LevelTables] = {}
+        self.linear = (LinearBase.build(self.n, self.q_primes, all_primes, self.device, self.plan)
+                       if key_switching == "linear" else None)
         # 128-bit parameters refuse fixed test seeds (see sampling.seeds_for)
         log_qp = sum(math.log2(p) for p in self.q_primes + self.p_primes)
         self.meets_128_bits = meets_128_bits(self.n.bit_length() - 1, log_qp, self.hamming_weight, self.error_eta)
@@ -155,10 +234,10 @@ class RLWEContext:
     @classmethod
     def from_params(cls, params, device: torch.device | str = "cpu", *, plan: KernelPlan | None = None) -> RLWEContext:
         """The context of a validated ``fhe_core.params.Params`` (n, q_primes, p_primes,
-        hamming_weight, error_eta, params_id), with ``plan`` (default: resolved)."""
+        hamming_weight, error_eta, key_switching, params_id), with ``plan`` (default: resolved)."""
         return cls(params.n, params.q_primes, params.p_primes, device,
                    hamming_weight=params.hamming_weight, error_eta=params.error_eta,
-                   params_id=params.params_id, plan=plan)
+                   params_id=params.params_id, plan=plan, key_switching=params.key_switching)
 
     def _validate(self) -> None:
         if not self.q_primes or not self.p_primes:
@@ -167,12 +246,14 @@ class RLWEContext:
             raise ParameterError("the special primes P must be disjoint from the q primes")
         if not 0 <= self.hamming_weight <= self.n:
             raise ParameterError(f"hamming_weight must be in [0, N={self.n}], got {self.hamming_weight}")
+        if self.key_switching not in ("hybrid", "linear"):
+            raise ParameterError(f"key_switching must be 'hybrid' or 'linear', got {self.key_switching!r}")
         if not 1 <= self.error_eta <= MAX_CBD_ETA:
             raise ParameterError(f"error_eta must be in [1, {MAX_CBD_ETA}], got {self.error_eta}")
 
     def __repr__(self) -> str:
         return (f"RLWEContext(N=2^{self.n.bit_length() - 1}, L={self.max_level}, alpha={self.alpha}, "
-                f"dnum={self.dnum}, h={self.hamming_weight}, eta={self.error_eta}, "
+                f"dnum={self.dnum}, {self.key_switching}, h={self.hamming_weight}, eta={self.error_eta}, "
                 f"device={self.device}, params_id={self.params_id!r}, plan={self.plan})")
 
     # ---- levels ------------------------------------------------------------------------------

@@ -9,6 +9,14 @@ where g_j = (Q/Q_j) * [(Q/Q_j)^-1]_{Q_j} is the CRT gadget of digit j: g_j = 1 m
 digit j and 0 mod every other q_i (and P * g_j = 0 mod P), so P * g_j * s' only touches the
 rows of digit j, and the key restricted to QP_l (prefix views) is the key of level l.
 
+Linear key switching (``ctx.key_switching == "linear"``, :mod:`fhe_core.rlwe.linear_switching`) uses the same
+construction with one prime per digit (L + 1 digits), preprocessed once into the auxiliary base {m_k}:
+    SwitchingKey.data   ``[L + 1, alpha + L + 1, 2, A, N]``: digit i, target prime t of QP_L, component (b, a),
+                        aux prime m_k: NTT_{m_k}([k_i]_t * (M/m_k)^-1 mod m_k), [k_i]_t read as an integer
+                        polynomial with coefficients in [0, t)
+(digit-major, then target rows: a level's part is a prefix of each digit's rows, contiguous). ``method`` records
+which of the two a key is for; a context refuses the other's.
+
 Every key gets its own seeds (see ``sampling``); the public ``uniform_seed`` kept on public and
 switching keys regenerates their ``a`` parts, so they can be stored compressed.
 """
@@ -51,12 +59,14 @@ class PublicKey:
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class SwitchingKey:
-    """A key switching s' -> s: ``data`` ``[dnum, 2, alpha + L + 1, N]`` int64, NTT domain over
-    QP_L; ``data[j, 0]`` = b_j, ``data[j, 1]`` = a_j (regenerable from ``uniform_seed``)."""
+    """A key switching s' -> s. Hybrid: ``data`` ``[dnum, 2, alpha + L + 1, N]`` int64, NTT domain over
+    QP_L; ``data[j, 0]`` = b_j, ``data[j, 1]`` = a_j (regenerable from ``uniform_seed``). Linear
+    (``method="linear"``): the preprocessed form ``[L + 1, alpha + L + 1, 2, A, N]`` of the module docstring."""
 
     data: torch.Tensor = field(repr=False)
     params_id: str
     uniform_seed: bytes = field(repr=False)
+    method: str = "hybrid"
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -85,11 +95,22 @@ def check_secret_key(ctx: RLWEContext, sk: SecretKey, op: str) -> None:
     check_tensor(ctx, sk.data, (len(ctx.qp_basis), ctx.n), op, "the secret key")
 
 
+def switching_key_shape(ctx: RLWEContext) -> tuple[int, ...]:
+    """The shape of ``SwitchingKey.data`` for this context's key-switching method."""
+    rows = len(ctx.qp_basis)
+    if ctx.key_switching == "linear":
+        return (ctx.max_level + 1, rows, 2, len(ctx.linear.aux), ctx.n)
+    return (ctx.dnum, 2, rows, ctx.n)
+
+
 def check_switching_key(ctx: RLWEContext, key: SwitchingKey, op: str) -> None:
     if not isinstance(key, SwitchingKey):
         raise ParameterError(f"{op}: expected a SwitchingKey, got {type(key).__name__}")
+    if key.method != ctx.key_switching:  # before params_id: the two methods' parameter sets differ in it
+        raise ParamsMismatchError(f"{op}: the switching key was made for {key.method} key switching, the context "
+                                  f"switches keys by the {ctx.key_switching} method (params key_switching)")
     check_params_id(ctx, key, op, "the switching key")
-    check_tensor(ctx, key.data, (ctx.dnum, 2, len(ctx.qp_basis), ctx.n), op, "the switching key")
+    check_tensor(ctx, key.data, switching_key_shape(ctx), op, "the switching key")
 
 
 # ---- generation ------------------------------------------------------------------------------------
@@ -114,25 +135,52 @@ def gen_public_key(ctx: RLWEContext, sk: SecretKey, *, seed: bytes | None = None
 
 
 def switching_key_uniform(ctx: RLWEContext, uniform_seed: bytes) -> torch.Tensor:
-    """The a_j of a switching key from its uniform seed: ``[dnum, alpha + L + 1, N]``."""
+    """The a_j of a switching key from its uniform seed: hybrid ``[dnum, alpha + L + 1, N]``; linear, preprocessed,
+    ``[L + 1, alpha + L + 1, A, N]`` (``data[:, :, 1]``)."""
     qp = ctx.qp_basis
-    return torch.stack([uniform_ntt(qp, uniform_seed, nonce(Domain.KEY_UNIFORM, j)) for j in range(ctx.dnum)])
+    uniform = (uniform_ntt(qp, uniform_seed, nonce(Domain.KEY_UNIFORM, j)) for j in range(_digit_count(ctx)))
+    if ctx.key_switching == "linear":
+        return torch.stack([linear_preprocess(ctx, a[None])[:, 0] for a in uniform])
+    return torch.stack(list(uniform))
+
+
+def _digit_count(ctx: RLWEContext) -> int:
+    """The key's digits: dnum of alpha primes (hybrid), L + 1 of one prime (linear)."""
+    return ctx.max_level + 1 if ctx.key_switching == "linear" else ctx.dnum
+
+
+def linear_preprocess(ctx: RLWEContext, parts: torch.Tensor) -> torch.Tensor:
+    """A linear key's digit in its preprocessed form: parts ``[c, alpha + L + 1, N]`` (NTT domain over QP_L) ->
+    ``[alpha + L + 1, c, A, N]``: each row's coefficients (in [0, t), below 4 m_k: the forward NTT takes them as
+    they are) transformed mod every auxiliary prime and multiplied by (M/m_k)^-1 (the CRT's factor, once here
+    instead of once per key switch)."""
+    base = ctx.linear
+    coeffs = ctx.qp_basis.intt(parts).transpose(0, 1)                      # [rows, c, N]
+    lifted = coeffs[:, :, None, :].expand(-1, -1, len(base.aux), -1).contiguous()
+    base.aux.ntt(lifted, out=lifted)
+    return ops.mul_const(lifted, base.m_hat_inv, base.m_hat_inv_shoup, base.aux.moduli, out=lifted)
 
 
 def _switching_key_data(ctx: RLWEContext, sk: SecretKey, s_from: torch.Tensor, seeds: Seeds) -> torch.Tensor:
-    """``[dnum, 2, alpha + L + 1, N]``: (b_j, a_j) with b_j = -a_j s + e_j + P g_j s_from, built
-    digit by digit in the one output buffer (a key is 100+ MB at N = 2^16: no stacked copies, and
-    the per-digit temporaries are reused rather than faulted in fresh)."""
+    """The key's data (:func:`switching_key_shape`): digit j is (b_j, a_j) with b_j = -a_j s + e_j + P g_j s_from,
+    built digit by digit in the one output buffer (a key is 100+ MB at N = 2^16: no stacked copies, and
+    the per-digit temporaries are reused rather than faulted in fresh); a linear key's digits are single primes,
+    each preprocessed (:func:`linear_preprocess`) as it is made."""
     qp, alpha, moduli = ctx.qp_basis, ctx.alpha, ctx.qp_basis.moduli
+    linear = ctx.key_switching == "linear"
+    size = 1 if linear else alpha  # primes per digit
     gadget = ops.mul_const(s_from[alpha:], ctx.p_mod_q, ctx.p_mod_q_shoup, ctx.q_basis.moduli)  # P s' mod q_i
-    data = torch.empty((ctx.dnum, 2, len(qp), ctx.n), dtype=torch.int64, device=ctx.device)
-    for j in range(ctx.dnum):
-        b, a = data[j, 0], data[j, 1]
+    data = torch.empty(switching_key_shape(ctx), dtype=torch.int64, device=ctx.device)
+    digit = torch.empty((2, len(qp), ctx.n), dtype=torch.int64, device=ctx.device) if linear else None
+    for j in range(_digit_count(ctx)):
+        b, a = digit if linear else data[j]
         a.copy_(uniform_ntt(qp, seeds.uniform, nonce(Domain.KEY_UNIFORM, j)))
         e = ops.sample_cbd(moduli, ctx.n, seeds.secret, nonce(Domain.KEY_ERROR, j), ctx.error_eta)
         ops.sub(qp.ntt(e, out=e), ops.mul(a, sk.data, moduli, out=b), moduli, out=b)
-        rows = slice(alpha + j * alpha, alpha + min((j + 1) * alpha, ctx.max_level + 1))
+        rows = slice(alpha + j * size, alpha + min((j + 1) * size, ctx.max_level + 1))
         ops.add(b[rows], gadget[rows.start - alpha:rows.stop - alpha], moduli[rows], out=b[rows])
+        if linear:
+            data[j] = linear_preprocess(ctx, digit)
     return data
 
 
@@ -143,7 +191,7 @@ def gen_switching_key(ctx: RLWEContext, sk_from: SecretKey, sk_to: SecretKey, *,
     check_secret_key(ctx, sk_to, "gen_switching_key")
     seeds = seeds_for(ctx, seed, "gen_switching_key")
     return SwitchingKey(data=_switching_key_data(ctx, sk_to, sk_from.data, seeds), params_id=ctx.params_id,
-                        uniform_seed=seeds.uniform)
+                        uniform_seed=seeds.uniform, method=ctx.key_switching)
 
 
 def gen_relin_key(ctx: RLWEContext, sk: SecretKey, *, seed: bytes | None = None) -> RelinKey:
@@ -152,7 +200,7 @@ def gen_relin_key(ctx: RLWEContext, sk: SecretKey, *, seed: bytes | None = None)
     seeds = seeds_for(ctx, seed, "gen_relin_key")
     s_squared = ops.mul(sk.data, sk.data, ctx.qp_basis.moduli)
     return RelinKey(data=_switching_key_data(ctx, sk, s_squared, seeds), params_id=ctx.params_id,
-                    uniform_seed=seeds.uniform)
+                    uniform_seed=seeds.uniform, method=ctx.key_switching)
 
 
 def gen_galois_key(ctx: RLWEContext, sk: SecretKey, galois_element: int, *,
@@ -163,7 +211,7 @@ def gen_galois_key(ctx: RLWEContext, sk: SecretKey, galois_element: int, *,
     seeds = seeds_for(ctx, seed, "gen_galois_key")
     s_k = ops.automorphism_ntt(sk.data, ctx.qp_basis.moduli, k)
     return GaloisKey(data=_switching_key_data(ctx, sk, s_k, seeds), params_id=ctx.params_id,
-                     uniform_seed=seeds.uniform, galois_element=k)
+                     uniform_seed=seeds.uniform, galois_element=k, method=ctx.key_switching)
 
 
 def gen_eval_keys(ctx: RLWEContext, sk: SecretKey, galois_elements: Iterable[int] = (), *,

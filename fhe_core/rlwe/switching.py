@@ -1,5 +1,10 @@
 """The key-switching steps (HK20) on inputs already checked: the engine under ``fhe_core.rlwe.keyswitch``.
 
+A context with ``key_switching="linear"`` runs :mod:`fhe_core.rlwe.linear_switching` instead: :func:`key_switch`,
+:func:`relinearize`, :func:`relinearize_product`, :func:`apply_galois` and :func:`apply_galois_hoisted` dispatch on
+the context; the hybrid-only steps (ModUp and the inner products the linear transforms and bootstrapping compose)
+raise :class:`~fhe_core.errors.UnsupportedMethodError` there.
+
 Every function here takes a context, tensors and keys that its caller has checked (shapes, devices, levels, keys'
 params_id: what :mod:`fhe_core.rlwe.keyswitch`'s public functions and the scheme evaluators check at their entry)
 and checks nothing again, nor do the steps it calls: a check once per operation, not once per step. The CKKS and BFV
@@ -19,7 +24,9 @@ import contextlib
 import torch
 
 from fhe_core import ops
+from fhe_core.errors import UnsupportedMethodError
 from fhe_core.rlwe import context as _context
+from fhe_core.rlwe import linear_switching
 from fhe_core.rlwe.ciphertext import Ciphertext
 from fhe_core.rlwe.context import RLWEContext
 from fhe_core.rlwe.keys import SwitchingKey
@@ -30,11 +37,26 @@ def _step(name: str, device: torch.device):
     return torch.cuda.nvtx.range(name) if device.type == "cuda" else contextlib.nullcontext()
 
 
+def _linear(ctx: RLWEContext) -> bool:
+    return ctx.key_switching == "linear"
+
+
+def _hybrid_only(ctx: RLWEContext, step: str) -> None:
+    """Refuse a hybrid-only step on a linear context (the double-hoisted linear transforms, bootstrapping and the
+    explicit ModUp / inner-product API compose hybrid's steps; linear has no ModUp to share)."""
+    if _linear(ctx):
+        raise UnsupportedMethodError(f"{step}: a step of hybrid key switching, and this context switches keys "
+                                     f"linearly (params key_switching='linear'); relinearize, rotate, conjugate "
+                                     f"and hoisted rotations run with either method, the linear transforms and "
+                                     f"bootstrapping need hybrid parameters")
+
+
 def decompose_mod_up(ctx: RLWEContext, d: torch.Tensor, level: int,
                      coeffs: torch.Tensor | None = None) -> torch.Tensor:
     """ModUp of the gadget digits of d (``[l+1, N]``, NTT domain over Q_l): ``[dnum_l, alpha + l + 1, N]``, NTT
     domain over QP_l, row block j is [d]_{Q_j} + u_j Q_j extended to every prime of QP_l (equal to d on the digit's
-    own primes). ``coeffs``: INTT(d) if the caller has it (several inputs transformed in one launch)."""
+    own primes). ``coeffs``: INTT(d) if the caller has it (several inputs transformed in one launch). Hybrid only."""
+    _hybrid_only(ctx, "decompose_mod_up")
     t = ctx.tables(level)
     with _step("mod_up", ctx.device):
         coeffs = t.q.intt(d) if coeffs is None else coeffs
@@ -69,7 +91,8 @@ def _mod_up_conv_all_digits(ctx: RLWEContext, t, d: torch.Tensor, coeffs: torch.
                             copy_own: bool = True) -> torch.Tensor:
     """The Conv of :func:`_mod_up_all_digits`: ``[dnum_l, alpha + l + 1, N]``, coefficients in [0, 4p) (lazy: the
     NTT that follows takes them) outside the digits' own rows, d's NTT-domain rows on them (``copy_own``; else
-    those rows are left unwritten, for :func:`ntt_inner_product` to read from d)."""
+    those rows are left unwritten, for :func:`ntt_inner_product` to read from d). Hybrid only."""
+    _hybrid_only(ctx, "mod_up")
     b = t.batched_mod_up
     return ops.mod_up_conv(coeffs, t.q.moduli, b.qhat_inv, b.qhat_inv_shoup, t.qp.moduli, b.qhat_mod_p, d,
                            lazy=True, fragments=b.mma_fragments, copy_own=copy_own, plan=ctx.plan)
@@ -109,7 +132,9 @@ def ntt_inner_product(ctx: RLWEContext, digits: torch.Tensor, key: SwitchingKey,
 
 def inner_product(ctx: RLWEContext, digits: torch.Tensor, key: SwitchingKey, level: int) -> torch.Tensor:
     """sum_j digits_j * (b_j, a_j) over QP_l: ``[2, alpha + l + 1, N]`` from digits ``[dnum_l, alpha + l + 1, N]``
-    (NTT domain, possibly permuted by an automorphism) and a switching key (its level-l part a prefix view)."""
+    (NTT domain, possibly permuted by an automorphism) and a switching key (its level-l part a prefix view). Hybrid
+    only."""
+    _hybrid_only(ctx, "inner_product")
     t = ctx.tables(level)
     rows = len(t.qp)
     with _step("inner_product", ctx.device):
@@ -172,7 +197,10 @@ def mod_down(ctx: RLWEContext, c: torch.Tensor, level: int, add: torch.Tensor | 
 def key_switch(ctx: RLWEContext, d: torch.Tensor, key: SwitchingKey, level: int,
                add: torch.Tensor | None = None) -> torch.Tensor:
     """(u0, u1) with u0 + u1 s = d s' + e_ks for a key s' -> s: ``[2, l+1, N]`` from d ``[l+1, N]`` (NTT domain),
-    plus ``add`` on the first components (see :func:`mod_down`)."""
+    plus ``add`` on the first components (see :func:`mod_down`); either method."""
+    if _linear(ctx):
+        with _step("linear_key_switch", ctx.device):
+            return linear_switching.key_switch(ctx, d, key, level, add)
     return mod_down(ctx, mod_up_inner_product(ctx, d, key, level), level, add)
 
 
@@ -193,7 +221,7 @@ def relinearize_product(ctx: RLWEContext, a: torch.Tensor, b: torch.Tensor, key:
     ModDown turns into (a0 b0, a0 b1 + a1 b0) mod q_i (its Conv reads only the P rows, so (x + P t - Conv) P^-1 =
     (x - Conv) P^-1 + t). Else the tensor product, then :func:`relinearize`: the same words bit for bit."""
     t = ctx.tables(level)
-    if not ctx.plan.tensor_in_inner_product(ctx.digit_count(level)):
+    if _linear(ctx) or not ctx.plan.tensor_in_inner_product(ctx.digit_count(level)):
         with _step("tensor_product", ctx.device):
             data = ops.tensor_product(a, b, t.q.moduli)
         return key_switch(ctx, data[2], key, level, add=data[:2])
@@ -216,8 +244,12 @@ def _key_switch_galois(ctx: RLWEContext, data: torch.Tensor, k: int, key: Switch
     sigma_k(c1) from c1 and stores it for the digits' own rows (ops.intt_galois), ModDown's last store adds
     sigma_k(c0) read from c0 (on the reference kernels and the CPU, each an automorphism pass first: the same
     words). With the inner product in ModUp's NTT (``ctx.plan.inner_product_in_mod_up``) its kernel reads the own
-    rows of sigma_k(c1) from c1 too, and nothing stores sigma_k(c1)."""
+    rows of sigma_k(c1) from c1 too, and nothing stores sigma_k(c1). Linear: the key switch of sigma_k(c1)."""
     t = ctx.tables(level)
+    if _linear(ctx):
+        with _step("linear_key_switch", ctx.device):
+            c1 = ops.automorphism_ntt(data[1], t.q.moduli, k)
+            return linear_switching.key_switch(ctx, c1, key, level, add=data[:1], add_galois=k)
     if ctx.plan.inner_product_in_mod_up:  # sigma_k(c1)'s own rows read from c1 by the inner product's kernel
         with _step("mod_up", ctx.device):
             coeffs, _ = ops.intt_galois(data[1], t.q.moduli, t.q.ntt_table, k, store_permuted=False, plan=ctx.plan)
@@ -232,7 +264,12 @@ def _key_switch_galois(ctx: RLWEContext, data: torch.Tensor, k: int, key: Switch
 def apply_galois_hoisted(ctx: RLWEContext, ct: Ciphertext, galois_keys: dict[int, SwitchingKey],
                          level: int) -> dict[int, Ciphertext]:
     """sigma_k(ct) for every Galois element k of ``galois_keys`` (element -> key), one ModUp shared (hoisting):
-    the extended digits permuted by sigma_k per element, then its inner product and ModDown."""
+    the extended digits permuted by sigma_k per element, then its inner product and ModDown (linear: the lifted
+    digits shared, :func:`linear_switching.rotate_hoisted`)."""
+    if _linear(ctx):
+        with _step("linear_hoisted_rotations", ctx.device):
+            rotated = linear_switching.rotate_hoisted(ctx, ct.data.contiguous(), galois_keys, level)
+        return {k: ct.replace(data=data) for k, data in rotated.items()}
     qp = ctx.qp_at(level)
     digits = decompose_mod_up(ctx, ct.data[1], level)
     c0 = ct.data[:1].contiguous()

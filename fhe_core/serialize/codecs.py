@@ -27,6 +27,7 @@ from fhe_core.rlwe import (
     Ciphertext, EvalKeySet, GaloisKey, PublicKey, RelinKey, RLWEContext, SecretKey, SwitchingKey,
     sk_encryption_uniform, switching_key_uniform,
 )
+from fhe_core.rlwe.context import linear_aux_primes
 from fhe_core.serialize.fields import (
     Residues, bool_field, check_keys, hex_bytes_field, host_words, int_field, limb_widths, pack_residues, q_labels,
     qp_labels, residue_tensor, residues, scale_field, shape_field,
@@ -310,37 +311,73 @@ _SWITCHING_KINDS = {Kind.SWITCHING_KEY: (SwitchingKey, "switching key"), Kind.RE
 
 def encode_switching_key(key: SwitchingKey, *, compress: bool = True) -> Encoded:
     """Compressed: only the b_j, ``[dnum, alpha + L + 1, N]``; the a_j are regenerated from the
-    uniform seed on load (valid for every key made by ``rlwe.gen_*``). Raw: the whole key."""
+    uniform seed on load (valid for every key made by ``rlwe.gen_*``). Raw: the whole key. A linear key
+    (``method="linear"``, metadata ``method``) travels in its preprocessed form ``[L + 1, alpha + L + 1, (2,) A, N]``
+    (residues mod the auxiliary primes; compressed: the b parts, the a parts regenerated and preprocessed on load)."""
     what = type(key).__name__
-    data = residue_tensor(key.data, what, 4)
+    linear = _key_method(key, what) == "linear"
+    data = residue_tensor(key.data, what, 5 if linear else 4)
     if compress:
-        data = data[:, 0]
+        data = data[:, :, 0] if linear else data[:, 0]
     meta = {"compressed": bool(compress), "shape": list(data.shape),
             "uniform_seed": _seed(key.uniform_seed, what).hex()}
+    if linear:
+        meta["method"] = "linear"
     if isinstance(key, GaloisKey):
         meta["galois_element"] = int(key.galois_element)
     return meta, [data]
 
 
+def _key_method(key: SwitchingKey, what: str) -> str:
+    if key.method not in ("hybrid", "linear"):
+        raise SerializationError(f"{what}: method must be 'hybrid' or 'linear', got {key.method!r}")
+    return key.method
+
+
 def decode_switching_key(record: Record, meta: dict[str, Any], env: Env) -> Pending:
+    """A hybrid key, or a linear key where the parameters switch keys linearly (the record then says so)."""
     (cls, what), p = _SWITCHING_KINDS[record.kind], env.params
-    extra = ("galois_element",) if cls is GaloisKey else ()
+    linear = p.key_switching == "linear"
+    extra = (("galois_element",) if cls is GaloisKey else ()) + (("method",) if linear else ())
     check_keys(meta, what, ("compressed", "shape", "uniform_seed", *extra), BITS)
+    if linear and meta["method"] != "linear":
+        raise MetadataError(f"{what}: method must be 'linear' (the parameters switch keys linearly), "
+                            f"got {meta['method']!r}")
     seed = hex_bytes_field(meta, "uniform_seed", what, SEED_BYTES)
     compressed = bool_field(meta, "compressed", what)
-    fields = {"galois_element": _galois_element(meta, what, p.n)} if extra else {}
-    shape = (p.dnum, env.qp_rows, p.n) if compressed else (p.dnum, 2, env.qp_rows, p.n)
-    shape_field(meta, what, shape, f"dnum = {p.dnum} digits{'' if compressed else ' of (b, a)'} over "
-                                   f"QP_L: alpha + L + 1 = {env.qp_rows} limbs (alpha = {p.alpha}), N = {p.n}")
-    outer = (lambda i: f"digit {i[0]} b, ") if compressed else (lambda i: f"digit {i[0]} {'ba'[i[1]]}, ")
-    words = _qp_residues(record.payload, shape, what, env, meta, outer)
+    fields = {"galois_element": _galois_element(meta, what, p.n)} if cls is GaloisKey else {}
+    words = (_linear_key_residues if linear else _hybrid_key_residues)(record, meta, env, what, compressed)
 
     def build() -> SwitchingKey:
         data = words.tensor(env.device)
         if compressed:
-            data = torch.stack((data, switching_key_uniform(env.ctx, seed)), dim=1)
-        return cls(data=data, params_id=p.params_id, uniform_seed=seed, **fields)
+            data = torch.stack((data, switching_key_uniform(env.ctx, seed)), dim=2 if linear else 1)
+        return cls(data=data, params_id=p.params_id, uniform_seed=seed, method=p.key_switching, **fields)
     return build
+
+
+def _hybrid_key_residues(record: Record, meta: dict[str, Any], env: Env, what: str, compressed: bool) -> Residues:
+    p = env.params
+    shape = (p.dnum, env.qp_rows, p.n) if compressed else (p.dnum, 2, env.qp_rows, p.n)
+    shape_field(meta, what, shape, f"dnum = {p.dnum} digits{'' if compressed else ' of (b, a)'} over "
+                                   f"QP_L: alpha + L + 1 = {env.qp_rows} limbs (alpha = {p.alpha}), N = {p.n}")
+    outer = (lambda i: f"digit {i[0]} b, ") if compressed else (lambda i: f"digit {i[0]} {'ba'[i[1]]}, ")
+    return _qp_residues(record.payload, shape, what, env, meta, outer)
+
+
+def _linear_key_residues(record: Record, meta: dict[str, Any], env: Env, what: str, compressed: bool) -> Residues:
+    """A linear key's words: residues mod the auxiliary primes (the innermost limb axis), one block per digit, target
+    prime of QP_L (and component)."""
+    p = env.params
+    aux = linear_aux_primes(p.n, p.q_primes, env.qp_primes)
+    digits, rows = p.max_level + 1, env.qp_rows
+    shape = (digits, rows, len(aux), p.n) if compressed else (digits, rows, 2, len(aux), p.n)
+    shape_field(meta, what, shape, f"L + 1 = {digits} one-prime digits over QP_L's {rows} primes"
+                                   f"{'' if compressed else ' of (b, a)'}, A = {len(aux)} auxiliary primes, N = {p.n}")
+    labels = qp_labels(p.alpha, p.max_level + 1)
+    outer = ((lambda i: f"digit {i[0]} row {labels[i[1]]} b, ") if compressed
+             else (lambda i: f"digit {i[0]} row {labels[i[1]]} {'ba'[i[2]]}, "))
+    return residues(record.payload, shape, what, meta, aux, [f"m_{k}" for k in range(len(aux))], outer)
 
 
 def _galois_element(meta: dict[str, Any], what: str, n: int) -> int:

@@ -5,18 +5,20 @@ Expected values are computed with numpy arithmetic mod t (slot-wise) or Python i
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from fhe_core import bfv, rlwe
-from fhe_core.params import preset
+from fhe_core.params import Params, preset_literal
 
 SMALL = "BFVN10QP205L2D3T17Insecure"   # N = 2^10, t = 65537, three 50-bit primes
 WIDE = "BFVN11QP335L4D5T20Insecure"    # N = 2^11, t = 786433 (20 bits), five 55-bit primes
 TEST_PRESETS = [SMALL, WIDE]
 ROTATIONS = (1, 3, -1, -7)
+METHODS = ("hybrid", "linear")  # key switching
 
 
 def fixed_seed(label: str) -> bytes:
@@ -55,10 +57,11 @@ class Session:
 
 
 @functools.cache
-def session(name: str, device: str = "cpu", seed_label: str | None = None) -> Session:
-    """A session with a relinearization key and Galois keys for ROTATIONS and the column swap.
-    With ``seed_label`` every key comes from fixed seeds (determinism tests only)."""
-    ctx = bfv.BFVContext(preset(name, allow_insecure=True, device=device))
+def session(name: str, device: str = "cpu", seed_label: str | None = None, key_switching: str = "hybrid") -> Session:
+    """A session with a relinearization key and Galois keys for ROTATIONS and the column swap, switching keys by
+    ``key_switching``. With ``seed_label`` every key comes from fixed seeds (determinism tests only)."""
+    literal = dataclasses.replace(preset_literal(name), key_switching=key_switching)
+    ctx = bfv.BFVContext(Params.from_literal(literal, allow_insecure=True, device=device))
     seed = (lambda part: fixed_seed(f"{seed_label}/{part}")) if seed_label else (lambda part: None)
     sk = rlwe.gen_secret_key(ctx.rlwe, seed=seed("sk"))
     pk = rlwe.gen_public_key(ctx.rlwe, sk, seed=seed("pk"))

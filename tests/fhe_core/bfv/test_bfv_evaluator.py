@@ -10,12 +10,12 @@ from fhe_core.errors import (
     DomainMismatchError, LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError,
 )
 from fhe_reference import fresh_rng
-from bfv_helpers import ROTATIONS, SMALL, TEST_PRESETS, WIDE, mul_mod_t, random_values, session
+from bfv_helpers import METHODS, ROTATIONS, SMALL, TEST_PRESETS, WIDE, mul_mod_t, random_values, session
 
 
-def _pair(name, secret=False):
+def _pair(name, secret=False, method="hybrid"):
     rng, _ = fresh_rng()
-    s = session(name)
+    s = session(name, key_switching=method)
     a, b = random_values(rng, s), random_values(rng, s)
     return s, rng, a, b, s.encrypt(a, secret=secret), s.encrypt(b)
 
@@ -44,9 +44,10 @@ def test_plaintext_and_scalar_products(name):
         np.testing.assert_array_equal(got, mul_mod_t(a, np.full_like(a, scalar % t), t), err_msg=str(scalar))
 
 
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("name", TEST_PRESETS)
-def test_ciphertext_product_relinearization_and_mixed_degrees(name):
-    s, rng, a, b, ca, cb = _pair(name, secret=True)
+def test_ciphertext_product_relinearization_and_mixed_degrees(name, method):
+    s, rng, a, b, ca, cb = _pair(name, secret=True, method=method)
     ev, t = s.evaluator, s.t
     ab = mul_mod_t(a, b, t)
     product = ev.multiply(ca, cb)
@@ -61,11 +62,12 @@ def test_ciphertext_product_relinearization_and_mixed_degrees(name):
     np.testing.assert_array_equal(s.decrypt(ev.multiply_plain(product, s.encoder.encode(b))), mul_mod_t(ab, b, t))
 
 
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("name", TEST_PRESETS)
-def test_products_of_extreme_values(name):
+def test_products_of_extreme_values(name, method):
     """All-(t-1), all-(t-1)/2 and all-zero slots (the largest plaintext coefficients and the zero
     polynomial) multiply correctly, with public- and secret-key encryptions mixed."""
-    s = session(name)
+    s = session(name, key_switching=method)
     ev, t, n = s.evaluator, s.t, s.n
     cases = [np.full(n, t - 1), np.full(n, (t - 1) // 2), np.zeros(n, dtype=np.int64),
              np.arange(n, dtype=np.int64) % 2 * (t - 1)]
@@ -75,9 +77,10 @@ def test_products_of_extreme_values(name):
             np.testing.assert_array_equal(got, mul_mod_t(x, y, t))
 
 
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("name", TEST_PRESETS)
-def test_row_rotations_and_column_swap_match_numpy(name):
-    s, rng, a, b, ca, cb = _pair(name)
+def test_row_rotations_and_column_swap_match_numpy(name, method):
+    s, rng, a, b, ca, cb = _pair(name, method=method)
     rows = a.reshape(2, s.n // 2)
     for steps in ROTATIONS + (0, s.n // 2 + 1):  # N/2 + 1 is the rotation by 1 (5 has order N/2)
         got = s.encoder.decode_matrix(s.decryptor.decrypt(s.evaluator.rotate_rows(ca, steps)))
@@ -90,8 +93,9 @@ def test_row_rotations_and_column_swap_match_numpy(name):
                                   np.roll(mul_mod_t(a, b, s.t).reshape(2, -1), -3, axis=1))
 
 
-def test_hoisted_row_rotations_match_numpy():
-    s, rng, a, b, ca, cb = _pair(WIDE)
+@pytest.mark.parametrize("method", METHODS)
+def test_hoisted_row_rotations_match_numpy(method):
+    s, rng, a, b, ca, cb = _pair(WIDE, method=method)
     rows = a.reshape(2, s.n // 2)
     steps = list(ROTATIONS) + [0]
     rotated = s.evaluator.rotate_rows_hoisted(ca, steps)

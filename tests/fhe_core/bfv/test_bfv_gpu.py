@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from bfv_helpers import SMALL, TEST_PRESETS, fixed_seed, session
+from bfv_helpers import METHODS, SMALL, TEST_PRESETS, fixed_seed, session
 
 
-def _pipeline(name: str, device: str) -> dict[str, torch.Tensor]:
+def _pipeline(name: str, device: str, method: str = "hybrid") -> dict[str, torch.Tensor]:
     """Fixed-seed keys and encryptions, then every evaluator operation, decrypted results too."""
-    s = session(name, device, seed_label=f"bfv-gpu/{name}")
+    s = session(name, device, seed_label=f"bfv-gpu/{name}", key_switching=method)
     ev, enc = s.evaluator, s.encoder
     a = np.arange(s.n, dtype=np.int64) * 7919 % s.t
     b = (np.arange(s.n, dtype=np.int64) ** 2 + 3) % s.t
@@ -40,11 +40,13 @@ def _assert_identical(x: dict, y: dict) -> None:
         assert torch.equal(x[name], y[name]), name
 
 
-def test_fixed_seed_pipeline_is_reproducible_on_cpu():
-    _assert_identical(_pipeline(SMALL, "cpu"), _pipeline(SMALL, "cpu"))
+@pytest.mark.parametrize("method", METHODS)
+def test_fixed_seed_pipeline_is_reproducible_on_cpu(method):
+    _assert_identical(_pipeline(SMALL, "cpu", method), _pipeline(SMALL, "cpu", method))
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("name", TEST_PRESETS)
-def test_cpu_and_cuda_bfv_ciphertexts_are_bit_identical(name):
-    _assert_identical(_pipeline(name, "cpu"), _pipeline(name, "cuda"))
+def test_cpu_and_cuda_bfv_ciphertexts_are_bit_identical(name, method):
+    _assert_identical(_pipeline(name, "cpu", method), _pipeline(name, "cuda", method))

@@ -10,6 +10,7 @@ conjugation and hoisted rotations >= 20 [22.5], a chain of six multiplications d
 >= 22 [26.5, values up to ~10], rotate-and-sum and inner product over all 2048 slots (absolute,
 sums up to ~2^6) >= 15.5 and >= 16 [19.1].
 """
+import dataclasses
 from fractions import Fraction
 
 import numpy as np
@@ -21,7 +22,7 @@ from fhe_core.ckks import Ciphertext, Decryptor, Encoder, Encryptor, Evaluator, 
 from fhe_core.errors import (
     EncodingError, LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError, ScaleOverflowError,
 )
-from fhe_core.params import preset
+from fhe_core.params import Params, preset, preset_literal
 from fhe_reference import DEVICES, crt, fresh_rng
 
 PRESET = "N12QP483L6D3Insecure"  # N = 2^12, L = 6, 40-bit scaling primes, scale 2^40, dnum = 3
@@ -31,8 +32,9 @@ SPARSE = 64                      # slots of the sparse-packing tests
 class Setup:
     """Client (encoder, encryptors, decryptor) and server (evaluator with evaluation keys only)."""
 
-    def __init__(self, device: str):
-        self.params = params = preset(PRESET, allow_insecure=True, device=device)
+    def __init__(self, device: str, key_switching: str = "hybrid"):
+        literal = dataclasses.replace(preset_literal(PRESET), key_switching=key_switching)
+        self.params = params = Params.from_literal(literal, allow_insecure=True, device=device)
         self.rng, _ = fresh_rng()
         ctx = ckks.rlwe_context(params)
         sk = rlwe.gen_secret_key(ctx)
@@ -55,9 +57,12 @@ class Setup:
         return self.encoder.decode(self.decryptor.decrypt(ct))
 
 
-@pytest.fixture(scope="module", params=DEVICES)
+# both methods of key switching on every device (linear's CUDA words equal the CPU's: rlwe/test_rlwe_gpu.py)
+@pytest.fixture(scope="module", params=[*DEVICES, pytest.param("cpu-linear", id="cpu-linear"),
+                                        pytest.param("cuda-linear", id="cuda-linear", marks=pytest.mark.gpu)])
 def s(request) -> Setup:
-    return Setup(request.param)
+    device, _, method = request.param.partition("-")
+    return Setup(device, method or "hybrid")
 
 
 def bits(got, expected) -> float:

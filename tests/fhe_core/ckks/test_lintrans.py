@@ -31,8 +31,10 @@ import torch
 from fhe_core import ckks, rlwe
 from fhe_core.ckks import Decryptor, Encoder, Encryptor, Evaluator, LinearTransform, SlotMismatchError
 from fhe_core.ckks.lintrans import _fused_multiply_accumulate, _multiply_accumulate, matrix_diagonals
-from fhe_core.errors import LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError, ResidueError
-from fhe_core.params import preset
+from fhe_core.errors import (
+    LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError, ResidueError, UnsupportedMethodError,
+)
+from fhe_core.params import Params, preset, preset_literal
 from fhe_core.rlwe import switching
 from fhe_reference import DEVICES, fresh_rng, random_residues
 
@@ -524,3 +526,13 @@ def test_evaluation_is_captured_in_a_cuda_graph():
     static.data.copy_(fresh.data)
     graph.replay()
     assert torch.equal(captured.data, transform.evaluate(evaluator, fresh).data)
+
+
+def test_linear_key_switching_parameters_are_refused_with_a_clear_error():
+    """The double-hoisted transforms (and bootstrapping, built on them) share hybrid's ModUp: a LinearTransform of
+    linear-key-switching parameters is refused at construction, not half-way through an evaluation."""
+    literal = dataclasses.replace(preset_literal("N10QP241L3D4Insecure"), key_switching="linear")
+    params = Params.from_literal(literal, allow_insecure=True)
+    with pytest.raises(UnsupportedMethodError, match="run on hybrid key switching; these parameters switch keys by "
+                                                     "the linear method"):
+        LinearTransform(params, np.eye(params.slots // 64))

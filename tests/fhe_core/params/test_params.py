@@ -274,3 +274,18 @@ def test_errors_of_the_standard_width_keep_the_bound():
     literal.error_eta = 32  # wider errors: at least as secure
     assert content_name(Params.from_literal(literal)) == "N14QP437L8D9"
     assert meets_128_bits(14, 437.0, 0, 21) and not meets_128_bits(14, 437.0, 0, 20)
+
+
+def test_key_switching_method_is_a_literal_field_in_the_id_only_when_linear():
+    """hybrid (the default) leaves the literal's JSON and every existing params_id as they were; linear is part of
+    the content (another params_id, the same primes) and survives the literal's round trip; others are refused."""
+    hybrid = preset("N10QP241L3D4Insecure", allow_insecure=True)
+    literal = preset_literal("N10QP241L3D4Insecure")
+    assert "key_switching" not in literal.to_dict() and hybrid.key_switching == "hybrid"
+    linear = Params.from_literal(dataclasses.replace(literal, key_switching="linear"), allow_insecure=True)
+    assert linear.key_switching == "linear" and linear.params_id != hybrid.params_id
+    assert (linear.q_primes, linear.p_primes) == (hybrid.q_primes, hybrid.p_primes)
+    again = Params.from_literal(ParamsLiteral.from_json(linear.literal.to_json()), allow_insecure=True)
+    assert again.params_id == linear.params_id
+    with pytest.raises(ParameterError, match="key_switching 'klss' is unknown"):
+        Params.from_literal(dataclasses.replace(literal, key_switching="klss"), allow_insecure=True)

@@ -42,12 +42,14 @@ SHAPES = [
 
 
 @functools.cache
-def context(shape: Shape, device: str = "cpu", plan: KernelPlan | None = None) -> rlwe.RLWEContext:
-    """The context of ``shape`` on ``device`` with ``plan`` (default: resolved)."""
+def context(shape: Shape, device: str = "cpu", plan: KernelPlan | None = None,
+            key_switching: str = "hybrid") -> rlwe.RLWEContext:
+    """The context of ``shape`` on ``device`` with ``plan`` (default: resolved) and that key-switching method."""
     n = 1 << shape.log_n
     primes = generate_primes(list(shape.q_bits) + list(shape.p_bits), n)
     k = len(shape.q_bits)
-    return rlwe.RLWEContext(n, primes[:k], primes[k:], device, hamming_weight=shape.hamming_weight, plan=plan)
+    return rlwe.RLWEContext(n, primes[:k], primes[k:], device, hamming_weight=shape.hamming_weight, plan=plan,
+                            key_switching=key_switching)
 
 
 def fixed_seed(label: str) -> bytes:

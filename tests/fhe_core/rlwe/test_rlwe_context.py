@@ -62,8 +62,9 @@ def test_context_validation_and_ids():
     assert a.params_id != rlwe.RLWEContext(N, primes[:3], primes[3:], hamming_weight=32).params_id
     with pytest.raises(LevelMismatchError, match="tables: level"):
         a.tables(3)
+    assert a.params_id != rlwe.RLWEContext(N, primes[:3], primes[3:], key_switching="linear").params_id
     params = SimpleNamespace(n=N, q_primes=primes[:3], p_primes=primes[3:], hamming_weight=16, error_eta=20,
-                             params_id="preset-xyz")
+                             params_id="preset-xyz", key_switching="hybrid")
     b = rlwe.RLWEContext.from_params(params)
     assert (b.params_id, b.hamming_weight, b.error_eta, b.max_level, b.alpha) == ("preset-xyz", 16, 20, 2, 1)
 

@@ -10,9 +10,10 @@ from fhe_core import ops, rlwe
 from rlwe_helpers import SHAPES, context, encode, fixed_seed
 
 
-def _pipeline(shape, device: str) -> dict[str, torch.Tensor]:
-    """Keys, an encryption and every key-switching path at two levels, all from fixed seeds."""
-    ctx = context(shape, device)
+def _pipeline(shape, device: str, key_switching: str = "hybrid") -> dict[str, torch.Tensor]:
+    """Keys, an encryption and every key-switching path at two levels, all from fixed seeds (linear: its keys in
+    their preprocessed form, the key switch, relinearization, rotations, conjugation, hoisted rotations)."""
+    ctx = context(shape, device, key_switching=key_switching)
     n = ctx.n
     sk = rlwe.gen_secret_key(ctx, seed=fixed_seed("gpu/sk"))
     pk = rlwe.gen_public_key(ctx, sk, seed=fixed_seed("gpu/pk"))
@@ -23,9 +24,9 @@ def _pipeline(shape, device: str) -> dict[str, torch.Tensor]:
         m = encode(ctx, [(7 * i) % 1001 - 500 for i in range(n)], level)
         ct = rlwe.encrypt_pk(ctx, pk, m, level, seed=fixed_seed(f"gpu/ct{level}"))
         q = ctx.q_at(level)
-        digits = rlwe.decompose_mod_up(ctx, ct.data[1], level)
         out[f"enc/{level}"] = ct.data
-        out[f"mod_up/{level}"] = digits
+        if key_switching == "hybrid":
+            out[f"mod_up/{level}"] = rlwe.decompose_mod_up(ctx, ct.data[1], level)
         out[f"key_switch/{level}"] = rlwe.key_switch(ctx, ct.data[1], keys.relin_key("t"), level)
         (c0, c1) = ct.data
         d = torch.stack((ops.mul(c0, c0, q.moduli), ops.mul(ops.add(c0, c0, q.moduli), c1, q.moduli),
@@ -44,12 +45,14 @@ def _assert_identical(a: dict, b: dict) -> None:
         assert torch.equal(a[name], b[name]), name
 
 
+@pytest.mark.parametrize("method", ["hybrid", "linear"])
 @pytest.mark.parametrize("shape", SHAPES[:1], ids=lambda s: s.id)
-def test_fixed_seed_pipeline_is_reproducible_on_cpu(shape):
-    _assert_identical(_pipeline(shape, "cpu"), _pipeline(shape, "cpu"))
+def test_fixed_seed_pipeline_is_reproducible_on_cpu(shape, method):
+    _assert_identical(_pipeline(shape, "cpu", method), _pipeline(shape, "cpu", method))
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("method", ["hybrid", "linear"])  # linear: 3 aux primes in SHAPES[0], 2 in SHAPES[1]
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.id)
-def test_cpu_and_cuda_key_switching_are_bit_identical(shape):
-    _assert_identical(_pipeline(shape, "cpu"), _pipeline(shape, "cuda"))
+def test_cpu_and_cuda_key_switching_are_bit_identical(shape, method):
+    _assert_identical(_pipeline(shape, "cpu", method), _pipeline(shape, "cuda", method))

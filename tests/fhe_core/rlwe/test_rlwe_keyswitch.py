@@ -23,12 +23,19 @@ def _levels(ctx):
 
 def ks_noise_bound(ctx, sk, level: int) -> float:
     """Worst case of the key-switching noise sum_j d~_j e_j / P + (eps0 - u0) + (eps1 - u1) s:
-    |d~_j| < alpha Q_j, |e_j|_1 <= eta N, |eps - u| <= alpha - 1/2, |s|_1 = h (or <= N)."""
-    digits = ctx.tables(level).digits
+    hybrid |d~_j| < alpha Q_j, |eps - u| <= alpha - 1/2; linear (one prime per digit, lifted exactly,
+    fhe_core.rlwe.linear_switching) |d~_i| < q_i, ModDown's exact rounding |eps| <= 1/2; |e_j|_1 <= eta N,
+    |s|_1 = h (or <= N)."""
     big_p = prod(ctx.p_primes)
-    gadget = sum(ctx.alpha * prod(ctx.q_primes[d.start:d.stop]) * ctx.error_eta * ctx.n for d in digits) / big_p
     s_l1 = sk.hamming_weight or ctx.n
+    if ctx.key_switching == "linear":
+        return sum(ctx.q_primes[:level + 1]) * ctx.error_eta * ctx.n / big_p + 0.5 * (1 + s_l1)
+    digits = ctx.tables(level).digits
+    gadget = sum(ctx.alpha * prod(ctx.q_primes[d.start:d.stop]) * ctx.error_eta * ctx.n for d in digits) / big_p
     return gadget + (ctx.alpha - 0.5) * (1 + s_l1)
+
+
+METHODS = ("hybrid", "linear")
 
 
 def _report(label, noise, bound):
@@ -91,10 +98,11 @@ def test_mod_down_is_rounded_division_by_p(shape):
 # ---- key switching -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.id)
-def test_key_switch_moves_a_ciphertext_to_another_key(shape):
+@pytest.mark.parametrize("method", METHODS)
+def test_key_switch_moves_a_ciphertext_to_another_key(shape, method):
     """ct under s' -> (c0 + u0, u1) under s decrypts to m + e + e_ks with e_ks within the bound."""
     rng, _ = fresh_rng()
-    ctx = context(shape)
+    ctx = context(shape, key_switching=method)
     s_from, s_to = rlwe.gen_secret_key(ctx), rlwe.gen_secret_key(ctx)
     key = rlwe.gen_switching_key(ctx, s_from, s_to)
     for level in _levels(ctx):
@@ -113,10 +121,11 @@ def test_key_switch_moves_a_ciphertext_to_another_key(shape):
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.id)
-def test_relinearize_tensor_product(shape):
+@pytest.mark.parametrize("method", METHODS)
+def test_relinearize_tensor_product(shape, method):
     """(d0, d1, d2) = (c0 c0', c0 c1' + c1 c0', c1 c1') relinearized decrypts to m1 * m2 (negacyclic)."""
     rng, _ = fresh_rng()
-    ctx = context(shape)
+    ctx = context(shape, key_switching=method)
     sk = rlwe.gen_secret_key(ctx)
     keys = rlwe.gen_eval_keys(ctx, sk)
     bound_m = 1 << 4
@@ -145,10 +154,11 @@ def test_relinearize_tensor_product(shape):
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.id)
-def test_apply_galois_is_substitution(shape):
+@pytest.mark.parametrize("method", METHODS)
+def test_apply_galois_is_substitution(shape, method):
     """dec(apply_galois(enc(m), k)) = m(X^k) mod X^N + 1 (direct substitution) + bounded noise."""
     rng, _ = fresh_rng()
-    ctx = context(shape)
+    ctx = context(shape, key_switching=method)
     n = ctx.n
     sk = rlwe.gen_secret_key(ctx)
     elements = [rlwe.galois_element_for_rotation(r, n) for r in (1, 5, -1)]
@@ -168,11 +178,12 @@ def test_apply_galois_is_substitution(shape):
 
 
 @pytest.mark.parametrize("shape", SHAPES[::2], ids=lambda s: s.id)
-def test_hoisted_rotations_decrypt_like_single_ones(shape):
+@pytest.mark.parametrize("method", METHODS)
+def test_hoisted_rotations_decrypt_like_single_ones(shape, method):
     """One ModUp for many k: each result decrypts to sigma_k(m) within the bound and within
     twice the bound of the non-hoisted result (the extended digits differ by multiples of Q_j)."""
     rng, _ = fresh_rng()
-    ctx = context(shape)
+    ctx = context(shape, key_switching=method)
     n = ctx.n
     sk = rlwe.gen_secret_key(ctx)
     elements = [rlwe.galois_element_for_rotation(r, n) for r in (1, 2, 3, 7, n // 2 - 1)]
