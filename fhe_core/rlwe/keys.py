@@ -9,6 +9,9 @@ where g_j = (Q/Q_j) * [(Q/Q_j)^-1]_{Q_j} is the CRT gadget of digit j: g_j = 1 m
 digit j and 0 mod every other q_i (and P * g_j = 0 mod P), so P * g_j * s' only touches the
 rows of digit j, and the key restricted to QP_l (prefix views) is the key of level l.
 
+An :class:`EncapsulationKey` is a switching key of one digit (gadget P alone) between the main secret
+and a sparse ephemeral one (sparse-secret encapsulation for bootstrapping, :mod:`fhe_core.rlwe.encapsulation`).
+
 Every key gets its own seeds (see ``sampling``); the public ``uniform_seed`` kept on public and
 switching keys regenerates their ``a`` parts, so they can be stored compressed.
 """
@@ -71,6 +74,29 @@ class GaloisKey(SwitchingKey):
     galois_element: int
 
 
+DENSE_TO_SPARSE = "dense_to_sparse"
+SPARSE_TO_DENSE = "sparse_to_dense"
+ENCAPSULATION_DIRECTIONS = (DENSE_TO_SPARSE, SPARSE_TO_DENSE)
+EPHEMERAL_ID_BYTES = 16
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class EncapsulationKey(SwitchingKey):
+    """One key of sparse-secret encapsulation (Bossuat, Troncoso-Pastoriza and Hubaux, ACNS 2022): a
+    one-digit key (b, a) with b = -a s_to + e + P' s_from, for inputs that are a single small digit.
+
+    ``direction`` DENSE_TO_SPARSE: main secret s -> ephemeral s', over (p_0, q_0) only, ``data``
+    ``[1, 2, 2, N]`` (P' = p_0: the sparse secret is exposed at this small modulus alone);
+    SPARSE_TO_DENSE: s' -> s over QP_L, ``data`` ``[1, 2, alpha + L + 1, N]`` (P' = P), for the
+    lift of a level-0 polynomial (|d| < q_0 / 2, so it needs no decomposition).
+    ``ephemeral_weight``: h' of s'; ``ephemeral_id``: a public tag of s' (16 bytes) that the two keys of
+    one ephemeral secret share, so that a mixed pair is refused."""
+
+    direction: str
+    ephemeral_weight: int
+    ephemeral_id: bytes
+
+
 # ---- views ---------------------------------------------------------------------------------------
 
 def secret_over_q(ctx: RLWEContext, sk: SecretKey, level: int) -> torch.Tensor:
@@ -119,21 +145,35 @@ def switching_key_uniform(ctx: RLWEContext, uniform_seed: bytes) -> torch.Tensor
     return torch.stack([uniform_ntt(qp, uniform_seed, nonce(Domain.KEY_UNIFORM, j)) for j in range(ctx.dnum)])
 
 
-def _switching_key_data(ctx: RLWEContext, sk: SecretKey, s_from: torch.Tensor, seeds: Seeds) -> torch.Tensor:
-    """``[dnum, 2, alpha + L + 1, N]``: (b_j, a_j) with b_j = -a_j s + e_j + P g_j s_from, built
-    digit by digit in the one output buffer (a key is 100+ MB at N = 2^16: no stacked copies, and
-    the per-digit temporaries are reused rather than faulted in fresh)."""
+def _digit_rows(ctx: RLWEContext) -> list[slice]:
+    """The Q rows (within QP_L) of each gadget digit of a switching key."""
+    alpha = ctx.alpha
+    return [slice(alpha + j * alpha, alpha + min((j + 1) * alpha, ctx.max_level + 1)) for j in range(ctx.dnum)]
+
+
+def _switching_key_data(ctx: RLWEContext, s_to: torch.Tensor, s_from: torch.Tensor, seeds: Seeds,
+                        digits: list[slice] | None = None) -> torch.Tensor:
+    """``[dnum, 2, alpha + L + 1, N]``: (b_j, a_j) with b_j = -a_j s_to + e_j + P g_j s_from (s_to, s_from over
+    QP_L), built digit by digit in the one output buffer (a key is 100+ MB at N = 2^16: no stacked copies, and
+    the per-digit temporaries are reused rather than faulted in fresh). ``digits``: the Q rows of each digit's
+    gadget (default: the hybrid digits of alpha primes; one slice of every Q row: the one-digit gadget P)."""
     qp, alpha, moduli = ctx.qp_basis, ctx.alpha, ctx.qp_basis.moduli
+    digits = _digit_rows(ctx) if digits is None else digits
     gadget = ops.mul_const(s_from[alpha:], ctx.p_mod_q, ctx.p_mod_q_shoup, ctx.q_basis.moduli)  # P s' mod q_i
-    data = torch.empty((ctx.dnum, 2, len(qp), ctx.n), dtype=torch.int64, device=ctx.device)
-    for j in range(ctx.dnum):
+    data = torch.empty((len(digits), 2, len(qp), ctx.n), dtype=torch.int64, device=ctx.device)
+    for j, rows in enumerate(digits):
         b, a = data[j, 0], data[j, 1]
         a.copy_(uniform_ntt(qp, seeds.uniform, nonce(Domain.KEY_UNIFORM, j)))
         e = ops.sample_cbd(moduli, ctx.n, seeds.secret, nonce(Domain.KEY_ERROR, j), ctx.error_eta)
-        ops.sub(qp.ntt(e, out=e), ops.mul(a, sk.data, moduli, out=b), moduli, out=b)
-        rows = slice(alpha + j * alpha, alpha + min((j + 1) * alpha, ctx.max_level + 1))
+        ops.sub(qp.ntt(e, out=e), ops.mul(a, s_to, moduli, out=b), moduli, out=b)
         ops.add(b[rows], gadget[rows.start - alpha:rows.stop - alpha], moduli[rows], out=b[rows])
     return data
+
+
+def one_digit_key_data(ctx: RLWEContext, s_to: torch.Tensor, s_from: torch.Tensor, seeds: Seeds) -> torch.Tensor:
+    """``[1, 2, alpha + L + 1, N]``: (b, a) with b = -a s_to + e + P s_from over QP_L: the key of inputs that
+    need no decomposition (a small d: d (b, a) / P ~ d s_from)."""
+    return _switching_key_data(ctx, s_to, s_from, seeds, [slice(ctx.alpha, ctx.alpha + ctx.max_level + 1)])
 
 
 def gen_switching_key(ctx: RLWEContext, sk_from: SecretKey, sk_to: SecretKey, *,
@@ -142,7 +182,7 @@ def gen_switching_key(ctx: RLWEContext, sk_from: SecretKey, sk_to: SecretKey, *,
     check_secret_key(ctx, sk_from, "gen_switching_key")
     check_secret_key(ctx, sk_to, "gen_switching_key")
     seeds = seeds_for(ctx, seed, "gen_switching_key")
-    return SwitchingKey(data=_switching_key_data(ctx, sk_to, sk_from.data, seeds), params_id=ctx.params_id,
+    return SwitchingKey(data=_switching_key_data(ctx, sk_to.data, sk_from.data, seeds), params_id=ctx.params_id,
                         uniform_seed=seeds.uniform)
 
 
@@ -151,7 +191,7 @@ def gen_relin_key(ctx: RLWEContext, sk: SecretKey, *, seed: bytes | None = None)
     check_secret_key(ctx, sk, "gen_relin_key")
     seeds = seeds_for(ctx, seed, "gen_relin_key")
     s_squared = ops.mul(sk.data, sk.data, ctx.qp_basis.moduli)
-    return RelinKey(data=_switching_key_data(ctx, sk, s_squared, seeds), params_id=ctx.params_id,
+    return RelinKey(data=_switching_key_data(ctx, sk.data, s_squared, seeds), params_id=ctx.params_id,
                     uniform_seed=seeds.uniform)
 
 
@@ -162,7 +202,7 @@ def gen_galois_key(ctx: RLWEContext, sk: SecretKey, galois_element: int, *,
     k = check_galois_element(galois_element, ctx.n, "gen_galois_key")
     seeds = seeds_for(ctx, seed, "gen_galois_key")
     s_k = ops.automorphism_ntt(sk.data, ctx.qp_basis.moduli, k)
-    return GaloisKey(data=_switching_key_data(ctx, sk, s_k, seeds), params_id=ctx.params_id,
+    return GaloisKey(data=_switching_key_data(ctx, sk.data, s_k, seeds), params_id=ctx.params_id,
                      uniform_seed=seeds.uniform, galois_element=k)
 
 
@@ -178,20 +218,22 @@ def gen_eval_keys(ctx: RLWEContext, sk: SecretKey, galois_elements: Iterable[int
 # ---- the key set ---------------------------------------------------------------------------------
 
 class EvalKeySet:
-    """The evaluation keys of one session: an optional relinearization key and Galois keys by
-    element. It knows what it holds; a missing key raises MissingKeyError naming the operation.
-    Holds no secret key, so evaluators and servers may keep one."""
+    """The evaluation keys of one session: an optional relinearization key, Galois keys by
+    element and the encapsulation keys by direction. It knows what it holds; a missing key raises
+    MissingKeyError naming the operation. Holds no secret key, so evaluators and servers may keep one."""
 
-    def __init__(self, params_id: str, *, relin: RelinKey | None = None, galois: Iterable[GaloisKey] = ()):
+    def __init__(self, params_id: str, *, relin: RelinKey | None = None, galois: Iterable[GaloisKey] = (),
+                 encapsulation: Iterable[EncapsulationKey] = ()):
         self.params_id = params_id
         self._relin: RelinKey | None = None
         self._galois: dict[int, GaloisKey] = {}
+        self._encapsulation: dict[str, EncapsulationKey] = {}
         if relin is not None:
             self.add(relin)
-        for key in galois:
+        for key in (*galois, *encapsulation):
             self.add(key)
 
-    def add(self, key: RelinKey | GaloisKey) -> None:
+    def add(self, key: RelinKey | GaloisKey | EncapsulationKey) -> None:
         """Insert (or replace) a key of this parameter set."""
         if key.params_id != self.params_id:
             raise ParamsMismatchError(f"EvalKeySet.add: key belongs to params {key.params_id!r}, "
@@ -200,12 +242,33 @@ class EvalKeySet:
             self._galois[key.galois_element] = key
         elif isinstance(key, RelinKey):
             self._relin = key
+        elif isinstance(key, EncapsulationKey):
+            self._encapsulation[key.direction] = key
         else:
-            raise ParameterError(f"EvalKeySet.add: expected a RelinKey or GaloisKey, got {type(key).__name__}")
+            raise ParameterError(f"EvalKeySet.add: expected a RelinKey, GaloisKey or EncapsulationKey, got "
+                                 f"{type(key).__name__}")
 
     @property
     def has_relin(self) -> bool:
         return self._relin is not None
+
+    @property
+    def encapsulation_directions(self) -> frozenset[str]:
+        """The directions (DENSE_TO_SPARSE, SPARSE_TO_DENSE) of the encapsulation keys held."""
+        return frozenset(self._encapsulation)
+
+    def encapsulation_keys(self, op: str) -> tuple[EncapsulationKey, EncapsulationKey]:
+        """(dense -> sparse, sparse -> dense): both held, of one ephemeral secret (else MissingKeyError /
+        ParameterError naming ``op``)."""
+        missing = [d for d in ENCAPSULATION_DIRECTIONS if d not in self._encapsulation]
+        if missing:
+            raise MissingKeyError(f"{op}: the key set holds no {' and no '.join(missing)} encapsulation key")
+        to_sparse, to_dense = (self._encapsulation[d] for d in ENCAPSULATION_DIRECTIONS)
+        if to_sparse.ephemeral_id != to_dense.ephemeral_id:
+            raise ParameterError(f"{op}: the two encapsulation keys belong to different ephemeral secrets "
+                                 f"(ids {to_sparse.ephemeral_id.hex()} and {to_dense.ephemeral_id.hex()}): "
+                                 "generate them together (rlwe.gen_encapsulation_keys)")
+        return to_sparse, to_dense
 
     @property
     def galois_elements(self) -> frozenset[int]:
@@ -240,4 +303,4 @@ class EvalKeySet:
 
     def __repr__(self) -> str:
         return (f"EvalKeySet(params_id={self.params_id!r}, relin={self.has_relin}, "
-                f"galois_elements={sorted(self._galois)})")
+                f"galois_elements={sorted(self._galois)}, encapsulation={sorted(self._encapsulation)})")
