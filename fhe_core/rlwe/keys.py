@@ -257,13 +257,17 @@ class EvalKeySet:
         """The directions (DENSE_TO_SPARSE, SPARSE_TO_DENSE) of the encapsulation keys held."""
         return frozenset(self._encapsulation)
 
+    def encapsulation_key(self, direction: str, op: str) -> EncapsulationKey:
+        """The encapsulation key of ``direction`` (MissingKeyError naming ``op`` if absent)."""
+        try:
+            return self._encapsulation[direction]
+        except KeyError:
+            raise MissingKeyError(f"{op}: the key set holds no {direction} encapsulation key") from None
+
     def encapsulation_keys(self, op: str) -> tuple[EncapsulationKey, EncapsulationKey]:
         """(dense -> sparse, sparse -> dense): both held, of one ephemeral secret (else MissingKeyError /
         ParameterError naming ``op``)."""
-        missing = [d for d in ENCAPSULATION_DIRECTIONS if d not in self._encapsulation]
-        if missing:
-            raise MissingKeyError(f"{op}: the key set holds no {' and no '.join(missing)} encapsulation key")
-        to_sparse, to_dense = (self._encapsulation[d] for d in ENCAPSULATION_DIRECTIONS)
+        to_sparse, to_dense = (self.encapsulation_key(d, op) for d in ENCAPSULATION_DIRECTIONS)
         if to_sparse.ephemeral_id != to_dense.ephemeral_id:
             raise ParameterError(f"{op}: the two encapsulation keys belong to different ephemeral secrets "
                                  f"(ids {to_sparse.ephemeral_id.hex()} and {to_dense.ephemeral_id.hex()}): "
