@@ -385,7 +385,16 @@ level 9; 40 Galois keys."""
 #   CoeffsToSlots        58 bits  x 3
 #   special primes P     61 bits  x 4   alpha = 4, dnum = 8; P (244 bits) exceeds every digit (<= 232 bits)
 # Extra cost against N16_H192_FULL: the chain is 32 primes instead of 26 (CtS and EvalMod run on 6 more limbs),
-# two one-digit key switches at the entry, and one EvalMod level less. Measured: see docs/benchmarks.md.
+# two one-digit key switches at the entry, and one EvalMod level less.
+# Precision (CPU, 2026-11-28, one run each, both chains at a smaller ring, allow_insecure, [-1, 1], min / mean
+# bits): N = 2^12: N16_H192_FULL's chain 23.7 / 25.4, this one 22.4 / 24.1; N = 2^14: 21.6 / 23.4 against
+# 19.3 / 21.1. The loss is the dense secret's, not the encapsulation's: every rescale and key switch rounds
+# with an error e_0 + e_1 s that grows with |s|_1 (the same chain with an h = 192 main secret and the
+# encapsulation: 24.2 / 25.9 at 2^12; N16_H192_FULL's chain with a dense secret: 21.5 / 23.0), so it grows
+# with N. Measured against it at 2^12: r = 1 with degree 127 (same depth) 22.4 / 24.1, no gain; R = 2^8
+# 22.1 / 23.8, R = 2^12 21.4 / 23.0; 60-bit q_0, CtS and EvalMod primes 22.6 / 24.3; Delta = 2^45 on 45-bit
+# StC and application primes (14 levels left within 1772 bits) 23.5 / 25.2 at 2^12, 20.4 / 22.2 at 2^14.
+# N = 2^16 on the H200: ``python scripts/bench.py --device cuda --only boot-dense``.
 
 _N16_DENSE_EVALMOD = dict(k=16.0, degree=63, double_angles=2, log_message_ratio=10)
 _N16_DENSE_EVALMOD_DEPTH = 9

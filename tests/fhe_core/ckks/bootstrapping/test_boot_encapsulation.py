@@ -157,13 +157,21 @@ def test_overflow_probability_against_independent_computations():
 # ---- GPU (for the lead) ----------------------------------------------------------------------------
 
 @pytest.mark.gpu
-def test_encapsulated_bootstrap_on_cuda_equals_the_cpu_bit_for_bit():
+def test_encapsulated_bootstrap_on_cuda_equals_the_cpu_bit_for_bit_eager_and_graphed():
     seed = bytes(range(32))
     results = []
     for device in ("cpu", "cuda"):
         client = Client(device, seed=seed)
-        ct = client.encrypt(np.linspace(-1, 1, TINY_N10_DENSE.slots) * (1 + 0.5j), seed=seed)
-        results.append(Bootstrapper(client.params, TINY_N10_DENSE, client.keys).bootstrap(ct).data.cpu())
+        z = np.linspace(-1, 1, TINY_N10_DENSE.slots) * (1 + 0.5j)
+        ct = client.encrypt(z, seed=seed)
+        boot = Bootstrapper(client.params, TINY_N10_DENSE, client.keys)
+        out = boot.bootstrap(ct)
+        results.append(out.data.cpu())
+        if device == "cuda":
+            graphed = boot.graphed()
+            assert torch.equal(graphed.bootstrap(ct).data, out.data)  # captured
+            assert torch.equal(graphed.bootstrap(ct).data, out.data)  # replayed
+            assert _precision(client.encoder.decode(client.decryptor.decrypt(out)), z)[0] >= 20
     assert torch.equal(*results)
 
 
