@@ -247,11 +247,12 @@ def overflow_probability(weight: int, k: float) -> float:
     After the key switch (or a fresh encryption), c_0 and c_1 are uniform mod q_0, so
     (c_0 + c_1 s) / q_0 = S + m / q_0 with S a sum of weight + 1 independent uniforms on [-1/2, 1/2]
     (c_0's and one signed coefficient of c_1 per nonzero of s), and I = round(S) (m / q_0 is negligible).
-    |I| >= K means |S| >= K - 1/2: exactly, from the Irwin-Hall distribution in rational arithmetic (no
-    cancellation) up to EXACT_OVERFLOW_TERMS terms, else the normal approximation (variance (weight + 1) / 12).
+    EvalMod's |y| < K fails from |I| >= ceil(K) on, i.e. |S| >= ceil(K) - 1/2: exactly, from the Irwin-Hall
+    distribution in rational arithmetic (no cancellation) up to EXACT_OVERFLOW_TERMS terms, else the normal
+    approximation (variance (weight + 1) / 12).
     This is OpenFHE's per-coefficient failure probability of bootstrapping (its PR 1318).
     """
-    terms, threshold = weight + 1, Fraction(math.ceil(2 * k) - 1, 2)  # |S| >= K - 1/2 (K an integer here)
+    terms, threshold = weight + 1, Fraction(2 * math.ceil(k) - 1, 2)
     if terms > EXACT_OVERFLOW_TERMS:
         return math.erfc(float(threshold) / math.sqrt(2 * terms / 12))
     x = Fraction(terms, 2) - threshold  # P(S >= t) = P(U <= n/2 - t), U the Irwin-Hall sum on [0, n]

@@ -140,6 +140,8 @@ def test_overflow_probability_against_independent_computations():
     assert overflow_probability(1, 1) == 0.25
     # h + 1 uniforms cannot exceed (h + 1) / 2
     assert overflow_probability(30, 16) == 0.0
+    # a K between integers fails from |I| = ceil(K) on: K = 1.5 and K = 2 alike
+    assert overflow_probability(8, 1.5) == overflow_probability(8, 2) < overflow_probability(8, 1)
     # a moderate tail against a Monte Carlo estimate (10^6 sums of 33 uniforms; K = 6: |S| >= 5.5, 3.3 sigma)
     rng = np.random.default_rng(7)
     sums = (rng.random((1_000_000, WEIGHT + 1), dtype=np.float32) - 0.5).sum(axis=1)
