@@ -392,6 +392,14 @@ def make_sparse_boot_cases(device: str) -> list[Case]:
     return make_boot_cases(device, N16_H192_SPARSE, variants=False)
 
 
+def make_dense_boot_cases(device: str) -> list[Case]:
+    """The boot suite at N16_DENSE_FULL (a dense main secret, sparse-secret encapsulation with h' = 32, K = 16,
+    EvalMod depth 9, 16 levels left), without the larger-baby-step variant."""
+    from fhe_core.ckks.bootstrapping import N16_DENSE_FULL
+
+    return make_boot_cases(device, N16_DENSE_FULL, variants=False)
+
+
 def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False, variants: bool = True) -> list[Case]:
     """CKKS bootstrapping at N16_H192_FULL (N = 2^16, 2^15 slots, h = 192, 128-bit): the whole
     ``bootstrap(ct)`` (reference: the reference design's 328 ms on a V100), each public step, and
@@ -399,8 +407,9 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False, 
     ciphertexts in one ``bootstrap_pair``, the graphed bootstrapper called from Python (on CUDA;
     its eager column is the point), and the DFTs with twice the default baby step
     (``baby_step_factor=2``, its own, larger key set).
-    Builds the keys of ``bootstrapping_galois_elements`` once (8.6 GB of rotation keys at dnum
-    7). Prints the precision of one bootstrap (min/mean/max bits over all slots, inputs uniform in
+    Builds the keys of ``gen_bootstrapping_keys`` once (8.6 GB of rotation keys at dnum 7; the encapsulation
+    pair too where the preset names an ephemeral weight). Prints the failure probability (ModRaise's overflow
+    past K, per coefficient), the precision of one bootstrap (min/mean/max bits over all slots, inputs uniform in
     [-1, 1] and in [-8, 8]), the rotation-key memory and the key switches (count, bytes of key they read); all are
     in the params string too. Bytes, for the whole bootstrap and for each step: the input and
     output ciphertexts plus the key-switching keys read (the lower bound on traffic that matters;
@@ -413,14 +422,15 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False, 
     import numpy as np
 
     from fhe_core import ckks, rlwe
-    from fhe_core.ckks.bootstrapping import N16_H192_FULL, Bootstrapper, bootstrapping_galois_elements
+    from fhe_core.ckks.bootstrapping import (N16_H192_FULL, Bootstrapper, bootstrapping_galois_elements,
+                                             gen_bootstrapping_keys)
 
     bparams = N16_H192_FULL if bparams is None else bparams
     params = bparams.params(device=device, allow_insecure=allow_insecure)
     ctx = ckks.rlwe_context(params)
     sk = rlwe.gen_secret_key(ctx)
     elements = bootstrapping_galois_elements(params, bparams)
-    keys = rlwe.gen_eval_keys(ctx, sk, elements)
+    keys = gen_bootstrapping_keys(params, bparams, sk)
     boot = Bootstrapper(params, bparams, keys)
     encoder, encryptor, decryptor = ckks.Encoder(params), ckks.Encryptor(params, sk), ckks.Decryptor(params, sk)
     rng = np.random.default_rng(1)
@@ -451,7 +461,9 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False, 
     bits, bits8, bits_pair = precision(1.0), precision(8.0), pair_precision()
     limbs_qp = len(params.q_primes) + len(params.p_primes)
     key_bytes = len(elements) * params.dnum * 2 * limbs_qp * params.n * WORD
-    print(f"boot: {bparams.describe()}; {len(elements)} Galois keys, dnum {params.dnum}, "
+    failure = math.log2(max(bparams.failure_probability()[0], 2.0 ** -1000))
+    print(f"boot: {bparams.describe()}; failure probability 2^{failure:.1f} per coefficient (K = {bparams.k:g}); "
+          f"{len(elements)} Galois keys, dnum {params.dnum}, "
           f"rotation keys {key_bytes / 1e9:.1f} GB; {key_switches[0]} key switches reading "
           f"{key_switches[1] / 1e9:.1f} GB of keys; precision min {bits[0]:.2f} / mean {bits[1]:.2f} / "
           f"max {bits[2]:.2f} bits on [-1, 1], {bits8[0]:.2f} / {bits8[1]:.2f} / {bits8[2]:.2f} on [-8, 8], "
@@ -461,7 +473,9 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False, 
     raised = boot.sub_sum(boot.mod_raise(ct))
     parts = boot.coeffs_to_slots(raised)
     modded = boot.eval_mod(parts, ct.scale)
-    name = (f"N=2^{params.log_n} {n} slots h={params.hamming_weight}, L={bparams.max_level}, "
+    secret = f"h={params.hamming_weight}" + (f" (ephemeral h'={bparams.ephemeral_weight})"
+                                             if bparams.ephemeral_weight else "")
+    name = (f"N=2^{params.log_n} {n} slots {secret}, L={bparams.max_level}, K={bparams.k:g} fail 2^{failure:.0f}, "
             f"out level {boot.output_level}, "
             f"prec min/mean/max {bits[0]:.1f}/{bits[1]:.1f}/{bits[2]:.1f} b ([-8, 8]: "
             f"{bits8[0]:.1f}/{bits8[1]:.1f}/{bits8[2]:.1f}), "
@@ -525,7 +539,7 @@ def make_boot_cases(device: str, bparams=None, *, allow_insecure: bool = False, 
         return cases
     wide = dataclasses.replace(bparams, baby_step_factor=2 * bparams.baby_step_factor)
     wide_elements = bootstrapping_galois_elements(params, wide)
-    wide_boot = Bootstrapper(params, wide, rlwe.gen_eval_keys(ctx, sk, wide_elements))
+    wide_boot = Bootstrapper(params, wide, gen_bootstrapping_keys(params, wide, sk))
     wide_switches = count_key_switches(lambda: wide_boot.bootstrap(ct))
     wide_bits = precision(1.0, wide_boot)
     wide_name = (f"baby steps x{wide.baby_step_factor}: {len(wide_elements)} keys "
@@ -625,7 +639,7 @@ def device_name(device: str) -> str:
 
 
 # suites that run only with --only NAME (far too slow for the default run, and on a CPU)
-OPT_IN_SUITES = ("boot", "boot-sparse", "boot-lite", "keyswitch-linear")
+OPT_IN_SUITES = ("boot", "boot-sparse", "boot-dense", "boot-lite", "keyswitch-linear")
 
 
 def run(device: str, threads: list[int], only: str | None = None) -> dict:
@@ -633,7 +647,7 @@ def run(device: str, threads: list[int], only: str | None = None) -> dict:
     copy_bw = copy_bandwidth(device)
     rows = []
     suites = {"keyswitch": make_keyswitch_cases, "ckks": make_ckks_cases, "bfv": make_bfv_cases,
-              "boot": make_boot_cases, "boot-sparse": make_sparse_boot_cases,
+              "boot": make_boot_cases, "boot-sparse": make_sparse_boot_cases, "boot-dense": make_dense_boot_cases,
               "boot-lite": lambda device: make_boot_cases(device, variants=False),  # boot without the wide keys
               "keyswitch-linear": make_linear_keyswitch_cases}
     default_suites = [name for name in suites if name not in OPT_IN_SUITES]
@@ -691,6 +705,7 @@ def main() -> None:
     parser.add_argument("--only", help="run only the ops whose name contains this text, or one suite: "
                                          "'keyswitch', 'ckks', 'bfv', 'boot' (bootstrapping at "
                                          "N16_H192_FULL, only with --only boot; 'boot-sparse' at N16_H192_SPARSE; "
+                                         "'boot-dense' at N16_DENSE_FULL (dense secret, encapsulation); "
                                          "'boot-lite': boot without its larger-baby-step variant; "
                                          "'keyswitch-linear': linear vs hybrid key switching, issue 30) "
                                          "(references: CKKS and boot, the V100 of 'Over 100x "

@@ -98,6 +98,8 @@ if has bench; then
     echo "==> benchmarks"
     python3 scripts/bench.py --device cuda --json "$out/bench.jsonl" --markdown "$out/bench-gpu.md"
     python3 scripts/bench.py --device cuda --only boot --json "$out/bench.jsonl" --markdown "$out/bench-boot.md"
+    python3 scripts/bench.py --device cuda --only boot-dense --json "$out/bench.jsonl" \
+        --markdown "$out/bench-boot-dense.md"
 fi
 
 if has keyswitch; then

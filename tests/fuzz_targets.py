@@ -516,7 +516,8 @@ class World:
 
 @functools.cache
 def world():
-    """N = 2^10, L = 3 (insecure, tests only): a key of each kind, a plaintext, ciphertexts."""
+    """N = 2^10, L = 3 (insecure, tests only): a key of each kind (the eval key set with the encapsulation
+    pair), a plaintext, ciphertexts."""
     from fhe_core import ckks, rlwe
     from fhe_core.params import preset
 
@@ -524,6 +525,9 @@ def world():
     ctx = rlwe.RLWEContext.from_params(params)
     sk = rlwe.gen_secret_key(ctx, seed=bytes(range(32)))
     keys = rlwe.gen_eval_keys(ctx, sk, [rlwe.galois_element_for_rotation(1, params.n)], seed=bytes(32))
+    ephemeral = rlwe.gen_ephemeral_secret(ctx, 32, seed=bytes(range(1, 33)))
+    for key in rlwe.gen_encapsulation_keys(ctx, sk, ephemeral, seed=bytes(32)):
+        keys.add(key)
     pt = ckks.Encoder(params).encode(np.linspace(-1, 1, params.slots))
     ckks_ct = ckks.Encryptor(params, sk).encrypt(pt, seed=bytes(32))
     # a seeded rlwe ciphertext (a fresh secret-key encryption: c_1 from its uniform seed)
@@ -570,11 +574,14 @@ def same(a: object, b: object, where: str = "") -> None:
             same(getattr(a, name), getattr(b, name), f"{where}.{name}")
     elif type(a).__name__ == "EvalKeySet":
         assert type(b) is type(a) and a.params_id == b.params_id and a.has_relin == b.has_relin and \
-            a.galois_elements == b.galois_elements, f"{where}: key sets hold different keys"
+            a.galois_elements == b.galois_elements and \
+            a.encapsulation_directions == b.encapsulation_directions, f"{where}: key sets hold different keys"
         if a.has_relin:
             same(a.relin_key("fuzz"), b.relin_key("fuzz"), f"{where}.relin")
         for k in a.galois_elements:
             same(a.galois_key(k, "fuzz"), b.galois_key(k, "fuzz"), f"{where}.galois[{k}]")
+        for d in a.encapsulation_directions:
+            same(a.encapsulation_key(d, "fuzz"), b.encapsulation_key(d, "fuzz"), f"{where}.encapsulation[{d}]")
     elif isinstance(a, dict):
         assert isinstance(b, dict) and sorted(a) == sorted(b), f"{where}: keys {sorted(a)} != {sorted(b)}"
         for k in a:
@@ -593,7 +600,8 @@ def _serialize_corpus() -> list[bytes]:
     from fhe_core import serialize
 
     w = world()
-    objects = [w.params, w.pt, w.ct, w.ckks_ct, w.pk, w.keys.relin_key("fuzz"), w.keys]
+    objects = [w.params, w.pt, w.ct, w.ckks_ct, w.pk, w.keys.relin_key("fuzz"), w.keys,
+               *(w.keys.encapsulation_key(d, "fuzz") for d in sorted(w.keys.encapsulation_directions))]
     blobs = [serialize.dumps(o) for o in objects]
     blobs += [serialize.dumps(o, packed=True) for o in (w.ct, w.ckks_ct, w.keys)]
     blobs += [serialize.dumps(o, compress=False) for o in (w.ct, w.ckks_ct, w.keys)]  # ciphertexts: c_1 in full

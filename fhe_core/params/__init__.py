@@ -11,11 +11,12 @@ from fhe_core.params.literal import ParamsLiteral
 from fhe_core.params.params import Params
 from fhe_core.params.presets import BFV_PRESETS, PRESETS, content_name, preset, preset_literal
 from fhe_core.params.security import (
-    HE_STANDARD_TERNARY_128, MIN_SECURE_ETA, SPARSE_TERNARY_128, check_security, max_log_qp, meets_128_bits,
+    HE_STANDARD_TERNARY_128, MIN_SECURE_ETA, SPARSE_EPHEMERAL_128, SPARSE_TERNARY_128, check_encapsulation_security,
+    check_security, max_log_qp, meets_128_bits,
 )
 
 __all__ = [
     "ParamsLiteral", "Params", "PRESETS", "BFV_PRESETS", "preset", "preset_literal", "content_name",
-    "HE_STANDARD_TERNARY_128", "SPARSE_TERNARY_128", "MIN_SECURE_ETA", "check_security", "max_log_qp",
-    "meets_128_bits",
+    "HE_STANDARD_TERNARY_128", "SPARSE_TERNARY_128", "SPARSE_EPHEMERAL_128", "MIN_SECURE_ETA", "check_security",
+    "check_encapsulation_security", "max_log_qp", "meets_128_bits",
 ]

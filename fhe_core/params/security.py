@@ -15,6 +15,13 @@ Using Sparse-Secret Encapsulation" (ACNS 2022, eprint 2022/024), shipped as Latt
 circuits/ckks/bootstrapping/default_parameters.go. Any fixed Hamming weight counts as sparse
 here (conservative even for h = N/2); every other sparse setting is refused.
 
+Sparse-secret encapsulation (bootstrapping with a dense main secret) adds a second check: the ephemeral
+sparse secret s' is exposed only by the dense -> sparse key, at the small modulus q_0 p_0 (one q prime,
+one special prime). Its bound is that of the same paper's sets (their "H32": an ephemeral weight of 32
+with Lattigo's key at q_0 p_0, 60 + 61 bits, at N = 2^16): h' >= 32 and log2(q_0 p_0) <= 121. The main
+secret and every other key are checked at the full QP as before (the sparse -> dense key is an RLWE sample
+under the main secret at QP_L, like every key).
+
 The bounds assume the HE Standard's error width, sigma = 8/sqrt(2 pi) ~ 3.19. Our errors are
 centered binomial with parameter eta (variance eta/2), so sigma = sqrt(eta/2) reaches 3.19 from
 eta = 21 on (sigma ~ 3.24, the default); narrower errors (eta <= 20) make the attacks easier
@@ -44,6 +51,27 @@ SPARSE_TERNARY_128: dict[int, tuple[int, int]] = {
     15: (192, 768),
     16: (192, 1546),
 }
+
+
+# log_n -> (smallest ephemeral Hamming weight, largest log2(q_0 p_0)) for sparse-secret encapsulation.
+SPARSE_EPHEMERAL_128: dict[int, tuple[int, int]] = {
+    16: (32, 121),
+}
+
+
+def check_encapsulation_security(log_n: int, log_small_modulus: float, ephemeral_weight: int) -> None:
+    """Raise SecurityError unless an ephemeral secret of Hamming weight ``ephemeral_weight`` exposed at the
+    modulus 2^log_small_modulus (q_0 p_0) reaches 128 bits by SPARSE_EPHEMERAL_128."""
+    min_weight, bound = SPARSE_EPHEMERAL_128.get(log_n, (None, None))
+    if min_weight is None:
+        raise SecurityError(f"no 128-bit bound is known for an ephemeral sparse secret at N=2^{log_n}; pass "
+                            "allow_insecure=True to use it anyway (tests only)")
+    if ephemeral_weight < min_weight:
+        raise SecurityError(f"ephemeral_weight {ephemeral_weight} is below the {min_weight} the 128-bit bound at "
+                            f"N=2^{log_n} assumes")
+    if round(log_small_modulus, 2) > bound:
+        raise SecurityError(f"log2(q_0 p_0) = {log_small_modulus:.2f} exceeds the 128-bit bound {bound} for an "
+                            f"ephemeral secret of weight {ephemeral_weight} at N=2^{log_n}")
 
 
 def max_log_qp(log_n: int, hamming_weight: int) -> int | None:

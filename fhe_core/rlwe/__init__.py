@@ -4,6 +4,7 @@ Built on an explicit :class:`RLWEContext` (N, the q chain, the special primes P,
 error distributions, a params_id). CKKS and BFV build on it: their ciphertexts subclass
 :class:`Ciphertext`. :func:`key_switch`, :func:`relinearize`, :func:`apply_galois` and
 :func:`apply_galois_hoisted` (``keyswitch``) check their inputs and take an :class:`EvalKeySet`;
+``encapsulation`` holds the keys and steps of sparse-secret encapsulation (bootstrapping);
 the steps under them take inputs already checked (``switching``, which runs ``linear_switching`` for a context
 with ``key_switching="linear"``): the scheme evaluators, the linear transforms and the bootstrapping circuit call
 those after their own entry checks.
@@ -25,7 +26,16 @@ from fhe_core.rlwe.galois import (
     galois_inverse,
     rotation_for_galois_element,
 )
+from fhe_core.rlwe.encapsulation import (
+    check_encapsulation_key,
+    encapsulation_key_uniform,
+    gen_encapsulation_keys,
+    gen_ephemeral_secret,
+)
 from fhe_core.rlwe.keys import (
+    DENSE_TO_SPARSE,
+    SPARSE_TO_DENSE,
+    EncapsulationKey,
     EvalKeySet,
     GaloisKey,
     PublicKey,
@@ -55,6 +65,8 @@ __all__ = [
     "decrypt", "encrypt_pk", "encrypt_sk", "sk_encryption_uniform",
     "galois_compose", "galois_element_for_conjugation", "galois_element_for_rotation", "galois_inverse",
     "rotation_for_galois_element",
+    "check_encapsulation_key", "encapsulation_key_uniform", "gen_encapsulation_keys", "gen_ephemeral_secret",
+    "DENSE_TO_SPARSE", "SPARSE_TO_DENSE", "EncapsulationKey",
     "EvalKeySet", "GaloisKey", "PublicKey", "RelinKey", "SecretKey", "SwitchingKey",
     "gen_eval_keys", "gen_galois_key", "gen_public_key", "gen_relin_key", "gen_secret_key",
     "gen_switching_key", "switching_key_uniform",

@@ -17,6 +17,9 @@ construction with one prime per digit (L + 1 digits), preprocessed once into the
 (digit-major, then target rows: a level's part is a prefix of each digit's rows, contiguous). ``method`` records
 which of the two a key is for; a context refuses the other's.
 
+An :class:`EncapsulationKey` is a switching key of one digit (gadget P alone) between the main secret
+and a sparse ephemeral one (sparse-secret encapsulation for bootstrapping, :mod:`fhe_core.rlwe.encapsulation`).
+
 Every key gets its own seeds (see ``sampling``); the public ``uniform_seed`` kept on public and
 switching keys regenerates their ``a`` parts, so they can be stored compressed.
 """
@@ -79,6 +82,29 @@ class GaloisKey(SwitchingKey):
     """Switches sigma_k(s) -> s for the Galois element k = ``galois_element``."""
 
     galois_element: int
+
+
+DENSE_TO_SPARSE = "dense_to_sparse"
+SPARSE_TO_DENSE = "sparse_to_dense"
+ENCAPSULATION_DIRECTIONS = (DENSE_TO_SPARSE, SPARSE_TO_DENSE)
+EPHEMERAL_ID_BYTES = 16
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class EncapsulationKey(SwitchingKey):
+    """One key of sparse-secret encapsulation (Bossuat, Troncoso-Pastoriza and Hubaux, ACNS 2022): a
+    one-digit key (b, a) with b = -a s_to + e + P' s_from, for inputs that are a single small digit.
+
+    ``direction`` DENSE_TO_SPARSE: main secret s -> ephemeral s', over (p_0, q_0) only, ``data``
+    ``[1, 2, 2, N]`` (P' = p_0: the sparse secret is exposed at this small modulus alone);
+    SPARSE_TO_DENSE: s' -> s over QP_L, ``data`` ``[1, 2, alpha + L + 1, N]`` (P' = P), for the
+    lift of a level-0 polynomial (|d| < q_0 / 2, so it needs no decomposition).
+    ``ephemeral_weight``: h' of s'; ``ephemeral_id``: a public tag of s' (16 bytes) that the two keys of
+    one ephemeral secret share, so that a mixed pair is refused."""
+
+    direction: str
+    ephemeral_weight: int
+    ephemeral_id: bytes
 
 
 # ---- views ---------------------------------------------------------------------------------------
@@ -161,27 +187,42 @@ def linear_preprocess(ctx: RLWEContext, parts: torch.Tensor) -> torch.Tensor:
     return ops.mul_const(lifted, base.m_hat_inv, base.m_hat_inv_shoup, base.aux.moduli, out=lifted)
 
 
-def _switching_key_data(ctx: RLWEContext, sk: SecretKey, s_from: torch.Tensor, seeds: Seeds) -> torch.Tensor:
-    """The key's data (:func:`switching_key_shape`): digit j is (b_j, a_j) with b_j = -a_j s + e_j + P g_j s_from,
-    built digit by digit in the one output buffer (a key is 100+ MB at N = 2^16: no stacked copies, and
-    the per-digit temporaries are reused rather than faulted in fresh); a linear key's digits are single primes,
-    each preprocessed (:func:`linear_preprocess`) as it is made."""
+def _digit_rows(ctx: RLWEContext) -> list[slice]:
+    """The Q rows (within QP_L) of each gadget digit of a switching key: alpha primes each (hybrid), one (linear)."""
+    alpha, size = ctx.alpha, 1 if ctx.key_switching == "linear" else ctx.alpha
+    return [slice(alpha + j * size, alpha + min((j + 1) * size, ctx.max_level + 1)) for j in range(_digit_count(ctx))]
+
+
+def _switching_key_data(ctx: RLWEContext, s_to: torch.Tensor, s_from: torch.Tensor, seeds: Seeds,
+                        digits: list[slice] | None = None) -> torch.Tensor:
+    """The key's data (:func:`switching_key_shape`): digit j is (b_j, a_j) with b_j = -a_j s_to + e_j + P g_j s_from
+    (s_to, s_from over QP_L), built digit by digit in the one output buffer (a key is 100+ MB at N = 2^16: no stacked
+    copies, and the per-digit temporaries are reused rather than faulted in fresh); a linear key's digits are single
+    primes, each preprocessed (:func:`linear_preprocess`) as it is made. ``digits``: the Q rows of each digit's
+    gadget, in the hybrid layout ``[len(digits), 2, alpha + L + 1, N]`` (one slice of every Q row: the one-digit
+    gadget P); default: the context's own digits."""
     qp, alpha, moduli = ctx.qp_basis, ctx.alpha, ctx.qp_basis.moduli
-    linear = ctx.key_switching == "linear"
-    size = 1 if linear else alpha  # primes per digit
+    linear = digits is None and ctx.key_switching == "linear"
+    digits = _digit_rows(ctx) if digits is None else digits
     gadget = ops.mul_const(s_from[alpha:], ctx.p_mod_q, ctx.p_mod_q_shoup, ctx.q_basis.moduli)  # P s' mod q_i
-    data = torch.empty(switching_key_shape(ctx), dtype=torch.int64, device=ctx.device)
+    shape = switching_key_shape(ctx) if linear else (len(digits), 2, len(qp), ctx.n)
+    data = torch.empty(shape, dtype=torch.int64, device=ctx.device)
     digit = torch.empty((2, len(qp), ctx.n), dtype=torch.int64, device=ctx.device) if linear else None
-    for j in range(_digit_count(ctx)):
+    for j, rows in enumerate(digits):
         b, a = digit if linear else data[j]
         a.copy_(uniform_ntt(qp, seeds.uniform, nonce(Domain.KEY_UNIFORM, j)))
         e = ops.sample_cbd(moduli, ctx.n, seeds.secret, nonce(Domain.KEY_ERROR, j), ctx.error_eta)
-        ops.sub(qp.ntt(e, out=e), ops.mul(a, sk.data, moduli, out=b), moduli, out=b)
-        rows = slice(alpha + j * size, alpha + min((j + 1) * size, ctx.max_level + 1))
+        ops.sub(qp.ntt(e, out=e), ops.mul(a, s_to, moduli, out=b), moduli, out=b)
         ops.add(b[rows], gadget[rows.start - alpha:rows.stop - alpha], moduli[rows], out=b[rows])
         if linear:
             data[j] = linear_preprocess(ctx, digit)
     return data
+
+
+def one_digit_key_data(ctx: RLWEContext, s_to: torch.Tensor, s_from: torch.Tensor, seeds: Seeds) -> torch.Tensor:
+    """``[1, 2, alpha + L + 1, N]``: (b, a) with b = -a s_to + e + P s_from over QP_L: the key of inputs that
+    need no decomposition (a small d: d (b, a) / P ~ d s_from)."""
+    return _switching_key_data(ctx, s_to, s_from, seeds, [slice(ctx.alpha, ctx.alpha + ctx.max_level + 1)])
 
 
 def gen_switching_key(ctx: RLWEContext, sk_from: SecretKey, sk_to: SecretKey, *,
@@ -190,7 +231,7 @@ def gen_switching_key(ctx: RLWEContext, sk_from: SecretKey, sk_to: SecretKey, *,
     check_secret_key(ctx, sk_from, "gen_switching_key")
     check_secret_key(ctx, sk_to, "gen_switching_key")
     seeds = seeds_for(ctx, seed, "gen_switching_key")
-    return SwitchingKey(data=_switching_key_data(ctx, sk_to, sk_from.data, seeds), params_id=ctx.params_id,
+    return SwitchingKey(data=_switching_key_data(ctx, sk_to.data, sk_from.data, seeds), params_id=ctx.params_id,
                         uniform_seed=seeds.uniform, method=ctx.key_switching)
 
 
@@ -199,7 +240,7 @@ def gen_relin_key(ctx: RLWEContext, sk: SecretKey, *, seed: bytes | None = None)
     check_secret_key(ctx, sk, "gen_relin_key")
     seeds = seeds_for(ctx, seed, "gen_relin_key")
     s_squared = ops.mul(sk.data, sk.data, ctx.qp_basis.moduli)
-    return RelinKey(data=_switching_key_data(ctx, sk, s_squared, seeds), params_id=ctx.params_id,
+    return RelinKey(data=_switching_key_data(ctx, sk.data, s_squared, seeds), params_id=ctx.params_id,
                     uniform_seed=seeds.uniform, method=ctx.key_switching)
 
 
@@ -210,7 +251,7 @@ def gen_galois_key(ctx: RLWEContext, sk: SecretKey, galois_element: int, *,
     k = check_galois_element(galois_element, ctx.n, "gen_galois_key")
     seeds = seeds_for(ctx, seed, "gen_galois_key")
     s_k = ops.automorphism_ntt(sk.data, ctx.qp_basis.moduli, k)
-    return GaloisKey(data=_switching_key_data(ctx, sk, s_k, seeds), params_id=ctx.params_id,
+    return GaloisKey(data=_switching_key_data(ctx, sk.data, s_k, seeds), params_id=ctx.params_id,
                      uniform_seed=seeds.uniform, galois_element=k, method=ctx.key_switching)
 
 
@@ -226,20 +267,22 @@ def gen_eval_keys(ctx: RLWEContext, sk: SecretKey, galois_elements: Iterable[int
 # ---- the key set ---------------------------------------------------------------------------------
 
 class EvalKeySet:
-    """The evaluation keys of one session: an optional relinearization key and Galois keys by
-    element. It knows what it holds; a missing key raises MissingKeyError naming the operation.
-    Holds no secret key, so evaluators and servers may keep one."""
+    """The evaluation keys of one session: an optional relinearization key, Galois keys by
+    element and the encapsulation keys by direction. It knows what it holds; a missing key raises
+    MissingKeyError naming the operation. Holds no secret key, so evaluators and servers may keep one."""
 
-    def __init__(self, params_id: str, *, relin: RelinKey | None = None, galois: Iterable[GaloisKey] = ()):
+    def __init__(self, params_id: str, *, relin: RelinKey | None = None, galois: Iterable[GaloisKey] = (),
+                 encapsulation: Iterable[EncapsulationKey] = ()):
         self.params_id = params_id
         self._relin: RelinKey | None = None
         self._galois: dict[int, GaloisKey] = {}
+        self._encapsulation: dict[str, EncapsulationKey] = {}
         if relin is not None:
             self.add(relin)
-        for key in galois:
+        for key in (*galois, *encapsulation):
             self.add(key)
 
-    def add(self, key: RelinKey | GaloisKey) -> None:
+    def add(self, key: RelinKey | GaloisKey | EncapsulationKey) -> None:
         """Insert (or replace) a key of this parameter set."""
         if key.params_id != self.params_id:
             raise ParamsMismatchError(f"EvalKeySet.add: key belongs to params {key.params_id!r}, "
@@ -248,12 +291,37 @@ class EvalKeySet:
             self._galois[key.galois_element] = key
         elif isinstance(key, RelinKey):
             self._relin = key
+        elif isinstance(key, EncapsulationKey):
+            self._encapsulation[key.direction] = key
         else:
-            raise ParameterError(f"EvalKeySet.add: expected a RelinKey or GaloisKey, got {type(key).__name__}")
+            raise ParameterError(f"EvalKeySet.add: expected a RelinKey, GaloisKey or EncapsulationKey, got "
+                                 f"{type(key).__name__}")
 
     @property
     def has_relin(self) -> bool:
         return self._relin is not None
+
+    @property
+    def encapsulation_directions(self) -> frozenset[str]:
+        """The directions (DENSE_TO_SPARSE, SPARSE_TO_DENSE) of the encapsulation keys held."""
+        return frozenset(self._encapsulation)
+
+    def encapsulation_key(self, direction: str, op: str) -> EncapsulationKey:
+        """The encapsulation key of ``direction`` (MissingKeyError naming ``op`` if absent)."""
+        try:
+            return self._encapsulation[direction]
+        except KeyError:
+            raise MissingKeyError(f"{op}: the key set holds no {direction} encapsulation key") from None
+
+    def encapsulation_keys(self, op: str) -> tuple[EncapsulationKey, EncapsulationKey]:
+        """(dense -> sparse, sparse -> dense): both held, of one ephemeral secret (else MissingKeyError /
+        ParameterError naming ``op``)."""
+        to_sparse, to_dense = (self.encapsulation_key(d, op) for d in ENCAPSULATION_DIRECTIONS)
+        if to_sparse.ephemeral_id != to_dense.ephemeral_id:
+            raise ParameterError(f"{op}: the two encapsulation keys belong to different ephemeral secrets "
+                                 f"(ids {to_sparse.ephemeral_id.hex()} and {to_dense.ephemeral_id.hex()}): "
+                                 "generate them together (rlwe.gen_encapsulation_keys)")
+        return to_sparse, to_dense
 
     @property
     def galois_elements(self) -> frozenset[int]:
@@ -288,4 +356,4 @@ class EvalKeySet:
 
     def __repr__(self) -> str:
         return (f"EvalKeySet(params_id={self.params_id!r}, relin={self.has_relin}, "
-                f"galois_elements={sorted(self._galois)})")
+                f"galois_elements={sorted(self._galois)}, encapsulation={sorted(self._encapsulation)})")

@@ -29,7 +29,8 @@ offset bytes   field            meaning
 8      2       version          uint16, format version = 1
 10     2       kind             uint16, :class:`Kind` (1 params, 2 plaintext, 3 ciphertext,
                                 4 secret key, 5 public key, 6 switching key, 7 relin key,
-                                8 galois key, 9 eval key set, 10 CKKS ciphertext (reserved))
+                                8 galois key, 9 eval key set, 10 CKKS ciphertext (reserved),
+                                11 encapsulation key)
 12     4       metadata length  uint32 M, a multiple of 8, at most 2^20
 16     8       payload length   uint64 P
 24     32      params_id        the raw 32 bytes of ``Params.params_id`` (hex SHA-256)
@@ -61,8 +62,14 @@ switching / relin / compressed, uniform_seed, shape, (galois_element) compressed
 galois key                                                            [dnum, alpha+L+1, N]; the a_j are
                                                                       ``switching_key_uniform(ctx, seed)``;
                                                                       raw: shape [dnum, 2, alpha+L+1, N]
-eval key set        records = [{kind, length[, galois_element]}, ...] the member records (relin key, galois
-                                                                      keys by element), complete, back to back
+encapsulation key   compressed, uniform_seed, shape, direction,       compressed: b only, shape [1, rows, N]
+                    ephemeral_weight, ephemeral_id (32 hex digits)    (rows: 2 = (p_0, q_0) dense_to_sparse,
+                                                                      alpha+L+1 sparse_to_dense); a is
+                                                                      ``encapsulation_key_uniform``; raw:
+                                                                      [1, 2, rows, N]
+eval key set        records = [{kind, length[, galois_element |       the member records (relin key, galois
+                    direction]}, ...]                                 keys by element, encapsulation keys by
+                                                                      direction), complete, back to back
 =================== ================================================= =========================================
 
 Every residue kind may carry the optional metadata field ``bits`` (``dumps(..., packed=True)``):

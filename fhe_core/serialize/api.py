@@ -19,7 +19,8 @@ from fhe_core.errors import (
 )
 from fhe_core.params import Params
 from fhe_core.ring import resolve_device
-from fhe_core.rlwe import Ciphertext, EvalKeySet, GaloisKey, PublicKey, RelinKey, SecretKey, SwitchingKey
+from fhe_core.rlwe import (Ciphertext, EncapsulationKey, EvalKeySet, GaloisKey, PublicKey, RelinKey, SecretKey,
+                           SwitchingKey)
 from fhe_core.rlwe.checks import mark_canonical
 from fhe_core.serialize import codecs
 from fhe_core.serialize.record import (DEFAULT_MAX_BYTES, Kind, Record, as_view, decode_metadata, pack_parts,
@@ -37,10 +38,11 @@ _ENCODERS: dict[type, tuple[Kind, Callable[..., codecs.Encoded]]] = {
     SwitchingKey: (Kind.SWITCHING_KEY, codecs.encode_switching_key),
     RelinKey: (Kind.RELIN_KEY, codecs.encode_switching_key),
     GaloisKey: (Kind.GALOIS_KEY, codecs.encode_switching_key),
+    EncapsulationKey: (Kind.ENCAPSULATION_KEY, codecs.encode_encapsulation_key),
     EvalKeySet: (Kind.EVAL_KEY_SET, codecs.encode_eval_key_set),
 }
 _COMPRESSIBLE = {Kind.CIPHERTEXT, Kind.CKKS_CIPHERTEXT, Kind.SWITCHING_KEY, Kind.RELIN_KEY, Kind.GALOIS_KEY,
-                 Kind.EVAL_KEY_SET}
+                 Kind.ENCAPSULATION_KEY, Kind.EVAL_KEY_SET}
 _DECODERS: dict[Kind, Callable[[Record, dict[str, Any], codecs.Env], codecs.Pending]] = {
     Kind.PLAINTEXT: codecs.decode_plaintext,
     Kind.CIPHERTEXT: codecs.decode_ciphertext,
@@ -50,6 +52,7 @@ _DECODERS: dict[Kind, Callable[[Record, dict[str, Any], codecs.Env], codecs.Pend
     Kind.SWITCHING_KEY: codecs.decode_switching_key,
     Kind.RELIN_KEY: codecs.decode_switching_key,
     Kind.GALOIS_KEY: codecs.decode_switching_key,
+    Kind.ENCAPSULATION_KEY: codecs.decode_encapsulation_key,
     Kind.EVAL_KEY_SET: codecs.decode_eval_key_set,
 }
 _CLASSES = {kind: cls for cls, (kind, _) in _ENCODERS.items()}
@@ -57,7 +60,7 @@ _CLASSES = {kind: cls for cls, (kind, _) in _ENCODERS.items()}
 
 def dumps(obj: object, *, compress: bool = True, packed: bool = False) -> bytes:
     """Serialize ``obj`` (Params, Plaintext, rlwe or CKKS Ciphertext, SecretKey, PublicKey, SwitchingKey,
-    RelinKey, GaloisKey, EvalKeySet) into one self-checking record (format: package docstring).
+    RelinKey, GaloisKey, EncapsulationKey, EvalKeySet) into one self-checking record (format: package docstring).
 
     ``compress``: switching keys (alone or in an EvalKeySet) store only their b parts and the
     uniform seed, halving their size; the a parts are regenerated on load. It assumes the a
@@ -249,13 +252,14 @@ def dump(obj: object, path: str | os.PathLike, *, compress: bool = True, packed:
     return len(blob)
 
 
-def dump_eval_keys(keys: Iterable[RelinKey | GaloisKey], path: str | os.PathLike, params: Params, *,
+def dump_eval_keys(keys: Iterable[RelinKey | GaloisKey | EncapsulationKey], path: str | os.PathLike, params: Params, *,
                    compress: bool = True, packed: bool = False) -> int:
     """Write an eval key set record to ``path`` from keys that arrive one at a time (e.g. a
     generator that makes each key when asked), holding one key in memory instead of the set:
     a bootstrapping key set of 40-odd keys at N = 2^16 is about 10 GB. The file reads back
     with :func:`load` as an :class:`EvalKeySet`; given the keys in the canonical order (relin
-    first, then Galois keys by increasing element) it is byte for byte ``dump(EvalKeySet(...))``.
+    first, then Galois keys by increasing element, then encapsulation keys by direction) it is byte for byte
+    ``dump(EvalKeySet(...))``.
     Returns the number of bytes written; the file appears atomically, as with :func:`dump`.
     """
     if not isinstance(params, Params):
@@ -268,9 +272,10 @@ def dump_eval_keys(keys: Iterable[RelinKey | GaloisKey], path: str | os.PathLike
             if key.params_id != params.params_id:
                 raise SerializedParamsMismatchError(f"dump_eval_keys: a key belongs to params_id {key.params_id}, "
                                                     f"expected {params.params_id}")
-            held = entry.get("galois_element")
+            held = entry.get("galois_element", entry.get("direction"))
             if held in seen:
-                what = "the relin key" if held is None else f"galois element {held}"
+                what = "the relin key" if held is None else f"galois element {held}" if isinstance(held, int) \
+                    else f"the {held} key"
                 raise SerializationError(f"dump_eval_keys: {what} comes twice")
             seen.add(held)
             members.write(blob)

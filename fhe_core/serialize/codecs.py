@@ -24,10 +24,11 @@ from fhe_core.errors import (
 )
 from fhe_core.params import Params, ParamsLiteral
 from fhe_core.rlwe import (
-    Ciphertext, EvalKeySet, GaloisKey, PublicKey, RelinKey, RLWEContext, SecretKey, SwitchingKey,
-    sk_encryption_uniform, switching_key_uniform,
+    Ciphertext, EncapsulationKey, EvalKeySet, GaloisKey, PublicKey, RelinKey, RLWEContext, SecretKey, SwitchingKey,
+    encapsulation_key_uniform, sk_encryption_uniform, switching_key_uniform,
 )
 from fhe_core.rlwe.context import linear_aux_primes
+from fhe_core.rlwe.keys import DENSE_TO_SPARSE, ENCAPSULATION_DIRECTIONS, EPHEMERAL_ID_BYTES
 from fhe_core.serialize.fields import (
     Residues, bool_field, check_keys, hex_bytes_field, host_words, int_field, limb_widths, pack_residues, q_labels,
     qp_labels, residue_tensor, residues, scale_field, shape_field,
@@ -387,30 +388,90 @@ def _galois_element(meta: dict[str, Any], what: str, n: int) -> int:
     return k
 
 
+# ---- encapsulation keys ------------------------------------------------------------------------------
+
+def encode_encapsulation_key(key: EncapsulationKey, *, compress: bool = True) -> Encoded:
+    """Compressed: b alone, ``[1, rows, N]`` (a from the uniform seed on load); raw: ``[1, 2, rows, N]``.
+    Rows: (p_0, q_0) for dense -> sparse, QP_L for sparse -> dense."""
+    what = "encapsulation key"
+    data = residue_tensor(key.data, what, 4)
+    if compress:
+        data = data[:, 0]
+    meta = {"compressed": bool(compress), "shape": list(data.shape),
+            "uniform_seed": _seed(key.uniform_seed, what).hex(), "direction": key.direction,
+            "ephemeral_weight": int(key.ephemeral_weight),
+            "ephemeral_id": bytes(key.ephemeral_id).hex()}
+    return meta, [data]
+
+
+def decode_encapsulation_key(record: Record, meta: dict[str, Any], env: Env) -> Pending:
+    what, p = "encapsulation key", env.params
+    check_keys(meta, what, ("compressed", "direction", "ephemeral_id", "ephemeral_weight", "shape", "uniform_seed"),
+               BITS)
+    direction = _direction(meta, what)
+    seed = hex_bytes_field(meta, "uniform_seed", what, SEED_BYTES)
+    tag = hex_bytes_field(meta, "ephemeral_id", what, EPHEMERAL_ID_BYTES)
+    weight = int_field(meta, "ephemeral_weight", what, 1, p.n)
+    compressed = bool_field(meta, "compressed", what)
+    if direction == DENSE_TO_SPARSE:
+        primes, labels, basis = (p.p_primes[0], p.q_primes[0]), ["p_0", "q_0"], "(p_0, q_0)"
+    else:
+        primes, labels, basis = env.qp_primes, qp_labels(p.alpha, p.max_level + 1), "QP_L"
+    shape = (1, len(primes), p.n) if compressed else (1, 2, len(primes), p.n)
+    shape_field(meta, what, shape, f"one digit{'' if compressed else ' of (b, a)'} over {basis}: {len(primes)} "
+                                   f"limbs, N = {p.n}")
+    outer = (lambda i: "b, ") if compressed else (lambda i: f"{'ba'[i[1]]}, ")
+    words = residues(record.payload, shape, what, meta, primes, labels, outer)
+
+    def build() -> EncapsulationKey:
+        data = words.tensor(env.device)
+        if compressed:
+            data = torch.stack((data, encapsulation_key_uniform(env.ctx, direction, seed)), dim=1)
+        return EncapsulationKey(data=data, params_id=p.params_id, uniform_seed=seed, direction=direction,
+                                ephemeral_weight=weight, ephemeral_id=tag)
+    return build
+
+
+def _direction(meta: dict[str, Any], what: str) -> str:
+    direction = meta.get("direction")
+    if direction not in ENCAPSULATION_DIRECTIONS:
+        raise MetadataError(f"{what}: direction must be one of {list(ENCAPSULATION_DIRECTIONS)}, got {direction!r}")
+    return direction
+
+
 # ---- evaluation key sets -----------------------------------------------------------------------------
 
 def encode_eval_key_set(keys: EvalKeySet, *, compress: bool = True, packed: bool = False) -> Encoded:
-    """Payload: complete RELIN_KEY / GALOIS_KEY records back to back (relin first, then Galois
-    keys by element); metadata: one {kind, length[, galois_element]} entry per record."""
+    """Payload: complete RELIN_KEY / GALOIS_KEY / ENCAPSULATION_KEY records back to back (relin first, then
+    Galois keys by element, then encapsulation keys by direction); metadata: one {kind, length[, galois_element |
+    direction]} entry per record."""
     members = ([keys.relin_key("dumps")] if keys.has_relin else []) + \
-              [keys.galois_key(k, "dumps") for k in sorted(keys.galois_elements)]
+              [keys.galois_key(k, "dumps") for k in sorted(keys.galois_elements)] + \
+              [keys.encapsulation_key(d, "dumps") for d in sorted(keys.encapsulation_directions)]
     pairs = [encode_key_set_member(key, compress=compress, packed=packed) for key in members]
     return {"records": [entry for entry, _ in pairs]}, [blob for _, blob in pairs]
 
 
-def encode_key_set_member(key: RelinKey | GaloisKey, *, compress: bool, packed: bool) -> tuple[dict[str, int], bytes]:
-    """One member of an eval key set: its metadata entry {kind, length[, galois_element]} and
+def encode_key_set_member(key: RelinKey | GaloisKey | EncapsulationKey, *, compress: bool,
+                          packed: bool) -> tuple[dict[str, int | str], bytes]:
+    """One member of an eval key set: its metadata entry {kind, length[, galois_element | direction]} and
     its complete record."""
+    encode = encode_switching_key
     if isinstance(key, GaloisKey):
         kind = Kind.GALOIS_KEY
     elif isinstance(key, RelinKey):
         kind = Kind.RELIN_KEY
+    elif isinstance(key, EncapsulationKey):
+        kind, encode = Kind.ENCAPSULATION_KEY, encode_encapsulation_key
     else:
-        raise SerializationError(f"eval key set: a member must be a RelinKey or GaloisKey, got {type(key).__name__}")
-    blob = pack(kind, key.params_id, *wire(*encode_switching_key(key, compress=compress), packed))
+        raise SerializationError(f"eval key set: a member must be a RelinKey, GaloisKey or EncapsulationKey, got "
+                                 f"{type(key).__name__}")
+    blob = pack(kind, key.params_id, *wire(*encode(key, compress=compress), packed))
     entry = {"kind": int(kind), "length": len(blob)}
     if kind == Kind.GALOIS_KEY:
         entry["galois_element"] = int(key.galois_element)
+    elif kind == Kind.ENCAPSULATION_KEY:
+        entry["direction"] = key.direction
     return entry, blob
 
 
@@ -426,7 +487,8 @@ def decode_eval_key_set(record: Record, meta: dict[str, Any], env: Env) -> Pendi
     for i, entry in enumerate(entries):
         kind, length, element = _key_set_entry(entry, i, env.params.n)
         if element in seen:
-            held = "the relin key" if element is None else f"galois element {element}"
+            held = "the relin key" if element is None else f"galois element {element}" if isinstance(element, int) \
+                else f"the {element} key"
             raise MetadataError(f"{what}: record {i} repeats {held}")
         seen.add(element)
         if length > len(record.payload) - at:
@@ -439,7 +501,7 @@ def decode_eval_key_set(record: Record, meta: dict[str, Any], env: Env) -> Pendi
     return lambda: _build_key_set(env.params.params_id, [build() for build in pending])
 
 
-def _key_set_entry(entry: object, i: int, n: int) -> tuple[Kind, int, int | None]:
+def _key_set_entry(entry: object, i: int, n: int) -> tuple[Kind, int, int | str | None]:
     what = f"eval key set: record {i}"
     if not isinstance(entry, dict):
         raise MetadataError(f"{what} must be an object")
@@ -450,18 +512,27 @@ def _key_set_entry(entry: object, i: int, n: int) -> tuple[Kind, int, int | None
     elif kind == Kind.GALOIS_KEY:
         check_keys(entry, what, ("galois_element", "kind", "length"))
         element = _galois_element(entry, what, n)
+    elif kind == Kind.ENCAPSULATION_KEY:
+        check_keys(entry, what, ("direction", "kind", "length"))
+        element = _direction(entry, what)
     else:
-        raise WrongKindError(f"{what}: kind {kind} is not a relin key ({int(Kind.RELIN_KEY)}) or galois key "
-                             f"({int(Kind.GALOIS_KEY)})")
+        raise WrongKindError(f"{what}: kind {kind} is not a relin key ({int(Kind.RELIN_KEY)}), galois key "
+                             f"({int(Kind.GALOIS_KEY)}) or encapsulation key ({int(Kind.ENCAPSULATION_KEY)})")
     return Kind(kind), int_field(entry, "length", what, 0, 1 << 62), element
 
 
-def _key_set_member(outer: Record, blob: memoryview, kind: Kind, element: int | None, i: int, env: Env) -> Pending:
+def _key_set_member(outer: Record, blob: memoryview, kind: Kind, element: int | str | None, i: int,
+                    env: Env) -> Pending:
     inner = parse(blob, max_bytes=max(len(blob), HEADER_BYTES), expect=[kind])
     if inner.params_id != outer.params_id:
         raise SerializedParamsMismatchError(f"eval key set: record {i} belongs to params_id {inner.params_id}, "
                                             f"the set to {outer.params_id}")
     meta = decode_metadata(inner)
+    if kind == Kind.ENCAPSULATION_KEY:
+        if meta.get("direction") != element:
+            raise MetadataError(f"eval key set: record {i} holds the {meta.get('direction')!r} key, the set lists "
+                                f"{element}")
+        return decode_encapsulation_key(inner, meta, env)
     if element is not None and meta.get("galois_element") != element:
         raise MetadataError(f"eval key set: record {i} holds galois element {meta.get('galois_element')!r}, "
                             f"the set lists {element}")
@@ -471,4 +542,5 @@ def _key_set_member(outer: Record, blob: memoryview, kind: Kind, element: int | 
 def _build_key_set(params_id: str, keys: list[SwitchingKey]) -> EvalKeySet:
     relin = [k for k in keys if isinstance(k, RelinKey)]
     return EvalKeySet(params_id, relin=relin[0] if relin else None,
-                      galois=[k for k in keys if isinstance(k, GaloisKey)])
+                      galois=[k for k in keys if isinstance(k, GaloisKey)],
+                      encapsulation=[k for k in keys if isinstance(k, EncapsulationKey)])

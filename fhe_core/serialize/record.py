@@ -48,6 +48,7 @@ class Kind(enum.IntEnum):
     GALOIS_KEY = 8
     EVAL_KEY_SET = 9
     CKKS_CIPHERTEXT = 10   # the CIPHERTEXT record plus "scale" and "slots" metadata
+    ENCAPSULATION_KEY = 11  # fhe_core.rlwe.EncapsulationKey (sparse-secret encapsulation)
 
 
 @dataclass(frozen=True, eq=False)

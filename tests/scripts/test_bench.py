@@ -53,6 +53,18 @@ def test_boot_suite_runs_on_a_tiny_preset_and_is_opt_in():
         assert case.bytes > 0
 
 
+def test_dense_boot_suite_makes_the_encapsulation_keys():
+    """The boot suite on a preset with an ephemeral weight (boot-dense at N16_DENSE_FULL; TINY_N10_DENSE here):
+    its bootstrapper gets the encapsulation pair and the params string names the ephemeral weight and K."""
+    from fhe_core.ckks.bootstrapping import TINY_N10_DENSE
+
+    bench = _bench()
+    assert "boot-dense" in bench.OPT_IN_SUITES
+    cases = bench.make_boot_cases("cpu", TINY_N10_DENSE, allow_insecure=True, variants=False)
+    assert "ephemeral h'=32" in cases[0].params and "K=16" in cases[0].params
+    cases[0].run(0)
+
+
 def test_key_switches_are_counted_with_the_key_bytes_they_read():
     """One relinearization at level l: one key switch reading dnum_l x 2 x (alpha + l + 1) x N words, with the
     inner product in ModUp's NTT (KernelPlan.inner_product_in_mod_up) or after it; one per rotation."""

@@ -51,14 +51,16 @@ from fhe_core.ckks.lintrans import LinearTransform, default_baby_step
 from fhe_core.ckks.bootstrapping.dft import Diagonals, pack_real_imaginary, unpack_real_imaginary
 from fhe_core.ckks.bootstrapping.graphed import GraphedBootstrapper
 from fhe_core.ckks.bootstrapping.mod1 import EvalModEvaluator
-from fhe_core.ckks.bootstrapping.mod_raise import mod_raise
+from fhe_core.ckks.bootstrapping.mod_raise import mod_raise, mod_raise_encapsulated
 from fhe_core.ckks.bootstrapping.pair import CiphertextPair, PairEvaluator
 from fhe_core.ckks.bootstrapping.parameters import BootstrappingParameters
 from fhe_core.ckks.bootstrapping.sub_sum import sub_sum, sub_sum_galois_elements
 from fhe_core.errors import LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
 from fhe_core.ops import KernelPlan
 from fhe_core.params import Params
+from fhe_core.rlwe import encapsulation
 from fhe_core.rlwe.checks import check_ciphertext, mark_canonical
+from fhe_core.rlwe.sampling import sub_seed
 
 MAX_SCALE_RATIO = 2.0  # the input's scale must be within this factor of the default scale
 
@@ -104,6 +106,22 @@ def bootstrapping_galois_elements(params: Params, bparams: BootstrappingParamete
     return _key_elements(params, bparams.slots, transforms)
 
 
+def gen_bootstrapping_keys(params: Params, bparams: BootstrappingParameters, sk: rlwe.SecretKey, *,
+                           seed: bytes | None = None) -> rlwe.EvalKeySet:
+    """Client side (the secret-key holder): every key a :class:`Bootstrapper` of (params, bparams) needs, the
+    relinearization key, the Galois keys of :func:`bootstrapping_galois_elements` and, with
+    ``bparams.ephemeral_weight``, the two encapsulation keys (the ephemeral secret is drawn and dropped here).
+    ``seed``: tests only."""
+    _check_params(params, bparams)
+    ctx = rlwe_context(params)
+    keys = rlwe.gen_eval_keys(ctx, sk, bootstrapping_galois_elements(params, bparams), seed=seed)
+    if bparams.ephemeral_weight:
+        ephemeral = rlwe.gen_ephemeral_secret(ctx, bparams.ephemeral_weight, seed=sub_seed(seed, "ephemeral"))
+        for key in rlwe.gen_encapsulation_keys(ctx, sk, ephemeral, seed=sub_seed(seed, "encapsulation")):
+            keys.add(key)
+    return keys
+
+
 def _check_params(params: Params, bparams: BootstrappingParameters) -> None:
     if not isinstance(params, Params):
         raise ParameterError(f"Bootstrapper: expected a Params, got {type(params).__name__}")
@@ -125,7 +143,8 @@ class Bootstrapper:
         bparams: the circuit (levels, slots, EvalMod, order).
         keys: an :class:`fhe_core.rlwe.EvalKeySet` with the relinearization key and exactly the
             Galois keys of :meth:`galois_elements` (all checked here: MissingKeyError lists every
-            missing element).
+            missing element), and with ``bparams.ephemeral_weight`` the two encapsulation keys of one
+            ephemeral secret of that weight (:func:`gen_bootstrapping_keys` makes them all).
         plan: the kernel plan of its evaluator (default: resolved; see :class:`fhe_core.ops.KernelPlan`).
 
     Holds a ckks :class:`Evaluator`, the DFT :class:`LinearTransform`\\ s (encoded once, at their
@@ -141,6 +160,7 @@ class Bootstrapper:
         self._elements = tuple(bootstrapping_galois_elements(params, bparams))
         self._check_keys(keys)
         self.evaluator = Evaluator(params, keys, plan=plan)
+        self._encapsulation = self._encapsulation_keys(keys) if bparams.ephemeral_weight else None
         stc_top = bparams.min_input_level if bparams.order == "slim" else bparams.output_level + bparams.stc_depth
         cts, stc = _dft_factors(bparams)
         self._packed = bparams.packs_real_and_imaginary
@@ -187,16 +207,35 @@ class Bootstrapper:
             raise MissingKeyError(f"Bootstrapper: missing Galois keys for elements {missing}"
                                   + ("" if relin else " and the relinearization key"))
 
+    def _encapsulation_keys(self, keys: rlwe.EvalKeySet) -> tuple[rlwe.EncapsulationKey, rlwe.EncapsulationKey]:
+        """The checked pair of one ephemeral secret of the parameters' weight; the small context's tables built
+        here (not inside a graph capture)."""
+        op = "Bootstrapper"
+        pair = keys.encapsulation_keys(op)
+        ctx = rlwe_context(self.params, self.evaluator.plan)
+        for key, direction in zip(pair, (rlwe.DENSE_TO_SPARSE, rlwe.SPARSE_TO_DENSE)):
+            rlwe.check_encapsulation_key(ctx, key, direction, op)
+            if key.ephemeral_weight != self.parameters.ephemeral_weight:
+                raise ParameterError(f"{op}: the {direction} key is for an ephemeral weight of {key.ephemeral_weight},"
+                                     f" the parameters name {self.parameters.ephemeral_weight}")
+        encapsulation.encapsulation_context(ctx).tables(0)
+        return pair
+
     # ---- the steps -------------------------------------------------------------------------------
 
     def mod_raise(self, ct: Ciphertext) -> Ciphertext:
-        """Level 0 -> level L, declared at scale q_0: slots read k S c / q_0 + I (exact, no key),
+        """Level 0 -> level L, declared at scale q_0: slots read k S c / q_0 + I (exact, no key;
+        with encapsulation, through the ephemeral secret: two one-digit key switches, I of its weight),
         k the integer of :meth:`BootstrappingParameters.scale_up_factor` (1 by default) the input
         is multiplied by first, which brings the message ratio down to R ~ 2^log_message_ratio."""
         k = self.parameters.scale_up_factor(self.params)
         if k > 1:
             ct = self.evaluator.mul(ct, 1, constant_scale=k)  # the integer k, scale S -> k S
-        raised = mod_raise(self.params, ct, self.parameters.max_level, plan=self.evaluator.plan)
+        top, plan = self.parameters.max_level, self.evaluator.plan
+        if self._encapsulation is not None:
+            raised = mod_raise_encapsulated(self.params, ct, self._encapsulation, top, plan=plan)
+        else:
+            raised = mod_raise(self.params, ct, top, plan=plan)
         return mark_canonical(raised.replace(scale=float(self.params.q_primes[0])))
 
     def sub_sum(self, ct: Ciphertext) -> Ciphertext:
@@ -390,4 +429,4 @@ class SecretKeyBootstrapper:
                      for part, ct in ((x.real, a), (x.imag, b)))
 
 
-__all__ = ["Bootstrapper", "SecretKeyBootstrapper", "bootstrapping_galois_elements"]
+__all__ = ["Bootstrapper", "SecretKeyBootstrapper", "bootstrapping_galois_elements", "gen_bootstrapping_keys"]

@@ -21,18 +21,22 @@ application run at the default scale (45-bit primes in the tiny presets, 40-bit 
 EvalMod's error is amplified by ~4^r R / (2 pi), R = q_0 / Delta the message ratio, which
 ``log_message_ratio`` lowers by scaling the input up by an integer before ModRaise.
 
-The TINY_* presets at the bottom are tiny and **insecure** (N = 2^10 and 2^11, h = 32): CPU tests
-only. N16_H192_FULL / N16_H192_SPARSE are the 128-bit N = 2^16 presets (h = 192; see their comment).
+The TINY_* presets at the bottom are tiny and **insecure** (N = 2^10 and 2^11, h = 32; TINY_N10_DENSE a dense
+secret with encapsulation): CPU tests only. N16_H192_FULL / N16_H192_SPARSE are the 128-bit N = 2^16 presets
+(h = 192; see their comment), N16_DENSE_FULL the one with a dense main secret (sparse-secret encapsulation).
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import cached_property
 
 from fhe_core.ckks.bootstrapping.dft import DFTFactors, coeffs_to_slots_factors, slots_to_coeffs_factors
 from fhe_core.ckks.bootstrapping.mod1 import EvalModParameters
 from fhe_core.errors import ParameterError
-from fhe_core.params import Params, ParamsLiteral
+from fhe_core.params import Params, ParamsLiteral, check_encapsulation_security
 
 ORDERS = ("cts_first", "slim")
 
@@ -69,6 +73,10 @@ class BootstrappingParameters:
             and a giant step a ModUp, an inner product and half a ModDown, so more baby steps and
             fewer giant steps are cheaper, for more Galois keys (N16_H192_FULL: 39 keys at 1,
             53 at 2).
+        ephemeral_weight: h' > 0: sparse-secret encapsulation (:mod:`fhe_core.rlwe.encapsulation`): the level-0
+            input is switched to an ephemeral secret of Hamming weight h' before ModRaise and back to the main
+            secret after it, so ModRaise's overflow I is that of h' (K sized for h', not for the main secret,
+            which may then be dense); needs the two encapsulation keys. 0: ModRaise under the main secret.
     """
 
     literal: ParamsLiteral
@@ -81,6 +89,7 @@ class BootstrappingParameters:
     order: str = "cts_first"
     log_message_ratio: int | None = None
     baby_step_factor: int = 1
+    ephemeral_weight: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.literal, ParamsLiteral) or self.literal.scheme != "ckks":
@@ -94,6 +103,9 @@ class BootstrappingParameters:
         factor = _positive_int("baby_step_factor", self.baby_step_factor)
         if factor & (factor - 1):
             raise ParameterError(f"BootstrappingParameters: baby_step_factor must be a power of two, got {factor}")
+        weight = self.ephemeral_weight
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= self.ring_degree:
+            raise ParameterError(f"BootstrappingParameters: ephemeral_weight must be an int in [0, N], got {weight!r}")
         if self.order not in ORDERS:
             raise ParameterError(f"BootstrappingParameters: order must be one of {ORDERS}, got {self.order!r}")
         EvalModParameters(k=self.k, degree=self.degree, double_angles=self.double_angles)  # checks the settings
@@ -192,15 +204,62 @@ class BootstrappingParameters:
         return top - self.stc_depth if self.order == "cts_first" else top
 
     def params(self, *, device: str = "cpu", allow_insecure: bool = False) -> Params:
-        """``Params.from_literal(literal)`` (``allow_insecure`` for the tiny presets)."""
-        return Params.from_literal(self.literal, allow_insecure=allow_insecure, device=device)
+        """``Params.from_literal(literal)`` (``allow_insecure`` for the tiny presets). With encapsulation, also the
+        ephemeral secret's check at its small modulus q_0 p_0 (:func:`fhe_core.params.check_encapsulation_security`)."""
+        params = Params.from_literal(self.literal, allow_insecure=allow_insecure, device=device)
+        if self.ephemeral_weight and not allow_insecure:
+            check_encapsulation_security(params.log_n, encapsulation_log_modulus(params), self.ephemeral_weight)
+        return params
+
+    @property
+    def overflow_weight(self) -> int:
+        """The Hamming weight ModRaise sees: the ephemeral one, else the main secret's (2N/3 on average for a
+        uniform ternary secret)."""
+        return self.ephemeral_weight or self.literal.hamming_weight or round(2 * self.ring_degree / 3)
+
+    def failure_probability(self) -> tuple[float, float]:
+        """(per coefficient, per bootstrap): the probability that ModRaise's overflow reaches |I| >= K for one
+        coefficient (:func:`overflow_probability` of :attr:`overflow_weight`), and N times it (a union bound over
+        the N coefficients a bootstrap raises)."""
+        p = overflow_probability(self.overflow_weight, self.k)
+        return p, min(1.0, p * self.ring_degree)
 
     def describe(self) -> str:
         """One line: ring, slots, order, depths and levels, log2 Q, h."""
         return (f"N=2^{self.literal.log_n} slots={self.slots} order={self.order} L={self.max_level} "
                 f"depth={self.depth} (CtS {self.cts_depth}, EvalMod {self.eval_mod_depth}, StC {self.stc_depth}) "
                 f"input>={self.min_input_level} output={self.output_level} "
-                f"logQ={sum(self.literal.log_q)} h={self.literal.hamming_weight}")
+                f"logQ={sum(self.literal.log_q)} h={self.literal.hamming_weight}"
+                + (f" ephemeral h={self.ephemeral_weight}" if self.ephemeral_weight else ""))
+
+
+def encapsulation_log_modulus(params: Params) -> float:
+    """log2(q_0 p_0): the modulus the dense -> sparse encapsulation key lives at."""
+    return math.log2(params.q_primes[0]) + math.log2(params.p_primes[0])
+
+
+EXACT_OVERFLOW_TERMS = 1024  # beyond this many terms the tail is taken from the normal approximation
+
+
+def overflow_probability(weight: int, k: float) -> float:
+    """P(|I| >= K) for one coefficient of ModRaise's overflow under a secret of Hamming weight ``weight``.
+
+    After the key switch (or a fresh encryption), c_0 and c_1 are uniform mod q_0, so
+    (c_0 + c_1 s) / q_0 = S + m / q_0 with S a sum of weight + 1 independent uniforms on [-1/2, 1/2]
+    (c_0's and one signed coefficient of c_1 per nonzero of s), and I = round(S) (m / q_0 is negligible).
+    EvalMod's |y| < K fails from |I| >= ceil(K) on, i.e. |S| >= ceil(K) - 1/2: exactly, from the Irwin-Hall
+    distribution in rational arithmetic (no cancellation) up to EXACT_OVERFLOW_TERMS terms, else the normal
+    approximation (variance (weight + 1) / 12).
+    This is OpenFHE's per-coefficient failure probability of bootstrapping (its PR 1318).
+    """
+    terms, threshold = weight + 1, Fraction(2 * math.ceil(k) - 1, 2)
+    if terms > EXACT_OVERFLOW_TERMS:
+        return math.erfc(float(threshold) / math.sqrt(2 * terms / 12))
+    x = Fraction(terms, 2) - threshold  # P(S >= t) = P(U <= n/2 - t), U the Irwin-Hall sum on [0, n]
+    if x <= 0:
+        return 0.0
+    cdf = sum((-1) ** j * math.comb(terms, j) * (x - j) ** terms for j in range(math.floor(x) + 1))
+    return float(2 * cdf / math.factorial(terms))
 
 
 # ---- tiny insecure presets (CPU tests only) ------------------------------------------------------
@@ -236,6 +295,12 @@ TINY_N11_HELR = BootstrappingParameters(
     literal=_tiny_literal(9 + 3, _EVALMOD_DEPTH + 3, log_n=11), slots=1024, cts_levels=3, stc_levels=3)
 """N = 2^11, 1024 slots (full), CtS 3 + EvalMod 10 + StC 3, nine 45-bit levels left (the output level of
 the N = 2^16 presets, for CPU tests of encrypted HELR training: two iterations per bootstrap). Insecure."""
+
+TINY_N10_DENSE = BootstrappingParameters(
+    literal=dataclasses.replace(TINY_N10_FULL.literal, hamming_weight=0), slots=512, cts_levels=3, stc_levels=3,
+    ephemeral_weight=32)
+"""TINY_N10_FULL with a uniform ternary (dense) main secret and sparse-secret encapsulation (ephemeral h' = 32,
+the weight TINY_N10_FULL's main secret has, so the same K = 16 holds). Insecure."""
 
 # ---- 128-bit N = 2^16 presets (h = 192) ---------------------------------------------------------
 #
@@ -300,5 +365,48 @@ N16_H192_SPARSE = BootstrappingParameters(
 """N = 2^16, 2^13 slots (sparse, g = 4, SubSum), h = 192, 128-bit: same chain as N16_H192_FULL, output
 level 9; 40 Galois keys."""
 
+# ---- a 128-bit N = 2^16 preset with a dense main secret (sparse-secret encapsulation) ----------------------
+#
+# Security, two checks (fhe_core.params.security): the uniform ternary main secret at the full modulus,
+# log2(QP) = 1758 <= 1772 (the HE Standard's bound, dense); the ephemeral secret (h' = 32) at the small modulus
+# of the dense -> sparse key, log2(q_0 p_0) = 58 + 61 = 119 <= 121 (BootstrappingParameters.params checks both).
+#
+# EvalMod: ModRaise's overflow is that of h' = 32, a sum of 33 uniforms (sigma = sqrt(33 / 12) = 1.66), so K = 16
+# instead of 32: |I| >= 16 has probability 2^-121.7 per coefficient (overflow_probability, exact), 2^-105.7 per
+# bootstrap of N = 2^16 coefficients (union bound); N16_H192_FULL's K = 32 with h = 192: 2^-49.3 and 2^-33.3.
+# The smaller K lets one double angle go: r = 2 with degree 63 follows 2K / 2^r = 8 periods, like
+# N16_H192_FULL's K = 32, r = 3 (interpolation error estimate 2^-25.4 against 2^-23.4; the noise is amplified by
+# 4^2 instead of 4^3), so EvalMod takes ceil(log2 64) + 1 + 2 = 9 levels instead of 10.
+#
+# The chain, bottom up (32 primes, L = 31; 1514 + 244 = 1758 bits of QP <= 1772):
+#   q_0                  58 bits  x 1   as N16_H192_FULL (R = 2^10 after the integer scale-up)
+#   application levels   40 bits  x 16  the 16 levels left after bootstrapping (N16_H192_FULL: 9)
+#   SlotsToCoeffs        40 bits  x 3
+#   EvalMod              58 bits  x 9
+#   CoeffsToSlots        58 bits  x 3
+#   special primes P     61 bits  x 4   alpha = 4, dnum = 8; P (244 bits) exceeds every digit (<= 232 bits)
+# Extra cost against N16_H192_FULL: the chain is 32 primes instead of 26 (CtS and EvalMod run on 6 more limbs),
+# two one-digit key switches at the entry, and one EvalMod level less.
+# Precision (CPU, 2026-11-28, one run each, both chains at a smaller ring, allow_insecure, [-1, 1], min / mean
+# bits): N = 2^12: N16_H192_FULL's chain 23.7 / 25.4, this one 22.4 / 24.1; N = 2^14: 21.6 / 23.4 against
+# 19.3 / 21.1. The loss is the dense secret's, not the encapsulation's: every rescale and key switch rounds
+# with an error e_0 + e_1 s that grows with |s|_1 (the same chain with an h = 192 main secret and the
+# encapsulation: 24.2 / 25.9 at 2^12; N16_H192_FULL's chain with a dense secret: 21.5 / 23.0), so it grows
+# with N. Measured against it at 2^12: r = 1 with degree 127 (same depth) 22.4 / 24.1, no gain; R = 2^8
+# 22.1 / 23.8, R = 2^12 21.4 / 23.0; 60-bit q_0, CtS and EvalMod primes 22.6 / 24.3; Delta = 2^45 on 45-bit
+# StC and application primes (14 levels left within 1772 bits) 23.5 / 25.2 at 2^12, 20.4 / 22.2 at 2^14.
+# N = 2^16 on the H200: ``python scripts/bench.py --device cuda --only boot-dense``.
+
+_N16_DENSE_EVALMOD = dict(k=16.0, degree=63, double_angles=2, log_message_ratio=10)
+_N16_DENSE_EVALMOD_DEPTH = 9
+
+N16_DENSE_FULL = BootstrappingParameters(
+    literal=ParamsLiteral(log_n=16, log_q=[58] + [40] * (16 + 3) + [58] * (_N16_DENSE_EVALMOD_DEPTH + 3),
+                          log_p=list(_N16_LOG_P), log_default_scale=40, hamming_weight=0),
+    slots=1 << 15, cts_levels=3, stc_levels=3, ephemeral_weight=32, **_N16_DENSE_EVALMOD)
+"""N = 2^16, 2^15 slots (full), uniform ternary main secret, ephemeral h' = 32, 128-bit (log QP = 1758 <= 1772;
+log q_0 p_0 = 119 <= 121): CtS 3 + EvalMod 9 + StC 3 = 15 levels, output level 16."""
+
 __all__ = ["BootstrappingParameters", "ORDERS", "TINY_N10_FULL", "TINY_N10_SPARSE", "TINY_N10_SLIM",
-           "TINY_N11_FULL", "TINY_N11_HELR", "N16_H192_FULL", "N16_H192_SPARSE"]
+           "TINY_N11_FULL", "TINY_N11_HELR", "TINY_N10_DENSE", "N16_H192_FULL", "N16_H192_SPARSE", "N16_DENSE_FULL",
+           "encapsulation_log_modulus", "overflow_probability"]

@@ -47,7 +47,7 @@ def test_streamed_writer_refuses_repeats_foreign_keys_and_non_keys_and_leaves_no
         serialize.dump_eval_keys([galois, galois], path, params)
     with pytest.raises(SerializedParamsMismatchError):
         serialize.dump_eval_keys([foreign], path, params)
-    with pytest.raises(SerializationError, match="RelinKey or GaloisKey"):
+    with pytest.raises(SerializationError, match="RelinKey, GaloisKey or EncapsulationKey"):
         serialize.dump_eval_keys([sk], path, params)
     assert list(tmp_path.iterdir()) == []   # no partial file, no temporary left behind
 
