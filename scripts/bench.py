@@ -266,17 +266,21 @@ REFERENCE_3060TI_US = {
 BFV_SETS = ("BFVN13QP218L3D4T17", "BFVN14QP438L7D8T17", "BFVN15QP881L14D15T17")
 
 
-def make_bfv_cases(device: str, sets=BFV_SETS) -> list[Case]:
+def make_bfv_cases(device: str, sets=BFV_SETS, key_switching: str = "hybrid") -> list[Case]:
     """BFV at SEAL's 128-bit default sets (t = 65537), top level. Bytes: ciphertext operands read
-    and the result written (key switching moves more; see the CKKS suite)."""
+    and the result written (key switching moves more; see the CKKS suite). ``key_switching``: the
+    method the presets run with (their own primes either way)."""
+    import dataclasses
+
     import numpy as np
 
     from fhe_core import bfv, rlwe
-    from fhe_core.params import preset
+    from fhe_core.params import Params, preset_literal
 
     cases = []
     for name in sets:
-        ctx = bfv.BFVContext(preset(name, device=device, allow_insecure=name.endswith("Insecure")))
+        literal = dataclasses.replace(preset_literal(name), key_switching=key_switching)
+        ctx = bfv.BFVContext(Params.from_literal(literal, device=device, allow_insecure=name.endswith("Insecure")))
         sk = rlwe.gen_secret_key(ctx.rlwe)
         keys = rlwe.gen_eval_keys(ctx.rlwe, sk, bfv.galois_elements(ctx.n, [1]))
         encoder, encryptor = bfv.BatchEncoder(ctx), bfv.Encryptor(ctx, sk)
@@ -295,9 +299,18 @@ def make_bfv_cases(device: str, sets=BFV_SETS) -> list[Case]:
             ("rotate_rows", lambda ev=ev, a=ca: ev.rotate_rows(a, 1), 2 * ct_bytes),
             ("mod_switch_to_next", lambda ev=ev, a=ca: ev.mod_switch_to_next(a), 2 * ct_bytes),
         ):
-            cases.append(Case(f"bfv {op}", name, int(moved), lambda i, fn=fn: fn(),
+            label = name if key_switching == "hybrid" else f"{name}, {key_switching} key switching"
+            cases.append(Case(f"bfv {op}", label, int(moved), lambda i, fn=fn: fn(),
                               REFERENCE_3060TI_US.get(op, {}).get(log_n)))
     return cases
+
+
+def make_bfv_linear_cases(device: str) -> list[Case]:
+    """Key switching at the tree models' BFV presets (apps.xgboost.encrypted.SECURE_PRESETS: alpha = 1, so hybrid
+    already has one prime per digit, the paper's baseline), by both methods."""
+    sets = ("BFVN13QP218L3D4T20", "BFVN14QP438L7D8T20")
+    return [case for method in ("hybrid", "linear") for case in make_bfv_cases(device, sets, method)
+            if case.name in ("bfv relinearize", "bfv multiply_relin", "bfv rotate_rows")]
 
 
 def make_ckks_cases(device: str) -> list[Case]:
@@ -639,7 +652,7 @@ def device_name(device: str) -> str:
 
 
 # suites that run only with --only NAME (far too slow for the default run, and on a CPU)
-OPT_IN_SUITES = ("boot", "boot-sparse", "boot-dense", "boot-lite", "keyswitch-linear")
+OPT_IN_SUITES = ("boot", "boot-sparse", "boot-dense", "boot-lite", "keyswitch-linear", "bfv-linear")
 
 
 def run(device: str, threads: list[int], only: str | None = None) -> dict:
@@ -649,7 +662,7 @@ def run(device: str, threads: list[int], only: str | None = None) -> dict:
     suites = {"keyswitch": make_keyswitch_cases, "ckks": make_ckks_cases, "bfv": make_bfv_cases,
               "boot": make_boot_cases, "boot-sparse": make_sparse_boot_cases, "boot-dense": make_dense_boot_cases,
               "boot-lite": lambda device: make_boot_cases(device, variants=False),  # boot without the wide keys
-              "keyswitch-linear": make_linear_keyswitch_cases}
+              "keyswitch-linear": make_linear_keyswitch_cases, "bfv-linear": make_bfv_linear_cases}
     default_suites = [name for name in suites if name not in OPT_IN_SUITES]
     if only in suites:
         cases = suites[only](device)
@@ -707,7 +720,8 @@ def main() -> None:
                                          "N16_H192_FULL, only with --only boot; 'boot-sparse' at N16_H192_SPARSE; "
                                          "'boot-dense' at N16_DENSE_FULL (dense secret, encapsulation); "
                                          "'boot-lite': boot without its larger-baby-step variant; "
-                                         "'keyswitch-linear': linear vs hybrid key switching, issue 30) "
+                                         "'keyswitch-linear': linear vs hybrid key switching, issue 30; "
+                                         "'bfv-linear': the same at the tree models' BFV presets) "
                                          "(references: CKKS and boot, the V100 of 'Over 100x "
                                          "Faster Bootstrapping'; BFV, the RTX 3060 Ti of 'Homomorphic Encryption "
                                          "on GPU')")

@@ -30,6 +30,15 @@ def test_bfv_suite_runs_on_a_tiny_set():
     assert "| x | p | 1 |" in table
 
 
+def test_bfv_suite_runs_with_linear_key_switching_and_says_so():
+    bench = _bench()
+    cases = bench.make_bfv_cases("cpu", sets=("BFVN10QP205L2D3T17Insecure",), key_switching="linear")
+    relin = next(c for c in cases if c.name == "bfv multiply_relin")
+    relin.run(0)
+    assert relin.params == "BFVN10QP205L2D3T17Insecure, linear key switching"
+    assert "bfv-linear" in bench.OPT_IN_SUITES
+
+
 def test_boot_suite_runs_on_a_tiny_preset_and_is_opt_in():
     from fhe_core.ckks.bootstrapping import TINY_N10_FULL
 
