@@ -1,7 +1,8 @@
 // CPU fast basis conversion (one task per batch, digit and chunk of coefficients) and the centred lift.
 //
-// Primes below 2^50 on a CPU with AVX-512 IFMA take the vector rows where the terms' sum fits ifma::SumBound; the
-// others the scalar 128-bit accumulation. Same canonical outputs.
+// On the IFMA path (path.h), primes below 2^50 take the vector rows where the terms' sum fits ifma::SumBound; on the
+// AVX2 path, rows whose terms fit Avx2ConvPlan take the double-precision rows; the others the scalar 128-bit
+// accumulation. Same canonical outputs.
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -10,7 +11,9 @@
 
 #include "../kernels.h"
 #include "parallel.h"
+#include "avx2.h"
 #include "ifma.h"
+#include "scalar.h"
 
 namespace fhe::cpu {
 
@@ -18,14 +21,39 @@ namespace {
 
 constexpr int64_t kConvChunk = 256;  // coefficients per task: y[alpha][kConvChunk] stays in L1/L2
 
-// One destination row of a Conv task, scalar: out[i] = sum_k y[k][i] * consts[k][r] (+ v[i] * (-Q)).
+// One destination row of a Conv task, scalar: out[i] = sum_k y[k][i] * consts[k][r] (+ v[i] * (-Q)), four
+// coefficients per step (four independent 128-bit sums keep the multiplier busy), one reduction per output.
 void conv_row_scalar(const ConvArgs& a, const u64* y, const u64* consts, const u64* overflow, int count, int r,
                      int64_t len, u64* out) {
-  for (int64_t i = 0; i < len; ++i) {
-    U128 acc{0, 0};
-    for (int k = 0; k < count; ++k) mac128(acc, y[k * kConvChunk + i], consts[k * a.rows + r]);
-    if (overflow != nullptr) mac128(acc, overflow[i], a.neg_q_mod_p[r]);
-    out[i] = reduce128(acc, a.dst[r]);
+  const Modulus m = a.dst[r];
+  const u64 neg_q = overflow != nullptr ? a.neg_q_mod_p[r] : 0;
+  int64_t i = 0;
+  for (; i + 4 <= len; i += 4) {
+    u128 s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int k = 0; k < count; ++k) {
+      const u64 c = consts[k * a.rows + r];
+      const u64* yk = y + k * kConvChunk + i;
+      s0 += static_cast<u128>(yk[0]) * c;
+      s1 += static_cast<u128>(yk[1]) * c;
+      s2 += static_cast<u128>(yk[2]) * c;
+      s3 += static_cast<u128>(yk[3]) * c;
+    }
+    if (overflow != nullptr) {
+      s0 += static_cast<u128>(overflow[i]) * neg_q;
+      s1 += static_cast<u128>(overflow[i + 1]) * neg_q;
+      s2 += static_cast<u128>(overflow[i + 2]) * neg_q;
+      s3 += static_cast<u128>(overflow[i + 3]) * neg_q;
+    }
+    out[i] = reduce_sum(s0, m);
+    out[i + 1] = reduce_sum(s1, m);
+    out[i + 2] = reduce_sum(s2, m);
+    out[i + 3] = reduce_sum(s3, m);
+  }
+  for (; i < len; ++i) {
+    u128 sum = 0;
+    for (int k = 0; k < count; ++k) sum += static_cast<u128>(y[k * kConvChunk + i]) * consts[k * a.rows + r];
+    if (overflow != nullptr) sum += static_cast<u128>(overflow[i]) * neg_q;
+    out[i] = reduce_sum(sum, m);
   }
 }
 
@@ -120,25 +148,122 @@ FHE_IFMA_FN void conv_row_vector(const ConvArgs& a, const u64* y, const u64* con
 }
 #endif
 
+#if FHE_CPU_HAVE_AVX2
+// The AVX2 Conv (avx2.h): each term y_k c_k reduced as it is made, in double precision, |term| < 5p/8 (c_k / p
+// correctly rounded), their sum exact below 2^50 and made canonical once. Needs y_k < 2^50 (every source prime of
+// the digit below 2^50), c_k exact as a double and the terms' sum in range: (terms + 1) p < 2^50, p < 2^46.
+struct Avx2ConvPlan {
+  std::vector<uint8_t> vector_digit;   // [dnum]: every source prime below 2^50
+  std::vector<uint8_t> vector_row;     // [dnum, rows]
+  std::vector<double> consts_over_p;   // [dnum, alpha, rows]: fl(c / p) of qhat_mod_p
+  std::vector<double> neg_q_over_p;    // [rows]
+};
+
+Avx2ConvPlan avx2_conv_plan(const ConvArgs& a) {
+  Avx2ConvPlan plan;
+  plan.vector_digit.assign(a.dnum, 0);
+  plan.vector_row.assign(static_cast<size_t>(a.dnum) * a.rows, 0);
+  plan.consts_over_p.assign(static_cast<size_t>(a.dnum) * a.alpha * a.rows, 0.0);
+  plan.neg_q_over_p.assign(a.rows, 0.0);
+  for (int r = 0; r < a.rows; ++r)
+    if (a.neg_q_mod_p != nullptr)
+      plan.neg_q_over_p[r] = static_cast<double>(a.neg_q_mod_p[r]) / static_cast<double>(a.dst[r].value);
+  for (int j = 0; j < a.dnum; ++j) {
+    const int first = j * a.alpha, count = std::min(a.alpha, a.q_count - first);
+    bool small_sources = true;
+    for (int k = 0; k < count; ++k) small_sources = small_sources && a.src[first + k].value < (u64{1} << 50);
+    plan.vector_digit[j] = small_sources;
+    const u64 terms = static_cast<u64>(count) + (a.neg_q_mod_p != nullptr ? 1 : 0);
+    for (int r = 0; r < a.rows; ++r) {
+      const u64 p = a.dst[r].value;
+      const bool fits = small_sources && p < kAvx2MaxPrime && (terms + 1) * p < (u64{1} << 50);
+      plan.vector_row[j * a.rows + r] = fits;
+      for (int k = 0; fits && k < count; ++k) {
+        const size_t idx = (static_cast<size_t>(j) * a.alpha + k) * a.rows + r;
+        plan.consts_over_p[idx] = static_cast<double>(a.qhat_mod_p[idx]) / static_cast<double>(p);
+      }
+    }
+  }
+  return plan;
+}
+
+// The y_k of a task as doubles (exact: below 2^50), once for all destination rows; len % 4 == 0.
+FHE_AVX2_FN void conv_to_double(const u64* y, int count, int64_t len, double* y_double) {
+  using namespace avx2;
+  for (int k = 0; k < count; ++k)
+    for (int64_t i = 0; i < len; i += 4)
+      _mm256_storeu_pd(y_double + k * kConvChunk + i, to_double(load_words(y + k * kConvChunk + i)));
+}
+
+// round(sum_k y_k / q_k) as conv_rounded_overflow computes it, four lanes at a time (the same correctly rounded
+// double operations in the same order, so the same words); len % 4 == 0.
+FHE_AVX2_FN void conv_overflow_avx2(const double* y, const Modulus* src, int count, int64_t len, u64* overflow) {
+  using namespace avx2;
+  for (int64_t i = 0; i < len; i += 4) {
+    __m256d sum = _mm256_set1_pd(0.5);
+    for (int k = 0; k < count; ++k) {
+      const __m256d num = _mm256_loadu_pd(y + k * kConvChunk + i);
+      sum = _mm256_add_pd(sum, _mm256_div_pd(num, _mm256_set1_pd(static_cast<double>(src[k].value))));
+    }
+    store_words(overflow + i, to_word(_mm256_round_pd(sum, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC)));
+  }
+}
+
+// One destination row, eight coefficients per step (two independent sums); len % 8 == 0.
+FHE_AVX2_FN void conv_row_avx2(const ConvArgs& a, const double* y, const u64* consts, const double* consts_over_p,
+                               const u64* overflow, double neg_q_over_p, int count, int r, int64_t len, u64* out) {
+  using namespace avx2;
+  const u64 p_word = a.dst[r].value;
+  const __m256d p = _mm256_set1_pd(static_cast<double>(p_word)), p_inv = _mm256_set1_pd(1.0 / static_cast<double>(p_word));
+  for (int64_t i = 0; i < len; i += 8) {
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    for (int k = 0; k < count; ++k) {
+      const Twiddle c{_mm256_set1_pd(static_cast<double>(consts[k * a.rows + r])),
+                      _mm256_set1_pd(consts_over_p[k * a.rows + r])};
+      const double* yk = y + k * kConvChunk + i;
+      s0 = _mm256_add_pd(s0, mul(_mm256_loadu_pd(yk), c, p));
+      s1 = _mm256_add_pd(s1, mul(_mm256_loadu_pd(yk + 4), c, p));
+    }
+    if (overflow != nullptr) {
+      const Twiddle c{_mm256_set1_pd(static_cast<double>(a.neg_q_mod_p[r])), _mm256_set1_pd(neg_q_over_p)};
+      s0 = _mm256_add_pd(s0, mul(to_double(load_words(overflow + i)), c, p));
+      s1 = _mm256_add_pd(s1, mul(to_double(load_words(overflow + i + 4)), c, p));
+    }
+    store_words(out + i, canonical(s0, p, p_inv));
+    store_words(out + i + 4, canonical(s1, p, p_inv));
+  }
+}
+#endif
+
 }  // namespace
 
 namespace {
 
 struct ConvScratch {
   std::vector<u64> y, overflow;
+  std::vector<double> y_double;  // the AVX2 rows' copy of y
+};
+
+// The vector plans (nullptr: not this process's path).
+struct ConvPlans {
+#if FHE_CPU_HAVE_IFMA
+  const ConvPlan* ifma = nullptr;
+  const Avx2ConvPlan* avx2 = nullptr;
+#endif
 };
 
 // One task: digit j of batch b, coefficients [c0, c0 + len).
 void conv_task(const ConvArgs& a, int64_t b, int j, int64_t c0, int64_t len, ConvScratch& scratch,
-               [[maybe_unused]] const void* vector_plan) {
+               [[maybe_unused]] const ConvPlans& plans) {
   const int first = j * a.alpha, count = std::min(a.alpha, a.q_count - first);
   const u64* in = a.in + b * a.q_count * a.n;
   u64* out = a.out + (b * a.dnum + j) * a.rows * a.n;
   const u64* consts = a.qhat_mod_p + static_cast<int64_t>(j) * a.alpha * a.rows;
   u64* y = scratch.y.data();
 #if FHE_CPU_HAVE_IFMA
-  const ConvPlan* plan = static_cast<const ConvPlan*>(vector_plan);
+  const ConvPlan* plan = plans.ifma;
   const bool vector_chunk = plan != nullptr && len % 32 == 0;
+  const bool avx2_chunk = plans.avx2 != nullptr && len % 8 == 0 && plans.avx2->vector_digit[j];
 #endif
   for (int k = 0; k < count; ++k) {
     const int row = first + k;
@@ -152,11 +277,16 @@ void conv_task(const ConvArgs& a, int64_t b, int j, int64_t c0, int64_t len, Con
 #endif
     for (int64_t i = 0; i < len; ++i) yk[i] = mul_shoup(x[i], a.qhat_inv[row], a.qhat_inv_shoup[row], a.src[row].value);
   }
+#if FHE_CPU_HAVE_IFMA
+  double* y_double = scratch.y_double.data();
+  if (avx2_chunk) conv_to_double(y, count, len, y_double);
+#endif
   const u64* v = nullptr;
   if (a.neg_q_mod_p != nullptr) {
     u64* overflow = scratch.overflow.data();
 #if FHE_CPU_HAVE_IFMA
     if (vector_chunk) conv_overflow_vector(y, a.src + first, count, len, overflow);
+    else if (avx2_chunk) conv_overflow_avx2(y_double, a.src + first, count, len, overflow);
     else
 #endif
       for (int64_t i = 0; i < len; ++i) overflow[i] = conv_rounded_overflow(y + i, kConvChunk, a.src + first, count);
@@ -168,6 +298,11 @@ void conv_task(const ConvArgs& a, int64_t b, int j, int64_t c0, int64_t len, Con
     if (vector_chunk && plan->vector_row[j * a.rows + r]) {
       conv_row_vector(a, y, consts, plan->big_consts.data() + static_cast<size_t>(j) * a.alpha * a.rows,
                       plan->big_source.data() + first, v, count, r, plan->reducers[r], len, row_out);
+      continue;
+    }
+    if (avx2_chunk && plans.avx2->vector_row[j * a.rows + r]) {
+      conv_row_avx2(a, y_double, consts, plans.avx2->consts_over_p.data() + static_cast<size_t>(j) * a.alpha * a.rows, v,
+                    plans.avx2->neg_q_over_p[r], count, r, len, row_out);
       continue;
     }
 #endif
@@ -189,19 +324,23 @@ void copy_own_rows(const ConvArgs& a) {
 
 void conv(const ConvArgs& a) {
   const int64_t chunks = (a.n + kConvChunk - 1) / kConvChunk;
-  const void* vector_plan = nullptr;
+  ConvPlans plans;
 #if FHE_CPU_HAVE_IFMA
-  const ConvPlan plan = ifma_enabled() ? conv_plan(a) : ConvPlan{};
-  if (ifma_enabled()) vector_plan = &plan;
+  const ConvPlan ifma_plan = ifma_enabled() ? conv_plan(a) : ConvPlan{};
+  const Avx2ConvPlan avx2_plan = cpu_path() == CpuPath::kAvx2 ? avx2_conv_plan(a) : Avx2ConvPlan{};
+  if (ifma_enabled()) plans.ifma = &ifma_plan;
+  if (cpu_path() == CpuPath::kAvx2) plans.avx2 = &avx2_plan;
 #endif
+  [[maybe_unused]] const bool plans_use_avx2 = cpu_path() == CpuPath::kAvx2;
   const int64_t task_words = (static_cast<int64_t>(a.alpha) + a.rows) * std::min(kConvChunk, a.n);
   at::parallel_for(0, a.batch * a.dnum * chunks, parallel_grain(task_words), [&](int64_t begin, int64_t end) {
     ConvScratch scratch{std::vector<u64>(static_cast<size_t>(a.alpha) * kConvChunk),
-                        std::vector<u64>(a.neg_q_mod_p != nullptr ? kConvChunk : 0)};
+                        std::vector<u64>(a.neg_q_mod_p != nullptr ? kConvChunk : 0),
+                        std::vector<double>(plans_use_avx2 ? static_cast<size_t>(a.alpha) * kConvChunk : 0)};
     for (int64_t task = begin; task < end; ++task) {
       const int64_t c0 = (task % chunks) * kConvChunk;
       conv_task(a, task / (a.dnum * chunks), static_cast<int>(task / chunks % a.dnum), c0,
-                std::min(kConvChunk, a.n - c0), scratch, vector_plan);
+                std::min(kConvChunk, a.n - c0), scratch, plans);
     }
   });
   if (a.own != nullptr && a.own_copy) copy_own_rows(a);

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "../common/modarith.h"
+#include "path.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FHE_CPU_HAVE_IFMA 1
@@ -37,10 +38,6 @@ namespace fhe::cpu {
 // Primes below this bound take the IFMA paths: 4q < 2^52.
 constexpr u64 kIfmaMaxPrime = u64{1} << 50;
 constexpr u64 kMask52 = (u64{1} << 52) - 1;
-
-// True when this CPU has AVX-512 IFMA and FHE_CORE_CPU_SIMD is not "0" (read once): the switch
-// lets tests and benchmarks run the scalar reference path in the same build.
-bool ifma_enabled();
 
 #if FHE_CPU_HAVE_IFMA
 namespace ifma {
