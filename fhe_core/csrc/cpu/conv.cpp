@@ -324,19 +324,19 @@ void copy_own_rows(const ConvArgs& a) {
 
 void conv(const ConvArgs& a) {
   const int64_t chunks = (a.n + kConvChunk - 1) / kConvChunk;
+  const CpuPath path = cpu_path();  // once per call (path.h)
   ConvPlans plans;
 #if FHE_CPU_HAVE_IFMA
-  const ConvPlan ifma_plan = ifma_enabled() ? conv_plan(a) : ConvPlan{};
-  const Avx2ConvPlan avx2_plan = cpu_path() == CpuPath::kAvx2 ? avx2_conv_plan(a) : Avx2ConvPlan{};
-  if (ifma_enabled()) plans.ifma = &ifma_plan;
-  if (cpu_path() == CpuPath::kAvx2) plans.avx2 = &avx2_plan;
+  const ConvPlan ifma_plan = path == CpuPath::kIfma ? conv_plan(a) : ConvPlan{};
+  const Avx2ConvPlan avx2_plan = path == CpuPath::kAvx2 ? avx2_conv_plan(a) : Avx2ConvPlan{};
+  if (path == CpuPath::kIfma) plans.ifma = &ifma_plan;
+  if (path == CpuPath::kAvx2) plans.avx2 = &avx2_plan;
 #endif
-  [[maybe_unused]] const bool plans_use_avx2 = cpu_path() == CpuPath::kAvx2;
   const int64_t task_words = (static_cast<int64_t>(a.alpha) + a.rows) * std::min(kConvChunk, a.n);
   at::parallel_for(0, a.batch * a.dnum * chunks, parallel_grain(task_words), [&](int64_t begin, int64_t end) {
     ConvScratch scratch{std::vector<u64>(static_cast<size_t>(a.alpha) * kConvChunk),
                         std::vector<u64>(a.neg_q_mod_p != nullptr ? kConvChunk : 0),
-                        std::vector<double>(plans_use_avx2 ? static_cast<size_t>(a.alpha) * kConvChunk : 0)};
+                        std::vector<double>(path == CpuPath::kAvx2 ? static_cast<size_t>(a.alpha) * kConvChunk : 0)};
     for (int64_t task = begin; task < end; ++task) {
       const int64_t c0 = (task % chunks) * kConvChunk;
       conv_task(a, task / (a.dnum * chunks), static_cast<int>(task / chunks % a.dnum), c0,

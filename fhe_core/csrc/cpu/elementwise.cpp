@@ -91,8 +91,9 @@ FHE_AVX2_FN int64_t elementwise_row_avx2(const ElementwiseArgs& a, int limb, con
 
 void elementwise(const ElementwiseArgs& a) {
 #if FHE_CPU_HAVE_IFMA
-  const bool simd = ifma_enabled();
-  const bool avx2 = cpu_path() == CpuPath::kAvx2;
+  const CpuPath path = cpu_path();  // once per call (path.h)
+  const bool simd = path == CpuPath::kIfma;
+  const bool avx2 = path == CpuPath::kAvx2;
 #endif
   at::parallel_for(0, a.rows, parallel_grain(a.n), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {

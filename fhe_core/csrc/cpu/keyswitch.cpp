@@ -111,8 +111,9 @@ FHE_IFMA_FN void limb_vector(const KsInnerProductArgs& a, int64_t limb, const if
 
 void ks_inner_product(const KsInnerProductArgs& a) {
 #if FHE_CPU_HAVE_IFMA
-  const bool simd = ifma_enabled() && a.n % 16 == 0;
-  const bool avx2 = cpu_path() == CpuPath::kAvx2 && a.n % 4 == 0;
+  const CpuPath path = cpu_path();  // once per call (path.h)
+  const bool simd = path == CpuPath::kIfma && a.n % 16 == 0;
+  const bool avx2 = path == CpuPath::kAvx2 && a.n % 4 == 0;
 #endif
   at::parallel_for(0, static_cast<int64_t>(a.limbs), parallel_grain(3 * a.dnum * a.n), [&](int64_t begin, int64_t end) {
     for (int64_t limb = begin; limb < end; ++limb) {

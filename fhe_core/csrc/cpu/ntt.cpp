@@ -9,6 +9,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -49,9 +50,19 @@ CpuPath cpu_path_supported() {
 #endif
 }
 
-CpuPath cpu_path() {
-  static const CpuPath path = std::min(requested_path(), cpu_path_supported());
+namespace {
+std::atomic<int>& current_path() {
+  static std::atomic<int> path{static_cast<int>(std::min(requested_path(), cpu_path_supported()))};
   return path;
+}
+}  // namespace
+
+CpuPath cpu_path() { return static_cast<CpuPath>(current_path().load(std::memory_order_relaxed)); }
+
+bool set_cpu_path(CpuPath path) {
+  if (path > cpu_path_supported()) return false;
+  current_path().store(static_cast<int>(path), std::memory_order_relaxed);
+  return true;
 }
 
 namespace {
