@@ -3,9 +3,10 @@
 Three arithmetics compute the same canonical words: "ifma" (AVX-512 IFMA, 52-bit vector products for primes below
 2^50, a 64-bit vector NTT for larger ones), "avx2" (the portable vector path: AVX2 + FMA double-precision
 butterflies, Conv rows, inner products and products for primes below 2^46) and "scalar" (64 x 64 -> 128-bit
-products). Every test here runs on each path this CPU can run (ops.set_cpu_path between kernel calls) and skips the
-others with the reason. The primes straddle every boundary of the vector paths: below 2^46, 2^46..2^50, 2^50..2^52,
-at least 2^52 (IFMA Conv sources split in two terms), and sums of products too large for the vector accumulators.
+products). Every test here runs on each path this CPU can run (ops.set_cpu_path between kernel calls; the cpu_path
+and vector_path fixtures of conftest.py) and skips the others with the reason. The primes straddle every boundary of
+the vector paths: below 2^46, 2^46..2^50, 2^50..2^52, at least 2^52 (IFMA Conv sources split in two terms), and
+sums of products too large for the vector accumulators.
 """
 import os
 import subprocess
@@ -23,30 +24,6 @@ N = 1 << 10
 SRC_BITS = [30, 45, 46, 50, 52, 53, 60, 61]
 DST_BITS = [30, 40, 46, 49, 50, 51, 55, 61]
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-PATHS = ("ifma", "avx2", "scalar")  # best first: a CPU runs its best path and every one after it
-
-
-def _runnable(path: str) -> bool:
-    return PATHS.index(path) >= PATHS.index(ops.cpu_path_supported())
-
-
-@pytest.fixture(params=PATHS)
-def cpu_path(request):
-    """Runs the test with the CPU kernels on one path, then restores the process's own."""
-    if not _runnable(request.param):
-        pytest.skip(f"this CPU cannot run the {request.param} path (its best is {ops.cpu_path_supported()})")
-    before = ops.cpu_path()
-    ops.set_cpu_path(request.param)
-    yield request.param
-    ops.set_cpu_path(before)
-
-
-@pytest.fixture(params=PATHS[:2])
-def vector_path(request):
-    """A vector path this CPU can run (the reference is the scalar path)."""
-    if not _runnable(request.param):
-        pytest.skip(f"this CPU cannot run the {request.param} path (its best is {ops.cpu_path_supported()})")
-    return request.param
 
 
 def _on_path(path: str, fn):
@@ -63,7 +40,7 @@ def test_the_environment_picks_the_process_path():
     """FHE_CORE_CPU_SIMD, read at the first kernel call: "0", the scalar path; "avx2", the portable vector path (the
     scalar one on a CPU without AVX2 and FMA); unset, the best path. Unknown names are refused."""
     script = "from fhe_core import ops; print(ops.cpu_path())"
-    for flag, expected in (("0", "scalar"), ("avx2", "avx2" if _runnable("avx2") else "scalar")):
+    for flag, expected in (("0", "scalar"), ("avx2", "scalar" if ops.cpu_path_supported() == "scalar" else "avx2")):
         env = dict(os.environ, FHE_CORE_CPU_SIMD=flag)
         out = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, check=True, capture_output=True,
                              text=True).stdout
