@@ -15,15 +15,22 @@
 namespace fhe::cpu {
 namespace {
 
+// One limb's rows: digit j at digits + j * digit_stride, the key's components at key0 / key1 + j * key_stride.
+struct LimbRows {
+  const u64 *digits, *key0, *key1;
+  int64_t digit_stride, key_stride;
+  u64 *out0, *out1;
+};
+
+LimbRows limb_rows(const KsInnerProductArgs& a, int64_t limb) {
+  const u64* key0 = a.key + ks_key_row(static_cast<int>(limb), a.q_count, a.p_row) * a.n;
+  return LimbRows{a.digits + limb * a.n, key0, key0 + a.key_rows * a.n, a.limbs * a.n, 2 * a.key_rows * a.n,
+                  a.out + limb * a.n, a.out + (a.limbs + limb) * a.n};
+}
+
 // Both components per step (each digit word read once), two coefficients at a time: four independent 128-bit sums.
 void limb_scalar(const KsInnerProductArgs& a, int64_t limb, const Modulus& m) {
-  const int64_t key_row = ks_key_row(static_cast<int>(limb), a.q_count, a.p_row);
-  const u64* digits = a.digits + limb * a.n;
-  const u64* key0 = a.key + key_row * a.n;
-  const u64* key1 = key0 + a.key_rows * a.n;
-  const int64_t digit_stride = a.limbs * a.n, key_stride = 2 * a.key_rows * a.n;
-  u64* out0 = a.out + limb * a.n;
-  u64* out1 = a.out + (a.limbs + limb) * a.n;
+  const auto [digits, key0, key1, digit_stride, key_stride, out0, out1] = limb_rows(a, limb);
   int64_t i = 0;
   for (; i + 2 <= a.n; i += 2) {
     u128 s00 = 0, s01 = 0, s10 = 0, s11 = 0;  // s<component><coefficient>
@@ -58,14 +65,8 @@ void limb_scalar(const KsInnerProductArgs& a, int64_t limb, const Modulus& m) {
 // (below 5q/8), the sum exact, made canonical once. Four coefficients of both components per step; n % 4 == 0.
 FHE_AVX2_FN void limb_avx2(const KsInnerProductArgs& a, int64_t limb, u64 q_word) {
   using namespace avx2;
-  const int64_t key_row = ks_key_row(static_cast<int>(limb), a.q_count, a.p_row);
   const __m256d q = _mm256_set1_pd(static_cast<double>(q_word)), q_inv = _mm256_set1_pd(1.0 / static_cast<double>(q_word));
-  const u64* digits = a.digits + limb * a.n;
-  const u64* key0 = a.key + key_row * a.n;
-  const u64* key1 = key0 + a.key_rows * a.n;
-  const int64_t digit_stride = a.limbs * a.n, key_stride = 2 * a.key_rows * a.n;
-  u64* out0 = a.out + limb * a.n;
-  u64* out1 = a.out + (a.limbs + limb) * a.n;
+  const auto [digits, key0, key1, digit_stride, key_stride, out0, out1] = limb_rows(a, limb);
   for (int64_t i = 0; i < a.n; i += 4) {
     __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
     for (int j = 0; j < a.dnum; ++j) {
