@@ -71,19 +71,12 @@ namespace {
 // 64 x 64 -> 128-bit products of common/modarith.h. The stages of half-size 2 and 1 run together on
 // blocks of four words (one pass over the row instead of two), the forward transform's final
 // reduction fused into them, and the first pass reads `in` (no separate copy): the same butterflies
-// in the same order as the plain loops of common/ntt.h, so the same words.
+// in the same order as the plain loops of common/ntt.h, so the same words. Every row has N >= 2^10 words
+// (ops/common.h, kMinLogN), as the blocked passes here and in the vector rows need.
 void forward_row(const u64* in, u64* out, const u64* table, u64 q, int log_n) {
   const int64_t n = int64_t{1} << log_n;
   const u64* w = table + kFwd * n;
   const u64* ws = table + kFwdShoup * n;
-  if (n < 8) {  // the plain loops (tiny rings)
-    if (out != in) std::memcpy(out, in, n * sizeof(u64));
-    for (int64_t m = 1, t = n >> 1; m < n; m <<= 1, t >>= 1)
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < t; ++j) ct_butterfly(out[2 * i * t + j], out[2 * i * t + j + t], w[m + i], ws[m + i], q);
-    for (int64_t j = 0; j < n; ++j) out[j] = reduce_4q(out[j], q);
-    return;
-  }
   const u64* src = in;
   for (int64_t m = 1, t = n >> 1; t >= 4; m <<= 1, t >>= 1) {
     for (int64_t i = 0; i < m; ++i) {
@@ -121,27 +114,20 @@ void inverse_row(const u64* in, u64* out, const u64* table, u64 q, int log_n) {
   const u64* w = table + kInv * n;
   const u64* ws = table + kInvShoup * n;
   const int64_t quarter = n >> 2, half = n >> 1;
-  int64_t m = n >> 1, t = 1;
-  if (n < 8) {  // the plain loops (tiny rings)
-    if (out != in) std::memcpy(out, in, n * sizeof(u64));
-  } else {
-    for (int64_t i = 0; i < quarter; ++i) {  // t = 1 (groups 2i, 2i + 1) and t = 2 (group i) on words 4i .. 4i + 3
-      const u64* s4 = in + 4 * i;
-      u64 x0 = s4[0], x1 = s4[1], x2 = s4[2], x3 = s4[3];
-      gs_butterfly(x0, x1, w[half + 2 * i], ws[half + 2 * i], q);
-      gs_butterfly(x2, x3, w[half + 2 * i + 1], ws[half + 2 * i + 1], q);
-      gs_butterfly(x0, x2, w[quarter + i], ws[quarter + i], q);
-      gs_butterfly(x1, x3, w[quarter + i], ws[quarter + i], q);
-      u64* o = out + 4 * i;
-      o[0] = x0;
-      o[1] = x1;
-      o[2] = x2;
-      o[3] = x3;
-    }
-    m = n >> 3;
-    t = 4;
+  for (int64_t i = 0; i < quarter; ++i) {  // t = 1 (groups 2i, 2i + 1) and t = 2 (group i) on words 4i .. 4i + 3
+    const u64* s4 = in + 4 * i;
+    u64 x0 = s4[0], x1 = s4[1], x2 = s4[2], x3 = s4[3];
+    gs_butterfly(x0, x1, w[half + 2 * i], ws[half + 2 * i], q);
+    gs_butterfly(x2, x3, w[half + 2 * i + 1], ws[half + 2 * i + 1], q);
+    gs_butterfly(x0, x2, w[quarter + i], ws[quarter + i], q);
+    gs_butterfly(x1, x3, w[quarter + i], ws[quarter + i], q);
+    u64* o = out + 4 * i;
+    o[0] = x0;
+    o[1] = x1;
+    o[2] = x2;
+    o[3] = x3;
   }
-  for (; m > 1; m >>= 1, t <<= 1) {
+  for (int64_t m = n >> 3, t = 4; m > 1; m >>= 1, t <<= 1) {
     for (int64_t i = 0; i < m; ++i) {
       u64* x = out + 2 * i * t;
       const u64 wi = w[m + i], wsi = ws[m + i];
@@ -364,7 +350,7 @@ FHE_AVX2 void gs(__m256d& x, __m256d& y, Twiddle w, __m256d q, __m256d q_inv) {
   y = mul(d, w, q);
 }
 
-// Forward, n >= 8: the words enter centred (u - 2q: |x| <= 2q for inputs below 4q).
+// Forward: the words enter centred (u - 2q: |x| <= 2q for inputs below 4q).
 FHE_AVX2_FN void forward_row(const u64* in, u64* out, const u64* table, u64 q_word, int log_n) {
   const int64_t n = int64_t{1} << log_n, quarter = n >> 2, half = n >> 1;
   const u64* w = table + kFwd * n;
@@ -405,7 +391,7 @@ FHE_AVX2_FN void forward_row(const u64* in, u64* out, const u64* table, u64 q_wo
   }
 }
 
-// Inverse, n >= 8: the words enter centred (u - q: |x| <= q for inputs below 2q).
+// Inverse: the words enter centred (u - q: |x| <= q for inputs below 2q).
 FHE_AVX2_FN void inverse_row(const u64* in, u64* out, const u64* table, u64 q_word, int log_n) {
   const int64_t n = int64_t{1} << log_n, quarter = n >> 2, half = n >> 1;
   const u64* w = table + kInv * n;
