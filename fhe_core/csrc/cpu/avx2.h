@@ -18,13 +18,10 @@
 #include "../common/modarith.h"
 #include "path.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define FHE_CPU_HAVE_AVX2 1
+#if FHE_CPU_X86
 #include <immintrin.h>
 #define FHE_AVX2 __attribute__((target("avx2,fma"), always_inline)) inline
 #define FHE_AVX2_FN __attribute__((target("avx2,fma")))
-#else
-#define FHE_CPU_HAVE_AVX2 0
 #endif
 
 namespace fhe::cpu {
@@ -33,7 +30,7 @@ namespace fhe::cpu {
 // 2q + 17 (3q/4) < 2^50, the bound the product above needs.
 constexpr u64 kAvx2MaxPrime = u64{1} << 46;
 
-#if FHE_CPU_HAVE_AVX2
+#if FHE_CPU_X86
 namespace avx2 {
 
 constexpr double kTwoPow52 = 4503599627370496.0;

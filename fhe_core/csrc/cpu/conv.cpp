@@ -57,7 +57,7 @@ void conv_row_scalar(const ConvArgs& a, const u64* y, const u64* consts, const u
   }
 }
 
-#if FHE_CPU_HAVE_IFMA
+#if FHE_CPU_X86
 // The vector Conv needs, per destination prime p_r, the terms' sum within ifma::SumBound.
 // y_k is canonical mod q_k; for q_k >= 2^52 it is split as y_lo + y_hi 2^52 and y_hi multiplies
 // the constant (Q_j/q_k) 2^52 mod p_r (big_consts), one more term.
@@ -148,7 +148,7 @@ FHE_IFMA_FN void conv_row_vector(const ConvArgs& a, const u64* y, const u64* con
 }
 #endif
 
-#if FHE_CPU_HAVE_AVX2
+#if FHE_CPU_X86
 // The AVX2 Conv (avx2.h): each term y_k c_k reduced as it is made, in double precision, |term| < 5p/8 (c_k / p
 // correctly rounded), their sum exact below 2^50 and made canonical once. Needs y_k < 2^50 (every source prime of
 // the digit below 2^50), c_k exact as a double and the terms' sum in range: (terms + 1) p < 2^50, p < 2^46.
@@ -246,7 +246,7 @@ struct ConvScratch {
 
 // The vector plans (nullptr: not this process's path).
 struct ConvPlans {
-#if FHE_CPU_HAVE_IFMA
+#if FHE_CPU_X86
   const ConvPlan* ifma = nullptr;
   const Avx2ConvPlan* avx2 = nullptr;
 #endif
@@ -260,7 +260,7 @@ void conv_task(const ConvArgs& a, int64_t b, int j, int64_t c0, int64_t len, Con
   u64* out = a.out + (b * a.dnum + j) * a.rows * a.n;
   const u64* consts = a.qhat_mod_p + static_cast<int64_t>(j) * a.alpha * a.rows;
   u64* y = scratch.y.data();
-#if FHE_CPU_HAVE_IFMA
+#if FHE_CPU_X86
   const ConvPlan* plan = plans.ifma;
   const bool vector_chunk = plan != nullptr && len % 32 == 0;
   const bool avx2_chunk = plans.avx2 != nullptr && len % 8 == 0 && plans.avx2->vector_digit[j];
@@ -269,7 +269,7 @@ void conv_task(const ConvArgs& a, int64_t b, int j, int64_t c0, int64_t len, Con
     const int row = first + k;
     const u64* x = in + row * a.n + c0;
     u64* yk = y + k * kConvChunk;
-#if FHE_CPU_HAVE_IFMA
+#if FHE_CPU_X86
     if (vector_chunk && a.src[row].value < kIfmaMaxPrime) {
       conv_scale_vector(x, a.qhat_inv[row], a.qhat_inv_shoup[row], a.src[row].value, len, yk);
       continue;
@@ -277,14 +277,14 @@ void conv_task(const ConvArgs& a, int64_t b, int j, int64_t c0, int64_t len, Con
 #endif
     for (int64_t i = 0; i < len; ++i) yk[i] = mul_shoup(x[i], a.qhat_inv[row], a.qhat_inv_shoup[row], a.src[row].value);
   }
-#if FHE_CPU_HAVE_IFMA
+#if FHE_CPU_X86
   double* y_double = scratch.y_double.data();
   if (avx2_chunk) conv_to_double(y, count, len, y_double);
 #endif
   const u64* v = nullptr;
   if (a.neg_q_mod_p != nullptr) {
     u64* overflow = scratch.overflow.data();
-#if FHE_CPU_HAVE_IFMA
+#if FHE_CPU_X86
     if (vector_chunk) conv_overflow_vector(y, a.src + first, count, len, overflow);
     else if (avx2_chunk) conv_overflow_avx2(y_double, a.src + first, count, len, overflow);
     else
@@ -294,7 +294,7 @@ void conv_task(const ConvArgs& a, int64_t b, int j, int64_t c0, int64_t len, Con
   }
   for (int r = 0; r < a.rows; ++r) {
     u64* row_out = out + r * a.n + c0;
-#if FHE_CPU_HAVE_IFMA
+#if FHE_CPU_X86
     if (vector_chunk && plan->vector_row[j * a.rows + r]) {
       conv_row_vector(a, y, consts, plan->big_consts.data() + static_cast<size_t>(j) * a.alpha * a.rows,
                       plan->big_source.data() + first, v, count, r, plan->reducers[r], len, row_out);
@@ -326,7 +326,7 @@ void conv(const ConvArgs& a) {
   const int64_t chunks = (a.n + kConvChunk - 1) / kConvChunk;
   const CpuPath path = cpu_path();  // once per call (path.h)
   ConvPlans plans;
-#if FHE_CPU_HAVE_IFMA
+#if FHE_CPU_X86
   const ConvPlan ifma_plan = path == CpuPath::kIfma ? conv_plan(a) : ConvPlan{};
   const Avx2ConvPlan avx2_plan = path == CpuPath::kAvx2 ? avx2_conv_plan(a) : Avx2ConvPlan{};
   if (path == CpuPath::kIfma) plans.ifma = &ifma_plan;

@@ -15,7 +15,7 @@ namespace fhe::cpu {
 
 namespace {
 
-#if FHE_CPU_HAVE_IFMA
+#if FHE_CPU_X86
 // The products of one row for q < 2^50, eight words at a time; returns how many words it did
 // (a multiple of 8; the caller finishes the tail). Add, sub and neg are left to the compiler's
 // own vectorisation (they are bound by memory).
@@ -53,7 +53,7 @@ FHE_IFMA_FN int64_t elementwise_row_vector(const ElementwiseArgs& a, int limb, c
 }
 #endif
 
-#if FHE_CPU_HAVE_AVX2
+#if FHE_CPU_X86
 // The products of one row for q < 2^46 in double precision (avx2.h), four words at a time; returns how many words it
 // did (a multiple of 4; the caller finishes the tail).
 FHE_AVX2_FN int64_t elementwise_row_avx2(const ElementwiseArgs& a, int limb, const u64* x, const u64* y, const u64* z,
@@ -90,7 +90,7 @@ FHE_AVX2_FN int64_t elementwise_row_avx2(const ElementwiseArgs& a, int limb, con
 }  // namespace
 
 void elementwise(const ElementwiseArgs& a) {
-#if FHE_CPU_HAVE_IFMA
+#if FHE_CPU_X86
   const CpuPath path = cpu_path();  // once per call (path.h)
   const bool simd = path == CpuPath::kIfma;
   const bool avx2 = path == CpuPath::kAvx2;
@@ -105,7 +105,7 @@ void elementwise(const ElementwiseArgs& a) {
       const u64* z = a.op == ElementwiseOp::kMulAdd ? a.c + r * a.n : nullptr;
       u64* out = a.out + r * a.n;
       int64_t done = 0;
-#if FHE_CPU_HAVE_IFMA
+#if FHE_CPU_X86
       if (simd && q < kIfmaMaxPrime) done = elementwise_row_vector(a, limb, x, y, z, out);
       if (avx2 && q < kAvx2MaxPrime) done = elementwise_row_avx2(a, limb, x, y, z, out);
 #endif

@@ -60,7 +60,7 @@ void limb_scalar(const KsInnerProductArgs& a, int64_t limb, const Modulus& m) {
   }
 }
 
-#if FHE_CPU_HAVE_AVX2
+#if FHE_CPU_X86
 // The AVX2 path (avx2.h) for q < 2^46 with dnum q < 2^50: each product reduced in double precision as it is made
 // (below 5q/8), the sum exact, made canonical once. Four coefficients of both components per step; n % 4 == 0.
 FHE_AVX2_FN void limb_avx2(const KsInnerProductArgs& a, int64_t limb, u64 q_word) {
@@ -81,7 +81,7 @@ FHE_AVX2_FN void limb_avx2(const KsInnerProductArgs& a, int64_t limb, u64 q_word
 }
 #endif
 
-#if FHE_CPU_HAVE_IFMA
+#if FHE_CPU_X86
 // 16 coefficients of both components per step: four independent accumulators. n % 16 == 0.
 FHE_IFMA_FN void limb_vector(const KsInnerProductArgs& a, int64_t limb, const ifma::Reducer& red) {
   using namespace ifma;
@@ -111,7 +111,7 @@ FHE_IFMA_FN void limb_vector(const KsInnerProductArgs& a, int64_t limb, const if
 }  // namespace
 
 void ks_inner_product(const KsInnerProductArgs& a) {
-#if FHE_CPU_HAVE_IFMA
+#if FHE_CPU_X86
   const CpuPath path = cpu_path();  // once per call (path.h)
   const bool simd = path == CpuPath::kIfma && a.n % 16 == 0;
   const bool avx2 = path == CpuPath::kAvx2 && a.n % 4 == 0;
@@ -119,7 +119,7 @@ void ks_inner_product(const KsInnerProductArgs& a) {
   at::parallel_for(0, static_cast<int64_t>(a.limbs), parallel_grain(3 * a.dnum * a.n), [&](int64_t begin, int64_t end) {
     for (int64_t limb = begin; limb < end; ++limb) {
       const Modulus m = a.moduli[limb];
-#if FHE_CPU_HAVE_IFMA
+#if FHE_CPU_X86
       ifma::SumBound bound;
       for (int j = 0; j < a.dnum; ++j) bound.add(m.value, m.value);  // digit and key residues < q
       if (simd && bound.fits(m.value)) {

@@ -35,7 +35,7 @@ CpuPath requested_path() {
 }  // namespace
 
 CpuPath cpu_path_supported() {
-#if FHE_CPU_HAVE_AVX2
+#if FHE_CPU_X86
   static const CpuPath supported = [] {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512ifma") &&
@@ -139,7 +139,7 @@ void inverse_row(const u64* in, u64* out, const u64* table, u64 q, int log_n) {
   for (int64_t j = 0; j < half; ++j) gs_butterfly_last(out[j], out[j + half], w, ws, q);
 }
 
-#if FHE_CPU_HAVE_IFMA
+#if FHE_CPU_X86
 namespace vec {
 using namespace ifma;
 
@@ -318,7 +318,7 @@ FHE_IFMA_FN void inverse_row(const u64* in, u64* out, const u64* table, u64 q_sc
 }  // namespace vec
 #endif
 
-#if FHE_CPU_HAVE_AVX2
+#if FHE_CPU_X86
 namespace fp64 {
 using namespace avx2;
 
@@ -477,7 +477,7 @@ void epilogue(const NttArgs& a) {
   }
 }
 
-#if FHE_CPU_HAVE_IFMA
+#if FHE_CPU_X86
 void forward(const NttArgs& a) {
   for_each_row(a, {forward_row, fp64::forward_row, vec::forward_row<12>, vec::forward_row<0>});
 }

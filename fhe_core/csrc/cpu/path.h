@@ -10,6 +10,14 @@
 // path once per call and a switch between calls, even while another thread runs a kernel, changes no result.
 #pragma once
 
+// The vector paths are compiled on x86-64 with GCC or Clang (per-function target attributes, chosen at run time);
+// elsewhere only the scalar path exists. One guard for both vector paths' code (ifma.h, avx2.h).
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define FHE_CPU_X86 1
+#else
+#define FHE_CPU_X86 0
+#endif
+
 namespace fhe::cpu {
 
 enum class CpuPath : int { kScalar = 0, kAvx2 = 1, kIfma = 2 };
