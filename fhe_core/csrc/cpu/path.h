@@ -1,9 +1,9 @@
 // Which arithmetic the CPU kernels use, chosen from the CPU's features and the FHE_CORE_CPU_SIMD environment
 // variable (read once, at the first kernel call; tests switch paths between calls with set_cpu_path):
 //   * kIfma:   AVX-512 IFMA (cpu/ifma.h) where the primes allow it; the default on CPUs that have it;
-//   * kAvx2:   the portable vector path: AVX2 + FMA double-precision butterflies for NTT primes below 2^46
-//              (cpu/avx2.h), scalar 128-bit products elsewhere; the default on other x86-64 CPUs with AVX2 and
-//              FMA, and what FHE_CORE_CPU_SIMD=avx2 forces on an IFMA machine;
+//   * kAvx2:   the portable vector path: AVX2 + FMA double-precision NTT rows, Conv rows, inner products and
+//              products for primes below 2^46 (cpu/avx2.h), the scalar loops elsewhere; the default on other
+//              x86-64 CPUs with AVX2 and FMA, and what FHE_CORE_CPU_SIMD=avx2 forces on an IFMA machine;
 //   * kScalar: 64 x 64 -> 128-bit scalar products only (every CPU); FHE_CORE_CPU_SIMD=0 forces it.
 // A requested path the CPU cannot run falls back to the best one below it. Every path gives the same canonical
 // residues word for word (tests/fhe_core/ops/test_cpu_simd.py runs each one the machine has), so a kernel reads the
