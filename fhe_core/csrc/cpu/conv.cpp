@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "../kernels.h"
@@ -149,50 +150,78 @@ FHE_IFMA_FN void conv_row_vector(const ConvArgs& a, const u64* y, const u64* con
 #endif
 
 #if FHE_CPU_X86
-// The AVX2 Conv (avx2.h): each term y_k c_k reduced as it is made, in double precision, |term| < 5p/8 (c_k / p
-// correctly rounded), their sum exact below 2^50 and made canonical once. Needs y_k < 2^50 (every source prime of
-// the digit below 2^50), c_k exact as a double and the terms' sum in range: (terms + 1) p < 2^50, p < 2^46.
+// The AVX2 Conv (avx2.h), for sources and destinations below 2^46: each term y c split as (y_hi 2^23 + y_lo)
+// (c_hi 2^23 + c_lo) with signed halves (|lo| <= 2^22, hi <= 2^23), so the four partial products are below 2^46
+// and their sums over at most kAvx2ConvTerms terms stay exact below 2^50 in four double accumulators, one FMA per
+// product: sum = A0 + (A1a + A1b) 2^23 + A2 2^46. Only the sum is reduced: A2 (2^46 mod p) and A1 (2^23 mod p)
+// through avx2::mul (each below 5p/8 in magnitude), plus A0, made canonical once.
+constexpr int kAvx2ConvTerms = 15;  // 15 * 2^46 < 2^50
+
+struct SplitConst {
+  double lo, hi;
+};
+
+SplitConst split_const(u64 v) {  // v < 2^46
+  const u64 hi = (v + (u64{1} << 22)) >> 23;
+  return SplitConst{static_cast<double>(static_cast<int64_t>(v) - static_cast<int64_t>(hi << 23)),
+                    static_cast<double>(hi)};
+}
+
 struct Avx2ConvPlan {
-  std::vector<uint8_t> vector_digit;   // [dnum]: every source prime below 2^50
-  std::vector<uint8_t> vector_row;     // [dnum, rows]
-  std::vector<double> consts_over_p;   // [dnum, alpha, rows]: fl(c / p) of qhat_mod_p
-  std::vector<double> neg_q_over_p;    // [rows]
+  std::vector<uint8_t> vector_digit;  // [dnum]: every source prime below 2^46, at most kAvx2ConvTerms terms
+  std::vector<uint8_t> vector_row;    // [rows]: p below 2^46
+  std::vector<SplitConst> consts;     // [dnum, alpha, rows]: qhat_mod_p split
+  std::vector<SplitConst> neg_q;      // [rows]: neg_q_mod_p split
+  std::vector<double> two23, two46;   // [rows, 2]: 2^23 and 2^46 mod p, with fl(w / p)
 };
 
 Avx2ConvPlan avx2_conv_plan(const ConvArgs& a) {
   Avx2ConvPlan plan;
+  const u64 bound = kAvx2MaxPrime;
   plan.vector_digit.assign(a.dnum, 0);
-  plan.vector_row.assign(static_cast<size_t>(a.dnum) * a.rows, 0);
-  plan.consts_over_p.assign(static_cast<size_t>(a.dnum) * a.alpha * a.rows, 0.0);
-  plan.neg_q_over_p.assign(a.rows, 0.0);
-  for (int r = 0; r < a.rows; ++r)
-    if (a.neg_q_mod_p != nullptr)
-      plan.neg_q_over_p[r] = static_cast<double>(a.neg_q_mod_p[r]) / static_cast<double>(a.dst[r].value);
   for (int j = 0; j < a.dnum; ++j) {
     const int first = j * a.alpha, count = std::min(a.alpha, a.q_count - first);
-    bool small_sources = true;
-    for (int k = 0; k < count; ++k) small_sources = small_sources && a.src[first + k].value < (u64{1} << 50);
-    plan.vector_digit[j] = small_sources;
-    const u64 terms = static_cast<u64>(count) + (a.neg_q_mod_p != nullptr ? 1 : 0);
-    for (int r = 0; r < a.rows; ++r) {
-      const u64 p = a.dst[r].value;
-      const bool fits = small_sources && p < kAvx2MaxPrime && (terms + 1) * p < (u64{1} << 50);
-      plan.vector_row[j * a.rows + r] = fits;
-      for (int k = 0; fits && k < count; ++k) {
+    bool fits = count + (a.neg_q_mod_p != nullptr ? 1 : 0) <= kAvx2ConvTerms;
+    for (int k = 0; k < count; ++k) fits = fits && a.src[first + k].value < bound;
+    plan.vector_digit[j] = fits;
+  }
+  plan.consts.resize(static_cast<size_t>(a.dnum) * a.alpha * a.rows);
+  plan.vector_row.resize(a.rows);
+  plan.neg_q.resize(a.rows);
+  plan.two23.resize(2 * static_cast<size_t>(a.rows));
+  plan.two46.resize(2 * static_cast<size_t>(a.rows));
+  for (int r = 0; r < a.rows; ++r) {
+    const u64 p = a.dst[r].value;
+    plan.vector_row[r] = p < bound;
+    if (!plan.vector_row[r]) continue;
+    for (int j = 0; j < a.dnum; ++j)
+      for (int k = 0; k < std::min(a.alpha, a.q_count - j * a.alpha); ++k) {
         const size_t idx = (static_cast<size_t>(j) * a.alpha + k) * a.rows + r;
-        plan.consts_over_p[idx] = static_cast<double>(a.qhat_mod_p[idx]) / static_cast<double>(p);
+        plan.consts[idx] = split_const(a.qhat_mod_p[idx]);
       }
+    if (a.neg_q_mod_p != nullptr) plan.neg_q[r] = split_const(a.neg_q_mod_p[r]);
+    for (const auto& [power, out] : {std::pair{23, &plan.two23}, std::pair{46, &plan.two46}}) {
+      const u64 w = (u64{1} << power) % p;
+      (*out)[2 * r] = static_cast<double>(w);
+      (*out)[2 * r + 1] = static_cast<double>(w) / static_cast<double>(p);
     }
   }
   return plan;
 }
 
-// The y_k of a task as doubles (exact: below 2^50), once for all destination rows; len % 4 == 0.
-FHE_AVX2_FN void conv_to_double(const u64* y, int count, int64_t len, double* y_double) {
+// The y_k of a task as doubles (exact: below 2^46), for the rounded overflow, and split into signed halves for the
+// rows, once for all destination rows; len % 4 == 0.
+FHE_AVX2_FN void conv_split(const u64* y, int count, int64_t len, double* y_double, double* y_lo, double* y_hi) {
   using namespace avx2;
+  const __m256d two23 = _mm256_set1_pd(8388608.0), two_minus23 = _mm256_set1_pd(1.0 / 8388608.0);
   for (int k = 0; k < count; ++k)
-    for (int64_t i = 0; i < len; i += 4)
-      _mm256_storeu_pd(y_double + k * kConvChunk + i, to_double(load_words(y + k * kConvChunk + i)));
+    for (int64_t i = k * kConvChunk; i < k * kConvChunk + len; i += 4) {
+      const __m256d v = to_double(load_words(y + i));
+      const __m256d hi = round_int(_mm256_mul_pd(v, two_minus23));
+      _mm256_storeu_pd(y_double + i, v);
+      _mm256_storeu_pd(y_hi + i, hi);
+      _mm256_storeu_pd(y_lo + i, _mm256_fnmadd_pd(hi, two23, v));
+    }
 }
 
 // round(sum_k y_k / q_k) as conv_rounded_overflow computes it, four lanes at a time (the same correctly rounded
@@ -209,28 +238,50 @@ FHE_AVX2_FN void conv_overflow_avx2(const double* y, const Modulus* src, int cou
   }
 }
 
-// One destination row, eight coefficients per step (two independent sums); len % 8 == 0.
-FHE_AVX2_FN void conv_row_avx2(const ConvArgs& a, const double* y, const u64* consts, const double* consts_over_p,
-                               const u64* overflow, double neg_q_over_p, int count, int r, int64_t len, u64* out) {
+// The four partial sums of four coefficients.
+struct SplitSums {
+  __m256d a0, a1a, a1b, a2;
+};
+
+FHE_AVX2 void split_mac(SplitSums& s, __m256d y_lo, __m256d y_hi, __m256d c_lo, __m256d c_hi) {
+  s.a0 = _mm256_fmadd_pd(y_lo, c_lo, s.a0);
+  s.a1a = _mm256_fmadd_pd(y_lo, c_hi, s.a1a);
+  s.a1b = _mm256_fmadd_pd(y_hi, c_lo, s.a1b);
+  s.a2 = _mm256_fmadd_pd(y_hi, c_hi, s.a2);
+}
+
+FHE_AVX2 __m256i split_reduce(const SplitSums& s, avx2::Twiddle two23, avx2::Twiddle two46, __m256d p,
+                              __m256d p_inv) {
+  using namespace avx2;
+  const __m256d a1 = _mm256_add_pd(s.a1a, s.a1b);  // exact: below 2^50
+  return canonical(_mm256_add_pd(_mm256_add_pd(mul(s.a2, two46, p), mul(a1, two23, p)), s.a0), p, p_inv);
+}
+
+// One destination row, eight coefficients per step; len % 8 == 0.
+FHE_AVX2_FN void conv_row_avx2(const ConvArgs& a, const Avx2ConvPlan& plan, const double* y_lo, const double* y_hi,
+                               const SplitConst* consts, const u64* overflow, int count, int r, int64_t len, u64* out) {
   using namespace avx2;
   const u64 p_word = a.dst[r].value;
   const __m256d p = _mm256_set1_pd(static_cast<double>(p_word)), p_inv = _mm256_set1_pd(1.0 / static_cast<double>(p_word));
+  const Twiddle two23{_mm256_set1_pd(plan.two23[2 * r]), _mm256_set1_pd(plan.two23[2 * r + 1])};
+  const Twiddle two46{_mm256_set1_pd(plan.two46[2 * r]), _mm256_set1_pd(plan.two46[2 * r + 1])};
   for (int64_t i = 0; i < len; i += 8) {
-    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    const __m256d zero = _mm256_setzero_pd();
+    SplitSums s0{zero, zero, zero, zero}, s1{zero, zero, zero, zero};
     for (int k = 0; k < count; ++k) {
-      const Twiddle c{_mm256_set1_pd(static_cast<double>(consts[k * a.rows + r])),
-                      _mm256_set1_pd(consts_over_p[k * a.rows + r])};
-      const double* yk = y + k * kConvChunk + i;
-      s0 = _mm256_add_pd(s0, mul(_mm256_loadu_pd(yk), c, p));
-      s1 = _mm256_add_pd(s1, mul(_mm256_loadu_pd(yk + 4), c, p));
+      const SplitConst c = consts[k * a.rows + r];
+      const __m256d c_lo = _mm256_set1_pd(c.lo), c_hi = _mm256_set1_pd(c.hi);
+      const int64_t at = k * kConvChunk + i;
+      split_mac(s0, _mm256_loadu_pd(y_lo + at), _mm256_loadu_pd(y_hi + at), c_lo, c_hi);
+      split_mac(s1, _mm256_loadu_pd(y_lo + at + 4), _mm256_loadu_pd(y_hi + at + 4), c_lo, c_hi);
     }
-    if (overflow != nullptr) {
-      const Twiddle c{_mm256_set1_pd(static_cast<double>(a.neg_q_mod_p[r])), _mm256_set1_pd(neg_q_over_p)};
-      s0 = _mm256_add_pd(s0, mul(to_double(load_words(overflow + i)), c, p));
-      s1 = _mm256_add_pd(s1, mul(to_double(load_words(overflow + i + 4)), c, p));
+    if (overflow != nullptr) {  // v <= count: v itself is its low half
+      const __m256d c_lo = _mm256_set1_pd(plan.neg_q[r].lo), c_hi = _mm256_set1_pd(plan.neg_q[r].hi);
+      split_mac(s0, to_double(load_words(overflow + i)), zero, c_lo, c_hi);
+      split_mac(s1, to_double(load_words(overflow + i + 4)), zero, c_lo, c_hi);
     }
-    store_words(out + i, canonical(s0, p, p_inv));
-    store_words(out + i + 4, canonical(s1, p, p_inv));
+    store_words(out + i, split_reduce(s0, two23, two46, p, p_inv));
+    store_words(out + i + 4, split_reduce(s1, two23, two46, p, p_inv));
   }
 }
 #endif
@@ -241,7 +292,7 @@ namespace {
 
 struct ConvScratch {
   std::vector<u64> y, overflow;
-  std::vector<double> y_double;  // the AVX2 rows' copy of y
+  std::vector<double> y_double, y_lo, y_hi;  // the AVX2 rows' copies of y (conv_split)
 };
 
 // The vector plans (nullptr: not this process's path).
@@ -279,7 +330,7 @@ void conv_task(const ConvArgs& a, int64_t b, int j, int64_t c0, int64_t len, Con
   }
 #if FHE_CPU_X86
   double* y_double = scratch.y_double.data();
-  if (avx2_chunk) conv_to_double(y, count, len, y_double);
+  if (avx2_chunk) conv_split(y, count, len, y_double, scratch.y_lo.data(), scratch.y_hi.data());
 #endif
   const u64* v = nullptr;
   if (a.neg_q_mod_p != nullptr) {
@@ -300,9 +351,9 @@ void conv_task(const ConvArgs& a, int64_t b, int j, int64_t c0, int64_t len, Con
                       plan->big_source.data() + first, v, count, r, plan->reducers[r], len, row_out);
       continue;
     }
-    if (avx2_chunk && plans.avx2->vector_row[j * a.rows + r]) {
-      conv_row_avx2(a, y_double, consts, plans.avx2->consts_over_p.data() + static_cast<size_t>(j) * a.alpha * a.rows, v,
-                    plans.avx2->neg_q_over_p[r], count, r, len, row_out);
+    if (avx2_chunk && plans.avx2->vector_row[r]) {
+      conv_row_avx2(a, *plans.avx2, scratch.y_lo.data(), scratch.y_hi.data(),
+                    plans.avx2->consts.data() + static_cast<size_t>(j) * a.alpha * a.rows, v, count, r, len, row_out);
       continue;
     }
 #endif
@@ -332,11 +383,13 @@ void conv(const ConvArgs& a) {
   if (path == CpuPath::kIfma) plans.ifma = &ifma_plan;
   if (path == CpuPath::kAvx2) plans.avx2 = &avx2_plan;
 #endif
+  const size_t avx2_words = path == CpuPath::kAvx2 ? static_cast<size_t>(a.alpha) * kConvChunk : 0;
   const int64_t task_words = (static_cast<int64_t>(a.alpha) + a.rows) * std::min(kConvChunk, a.n);
   at::parallel_for(0, a.batch * a.dnum * chunks, parallel_grain(task_words), [&](int64_t begin, int64_t end) {
     ConvScratch scratch{std::vector<u64>(static_cast<size_t>(a.alpha) * kConvChunk),
                         std::vector<u64>(a.neg_q_mod_p != nullptr ? kConvChunk : 0),
-                        std::vector<double>(path == CpuPath::kAvx2 ? static_cast<size_t>(a.alpha) * kConvChunk : 0)};
+                        std::vector<double>(avx2_words), std::vector<double>(avx2_words),
+                        std::vector<double>(avx2_words)};
     for (int64_t task = begin; task < end; ++task) {
       const int64_t c0 = (task % chunks) * kConvChunk;
       conv_task(a, task / (a.dnum * chunks), static_cast<int>(task / chunks % a.dnum), c0,
