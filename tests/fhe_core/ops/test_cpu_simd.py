@@ -72,6 +72,8 @@ def _conv_case(src_bits, dst_bits, batch=2):
     (SRC_BITS, DST_BITS),                 # every kind of source and destination row
     ([46] * 12, [40, 46, 49, 50, 61]),    # ModDown-like
     ([40] * 11, [40, 46, 60]),            # ModUp-like: double-precision rows on the AVX2 path but 60
+    ([40] * 16, [40, 46]),                # 16 terms: too many for the AVX2 rows' partial sums (scalar rows)
+    ([47, 40, 30], [40, 46]),             # a 47-bit source: scalar rows on the AVX2 path
     ([61] * 5, [50, 46]),                 # split sources: the sum is too large for 50-bit rows only
 ])
 def test_conv_equals_python_integers(src_bits, dst_bits, cpu_path):
