@@ -17,7 +17,12 @@ Times: the median and best wall-clock time of ``--repeats`` calls after two warm
 the median CPU time of the process per call (steadier when other jobs share the machine), for 1
 and 2 threads. Both libraries run in separate processes, one after the other.
 
+Ours run this checkout's fhe_core (or the one PYTHONPATH names, e.g. another checkout for a before / after run) on
+the process's CPU path (the ``cpu_path`` column): the best this CPU has, or the one FHE_CORE_CPU_SIMD forces
+(``0``: scalar, ``avx2``: the portable vector path, e.g. on an AVX-512 IFMA machine).
+
     python scripts/bench_openfhe_cpu.py --openfhe-python /tmp/ofhe-venv/bin/python --limbs 31 25
+    FHE_CORE_CPU_SIMD=avx2 python scripts/bench_openfhe_cpu.py --json docs/results/keyswitch-cpu.jsonl
     python scripts/bench_openfhe_cpu.py --breakdown      # ours only, time per key-switching step
 """
 from __future__ import annotations
@@ -99,10 +104,6 @@ def our_setup(limbs: int):
     import numpy as np
     import torch  # noqa: F401
 
-    try:  # the fhe_core on PYTHONPATH (e.g. another checkout, for before/after runs), else this one
-        import fhe_core  # noqa: F401
-    except ImportError:
-        sys.path.insert(0, os.path.join(HERE, ".."))
     from fhe_core import rlwe
     from fhe_core.ckks import Encoder, Encryptor, Evaluator, galois_elements, rlwe_context
     from fhe_core.params import preset
@@ -118,6 +119,15 @@ def our_setup(limbs: int):
     return params, ctx, keys, Evaluator(params, keys), a, b
 
 
+def our_cpu_path() -> str:
+    """The CPU kernels' path (checkouts from before ops.cpu_path: IFMA unless FHE_CORE_CPU_SIMD=0)."""
+    from fhe_core import ops
+
+    if hasattr(ops, "cpu_path"):
+        return ops.cpu_path()
+    return "scalar" if os.environ.get("FHE_CORE_CPU_SIMD") == "0" else "ifma (if the CPU has it)"
+
+
 def our_rows(limbs: list[int], threads: list[int], repeats: int, label: str) -> list[dict]:
     import torch
 
@@ -129,8 +139,8 @@ def our_rows(limbs: list[int], threads: list[int], repeats: int, label: str) -> 
             torch.set_num_threads(nthreads)
             for op, fn in (("HMult + relin", lambda: evaluator.mul_relin(a, b)),  # noqa: B023 (timed at once)
                            ("HRotate", lambda: evaluator.rotate(a, 1))):  # noqa: B023
-                rows.append({"lib": label, "op": op, "limbs": count, "threads": nthreads,
-                             "setting": setting, **timed(fn, repeats)})
+                rows.append({"lib": label, "op": op, "limbs": count, "threads": nthreads, "setting": setting,
+                             "cpu_path": our_cpu_path(), **timed(fn, repeats)})
     return rows
 
 
@@ -180,6 +190,29 @@ def breakdown(limbs: int, threads: list[int], repeats: int) -> list[dict]:
     return rows
 
 
+def cpu_description() -> str:
+    """The CPU's model name and its vector extensions that matter here (from /proc/cpuinfo)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = f.read()
+    except OSError:
+        return "unknown CPU"
+    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
+    flags = next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), [])
+    wanted = ("avx2", "fma", "avx512f", "avx512ifma")
+    return f"{model}, {os.cpu_count()} vCPUs, flags: {' '.join(f for f in wanted if f in flags)}"
+
+
+def write_json(path: str, rows: list[dict], env: dict) -> None:
+    commit = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    common = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "device": cpu_description(),
+              "commit": commit, "load": os.getloadavg(), "env": env}
+    with open(path, "a") as f:
+        for row in rows:
+            f.write(json.dumps({**common, **row}) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limbs", type=int, nargs="+", default=[31])
@@ -190,6 +223,7 @@ def main() -> None:
     parser.add_argument("--breakdown", action="store_true", help="ours only: time per key-switching step")
     parser.add_argument("--label", default="fhe-ml", help="our rows' library column (e.g. the checkout measured)")
     parser.add_argument("--skip-ours", action="store_true", help="OpenFHE only")
+    parser.add_argument("--json", help="append one JSON line per row (date, CPU, load, commit) to this file")
     parser.add_argument("--worker-openfhe", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -198,7 +232,12 @@ def main() -> None:
             for row in openfhe_rows(limbs, args.dnum, args.repeats):
                 print(json.dumps(row), flush=True)
         return
+    if not os.environ.get("PYTHONPATH"):  # this checkout, else the one on PYTHONPATH (before / after runs)
+        sys.path.insert(0, os.path.join(HERE, ".."))
     if args.breakdown:
+        import fhe_core
+
+        print(f"fhe_core from {os.path.dirname(fhe_core.__file__)}, CPU path {our_cpu_path()}")
         for row in breakdown(args.limbs[0], args.threads, args.repeats):
             print(f"{row['threads']} thr  {row['step']:34s} median {row['median_ms']:8.2f}  "
                   f"best {row['best_ms']:8.2f}  CPU {row['cpu_ms']:8.2f} ms")
@@ -208,6 +247,8 @@ def main() -> None:
         rows += run_openfhe(args.openfhe_python, args.limbs, args.threads, args.dnum, args.repeats)
     env = {k: os.environ[k] for k in ("FHE_CORE_CPU_SIMD", "FHE_CORE_CPU_CACHE_MB") if k in os.environ}
     print(f"load average (1, 5, 15 min) at the end: {os.getloadavg()}; environment: {env}")
+    if args.json:
+        write_json(args.json, rows, env)
     print("| library | op | Q limbs | threads | median (ms) | best (ms) | CPU time (ms) | setting |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
     for r in sorted(rows, key=lambda r: (r["op"], r["limbs"], r["threads"], r["lib"])):

@@ -24,7 +24,8 @@ _ops = torch.ops.fhe_core
 Tensor = torch.Tensor
 
 __all__ = [
-    "cuda_built", "ntt", "intt", "intt_galois", "intt_product", "mod_down_ntt",
+    "cuda_built", "cpu_path", "cpu_path_supported", "set_cpu_path",
+    "ntt", "intt", "intt_galois", "intt_product", "mod_down_ntt",
     "add", "sub", "neg", "mul", "mul_const", "sub_mul_const",
     "mul_add", "tensor_product", "bconv", "center_lift", "mod_up_conv", "conv_mma_fragments", "ks_inner_product",
     "ntt_inner_product",
@@ -38,6 +39,24 @@ __all__ = [
 def cuda_built() -> bool:
     """True when the extension was compiled with its CUDA kernels."""
     return bool(_ops.cuda_built())
+
+
+def cpu_path() -> str:
+    """The CPU kernels' arithmetic in this process: "ifma" (AVX-512 IFMA), "avx2" (the portable vector path:
+    AVX2 + FMA) or "scalar". The best this CPU supports unless FHE_CORE_CPU_SIMD says otherwise ("0": scalar,
+    "avx2": at most AVX2), read at the first kernel call. Every path gives the same words."""
+    return str(_ops.cpu_path())
+
+
+def cpu_path_supported() -> str:
+    """The best CPU path this machine can run (whatever FHE_CORE_CPU_SIMD says)."""
+    return str(_ops.cpu_path_supported())
+
+
+def set_cpu_path(path: str) -> None:
+    """Switches the CPU kernels to ``path`` ("ifma", "avx2" or "scalar") for the calls that start afterwards
+    (tests run each path this way); RuntimeError for a path this CPU cannot run."""
+    _ops.set_cpu_path(path)
 
 
 def _call(op, args, out):

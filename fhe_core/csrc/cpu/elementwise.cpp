@@ -8,13 +8,14 @@
 #include "../common/ntt.h"
 #include "../kernels.h"
 #include "parallel.h"
+#include "avx2.h"
 #include "ifma.h"
 
 namespace fhe::cpu {
 
 namespace {
 
-#if FHE_CPU_HAVE_IFMA
+#if FHE_CPU_X86
 // The products of one row for q < 2^50, eight words at a time; returns how many words it did
 // (a multiple of 8; the caller finishes the tail). Add, sub and neg are left to the compiler's
 // own vectorisation (they are bound by memory).
@@ -52,11 +53,47 @@ FHE_IFMA_FN int64_t elementwise_row_vector(const ElementwiseArgs& a, int limb, c
 }
 #endif
 
+#if FHE_CPU_X86
+// The products of one row for q < 2^46 in double precision (avx2.h), four words at a time; returns how many words it
+// did (a multiple of 4; the caller finishes the tail).
+FHE_AVX2_FN int64_t elementwise_row_avx2(const ElementwiseArgs& a, int limb, const u64* x, const u64* y, const u64* z,
+                                         u64* out) {
+  using namespace avx2;
+  const u64 q_word = a.moduli[limb].value;
+  const __m256d q = _mm256_set1_pd(static_cast<double>(q_word)), q_inv = _mm256_set1_pd(1.0 / static_cast<double>(q_word));
+  const int64_t n4 = a.n & ~int64_t{3};
+  switch (a.op) {
+    case ElementwiseOp::kMul:
+    case ElementwiseOp::kMulAdd:
+      for (int64_t i = 0; i < n4; i += 4) {
+        __m256d v = mul_any(to_double(load_words(x + i)), to_double(load_words(y + i)), q, q_inv);  // |v| < 5q/8
+        if (a.op == ElementwiseOp::kMulAdd) v = _mm256_add_pd(v, to_double(load_words(z + i)));
+        store_words(out + i, canonical(v, q, q_inv));
+      }
+      return n4;
+    case ElementwiseOp::kMulConst:
+    case ElementwiseOp::kSubMulConst: {
+      const Twiddle w = twiddle(a.consts[limb], a.consts_shoup[limb]);
+      for (int64_t i = 0; i < n4; i += 4) {
+        __m256d v = to_double(load_words(x + i));
+        if (a.op == ElementwiseOp::kSubMulConst) v = _mm256_sub_pd(v, to_double(load_words(y + i)));  // (-q, q)
+        store_words(out + i, canonical(mul(v, w, q), q, q_inv));
+      }
+      return n4;
+    }
+    default:
+      return 0;
+  }
+}
+#endif
+
 }  // namespace
 
 void elementwise(const ElementwiseArgs& a) {
-#if FHE_CPU_HAVE_IFMA
-  const bool simd = ifma_enabled();
+#if FHE_CPU_X86
+  const CpuPath path = cpu_path();  // once per call (path.h)
+  const bool simd = path == CpuPath::kIfma;
+  const bool avx2 = path == CpuPath::kAvx2;
 #endif
   at::parallel_for(0, a.rows, parallel_grain(a.n), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
@@ -68,8 +105,9 @@ void elementwise(const ElementwiseArgs& a) {
       const u64* z = a.op == ElementwiseOp::kMulAdd ? a.c + r * a.n : nullptr;
       u64* out = a.out + r * a.n;
       int64_t done = 0;
-#if FHE_CPU_HAVE_IFMA
+#if FHE_CPU_X86
       if (simd && q < kIfmaMaxPrime) done = elementwise_row_vector(a, limb, x, y, z, out);
+      if (avx2 && q < kAvx2MaxPrime) done = elementwise_row_avx2(a, limb, x, y, z, out);
 #endif
       x += done;
       y = y ? y + done : nullptr;

@@ -19,17 +19,15 @@
 #include <cstdint>
 
 #include "../common/modarith.h"
+#include "path.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define FHE_CPU_HAVE_IFMA 1
+#if FHE_CPU_X86
 #include <immintrin.h>
 // GCC 12 reports _mm512_undefined_epi32()'s deliberate self-initialisation, inlined into every
 // unmasked AVX-512 intrinsic, as "may be used uninitialized": a known false positive.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #define FHE_IFMA __attribute__((target("avx512f,avx512ifma,avx512vl,avx512dq,avx512bw"), always_inline)) inline
 #define FHE_IFMA_FN __attribute__((target("avx512f,avx512ifma,avx512vl,avx512dq,avx512bw")))
-#else
-#define FHE_CPU_HAVE_IFMA 0
 #endif
 
 namespace fhe::cpu {
@@ -38,11 +36,7 @@ namespace fhe::cpu {
 constexpr u64 kIfmaMaxPrime = u64{1} << 50;
 constexpr u64 kMask52 = (u64{1} << 52) - 1;
 
-// True when this CPU has AVX-512 IFMA and FHE_CORE_CPU_SIMD is not "0" (read once): the switch
-// lets tests and benchmarks run the scalar reference path in the same build.
-bool ifma_enabled();
-
-#if FHE_CPU_HAVE_IFMA
+#if FHE_CPU_X86
 namespace ifma {
 
 FHE_IFMA __m512i set1(u64 v) { return _mm512_set1_epi64(static_cast<long long>(v)); }

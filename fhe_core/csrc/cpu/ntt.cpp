@@ -2,11 +2,14 @@
 // torch's intra-op thread pool, and the compositions the CUDA kernels fuse (ModDown's epilogue, a rotation's
 // sigma_k and HMult's products before the inverse).
 //
-// Primes below 2^50 on a CPU with AVX-512 IFMA take a vector path (eight butterflies per
-// instruction sequence, cpu/ifma.h); the others take the scalar reference loops. Both give the
-// canonical residues of the same transform, so their outputs are equal word for word.
+// The rows' arithmetic follows the process's path (path.h): on the IFMA path, eight butterflies per instruction
+// sequence (cpu/ifma.h); on the AVX2 path, four in double precision for primes below 2^46 (cpu/avx2.h); the scalar
+// loops for the other primes and on the scalar path. All give the canonical residues of the same transform, so
+// their outputs are equal word for word.
 #include <ATen/Parallel.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -14,62 +17,129 @@
 #include "../common/ntt.h"
 #include "../kernels.h"
 #include "parallel.h"
+#include "avx2.h"
 #include "ifma.h"
 
 namespace fhe::cpu {
 
-bool ifma_enabled() {
-#if FHE_CPU_HAVE_IFMA
-  static const bool enabled = [] {
-    const char* flag = std::getenv("FHE_CORE_CPU_SIMD");
-    if (flag != nullptr && std::strcmp(flag, "0") == 0) return false;
+namespace {
+
+CpuPath requested_path() {
+  const char* flag = std::getenv("FHE_CORE_CPU_SIMD");
+  if (flag == nullptr) return CpuPath::kIfma;
+  if (std::strcmp(flag, "0") == 0) return CpuPath::kScalar;
+  if (std::strcmp(flag, "avx2") == 0) return CpuPath::kAvx2;
+  return CpuPath::kIfma;
+}
+
+}  // namespace
+
+CpuPath cpu_path_supported() {
+#if FHE_CPU_X86
+  static const CpuPath supported = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512ifma") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512bw");
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512ifma") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw"))
+      return CpuPath::kIfma;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return CpuPath::kAvx2;
+    return CpuPath::kScalar;
   }();
-  return enabled;
+  return supported;
 #else
-  return false;
+  return CpuPath::kScalar;
 #endif
 }
 
 namespace {
+std::atomic<int>& current_path() {
+  static std::atomic<int> path{static_cast<int>(std::min(requested_path(), cpu_path_supported()))};
+  return path;
+}
+}  // namespace
 
+CpuPath cpu_path() { return static_cast<CpuPath>(current_path().load(std::memory_order_relaxed)); }
+
+bool set_cpu_path(CpuPath path) {
+  if (path > cpu_path_supported()) return false;
+  current_path().store(static_cast<int>(path), std::memory_order_relaxed);
+  return true;
+}
+
+namespace {
+
+// The scalar (portable) rows: Harvey's lazy butterflies with the tables' Shoup companions, the
+// 64 x 64 -> 128-bit products of common/modarith.h. The stages of half-size 2 and 1 run together on
+// blocks of four words (one pass over the row instead of two), the forward transform's final
+// reduction fused into them, and the first pass reads `in` (no separate copy): the same butterflies
+// in the same order as the plain loops of common/ntt.h, so the same words. Every row has N >= 2^10 words
+// (ops/common.h, kMinLogN), as the blocked passes here and in the vector rows need.
 void forward_row(const u64* in, u64* out, const u64* table, u64 q, int log_n) {
   const int64_t n = int64_t{1} << log_n;
   const u64* w = table + kFwd * n;
   const u64* ws = table + kFwdShoup * n;
-  if (out != in) std::memcpy(out, in, n * sizeof(u64));
-  for (int64_t m = 1, t = n >> 1; m < n; m <<= 1, t >>= 1) {
+  const u64* src = in;
+  for (int64_t m = 1, t = n >> 1; t >= 4; m <<= 1, t >>= 1) {
     for (int64_t i = 0; i < m; ++i) {
+      const u64* sx = src + 2 * i * t;
       u64* x = out + 2 * i * t;
-      u64* y = x + t;
       const u64 wi = w[m + i], wsi = ws[m + i];
-      for (int64_t j = 0; j < t; ++j) ct_butterfly(x[j], y[j], wi, wsi, q);
+#pragma GCC unroll 4
+      for (int64_t j = 0; j < t; ++j) {
+        u64 a = sx[j], b = sx[j + t];
+        ct_butterfly(a, b, wi, wsi, q);
+        x[j] = a;
+        x[j + t] = b;
+      }
     }
+    src = out;
   }
-  for (int64_t j = 0; j < n; ++j) out[j] = reduce_4q(out[j], q);
+  const int64_t quarter = n >> 2, half = n >> 1;
+  for (int64_t i = 0; i < quarter; ++i) {  // t = 2 (group i) and t = 1 (groups 2i, 2i + 1), then [0, 4q) -> [0, q)
+    const u64* s4 = src + 4 * i;
+    u64 x0 = s4[0], x1 = s4[1], x2 = s4[2], x3 = s4[3];
+    ct_butterfly(x0, x2, w[quarter + i], ws[quarter + i], q);
+    ct_butterfly(x1, x3, w[quarter + i], ws[quarter + i], q);
+    ct_butterfly(x0, x1, w[half + 2 * i], ws[half + 2 * i], q);
+    ct_butterfly(x2, x3, w[half + 2 * i + 1], ws[half + 2 * i + 1], q);
+    u64* o = out + 4 * i;
+    o[0] = reduce_4q(x0, q);
+    o[1] = reduce_4q(x1, q);
+    o[2] = reduce_4q(x2, q);
+    o[3] = reduce_4q(x3, q);
+  }
 }
 
 void inverse_row(const u64* in, u64* out, const u64* table, u64 q, int log_n) {
   const int64_t n = int64_t{1} << log_n;
   const u64* w = table + kInv * n;
   const u64* ws = table + kInvShoup * n;
-  if (out != in) std::memcpy(out, in, n * sizeof(u64));
-  for (int64_t m = n >> 1, t = 1; m > 1; m >>= 1, t <<= 1) {
+  const int64_t quarter = n >> 2, half = n >> 1;
+  for (int64_t i = 0; i < quarter; ++i) {  // t = 1 (groups 2i, 2i + 1) and t = 2 (group i) on words 4i .. 4i + 3
+    const u64* s4 = in + 4 * i;
+    u64 x0 = s4[0], x1 = s4[1], x2 = s4[2], x3 = s4[3];
+    gs_butterfly(x0, x1, w[half + 2 * i], ws[half + 2 * i], q);
+    gs_butterfly(x2, x3, w[half + 2 * i + 1], ws[half + 2 * i + 1], q);
+    gs_butterfly(x0, x2, w[quarter + i], ws[quarter + i], q);
+    gs_butterfly(x1, x3, w[quarter + i], ws[quarter + i], q);
+    u64* o = out + 4 * i;
+    o[0] = x0;
+    o[1] = x1;
+    o[2] = x2;
+    o[3] = x3;
+  }
+  for (int64_t m = n >> 3, t = 4; m > 1; m >>= 1, t <<= 1) {
     for (int64_t i = 0; i < m; ++i) {
       u64* x = out + 2 * i * t;
-      u64* y = x + t;
       const u64 wi = w[m + i], wsi = ws[m + i];
-      for (int64_t j = 0; j < t; ++j) gs_butterfly(x[j], y[j], wi, wsi, q);
+#pragma GCC unroll 4
+      for (int64_t j = 0; j < t; ++j) gs_butterfly(x[j], x[j + t], wi, wsi, q);
     }
   }
-  const int64_t half = n >> 1;
+#pragma GCC unroll 4
   for (int64_t j = 0; j < half; ++j) gs_butterfly_last(out[j], out[j + half], w, ws, q);
 }
 
-#if FHE_CPU_HAVE_IFMA
+#if FHE_CPU_X86
 namespace vec {
 using namespace ifma;
 
@@ -248,19 +318,140 @@ FHE_IFMA_FN void inverse_row(const u64* in, u64* out, const u64* table, u64 q_sc
 }  // namespace vec
 #endif
 
+#if FHE_CPU_X86
+namespace fp64 {
+using namespace avx2;
+
+// The rows as doubles (avx2.h), four butterflies per instruction sequence. Values stay in `out`, reinterpreted as
+// doubles between the first pass (which reads `in`'s words) and the last (which writes canonical words). The
+// stages of half-size 2 and 1 run together on eight words in two registers, (x0..x3, x4..x7): for t = 2 the
+// pairs are the 128-bit halves, (x0 x1 x4 x5 | x2 x3 x6 x7), for t = 1 the even and odd words (unpacklo / hi).
+FHE_AVX2 __m256d load_d(const u64* p) { return _mm256_loadu_pd(reinterpret_cast<const double*>(p)); }
+FHE_AVX2 void store_d(u64* p, __m256d v) { _mm256_storeu_pd(reinterpret_cast<double*>(p), v); }
+
+// The twiddles of the t = 2 stage for the blocks of four words at 4b and 4b + 4: (w_b, w_b, w_b+1, w_b+1).
+FHE_AVX2 Twiddle pair_twiddle(const u64* w, const u64* ws) {
+  const __m256i wv = _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
+  const __m256i wsv = _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ws)));
+  return twiddle(_mm256_permute4x64_epi64(wv, 0x50), _mm256_permute4x64_epi64(wsv, 0x50));
+}
+
+// x, y -> x + y w, x - y w (values grow by less than 3q/4).
+FHE_AVX2 void ct(__m256d& x, __m256d& y, Twiddle w, __m256d q) {
+  const __m256d t = mul(y, w, q);
+  y = _mm256_sub_pd(x, t);
+  x = _mm256_add_pd(x, t);
+}
+
+// x, y (|x|, |y| <= q) -> centred x + y, (x - y) w: both at most 3q/4 in magnitude.
+FHE_AVX2 void gs(__m256d& x, __m256d& y, Twiddle w, __m256d q, __m256d q_inv) {
+  const __m256d d = _mm256_sub_pd(x, y);
+  x = centre(_mm256_add_pd(x, y), q, q_inv);
+  y = mul(d, w, q);
+}
+
+// Forward: the words enter centred (u - 2q: |x| <= 2q for inputs below 4q).
+FHE_AVX2_FN void forward_row(const u64* in, u64* out, const u64* table, u64 q_word, int log_n) {
+  const int64_t n = int64_t{1} << log_n, quarter = n >> 2, half = n >> 1;
+  const u64* w = table + kFwd * n;
+  const u64* ws = table + kFwdShoup * n;
+  const __m256d q = _mm256_set1_pd(static_cast<double>(q_word)), q_inv = _mm256_set1_pd(1.0 / static_cast<double>(q_word));
+  const __m256d two_q = _mm256_add_pd(q, q);
+  {  // m = 1: words in, doubles out
+    const Twiddle w1 = twiddle(w[1], ws[1]);
+    for (int64_t j = 0; j < half; j += 4) {
+      __m256d x = _mm256_sub_pd(to_double(load_words(in + j)), two_q), y = _mm256_sub_pd(to_double(load_words(in + j + half)), two_q);
+      ct(x, y, w1, q);
+      store_d(out + j, x);
+      store_d(out + j + half, y);
+    }
+  }
+  for (int64_t m = 2, t = n >> 2; t >= 4; m <<= 1, t >>= 1) {
+    for (int64_t i = 0; i < m; ++i) {
+      u64* x = out + 2 * i * t;
+      const Twiddle wi = twiddle(w[m + i], ws[m + i]);
+      for (int64_t j = 0; j < t; j += 4) {
+        __m256d a = load_d(x + j), b = load_d(x + j + t);
+        ct(a, b, wi, q);
+        store_d(x + j, a);
+        store_d(x + j + t, b);
+      }
+    }
+  }
+  for (int64_t b = 0; b < quarter; b += 2) {  // t = 2 and t = 1 on words 4b .. 4b + 7, then canonical words
+    const __m256d lo = load_d(out + 4 * b), hi = load_d(out + 4 * b + 4);
+    __m256d x = _mm256_permute2f128_pd(lo, hi, 0x20), y = _mm256_permute2f128_pd(lo, hi, 0x31);
+    ct(x, y, pair_twiddle(w + quarter + b, ws + quarter + b), q);
+    __m256d even = _mm256_unpacklo_pd(x, y), odd = _mm256_unpackhi_pd(x, y);  // (x0 x2 x4 x6), (x1 x3 x5 x7)
+    ct(even, odd, twiddle(load_words(w + half + 2 * b), load_words(ws + half + 2 * b)), q);
+    x = _mm256_unpacklo_pd(even, odd);  // x0 x1 x4 x5
+    y = _mm256_unpackhi_pd(even, odd);  // x2 x3 x6 x7
+    store_words(out + 4 * b, canonical(_mm256_permute2f128_pd(x, y, 0x20), q, q_inv));
+    store_words(out + 4 * b + 4, canonical(_mm256_permute2f128_pd(x, y, 0x31), q, q_inv));
+  }
+}
+
+// Inverse: the words enter centred (u - q: |x| <= q for inputs below 2q).
+FHE_AVX2_FN void inverse_row(const u64* in, u64* out, const u64* table, u64 q_word, int log_n) {
+  const int64_t n = int64_t{1} << log_n, quarter = n >> 2, half = n >> 1;
+  const u64* w = table + kInv * n;
+  const u64* ws = table + kInvShoup * n;
+  const __m256d q = _mm256_set1_pd(static_cast<double>(q_word)), q_inv = _mm256_set1_pd(1.0 / static_cast<double>(q_word));
+  for (int64_t b = 0; b < quarter; b += 2) {  // t = 1 and t = 2 on words 4b .. 4b + 7: words in, doubles out
+    const __m256d lo = _mm256_sub_pd(to_double(load_words(in + 4 * b)), q);
+    const __m256d hi = _mm256_sub_pd(to_double(load_words(in + 4 * b + 4)), q);
+    const __m256d x = _mm256_permute2f128_pd(lo, hi, 0x20), y = _mm256_permute2f128_pd(lo, hi, 0x31);
+    __m256d even = _mm256_unpacklo_pd(x, y), odd = _mm256_unpackhi_pd(x, y);  // (x0 x2 x4 x6), (x1 x3 x5 x7)
+    gs(even, odd, twiddle(load_words(w + half + 2 * b), load_words(ws + half + 2 * b)), q, q_inv);
+    __m256d a = _mm256_unpacklo_pd(even, odd), c = _mm256_unpackhi_pd(even, odd);  // x0 x1 x4 x5, x2 x3 x6 x7
+    gs(a, c, pair_twiddle(w + quarter + b, ws + quarter + b), q, q_inv);
+    store_d(out + 4 * b, _mm256_permute2f128_pd(a, c, 0x20));
+    store_d(out + 4 * b + 4, _mm256_permute2f128_pd(a, c, 0x31));
+  }
+  for (int64_t m = n >> 3, t = 4; m > 1; m >>= 1, t <<= 1) {
+    for (int64_t i = 0; i < m; ++i) {
+      u64* x = out + 2 * i * t;
+      const Twiddle wi = twiddle(w[m + i], ws[m + i]);
+      for (int64_t j = 0; j < t; j += 4) {
+        __m256d a = load_d(x + j), b = load_d(x + j + t);
+        gs(a, b, wi, q, q_inv);
+        store_d(x + j, a);
+        store_d(x + j + t, b);
+      }
+    }
+  }
+  // m = 1 with N^-1 folded in (w[0] = N^-1, w[1] = psi^-brv(1) N^-1), canonical words out.
+  const Twiddle n_inv = twiddle(w[0], ws[0]), w1 = twiddle(w[1], ws[1]);
+  for (int64_t j = 0; j < half; j += 4) {
+    const __m256d x = load_d(out + j), y = load_d(out + j + half);
+    store_words(out + j, canonical(mul(_mm256_add_pd(x, y), n_inv, q), q, q_inv));
+    store_words(out + j + half, canonical(mul(_mm256_sub_pd(x, y), w1, q), q, q_inv));
+  }
+}
+
+}  // namespace fp64
+#endif
+
 using RowFn = void (*)(const u64*, u64*, const u64*, u64, int);
 
-// Every row but the skipped ones (NttSkip), each read at ntt_in_offset (a strided batch in place). vector52: primes
-// below 2^50 (IFMA); vector64: the others (64-bit products from 32-bit ones).
-void for_each_row(const NttArgs& a, RowFn scalar_fn, RowFn vector52_fn, RowFn vector64_fn) {
+// Every row but the skipped ones (NttSkip), each read at ntt_in_offset (a strided batch in place), in the arithmetic
+// of the process's path (path.h): vector52 for primes below 2^50 and vector64 for the others (IFMA), avx2 for primes
+// below 2^46 (AVX2), scalar for the rest. The vector rows work in blocks of 16 words.
+struct RowFns {
+  RowFn scalar, avx2, vector52, vector64;
+};
+
+void for_each_row(const NttArgs& a, const RowFns& fns) {
   const int64_t n = int64_t{1} << a.log_n;
-  const bool simd = vector52_fn != nullptr && n >= 16 && ifma_enabled();  // blocks of 16 words
+  const CpuPath path = n >= 16 ? cpu_path() : CpuPath::kScalar;
   at::parallel_for(0, a.rows, parallel_grain(n), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       if (ntt_row_skipped(a.skip, r, a.limbs)) continue;
       const int limb = static_cast<int>(r % a.limbs);
       const u64 q = a.moduli[limb].value;
-      const RowFn fn = !simd ? scalar_fn : q < kIfmaMaxPrime ? vector52_fn : vector64_fn;
+      RowFn fn = fns.scalar;
+      if (path == CpuPath::kIfma) fn = q < kIfmaMaxPrime ? fns.vector52 : fns.vector64;
+      else if (path == CpuPath::kAvx2 && q < kAvx2MaxPrime) fn = fns.avx2;
       fn(a.in + ntt_in_offset(a, r), a.out + r * n, a.table + limb * a.table_rows * n, q, a.log_n);
     }
   });
@@ -286,12 +477,16 @@ void epilogue(const NttArgs& a) {
   }
 }
 
-#if FHE_CPU_HAVE_IFMA
-void forward(const NttArgs& a) { for_each_row(a, forward_row, vec::forward_row<12>, vec::forward_row<0>); }
-void inverse(const NttArgs& a) { for_each_row(a, inverse_row, vec::inverse_row<12>, vec::inverse_row<0>); }
+#if FHE_CPU_X86
+void forward(const NttArgs& a) {
+  for_each_row(a, {forward_row, fp64::forward_row, vec::forward_row<12>, vec::forward_row<0>});
+}
+void inverse(const NttArgs& a) {
+  for_each_row(a, {inverse_row, fp64::inverse_row, vec::inverse_row<12>, vec::inverse_row<0>});
+}
 #else
-void forward(const NttArgs& a) { for_each_row(a, forward_row, nullptr, nullptr); }
-void inverse(const NttArgs& a) { for_each_row(a, inverse_row, nullptr, nullptr); }
+void forward(const NttArgs& a) { for_each_row(a, {forward_row, forward_row, forward_row, forward_row}); }
+void inverse(const NttArgs& a) { for_each_row(a, {inverse_row, inverse_row, inverse_row, inverse_row}); }
 #endif
 
 }  // namespace

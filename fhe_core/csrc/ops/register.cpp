@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "../cpu/path.h"
 #include "common.h"
 #include "ops.h"
 
@@ -105,6 +106,28 @@ void register_impls(torch::Library& m) {
   m.impl("sample_ternary", &sample_ternary);
 }
 
+const char* cpu_path_name(cpu::CpuPath path) {
+  switch (path) {
+    case cpu::CpuPath::kIfma:
+      return "ifma";
+    case cpu::CpuPath::kAvx2:
+      return "avx2";
+    case cpu::CpuPath::kScalar:
+      break;
+  }
+  return "scalar";
+}
+
+void set_cpu_path_by_name(const std::string& name) {
+  for (const cpu::CpuPath path : {cpu::CpuPath::kScalar, cpu::CpuPath::kAvx2, cpu::CpuPath::kIfma}) {
+    if (name != cpu_path_name(path)) continue;
+    TORCH_CHECK(cpu::set_cpu_path(path), "this CPU cannot run the '", name, "' path (it supports up to '",
+                cpu_path_name(cpu::cpu_path_supported()), "')");
+    return;
+  }
+  TORCH_CHECK(false, "unknown CPU path '", name, "': expected 'ifma', 'avx2' or 'scalar'");
+}
+
 }  // namespace
 }  // namespace fhe
 
@@ -175,6 +198,11 @@ TORCH_LIBRARY(fhe_core, m) {
         "*, Tensor(a!) out) -> Tensor(a!)");
   m.def("ks_inner_product_babies(Tensor digits, Tensor[] keys, int[] galois, int[] positions, int q_count, int p_row, "
         "Tensor moduli, Tensor? add, *, Tensor(a!) out) -> Tensor(a!)");
+  // The CPU kernels' arithmetic (cpu/path.h): "ifma", "avx2" or "scalar".
+  m.def("cpu_path() -> str", []() { return std::string(fhe::cpu_path_name(fhe::cpu::cpu_path())); });
+  m.def("cpu_path_supported() -> str",
+        []() { return std::string(fhe::cpu_path_name(fhe::cpu::cpu_path_supported())); });
+  m.def("set_cpu_path(str path) -> ()", [](const std::string& name) { fhe::set_cpu_path_by_name(name); });
   m.def("cuda_built() -> bool", []() {
 #ifdef FHE_CORE_WITH_CUDA
     return true;

@@ -11,6 +11,7 @@ N = 1 << 10
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("l_in,l_out", [(1, 3), (4, 6), (10, 30)])
+@pytest.mark.usefixtures("cpu_path")  # every CPU path (conftest.py)
 def test_bconv_is_crt_up_to_small_multiple_of_q(device, l_in, l_out):
     """Conv(x) = x + u*Q mod every p_j, with one integer 0 <= u < l_in per coefficient."""
     rng, _ = fresh_rng()
@@ -35,6 +36,7 @@ def test_bconv_is_crt_up_to_small_multiple_of_q(device, l_in, l_out):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("l_in,l_out", [(1, 3), (2, 5), (5, 27), (12, 4)])
+@pytest.mark.usefixtures("cpu_path")  # every CPU path (conftest.py)
 def test_exact_bconv_is_crt(device, l_in, l_out):
     """With exact=True the result is the centred representative of x (x if x < Q/2, else x - Q)
     mod every p_j, on random residues and on x = 0, 1, Q - 1, (Q -+ 1)/2 and (Q + 3)/2 (Q is
@@ -77,6 +79,7 @@ def test_bconv_rejects_mismatched_constants(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.usefixtures("cpu_path")  # every CPU path (conftest.py)
 def test_center_lift_is_exact(device):
     """out[i] = centred representative of x mod q, reduced mod p_i, for every coefficient,
     including the two values around q/2 and q - 1."""

@@ -45,6 +45,7 @@ REFERENCES = {
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", sorted(REFERENCES))
+@pytest.mark.usefixtures("cpu_path")  # every CPU path (conftest.py)
 def test_binary_ops(device, name):
     _, basis, a, b, _ = _setup(device)
     op, ref = REFERENCES[name]
@@ -69,6 +70,7 @@ def test_neg(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.usefixtures("cpu_path")  # every CPU path (conftest.py)
 def test_mul_const(device):
     rng, basis, a, _, _ = _setup(device)
     constants = [int(rng.integers(0, q)) for q in PRIMES]
@@ -80,6 +82,7 @@ def test_mul_const(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.usefixtures("cpu_path")  # every CPU path (conftest.py)
 def test_sub_mul_const(device):
     rng, basis, a, b, _ = _setup(device)
     constants = [int(rng.integers(0, q)) for q in PRIMES]
@@ -93,6 +96,7 @@ def test_sub_mul_const(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.usefixtures("cpu_path")  # every CPU path (conftest.py)
 def test_mul_add(device):
     _, basis, a, b, c = _setup(device)
     got = ops.mul_add(a, b, c, basis.moduli).cpu()
@@ -124,6 +128,7 @@ def test_elementwise_rejects_mismatches(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("n", [2, 7, 1026])
+@pytest.mark.usefixtures("cpu_path")  # every CPU path (conftest.py)
 def test_elementwise_ops_on_any_row_length(device, n):
     """Rows that are not a multiple of 4 words (the decoder works on [l, 2 * slots]): no op may
     read or write past its row. Each op is checked against Python integers on every element."""
@@ -150,6 +155,7 @@ def test_elementwise_ops_on_any_row_length(device, n):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.usefixtures("cpu_path")  # every CPU path (conftest.py)
 def test_elementwise_ops_on_unaligned_views(device):
     """A contiguous view starting one word into a buffer is not 16-byte aligned."""
     rng, _ = fresh_rng()

@@ -16,6 +16,7 @@ PRIMES_30_61 = generate_primes([30, 36, 45, 50, 55, 59, 61], N_SMALL)
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.usefixtures("cpu_path")  # every CPU path (conftest.py)
 def test_ntt_product_equals_schoolbook(device):
     """intt(ntt(a) * ntt(b)) is the negacyclic product, limb by limb (exact)."""
     rng, _ = fresh_rng()
@@ -29,6 +30,7 @@ def test_ntt_product_equals_schoolbook(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.usefixtures("cpu_path")  # every CPU path (conftest.py)
 def test_ntt_slots_are_evaluations_in_bit_reversed_order(device):
     """Slot k of ntt(a) is a(psi^(2*brv(k)+1)): the one evaluation order every op relies on."""
     rng, _ = fresh_rng()
@@ -78,6 +80,7 @@ def test_ntt_in_place_and_out(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.usefixtures("cpu_path")  # every CPU path (conftest.py)
 def test_ntt_frozen_vector(device):
     """Regression lock: the NTT of a fixed input hashes to the digest recorded when the kernel was
     first verified against the schoolbook and evaluation references above."""

@@ -9,6 +9,7 @@ from fhe_reference import DEVICES, fresh_rng, random_residues, to_ints
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("n", [1024, 6])  # 6: no 16-byte vector path on CUDA
+@pytest.mark.usefixtures("cpu_path")  # every CPU path (conftest.py)
 def test_tensor_product_is_exact(device, n):
     """(a0 b0, a0 b1 + a1 b0, a1 b1) mod q_i on every coefficient, q - 1 everywhere in one column."""
     rng, _ = fresh_rng()
