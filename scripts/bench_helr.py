@@ -131,9 +131,9 @@ def run(args) -> dict:
 
 def instrument_phases(trainer, device: str) -> dict[str, list[float]]:
     """Wrap the trainer's phases with synchronised timers (adds a sync per phase: --phases only):
-    sums (z.v, cubic, sample sums: the per-ciphertext work), spread (mask + replicate)."""
-    times: dict[str, list[float]] = {"sums (z.v, cubic x z, sample sum)": [], "spread (mask, replicate)": []}
-    for (name, attr) in zip(times, ("_sums", "_spread")):
+    sums (f Z, z.v, cubic x z: the per-ciphertext work), gradient (sample sum, mask, replicate)."""
+    times: dict[str, list[float]] = {"sums (f Z, z.v, cubic x z)": [], "gradient (sample sum, mask, replicate)": []}
+    for (name, attr) in zip(times, ("_sums", "_gradient_call")):
         inner = getattr(trainer, attr)
 
         def wrapped(*a, _inner=inner, _name=name):

@@ -42,6 +42,17 @@ v = -i (X - conj X) / 2, both back at scale Delta.
 It runs when v is below level 4 + 1 before an iteration. With the N16_H192_* presets (9 levels
 after bootstrapping) that is 9 -> 5 -> 1 -> bootstrap: **two iterations per bootstrap**.
 
+**CUDA graphs.** An eager iteration issues ~1,100 kernel calls and ~4,000 tensor operations from
+Python at N16_H192_FULL: on an H200 the host takes longer to issue them than the device to run
+them. On CUDA, the two halves of an iteration whose constants never change, :meth:`_terms` (the
+per-ciphertext work) and :meth:`_gradient` (the sums over the samples, the mask, the
+replication), replay CUDA graphs (``fhe_core.rlwe.graphs``), one per level, captured on first use;
+what changes every iteration (f Z, the constant term, the Nesterov update: constants made from
+gamma_t) runs eagerly between them, a few dozen calls, and so does the first iteration (f < 1).
+The graphs are keyed on their inputs' levels and scales; every bootstrap labels its output scale
+Delta exactly, so the scales repeat from one bootstrap to the next and four graphs serve a whole
+run. Results are the eager ones bit for bit (the same kernels on the same data).
+
 **What the client gets back** (:meth:`EncryptedHELRTrainer.for_client`): w (the model) and, in
 the checkpoints it downloads, w and v dropped to level 0, one 58-bit prime instead of up to 10
 limbs. Decryption is unchanged bit for bit while every plaintext coefficient stays below q_0 / 2
@@ -67,6 +78,8 @@ from fhe_core.ckks import Ciphertext, Encoder, galois_elements
 from fhe_core.ckks.bootstrapping import Bootstrapper, bootstrapping_galois_elements
 from fhe_core.errors import LevelMismatchError, ParameterError, ParamsMismatchError, SerializationError
 from fhe_core.params import Params
+from fhe_core.rlwe.checks import mark_canonical
+from fhe_core.rlwe.graphs import GraphedFunction
 from ml.activations import DEPTH as CUBIC_DEPTH
 from ml.activations import odd_cubic_times
 from ml.rotsum import replicate, replicate_steps, rotate_sum, rotation_steps
@@ -123,6 +136,11 @@ class EncryptedHELRTrainer:
         on_cuda = torch.device(self.params.device).type == "cuda"
         self._refresher = self._bootstrapper.graphed() if on_cuda else self._bootstrapper
         self.evaluator = self._bootstrapper.evaluator
+        # on CUDA the two halves of an iteration whose constants are fixed replay CUDA graphs too, one per
+        # level (module docstring, "CUDA graphs"): an iteration issues ~5,000 operations from Python otherwise
+        self._terms_call, self._gradient_call = (
+            (GraphedFunction(fn, keep=self.evaluator.device_constants) for fn in (self._terms, self._gradient))
+            if on_cuda else (self._terms, self._gradient))
         self._encoder = Encoder(self.params)
         self._gammas = nesterov_gammas(config.lambda0, schedule.iterations)
         self._cubic = config.cubic
@@ -193,8 +211,8 @@ class EncryptedHELRTrainer:
     def _zero(self) -> Ciphertext:
         shape = (2, self._top + 1, self.params.n)
         data = torch.zeros(shape, dtype=torch.int64, device=self.params.device)
-        return Ciphertext(data=data, level=self._top, params_id=self.params.params_id,
-                          scale=float(self.params.default_scale), slots=self.config.layout.slots)
+        return mark_canonical(Ciphertext(data=data, level=self._top, params_id=self.params.params_id,
+                                         scale=float(self.params.default_scale), slots=self.config.layout.slots))
 
     # ---- training ----------------------------------------------------------------------------------
 
@@ -235,40 +253,49 @@ class EncryptedHELRTrainer:
         is amplified by 1/f nor v's scale inflated by 1/f (module docstring)."""
         ev, f = self.evaluator, 1.0 - gamma
         if f >= 1.0:
-            g = self._spread(self._sums(block, f, v), 1.0)        # f g, scale ~ Delta, level l - 4
+            (g,) = self._gradient_call(self._sums(block, f, v))  # f g, scale ~ Delta, level l - 4
             w_next = ev.add(g.replace(scale=g.scale * f), self._at_scale(v, g.scale * f))
             v_next = ev.add(g, self._combine(v, f, w, gamma, g.scale))
         else:
-            sums = self._sums(block, 1.0, v)
+            sums = rotate_sum(ev, self._sums(block, 1.0, v), self.config.layout.rows)
             g, f_g = self._spread(sums, 1.0), self._spread(sums, f)
             w_next = ev.add(g, self._at_scale(v, g.scale))
             v_next = ev.add(f_g, self._combine(v, f, w, gamma, f_g.scale))
         return w_next, v_next
 
     def _sums(self, block, factor: float, v: Ciphertext) -> Ciphertext:
-        """factor * eta * sum_i p(z_i . v) z_i over the batch, in sample 0 of each feature (the
-        other samples hold partial sums): level l - 3. ``factor`` rides on f Z and the constant
-        term (module docstring)."""
-        ev, layout, cubic = self.evaluator, self.config.layout, self._cubic
-        total, z_sum = self._block_sums(self._terms(block, factor, v))
-        total = ev.add(total, self._times_constant(z_sum, factor * cubic.constant / cubic.mu, total.scale))
-        return rotate_sum(ev, total, layout.rows)
-
-    def _terms(self, block, factor: float, v: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
-        """(sum of the cubic terms factor eta p'(z_i . v) z_i, sum of the z) over ``block``: level
-        l - 3 and level l. Both are sums mod Q, exact and in any order, so the terms of a batch split
-        across ranks add up (:meth:`_block_sums`) to these residues bit for bit."""
-        ev, layout, cubic = self.evaluator, self.config.layout, self._cubic
-        total = None
+        """factor * eta * sum_i p(z_i . v) z_i summed over the batch's ciphertexts, not yet over the
+        samples of each: level l - 3. ``factor`` rides on f Z and the constant term (module docstring);
+        both change every iteration, so they are computed here, outside the graph of :meth:`_terms`."""
+        ev, cubic = self.evaluator, self._cubic
         block = [z if z.level <= v.level else ev.drop_level(z, v.level) for z in block]  # cheaper f Z, sum Z
-        for z in block:                                         # z holds mu z
+        scaled = [self._times_constant(z, factor / cubic.mu, z.scale) for z in block]  # z holds mu z: f Z
+        total, z_sum = self._block_sums(self._terms_call(*block, *scaled, v))
+        return ev.add(total, self._times_constant(z_sum, factor * cubic.constant / cubic.mu, total.scale))
+
+    def _terms(self, *cts: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
+        """(sum of the cubic terms factor eta p'(z_i . v) z_i, sum of the z) over a block, from its c
+        ciphertexts z_i, their f Z and v (``cts``: the 2c + 1 of them, in that order): level l - 3 and
+        level l. Both are sums mod Q, exact and in any order, so the terms of a batch split across
+        ranks add up (:meth:`_block_sums`) to these residues bit for bit. No constant here changes
+        between iterations of one level: replayed from a CUDA graph on CUDA."""
+        ev, layout, cubic = self.evaluator, self.config.layout, self._cubic
+        count = (len(cts) - 1) // 2
+        block, scaled, v = cts[:count], cts[count:2 * count], cts[-1]
+        total = None
+        for z, f_z in zip(block, scaled):
             t = rotate_sum(ev, ev.rescale(ev.mul_relin(z, v)), layout.columns, layout.feature_stride)
-            term = odd_cubic_times(ev, t, self._times_constant(z, factor / cubic.mu, z.scale), cubic)
+            term = odd_cubic_times(ev, t, f_z, cubic)
             total = term if total is None else ev.add(total, term)
         z_sum = block[0]
         for z in block[1:]:
             z_sum = ev.add(z_sum, z)
         return total, z_sum
+
+    def _gradient(self, sums: Ciphertext) -> tuple[Ciphertext]:
+        """f g from :meth:`_sums` (f >= 1): summed over the samples, then spread by the mask of 1s
+        (level l - 4). Fixed constants only: replayed from a CUDA graph on CUDA."""
+        return (self._spread(rotate_sum(self.evaluator, sums, self.config.layout.rows), 1.0),)
 
     def _block_sums(self, sums: tuple[Ciphertext, Ciphertext]) -> tuple[Ciphertext, Ciphertext]:
         """The sums of :meth:`_terms` over the whole batch: here the block is whole (one device);
@@ -317,7 +344,10 @@ class EncryptedHELRTrainer:
         """Refresh w and v with one bootstrap of X = w + i v (module docstring)."""
         delta = float(self.params.default_scale)
         self.bootstraps += 1
-        return self._refresher.bootstrap_pair(self._at_scale(w, delta), self._at_scale(v, delta))  # ~Delta (1e-13)
+        w, v = self._refresher.bootstrap_pair(self._at_scale(w, delta), self._at_scale(v, delta))  # ~Delta (1e-13)
+        # labelled Delta exactly (an error of ~2^-50 relative): every bootstrap then starts the next
+        # iterations from the same scales, so their graphs are captured once (module docstring)
+        return w.replace(scale=delta), v.replace(scale=delta)
 
     # ---- scoring -----------------------------------------------------------------------------------
 
