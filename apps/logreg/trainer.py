@@ -79,7 +79,7 @@ from fhe_core.ckks.bootstrapping import Bootstrapper, bootstrapping_galois_eleme
 from fhe_core.errors import LevelMismatchError, ParameterError, ParamsMismatchError, SerializationError
 from fhe_core.params import Params
 from fhe_core.rlwe.checks import mark_canonical
-from fhe_core.rlwe.graphs import GraphedFunction
+from fhe_core.rlwe.graphs import GraphedFunction, StreamFanOut
 from ml.activations import DEPTH as CUBIC_DEPTH
 from ml.activations import odd_cubic_times
 from ml.rotsum import replicate, replicate_steps, rotate_sum, rotation_steps
@@ -141,6 +141,8 @@ class EncryptedHELRTrainer:
         self._terms_call, self._gradient_call = (
             (GraphedFunction(fn, keep=self.evaluator.device_constants) for fn in (self._terms, self._gradient))
             if on_cuda else (self._terms, self._gradient))
+        # the block's ciphertexts are independent until their sum: one stream each (parallel graph branches)
+        self._fan_out = StreamFanOut(self._block_length(), self.params.device)
         self._encoder = Encoder(self.params)
         self._gammas = nesterov_gammas(config.lambda0, schedule.iterations)
         self._cubic = config.cubic
@@ -282,11 +284,15 @@ class EncryptedHELRTrainer:
         ev, layout, cubic = self.evaluator, self.config.layout, self._cubic
         count = (len(cts) - 1) // 2
         block, scaled, v = cts[:count], cts[count:2 * count], cts[-1]
-        total = None
-        for z, f_z in zip(block, scaled):
+
+        def term(z: Ciphertext, f_z: Ciphertext) -> Ciphertext:
             t = rotate_sum(ev, ev.rescale(ev.mul_relin(z, v)), layout.columns, layout.feature_stride)
-            term = odd_cubic_times(ev, t, f_z, cubic)
-            total = term if total is None else ev.add(total, term)
+            return odd_cubic_times(ev, t, f_z, cubic)
+
+        terms = self._fan_out.map(term, block, scaled)
+        total = terms[0]
+        for t in terms[1:]:
+            total = ev.add(total, t)
         z_sum = block[0]
         for z in block[1:]:
             z_sum = ev.add(z_sum, z)

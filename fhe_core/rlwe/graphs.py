@@ -115,4 +115,35 @@ class GraphedFunction:
         return len(self._circuits)
 
 
-__all__ = ["CapturedCircuit", "GraphedFunction", "MAX_GRAPHS", "WARMUP_RUNS", "signature"]
+class StreamFanOut:
+    """Independent ciphertext computations side by side on the device: :meth:`map` runs call i on
+    stream i (mod ``count``), each forked from the current stream and joined back to it before
+    :meth:`map` returns, so what follows sees every result. At low levels a key switch's kernels
+    cover a few limbs and leave most of the GPU idle; calls on separate streams fill it (captured
+    in a CUDA graph, they become parallel branches). Off CUDA the calls run one after the other.
+
+    The calls must not depend on each other. Results are the sequential ones bit for bit (the
+    same kernels on the same data; only their interleaving on the device differs)."""
+
+    def __init__(self, count: int, device: torch.device | str):
+        device = torch.device(device)
+        self._streams = [torch.cuda.Stream(device=device) for _ in range(count)] if device.type == "cuda" else []
+
+    def map(self, fn: Callable, *columns: Sequence) -> list:
+        calls = list(zip(*columns, strict=True))
+        if not self._streams:
+            return [fn(*args) for args in calls]
+        current = torch.cuda.current_stream()
+        used = self._streams[:len(calls)]
+        for stream in used:
+            stream.wait_stream(current)  # fork: the inputs are ready
+        outs = []
+        for i, args in enumerate(calls):
+            with torch.cuda.stream(self._streams[i % len(self._streams)]):
+                outs.append(fn(*args))
+        for stream in used:
+            current.wait_stream(stream)  # join
+        return outs
+
+
+__all__ = ["CapturedCircuit", "GraphedFunction", "MAX_GRAPHS", "StreamFanOut", "WARMUP_RUNS", "signature"]

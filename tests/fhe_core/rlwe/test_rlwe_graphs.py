@@ -16,7 +16,7 @@ from fhe_core import ckks, rlwe
 from fhe_core.ckks import evaluator as evaluator_module
 from fhe_core.errors import ParameterError
 from fhe_core.params import preset
-from fhe_core.rlwe.graphs import CapturedCircuit, GraphedFunction, signature
+from fhe_core.rlwe.graphs import CapturedCircuit, GraphedFunction, StreamFanOut, signature
 
 PRESET = "N11QP342L4D3Insecure"  # N = 2^11, L = 4, scale 2^40
 
@@ -137,6 +137,37 @@ def test_capture_beside_another_thread_working_on_the_device(cuda_setup):
     assert not errors, errors
     assert rounds[0] > 0
     assert_same(GraphedFunction(s.circuit)(a, b), expected)
+
+
+@pytest.mark.gpu
+def test_fan_out_on_streams_equals_one_after_another_eager_and_graphed(cuda_setup):
+    s = cuda_setup
+    xs, ys = [s.encrypt(30 + i) for i in range(5)], [s.encrypt(40 + i) for i in range(5)]
+    expected = [s.circuit(x, y)[0] for x, y in zip(xs, ys)]
+    fan_out = StreamFanOut(3, "cuda")  # fewer streams than calls: they are reused in turn
+
+    def summed(*cts):
+        outs = fan_out.map(lambda x, y: s.circuit(x, y)[0], cts[:5], cts[5:])
+        total = outs[0]
+        for out in outs[1:]:
+            total = s.evaluator.add(total, out)
+        return (*outs, total)
+
+    total = expected[0]
+    for out in expected[1:]:
+        total = s.evaluator.add(total, out)
+    assert_same(summed(*xs, *ys), (*expected, total))
+    graphed = GraphedFunction(summed, keep=s.evaluator.device_constants)
+    for _ in range(2):  # captured, then replayed
+        assert_same(graphed(*xs, *ys), (*expected, total))
+
+
+def test_fan_out_off_cuda_runs_the_calls_in_order():
+    calls = []
+    assert StreamFanOut(2, "cpu").map(lambda a, b: calls.append(a) or a + b, [1, 2, 3], [10, 20, 30]) == [11, 22, 33]
+    assert calls == [1, 2, 3]
+    with pytest.raises(ValueError):
+        StreamFanOut(2, "cpu").map(lambda a, b: a, [1, 2], [1])
 
 
 def test_inputs_need_checked_residues_and_cuda():
