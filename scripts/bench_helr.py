@@ -147,9 +147,9 @@ def steady_run(config, keys, dataset, schedule, device: str, checked, warmup: in
 
 def instrument_phases(trainer, device: str) -> dict[str, list[float]]:
     """Wrap the trainer's phases with synchronised timers (adds a sync per phase: --phases only):
-    sums (f Z, z.v, cubic x z: the per-ciphertext work), gradient (sample sum, mask, replicate)."""
-    times: dict[str, list[float]] = {"sums (f Z, z.v, cubic x z)": [], "gradient (sample sum, mask, replicate)": []}
-    for (name, attr) in zip(times, ("_sums", "_gradient_call")):
+    terms (f Z, z.v, cubic x z: the per-ciphertext work), gradient (sample sum, mask, replicate)."""
+    times: dict[str, list[float]] = {"terms (f Z, z.v, cubic x z)": [], "gradient (sample sum, mask, replicate)": []}
+    for (name, attr) in zip(times, ("_block_terms", "_gradient_call")):
         inner = getattr(trainer, attr)
 
         def wrapped(*a, _inner=inner, _name=name):

@@ -42,16 +42,18 @@ v = -i (X - conj X) / 2, both back at scale Delta.
 It runs when v is below level 4 + 1 before an iteration. With the N16_H192_* presets (9 levels
 after bootstrapping) that is 9 -> 5 -> 1 -> bootstrap: **two iterations per bootstrap**.
 
-**CUDA graphs.** An eager iteration issues ~1,100 kernel calls and ~4,000 tensor operations from
-Python at N16_H192_FULL: on an H200 the host takes longer to issue them than the device to run
-them. On CUDA, the two halves of an iteration whose constants never change, :meth:`_terms` (the
-per-ciphertext work) and :meth:`_gradient` (the sums over the samples, the mask, the
-replication), replay CUDA graphs (``fhe_core.rlwe.graphs``), one per level, captured on first use;
-what changes every iteration (f Z, the constant term, the Nesterov update: constants made from
-gamma_t) runs eagerly between them, a few dozen calls, and so does the first iteration (f < 1).
-The graphs are keyed on their inputs' levels and scales; every bootstrap labels its output scale
-Delta exactly, so the scales repeat from one bootstrap to the next and four graphs serve a whole
-run. Results are the eager ones bit for bit (the same kernels on the same data).
+**CUDA graphs.** An eager iteration issues ~1,500 kernels from ~5,000 Python-level operations at
+N16_H192_FULL: on an H200 the host takes longer to issue them than the device to run them. On
+CUDA the two halves of an iteration, :meth:`_terms` (the per-ciphertext work, the c ciphertexts
+on one stream each) and :meth:`_gradient` (the constant term, the sums over the samples, the mask,
+the replication), replay CUDA graphs (``fhe_core.rlwe.graphs``), one per level, captured on first
+use. The two constants made from gamma_t that they need (f / mu for f Z, f c_0 / mu for the
+constant term) enter as data: plaintexts holding the constant in every slot. What stays eager is
+the Nesterov update (a few calls: w's scale follows f, so its constants cannot be data of a fixed
+graph) and the first iteration (f < 1). The graphs are keyed on their inputs' levels and scales;
+every bootstrap labels its output scale Delta exactly, so the scales repeat from one bootstrap to
+the next and four graphs serve a whole run. Results are the eager ones bit for bit (the same
+kernels on the same data).
 
 **What the client gets back** (:meth:`EncryptedHELRTrainer.for_client`): w (the model) and, in
 the checkpoints it downloads, w and v dropped to level 0, one 58-bit prime instead of up to 10
@@ -74,7 +76,7 @@ from collections.abc import Callable
 import torch
 
 from fhe_core import rlwe, serialize
-from fhe_core.ckks import Ciphertext, Encoder, galois_elements
+from fhe_core.ckks import Ciphertext, Encoder, Plaintext, galois_elements
 from fhe_core.ckks.bootstrapping import Bootstrapper, bootstrapping_galois_elements
 from fhe_core.errors import LevelMismatchError, ParameterError, ParamsMismatchError, SerializationError
 from fhe_core.params import Params
@@ -255,41 +257,43 @@ class EncryptedHELRTrainer:
         is amplified by 1/f nor v's scale inflated by 1/f (module docstring)."""
         ev, f = self.evaluator, 1.0 - gamma
         if f >= 1.0:
-            (g,) = self._gradient_call(self._sums(block, f, v))  # f g, scale ~ Delta, level l - 4
+            total, z_sum = self._block_terms(block, f, v)
+            (g,) = self._gradient_call(total, z_sum, self._constant_term(f, total, z_sum))  # f g, ~Delta, l - 4
             w_next = ev.add(g.replace(scale=g.scale * f), self._at_scale(v, g.scale * f))
             v_next = ev.add(g, self._combine(v, f, w, gamma, g.scale))
         else:
-            sums = rotate_sum(ev, self._sums(block, 1.0, v), self.config.layout.rows)
+            total, z_sum = self._block_terms(block, 1.0, v)
+            sums = self._with_constant_term(total, z_sum, self._constant_term(1.0, total, z_sum))
+            sums = rotate_sum(ev, sums, self.config.layout.rows)
             g, f_g = self._spread(sums, 1.0), self._spread(sums, f)
             w_next = ev.add(g, self._at_scale(v, g.scale))
             v_next = ev.add(f_g, self._combine(v, f, w, gamma, f_g.scale))
         return w_next, v_next
 
-    def _sums(self, block, factor: float, v: Ciphertext) -> Ciphertext:
-        """factor * eta * sum_i p(z_i . v) z_i summed over the batch's ciphertexts, not yet over the
-        samples of each: level l - 3. ``factor`` rides on f Z and the constant term (module docstring);
-        both change every iteration, so they are computed here, outside the graph of :meth:`_terms`."""
-        ev, cubic = self.evaluator, self._cubic
+    def _block_terms(self, block, factor: float, v: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
+        """(sum of the cubic terms factor eta p'(z_i . v) z_i, sum of the z) over the batch (every rank's
+        share, :meth:`_block_sums`): level l - 3 and level l. ``factor`` rides on f Z (module docstring);
+        it changes every iteration, so it reaches the graph of :meth:`_terms` as data (a multiplier)."""
+        ev = self.evaluator
         block = [z if z.level <= v.level else ev.drop_level(z, v.level) for z in block]  # cheaper f Z, sum Z
-        scaled = [self._times_constant(z, factor / cubic.mu, z.scale) for z in block]  # z holds mu z: f Z
-        total, z_sum = self._block_sums(self._terms_call(*block, *scaled, v))
-        return ev.add(total, self._times_constant(z_sum, factor * cubic.constant / cubic.mu, total.scale))
+        q = float(self.params.q_primes[v.level])
+        multiplier = self._multiplier(factor / self._cubic.mu, q, v.level)  # z holds mu z: f Z, scale kept
+        return self._block_sums(self._terms_call(*block, multiplier, v))
 
-    def _terms(self, *cts: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
-        """(sum of the cubic terms factor eta p'(z_i . v) z_i, sum of the z) over a block, from its c
-        ciphertexts z_i, their f Z and v (``cts``: the 2c + 1 of them, in that order): level l - 3 and
-        level l. Both are sums mod Q, exact and in any order, so the terms of a batch split across
-        ranks add up (:meth:`_block_sums`) to these residues bit for bit. No constant here changes
-        between iterations of one level: replayed from a CUDA graph on CUDA."""
+    def _terms(self, *operands) -> tuple[Ciphertext, Ciphertext]:
+        """:meth:`_block_terms` over this device's share, from its c ciphertexts z_i, the multiplier of
+        f Z and v (``operands``, in that order). Both sums are mod Q, exact and in any order, so the
+        terms of a batch split across ranks add up to these residues bit for bit. Its constants are
+        fixed for a level (f comes as data): replayed from a CUDA graph on CUDA, the c ciphertexts on
+        one stream each."""
         ev, layout, cubic = self.evaluator, self.config.layout, self._cubic
-        count = (len(cts) - 1) // 2
-        block, scaled, v = cts[:count], cts[count:2 * count], cts[-1]
+        *block, multiplier, v = operands
 
-        def term(z: Ciphertext, f_z: Ciphertext) -> Ciphertext:
+        def term(z: Ciphertext) -> Ciphertext:
             t = rotate_sum(ev, ev.rescale(ev.mul_relin(z, v)), layout.columns, layout.feature_stride)
-            return odd_cubic_times(ev, t, f_z, cubic)
+            return odd_cubic_times(ev, t, ev.rescale(ev.mul(z, multiplier)), cubic)
 
-        terms = self._fan_out.map(term, block, scaled)
+        terms = self._fan_out.map(term, block)
         total = terms[0]
         for t in terms[1:]:
             total = ev.add(total, t)
@@ -298,10 +302,31 @@ class EncryptedHELRTrainer:
             z_sum = ev.add(z_sum, z)
         return total, z_sum
 
-    def _gradient(self, sums: Ciphertext) -> tuple[Ciphertext]:
-        """f g from :meth:`_sums` (f >= 1): summed over the samples, then spread by the mask of 1s
-        (level l - 4). Fixed constants only: replayed from a CUDA graph on CUDA."""
-        return (self._spread(rotate_sum(self.evaluator, sums, self.config.layout.rows), 1.0),)
+    def _constant_term(self, factor: float, total: Ciphertext, z_sum: Ciphertext) -> Plaintext:
+        """The multiplier of sum Z that gives factor * eta * c_0 * sum_i z_i at the scale of ``total``
+        once rescaled (the cubic's constant part: module docstring)."""
+        q = self.params.q_primes[z_sum.level]
+        return self._multiplier(factor * self._cubic.constant / self._cubic.mu, total.scale * q / z_sum.scale,
+                                z_sum.level)
+
+    def _with_constant_term(self, total: Ciphertext, z_sum: Ciphertext, multiplier: Plaintext) -> Ciphertext:
+        """factor * eta * sum_i p(z_i . v) z_i, not yet summed over the samples of each ciphertext: level l - 3."""
+        ev = self.evaluator
+        return ev.add(total, ev.rescale(ev.mul(z_sum, multiplier)))
+
+    def _gradient(self, total: Ciphertext, z_sum: Ciphertext, multiplier: Plaintext) -> tuple[Ciphertext]:
+        """f g (f >= 1) from :meth:`_block_terms` and the constant term's multiplier: summed over the
+        samples, then spread by the mask of 1s (level l - 4). Its constants are fixed for a level:
+        replayed from a CUDA graph on CUDA."""
+        sums = rotate_sum(self.evaluator, self._with_constant_term(total, z_sum, multiplier), self.config.layout.rows)
+        return (self._spread(sums, 1.0),)
+
+    def _multiplier(self, value: float, scale: float, level: int) -> Plaintext:
+        """``value`` in every slot at ``scale`` and ``level``: a product by it is the constant
+        product, with the constant as data (a graph's input, refilled every iteration)."""
+        data = self.evaluator.encode_constant(value, scale, level)
+        return mark_canonical(Plaintext(data=data, level=level, scale=scale, params_id=self.params.params_id,
+                                        slots=self.config.layout.slots))
 
     def _block_sums(self, sums: tuple[Ciphertext, Ciphertext]) -> tuple[Ciphertext, Ciphertext]:
         """The sums of :meth:`_terms` over the whole batch: here the block is whole (one device);
@@ -325,11 +350,6 @@ class EncryptedHELRTrainer:
             values = self.config.layout.row_mask(0, value)
             self._masks[key] = self._encoder.encode(values, level=sums.level, scale=scale, slots=sums.slots)
         return self._masks[key]
-
-    def _times_constant(self, ct: Ciphertext, value: complex, scale: float) -> Ciphertext:
-        """value * ct at (almost exactly) ``scale``: one constant product and a rescale (1 level)."""
-        q = self.params.q_primes[ct.level]
-        return self.evaluator.rescale(self.evaluator.mul(ct, value, constant_scale=scale * q / ct.scale))
 
     def _at_scale(self, ct: Ciphertext, scale: float) -> Ciphertext:
         """ct brought to ``scale`` by an integer product and a rescale (1 level; an integer

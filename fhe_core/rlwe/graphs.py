@@ -9,8 +9,8 @@ only on the inputs' metadata (level, scale, slots, shape: everything but the res
 state that does not change while the graph lives (keys, parameters, constants of fixed value).
 :class:`GraphedFunction` captures one graph per metadata signature, so a circuit whose
 constants follow the scales gets a graph per scale; a constant that changes between calls
-with equal metadata (a step size, a counter) must be computed outside, eagerly, and passed in
-as a ciphertext.
+with equal metadata (a step size, a counter) must be passed in as data: a plaintext holding it
+in every slot (its product with a ciphertext is the constant product).
 
 **What a graph holds.** The inputs are copied into static buffers, the graph replays, the
 outputs are copied out (the next replay overwrites them). The graph reads, by address, every
@@ -45,15 +45,16 @@ def _no_tensors() -> list[torch.Tensor]:
 
 
 class CapturedCircuit:
-    """``fn(*inputs) -> tuple of ciphertexts`` captured once on static copies of ``inputs``;
-    replayed by :meth:`run`. ``keep()``: the tensors the graph reads that others may drop
-    (module docstring), called once the capture is done."""
+    """``fn(*inputs) -> tuple of ciphertexts`` captured once on static copies of ``inputs``
+    (ciphertexts and plaintexts: objects with a ``data`` tensor); replayed by :meth:`run`.
+    ``keep()``: the tensors the graph reads that others may drop (module docstring), called once
+    the capture is done."""
 
-    def __init__(self, fn: Callable[..., tuple[Ciphertext, ...]], inputs: Sequence[Ciphertext],
+    def __init__(self, fn: Callable[..., tuple[Ciphertext, ...]], inputs: Sequence,
                  keep: Callable[[], list[torch.Tensor]] = _no_tensors):
-        if not inputs or any(ct.data.device.type != "cuda" for ct in inputs):
+        if not inputs or any(obj.data.device.type != "cuda" for obj in inputs):
             raise ParameterError("CapturedCircuit: CUDA graphs need ciphertexts on a CUDA device")
-        self._static = tuple(mark_canonical(ct.replace(data=ct.data.clone())) for ct in inputs)
+        self._static = tuple(mark_canonical(_with_data(obj, obj.data.clone())) for obj in inputs)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -76,30 +77,37 @@ class CapturedCircuit:
         return tuple(mark_canonical(out.replace(data=out.data.clone())) for out in self._outputs)
 
 
-def signature(ct: Ciphertext) -> tuple:
-    """Everything of ``ct`` but its residues: its dataclass fields (level, params_id, a CKKS scale
-    and slots, ...), the data's shape and device."""
+def _with_data(obj, data: torch.Tensor):
+    """``obj`` (a ciphertext or plaintext dataclass) with other residues, every other field kept."""
+    return obj.replace(data=data) if isinstance(obj, Ciphertext) else dataclasses.replace(obj, data=data)
+
+
+def signature(ct) -> tuple:
+    """Everything of a ciphertext or plaintext but its residues: its dataclass fields (level,
+    params_id, a CKKS scale and slots, ...), the data's shape and device."""
     fields = tuple((f.name, getattr(ct, f.name)) for f in dataclasses.fields(ct)
                    if f.name not in ("data", "uniform_seed"))
     return type(ct), fields, tuple(ct.data.shape), ct.data.device
 
 
 class GraphedFunction:
-    """``fn(*ciphertexts) -> tuple of ciphertexts`` replayed from a CUDA graph per metadata
-    signature of the inputs (module docstring: what ``fn`` may do). Same results as ``fn`` bit
-    for bit. Inputs: ciphertexts on a CUDA device with checked residues (the canonical mark);
-    ``keep``: see :class:`CapturedCircuit`. Not safe for concurrent use."""
+    """``fn(*inputs) -> tuple of ciphertexts`` replayed from a CUDA graph per metadata signature
+    of the inputs (module docstring: what ``fn`` may do). Same results as ``fn`` bit for bit.
+    Inputs: ciphertexts and plaintexts on a CUDA device with checked residues (the canonical
+    mark); ``keep``: see :class:`CapturedCircuit`. Not safe for concurrent use."""
 
     def __init__(self, fn: Callable[..., tuple[Ciphertext, ...]], *,
                  keep: Callable[[], list[torch.Tensor]] = _no_tensors, max_graphs: int = MAX_GRAPHS):
         self._fn, self._keep, self._max = fn, keep, max_graphs
         self._circuits: OrderedDict[tuple, CapturedCircuit] = OrderedDict()
 
-    def __call__(self, *inputs: Ciphertext) -> tuple[Ciphertext, ...]:
-        if not all(isinstance(ct, Ciphertext) and is_marked_canonical(ct) for ct in inputs):
+    def __call__(self, *inputs) -> tuple[Ciphertext, ...]:
+        if not all(dataclasses.is_dataclass(obj) and isinstance(getattr(obj, "data", None), torch.Tensor)
+                   and is_marked_canonical(obj) for obj in inputs):
             # a replay skips the residue checks an eager call runs once per object
-            raise ParameterError("GraphedFunction: every input must be a ciphertext with checked residues (a result "
-                                 "of an evaluator operation, or passed through rlwe.checks.check_canonical)")
+            raise ParameterError("GraphedFunction: every input must be a ciphertext or plaintext with checked "
+                                 "residues (a result of an evaluator operation, or passed through "
+                                 "rlwe.checks.check_canonical)")
         key = tuple(signature(ct) for ct in inputs)
         circuit = self._circuits.pop(key, None)
         if circuit is None:

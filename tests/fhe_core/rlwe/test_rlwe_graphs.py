@@ -16,6 +16,7 @@ from fhe_core import ckks, rlwe
 from fhe_core.ckks import evaluator as evaluator_module
 from fhe_core.errors import ParameterError
 from fhe_core.params import preset
+from fhe_core.rlwe.checks import mark_canonical
 from fhe_core.rlwe.graphs import CapturedCircuit, GraphedFunction, StreamFanOut, signature
 
 PRESET = "N11QP342L4D3Insecure"  # N = 2^11, L = 4, scale 2^40
@@ -67,6 +68,27 @@ def test_replays_equal_the_eager_circuit_bit_for_bit(cuda_setup):
     a, b = s.encrypt(4, level=2), s.encrypt(5, level=2)  # another signature: another graph
     assert_same(graphed(a, b), s.circuit(a, b))
     assert graphed.graphs == 2
+
+
+@pytest.mark.gpu
+def test_a_constant_that_changes_enters_as_a_plaintext(cuda_setup):
+    """One graph (the multiplier's metadata is the same), three constants: each replay multiplies by
+    the plaintext it is given, as the eager product does."""
+    s = cuda_setup
+    ev = s.evaluator
+    a = s.encrypt(50)
+    q = float(s.params.q_primes[a.level])
+
+    def scaled(ct, multiplier):
+        return (ev.rescale(ev.mul(ct, multiplier)),)
+
+    graphed = GraphedFunction(scaled, keep=ev.device_constants)
+    for value in (0.5, -1.75, 3.125):
+        multiplier = mark_canonical(ckks.Plaintext(data=ev.encode_constant(value, q, a.level), level=a.level,
+                                                   scale=q, params_id=s.params.params_id, slots=a.slots))
+        assert_same(graphed(a, multiplier), scaled(a, multiplier))
+        assert torch.equal(graphed(a, multiplier)[0].data, ev.rescale(ev.mul(a, value)).data)
+    assert graphed.graphs == 1
 
 
 @pytest.mark.gpu
