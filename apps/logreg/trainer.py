@@ -138,11 +138,10 @@ class EncryptedHELRTrainer:
         on_cuda = torch.device(self.params.device).type == "cuda"
         self._refresher = self._bootstrapper.graphed() if on_cuda else self._bootstrapper
         self.evaluator = self._bootstrapper.evaluator
-        # on CUDA the two halves of an iteration whose constants are fixed replay CUDA graphs too, one per
-        # level (module docstring, "CUDA graphs"): an iteration issues ~5,000 operations from Python otherwise
-        self._terms_call, self._gradient_call = (
-            (GraphedFunction(fn, keep=self.evaluator.device_constants) for fn in (self._terms, self._gradient))
-            if on_cuda else (self._terms, self._gradient))
+        # on CUDA the two halves of an iteration replay CUDA graphs too, one per level (module docstring,
+        # "CUDA graphs"): an iteration issues ~5,000 operations from Python otherwise; elsewhere they just run
+        self._terms_call, self._gradient_call = (GraphedFunction(fn, keep=self.evaluator.device_constants)
+                                                 for fn in (self._terms, self._gradient))
         # the block's ciphertexts are independent until their sum: one stream each (parallel graph branches)
         self._fan_out = StreamFanOut(self._block_length(), self.params.device)
         self._encoder = Encoder(self.params)

@@ -27,6 +27,8 @@ third run. Results are those of the eager calls bit for bit (the same kernels on
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
@@ -93,15 +95,25 @@ def signature(ct) -> tuple:
 class GraphedFunction:
     """``fn(*inputs) -> tuple of ciphertexts`` replayed from a CUDA graph per metadata signature
     of the inputs (module docstring: what ``fn`` may do). Same results as ``fn`` bit for bit.
-    Inputs: ciphertexts and plaintexts on a CUDA device with checked residues (the canonical
-    mark); ``keep``: see :class:`CapturedCircuit`. Not safe for concurrent use."""
+    Inputs: ciphertexts and plaintexts with checked residues (the canonical mark) on a CUDA
+    device; elsewhere it calls ``fn``. ``keep``: see :class:`CapturedCircuit`. Not safe for
+    concurrent use.
+
+    A bound method is held weakly: an object that keeps a GraphedFunction of its own method is
+    freed (with its graphs' memory) as soon as it is dropped, not at a later garbage collection."""
 
     def __init__(self, fn: Callable[..., tuple[Ciphertext, ...]], *,
                  keep: Callable[[], list[torch.Tensor]] = _no_tensors, max_graphs: int = MAX_GRAPHS):
-        self._fn, self._keep, self._max = fn, keep, max_graphs
+        self._fn = weakref.WeakMethod(fn) if inspect.ismethod(fn) else (lambda: fn)
+        self._keep, self._max = keep, max_graphs
         self._circuits: OrderedDict[tuple, CapturedCircuit] = OrderedDict()
 
     def __call__(self, *inputs) -> tuple[Ciphertext, ...]:
+        fn = self._fn()
+        if fn is None:
+            raise ParameterError("GraphedFunction: the object whose method it replays is gone")
+        if not inputs or any(obj.data.device.type != "cuda" for obj in inputs):
+            return tuple(fn(*inputs))  # no graphs off CUDA: the function itself
         if not all(dataclasses.is_dataclass(obj) and isinstance(getattr(obj, "data", None), torch.Tensor)
                    and is_marked_canonical(obj) for obj in inputs):
             # a replay skips the residue checks an eager call runs once per object
@@ -113,7 +125,7 @@ class GraphedFunction:
         if circuit is None:
             if len(self._circuits) >= self._max:
                 self._circuits.popitem(last=False)
-            circuit = CapturedCircuit(self._fn, inputs, self._keep)
+            circuit = CapturedCircuit(fn, inputs, self._keep)
         self._circuits[key] = circuit
         return circuit.run([ct.data for ct in inputs])
 

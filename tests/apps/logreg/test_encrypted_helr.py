@@ -7,6 +7,9 @@ level account must be 9 -> 5 -> 1 -> bootstrap -> 5 -> 1 ... (4 levels per itera
 iterations per bootstrap). Measured (CPU, 2026-11-23): worst |w - w_twin| 3.4e-7 (2^-21.5) over
 six iterations; ~1.3 s key generation, ~0.2 s per iteration, ~1.2 s per bootstrap.
 """
+import gc
+import weakref
+
 import numpy as np
 import pytest
 import torch
@@ -135,6 +138,21 @@ def test_run_stops_when_the_callback_says_so(tiny_run):
     assert trainer.run(on_iteration=lambda i, t: False) == 1 and trainer.iteration == 1
     trainer.cancel()
     assert trainer.run(1) == 1  # run() clears an old cancel request, then runs
+
+
+def test_a_dropped_trainer_is_freed_at_once(tiny_run):
+    """No reference cycle: on a GPU a trainer holds its graphs' memory pools (GBs), which must go with it,
+    not at some later garbage collection."""
+    run = tiny_run
+    trainer = EncryptedHELRTrainer(run["config"], run["keys"], run["dataset"], run["schedule"])
+    trainer.run(3)  # a bootstrap included
+    ref = weakref.ref(trainer)
+    gc.disable()
+    try:
+        del trainer
+        assert ref() is None
+    finally:
+        gc.enable()
 
 
 def test_key_set_is_exactly_what_training_needs(tiny_run):

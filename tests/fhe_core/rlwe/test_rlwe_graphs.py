@@ -6,7 +6,9 @@ a replay still right after the evaluator's constant cache was cleared and its me
 graph keeps the constants it reads). Everywhere: the refusals (inputs without checked residues,
 inputs off CUDA) and what a signature tells apart.
 """
+import gc
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -192,14 +194,41 @@ def test_fan_out_off_cuda_runs_the_calls_in_order():
         StreamFanOut(2, "cpu").map(lambda a, b: a, [1, 2], [1])
 
 
-def test_inputs_need_checked_residues_and_cuda():
-    s = Setup("cpu")
+def test_a_graphed_method_does_not_keep_its_owner_alive():
+    """A trainer keeps GraphedFunctions of its own methods; were they strong references, the trainer and
+    its graphs' device memory would wait for the cycle collector."""
+    class Owner:
+        def __init__(self):
+            self.call = GraphedFunction(self.run)
+
+        def run(self, *cts):
+            return cts
+
+    owner = Owner()
+    ref = weakref.ref(owner)
+    gc.disable()
+    try:
+        del owner
+        assert ref() is None
+    finally:
+        gc.enable()
+
+
+@pytest.mark.gpu
+def test_inputs_need_checked_residues(cuda_setup):
+    s = cuda_setup
     a = s.encrypt(1)
     unchecked = a.replace(data=a.data.clone())  # new data: no mark of checked residues
     with pytest.raises(ParameterError, match="checked residues"):
         GraphedFunction(s.circuit)(unchecked, a)
-    with pytest.raises(ParameterError, match="CUDA"):
-        GraphedFunction(s.circuit)(a, a)
+
+
+def test_off_cuda_the_function_runs_itself_and_capture_is_refused():
+    s = Setup("cpu")
+    a, b = s.encrypt(1), s.encrypt(2)
+    graphed = GraphedFunction(s.circuit)
+    assert_same(graphed(a, b), s.circuit(a, b))
+    assert graphed.graphs == 0
     with pytest.raises(ParameterError, match="CUDA"):
         CapturedCircuit(s.circuit, (a, a))
 
