@@ -310,6 +310,8 @@ def mutate_seeded_ciphertext(rng: random.Random, data: bytes) -> bytes:
         components = meta["shape"][0]
     except (ValueError, RecursionError, KeyError, IndexError, TypeError):
         return data
+    if not isinstance(meta["shape"], list):  # an earlier mutation made it a string (indexable, not assignable)
+        return data
     payload = data[at + 88 + meta_len:at + 88 + meta_len + payload_len]
     choice = rng.random()
     if choice < 0.6:
