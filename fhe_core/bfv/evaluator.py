@@ -12,13 +12,15 @@ context's table caches.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from fhe_core import ops, rlwe
 from fhe_core.bfv import behz
 from fhe_core.bfv.context import BFVContext
 from fhe_core.bfv.encoder import Plaintext
-from fhe_core.bfv.encryption import check_plaintext, lifted_message, scaled_message
+from fhe_core.bfv.encryption import check_plaintext, plain_operand
 from fhe_core.errors import LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
 from fhe_core.ring import shoup_constants
 from fhe_core.rlwe import Ciphertext, EvalKeySet
@@ -34,6 +36,13 @@ def galois_elements(n: int, row_rotations=(), *, column_swap: bool = False) -> l
     if column_swap:
         elements.append(rlwe.galois_element_for_conjugation(n))
     return list(dict.fromkeys(elements))
+
+
+@functools.lru_cache(maxsize=256)
+def _scalar_constants(c: int, primes: tuple[int, ...], device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """c mod q_i as Shoup constants on the device, made once per (c, level): a host-to-device copy per call
+    would wait for the GPU's stream."""
+    return shoup_constants([c % p for p in primes], primes, device)
 
 
 class Evaluator:
@@ -98,6 +107,8 @@ class Evaluator:
     def _combine(self, a: Ciphertext, b: Ciphertext, op: str, fn) -> Ciphertext:
         level = self._pair(a, b, op)
         moduli = self._moduli(level)
+        if a.degree == b.degree:  # (the usual case: one op, no copy)
+            return a.replace(data=fn(a.data, b.data, moduli))
         size = max(a.degree, b.degree) + 1
         out = torch.zeros((size, level + 1, self.ctx.n), dtype=torch.int64, device=self.ctx.device)
         out[:a.degree + 1] = a.data
@@ -128,7 +139,7 @@ class Evaluator:
         level = self._ct(a, op)
         check_plaintext(self.ctx, pt, op)
         data = a.data.clone()
-        fn(data[0], scaled_message(self.ctx, pt, level), self._moduli(level), out=data[0])
+        fn(data[0], plain_operand(self.ctx, pt, level, scaled=True), self._moduli(level), out=data[0])
         return a.replace(data=data)
 
     # ---- multiplicative ------------------------------------------------------------------------
@@ -139,7 +150,8 @@ class Evaluator:
         p lifted with centred coefficients; |v| grows by about N |p| <= N t/2. No keys, no level."""
         level = self._ct(a, "multiply_plain", degree=None)
         check_plaintext(self.ctx, pt, "multiply_plain")
-        return a.replace(data=ops.mul(a.data, lifted_message(self.ctx, pt, level), self._moduli(level)))
+        return a.replace(data=ops.mul(a.data, plain_operand(self.ctx, pt, level, scaled=False),
+                                     self._moduli(level)))
 
     @canonical_results
     def multiply_scalar(self, a: Ciphertext, scalar: int) -> Ciphertext:
@@ -152,8 +164,7 @@ class Evaluator:
         c = scalar % t
         c = c - t if c > t // 2 else c
         q = self.ctx.rlwe.q_at(level)
-        consts, shoup = shoup_constants([c % p for p in q.primes], q.primes, self.ctx.device)
-        return a.replace(data=ops.mul_const(a.data, consts, shoup, q.moduli))
+        return a.replace(data=ops.mul_const(a.data, *_scalar_constants(c, q.primes, str(self.ctx.device)), q.moduli))
 
     @canonical_results
     def multiply(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from fhe_core import bfv, rlwe
+from fhe_core.bfv.encryption import PLAIN_FORMS, lifted_message, plain_operand, scaled_message
 from fhe_core.errors import (
     DomainMismatchError, LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError,
 )
@@ -42,6 +43,27 @@ def test_plaintext_and_scalar_products(name):
     for scalar in (0, 1, 2, -1, -12345, t - 1, t + 5, 3 * t * t + 2):
         got = s.decrypt(ev.multiply_scalar(ca, scalar))
         np.testing.assert_array_equal(got, mul_mod_t(a, np.full_like(a, scalar % t), t), err_msg=str(scalar))
+
+
+def test_plaintext_operands_are_kept_per_level_and_equal_the_fresh_forms():
+    """add_plain / multiply_plain keep a plaintext's scaled and lifted forms per level (plain_operand): the kept
+    tensors are the forms computed afresh, reused on the next call, and each level and kind has its own; the results
+    stay right at both levels."""
+    s, rng, a, _, ca, _ = _pair(SMALL)
+    ev, t, ctx = s.evaluator, s.t, s.ctx
+    p = random_values(rng, s)
+    pt = s.encoder.encode(p)
+    low = ev.mod_switch_to_next(ca)
+    for c in (ca, low, ca):  # the third call reuses the first's forms
+        np.testing.assert_array_equal(s.decrypt(ev.multiply_plain(c, pt)), mul_mod_t(a, p, t))
+        np.testing.assert_array_equal(s.decrypt(ev.add_plain(c, pt)), (a + p) % t)
+    forms = pt.__dict__[PLAIN_FORMS]
+    assert len(forms) == 4  # (level, scaled) for two levels
+    for level in (ca.level, low.level):
+        lifted = plain_operand(ctx, pt, level, scaled=False)
+        assert lifted is forms[ctx.params_id, level, False]
+        assert lifted.equal(lifted_message(ctx, pt, level))
+        assert plain_operand(ctx, pt, level, scaled=True).equal(scaled_message(ctx, pt, level))
 
 
 @pytest.mark.parametrize("method", METHODS)

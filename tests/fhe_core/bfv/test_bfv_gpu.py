@@ -50,3 +50,39 @@ def test_fixed_seed_pipeline_is_reproducible_on_cpu(method):
 @pytest.mark.parametrize("name", TEST_PRESETS)
 def test_cpu_and_cuda_bfv_ciphertexts_are_bit_identical(name, method):
     _assert_identical(_pipeline(name, "cpu", method), _pipeline(name, "cuda", method))
+
+
+@pytest.mark.gpu
+def test_graph_replay_equals_eager_and_a_capture_keeps_no_plaintext_form():
+    """The evaluator's operations captured in one CUDA graph (as scripts/bench.py times them) replay to the eager
+    words; a plaintext first used inside the capture keeps no operand form (plain_operand: its kernels had only been
+    recorded), and its eager use afterwards gives the same words."""
+    from fhe_core.bfv.encryption import PLAIN_FORMS
+
+    s = session(SMALL, "cuda", seed_label="bfv-graph")
+    ev, enc = s.evaluator, s.encoder
+    ca = s.encryptor.encrypt(enc.encode(np.arange(s.n, dtype=np.int64) * 31 % s.t), seed=fixed_seed("graph/a"))
+    cb = s.encryptor.encrypt(enc.encode(np.arange(s.n, dtype=np.int64) * 17 % s.t), seed=fixed_seed("graph/b"))
+
+    def circuit(pt):
+        product = ev.multiply_relin(ca, cb)
+        return [product.data, ev.rotate_rows(product, 1).data, ev.swap_columns(ca).data, ev.add(ca, cb).data,
+                ev.multiply_plain(ca, pt).data, ev.add_plain(ca, pt).data, ev.multiply_scalar(ca, 3).data,
+                ev.mod_switch_to_next(product).data]
+
+    circuit(enc.encode(np.ones(s.n, dtype=np.int64)))  # warm-up: tables built outside the capture
+    fresh = enc.encode(np.arange(s.n, dtype=np.int64) % s.t)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        captured = circuit(fresh)
+    torch.cuda.current_stream().wait_stream(stream)
+    assert not fresh.__dict__.get(PLAIN_FORMS)
+    graph.replay()
+    torch.cuda.synchronize()
+    replayed = [t.clone() for t in captured]
+    eager = circuit(fresh)
+    assert fresh.__dict__.get(PLAIN_FORMS)
+    for i, (x, y) in enumerate(zip(replayed, eager)):
+        assert torch.equal(x, y), i
