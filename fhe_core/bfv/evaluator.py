@@ -249,15 +249,20 @@ class Evaluator:
         return self._mod_switch_next(a, level)
 
     def _mod_switch_next(self, a: Ciphertext, level: int) -> Ciphertext:
-        """:meth:`mod_switch_to_next` of a checked ciphertext at ``level`` >= 1."""
+        """:meth:`mod_switch_to_next` of a checked ciphertext at ``level`` >= 1: the same exact divide-and-round as
+        CKKS rescale, the centred last limb lifted to the other primes, transformed, then (c - r) * q_l^-1."""
         tab = self.ctx.mod_switch(level)
-        # The same exact divide-and-round as CKKS rescale: the centred last limb lifted to the other
-        # primes, transformed, then (c - r) * q_l^-1 in one pass.
-        last = tab.q_last.intt(a.data[:, level:level + 1].contiguous())    # [d+1, 1, N] coefficients
-        r = tab.q_rest.ntt(ops.center_lift(last, tab.q_last.primes[0], tab.q_rest.moduli))  # [d+1, l, N]
-        data = ops.sub_mul_const(a.data[:, :level].contiguous(), r, tab.q_last_inv, tab.q_last_inv_shoup,
-                                 tab.q_rest.moduli, out=r)
-        return a.replace(data=data, level=level - 1)
+        q_last, rest = tab.q_last.primes[0], tab.q_rest
+        data = a.data.contiguous()  # (no copy but for a hand-made strided view)
+        last = tab.q_last.intt(data[:, level:level + 1])                    # [d+1, 1, N] coefficients, read in place
+        lift = ops.center_lift(last, q_last, rest.moduli)                   # [d+1, l, N]
+        if self.ctx.plan.fused_circuit:  # the transform and (c - r) q_l^-1 in one pass, the lower limbs read in place
+            out = ops.mod_down_ntt(lift, data[:, :level], 0, tab.q_last_inv, tab.q_last_inv_shoup, rest.moduli,
+                                   rest.ntt_table, plan=rest.plan, out=lift)
+        else:
+            out = ops.sub_mul_const(data[:, :level].contiguous(), rest.ntt(lift, out=lift), tab.q_last_inv,
+                                    tab.q_last_inv_shoup, rest.moduli, out=lift)
+        return a.replace(data=out, level=level - 1)
 
     @canonical_results
     def mod_switch_to(self, a: Ciphertext, level: int) -> Ciphertext:

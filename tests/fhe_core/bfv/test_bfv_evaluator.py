@@ -149,6 +149,20 @@ def test_modulus_switching_keeps_the_message(name):
                                   mul_mod_t(a, b, t))
 
 
+
+def test_modulus_switching_gives_the_same_words_with_either_plan():
+    """The fused pass (the transform and (c - r) q_l^-1 in ops.mod_down_ntt, the limbs read in place) and the
+    reference composition (a transform, then ops.sub_mul_const) of mod_switch_to_next: the same words, for a
+    degree-2 product and a strided (hand-made) view."""
+    s, _, _, _, ca, cb = _pair(SMALL)
+    reference = bfv.Evaluator(bfv.BFVContext(s.ctx.params, plan=s.ctx.plan.replace(fused_circuit=False)))
+    assert s.ctx.plan.fused_circuit
+    product = s.evaluator.multiply(ca, cb)
+    strided = rlwe.Ciphertext(data=product.data.transpose(0, 1).contiguous().transpose(0, 1), level=product.level,
+                              params_id=product.params_id)
+    for ct in (ca, product, strided):
+        assert s.evaluator.mod_switch_to(ct, 0).data.equal(reference.mod_switch_to(ct, 0).data)
+
 def test_noise_budget_decreases_as_theory_says():
     """An addition loses at most 1 bit (|v_a + v_b| <= 2 max; it may lose none: the noises can
     partly cancel), a product between log2(t) and log2(t N) + 4 bits (|v| ~ t N |v_a| up to
