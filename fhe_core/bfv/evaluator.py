@@ -21,6 +21,7 @@ from fhe_core.bfv import behz
 from fhe_core.bfv.context import BFVContext
 from fhe_core.bfv.encoder import Plaintext
 from fhe_core.bfv.encryption import check_plaintext, plain_operand
+from fhe_core.bfv.graphed import GraphedEvaluator
 from fhe_core.errors import LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
 from fhe_core.ring import shoup_constants
 from fhe_core.rlwe import Ciphertext, EvalKeySet
@@ -56,6 +57,12 @@ class Evaluator:
             if keys.params_id != ctx.params_id:
                 raise ParamsMismatchError("Evaluator: the key set belongs to other parameters")
         self.ctx, self.keys = ctx, keys
+
+    def graphed(self) -> GraphedEvaluator:
+        """This evaluator with its multiplying, relinearizing, rotating and modulus-switching operations replayed
+        from CUDA graphs captured on their first call per input shape (bit-identical results, a call close to its
+        device time; CUDA only). See :mod:`fhe_core.bfv.graphed`."""
+        return GraphedEvaluator(self)
 
     # ---- checks ------------------------------------------------------------------------------
 
