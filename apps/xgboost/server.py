@@ -22,7 +22,7 @@ from fhe_core.errors import LevelMismatchError, ParamsMismatchError
 from fhe_core.params import Params
 from fhe_core.rlwe import Ciphertext, EvalKeySet, PublicKey
 from fhe_core.rlwe.checks import check_canonical
-from fhe_core.rlwe.graphs import CapturedCircuit
+from fhe_core.rlwe.graphs import GraphedFunction
 from fhe_core.rlwe.sampling import sub_seed
 
 from .batched import StackedAlgebra
@@ -236,7 +236,7 @@ class ForestEvaluator:
 
 class GraphedBatches:
     """A server's batch evaluation replayed from a CUDA graph captured on the first batch
-    (:class:`fhe_core.rlwe.graphs.CapturedCircuit`): an eager evaluation at N = 2^13 - 2^14 issues a few hundred
+    (:class:`fhe_core.rlwe.graphs.GraphedFunction`): an eager evaluation at N = 2^13 - 2^14 issues a few hundred
     to a few thousand short kernels from Python, and the host time exceeds the device time several times over.
 
     One graph serves every batch: a plan's batches run the same circuit on the same shapes and levels, with the
@@ -249,15 +249,13 @@ class GraphedBatches:
         if ctx.device.type != "cuda":
             raise PlanError(f"{owner}: graphed=True needs a CUDA device (CUDA graphs), these parameters run on "
                             f"{ctx.device}")
-        self.ctx, self._evaluate_batch, self._op = ctx, evaluate_batch, f"{owner}.evaluate"
-        self._circuit: CapturedCircuit | None = None
+        self.ctx, self._op = ctx, f"{owner}.evaluate"
+        self._graphed = GraphedFunction(lambda *cts: (evaluate_batch(list(cts)),))
 
     def __call__(self, inputs: list[Ciphertext]) -> Ciphertext:
         for ct in inputs:
             check_canonical(self.ctx.rlwe, ct, ct.level, self._op)
-        if self._circuit is None:
-            self._circuit = CapturedCircuit(lambda *cts: (self._evaluate_batch(list(cts)),), tuple(inputs))
-        (answer,) = self._circuit.run(tuple(ct.data for ct in inputs))
+        (answer,) = self._graphed(*inputs)
         return answer
 
 

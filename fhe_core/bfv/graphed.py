@@ -4,15 +4,17 @@ per input shape on its first call, then replayed (``Evaluator.graphed()``).
 An eager BFV call at N = 2^13 issues 3 to 22 extension kernels from Python (a product and relinearization: 21), a
 few microseconds of host time each, and the kernels are short: the call takes a few times its device time. A
 replay launches them all at once; a call then costs the copy of its inputs into the graph's static buffers, the
-replay and the copy of the result out (``fhe_core.rlwe.graphs.CapturedCircuit``).
+replay and the copy of the result out (``fhe_core.rlwe.graphs.GraphedFunction``).
 
-**One graph per (operation, levels, degrees, step).** An operation's kernels depend on nothing else (the keys and
-tables are fixed), so a graph captured once serves every later call with the same key. The entry checks that the
-replay skips (type, parameters, device, shape, and the residue range check of an operand seen for the first time)
-run before it, as the eager call's; the rest (degrees, equal levels, keys, steps) is checked by the eager warm-up
-of the first call of each key, which raises as the eager operation would and captures nothing.
+**One graph per operation (and step) and input signature** (levels, degrees, shapes): an operation's kernels
+depend on nothing else (the keys, tables, BEHZ tables and kept plaintext forms are fixed while the evaluator lives),
+so a graph captured once serves every later call with the same signature. The entry checks that the replay skips
+(type, parameters, device, shape, and the residue range check of an operand seen for the first time) run before
+it, as the eager call's; the rest (degrees, equal levels, keys, steps) is checked by the eager warm-up of the first
+call of each signature, which raises as the eager operation would and captures nothing.
 
-Holds one memory pool per graph while it lives; not for concurrent use. CUDA only.
+Holds one memory pool per graph (at most ``rlwe.graphs.MAX_GRAPHS`` per operation) while it lives; not for
+concurrent use. CUDA only.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from collections.abc import Callable
 
 from fhe_core.errors import ParameterError
 from fhe_core.rlwe import Ciphertext
-from fhe_core.rlwe.graphs import CapturedCircuit
+from fhe_core.rlwe.graphs import GraphedFunction
 
 GRAPHED = ("multiply", "relinearize", "multiply_relin", "rotate_rows", "swap_columns", "mod_switch_to_next")
 
@@ -34,7 +36,7 @@ class GraphedEvaluator:
             raise ParameterError(f"GraphedEvaluator: CUDA graphs need an evaluator on a CUDA device, this one runs "
                                  f"on {evaluator.ctx.device}")
         self.evaluator = evaluator
-        self._circuits: dict[tuple, CapturedCircuit] = {}
+        self._functions: dict[tuple, GraphedFunction] = {}  # (op, step) -> its graphs by input signature
 
     def __getattr__(self, name: str):
         if name == "evaluator":  # (an instance made without __init__: copy, pickle)
@@ -44,10 +46,10 @@ class GraphedEvaluator:
     def _replay(self, op: str, fn: Callable[..., Ciphertext], cts: tuple[Ciphertext, ...], extra=()) -> Ciphertext:
         for ct in cts:
             self.evaluator._ct(ct, op, degree=None)  # the eager call's entry checks (residues once per object)
-        key = (op, extra, tuple((ct.level, ct.degree) for ct in cts))
-        if key not in self._circuits:
-            self._circuits[key] = CapturedCircuit(lambda *x: (fn(*x),), cts)
-        (out,) = self._circuits[key].run(tuple(ct.data for ct in cts))
+        key = (op, extra)
+        if key not in self._functions:
+            self._functions[key] = GraphedFunction(lambda *x: (fn(*x),))
+        (out,) = self._functions[key](*cts)
         return out
 
     def multiply(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
