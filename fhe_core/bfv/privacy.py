@@ -111,8 +111,7 @@ def flood(ctx: BFVContext, ct: Ciphertext, public_key: PublicKey, *, noise_bits:
     check_key(public_key, (PublicKey,), ctx.params_id, "flood")
     level = check_ciphertext(ctx.rlwe, ct, "flood", degree=1)
     seeds = seeds_for(ctx.rlwe, seed, "flood")
-    zero = torch.zeros((level + 1, ctx.n), dtype=torch.int64, device=ctx.device)
-    fresh = rlwe.encrypt_pk(ctx.rlwe, public_key, zero, level, seed=seeds.uniform if seed is not None else None)
+    fresh = rlwe.encrypt_zero_pk(ctx.rlwe, public_key, level, seed=seeds.uniform if seed is not None else None)
     moduli = ctx.rlwe.q_at(level).moduli
     data = ops.add(ct.data, fresh.data, moduli)
     ops.add(data[0], flood_polynomial(ctx, level, seeds.secret, noise_bits), moduli, out=data[0])
