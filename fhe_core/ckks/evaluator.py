@@ -321,6 +321,12 @@ class Evaluator:
 
     # ---- constants -------------------------------------------------------------------------------
 
+    def device_constants(self) -> list[torch.Tensor]:
+        """Every constant this evaluator caches on the device now. The caches are bounded (they
+        clear when full); a CUDA graph that read a constant by address keeps this list alive
+        (``fhe_core.rlwe.graphs``), so a cleared constant is never freed under it."""
+        return [t for entry in self._constant_cache.values() for t in entry] + list(self._table_cache.values())
+
     def encode_constant(self, value: complex, scale: float, level: int, *, op: str = "encode_constant") -> torch.Tensor:
         """The plaintext of ``value`` in every slot at ``scale``: re + im X^(N/2), each part
         rounded as the encoder rounds (floor(scale * x + 1/2), exact), since

@@ -14,45 +14,19 @@ every input: the input's first ``min_input_level + 1`` limbs are copied into a s
 into a new ciphertext with the input's scale.
 
 **Costs.** The graph keeps its own memory pool: every intermediate of one bootstrap stays
-allocated (at N16_H192_FULL a few GB) while the :class:`GraphedBootstrapper` lives. The first
-call per mode runs the bootstrap twice eagerly (warm-up: lazily built tables and the evaluator's
-constant cache must exist before capture) and captures a third.
+allocated (at N16_H192_FULL a few GB) while the :class:`GraphedBootstrapper` lives, and the
+evaluator's constants it reads (:class:`fhe_core.rlwe.graphs.CapturedCircuit`). The first call per
+mode runs the bootstrap twice eagerly (warm-up: lazily built tables and the evaluator's constant
+cache must exist before capture) and captures a third.
 """
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import torch
 
 from fhe_core.ckks.ciphertext import Ciphertext, rlwe_context
 from fhe_core.errors import ParameterError
 from fhe_core.rlwe.checks import check_canonical, mark_canonical
-
-WARMUP_RUNS = 2  # eager runs on a side stream before the capture (tables, cached constants)
-
-
-class _CapturedCircuit:
-    """fn(*ciphertexts) captured once on static inputs ``[2, l+1, N]``; replayed by :meth:`run`."""
-
-    def __init__(self, fn: Callable[..., tuple[Ciphertext, ...]], inputs: tuple[Ciphertext, ...]):
-        self._static = tuple(ct.replace(data=ct.data.clone()) for ct in inputs)
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(WARMUP_RUNS):
-                fn(*self._static)
-        torch.cuda.current_stream().wait_stream(side)
-        self._graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self._graph):
-            self._outputs = fn(*self._static)
-
-    def run(self, data: tuple[torch.Tensor, ...]) -> tuple[Ciphertext, ...]:
-        """Copy ``data`` (each ``[2, l+1, N]``, the static inputs' shapes) in, replay, copy the
-        outputs out (new tensors: the next replay overwrites the static ones)."""
-        for static, d in zip(self._static, data):
-            static.data.copy_(d)
-        self._graph.replay()
-        return tuple(mark_canonical(out.replace(data=out.data.clone())) for out in self._outputs)
+from fhe_core.rlwe.graphs import CapturedCircuit
 
 
 class GraphedBootstrapper:
@@ -70,8 +44,8 @@ class GraphedBootstrapper:
             raise ParameterError(f"GraphedBootstrapper: CUDA graphs need a bootstrapper on a CUDA device, "
                                  f"this one runs on {device}")
         self.bootstrapper = bootstrapper
-        self._single: _CapturedCircuit | None = None
-        self._pair: _CapturedCircuit | None = None
+        self._single: CapturedCircuit | None = None
+        self._pair: CapturedCircuit | None = None
 
     def __getattr__(self, name: str):
         # the rest of the Bootstrapper interface (levels, keys, evaluator, steps) unchanged; an
@@ -86,7 +60,7 @@ class GraphedBootstrapper:
         checked = boot.check_input(ct, "bootstrap")  # a view of the first limbs when it drops levels
         check_canonical(rlwe_context(boot.params), ct, ct.level, "bootstrap")  # as the eager call's first op
         if self._single is None:
-            self._single = _CapturedCircuit(lambda x: (boot.bootstrap(x),), (checked,))
+            self._single = CapturedCircuit(lambda x: (boot.bootstrap(x),), (checked,), boot.evaluator.device_constants)
         (out,) = self._single.run((checked.data,))
         return mark_canonical(out.replace(scale=ct.scale))
 
@@ -97,7 +71,7 @@ class GraphedBootstrapper:
         for ct in (a, b):
             check_canonical(rlwe_context(boot.params), ct, ct.level, "bootstrap_pair")
         if self._pair is None:
-            self._pair = _CapturedCircuit(boot.bootstrap_pair, checked)
+            self._pair = CapturedCircuit(boot.bootstrap_pair, checked, boot.evaluator.device_constants)
         out_a, out_b = self._pair.run(tuple(ct.data for ct in checked))
         return mark_canonical(out_a.replace(scale=a.scale)), mark_canonical(out_b.replace(scale=a.scale))
 

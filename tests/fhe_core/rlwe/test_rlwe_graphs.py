@@ -1,0 +1,121 @@
+"""fhe_core.rlwe.graphs: CUDA-graph replay of ciphertext circuits against the eager calls.
+
+On CUDA: results equal the eager circuit's bit for bit on the captured input and on new data,
+one graph per metadata signature (levels), the least recently used dropped past the bound, and
+a replay still right after the evaluator's constant cache was cleared and its memory reused (the
+graph keeps the constants it reads). Everywhere: the refusals (inputs without checked residues,
+inputs off CUDA) and what a signature tells apart.
+"""
+import numpy as np
+import pytest
+import torch
+
+from fhe_core import ckks, rlwe
+from fhe_core.ckks import evaluator as evaluator_module
+from fhe_core.errors import ParameterError
+from fhe_core.params import preset
+from fhe_core.rlwe.graphs import CapturedCircuit, GraphedFunction, signature
+
+PRESET = "N11QP342L4D3Insecure"  # N = 2^11, L = 4, scale 2^40
+
+
+class Setup:
+    def __init__(self, device: str):
+        self.params = preset(PRESET, allow_insecure=True, device=device)
+        ctx = ckks.rlwe_context(self.params)
+        self.sk = rlwe.gen_secret_key(ctx)
+        self.keys = rlwe.gen_eval_keys(ctx, self.sk, ckks.galois_elements(self.params.n, [1, 5]))
+        self.encoder = ckks.Encoder(self.params)
+        self.encryptor = ckks.Encryptor(self.params, self.sk)
+        self.evaluator = ckks.Evaluator(self.params, self.keys)
+
+    def encrypt(self, seed: int, level: int | None = None):
+        values = np.random.default_rng(seed).uniform(-1, 1, self.params.slots)
+        return self.encryptor.encrypt(self.encoder.encode(values, level=level))
+
+    def circuit(self, a, b):
+        """A product, rotations, a constant added at the product's scale (a constant that follows the
+        scale, as the HELR cubic's), and a second output: what a graph must reproduce."""
+        ev = self.evaluator
+        prod = ev.rescale(ev.mul_relin(a, b))
+        rotated = ev.add(ev.rotate(prod, 1), ev.rotate(prod, 5))
+        return ev.add(rotated, 0.375), ev.sub(a, b)
+
+
+def assert_same(outs, expected):
+    assert len(outs) == len(expected)
+    for out, ref in zip(outs, expected):
+        assert torch.equal(out.data, ref.data)
+        assert (out.level, out.scale, out.slots) == (ref.level, ref.scale, ref.slots)
+
+
+@pytest.fixture(scope="module")
+def cuda_setup():
+    return Setup("cuda")
+
+
+@pytest.mark.gpu
+def test_replays_equal_the_eager_circuit_bit_for_bit(cuda_setup):
+    s = cuda_setup
+    graphed = GraphedFunction(s.circuit, keep=s.evaluator.device_constants)
+    for seed in (1, 2, 3):  # captured on the first, replayed on new data after
+        a, b = s.encrypt(seed), s.encrypt(seed + 10)
+        assert_same(graphed(a, b), s.circuit(a, b))
+    assert graphed.graphs == 1
+    a, b = s.encrypt(4, level=2), s.encrypt(5, level=2)  # another signature: another graph
+    assert_same(graphed(a, b), s.circuit(a, b))
+    assert graphed.graphs == 2
+
+
+@pytest.mark.gpu
+def test_least_recently_used_graph_is_dropped_past_the_bound(cuda_setup):
+    s = cuda_setup
+    graphed = GraphedFunction(s.circuit, keep=s.evaluator.device_constants, max_graphs=1)
+    for level in (3, 2, 3):
+        a, b = s.encrypt(level, level=level), s.encrypt(level + 1, level=level)
+        assert_same(graphed(a, b), s.circuit(a, b))
+        assert graphed.graphs == 1
+
+
+@pytest.mark.gpu
+def test_a_replay_survives_the_constant_cache_being_cleared(cuda_setup, monkeypatch):
+    """The graph reads the constant 0.375 from the evaluator's cache by address; the cache clears
+    when full and its freed memory is taken by new tensors. Without the kept references the replay
+    would read those tensors' bytes."""
+    s = cuda_setup
+    ev = ckks.Evaluator(s.params, s.keys)  # a fresh cache
+    monkeypatch.setattr(evaluator_module, "CONSTANT_CACHE_SIZE", 4)
+
+    def circuit(a, b):
+        return (ev.add(ev.rescale(ev.mul_relin(a, b)), 0.375),)
+
+    graphed = GraphedFunction(circuit, keep=ev.device_constants)
+    a, b = s.encrypt(7), s.encrypt(8)
+    expected = circuit(a, b)
+    graphed(a, b)  # captured
+    x = s.encrypt(9)
+    for k in range(40):  # clears the cache several times; its constants go back to the allocator
+        ev.add(x, 1.0 + k / 64)
+    litter = [torch.full((4096,), -1, dtype=torch.int64, device="cuda") for _ in range(64)]
+    assert_same(graphed(a, b), expected)
+    del litter
+
+
+def test_inputs_need_checked_residues_and_cuda():
+    s = Setup("cpu")
+    a = s.encrypt(1)
+    unchecked = a.replace(data=a.data.clone())  # new data: no mark of checked residues
+    with pytest.raises(ParameterError, match="checked residues"):
+        GraphedFunction(s.circuit)(unchecked, a)
+    with pytest.raises(ParameterError, match="CUDA"):
+        GraphedFunction(s.circuit)(a, a)
+    with pytest.raises(ParameterError, match="CUDA"):
+        CapturedCircuit(s.circuit, (a, a))
+
+
+def test_signatures_tell_levels_and_scales_apart():
+    s = Setup("cpu")
+    a = s.encrypt(1)
+    assert signature(a) == signature(s.encrypt(2))  # the residues do not count
+    assert signature(a) != signature(s.evaluator.drop_level(a, 2))
+    assert signature(a) != signature(a.replace(scale=a.scale * (1 + 2 ** -52)))
