@@ -61,7 +61,9 @@ class CapturedCircuit:
                 fn(*self._static)
         torch.cuda.current_stream().wait_stream(side)
         self._graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self._graph):
+        # thread_local: a server's worker captures a training job's circuits in its job thread while its
+        # main thread evaluates predictions on the same device; "global" would fail those threads' syncs
+        with torch.cuda.graph(self._graph, capture_error_mode="thread_local"):
             self._outputs = tuple(fn(*self._static))
         self._kept = list(keep())
 

@@ -6,6 +6,8 @@ a replay still right after the evaluator's constant cache was cleared and its me
 graph keeps the constants it reads). Everywhere: the refusals (inputs without checked residues,
 inputs off CUDA) and what a signature tells apart.
 """
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -99,6 +101,42 @@ def test_a_replay_survives_the_constant_cache_being_cleared(cuda_setup, monkeypa
     litter = [torch.full((4096,), -1, dtype=torch.int64, device="cuda") for _ in range(64)]
     assert_same(graphed(a, b), expected)
     del litter
+
+
+@pytest.mark.gpu
+def test_capture_beside_another_thread_working_on_the_device(cuda_setup):
+    """As in a server's worker: a job thread captures while the main thread evaluates, allocates and
+    reads results back to the host (a synchronising copy) on the same device. Neither thread fails
+    and both get the eager results."""
+    s = cuda_setup
+    a, b = s.encrypt(21), s.encrypt(22)
+    expected = s.circuit(a, b)
+    other = ckks.Evaluator(s.params, s.keys)
+    x = s.encrypt(23)
+    reference = other.rescale(other.mul_relin(x, x)).data.cpu()
+    stop, errors, rounds = threading.Event(), [], [0]
+
+    def predictions():
+        try:
+            while not stop.is_set():
+                assert torch.equal(other.rescale(other.mul_relin(x, x)).data.cpu(), reference)
+                rounds[0] += 1
+        except Exception as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+
+    thread = threading.Thread(target=predictions)
+    thread.start()
+    try:
+        for level in (3, 2, 1):  # three captures while the other thread runs
+            la, lb = (ct if level == ct.level else s.evaluator.drop_level(ct, level) for ct in (a, b))
+            graphed = GraphedFunction(s.circuit, keep=s.evaluator.device_constants)
+            assert_same(graphed(la, lb), s.circuit(la, lb))
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors, errors
+    assert rounds[0] > 0
+    assert_same(GraphedFunction(s.circuit)(a, b), expected)
 
 
 def test_inputs_need_checked_residues_and_cuda():
