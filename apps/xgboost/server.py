@@ -21,7 +21,7 @@ from fhe_core import bfv
 from fhe_core.errors import LevelMismatchError, ParamsMismatchError
 from fhe_core.params import Params
 from fhe_core.rlwe import Ciphertext, EvalKeySet, PublicKey
-from fhe_core.rlwe.checks import check_canonical
+from fhe_core.rlwe.checks import check_canonical_all
 from fhe_core.rlwe.graphs import GraphedFunction
 from fhe_core.rlwe.sampling import sub_seed
 
@@ -242,19 +242,18 @@ class GraphedBatches:
     One graph serves every batch: a plan's batches run the same circuit on the same shapes and levels, with the
     server's fixed plaintexts (encoded and lifted during the warm-up runs, then kept); flooding, which draws fresh
     randomness per answer, runs eagerly after it. The residue range check of the client's ciphertexts, which the
-    graph skips, runs here on every batch. Same words as the eager evaluation (the same kernels on the same data).
+    graph skips, runs before it (``check_batches``: the inputs arrive marked). Same words as the eager evaluation
+    (the same kernels on the same data).
     Holds the graph's memory pool (one batch's intermediates) while the server lives; not for concurrent use."""
 
     def __init__(self, ctx: bfv.BFVContext, evaluate_batch, owner: str):
         if ctx.device.type != "cuda":
             raise PlanError(f"{owner}: graphed=True needs a CUDA device (CUDA graphs), these parameters run on "
                             f"{ctx.device}")
-        self.ctx, self._op = ctx, f"{owner}.evaluate"
         self._graphed = GraphedFunction(lambda *cts: (evaluate_batch(list(cts)),))
 
     def __call__(self, inputs: list[Ciphertext]) -> Ciphertext:
-        for ct in inputs:
-            check_canonical(self.ctx.rlwe, ct, ct.level, self._op)
+        """The answer of one batch of checked inputs (``check_batches``)."""
         (answer,) = self._graphed(*inputs)
         return answer
 
@@ -276,7 +275,8 @@ def check_keys(owner: str, keys: EvalKeySet, elements: list[int], public_key: Pu
 
 def check_batches(op: str, cts, per_batch: int, level: int, ctx: bfv.BFVContext) -> list[list[Ciphertext]]:
     """The client's ciphertexts cut into batches of ``per_batch``, each checked (type, parameters,
-    level, degree 1, device); PlanError (or the typed mismatch error) naming ``op`` otherwise."""
+    level, degree 1, device, and every residue in range, with one device sync for all: marked canonical, the
+    circuit does not check them again); PlanError (or the typed mismatch error) naming ``op`` otherwise."""
     if not isinstance(cts, (list, tuple)) or not cts:
         raise PlanError(f"{op}: expected a non-empty list of ciphertexts")
     if len(cts) % per_batch:
@@ -292,6 +292,7 @@ def check_batches(op: str, cts, per_batch: int, level: int, ctx: bfv.BFVContext)
                                      f"level {level}, degree 1")
         if ct.device != ctx.device:
             raise PlanError(f"{op}: input {i} is on {ct.device}, the evaluator on {ctx.device}")
+    check_canonical_all(ctx.rlwe, cts, op)
     return [list(cts[b:b + per_batch]) for b in range(0, len(cts), per_batch)]
 
 

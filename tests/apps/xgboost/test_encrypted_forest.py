@@ -161,6 +161,10 @@ def test_evaluator_checks_its_inputs():
         server.evaluate([cts[0].replace(data=cts[0].data[:, :-1], level=cts[0].level - 1)] + cts[1:])
     with pytest.raises(ParamsMismatchError):
         server.evaluate([cts[0].replace(params_id="0" * 64)] + cts[1:])
+    bad = cts[1].replace(data=cts[1].data.clone())
+    bad.data[1, 0, 3] = -1  # every input's residues checked up front, one sync for all (check_canonical_all)
+    with pytest.raises(ResidueError, match=r"^ForestEvaluator.evaluate: input 1 has a residue outside"):
+        server.evaluate([cts[0], bad] + cts[2:])
     with pytest.raises(PlanError, match="Galois"):
         ForestEvaluator(params, EvalKeySet(params.params_id, relin=keys.relin_key("test")), forest,
                         public_key=client.public_key, plan=plan)
