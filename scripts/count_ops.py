@@ -6,8 +6,10 @@ launches, one entry per kernel or view, nothing inside an op), in four kinds:
     extension   the extension's ops (``fhe_core::*``): the arithmetic, one or a few kernels each
     aten        aten's compute ops (allocations, copies, elementwise, stack/cat: a kernel each on a GPU)
     views       aten's metadata ops (view, slice, select, expand, ...): no kernel, host time only
-    syncs       ops that make the host wait for the device (``.item()``, ``bool(tensor)``, nonzero, equal)
-    host data   tensors made from host data (``torch.tensor(...)``: a host-to-device copy on a GPU)
+    syncs       ops that make the host wait for the device (``.item()``, ``bool(tensor)``, nonzero, equal, a copy
+                to the host)
+    host data   tensors made from host data (``torch.tensor(...)``, a copy from the host: on a GPU a host-to-device
+                copy, which waits for the stream; on the CPU only ``torch.tensor`` shows)
 
 On a GPU an eager call costs roughly (extension + aten + views) times a few microseconds of host time, plus a
 full wait for the device per sync; this is what the host-overhead work of issue 29 (item 4) counts down.
@@ -39,52 +41,66 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 SYNC_OPS = {"aten::_local_scalar_dense", "aten::nonzero", "aten::is_nonzero", "aten::equal", "aten::item",
             "aten::allclose", "aten::unique", "aten::masked_select"}
 HOST_DATA_OPS = {"aten::lift_fresh", "aten::lift_fresh_copy"}
+COPY_OPS = {"aten::_to_copy", "aten::copy_"}
 KINDS = ("extension", "aten", "views", "syncs", "host data")
 
 
 class OpCounter(TorchDispatchMode):
-    """Counts the ops dispatched while active, by name."""
+    """Counts the ops dispatched while active, by name, and keeps each name's kind."""
 
     def __init__(self):
         super().__init__()
         self.ops: Counter[str] = Counter()
+        self.kinds: dict[str, str] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops[func.name()] += 1
-        return func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        name = func.name()
+        kind = op_kind(func, args, kwargs)
+        if kind != "aten" and name in COPY_OPS:  # a copy across devices counts apart from the same op on one
+            name = f"{name} ({kind})"
+        self.ops[name] += 1
+        self.kinds[name] = kind
+        return func(*args, **kwargs)
 
 
-def kind(name: str) -> str:
+def op_kind(func, args, kwargs) -> str:
+    """The kind of one dispatched op (module docstring): by namespace, by name, a copy by its devices (host to
+    device: host data; device to host: a sync), else a view when its schema returns an alias of an input."""
+    name = func.name()
     if name.startswith("fhe_core::"):
         return "extension"
     if name in SYNC_OPS:
         return "syncs"
     if name in HOST_DATA_OPS:
         return "host data"
-    base = name.split("::")[-1].split(".")[0]
-    return "views" if _is_view(base) else "aten"
+    if name in COPY_OPS:
+        devices = [a.device.type for a in args if isinstance(a, torch.Tensor)]
+        if name == "aten::_to_copy":
+            devices.append(torch.device(kwargs.get("device") or devices[0]).type)
+        else:  # copy_(self = destination, src)
+            devices.reverse()
+        if devices[0] == "cpu" and devices[-1] != "cpu":
+            return "host data"
+        if devices[0] != "cpu" and devices[-1] == "cpu":
+            return "syncs"
+    returns = func._schema.returns
+    return "views" if returns and returns[0].alias_info is not None and not returns[0].alias_info.is_write else "aten"
 
 
-def _is_view(base: str) -> bool:
-    schema = getattr(torch.ops.aten, base)
-    overload = getattr(schema, "default", None) or getattr(schema, schema.overloads()[0])
-    returns = overload._schema.returns
-    return bool(returns) and returns[0].alias_info is not None and not returns[0].alias_info.is_write
-
-
-def count(fn) -> Counter[str]:
-    """The ops one call of ``fn()`` dispatches, by name, in the steady state (after a first call: lazily built
-    tables and kept operands exist)."""
+def count(fn) -> OpCounter:
+    """The ops one call of ``fn()`` dispatches (``.ops`` by name, ``.kinds``), in the steady state (after a first
+    call: lazily built tables and kept operands exist)."""
     fn()
     with OpCounter() as counter:
         fn()
-    return counter.ops
+    return counter
 
 
-def by_kind(ops: Counter[str]) -> dict[str, int]:
+def by_kind(counter: OpCounter) -> dict[str, int]:
     totals = dict.fromkeys(KINDS, 0)
-    for name, n in ops.items():
-        totals[kind(name)] += n
+    for name, n in counter.ops.items():
+        totals[counter.kinds[name]] += n
     return totals
 
 
@@ -109,7 +125,8 @@ def bfv_cases(preset: str, device: str):
     from fhe_core import bfv, rlwe
     from fhe_core.params import Params, preset_literal
 
-    ctx = bfv.BFVContext(Params.from_literal(preset_literal(preset), device=device))
+    ctx = bfv.BFVContext(Params.from_literal(preset_literal(preset), device=device,
+                                            allow_insecure=preset.endswith("Insecure")))
     sk = rlwe.gen_secret_key(ctx.rlwe)
     keys = rlwe.gen_eval_keys(ctx.rlwe, sk, bfv.galois_elements(ctx.n, [1, 2], column_swap=True))
     encoder, encryptor = bfv.BatchEncoder(ctx), bfv.Encryptor(ctx, sk)
@@ -196,13 +213,13 @@ def main(argv=None) -> int:
     print(f"| case | {' | '.join(KINDS)} | wall time (us) |")
     print("| --- |" + " ---: |" * (len(KINDS) + 1))
     for name, fn, repeats in cases:
-        ops = count(fn)
-        totals = by_kind(ops)
+        counter = count(fn)
+        ops, totals = counter.ops, by_kind(counter)
         seconds = wall_time(fn, args.device, repeats)
         print(f"| {name} | {' | '.join(str(totals[k]) for k in KINDS)} | {seconds * 1e6:.0f} |", flush=True)
         if args.verbose:
             for op, n in ops.most_common():
-                print(f"    {n:5d}  {op}  ({kind(op)})")
+                print(f"    {n:5d}  {op}  ({counter.kinds[op]})")
         if args.json:
             row = {"date": stamp, "commit": commit(), "label": args.label, "device": args.device,
                    "machine": machine, "case": name, "preset": args.preset if name.startswith("bfv") else None,
