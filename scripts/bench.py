@@ -302,6 +302,14 @@ def make_bfv_cases(device: str, sets=BFV_SETS, key_switching: str = "hybrid") ->
             label = name if key_switching == "hybrid" else f"{name}, {key_switching} key switching"
             cases.append(Case(f"bfv {op}", label, int(moved), lambda i, fn=fn: fn(),
                               REFERENCE_3060TI_US.get(op, {}).get(log_n)))
+        if device == "cuda":  # the same calls replayed from CUDA graphs (Evaluator.graphed(): eager time only)
+            graphed = ev.graphed()
+            for op, fn in (("multiply", lambda g=graphed, a=ca, b=cb: g.multiply(a, b)),
+                           ("relinearize", lambda g=graphed, p=product: g.relinearize(p)),
+                           ("multiply_relin", lambda g=graphed, a=ca, b=cb: g.multiply_relin(a, b)),
+                           ("rotate_rows", lambda g=graphed, a=ca: g.rotate_rows(a, 1)),
+                           ("mod_switch_to_next", lambda g=graphed, a=ca: g.mod_switch_to_next(a))):
+                cases.append(Case(f"bfv {op} (graphed)", label, 0, lambda i, fn=fn: fn(), capture=False))
     return cases
 
 

@@ -17,6 +17,7 @@ on an RTX 3060 Ti.
     python scripts/bench_xgboost.py --device cuda --markdown xgb.md --json xgb.jsonl
     python scripts/bench_xgboost.py --device cpu --threads 2 --only srbct-private srbct
     python scripts/bench_xgboost.py --device cpu --only idash-258 --preset BFVN13QP218L3D4T20
+    python scripts/bench_xgboost.py --device cuda --graphed    # batches replayed from a CUDA graph
 
 SRBCT needs xgboost (to train); without it those rows are skipped with a note.
 """
@@ -69,6 +70,8 @@ def main(argv=None) -> int:
     parser.add_argument("--only", nargs="*", choices=WORKLOADS, help="a subset of the workloads")
     parser.add_argument("--per-group", action="store_true",
                         help="evaluate group by group through the evaluator (not the stacked tree stage)")
+    parser.add_argument("--graphed", action="store_true",
+                        help="replay each batch from a CUDA graph (graphed=True: about the device time)")
     parser.add_argument("--idash", type=Path, default=SHARED / "idash2020_sabanci_xgb")
     parser.add_argument("--islp", type=Path, default=SHARED / "srbct_khan2001")
     parser.add_argument("--markdown", type=Path, help="append the table to this file")
@@ -84,7 +87,8 @@ def main(argv=None) -> int:
         if job is None:
             print(f"skipped {name}: xgboost is not installed", file=sys.stderr)
             continue
-        run = run_job(job, args.preset, device=args.device, repeats=args.repeats + 1, stacked=not args.per_group)
+        run = run_job(job, args.preset, device=args.device, repeats=args.repeats + 1, stacked=not args.per_group,
+                      graphed=args.graphed)
         ops = run.plan.ops
         if not run.exact:
             print(f"error: {name}: the decrypted scores differ from the integer twin's", file=sys.stderr)
@@ -99,7 +103,8 @@ def main(argv=None) -> int:
                      f"{run.seconds['encrypt']:.2f}", f"{run.bytes['upload'] / 2**20:.1f}",
                      f"{run.bytes['download'] / 2**20:.2f}"))
         records.append({"workload": name, "samples": job.n_samples, "device": device, "preset": run.preset,
-                        "encoding": job.encoding, "path": "per-group" if args.per_group else "stacked",
+                        "encoding": job.encoding,
+                        "path": ("per-group" if args.per_group else "stacked") + (", graphed" if args.graphed else ""),
                         "date": stamp, "seconds": run.seconds, "bytes": run.bytes, "ops": ops,
                         "level": run.plan.level, "answer_level": run.plan.answer_level, "inputs": run.plan.n_inputs,
                         "budget_before_flooding": run.plan.budget_left, "budget_left": run.budget_left,

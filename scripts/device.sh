@@ -16,6 +16,10 @@
 #       trees   XGBoost alone (iDASH 99 and 258, SRBCT model-private and thermometer: exact or it
 #               fails, server ms, request/answer MiB), bytes on the wire by format, one HTTP
 #               stream's MB/s; not in the default stages (apps includes it)
+#       bfvhost the BFV host overhead (issue 29 item 4; not in the default stages): bench.py's BFV suite
+#               (eager and graphed calls against their device time), ops and eager wall time per call
+#               (scripts/count_ops.py), the forests eager and with graphed batches (bench_xgboost.py
+#               --graphed) -> bfv-host.jsonl, bfv-host-ops.jsonl
 #       demo    the main job (python -m demo) on the GPU, full MNIST, iDASH included, SRBCT in both
 #               encodings (model-private and thermometer) for the report's per-encoding rows
 #       dist    two GPUs or more (device kind nvidia-h200-x2; not in the default stages): the NCCL tests
@@ -50,7 +54,7 @@ case "${1:-}" in
     --no-bench) stages="build tests" ;;
     --only) stages="${2:?--only needs a list of stages}" ;;
     "") ;;
-    *) echo "usage: bash scripts/device.sh [--no-bench | --only 'build tests bench keyswitch apps trees demo dist serve py312']" >&2; exit 2 ;;
+    *) echo "usage: bash scripts/device.sh [--no-bench | --only 'build tests bench keyswitch apps trees bfvhost demo dist serve py312']" >&2; exit 2 ;;
 esac
 has() { case " $stages " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
@@ -115,6 +119,19 @@ if has apps || has trees; then
     python3 scripts/bench_wire.py --device cuda ${data:+--idash "$data/idash2020_sabanci_xgb" --islp "$data/srbct_khan2001"} \
         --json "$out/wire.jsonl" | tee "$out/bench-wire.txt"
     python3 scripts/bench_http.py --mib 256 --json "$out/http.jsonl" | tee "$out/bench-http.txt"
+fi
+
+if has bfvhost; then
+    echo "==> BFV host overhead: eager and graphed calls, ops per call, the forests eager and graphed"
+    python3 scripts/bench.py --device cuda --only bfv --json "$out/bfv-host.jsonl" --markdown "$out/bench-bfv-host.md" \
+        || rc=1
+    python3 scripts/count_ops.py --device cuda --forest ${data:+--data "$data"} --json "$out/bfv-host-ops.jsonl" \
+        | tee "$out/bfv-host-ops.txt" || rc=1
+    for graphed in "" --graphed; do
+        python3 scripts/bench_xgboost.py --device cuda $graphed \
+            ${data:+--idash "$data/idash2020_sabanci_xgb" --islp "$data/srbct_khan2001"} \
+            --json "$out/bfv-host.jsonl" --markdown "$out/bench-bfv-host.md" || rc=1
+    done
 fi
 
 if has dist; then

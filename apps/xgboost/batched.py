@@ -66,6 +66,7 @@ class StackedAlgebra:
             if all(set(f.terms) <= {(0, False)} for f in forms) and not all(f.is_plain for f in forms):
                 self.stacked[p, kind] = StackedForms(forms, self.ctx, encoder, self.level)
         self._ones = scaled_message(self.ctx, encoder.encode(np.ones(self.ctx.n, dtype=np.int64)), self.level)
+        self._public: dict[tuple, torch.Tensor] = {}  # public slot values -> their operands, see _plain
         self.inputs: list[Ciphertext] = []
 
     # ---- node tests -----------------------------------------------------------------------------
@@ -93,7 +94,7 @@ class StackedAlgebra:
         if isinstance(value, Ciphertext):
             return value.data
         data = torch.zeros((2, self.level + 1, self.ctx.n), dtype=torch.int64, device=self.ctx.device)
-        data[0] = scaled_message(self.ctx, self.encoder.encode(np.mod(value, self.t)), self.level)
+        data[0] = self._plain(value[None], scaled=True)[0]
         return data
 
     def depth1(self, group, node):
@@ -105,9 +106,15 @@ class StackedAlgebra:
     # ---- arithmetic --------------------------------------------------------------------------------
 
     def _plain(self, values: np.ndarray, scaled: bool) -> torch.Tensor:
-        """``[G, N]`` slot values -> ``[G, l+1, N]`` lifted (for products) or scaled (for sums)."""
-        convert = scaled_message if scaled else lifted_message
-        return torch.stack([convert(self.ctx, self.encoder.encode(np.mod(v, self.t)), self.level) for v in values])
+        """``[G, N]`` slot values -> ``[G, l+1, N]`` lifted (for products) or scaled (for sums), made once per
+        distinct value: every batch meets the same public values (no re-encoding and no host-to-device copy per
+        batch, nothing a CUDA graph could not replay). Read-only: callers never write into it."""
+        values = np.mod(values, self.t)
+        key = (values.tobytes(), values.shape, scaled)
+        if key not in self._public:
+            convert = scaled_message if scaled else lifted_message
+            self._public[key] = torch.stack([convert(self.ctx, self.encoder.encode(v), self.level) for v in values])
+        return self._public[key]
 
     def mul(self, a, b, final):
         if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
@@ -158,9 +165,10 @@ class StackedAlgebra:
     # ---- the sum over groups --------------------------------------------------------------------
 
     def sum_groups(self, stack: torch.Tensor) -> Ciphertext:
-        """``[d+1, G, l+1, N]`` -> the ciphertext of the sum over G (a log2(G)-deep tree)."""
+        """``[d+1, G, l+1, N]`` -> the ciphertext of the sum over G (a log2(G)-deep tree), marked canonical (sums
+        of the kernels' canonical words: the evaluator need not re-read it, which on a GPU waits for the device)."""
         while stack.shape[1] > 1:
             half = stack.shape[1] // 2
             summed = ops.add(stack[:, :half].contiguous(), stack[:, half:2 * half].contiguous(), self.moduli)
             stack = torch.cat([summed, stack[:, 2 * half:]], dim=1) if stack.shape[1] % 2 else summed
-        return Ciphertext(data=stack[:, 0].contiguous(), level=self.level, params_id=self.ctx.params_id)
+        return mark_canonical(Ciphertext(data=stack[:, 0].contiguous(), level=self.level, params_id=self.ctx.params_id))

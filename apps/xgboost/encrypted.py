@@ -158,11 +158,12 @@ def public_part(plan, preset: str | None = None) -> PublicModel:
     return PublicModel.private(plan.layout, preset) if isinstance(plan, PrivatePlan) else plan.public_model(preset)
 
 
-def evaluator_for(plan, params, keys: EvalKeySet, public_key: PublicKey, model, *, stacked: bool = True):
-    """The server half of ``plan``'s kind (no secret key)."""
+def evaluator_for(plan, params, keys: EvalKeySet, public_key: PublicKey, model, *, stacked: bool = True,
+                  graphed: bool = False):
+    """The server half of ``plan``'s kind (no secret key); ``graphed``: batches replayed from a CUDA graph."""
     if isinstance(plan, PrivatePlan):
-        return PrivateForestEvaluator(params, keys, model, public_key, plan=plan)
-    return ForestEvaluator(params, keys, model, public_key=public_key, plan=plan, stacked=stacked)
+        return PrivateForestEvaluator(params, keys, model, public_key, plan=plan, graphed=graphed)
+    return ForestEvaluator(params, keys, model, public_key=public_key, plan=plan, stacked=stacked, graphed=graphed)
 
 
 def smallest_preset(job: Job, width: int | None = None) -> str:
@@ -177,12 +178,14 @@ def smallest_preset(job: Job, width: int | None = None) -> str:
 
 
 def run_job(job: Job, preset: str | None = None, *, device: str = "cpu", width: int | None = None,
-            repeats: int = 1, progress: bool = False, allow_insecure: bool = False, stacked: bool = True) -> Run:
+            repeats: int = 1, progress: bool = False, allow_insecure: bool = False, stacked: bool = True,
+            graphed: bool = False) -> Run:
     """Both halves of one encrypted run, everything the server gets going through bytes.
 
     ``preset``: default the smallest 128-bit one that fits. ``repeats``: the server evaluates that
     many times; the median (and best) of all runs but the first (which builds the tables) is
-    reported. ``stacked``: see ``ForestEvaluator``.
+    reported (with ``graphed``, the first also captures the CUDA graph). ``stacked``, ``graphed``: see
+    ``ForestEvaluator``.
     """
     preset = preset or smallest_preset(job, width)
     params = named_params(preset, allow_insecure=allow_insecure, device=device)
@@ -202,7 +205,7 @@ def run_job(job: Job, preset: str | None = None, *, device: str = "cpu", width: 
 
     start = time.perf_counter()
     eval_keys, public_key = serialize.loads_many(keys, params, expect=(EvalKeySet, PublicKey), max_bytes=1 << 36)
-    server = evaluator_for(plan, params, eval_keys, public_key, job.model, stacked=stacked)
+    server = evaluator_for(plan, params, eval_keys, public_key, job.model, stacked=stacked, graphed=graphed)
     cts = serialize.loads_many(upload, params, expect=Ciphertext, max_count=1 << 20, max_bytes=1 << 36)
     seconds["server setup"] = time.perf_counter() - start
     times, cpu_times = [], []

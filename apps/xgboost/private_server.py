@@ -20,7 +20,7 @@ from fhe_core.rlwe import Ciphertext, EvalKeySet, PublicKey
 from fhe_core.rlwe.checks import mark_canonical
 
 from .plan import PlanError, power_steps, tree_value
-from .server import check_batches, check_keys, flooded_answers
+from .server import GraphedBatches, check_batches, check_keys, flooded_answers
 from .private_forest import PrivateForest
 from .private_plan import MAX_BABIES, PrivatePlan
 
@@ -35,11 +35,13 @@ class PrivateForestEvaluator:
         forest: the :class:`PrivateForest`. public_key: the client's, for flooding the answers.
         width: samples per batch (the public width); max_trees_per_class, max_depth: the public
             bounds (default the forest's own). ``plan``: a prebuilt plan instead.
+        graphed: replay each batch from a CUDA graph captured on the first (``server.GraphedBatches``; CUDA only;
+            the same words as eager).
     """
 
     def __init__(self, params: Params, keys: EvalKeySet, forest: PrivateForest, public_key: PublicKey, *,
                  width: int | None = None, max_trees_per_class: int | None = None, max_depth: int | None = None,
-                 plan: PrivatePlan | None = None):
+                 plan: PrivatePlan | None = None, graphed: bool = False):
         if plan is None:
             if width is None:
                 raise PlanError("PrivateForestEvaluator: give the batch width (or a plan)")
@@ -61,6 +63,8 @@ class PrivateForestEvaluator:
         self._mask = self.encoder.encode(plan.score_mask)
         self._base = self.encoder.encode(plan.base)
         self._ones = self.encoder.encode(np.ones(self.ctx.n, dtype=np.int64))
+        self._batch = GraphedBatches(self.ctx, self._evaluate_batch, "PrivateForestEvaluator") if graphed \
+            else self._evaluate_batch
 
     # ---- plaintexts, once ------------------------------------------------------------------------
 
@@ -89,7 +93,7 @@ class PrivateForestEvaluator:
         fixes the flooding (tests only)."""
         layout = self.layout
         batches = check_batches("PrivateForestEvaluator.evaluate", cts, layout.n_inputs, layout.level, self.ctx)
-        return flooded_answers(self.evaluator, [self._evaluate_batch(batch) for batch in batches], self.public_key,
+        return flooded_answers(self.evaluator, [self._batch(batch) for batch in batches], self.public_key,
                                layout.answer_level, seed)
 
     def _evaluate_batch(self, inputs: list[Ciphertext]) -> Ciphertext:

@@ -21,6 +21,8 @@ from fhe_core import bfv
 from fhe_core.errors import LevelMismatchError, ParamsMismatchError
 from fhe_core.params import Params
 from fhe_core.rlwe import Ciphertext, EvalKeySet, PublicKey
+from fhe_core.rlwe.checks import check_canonical_all
+from fhe_core.rlwe.graphs import GraphedFunction
 from fhe_core.rlwe.sampling import sub_seed
 
 from .batched import StackedAlgebra
@@ -46,6 +48,7 @@ class _CipherAlgebra:
         self.ev, self.encoder, self.t = evaluator, encoder, t
         self.forms = forms  # (group, node, kind) -> LinearForm
         self._encoded: dict = {}
+        self._public: dict[bytes, object] = {}  # public slot values -> their plaintext
         self.inputs: list[Ciphertext] = []
         self._ones = None
 
@@ -102,7 +105,13 @@ class _CipherAlgebra:
         return self._materialize(self.encoded((group, node, "test")))
 
     def _pt(self, values: np.ndarray):
-        return self.encoder.encode(np.mod(values, self.t))
+        """A public value's plaintext, encoded once: every batch meets the same values (no re-encoding and no
+        host-to-device copy per batch, nothing a CUDA graph could not replay)."""
+        values = np.mod(values, self.t)
+        key = values.tobytes()
+        if key not in self._public:
+            self._public[key] = self.encoder.encode(values)
+        return self._public[key]
 
     def _linear(self, ct: Ciphertext) -> Ciphertext:
         return self.ev.relinearize(ct) if ct.degree == 2 else ct
@@ -149,12 +158,15 @@ class ForestEvaluator:
             slots hold. ``plan``: a prebuilt plan instead.
         stacked: run the tree stage on all groups at once (:mod:`batched`); False runs it group
             by group through the evaluator (the reference path; both give the same words).
+        graphed: replay each batch from a CUDA graph captured on the first (:class:`GraphedBatches`; CUDA only;
+            the same words as eager).
 
     Holds no secret key. ``plan`` states the level, noise budget, keys and op counts.
     """
 
     def __init__(self, params: Params, keys: EvalKeySet, model: HEForest | IdashModel, *, public_key: PublicKey,
-                 width: int | None = None, plan: ForestPlan | None = None, stacked: bool = True):
+                 width: int | None = None, plan: ForestPlan | None = None, stacked: bool = True,
+                 graphed: bool = False):
         self.plan = plan if plan is not None else ForestPlan.build(model, params, width=width)
         if self.plan.params.params_id != params.params_id:
             raise ParamsMismatchError("ForestEvaluator: the plan belongs to other parameters")
@@ -166,6 +178,8 @@ class ForestEvaluator:
         self._alg = _CipherAlgebra(self.evaluator, self.encoder, self.plan.forms, self.ctx.t)
         self._stacked = StackedAlgebra(self.plan, self.evaluator, self.encoder, self._alg) if stacked else None
         self._finish = self._final_plaintexts()
+        self._batch = GraphedBatches(self.ctx, self._evaluate_batch, "ForestEvaluator") if graphed \
+            else self._evaluate_batch
 
     def _final_plaintexts(self):
         """(mask or None, base) plaintexts of the result's score slots."""
@@ -186,7 +200,7 @@ class ForestEvaluator:
         """Encrypted class scores: one flooded ciphertext at ``plan.answer_level`` per batch of ``plan.n_inputs``
         inputs. ``seed``: fixes the flooding (tests only)."""
         batches = check_batches("ForestEvaluator.evaluate", cts, self.plan.n_inputs, self.plan.level, self.ctx)
-        return flooded_answers(self.evaluator, [self._evaluate_batch(batch) for batch in batches], self.public_key,
+        return flooded_answers(self.evaluator, [self._batch(batch) for batch in batches], self.public_key,
                                self.plan.answer_level, seed)
 
     def _evaluate_batch(self, inputs: list[Ciphertext]) -> Ciphertext:
@@ -220,6 +234,30 @@ class ForestEvaluator:
         return result if base is None else ev.add_plain(result, base)
 
 
+class GraphedBatches:
+    """A server's batch evaluation replayed from a CUDA graph captured on the first batch
+    (:class:`fhe_core.rlwe.graphs.GraphedFunction`): an eager evaluation at N = 2^13 - 2^14 issues a few hundred
+    to a few thousand short kernels from Python, and the host time exceeds the device time several times over.
+
+    One graph serves every batch: a plan's batches run the same circuit on the same shapes and levels, with the
+    server's fixed plaintexts (encoded and lifted during the warm-up runs, then kept); flooding, which draws fresh
+    randomness per answer, runs eagerly after it. The residue range check of the client's ciphertexts, which the
+    graph skips, runs before it (``check_batches``: the inputs arrive marked). Same words as the eager evaluation
+    (the same kernels on the same data).
+    Holds the graph's memory pool (one batch's intermediates) while the server lives; not for concurrent use."""
+
+    def __init__(self, ctx: bfv.BFVContext, evaluate_batch, owner: str):
+        if ctx.device.type != "cuda":
+            raise PlanError(f"{owner}: graphed=True needs a CUDA device (CUDA graphs), these parameters run on "
+                            f"{ctx.device}")
+        self._graphed = GraphedFunction(lambda *cts: (evaluate_batch(list(cts)),))
+
+    def __call__(self, inputs: list[Ciphertext]) -> Ciphertext:
+        """The answer of one batch of checked inputs (``check_batches``)."""
+        (answer,) = self._graphed(*inputs)
+        return answer
+
+
 def check_keys(owner: str, keys: EvalKeySet, elements: list[int], public_key: PublicKey, params_id: str) -> None:
     """PlanError unless ``keys`` hold the relinearization key and the Galois keys of ``elements``,
     and ``public_key`` is the client's PublicKey of these parameters (the answers are flooded with it)."""
@@ -237,7 +275,8 @@ def check_keys(owner: str, keys: EvalKeySet, elements: list[int], public_key: Pu
 
 def check_batches(op: str, cts, per_batch: int, level: int, ctx: bfv.BFVContext) -> list[list[Ciphertext]]:
     """The client's ciphertexts cut into batches of ``per_batch``, each checked (type, parameters,
-    level, degree 1, device); PlanError (or the typed mismatch error) naming ``op`` otherwise."""
+    level, degree 1, device, and every residue in range, with one device sync for all: marked canonical, the
+    circuit does not check them again); PlanError (or the typed mismatch error) naming ``op`` otherwise."""
     if not isinstance(cts, (list, tuple)) or not cts:
         raise PlanError(f"{op}: expected a non-empty list of ciphertexts")
     if len(cts) % per_batch:
@@ -253,6 +292,7 @@ def check_batches(op: str, cts, per_batch: int, level: int, ctx: bfv.BFVContext)
                                      f"level {level}, degree 1")
         if ct.device != ctx.device:
             raise PlanError(f"{op}: input {i} is on {ct.device}, the evaluator on {ctx.device}")
+    check_canonical_all(ctx.rlwe, cts, op)
     return [list(cts[b:b + per_batch]) for b in range(0, len(cts), per_batch)]
 
 

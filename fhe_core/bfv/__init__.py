@@ -7,7 +7,8 @@ Built on :mod:`fhe_core.rlwe` (keys, encryption, hybrid key switching are shared
     Encryptor       round(Q_l m / t) (Delta m + a rounding fix), through rlwe.encrypt_pk / encrypt_sk
     Decryptor       exact round(t/Q [c0 + c1 s]_Q) mod t, invariant noise budget, DecryptionError
     Evaluator       add/sub/negate, plaintext and scalar products, BEHZ ct-ct multiplication,
-                    relinearization, row rotations (hoisted too), column swap, modulus switching
+                    relinearization, row rotations (hoisted too), column swap, modulus switching;
+                    ``graphed()``: the same from CUDA graphs (GraphedEvaluator, device speed from Python)
     flood           circuit privacy: re-randomization with noise flooding (a stated 40-bit margin)
 
 Keys: ``rlwe.gen_secret_key`` / ``gen_public_key`` / ``gen_eval_keys(ctx.rlwe, sk,

@@ -90,6 +90,26 @@ def lifted_many(ctx: BFVContext, coefficients: torch.Tensor, level: int) -> torc
     return tab.q.ntt(residues.contiguous())
 
 
+PLAIN_FORMS = "_operand_forms"  # a plaintext's cached operand forms (see plain_operand); not a dataclass field
+
+
+def plain_operand(ctx: BFVContext, pt: Plaintext, level: int, *, scaled: bool) -> torch.Tensor:
+    """:func:`scaled_message` (``scaled``: the addend of add_plain) or :func:`lifted_message` (the multiplier of
+    multiply_plain) of a checked plaintext, kept on the plaintext per level after its first use, as SEAL keeps
+    plaintexts in NTT form: a circuit's constants are transformed once, not at every call (5 and 9 ops on the
+    device). Costs (l+1) words per coefficient of device memory per form and level while the plaintext lives (it
+    is immutable: the cache never goes stale). Not kept while a CUDA graph is being captured (its kernels are only
+    recorded then, so the tensor would hold nothing until a replay)."""
+    forms = pt.__dict__.setdefault(PLAIN_FORMS, {})
+    key = (ctx.params_id, level, scaled)
+    if key in forms:
+        return forms[key]
+    form = (scaled_message if scaled else lifted_message)(ctx, pt, level)
+    if not (form.is_cuda and torch.cuda.is_current_stream_capturing()):
+        forms[key] = form
+    return form
+
+
 class Encryptor:
     """Encrypts BFV plaintexts under a public key (anyone) or a secret key (its owner)."""
 

@@ -12,13 +12,16 @@ context's table caches.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from fhe_core import ops, rlwe
 from fhe_core.bfv import behz
 from fhe_core.bfv.context import BFVContext
 from fhe_core.bfv.encoder import Plaintext
-from fhe_core.bfv.encryption import check_plaintext, lifted_message, scaled_message
+from fhe_core.bfv.encryption import check_plaintext, plain_operand
+from fhe_core.bfv.graphed import GraphedEvaluator
 from fhe_core.errors import LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError
 from fhe_core.ring import shoup_constants
 from fhe_core.rlwe import Ciphertext, EvalKeySet
@@ -36,6 +39,13 @@ def galois_elements(n: int, row_rotations=(), *, column_swap: bool = False) -> l
     return list(dict.fromkeys(elements))
 
 
+@functools.lru_cache(maxsize=256)
+def _scalar_constants(c: int, primes: tuple[int, ...], device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """c mod q_i as Shoup constants on the device, made once per (c, level): a host-to-device copy per call
+    would wait for the GPU's stream."""
+    return shoup_constants([c % p for p in primes], primes, device)
+
+
 class Evaluator:
     """BFV homomorphic operations for one context and (optionally) one session's key set."""
 
@@ -47,6 +57,12 @@ class Evaluator:
             if keys.params_id != ctx.params_id:
                 raise ParamsMismatchError("Evaluator: the key set belongs to other parameters")
         self.ctx, self.keys = ctx, keys
+
+    def graphed(self) -> GraphedEvaluator:
+        """This evaluator with its multiplying, relinearizing, rotating and modulus-switching operations replayed
+        from CUDA graphs captured on their first call per input shape (bit-identical results, a call close to its
+        device time; CUDA only). See :mod:`fhe_core.bfv.graphed`."""
+        return GraphedEvaluator(self)
 
     # ---- checks ------------------------------------------------------------------------------
 
@@ -98,6 +114,8 @@ class Evaluator:
     def _combine(self, a: Ciphertext, b: Ciphertext, op: str, fn) -> Ciphertext:
         level = self._pair(a, b, op)
         moduli = self._moduli(level)
+        if a.degree == b.degree:  # (the usual case: one op, no copy)
+            return a.replace(data=fn(a.data, b.data, moduli))
         size = max(a.degree, b.degree) + 1
         out = torch.zeros((size, level + 1, self.ctx.n), dtype=torch.int64, device=self.ctx.device)
         out[:a.degree + 1] = a.data
@@ -128,7 +146,7 @@ class Evaluator:
         level = self._ct(a, op)
         check_plaintext(self.ctx, pt, op)
         data = a.data.clone()
-        fn(data[0], scaled_message(self.ctx, pt, level), self._moduli(level), out=data[0])
+        fn(data[0], plain_operand(self.ctx, pt, level, scaled=True), self._moduli(level), out=data[0])
         return a.replace(data=data)
 
     # ---- multiplicative ------------------------------------------------------------------------
@@ -139,7 +157,8 @@ class Evaluator:
         p lifted with centred coefficients; |v| grows by about N |p| <= N t/2. No keys, no level."""
         level = self._ct(a, "multiply_plain", degree=None)
         check_plaintext(self.ctx, pt, "multiply_plain")
-        return a.replace(data=ops.mul(a.data, lifted_message(self.ctx, pt, level), self._moduli(level)))
+        return a.replace(data=ops.mul(a.data, plain_operand(self.ctx, pt, level, scaled=False),
+                                     self._moduli(level)))
 
     @canonical_results
     def multiply_scalar(self, a: Ciphertext, scalar: int) -> Ciphertext:
@@ -152,8 +171,7 @@ class Evaluator:
         c = scalar % t
         c = c - t if c > t // 2 else c
         q = self.ctx.rlwe.q_at(level)
-        consts, shoup = shoup_constants([c % p for p in q.primes], q.primes, self.ctx.device)
-        return a.replace(data=ops.mul_const(a.data, consts, shoup, q.moduli))
+        return a.replace(data=ops.mul_const(a.data, *_scalar_constants(c, q.primes, str(self.ctx.device)), q.moduli))
 
     @canonical_results
     def multiply(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
@@ -238,15 +256,20 @@ class Evaluator:
         return self._mod_switch_next(a, level)
 
     def _mod_switch_next(self, a: Ciphertext, level: int) -> Ciphertext:
-        """:meth:`mod_switch_to_next` of a checked ciphertext at ``level`` >= 1."""
+        """:meth:`mod_switch_to_next` of a checked ciphertext at ``level`` >= 1: the same exact divide-and-round as
+        CKKS rescale, the centred last limb lifted to the other primes, transformed, then (c - r) * q_l^-1."""
         tab = self.ctx.mod_switch(level)
-        # The same exact divide-and-round as CKKS rescale: the centred last limb lifted to the other
-        # primes, transformed, then (c - r) * q_l^-1 in one pass.
-        last = tab.q_last.intt(a.data[:, level:level + 1].contiguous())    # [d+1, 1, N] coefficients
-        r = tab.q_rest.ntt(ops.center_lift(last, tab.q_last.primes[0], tab.q_rest.moduli))  # [d+1, l, N]
-        data = ops.sub_mul_const(a.data[:, :level].contiguous(), r, tab.q_last_inv, tab.q_last_inv_shoup,
-                                 tab.q_rest.moduli, out=r)
-        return a.replace(data=data, level=level - 1)
+        q_last, rest = tab.q_last.primes[0], tab.q_rest
+        data = a.data.contiguous()  # (no copy but for a hand-made strided view)
+        last = tab.q_last.intt(data[:, level:level + 1])                    # [d+1, 1, N] coefficients, read in place
+        lift = ops.center_lift(last, q_last, rest.moduli)                   # [d+1, l, N]
+        if self.ctx.plan.fused_circuit:  # the transform and (c - r) q_l^-1 in one pass, the lower limbs read in place
+            out = ops.mod_down_ntt(lift, data[:, :level], 0, tab.q_last_inv, tab.q_last_inv_shoup, rest.moduli,
+                                   rest.ntt_table, plan=rest.plan, out=lift)
+        else:
+            out = ops.sub_mul_const(data[:, :level].contiguous(), rest.ntt(lift, out=lift), tab.q_last_inv,
+                                    tab.q_last_inv_shoup, rest.moduli, out=lift)
+        return a.replace(data=out, level=level - 1)
 
     @canonical_results
     def mod_switch_to(self, a: Ciphertext, level: int) -> Ciphertext:

@@ -71,6 +71,20 @@ def _radices(n: int, bits: int, exclude: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(generate_primes(sizes, n, exclude=exclude))
 
 
+@functools.lru_cache(maxsize=64)
+def _flood_constants(q_primes: tuple[int, ...], radices: tuple[int, ...], device: str):
+    """The device constants of :func:`flood_polynomial` for Q_l's primes and the radices, made once (each is a
+    host-to-device copy, which on a GPU waits for the stream): (the primes as a ``[l+1, 1]`` column, per radix its
+    modulus table and the weight p_0 ... p_{j-1} mod q_i as Shoup constants, the centre -(P - 1)/2 mod q_i)."""
+    column = words_tensor(q_primes, device).reshape(-1, 1)
+    digits, weight = [], 1
+    for radix in radices:
+        digits.append((modulus_table([radix]).to(device), shoup_constants([weight] * len(q_primes), q_primes, device)))
+        weight *= radix
+    centre = words_tensor([(-((weight - 1) // 2)) % p for p in q_primes], device).reshape(-1, 1)
+    return column, tuple(digits), centre
+
+
 def flood_polynomial(ctx: BFVContext, level: int, seed: bytes, noise_bits: int = FLOOD_NOISE_BITS) -> torch.Tensor:
     """E (see the module docstring) as ``[l+1, N]`` int64 residues over Q_l, NTT domain. ``seed``:
     the secret seed of one flooding (never reused)."""
@@ -80,15 +94,11 @@ def flood_polynomial(ctx: BFVContext, level: int, seed: bytes, noise_bits: int =
                              f"need >= {_MIN_RADIX_BITS}")
     q = ctx.rlwe.q_at(level)
     taken = tuple(sorted(set(ctx.params.q_primes) | set(ctx.params.p_primes) | {ctx.t}))
-    primes_column = words_tensor(q.primes, ctx.device).reshape(-1, 1)
+    primes_column, digits, centre = _flood_constants(q.primes, _radices(ctx.n, bits, taken), str(ctx.device))
     acc = torch.zeros((level + 1, ctx.n), dtype=torch.int64, device=ctx.device)
-    weight = 1
-    for j, radix in enumerate(_radices(ctx.n, bits, taken)):
-        digit = ops.sample_uniform(modulus_table([radix]).to(ctx.device), ctx.n, seed, nonce(Domain.FLOOD, j))
-        consts, shoup = shoup_constants([weight % p for p in q.primes], q.primes, ctx.device)
+    for j, (radix_modulus, (consts, shoup)) in enumerate(digits):
+        digit = ops.sample_uniform(radix_modulus, ctx.n, seed, nonce(Domain.FLOOD, j))
         ops.add(acc, ops.mul_const(torch.remainder(digit, primes_column), consts, shoup, q.moduli), q.moduli, out=acc)
-        weight *= radix
-    centre = words_tensor([(-((weight - 1) // 2)) % p for p in q.primes], ctx.device).reshape(-1, 1)
     return q.ntt(torch.remainder(acc + centre, primes_column))  # acc, centre < q_i < 2^62: no overflow
 
 
@@ -101,8 +111,7 @@ def flood(ctx: BFVContext, ct: Ciphertext, public_key: PublicKey, *, noise_bits:
     check_key(public_key, (PublicKey,), ctx.params_id, "flood")
     level = check_ciphertext(ctx.rlwe, ct, "flood", degree=1)
     seeds = seeds_for(ctx.rlwe, seed, "flood")
-    zero = torch.zeros((level + 1, ctx.n), dtype=torch.int64, device=ctx.device)
-    fresh = rlwe.encrypt_pk(ctx.rlwe, public_key, zero, level, seed=seeds.uniform if seed is not None else None)
+    fresh = rlwe.encrypt_zero_pk(ctx.rlwe, public_key, level, seed=seeds.uniform if seed is not None else None)
     moduli = ctx.rlwe.q_at(level).moduli
     data = ops.add(ct.data, fresh.data, moduli)
     ops.add(data[0], flood_polynomial(ctx, level, seeds.secret, noise_bits), moduli, out=data[0])

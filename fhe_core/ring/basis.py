@@ -188,20 +188,28 @@ class BasisConverter:
     that is x up to a small multiple of Q (the approximation the algorithm allows); with
     ``exact=True`` the multiple is computed (in double precision) so that the result is the
     centred representative of x, in (-Q/2, Q/2). Runs with the source basis's plan.
+
+    ``scale_in`` (an integer) and ``scale_out`` (one integer per destination prime) fold constant factors into the
+    conversion at no cost: it then converts [scale_in * x]_Q and multiplies the result by scale_out[j] mod p_j
+    (the same words as a mul_const before and one after; BFV's multiplication folds its constants this way).
     """
 
-    def __init__(self, src: RNSBasis, dst: RNSBasis):
+    def __init__(self, src: RNSBasis, dst: RNSBasis, *, scale_in: int = 1, scale_out: Sequence[int] | None = None):
         if src.n != dst.n or src.device != dst.device:
             raise ParameterError(f"cannot convert between {src} and {dst}: N and device must match")
         if set(src.primes) & set(dst.primes):
             raise ParameterError("basis conversion needs disjoint bases")
+        scale_out = [1] * len(dst) if scale_out is None else [int(s) for s in scale_out]
+        if len(scale_out) != len(dst):
+            raise ParameterError(f"scale_out needs one factor per destination prime ({len(dst)}), got {len(scale_out)}")
         self.src, self.dst = src, dst
         big_q = src.modulus
         qhat = [big_q // q for q in src.primes]
-        qhat_inv = [pow(h % q, -1, q) for h, q in zip(qhat, src.primes)]
+        qhat_inv = [pow(h % q, -1, q) * scale_in for h, q in zip(qhat, src.primes)]
         self.qhat_inv, self.qhat_inv_shoup = shoup_constants(qhat_inv, src.primes, src.device)
-        qhat_mod_p = words_tensor([h % p for h in qhat for p in dst.primes]).reshape(len(src), len(dst))
-        neg_q_mod_p = words_tensor([-big_q % p for p in dst.primes])
+        qhat_mod_p = words_tensor([h * s % p for h in qhat for p, s in zip(dst.primes, scale_out)])
+        qhat_mod_p = qhat_mod_p.reshape(len(src), len(dst))
+        neg_q_mod_p = words_tensor([-big_q * s % p for p, s in zip(dst.primes, scale_out)])
         self.qhat_mod_p, self.neg_q_mod_p = qhat_mod_p.to(src.device), neg_q_mod_p.to(src.device)
         # the tensor-core Conv's operands (CUDA, up to 16 source primes), fast and exact conversion
         self.mma_fragments: dict[bool, torch.Tensor] = {}

@@ -18,7 +18,7 @@ Layer: imports params, ring and ops; ckks and bfv build on it, serialize reads i
 """
 from fhe_core.rlwe.ciphertext import Ciphertext
 from fhe_core.rlwe.context import LevelTables, RLWEContext
-from fhe_core.rlwe.encryption import decrypt, encrypt_pk, encrypt_sk, sk_encryption_uniform
+from fhe_core.rlwe.encryption import decrypt, encrypt_pk, encrypt_sk, encrypt_zero_pk, sk_encryption_uniform
 from fhe_core.rlwe.galois import (
     galois_compose,
     galois_element_for_conjugation,
@@ -62,7 +62,7 @@ from fhe_core.rlwe.keyswitch import (
 
 __all__ = [
     "Ciphertext", "LevelTables", "RLWEContext",
-    "decrypt", "encrypt_pk", "encrypt_sk", "sk_encryption_uniform",
+    "decrypt", "encrypt_pk", "encrypt_sk", "encrypt_zero_pk", "sk_encryption_uniform",
     "galois_compose", "galois_element_for_conjugation", "galois_element_for_rotation", "galois_inverse",
     "rotation_for_galois_element",
     "check_encapsulation_key", "encapsulation_key_uniform", "gen_encapsulation_keys", "gen_ephemeral_secret",

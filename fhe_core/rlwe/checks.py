@@ -81,13 +81,31 @@ def check_residues(ctx: RLWEContext, data: torch.Tensor, level: int, op: str, wh
     yet (and a sync is not allowed)."""
     if data.is_cuda and torch.cuda.is_current_stream_capturing():
         return
-    primes = ctx.q_at(level).moduli[:, :1]  # [l+1, 1]
-    bad = torch.logical_or(data >= primes, data < 0)
+    bad = _out_of_range(ctx, data, level)
     if bool(bad.any()):
         index = [int(i) for i in bad.nonzero()[0]]
         raise ResidueError(f"{op}: {what} has a residue outside [0, q_{index[-2]}) at index {index} "
                            "(hand-built or corrupted data: make objects with the encoders, encryptors and "
                            "evaluators, read them with serialize.loads)")
+
+
+def _out_of_range(ctx: RLWEContext, data: torch.Tensor, level: int) -> torch.Tensor:
+    primes = ctx.q_at(level).moduli[:, :1]  # [l+1, 1]
+    return torch.logical_or(data >= primes, data < 0)
+
+
+def check_canonical_all(ctx: RLWEContext, cts, op: str) -> None:
+    """:func:`check_canonical` of a list of checked ciphertexts (each over Q of its own level) with one device sync
+    for all of them instead of one each (a server's inputs, checked before its circuit starts); the ResidueError
+    names the first bad one by its index ("input i"). Marks them."""
+    todo = [(i, ct) for i, ct in enumerate(cts) if not ct.__dict__.get(CANONICAL_MARK)]
+    if not todo or (todo[0][1].data.is_cuda and torch.cuda.is_current_stream_capturing()):
+        return
+    if bool(torch.stack([_out_of_range(ctx, ct.data, ct.level).any() for _, ct in todo]).any()):
+        for i, ct in todo:
+            check_residues(ctx, ct.data, ct.level, op, f"input {i}")
+    for _, ct in todo:
+        mark_canonical(ct)
 
 
 def check_canonical(ctx: RLWEContext, obj, level: int, op: str, what: str = "the ciphertext") -> None:

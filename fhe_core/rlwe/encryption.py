@@ -57,18 +57,34 @@ def encrypt_pk(ctx: RLWEContext, pk: PublicKey, m: torch.Tensor, level: int, *,
     sqrt(N * eta/2 * (2/3 + h/N)) per coefficient). ``seed``: tests only.
     """
     op = "encrypt_pk"
+    level = _check_pk(ctx, pk, level, op)
+    check_tensor(ctx, m, (level + 1, ctx.n), op, "the message")
+    check_residues(ctx, m, level, op, "the message")
+    return _encrypt_pk(ctx, pk, m, level, seed, op)
+
+
+def encrypt_zero_pk(ctx: RLWEContext, pk: PublicKey, level: int, *, seed: bytes | None = None) -> Ciphertext:
+    """:func:`encrypt_pk` of the zero message (the same words), without a message to check (its residue pass
+    waits for a GPU): the fresh encryption of 0 that re-randomizes a ciphertext (BFV flooding)."""
+    op = "encrypt_zero_pk"
+    return _encrypt_pk(ctx, pk, None, _check_pk(ctx, pk, level, op), seed, op)
+
+
+def _check_pk(ctx: RLWEContext, pk: PublicKey, level: int, op: str) -> int:
     if not isinstance(pk, PublicKey):
         raise ParameterError(f"{op}: expected a PublicKey, got {type(pk).__name__}")
     check_params_id(ctx, pk, op, "the public key")
     check_tensor(ctx, pk.data, (2, ctx.max_level + 1, ctx.n), op, "the public key")
-    level = ctx.check_level(level, op)
-    check_tensor(ctx, m, (level + 1, ctx.n), op, "the message")
-    check_residues(ctx, m, level, op, "the message")
-    seeds, q = seeds_for(ctx, seed, "encrypt_pk"), ctx.q_at(level)
+    return ctx.check_level(level, op)
+
+
+def _encrypt_pk(ctx: RLWEContext, pk: PublicKey, m: torch.Tensor | None, level: int, seed: bytes | None,
+                op: str) -> Ciphertext:
+    seeds, q = seeds_for(ctx, seed, op), ctx.q_at(level)
     u = ternary_ntt(q, seeds.secret, nonce(Domain.ENC_EPHEMERAL, 0))
     e0 = error_ntt(q, seeds.secret, nonce(Domain.ENC_ERROR, 0), ctx.error_eta)
     e1 = error_ntt(q, seeds.secret, nonce(Domain.ENC_ERROR, 1), ctx.error_eta)
-    c0 = ops.mul_add(pk.data[0, :level + 1], u, ops.add(e0, m, q.moduli), q.moduli)
+    c0 = ops.mul_add(pk.data[0, :level + 1], u, e0 if m is None else ops.add(e0, m, q.moduli), q.moduli)
     c1 = ops.mul_add(pk.data[1, :level + 1], u, e1, q.moduli)
     return mark_canonical(Ciphertext(data=torch.stack((c0, c1)), level=level, params_id=ctx.params_id))
 

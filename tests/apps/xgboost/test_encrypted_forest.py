@@ -20,7 +20,7 @@ from apps.xgboost.server import ForestEvaluator  # noqa: E402
 from apps.xgboost.twin import predict_forest  # noqa: E402
 from fhe_reference import fresh_seed  # noqa: E402
 from fhe_core import serialize  # noqa: E402
-from fhe_core.errors import LevelMismatchError, ParamsMismatchError  # noqa: E402
+from fhe_core.errors import LevelMismatchError, ParamsMismatchError, ResidueError  # noqa: E402
 from fhe_core.rlwe import Ciphertext, EvalKeySet, PublicKey  # noqa: E402
 
 WIDE = "BFVN11QP335L4D5T20Insecure"   # N = 2^11, t = 786433, five 55-bit primes
@@ -161,6 +161,10 @@ def test_evaluator_checks_its_inputs():
         server.evaluate([cts[0].replace(data=cts[0].data[:, :-1], level=cts[0].level - 1)] + cts[1:])
     with pytest.raises(ParamsMismatchError):
         server.evaluate([cts[0].replace(params_id="0" * 64)] + cts[1:])
+    bad = cts[1].replace(data=cts[1].data.clone())
+    bad.data[1, 0, 3] = -1  # every input's residues checked up front, one sync for all (check_canonical_all)
+    with pytest.raises(ResidueError, match=r"^ForestEvaluator.evaluate: input 1 has a residue outside"):
+        server.evaluate([cts[0], bad] + cts[2:])
     with pytest.raises(PlanError, match="Galois"):
         ForestEvaluator(params, EvalKeySet(params.params_id, relin=keys.relin_key("test")), forest,
                         public_key=client.public_key, plan=plan)
@@ -227,3 +231,39 @@ def test_client_checks_its_inputs():
         PublicModel.from_json(plan.public_model().to_json().replace('"n_inputs":', '"n_inputs":1'))
     with pytest.raises(PlanError, match="width"):
         PublicModel.from_json(plan.public_model().to_json().replace('"width":8', '"width":0'))
+
+
+def test_graphed_evaluation_needs_a_cuda_device():
+    forest, _, _ = trained("multi:softprob", 3, 2)
+    params = named_params(WIDE, allow_insecure=True)
+    plan = ForestPlan.build(forest, params, width=8)
+    client = ForestClient(plan.public_model(), seed=fresh_seed("graphed-cpu"), allow_insecure=True)
+    with pytest.raises(PlanError, match="graphed=True needs a CUDA device"):
+        ForestEvaluator(params, client.eval_keys(), forest, public_key=client.public_key, plan=plan, graphed=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("stacked", [True, False])
+def test_graphed_batches_equal_eager_word_for_word_and_check_every_input(stacked):
+    """Batches replayed from a CUDA graph (captured on the first, GraphedBatches) give the eager evaluation's
+    words, batch after batch and call after call; the scores equal the twin's; a corrupted input is refused in
+    the graphed path too (its residue check runs outside the graph)."""
+    forest, _, x = trained("multi:softprob", 3, 3)
+    params = named_params(WIDE, allow_insecure=True, device="cuda")
+    plan = ForestPlan.build(forest, params, width=20)
+    client = ForestClient(plan.public_model(), device="cuda", seed=fresh_seed("graphed"), allow_insecure=True)
+    keys, pk, cts = client.eval_keys(), client.public_key, client.encrypt(x[:60])  # 3 batches of plan.n_inputs
+    servers = [ForestEvaluator(params, keys, forest, public_key=pk, plan=plan, stacked=stacked, graphed=graphed)
+               for graphed in (False, True)]
+    flood = fresh_seed("graphed/flood")
+    eager = servers[0].evaluate(cts, seed=flood)
+    assert len(eager) == 3
+    for _ in range(2):  # the capture, then replays only
+        replayed = servers[1].evaluate(cts, seed=flood)
+        assert all(r.data.equal(e.data) for r, e in zip(replayed, eager, strict=True))
+    np.testing.assert_array_equal(client.decrypt_scores(replayed, 60),
+                                  predict_forest(forest, forest.binning.encode(x[:60])).scores)
+    bad = cts[0].replace(data=cts[0].data.clone())
+    bad.data[0, 0, 0] = -1
+    with pytest.raises(ResidueError, match="ForestEvaluator.evaluate"):
+        servers[1].evaluate([bad] + cts[1:plan.n_inputs])

@@ -222,3 +222,24 @@ def test_private_cpu_and_cuda_bit_identical():
         server = PrivateForestEvaluator(params, client.eval_keys(), forest, client.public_key, plan=plan)
         answers.append(server.evaluate(client.encrypt(x[:16]), seed=flood)[0].data.cpu())
     assert answers[0].equal(answers[1])
+
+
+@pytest.mark.gpu
+def test_graphed_private_batches_equal_eager_word_for_word():
+    """The model-private evaluation replayed from a CUDA graph (GraphedBatches) gives the eager words for every
+    batch, twice (capture, then replay only), and the twin's scores."""
+    forest, _, x = trained(3, 3)
+    params = named_params(TINY, allow_insecure=True, device="cuda")
+    plan = PrivatePlan.build(forest, params, width=25)
+    client = ForestClient(PublicModel.private(plan.layout, TINY), device="cuda", seed=fresh_seed("graphed-private"),
+                          allow_insecure=True)
+    keys, pk, cts = client.eval_keys(), client.public_key, client.encrypt(x)  # 2 batches of 25 samples
+    eager, graphed = (PrivateForestEvaluator(params, keys, forest, pk, plan=plan, graphed=g) for g in (False, True))
+    flood = fresh_seed("graphed-private/flood")
+    want = eager.evaluate(cts, seed=flood)
+    assert len(want) == 2
+    for _ in range(2):
+        got = graphed.evaluate(cts, seed=flood)
+        assert all(g.data.equal(w.data) for g, w in zip(got, want, strict=True))
+    cells, missing = forest.grid.index(x)
+    np.testing.assert_array_equal(client.decrypt_scores(got, len(x)), predict_private(forest, cells, missing).scores)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from fhe_core import bfv, rlwe
+from fhe_core.bfv.encryption import PLAIN_FORMS, lifted_message, plain_operand, scaled_message
 from fhe_core.errors import (
     DomainMismatchError, LevelMismatchError, MissingKeyError, ParameterError, ParamsMismatchError,
 )
@@ -42,6 +43,27 @@ def test_plaintext_and_scalar_products(name):
     for scalar in (0, 1, 2, -1, -12345, t - 1, t + 5, 3 * t * t + 2):
         got = s.decrypt(ev.multiply_scalar(ca, scalar))
         np.testing.assert_array_equal(got, mul_mod_t(a, np.full_like(a, scalar % t), t), err_msg=str(scalar))
+
+
+def test_plaintext_operands_are_kept_per_level_and_equal_the_fresh_forms():
+    """add_plain / multiply_plain keep a plaintext's scaled and lifted forms per level (plain_operand): the kept
+    tensors are the forms computed afresh, reused on the next call, and each level and kind has its own; the results
+    stay right at both levels."""
+    s, rng, a, _, ca, _ = _pair(SMALL)
+    ev, t, ctx = s.evaluator, s.t, s.ctx
+    p = random_values(rng, s)
+    pt = s.encoder.encode(p)
+    low = ev.mod_switch_to_next(ca)
+    for c in (ca, low, ca):  # the third call reuses the first's forms
+        np.testing.assert_array_equal(s.decrypt(ev.multiply_plain(c, pt)), mul_mod_t(a, p, t))
+        np.testing.assert_array_equal(s.decrypt(ev.add_plain(c, pt)), (a + p) % t)
+    forms = pt.__dict__[PLAIN_FORMS]
+    assert len(forms) == 4  # (level, scaled) for two levels
+    for level in (ca.level, low.level):
+        lifted = plain_operand(ctx, pt, level, scaled=False)
+        assert lifted is forms[ctx.params_id, level, False]
+        assert lifted.equal(lifted_message(ctx, pt, level))
+        assert plain_operand(ctx, pt, level, scaled=True).equal(scaled_message(ctx, pt, level))
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -126,6 +148,20 @@ def test_modulus_switching_keeps_the_message(name):
     np.testing.assert_array_equal(s.decrypt(ev.multiply_relin(ev.mod_switch_to(s.encrypt(a), 1), low)),
                                   mul_mod_t(a, b, t))
 
+
+
+def test_modulus_switching_gives_the_same_words_with_either_plan():
+    """The fused pass (the transform and (c - r) q_l^-1 in ops.mod_down_ntt, the limbs read in place) and the
+    reference composition (a transform, then ops.sub_mul_const) of mod_switch_to_next: the same words, for a
+    degree-2 product and a strided (hand-made) view."""
+    s, _, _, _, ca, cb = _pair(SMALL)
+    reference = bfv.Evaluator(bfv.BFVContext(s.ctx.params, plan=s.ctx.plan.replace(fused_circuit=False)))
+    assert s.ctx.plan.fused_circuit
+    product = s.evaluator.multiply(ca, cb)
+    strided = rlwe.Ciphertext(data=product.data.transpose(0, 1).contiguous().transpose(0, 1), level=product.level,
+                              params_id=product.params_id)
+    for ct in (ca, product, strided):
+        assert s.evaluator.mod_switch_to(ct, 0).data.equal(reference.mod_switch_to(ct, 0).data)
 
 def test_noise_budget_decreases_as_theory_says():
     """An addition loses at most 1 bit (|v_a + v_b| <= 2 max; it may lose none: the noises can

@@ -3,7 +3,8 @@ import pytest
 import torch
 
 from fhe_core import ops
-from fhe_core.ring import BasisConverter, RNSBasis, generate_primes
+from fhe_core.errors import ParameterError
+from fhe_core.ring import BasisConverter, RNSBasis, generate_primes, shoup_constants
 from fhe_reference import DEVICES, crt, fresh_rng, random_residues, to_ints
 
 N = 1 << 10
@@ -62,6 +63,25 @@ def test_exact_bconv_is_crt(device, l_in, l_out):
                 assert got in ([value % p for p in dst.primes], [(value - big_q) % p for p in dst.primes])
             else:
                 assert got == [centred % p for p in dst.primes], f"batch {b}, coefficient {i}"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("exact", [False, True])
+def test_scaled_conversion_equals_mul_const_before_and_after(device, exact):
+    """scale_in / scale_out folded into the constants: the words of mul_const(scale_in), the plain conversion,
+    then mul_const(scale_out), fast and exact (BFV's multiplication relies on it)."""
+    rng, _ = fresh_rng()
+    primes = generate_primes([50] * 3 + [61] * 4, N)
+    src, dst = RNSBasis.get(primes[:3], N, device), RNSBasis.get(primes[3:], N, device)
+    scale_in = int(rng.integers(2, 2**62))
+    scale_out = [int(v) for v in rng.integers(2, 2**62, size=len(dst))]
+    x = random_residues(rng, src.primes, shape_prefix=(2,), n=N, device=device)
+    scaled = BasisConverter(src, dst, scale_in=scale_in, scale_out=scale_out)(x, exact=exact)
+    pre = ops.mul_const(x, *shoup_constants([scale_in] * len(src), src.primes, device), src.moduli)
+    post = shoup_constants(scale_out, dst.primes, device)
+    assert scaled.equal(ops.mul_const(BasisConverter.get(src, dst)(pre, exact=exact), *post, dst.moduli))
+    with pytest.raises(ParameterError, match="one factor per destination prime"):
+        BasisConverter(src, dst, scale_out=scale_out[:2])
 
 
 @pytest.mark.parametrize("device", DEVICES)

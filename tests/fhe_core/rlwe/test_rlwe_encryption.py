@@ -65,6 +65,25 @@ def test_fixed_seeds_are_deterministic_and_os_seeds_differ():
     assert not torch.equal(sk.data, rlwe.gen_secret_key(ctx).data)
 
 
+
+def test_encryption_of_zero_equals_encrypt_pk_of_zeros_and_checks_its_key():
+    """encrypt_zero_pk (flooding's fresh encryption, no message to check) gives encrypt_pk's words for the zero
+    message with the same seed, at every level, and refuses what encrypt_pk refuses."""
+    ctx, other = context(SHAPES[0]), context(SHAPES[1])
+    sk = rlwe.gen_secret_key(ctx)
+    pk = rlwe.gen_public_key(ctx, sk)
+    for level in (ctx.max_level, 0):
+        zero = torch.zeros((level + 1, ctx.n), dtype=torch.int64)
+        got = rlwe.encrypt_zero_pk(ctx, pk, level, seed=fixed_seed("zero"))
+        assert got.data.equal(rlwe.encrypt_pk(ctx, pk, zero, level, seed=fixed_seed("zero")).data)
+        assert got.level == level and max(abs(v) for v in decode(ctx, rlwe.decrypt(ctx, sk, got), level)) > 0
+    with pytest.raises(ParameterError, match="encrypt_zero_pk: expected a PublicKey"):
+        rlwe.encrypt_zero_pk(ctx, sk, 0)
+    with pytest.raises(ParamsMismatchError, match="encrypt_zero_pk: the public key belongs"):
+        rlwe.encrypt_zero_pk(other, pk, 0)
+    with pytest.raises(LevelMismatchError):
+        rlwe.encrypt_zero_pk(ctx, pk, ctx.max_level + 1)
+
 def test_entry_checks_raise_typed_errors_naming_the_operation():
     ctx, other = context(SHAPES[0]), context(SHAPES[1])
     sk, sk_other = rlwe.gen_secret_key(ctx), rlwe.gen_secret_key(other)
