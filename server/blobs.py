@@ -14,6 +14,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anyio
@@ -23,6 +24,7 @@ from server.errors import BadRequestError, HashMismatchError, PayloadTooLargeErr
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 WRITE_BATCH = 4 << 20  # bytes gathered before one hash-and-write in a worker thread
+HASH_CHUNK = 16 << 20  # bytes hashed per read when a file is hashed from the disk (page cache)
 
 
 def is_sha256(text: object) -> bool:
@@ -97,8 +99,10 @@ async def receive_to_file(chunks: AsyncIterator[bytes], target: Path, *, limit: 
     PayloadTooLargeError past ``limit`` (or ``expected_size``), BadRequestError if shorter than
     ``expected_size``, HashMismatchError if the digest is not ``expected_sha256``,
     RequestTimeoutError when no chunk arrives for ``idle_timeout`` seconds; ``target`` is
-    removed on any failure. Hashing, writing and fsync run in a worker thread (hashlib and file
-    writes release the GIL), so a multi-GB upload does not stall the event loop."""
+    removed on any failure. Hashing and writing run in a worker thread (hashlib and file writes
+    release the GIL), so a multi-GB upload does not stall the event loop. Not fsynced: a kill -9
+    loses nothing the kernel holds, and what must survive a crash of the machine too is synced
+    once, as a whole (:func:`join_files`' caller)."""
     digest, size, pending = hashlib.sha256(), 0, bytearray()
     cap = min(limit, expected_size) if expected_size is not None else limit
     try:
@@ -118,7 +122,6 @@ async def receive_to_file(chunks: AsyncIterator[bytes], target: Path, *, limit: 
                     batch, pending = pending, bytearray()
                     await anyio.to_thread.run_sync(write, batch)
             await anyio.to_thread.run_sync(write, pending)
-            await anyio.to_thread.run_sync(_flush, f)
         if expected_size is not None and size != expected_size:
             raise BadRequestError(f"{what}: truncated, {size} of {expected_size} bytes received")
         sha = digest.hexdigest()
@@ -128,6 +131,40 @@ async def receive_to_file(chunks: AsyncIterator[bytes], target: Path, *, limit: 
     except BaseException:
         target.unlink(missing_ok=True)
         raise
+
+
+def join_files(parts: list[Path], target: Path) -> str:
+    """Concatenate ``parts`` into the new file ``target`` and return the SHA-256 of the whole.
+    The kernel copies the bytes (``os.copy_file_range``: no pass through Python) while this
+    thread hashes the parts, which the copy reads from the page cache too; ``target`` is not
+    fsynced (see :func:`fsync_file`)."""
+    digest = hashlib.sha256()
+
+    def copy() -> None:
+        with open(target, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as f:
+                    left = os.fstat(f.fileno()).st_size
+                    while left:
+                        left -= os.copy_file_range(f.fileno(), out.fileno(), left)
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        copied = pool.submit(copy)
+        for part in parts:
+            with open(part, "rb", buffering=0) as f:
+                while chunk := f.read(HASH_CHUNK):
+                    digest.update(chunk)
+        copied.result()
+    return digest.hexdigest()
+
+
+def fsync_file(path: Path) -> None:
+    """Put a file written without syncs on the disk, once, before a row names it."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def move_into_place(source: Path, target: Path) -> None:

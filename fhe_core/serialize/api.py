@@ -146,26 +146,58 @@ def loads_many(data: bytes | bytearray | memoryview, params: Params, *,
     is loaded as :func:`loads` would (metadata, shapes, residue ranges). ``max_bytes`` bounds
     the whole input. Params records are not accepted in a sequence.
     """
+    device = _sequence_device(params, max_count, device, "loads_many")
+    return [_load_object(record, params, device)
+            for record in _records(data, params, max_bytes, expect, max_count, "loads_many")]
+
+
+def check_many(data: bytes | bytearray | memoryview, params: Params, *,
+               device: torch.device | str | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+               expect: type | tuple[type, ...] | None = None, max_count: int = 4096) -> list[RecordInfo]:
+    """Every check :func:`loads_many` makes, in the same order and with the same errors (sizes,
+    kinds, checksums, params_id, metadata, shapes, then every residue < its prime, unpacked on
+    ``device``), without building the objects: the seeded halves (the ``a`` of compressed keys,
+    ``c_1`` of seeded ciphertexts) are not regenerated and nothing is kept. For a server that
+    accepts an upload now and loads it where it is used, later. Returns each record's
+    :class:`RecordInfo`."""
+    device = _sequence_device(params, max_count, device, "check_many")
+    infos = []
+    for record in _records(data, params, max_bytes, expect, max_count, "check_many"):
+        meta = decode_metadata(record)
+        env = codecs.Env(params, device)
+        _DECODERS[record.kind](record, meta, env)  # metadata and shapes; the builder is dropped
+        for words in env.payloads:
+            words.tensor(device)  # unpacked there and range-checked (ResidueRangeError), then freed
+        infos.append(RecordInfo(record.kind, record.params_id, meta, record.size))
+    return infos
+
+
+def _sequence_device(params: Params, max_count: int, device: torch.device | str | None, op: str) -> torch.device:
     if not isinstance(params, Params):
-        raise SerializationError(f"loads_many: params must be a Params, got {type(params).__name__}")
+        raise SerializationError(f"{op}: params must be a Params, got {type(params).__name__}")
     if isinstance(max_count, bool) or not isinstance(max_count, int) or max_count < 1:
-        raise SerializationError(f"loads_many: max_count must be a positive int, got {max_count!r}")
-    device = None if device is None else resolve_device(device, "loads_many")
+        raise SerializationError(f"{op}: max_count must be a positive int, got {max_count!r}")
+    return resolve_device(device if device is not None else params.device, op)
+
+
+def _records(data: bytes | bytearray | memoryview, params: Params, max_bytes: int,
+             expect: type | tuple[type, ...] | None, max_count: int, op: str) -> list[Record]:
+    """The records of a sequence, each parsed (sizes, magic, version, kind, checksum) and of ``params``."""
     view = as_view(data)
     if len(view) > max_bytes:
-        raise SizeLimitError(f"loads_many: input of {len(view)} bytes exceeds max_bytes={max_bytes}")
+        raise SizeLimitError(f"{op}: input of {len(view)} bytes exceeds max_bytes={max_bytes}")
     kinds = _expected_kinds(expect)
     kinds = [k for k in (kinds if kinds is not None else _DECODERS) if k != Kind.PARAMS]
     records, offset = [], 0
     while offset < len(view) or not records:
         if len(records) == max_count:
-            raise SizeLimitError(f"loads_many: more than max_count={max_count} records")
+            raise SizeLimitError(f"{op}: more than max_count={max_count} records")
         record = parse(view[offset:], max_bytes=max_bytes, expect=kinds, exact=False)
-        _check_secret_key_wanted(record, expect, "loads_many")
+        _check_secret_key_wanted(record, expect, op)
         _check_params_id(record, params)
         records.append(record)
         offset += record.size
-    return [_load_object(record, params, device) for record in records]
+    return records
 
 
 def _check_secret_key_wanted(record: Record, expect: type | tuple[type, ...] | None, op: str) -> None:

@@ -10,8 +10,8 @@ the object. Key sets check every key's metadata and lengths before building any.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -45,10 +45,21 @@ Encoded = tuple[dict[str, Any], list[bytes | memoryview | np.ndarray | torch.Ten
 @dataclass(frozen=True, eq=False)
 class Env:
     """What decoding needs: the parameters and the target device (the context is built lazily,
-    only for keys whose uniform parts are regenerated)."""
+    only for keys whose uniform parts are regenerated). Every residue payload a decoder accepts
+    is also listed in ``payloads``, so a caller can check them all without building the objects
+    (``serialize.check_many``)."""
 
     params: Params
     device: torch.device
+    payloads: list[Residues] = field(default_factory=list)
+
+    def residues(self, payload: memoryview, shape: tuple[int, ...], what: str, meta: dict[str, Any],
+                 primes: Sequence[int], labels: Sequence[str],
+                 outer: Callable[[tuple[int, ...]], str] = lambda i: "") -> Residues:
+        """:func:`fields.residues` (lengths checked, nothing allocated), remembered in ``payloads``."""
+        words = residues(payload, shape, what, meta, primes, labels, outer)
+        self.payloads.append(words)
+        return words
 
     @property
     def ctx(self) -> RLWEContext:
@@ -91,17 +102,17 @@ def scale_meta(scale: float, slots: int) -> dict[str, Any]:
     return {"scale": float_hex(scale), "slots": int(slots)}
 
 
-def _q_residues(payload: memoryview, shape: tuple[int, ...], what: str, params: Params, meta: dict[str, Any],
+def _q_residues(payload: memoryview, shape: tuple[int, ...], what: str, env: Env, meta: dict[str, Any],
                 outer: Callable[[tuple[int, ...]], str] = lambda i: "") -> Residues:
     """The payload as ``shape`` = [..., l+1, N] residues over Q_l (lengths checked)."""
-    return residues(payload, shape, what, meta, params.q_primes[:shape[-2]], q_labels(shape[-2]), outer)
+    return env.residues(payload, shape, what, meta, env.params.q_primes[:shape[-2]], q_labels(shape[-2]), outer)
 
 
 def _qp_residues(payload: memoryview, shape: tuple[int, ...], what: str, env: Env, meta: dict[str, Any],
                  outer: Callable[[tuple[int, ...]], str] = lambda i: "") -> Residues:
     """The payload as ``shape`` = [..., alpha + L + 1, N] residues over QP_L (P first, lengths checked)."""
     p = env.params
-    return residues(payload, shape, what, meta, env.qp_primes, qp_labels(p.alpha, p.max_level + 1), outer)
+    return env.residues(payload, shape, what, meta, env.qp_primes, qp_labels(p.alpha, p.max_level + 1), outer)
 
 
 def wire(meta: dict[str, Any], parts: list, packed: bool) -> Encoded:
@@ -188,7 +199,7 @@ def decode_plaintext(record: Record, meta: dict[str, Any], env: Env) -> Pending:
     level = _level(meta, what, p)
     slots, scale, is_ntt = _slots(meta, what, p), scale_field(meta, "scale", what), bool_field(meta, "is_ntt", what)
     shape = shape_field(meta, what, (level + 1, p.n), f"level {level}: {level + 1} limbs of N = {p.n}")
-    words = _q_residues(record.payload, shape, what, p, meta)
+    words = _q_residues(record.payload, shape, what, env, meta)
     return lambda: Plaintext(data=words.tensor(env.device), level=level, scale=scale,
                              params_id=p.params_id, slots=slots, is_ntt=is_ntt)
 
@@ -226,7 +237,7 @@ def ciphertext_fields(record: Record, meta: dict[str, Any], env: Env, what: str)
             raise MetadataError(f"{what}: uniform_seed is for fresh degree-1 NTT-domain ciphertexts, this one has "
                                 f"{components} components{'' if is_ntt else ' in the coefficient domain'}")
         shape = (1, *shape[1:])  # the payload holds c_0; c_1 comes from the seed
-    words = _q_residues(record.payload, shape, what, p, meta, lambda i: f"component {i[0]}, ")
+    words = _q_residues(record.payload, shape, what, env, meta, lambda i: f"component {i[0]}, ")
 
     def build() -> dict[str, Any]:
         data = words.tensor(env.device)
@@ -300,7 +311,7 @@ def decode_public_key(record: Record, meta: dict[str, Any], env: Env) -> Pending
     check_keys(meta, what, ("shape", "uniform_seed"), BITS)
     seed = hex_bytes_field(meta, "uniform_seed", what, SEED_BYTES)
     shape = shape_field(meta, what, (2, p.max_level + 1, p.n), f"(b, a) over Q_L: {p.max_level + 1} limbs")
-    words = _q_residues(record.payload, shape, what, p, meta, lambda i: f"part {'ba'[i[0]]}, ")
+    words = _q_residues(record.payload, shape, what, env, meta, lambda i: f"part {'ba'[i[0]]}, ")
     return lambda: PublicKey(data=words.tensor(env.device), params_id=p.params_id, uniform_seed=seed)
 
 
@@ -351,8 +362,13 @@ def decode_switching_key(record: Record, meta: dict[str, Any], env: Env) -> Pend
 
     def build() -> SwitchingKey:
         data = words.tensor(env.device)
-        if compressed:
-            data = torch.stack((data, switching_key_uniform(env.ctx, seed)), dim=2 if linear else 1)
+        if compressed:  # b and the regenerated a written into the key's one buffer (no stacked copies)
+            half = 2 if linear else 1
+            b, data = data, torch.empty((*data.shape[:half], 2, *data.shape[half:]), dtype=data.dtype,
+                                        device=data.device)
+            data.select(half, 0).copy_(b)
+            del b
+            switching_key_uniform(env.ctx, seed, out=data.select(half, 1))
         return cls(data=data, params_id=p.params_id, uniform_seed=seed, method=p.key_switching, **fields)
     return build
 
@@ -378,7 +394,7 @@ def _linear_key_residues(record: Record, meta: dict[str, Any], env: Env, what: s
     labels = qp_labels(p.alpha, p.max_level + 1)
     outer = ((lambda i: f"digit {i[0]} row {labels[i[1]]} b, ") if compressed
              else (lambda i: f"digit {i[0]} row {labels[i[1]]} {'ba'[i[2]]}, "))
-    return residues(record.payload, shape, what, meta, aux, [f"m_{k}" for k in range(len(aux))], outer)
+    return env.residues(record.payload, shape, what, meta, aux, [f"m_{k}" for k in range(len(aux))], outer)
 
 
 def _galois_element(meta: dict[str, Any], what: str, n: int) -> int:
@@ -421,7 +437,7 @@ def decode_encapsulation_key(record: Record, meta: dict[str, Any], env: Env) -> 
     shape_field(meta, what, shape, f"one digit{'' if compressed else ' of (b, a)'} over {basis}: {len(primes)} "
                                    f"limbs, N = {p.n}")
     outer = (lambda i: "b, ") if compressed else (lambda i: f"{'ba'[i[1]]}, ")
-    words = residues(record.payload, shape, what, meta, primes, labels, outer)
+    words = env.residues(record.payload, shape, what, meta, primes, labels, outer)
 
     def build() -> EncapsulationKey:
         data = words.tensor(env.device)
