@@ -5,9 +5,10 @@ import mmap
 import os
 import tempfile
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -23,8 +24,8 @@ from fhe_core.rlwe import (Ciphertext, EncapsulationKey, EvalKeySet, GaloisKey, 
                            SwitchingKey)
 from fhe_core.rlwe.checks import mark_canonical
 from fhe_core.serialize import codecs
-from fhe_core.serialize.record import (DEFAULT_MAX_BYTES, Kind, Record, as_view, decode_metadata, pack_parts,
-                                      parse, write_streamed)
+from fhe_core.serialize.record import (DEFAULT_MAX_BYTES, Kind, Record, as_view, check_checksum, decode_metadata,
+                                      pack_parts, parse, write_streamed)
 
 # exact types only: a subclass (e.g. a CKKS ciphertext with a scale) must get its own kind, never
 # be written silently as its base class
@@ -56,6 +57,7 @@ _DECODERS: dict[Kind, Callable[[Record, dict[str, Any], codecs.Env], codecs.Pend
     Kind.EVAL_KEY_SET: codecs.decode_eval_key_set,
 }
 _CLASSES = {kind: cls for cls, (kind, _) in _ENCODERS.items()}
+T = TypeVar("T")
 
 
 def dumps(obj: object, *, compress: bool = True, packed: bool = False) -> bytes:
@@ -147,8 +149,8 @@ def loads_many(data: bytes | bytearray | memoryview, params: Params, *,
     the whole input. Params records are not accepted in a sequence.
     """
     device = _sequence_device(params, max_count, device, "loads_many")
-    return [_load_object(record, params, device)
-            for record in _records(data, params, max_bytes, expect, max_count, "loads_many")]
+    records = _records(data, params, max_bytes, expect, max_count, "loads_many")
+    return _checksums_alongside(records, lambda: [_load_object(record, params, device) for record in records])
 
 
 def check_many(data: bytes | bytearray | memoryview, params: Params, *,
@@ -161,15 +163,16 @@ def check_many(data: bytes | bytearray | memoryview, params: Params, *,
     accepts an upload now and loads it where it is used, later. Returns each record's
     :class:`RecordInfo`."""
     device = _sequence_device(params, max_count, device, "check_many")
-    infos = []
-    for record in _records(data, params, max_bytes, expect, max_count, "check_many"):
+    records = _records(data, params, max_bytes, expect, max_count, "check_many")
+
+    def check(record: Record) -> RecordInfo:
         meta = decode_metadata(record)
         env = codecs.Env(params, device)
         _DECODERS[record.kind](record, meta, env)  # metadata and shapes; the builder is dropped
         for words in env.payloads:
             words.tensor(device)  # unpacked there and range-checked (ResidueRangeError), then freed
-        infos.append(RecordInfo(record.kind, record.params_id, meta, record.size))
-    return infos
+        return RecordInfo(record.kind, record.params_id, meta, record.size)
+    return _checksums_alongside(records, lambda: [check(record) for record in records])
 
 
 def _sequence_device(params: Params, max_count: int, device: torch.device | str | None, op: str) -> torch.device:
@@ -180,9 +183,27 @@ def _sequence_device(params: Params, max_count: int, device: torch.device | str 
     return resolve_device(device if device is not None else params.device, op)
 
 
+def _checksums_alongside(records: list[Record], work: Callable[[], T]) -> T:
+    """``work()`` on ``records`` parsed without their checksums, while a thread computes them: a
+    key set's checksum (gigabytes) then costs no time beyond its members' own checksums and
+    unpacking, which ``work`` does meanwhile (hashlib releases the GIL). A bad checksum is
+    reported ahead of whatever ``work`` found, as if it had been checked first (the documented
+    order); the decoders read unverified bytes safely, as they read any crafted record."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        checked = pool.submit(lambda: [check_checksum(record.view, record.kind) for record in records])
+        try:
+            result = work()
+        except BaseException:
+            checked.result()  # a ChecksumError takes precedence
+            raise
+        checked.result()
+    return result
+
+
 def _records(data: bytes | bytearray | memoryview, params: Params, max_bytes: int,
              expect: type | tuple[type, ...] | None, max_count: int, op: str) -> list[Record]:
-    """The records of a sequence, each parsed (sizes, magic, version, kind, checksum) and of ``params``."""
+    """The records of a sequence, each parsed (sizes, magic, version, kind; the checksums are
+    :func:`_checksums_alongside`'s) and of ``params``."""
     view = as_view(data)
     if len(view) > max_bytes:
         raise SizeLimitError(f"{op}: input of {len(view)} bytes exceeds max_bytes={max_bytes}")
@@ -192,7 +213,7 @@ def _records(data: bytes | bytearray | memoryview, params: Params, max_bytes: in
     while offset < len(view) or not records:
         if len(records) == max_count:
             raise SizeLimitError(f"{op}: more than max_count={max_count} records")
-        record = parse(view[offset:], max_bytes=max_bytes, expect=kinds, exact=False)
+        record = parse(view[offset:], max_bytes=max_bytes, expect=kinds, exact=False, checksum=False)
         _check_secret_key_wanted(record, expect, op)
         _check_params_id(record, params)
         records.append(record)
@@ -287,31 +308,43 @@ def dump(obj: object, path: str | os.PathLike, *, compress: bool = True, packed:
 def dump_eval_keys(keys: Iterable[RelinKey | GaloisKey | EncapsulationKey], path: str | os.PathLike, params: Params, *,
                    compress: bool = True, packed: bool = False) -> int:
     """Write an eval key set record to ``path`` from keys that arrive one at a time (e.g. a
-    generator that makes each key when asked), holding one key in memory instead of the set:
-    a bootstrapping key set of 40-odd keys at N = 2^16 is about 10 GB. The file reads back
-    with :func:`load` as an :class:`EvalKeySet`; given the keys in the canonical order (relin
-    first, then Galois keys by increasing element, then encapsulation keys by direction) it is byte for byte
-    ``dump(EvalKeySet(...))``.
+    generator that makes each key when asked), holding two keys in memory instead of the set:
+    a bootstrapping key set of 40-odd keys at N = 2^16 is about 10 GB. Each key is encoded
+    (packed, hashed, written) in a worker thread while ``keys`` makes the next one. The file
+    reads back with :func:`load` as an :class:`EvalKeySet`; given the keys in the canonical
+    order (relin first, then Galois keys by increasing element, then encapsulation keys by
+    direction) it is byte for byte ``dump(EvalKeySet(...))``.
     Returns the number of bytes written; the file appears atomically, as with :func:`dump`.
     """
     if not isinstance(params, Params):
         raise SerializationError(f"dump_eval_keys: params must be a Params, got {type(params).__name__}")
     path = Path(path)
     entries, seen = [], set()
-    with tempfile.TemporaryFile(dir=path.parent, prefix=f".{path.name}.members.") as members:
-        for key in keys:
-            entry, blob = codecs.encode_key_set_member(key, compress=compress, packed=packed)
+    with tempfile.TemporaryFile(dir=path.parent, prefix=f".{path.name}.members.") as members, \
+            ThreadPoolExecutor(max_workers=1) as encoder:
+
+        def encode(key: RelinKey | GaloisKey | EncapsulationKey) -> dict[str, int | str]:
+            entry, parts = codecs.encode_key_set_member(key, compress=compress, packed=packed)
+            for part in parts:
+                members.write(part)
+            return entry
+
+        encoding = None
+        for key in keys:  # the generator makes this key while the previous one is encoded
+            _, held = codecs.key_set_member_id(key)
             if key.params_id != params.params_id:
                 raise SerializedParamsMismatchError(f"dump_eval_keys: a key belongs to params_id {key.params_id}, "
                                                     f"expected {params.params_id}")
-            held = entry.get("galois_element", entry.get("direction"))
             if held in seen:
                 what = "the relin key" if held is None else f"galois element {held}" if isinstance(held, int) \
                     else f"the {held} key"
                 raise SerializationError(f"dump_eval_keys: {what} comes twice")
             seen.add(held)
-            members.write(blob)
-            entries.append(entry)
+            if encoding is not None:
+                entries.append(encoding.result())
+            encoding = encoder.submit(encode, key)
+        if encoding is not None:
+            entries.append(encoding.result())
         payload_bytes = members.tell()
         members.seek(0)
         return _write_atomically(path, lambda f: write_streamed(

@@ -33,7 +33,7 @@ from fhe_core.serialize.fields import (
     Residues, bool_field, check_keys, hex_bytes_field, host_words, int_field, limb_widths, pack_residues, q_labels,
     qp_labels, residue_tensor, residues, scale_field, shape_field,
 )
-from fhe_core.serialize.record import HEADER_BYTES, Kind, Record, decode_metadata, float_hex, pack, parse
+from fhe_core.serialize.record import HEADER_BYTES, Kind, Record, decode_metadata, float_hex, pack_parts, parse
 
 SEED_BYTES = 32
 MAX_DEGREE = 2          # ciphertexts of degree 1, or 2 before relinearization
@@ -465,30 +465,35 @@ def encode_eval_key_set(keys: EvalKeySet, *, compress: bool = True, packed: bool
               [keys.galois_key(k, "dumps") for k in sorted(keys.galois_elements)] + \
               [keys.encapsulation_key(d, "dumps") for d in sorted(keys.encapsulation_directions)]
     pairs = [encode_key_set_member(key, compress=compress, packed=packed) for key in members]
-    return {"records": [entry for entry, _ in pairs]}, [blob for _, blob in pairs]
+    return {"records": [entry for entry, _ in pairs]}, [part for _, parts in pairs for part in parts]
+
+
+def key_set_member_id(key: object) -> tuple[Kind, int | str | None]:
+    """The record kind of a key set member and what identifies it in the set (None: the relin key, a Galois
+    element, an encapsulation direction); SerializationError for anything that is no member."""
+    if isinstance(key, GaloisKey):
+        return Kind.GALOIS_KEY, int(key.galois_element)
+    if isinstance(key, RelinKey):
+        return Kind.RELIN_KEY, None
+    if isinstance(key, EncapsulationKey):
+        return Kind.ENCAPSULATION_KEY, key.direction
+    raise SerializationError(f"eval key set: a member must be a RelinKey, GaloisKey or EncapsulationKey, got "
+                             f"{type(key).__name__}")
 
 
 def encode_key_set_member(key: RelinKey | GaloisKey | EncapsulationKey, *, compress: bool,
-                          packed: bool) -> tuple[dict[str, int | str], bytes]:
+                          packed: bool) -> tuple[dict[str, int | str], list[bytes | memoryview]]:
     """One member of an eval key set: its metadata entry {kind, length[, galois_element | direction]} and
-    its complete record."""
-    encode = encode_switching_key
-    if isinstance(key, GaloisKey):
-        kind = Kind.GALOIS_KEY
-    elif isinstance(key, RelinKey):
-        kind = Kind.RELIN_KEY
-    elif isinstance(key, EncapsulationKey):
-        kind, encode = Kind.ENCAPSULATION_KEY, encode_encapsulation_key
-    else:
-        raise SerializationError(f"eval key set: a member must be a RelinKey, GaloisKey or EncapsulationKey, got "
-                                 f"{type(key).__name__}")
-    blob = pack(kind, key.params_id, *wire(*encode(key, compress=compress), packed))
-    entry = {"kind": int(kind), "length": len(blob)}
+    its complete record as unjoined pieces (:func:`record.pack_parts`: the payload is not copied)."""
+    kind, element = key_set_member_id(key)
+    encode = encode_encapsulation_key if kind == Kind.ENCAPSULATION_KEY else encode_switching_key
+    parts = pack_parts(kind, key.params_id, *wire(*encode(key, compress=compress), packed))
+    entry = {"kind": int(kind), "length": sum(memoryview(part).nbytes for part in parts)}
     if kind == Kind.GALOIS_KEY:
-        entry["galois_element"] = int(key.galois_element)
+        entry["galois_element"] = element
     elif kind == Kind.ENCAPSULATION_KEY:
-        entry["direction"] = key.direction
-    return entry, blob
+        entry["direction"] = element
+    return entry, parts
 
 
 def decode_eval_key_set(record: Record, meta: dict[str, Any], env: Env) -> Pending:

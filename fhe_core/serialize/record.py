@@ -53,20 +53,30 @@ class Kind(enum.IntEnum):
 
 @dataclass(frozen=True, eq=False)
 class Record:
-    """A record whose sizes, magic, version, kind and checksum have been checked.
+    """A record whose sizes, magic, version, kind and checksum have been checked (the checksum
+    by the caller when :func:`parse` was told to leave it).
 
-    ``metadata`` and ``payload`` are views into the caller's buffer (nothing copied yet).
+    ``view`` (the whole record), ``metadata`` and ``payload`` are views into the caller's
+    buffer (nothing copied yet).
     """
 
     kind: Kind
     params_id: str          # 64 lowercase hex digits
-    metadata: memoryview
-    payload: memoryview
+    view: memoryview
+    meta_end: int
+
+    @property
+    def metadata(self) -> memoryview:
+        return self.view[HEADER_BYTES:self.meta_end]
+
+    @property
+    def payload(self) -> memoryview:
+        return self.view[self.meta_end:]
 
     @property
     def size(self) -> int:
         """Total bytes of the record (header, metadata and payload)."""
-        return HEADER_BYTES + len(self.metadata) + len(self.payload)
+        return len(self.view)
 
 
 # ---- writing ---------------------------------------------------------------------------------------
@@ -175,22 +185,30 @@ def as_view(data: object) -> memoryview:
 
 
 def parse(data: object, *, max_bytes: int = DEFAULT_MAX_BYTES, expect: Iterable[Kind] | None = None,
-          exact: bool = True) -> Record:
+          exact: bool = True, checksum: bool = True) -> Record:
     """Check, in order, sizes, magic, version, kind and checksum; no payload byte is copied.
 
     ``expect``: the kinds the caller accepts (None: any known kind). ``exact``: the input must
     end where the record ends (False lets :func:`parse` read the first record of a sequence).
+    ``checksum``: False leaves :func:`check_checksum` to the caller, who must report its
+    ChecksumError ahead of any later check's error (``api._checksums_alongside``).
     """
     view = as_view(data)
     meta_len, payload_len = _check_sizes(view, max_bytes, exact)
     view = view[:HEADER_BYTES + meta_len + payload_len]
     header = read_header(view)
     kind = _check_kind(header.kind, expect)
+    if checksum:
+        check_checksum(view, kind)
+    meta_end = HEADER_BYTES + meta_len
+    return Record(kind, header.params_id, view, meta_end)
+
+
+def check_checksum(view: memoryview, kind: Kind) -> None:
+    """ChecksumError unless the record ``view`` (exactly one record) carries its own checksum."""
     if _checksum(view) != bytes(view[_CHECKSUM_AT:_CHECKSUM_AT + CHECKSUM_BYTES]):
         raise ChecksumError(f"{kind.name.lower()}: checksum mismatch over {len(view)} bytes "
                             "(the data is corrupted or was altered)")
-    meta_end = HEADER_BYTES + meta_len
-    return Record(kind, header.params_id, view[HEADER_BYTES:meta_end], view[meta_end:])
 
 
 @dataclass(frozen=True)
