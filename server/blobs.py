@@ -19,6 +19,7 @@ from pathlib import Path
 
 import anyio
 
+from fhe_core.serialize.record import copy_bytes
 from server.db import Database
 from server.errors import BadRequestError, HashMismatchError, PayloadTooLargeError, RequestTimeoutError
 
@@ -135,18 +136,19 @@ async def receive_to_file(chunks: AsyncIterator[bytes], target: Path, *, limit: 
 
 def join_files(parts: list[Path], target: Path) -> str:
     """Concatenate ``parts`` into the new file ``target`` and return the SHA-256 of the whole.
-    The kernel copies the bytes (``os.copy_file_range``: no pass through Python) while this
-    thread hashes the parts, which the copy reads from the page cache too; ``target`` is not
-    fsynced (see :func:`fsync_file`)."""
+    The kernel copies the bytes (``serialize``'s :func:`copy_bytes`) while this thread hashes
+    the parts, which the copy reads from the page cache too; ``target`` is not fsynced (see
+    :func:`fsync_file`)."""
     digest = hashlib.sha256()
 
     def copy() -> None:
         with open(target, "wb") as out:
+            at = 0
             for part in parts:
                 with open(part, "rb") as f:
-                    left = os.fstat(f.fileno()).st_size
-                    while left:
-                        left -= os.copy_file_range(f.fileno(), out.fileno(), left)
+                    size = os.fstat(f.fileno()).st_size
+                    copy_bytes(f.fileno(), 0, out.fileno(), at, size)
+                    at += size
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         copied = pool.submit(copy)

@@ -62,25 +62,21 @@ class Service:
 
     # ---- key sets --------------------------------------------------------------------------
 
-    def verify_keyset(self, sha256: str):
-        """A verifier for :meth:`UploadStore.complete`: the file must be an EvalKeySet of the
-        declared parameters, optionally followed by the client's PublicKey, passing every check of
+    def verify_keyset(self, path: Path, params: Params) -> dict[str, Any]:
+        """The key-set verifier of :meth:`UploadStore.complete`: the file must be an EvalKeySet of
+        ``params``, optionally followed by the client's PublicKey, passing every check of
         ``serialize.loads_many`` (sizes, kinds, checksums, params_id, metadata, shapes, residue
         ranges: ``serialize.check_many``). Nothing is built: the keys' seeded halves are expanded
-        where the set is loaded, on the device of the first job that uses it. ``sha256``: the
-        content's hash (the verifier's signature is the uploads'; key sets are checked alike)."""
-
-        def verify(path: Path, params: Params) -> dict[str, Any]:
-            with mapped(path) as view:
-                infos = check_many(view, params, expect=(EvalKeySet, PublicKey), device=self.settings.device,
-                                   max_bytes=self.settings.max_upload_bytes, max_count=2)
-            _check_keyset_kinds([info.kind for info in infos])
-            members = infos[0].metadata["records"]
-            return {"relin": any(m["kind"] == Kind.RELIN_KEY for m in members),
-                    "galois_elements": sorted(m["galois_element"] for m in members if "galois_element" in m),
-                    "public_key": len(infos) > 1}
-
-        return verify
+        where the set is loaded, on the device of the first job that uses it. Returns the status
+        facts (relin key, Galois elements, public key)."""
+        with mapped(path) as view:
+            infos = check_many(view, params, expect=(EvalKeySet, PublicKey), device=self.settings.device,
+                               max_bytes=self.settings.max_upload_bytes, max_count=2)
+        _check_keyset_kinds([info.kind for info in infos])
+        members = infos[0].metadata["records"]
+        return {"relin": any(m["kind"] == Kind.RELIN_KEY for m in members),
+                "galois_elements": sorted(m["galois_element"] for m in members if "galois_element" in m),
+                "public_key": len(infos) > 1}
 
     def keyset(self, upload: Upload) -> tuple[Params, EvalKeySet]:
         """The parameters and loaded evaluation keys of a ready key set (from the cache when it can)."""

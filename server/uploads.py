@@ -27,13 +27,13 @@ inside a write transaction, so of two requests racing for one move exactly one w
    every check, nothing built), syncs it to the disk, and then moves it into the blob store and
    marks the upload ready in one transaction. A second ``complete`` meanwhile waits for the
    first and answers as it does.
+4. ``discard``: removes the row (not while it completes, nor while a queued or running job
+   uses it), its parts, and its blob once no row names it (:meth:`BlobStore.release`).
 
 Durability: what was acknowledged survives a kill -9 of the server (the kernel holds every
 write) and a restart. Parts are not fsynced one by one: if the machine itself crashes, a part
 may come back damaged and its upload then fails at completion with a 4xx hash mismatch (the
 client uploads again); a ready blob is fsynced before its row says so.
-4. ``discard``: removes the row (not while it completes, nor while a queued or running job
-   uses it), its parts, and its blob once no row names it (:meth:`BlobStore.release`).
 
 Files: ``parts/<upload id>/<n>``: verified parts of unfinished uploads, kept across restarts;
 ``tmp/``: unverified temporary files, cleared when the server starts; ``blobs/ab/ab...``:

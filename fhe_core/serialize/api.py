@@ -214,8 +214,12 @@ def _records(data: bytes | bytearray | memoryview, params: Params, max_bytes: in
         if len(records) == max_count:
             raise SizeLimitError(f"{op}: more than max_count={max_count} records")
         record = parse(view[offset:], max_bytes=max_bytes, expect=kinds, exact=False, checksum=False)
-        _check_secret_key_wanted(record, expect, op)
-        _check_params_id(record, params)
+        try:
+            _check_secret_key_wanted(record, expect, op)
+            _check_params_id(record, params)
+        except SerializationError:
+            check_checksum(record.view, record.kind)  # the earlier check reports first
+            raise
         records.append(record)
         offset += record.size
     return records

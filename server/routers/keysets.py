@@ -54,7 +54,7 @@ def complete_keyset(keyset_id: str, service: ServiceDep, tenant: TenantDep) -> K
     usable and loaded in the device cache."""
     upload = service.uploads.get(tenant.id, KIND, keyset_id)
     params = service.params(upload.params_json)
-    done = service.uploads.complete(upload, params, service.verify_keyset(upload.sha256))
+    done = service.uploads.complete(upload, params, service.verify_keyset)
     return _status(service, done)
 
 
