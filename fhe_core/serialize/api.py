@@ -150,7 +150,7 @@ def loads_many(data: bytes | bytearray | memoryview, params: Params, *,
     """
     device = _sequence_device(params, max_count, device, "loads_many")
     records = _records(data, params, max_bytes, expect, max_count, "loads_many")
-    return _checksums_alongside(records, lambda: [_load_object(record, params, device) for record in records])
+    return _decoded(records, params, device, lambda record, meta, env, build, pool: _built(build))
 
 
 def check_many(data: bytes | bytearray | memoryview, params: Params, *,
@@ -165,14 +165,12 @@ def check_many(data: bytes | bytearray | memoryview, params: Params, *,
     device = _sequence_device(params, max_count, device, "check_many")
     records = _records(data, params, max_bytes, expect, max_count, "check_many")
 
-    def check(record: Record) -> RecordInfo:
-        meta = decode_metadata(record)
-        env = codecs.Env(params, device)
-        _DECODERS[record.kind](record, meta, env)  # metadata and shapes; the builder is dropped
-        for words in env.payloads:
-            words.tensor(device)  # unpacked there and range-checked (ResidueRangeError), then freed
+    def check(record: Record, meta: dict[str, Any], env: codecs.Env, build: codecs.Pending,
+              pool: _Checks) -> RecordInfo:
+        for words in env.payloads:  # unpacked there and range-checked (ResidueRangeError), then freed
+            pool.submit(lambda words=words: words.tensor(device) is None)
         return RecordInfo(record.kind, record.params_id, meta, record.size)
-    return _checksums_alongside(records, lambda: [check(record) for record in records])
+    return _decoded(records, params, device, check)
 
 
 def _sequence_device(params: Params, max_count: int, device: torch.device | str | None, op: str) -> torch.device:
@@ -183,27 +181,64 @@ def _sequence_device(params: Params, max_count: int, device: torch.device | str 
     return resolve_device(device if device is not None else params.device, op)
 
 
-def _checksums_alongside(records: list[Record], work: Callable[[], T]) -> T:
-    """``work()`` on ``records`` parsed without their checksums, while a thread computes them: a
-    key set's checksum (gigabytes) then costs no time beyond its members' own checksums and
-    unpacking, which ``work`` does meanwhile (hashlib releases the GIL). A bad checksum is
-    reported ahead of whatever ``work`` found, as if it had been checked first (the documented
-    order); the decoders read unverified bytes safely, as they read any crafted record."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        checked = pool.submit(lambda: [check_checksum(record.view, record.kind) for record in records])
+class _Checks:
+    """Checks that run in a pool of threads while the caller decodes (hashlib, numpy and torch
+    release the GIL): the checksums of records and of their members, and what the caller adds.
+    :meth:`raise_first` reports a bad checksum ahead of anything else, then the first other
+    failure in the order the checks were added."""
+
+    def __init__(self, pool: ThreadPoolExecutor):
+        self.pool, self.sums, self.others = pool, [], []
+
+    def checksums(self, records: Iterable[Record]) -> None:
+        self.sums += [self.pool.submit(check_checksum, record.view, record.kind) for record in records]
+
+    def submit(self, check: Callable[[], Any]) -> None:
+        self.others.append(self.pool.submit(check))
+
+    def raise_first(self, *, checksums_only: bool = False) -> None:
+        for future in self.sums + ([] if checksums_only else self.others):
+            future.result()
+
+
+def _decoded(records: list[Record], params: Params, device: torch.device,
+             finish: Callable[[Record, dict[str, Any], codecs.Env, codecs.Pending, _Checks], T]) -> list[T]:
+    """Decode each record here (metadata and shapes; the members of a key set parsed without their
+    checksums) and ``finish`` it, while a pool of threads computes every checksum: a multi-GB key
+    set's BLAKE2b passes cost no time beyond the decoding's. A bad checksum is reported ahead of
+    any other fault (as the format's order has it for one record), whatever the decoding found;
+    the decoders read unverified bytes safely, as they read any crafted record."""
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        checks = _Checks(pool)
+        checks.checksums(records)
         try:
-            result = work()
+            done = []
+            for record in records:
+                env = codecs.Env(params, device)
+                try:
+                    meta = decode_metadata(record)
+                    build = _DECODERS[record.kind](record, meta, env)
+                finally:  # the members parsed so far: a bad checksum among them reports first
+                    checks.checksums(env.members)
+                done.append(finish(record, meta, env, build, checks))
         except BaseException:
-            checked.result()  # a ChecksumError takes precedence
+            checks.raise_first(checksums_only=True)
             raise
-        checked.result()
-    return result
+        checks.raise_first()
+    return done
+
+
+def _built(build: codecs.Pending) -> Any:
+    obj = build()
+    if isinstance(obj, (Ciphertext, Plaintext)):  # residues checked above: evaluators need not again
+        mark_canonical(obj)
+    return obj
 
 
 def _records(data: bytes | bytearray | memoryview, params: Params, max_bytes: int,
              expect: type | tuple[type, ...] | None, max_count: int, op: str) -> list[Record]:
     """The records of a sequence, each parsed (sizes, magic, version, kind; the checksums are
-    :func:`_checksums_alongside`'s) and of ``params``."""
+    :func:`_decoded`'s) and of ``params``."""
     view = as_view(data)
     if len(view) > max_bytes:
         raise SizeLimitError(f"{op}: input of {len(view)} bytes exceeds max_bytes={max_bytes}")
@@ -259,11 +294,12 @@ def _load_object(record: Record, params: Params | None, device: torch.device | s
     if record.kind not in _DECODERS:
         raise SerializationError(f"loads: reading {record.kind.name.lower()} records is not implemented yet")
     env = codecs.Env(params, resolve_device(device if device is not None else params.device))
-    build = _DECODERS[record.kind](record, decode_metadata(record), env)
-    obj = build()
-    if isinstance(obj, (Ciphertext, Plaintext)):  # residues checked above: evaluators need not again
-        mark_canonical(obj)
-    return obj
+    try:
+        build = _DECODERS[record.kind](record, decode_metadata(record), env)
+    finally:  # a key set's keys, each with its own checksum (reported ahead of their contents' faults)
+        for member in env.members:
+            check_checksum(member.view, member.kind)
+    return _built(build)
 
 
 @dataclass(frozen=True)

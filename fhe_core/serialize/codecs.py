@@ -47,11 +47,13 @@ class Env:
     """What decoding needs: the parameters and the target device (the context is built lazily,
     only for keys whose uniform parts are regenerated). Every residue payload a decoder accepts
     is also listed in ``payloads``, so a caller can check them all without building the objects
-    (``serialize.check_many``)."""
+    (``serialize.check_many``), and every member record of a key set in ``members``: their
+    checksums are the caller's to verify (in parallel, ``api._decoded``)."""
 
     params: Params
     device: torch.device
     payloads: list[Residues] = field(default_factory=list)
+    members: list[Record] = field(default_factory=list)  # of a key set, parsed without checksums: the caller's
 
     def residues(self, payload: memoryview, shape: tuple[int, ...], what: str, meta: dict[str, Any],
                  primes: Sequence[int], labels: Sequence[str],
@@ -544,7 +546,8 @@ def _key_set_entry(entry: object, i: int, n: int) -> tuple[Kind, int, int | str 
 
 def _key_set_member(outer: Record, blob: memoryview, kind: Kind, element: int | str | None, i: int,
                     env: Env) -> Pending:
-    inner = parse(blob, max_bytes=max(len(blob), HEADER_BYTES), expect=[kind])
+    inner = parse(blob, max_bytes=max(len(blob), HEADER_BYTES), expect=[kind], checksum=False)
+    env.members.append(inner)
     if inner.params_id != outer.params_id:
         raise SerializedParamsMismatchError(f"eval key set: record {i} belongs to params_id {inner.params_id}, "
                                             f"the set to {outer.params_id}")
