@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import fcntl
 import functools
+import logging
 import os
+import threading
 from pathlib import Path
 from typing import IO, Any
 
@@ -20,6 +22,8 @@ from server.keycache import LRUCache
 from server.mapping import mapped
 from server.settings import Settings
 from server.uploads import Upload, UploadStore
+
+log = logging.getLogger("server.service")
 
 
 class Service:
@@ -44,6 +48,7 @@ class Service:
             self.blobs.clear_tmp()
             self.uploads.recover()
         self.keysets: LRUCache[tuple[EvalKeySet, PublicKey | None]] = LRUCache(settings.keyset_cache_size)
+        self.warms_verified_keys = True  # this process runs the jobs: a verified key set loads in the background
         # attached by server.app.build_service: the app adapters and the workers
         self.models: Any = None    # server.models.ModelRegistry
         self.training: Any = None  # server.apps.HELRTraining
@@ -77,6 +82,24 @@ class Service:
         return {"relin": any(m["kind"] == Kind.RELIN_KEY for m in members),
                 "galois_elements": sorted(m["galois_element"] for m in members if "galois_element" in m),
                 "public_key": len(infos) > 1}
+
+    def warm_keyset(self, upload: Upload) -> None:
+        """Load a ready key set into the cache in a background thread, where this process runs the
+        jobs: the seeded halves are expanded while the client goes on (encrypting and sending its
+        data), and the first job finds the set loaded, or waits for the load under way (the
+        cache loads each set once). A failure is logged and left to the first job to meet."""
+        if not self.warms_verified_keys:
+            return
+
+        def load() -> None:
+            try:
+                self._keys(upload, self.params(upload.params_json))
+                if not self.blobs.exists(upload.sha256):  # deleted meanwhile: do not keep it loaded
+                    self.keysets.discard(upload.sha256)
+            except Exception:  # noqa: BLE001 - a background warm-up only logs
+                log.exception("loading key set %s in the background failed", upload.id)
+
+        threading.Thread(target=load, name=f"warm-{upload.id}", daemon=True).start()
 
     def keyset(self, upload: Upload) -> tuple[Params, EvalKeySet]:
         """The parameters and loaded evaluation keys of a ready key set (from the cache when it can)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 
 import httpx
 import numpy as np
@@ -224,19 +225,45 @@ def _seal(record: bytearray) -> None:
     record[56:88] = h.digest()
 
 
-def test_registration_builds_no_key_and_the_first_use_loads_the_same_keys(live_server, bfv_keys):
-    params, _, keys = bfv_keys
+def _fresh_keys(params, label: str) -> rlwe.EvalKeySet:
+    """Keys no earlier test registered (so no upload of the same bytes is ready at once)."""
+    ctx = bfv.BFVContext(params)
+    sk = rlwe.gen_secret_key(ctx.rlwe, seed=fixed_seed(f"{label}/sk"))
+    return rlwe.gen_eval_keys(ctx.rlwe, sk, bfv.galois_elements(ctx.n, (1,)), seed=fixed_seed(f"{label}/evk"))
+
+
+def test_registration_builds_no_key_and_the_first_use_loads_the_same_keys(live_server, bfv_keys, monkeypatch):
+    params = bfv_keys[0]
+    keys = _fresh_keys(params, "keysets/lazy")
     service = live_server.service
+    monkeypatch.setattr(service, "warms_verified_keys", False)  # no background load: see what completion did
     with live_server.client(part_bytes=100_000) as api:
-        keyset = api.register_keys(keys, params)
-    upload = service.uploads.get(service.db.one("SELECT tenant_id FROM uploads WHERE id = ?", (keyset,))["tenant_id"],
-                                 "keyset", keyset)
-    assert upload.sha256 not in service.keysets  # verified, not loaded: the seeded halves wait for a job
+        upload = _keyset_upload(service, api.register_keys(keys, params))
+    assert upload.state == "ready" and upload.sha256 not in service.keysets  # verified, nothing built
     _, loaded = service.keyset(upload)
     assert upload.sha256 in service.keysets
-    for k in keys.galois_elements:
+    for k in keys.galois_elements:  # the seeded halves expanded at use equal the generated ones
         assert torch.equal(loaded.galois_key(k, "test").data, keys.galois_key(k, "test").data)
     assert torch.equal(loaded.relin_key("test").data, keys.relin_key("test").data)
+
+
+def test_a_registered_key_set_loads_in_the_background(live_server, bfv_keys):
+    params = bfv_keys[0]
+    keys = _fresh_keys(params, "keysets/warm")
+    service = live_server.service
+    with live_server.client(part_bytes=100_000) as api:
+        upload = _keyset_upload(service, api.register_keys(keys, params))
+    deadline = time.monotonic() + 60
+    while upload.sha256 not in service.keysets and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert upload.sha256 in service.keysets
+    _, loaded = service.keyset(upload)
+    assert torch.equal(loaded.relin_key("test").data, keys.relin_key("test").data)
+
+
+def _keyset_upload(service, keyset_id: str) -> Upload:
+    row = service.db.one("SELECT tenant_id FROM uploads WHERE id = ?", (keyset_id,))
+    return service.uploads.get(row["tenant_id"], "keyset", keyset_id)
 
 
 def test_part_not_matching_its_hash_is_refused_and_not_kept(live_server, bfv_keys):
