@@ -77,7 +77,8 @@ def main() -> None:
     keys = Path(args.keys) if args.keys else work / "keys.bin"
     row = {"what": "keys phase: HELRClient.write_eval_keys, ServiceClient.register_keys", "preset": args.preset,
            "date": datetime.date.today().isoformat(), "commit": _commit(), "host": platform.node(),
-           "cpus": os.cpu_count(), "server_device": args.device}
+           "device": f"cpu ({os.cpu_count()} cores)", "server_device": args.device,
+           "load_before": [round(x, 2) for x in os.getloadavg()]}
     if not args.skip_keygen:
         start, cpu = time.perf_counter(), time.process_time()
         row["bytes"] = client.write_eval_keys(keys)
