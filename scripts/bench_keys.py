@@ -1,13 +1,14 @@
 """The keys phase of the main job, timed step by step: the client's evaluation keys for HELR
 (``HELRClient.write_eval_keys``), their registration with a real server over loopback
-(``ServiceClient.register_keys``: manifest, parts, completion and verification), and the server's
-first load of the verified set (what the first job that uses it pays).
+(``ServiceClient.register_keys``: manifest, parts, completion and verification), and, with
+``--first-load``, the load of the verified set onto the server's device (what the first job that
+uses it pays: unpacking, range checks, the seeded halves expanded).
 
     python scripts/bench_keys.py --json docs/results/keys-phase-cpu.jsonl
-    python scripts/bench_keys.py --keys /tmp/keys.bin --skip-keygen --profile-server /tmp/server.prof
+    python scripts/bench_keys.py --keys /tmp/keys.bin --skip-keygen      # registration of a key file only
 
-The server runs in its own process (``python -m server serve``), as in the main job; with
-``--profile-server`` under cProfile (written when it shuts down).
+The server runs in its own process (``python -m server serve``), as in the main job, checking
+uploads on the CPU (no worker processes).
 """
 from __future__ import annotations
 
@@ -16,26 +17,22 @@ import datetime
 import json
 import os
 import platform
-import socket
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import httpx
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from apps.logreg.client import HELRClient  # noqa: E402
 from apps.logreg.config import HELRConfig  # noqa: E402
+from fhe_core.rlwe import EvalKeySet, PublicKey  # noqa: E402
+from fhe_core.serialize import loads_many  # noqa: E402
 from server.client import ServiceClient  # noqa: E402
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from server.embedded import free_port, serve_subprocess  # noqa: E402
+from server.mapping import mapped  # noqa: E402
 
 
 def _commit() -> str:
@@ -46,28 +43,13 @@ def _commit() -> str:
         return "unknown"
 
 
-def _server(data_dir: Path, port: int, profile: str | None, device: str) -> subprocess.Popen:
-    prefix = [sys.executable] + (["-m", "cProfile", "-o", profile] if profile else [])
-    cmd = prefix + ["-m", "server", "serve", "--data-dir", str(data_dir), "--port", str(port),
-                    "--log-level", "warning", "--device", device, "--workers", "0"]
-    proc = subprocess.Popen(cmd)
-    for _ in range(600):
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("the server did not start")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", default="N16_H192_FULL")
     parser.add_argument("--keys", help="key file to write (or read with --skip-keygen); default: a temporary file")
     parser.add_argument("--skip-keygen", action="store_true")
     parser.add_argument("--device", default="cpu", help="the server's device")
-    parser.add_argument("--profile-server", metavar="FILE", help="cProfile output of the server process")
+    parser.add_argument("--first-load", action="store_true", help="also time loading the set (a worker's first use)")
     parser.add_argument("--json", help="append one JSON line of results to this file")
     args = parser.parse_args()
 
@@ -87,11 +69,12 @@ def main() -> None:
         print(f"keygen: {row['keygen_s']} s ({row['keygen_cpu_s']} s CPU), {row['bytes']:,} bytes", flush=True)
     row["bytes"] = keys.stat().st_size
 
-    port = _free_port()
-    data_dir = work / "server"
-    token = subprocess.run([sys.executable, "-m", "server", "create-token", "bench", "--data-dir", str(data_dir)],
-                           check=True, capture_output=True, text=True).stdout.strip()
-    server = _server(data_dir, port, args.profile_server, args.device)
+    port, data_dir = free_port(), work / "server"
+    env = {"FHE_SERVER_DATA_DIR": str(data_dir), "FHE_SERVER_DEVICE": args.device, "FHE_SERVER_WORKERS": "0",
+           "FHE_SERVER_ALLOW_INSECURE": str(config.allow_insecure).lower()}
+    token = subprocess.run([sys.executable, "-m", "server", "create-token", "bench"], env=dict(os.environ, **env),
+                           check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    server = serve_subprocess(data_dir, port, env=env)
     try:
         user = ServiceClient(f"http://127.0.0.1:{port}", token, progress=False)
         start = time.perf_counter()
@@ -100,8 +83,14 @@ def main() -> None:
         print(f"registration: {row['register_s']} s", flush=True)
         user.delete_keyset(keyset)
     finally:
-        server.send_signal(2)
+        server.send_signal(signal.SIGINT)
         server.wait(120)
+    if args.first_load:
+        with mapped(keys) as view:
+            start = time.perf_counter()
+            loads_many(view, client.params, expect=(EvalKeySet, PublicKey), device=args.device, max_count=2)
+            row["first_load_s"] = round(time.perf_counter() - start, 2)
+        print(f"first load on {args.device}: {row['first_load_s']} s", flush=True)
     row["load"] = [round(x, 2) for x in os.getloadavg()]
     if args.json:
         with open(args.json, "a") as f:

@@ -138,7 +138,7 @@ def join_files(parts: list[Path], target: Path) -> str:
     """Concatenate ``parts`` into the new file ``target`` and return the SHA-256 of the whole.
     The kernel copies the bytes (``serialize``'s :func:`copy_bytes`) while this thread hashes
     the parts, which the copy reads from the page cache too; ``target`` is not fsynced (see
-    :func:`fsync_file`)."""
+    :func:`fsync_path`)."""
     digest = hashlib.sha256()
 
     def copy() -> None:
@@ -160,23 +160,14 @@ def join_files(parts: list[Path], target: Path) -> str:
     return digest.hexdigest()
 
 
-def fsync_file(path: Path) -> None:
-    """Put a file written without syncs on the disk, once, before a row names it."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def move_into_place(source: Path, target: Path) -> None:
     """Rename a flushed file to ``target`` (same file system; its folder is made if missing)
     and make the rename durable."""
     if not target.parent.is_dir():
         target.parent.mkdir(exist_ok=True)
-        _fsync_dir(target.parent.parent)
+        fsync_path(target.parent.parent)
     os.replace(source, target)
-    _fsync_dir(target.parent)
+    fsync_path(target.parent)
 
 
 def write_synced(path: Path, data: bytes | bytearray) -> None:
@@ -203,7 +194,8 @@ async def _idle_limited(chunks: AsyncIterator[bytes], seconds: float | None, wha
         yield chunk
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """fsync a file (written without syncs: once, before a row names it) or a folder (its entries)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

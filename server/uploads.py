@@ -57,7 +57,7 @@ from fhe_core.errors import FHEError, SerializationError
 from fhe_core.params import Params
 from fhe_core.serialize import HEADER_BYTES, Kind, read_header
 
-from server.blobs import BlobStore, fsync_file, is_sha256, join_files, move_into_place, receive_to_file
+from server.blobs import BlobStore, fsync_path, is_sha256, join_files, move_into_place, receive_to_file
 from server.db import Database, Transaction, dumps_json, now
 from server.errors import (
     BadRequestError, ConflictError, HashMismatchError, NotFoundError, PayloadTooLargeError, ServiceError,
@@ -270,7 +270,7 @@ class UploadStore:
                 raise HashMismatchError(f"{upload.kind} {upload.id}: the parts join to SHA-256 {sha}, "
                                         f"the manifest declared {upload.sha256}")
             info = verify(joined, params)
-            fsync_file(joined)  # once the row says ready, the blob survives a crash of the machine too
+            fsync_path(joined)  # once the row says ready, the blob survives a crash of the machine too
             with self.db.transaction() as conn:
                 self.blobs.adopt(joined, sha)  # the row names the blob all along: no delete removes it meanwhile
                 conn.execute("UPDATE uploads SET state = 'ready', info_json = ?, completed = ? "
