@@ -1,6 +1,7 @@
 """dumps / loads and the file helpers (the public face of :mod:`fhe_core.serialize`)."""
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 import tempfile
@@ -150,7 +151,7 @@ def loads_many(data: bytes | bytearray | memoryview, params: Params, *,
     """
     device = _sequence_device(params, max_count, device, "loads_many")
     records = _records(data, params, max_bytes, expect, max_count, "loads_many")
-    return _decoded(records, params, device, lambda record, meta, env, build, pool: _built(build))
+    return _decoded(records, params, device, lambda record, meta, env, build, checks: _built(build))
 
 
 def check_many(data: bytes | bytearray | memoryview, params: Params, *,
@@ -166,11 +167,16 @@ def check_many(data: bytes | bytearray | memoryview, params: Params, *,
     records = _records(data, params, max_bytes, expect, max_count, "check_many")
 
     def check(record: Record, meta: dict[str, Any], env: codecs.Env, build: codecs.Pending,
-              pool: _Checks) -> RecordInfo:
-        for words in env.payloads:  # unpacked there and range-checked (ResidueRangeError), then freed
-            pool.submit(lambda words=words: words.tensor(device) is None)
+              checks: _Checks) -> RecordInfo:
+        for words in env.payloads:
+            checks.submit(functools.partial(_check_residues, words, device))
         return RecordInfo(record.kind, record.params_id, meta, record.size)
     return _decoded(records, params, device, check)
+
+
+def _check_residues(words: codecs.Residues, device: torch.device) -> None:
+    """Unpack ``words`` on ``device`` and check every residue < its prime (ResidueRangeError); keep nothing."""
+    words.tensor(device)
 
 
 def _sequence_device(params: Params, max_count: int, device: torch.device | str | None, op: str) -> torch.device:
