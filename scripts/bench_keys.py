@@ -48,18 +48,18 @@ def main() -> None:
     parser.add_argument("--preset", default="N16_H192_FULL")
     parser.add_argument("--keys", help="key file to write (or read with --skip-keygen); default: a temporary file")
     parser.add_argument("--skip-keygen", action="store_true")
-    parser.add_argument("--device", default="cpu", help="the server's device")
+    parser.add_argument("--device", default="cpu", help="where the keys are made and the worker loads them")
     parser.add_argument("--first-load", action="store_true", help="also time loading the set (a worker's first use)")
     parser.add_argument("--json", help="append one JSON line of results to this file")
     args = parser.parse_args()
 
     config = HELRConfig(bootstrapping=args.preset, allow_insecure=args.preset.startswith("TINY"))
-    client = HELRClient(config)
+    client = HELRClient(config, device=args.device)
     work = Path(tempfile.mkdtemp(prefix="bench-keys-"))
     keys = Path(args.keys) if args.keys else work / "keys.bin"
     row = {"what": "keys phase: HELRClient.write_eval_keys, ServiceClient.register_keys", "preset": args.preset,
            "date": datetime.date.today().isoformat(), "commit": _commit(), "host": platform.node(),
-           "device": f"cpu ({os.cpu_count()} cores)", "server_device": args.device,
+           "device": f"{args.device}, {os.cpu_count()} host cores",
            "load_before": [round(x, 2) for x in os.getloadavg()]}
     if not args.skip_keygen:
         start, cpu = time.perf_counter(), time.process_time()
