@@ -1,8 +1,9 @@
 """Content-addressed files: a blob is stored once under its SHA-256, whoever uploads it.
 
-Every file is written to a temporary name in the same file system, flushed to disk, then
-renamed into place, so a blob path either holds the full verified content or does not exist
-(a kill -9 leaves at most a stray temporary file, removed when the server next starts).
+Every file is written to a temporary name in the same file system, then renamed into place, so
+a blob path either holds the full verified content or does not exist (a kill -9 leaves at most a
+stray temporary file, removed when the server next starts). A blob's bytes are fsynced before the
+rename (:func:`fsync_path`); an upload's parts are not (see :mod:`server.uploads`, durability).
 A blob goes when the last row naming it goes (:meth:`BlobStore.release`).
 """
 from __future__ import annotations
@@ -161,7 +162,7 @@ def join_files(parts: list[Path], target: Path) -> str:
 
 
 def move_into_place(source: Path, target: Path) -> None:
-    """Rename a flushed file to ``target`` (same file system; its folder is made if missing)
+    """Rename a written file to ``target`` (same file system; its folder is made if missing)
     and make the rename durable."""
     if not target.parent.is_dir():
         target.parent.mkdir(exist_ok=True)
