@@ -94,7 +94,7 @@ class Service:
         def load() -> None:
             try:
                 self._keys(upload, self.params(upload.params_json))
-                if not self.blobs.exists(upload.sha256):  # deleted meanwhile: do not keep it loaded
+                if not self.blobs.path(upload.sha256).is_file():  # deleted meanwhile: do not keep it loaded
                     self.keysets.discard(upload.sha256)
             except Exception:  # noqa: BLE001 - a background warm-up only logs
                 log.exception("loading key set %s in the background failed", upload.id)
