@@ -22,6 +22,9 @@
 #               --graphed) -> bfv-host.jsonl, bfv-host-ops.jsonl
 #       demo    the main job (python -m demo) on the GPU, full MNIST, iDASH included, SRBCT in both
 #               encodings (model-private and thermometer) for the report's per-encoding rows
+#       keys    the HELR keys phase (scripts/bench_keys.py --device cuda --first-load: keys made on the GPU,
+#               registered with a real server over loopback, the worker's first load) -> keys.jsonl;
+#               not in the default stages (the demo stage's report has the phase too)
 #       dist    two GPUs or more (device kind nvidia-h200-x2; not in the default stages): the NCCL tests
 #               (collectives on ciphertexts, data-parallel HELR against one GPU bit for bit) and
 #               scripts/bench_helr_dist.py (full MNIST, 30 iterations on 1 and 2 GPUs, with and
@@ -54,7 +57,7 @@ case "${1:-}" in
     --no-bench) stages="build tests" ;;
     --only) stages="${2:?--only needs a list of stages}" ;;
     "") ;;
-    *) echo "usage: bash scripts/device.sh [--no-bench | --only 'build tests bench keyswitch apps trees bfvhost demo dist serve py312']" >&2; exit 2 ;;
+    *) echo "usage: bash scripts/device.sh [--no-bench | --only 'build tests bench keyswitch keys apps trees bfvhost demo dist serve py312']" >&2; exit 2 ;;
 esac
 has() { case " $stages " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
@@ -110,6 +113,12 @@ if has keyswitch; then
     echo "==> linear against hybrid key switching"
     python3 scripts/bench.py --device cuda --only keyswitch-linear --json "$out/keyswitch.jsonl" \
         --markdown "$out/bench-keyswitch.md" || rc=1
+fi
+
+if has keys; then
+    echo "==> HELR keys phase: keygen, registration, first load"
+    python3 scripts/bench_keys.py --device cuda --first-load --json "$out/keys.jsonl" | tee "$out/bench-keys.txt"
+    [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
 
 if has apps || has trees; then

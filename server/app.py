@@ -31,7 +31,7 @@ def build_service(settings: Settings, *, role: Literal["server", "worker", "admi
     """
     pooled = role == "server" and not settings.inline_worker
     service = Service(settings.model_copy(update={"device": "cpu"}) if pooled else settings, owner=role == "server")
-    service.caches_verified_keys = not pooled  # the workers load key sets on their devices themselves
+    service.warms_verified_keys = not pooled  # the workers load key sets on their devices themselves
     service.models = ModelRegistry(service, {"xgboost": ForestKind("HEForest"), "idash": ForestKind("IdashModel"),
                                              "private": ForestKind("PrivateForest")})
     service.training = HELRTraining(service)

@@ -1,8 +1,9 @@
 """Content-addressed files: a blob is stored once under its SHA-256, whoever uploads it.
 
-Every file is written to a temporary name in the same file system, flushed to disk, then
-renamed into place, so a blob path either holds the full verified content or does not exist
-(a kill -9 leaves at most a stray temporary file, removed when the server next starts).
+Every file is written to a temporary name in the same file system, then renamed into place, so
+a blob path either holds the full verified content or does not exist (a kill -9 leaves at most a
+stray temporary file, removed when the server next starts). A blob's bytes are fsynced before the
+rename (:func:`fsync_path`); an upload's parts are not (see :mod:`server.uploads`, durability).
 A blob goes when the last row naming it goes (:meth:`BlobStore.release`).
 """
 from __future__ import annotations
@@ -14,15 +15,18 @@ import re
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anyio
 
+from fhe_core.serialize.record import copy_bytes
 from server.db import Database
 from server.errors import BadRequestError, HashMismatchError, PayloadTooLargeError, RequestTimeoutError
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 WRITE_BATCH = 4 << 20  # bytes gathered before one hash-and-write in a worker thread
+HASH_CHUNK = 16 << 20  # bytes hashed per read when a file is hashed from the disk (page cache)
 
 
 def is_sha256(text: object) -> bool:
@@ -97,8 +101,10 @@ async def receive_to_file(chunks: AsyncIterator[bytes], target: Path, *, limit: 
     PayloadTooLargeError past ``limit`` (or ``expected_size``), BadRequestError if shorter than
     ``expected_size``, HashMismatchError if the digest is not ``expected_sha256``,
     RequestTimeoutError when no chunk arrives for ``idle_timeout`` seconds; ``target`` is
-    removed on any failure. Hashing, writing and fsync run in a worker thread (hashlib and file
-    writes release the GIL), so a multi-GB upload does not stall the event loop."""
+    removed on any failure. Hashing and writing run in a worker thread (hashlib and file writes
+    release the GIL), so a multi-GB upload does not stall the event loop. Not fsynced: a kill -9
+    loses nothing the kernel holds, and what must survive a crash of the machine too is synced
+    once, as a whole (:func:`join_files`' caller)."""
     digest, size, pending = hashlib.sha256(), 0, bytearray()
     cap = min(limit, expected_size) if expected_size is not None else limit
     try:
@@ -118,7 +124,6 @@ async def receive_to_file(chunks: AsyncIterator[bytes], target: Path, *, limit: 
                     batch, pending = pending, bytearray()
                     await anyio.to_thread.run_sync(write, batch)
             await anyio.to_thread.run_sync(write, pending)
-            await anyio.to_thread.run_sync(_flush, f)
         if expected_size is not None and size != expected_size:
             raise BadRequestError(f"{what}: truncated, {size} of {expected_size} bytes received")
         sha = digest.hexdigest()
@@ -130,14 +135,40 @@ async def receive_to_file(chunks: AsyncIterator[bytes], target: Path, *, limit: 
         raise
 
 
+def join_files(parts: list[Path], target: Path) -> str:
+    """Concatenate ``parts`` into the new file ``target`` and return the SHA-256 of the whole.
+    The kernel copies the bytes (``serialize``'s :func:`copy_bytes`) while this thread hashes
+    the parts, which the copy reads from the page cache too; ``target`` is not fsynced (see
+    :func:`fsync_path`)."""
+    digest = hashlib.sha256()
+
+    def copy() -> None:
+        with open(target, "wb") as out:
+            at = 0
+            for part in parts:
+                with open(part, "rb") as f:
+                    size = os.fstat(f.fileno()).st_size
+                    copy_bytes(f.fileno(), 0, out.fileno(), at, size)
+                    at += size
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        copied = pool.submit(copy)
+        for part in parts:
+            with open(part, "rb", buffering=0) as f:
+                while chunk := f.read(HASH_CHUNK):
+                    digest.update(chunk)
+        copied.result()
+    return digest.hexdigest()
+
+
 def move_into_place(source: Path, target: Path) -> None:
-    """Rename a flushed file to ``target`` (same file system; its folder is made if missing)
+    """Rename a written file to ``target`` (same file system; its folder is made if missing)
     and make the rename durable."""
     if not target.parent.is_dir():
         target.parent.mkdir(exist_ok=True)
-        _fsync_dir(target.parent.parent)
+        fsync_path(target.parent.parent)
     os.replace(source, target)
-    _fsync_dir(target.parent)
+    fsync_path(target.parent)
 
 
 def write_synced(path: Path, data: bytes | bytearray) -> None:
@@ -164,7 +195,8 @@ async def _idle_limited(chunks: AsyncIterator[bytes], seconds: float | None, wha
         yield chunk
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """fsync a file (written without syncs: once, before a row names it) or a folder (its entries)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -41,10 +41,10 @@ from typing import Any
 import httpx
 from tqdm.auto import tqdm
 
-from fhe_core.errors import FHEError
+from fhe_core.errors import FHEError, WrongKindError
 from fhe_core.params import Params
 from fhe_core.rlwe import Ciphertext, EvalKeySet, PublicKey, SecretKey
-from fhe_core.serialize import dumps_many, loads, loads_many, peek
+from fhe_core.serialize import Kind, dumps_many, loads, loads_many, read_header
 from server.mapping import mapped
 
 DEFAULT_PART_BYTES = 8 << 20
@@ -112,10 +112,14 @@ class Manifest:
 
     @staticmethod
     def of(blob: bytes | memoryview, part_bytes: int) -> Manifest:
+        """The whole's hash in one thread while the parts' are taken in another (hashlib
+        releases the GIL): two passes over a multi-GB key file cost about one in wall time."""
         view = memoryview(blob)
-        parts = [{"sha256": hashlib.sha256(view[i:i + part_bytes]).hexdigest(),
-                  "size": len(view[i:i + part_bytes])} for i in range(0, len(view), part_bytes)]
-        return Manifest(parts, hashlib.sha256(view).hexdigest(), len(view))
+        pieces = [view[i:i + part_bytes] for i in range(0, len(view), part_bytes)]
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            whole = pool.submit(lambda: hashlib.sha256(view).hexdigest())
+            parts = [{"sha256": hashlib.sha256(piece).hexdigest(), "size": len(piece)} for piece in pieces]
+            return Manifest(parts, whole.result(), len(view))
 
 
 class ServiceClient:
@@ -254,9 +258,14 @@ class ServiceClient:
                 raise TypeError("register_keys: with a key file, append the public key's record to the file "
                                 "(fhe_core.serialize.dumps(public_key, packed=True) after the EvalKeySet's)")
             with mapped(keys) as view:
-                info = peek(view, expect=EvalKeySet)  # a secret-key file fails here, on this side
-                if info.params_id != params.params_id:
-                    raise TypeError(f"{os.fspath(keys)}: keys of params_id {info.params_id}, not {params.params_id}")
+                # a secret-key file or another parameter set fails here, on this side, from the header
+                # alone (the server checks every byte; a checksum pass here would cost seconds per GB)
+                header = read_header(view)
+                if header.kind != Kind.EVAL_KEY_SET:
+                    raise WrongKindError(f"{os.fspath(keys)}: record kind {header.kind}, not an evaluation key set "
+                                         f"({int(Kind.EVAL_KEY_SET)}): the secret key never leaves the client")
+                if header.params_id != params.params_id:
+                    raise TypeError(f"{os.fspath(keys)}: keys of params_id {header.params_id}, not {params.params_id}")
                 return self._upload("keyset", view, params, desc="keys")["id"]
         if isinstance(keys, SecretKey) or not isinstance(keys, EvalKeySet):
             raise TypeError(f"register_keys takes an EvalKeySet, not {type(keys).__name__}: "

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import fcntl
 import functools
+import logging
 import os
+import threading
 from pathlib import Path
 from typing import IO, Any
 
 from fhe_core.params import Params, ParamsLiteral
 from fhe_core.errors import SerializationError
 from fhe_core.rlwe import EvalKeySet, PublicKey
-from fhe_core.serialize import loads_many
+from fhe_core.serialize import Kind, check_many, loads_many
 
 from server.blobs import BlobStore
 from server.db import Database
@@ -20,6 +22,8 @@ from server.keycache import LRUCache
 from server.mapping import mapped
 from server.settings import Settings
 from server.uploads import Upload, UploadStore
+
+log = logging.getLogger("server.service")
 
 
 class Service:
@@ -44,7 +48,7 @@ class Service:
             self.blobs.clear_tmp()
             self.uploads.recover()
         self.keysets: LRUCache[tuple[EvalKeySet, PublicKey | None]] = LRUCache(settings.keyset_cache_size)
-        self.caches_verified_keys = True  # a key set loaded to verify it stays loaded (this process uses it)
+        self.warms_verified_keys = True  # this process runs the jobs: a verified key set loads in the background
         # attached by server.app.build_service: the app adapters and the workers
         self.models: Any = None    # server.models.ModelRegistry
         self.training: Any = None  # server.apps.HELRTraining
@@ -63,20 +67,39 @@ class Service:
 
     # ---- key sets --------------------------------------------------------------------------
 
-    def verify_keyset(self, sha256: str):
-        """A verifier for :meth:`UploadStore.complete`: the file must load as an EvalKeySet of
-        the declared parameters, optionally followed by the client's PublicKey (every check of
-        ``serialize.loads_many``); the loaded keys go straight into the device cache under their
-        content hash."""
+    def verify_keyset(self, path: Path, params: Params) -> dict[str, Any]:
+        """The key-set verifier of :meth:`UploadStore.complete`: the file must be an EvalKeySet of
+        ``params``, optionally followed by the client's PublicKey, passing every check of
+        ``serialize.loads_many`` (sizes, kinds, checksums, params_id, metadata, shapes, residue
+        ranges: ``serialize.check_many``). Nothing is built: the keys' seeded halves are expanded
+        where the set is loaded, on the device of the first job that uses it. Returns the status
+        facts (relin key, Galois elements, public key)."""
+        with mapped(path) as view:
+            infos = check_many(view, params, expect=(EvalKeySet, PublicKey), device=self.settings.device,
+                               max_bytes=self.settings.max_upload_bytes, max_count=2)
+        _check_keyset_kinds([info.kind for info in infos])
+        members = infos[0].metadata["records"]
+        return {"relin": any(m["kind"] == Kind.RELIN_KEY for m in members),
+                "galois_elements": sorted(m["galois_element"] for m in members if "galois_element" in m),
+                "public_key": len(infos) > 1}
 
-        def verify(path: Path, params: Params) -> dict[str, Any]:
-            keys, public_key = loaded = self._load_keyset(path, params)
-            if self.caches_verified_keys:
-                self.keysets.put(sha256, loaded)
-            return {"relin": keys.has_relin, "galois_elements": sorted(keys.galois_elements),
-                    "public_key": public_key is not None}
+    def warm_keyset(self, upload: Upload) -> None:
+        """Load a ready key set into the cache in a background thread, where this process runs the
+        jobs: the seeded halves are expanded while the client goes on (encrypting and sending its
+        data), and the first job finds the set loaded, or waits for the load under way (the
+        cache loads each set once). A failure is logged and left to the first job to meet."""
+        if not self.warms_verified_keys:
+            return
 
-        return verify
+        def load() -> None:
+            try:
+                self._keys(upload, self.params(upload.params_json))
+                if not self.blobs.path(upload.sha256).is_file():  # deleted meanwhile: do not keep it loaded
+                    self.keysets.discard(upload.sha256)
+            except Exception:  # noqa: BLE001 - a background warm-up only logs
+                log.exception("loading key set %s in the background failed", upload.id)
+
+        threading.Thread(target=load, name=f"warm-{upload.id}", daemon=True).start()
 
     def keyset(self, upload: Upload) -> tuple[Params, EvalKeySet]:
         """The parameters and loaded evaluation keys of a ready key set (from the cache when it can)."""
@@ -100,10 +123,7 @@ class Service:
         with mapped(path) as view:
             objects = loads_many(view, params, expect=(EvalKeySet, PublicKey), device=self.settings.device,
                                  max_bytes=self.settings.max_upload_bytes, max_count=2)
-        kinds = [type(o) for o in objects]
-        if kinds not in ([EvalKeySet], [EvalKeySet, PublicKey]):
-            raise SerializationError("key set: expected an EvalKeySet record, optionally followed by the "
-                                     f"client's PublicKey, got {[k.__name__ for k in kinds]}")
+        _check_keyset_kinds([{EvalKeySet: Kind.EVAL_KEY_SET, PublicKey: Kind.PUBLIC_KEY}[type(o)] for o in objects])
         return objects[0], (objects[1] if len(objects) > 1 else None)
 
     def close(self) -> None:
@@ -112,6 +132,12 @@ class Service:
         self.db.close()
         if self._data_dir_lock is not None:
             self._data_dir_lock.close()
+
+
+def _check_keyset_kinds(kinds: list[Kind]) -> None:
+    if kinds not in ([Kind.EVAL_KEY_SET], [Kind.EVAL_KEY_SET, Kind.PUBLIC_KEY]):
+        raise SerializationError("key set: expected an EvalKeySet record, optionally followed by the "
+                                 f"client's PublicKey, got {[k.name.lower() for k in kinds]}")
 
 
 def _lock_data_dir(path: Path) -> IO[str]:

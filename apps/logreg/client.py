@@ -66,8 +66,8 @@ class HELRClient:
     def write_eval_keys(self, path: str | os.PathLike, *, progress: bool = False) -> int:
         """The keys of :meth:`eval_keys`, written to ``path`` one at a time (bytes written):
         the 128-bit set is about 10 GB in memory, the file under half of that (seed-compressed,
-        residues at their primes' widths), and
-        memory holds one key. Upload the file with ``ServiceClient.register_keys(path, ...)``.
+        residues at their primes' widths), and memory holds two keys (one packed and written while
+        the next is made). Upload the file with ``ServiceClient.register_keys(path, ...)``.
         With a test seed the file holds exactly the keys :meth:`eval_keys` returns.
         ``progress``: a bar counting the keys (minutes on a CPU at 128 bits)."""
         keys_seed = sub_seed(self._seed, "helr/eval-keys")

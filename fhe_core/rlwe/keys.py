@@ -160,14 +160,21 @@ def gen_public_key(ctx: RLWEContext, sk: SecretKey, *, seed: bytes | None = None
     return PublicKey(data=torch.stack((b, a)), params_id=ctx.params_id, uniform_seed=seeds.uniform)
 
 
-def switching_key_uniform(ctx: RLWEContext, uniform_seed: bytes) -> torch.Tensor:
+def switching_key_uniform(ctx: RLWEContext, uniform_seed: bytes, *, out: torch.Tensor | None = None) -> torch.Tensor:
     """The a_j of a switching key from its uniform seed: hybrid ``[dnum, alpha + L + 1, N]``; linear, preprocessed,
-    ``[L + 1, alpha + L + 1, A, N]`` (``data[:, :, 1]``)."""
-    qp = ctx.qp_basis
-    uniform = (uniform_ntt(qp, uniform_seed, nonce(Domain.KEY_UNIFORM, j)) for j in range(_digit_count(ctx)))
-    if ctx.key_switching == "linear":
-        return torch.stack([linear_preprocess(ctx, a[None])[:, 0] for a in uniform])
-    return torch.stack(list(uniform))
+    ``[L + 1, alpha + L + 1, A, N]`` (``data[:, :, 1]``). ``out``: a tensor of that shape to write them into, e.g.
+    the a half of a key being loaded (each digit written once, no stacked copy)."""
+    qp, linear = ctx.qp_basis, ctx.key_switching == "linear"
+    rows, digits = len(qp), _digit_count(ctx)
+    shape = (digits, rows, len(ctx.linear.aux), ctx.n) if linear else (digits, rows, ctx.n)
+    if out is None:
+        out = torch.empty(shape, dtype=torch.int64, device=ctx.device)
+    elif tuple(out.shape) != shape:
+        raise ParameterError(f"switching_key_uniform: out has shape {list(out.shape)}, the a_j need {list(shape)}")
+    for j in range(digits):
+        a = uniform_ntt(qp, uniform_seed, nonce(Domain.KEY_UNIFORM, j))
+        out[j] = linear_preprocess(ctx, a[None])[:, 0] if linear else a
+    return out
 
 
 def _digit_count(ctx: RLWEContext) -> int:

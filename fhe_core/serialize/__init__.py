@@ -9,6 +9,7 @@ API::
     head = read_header(first_88_bytes) -> Header(kind, params_id, ...)   no checksum: a record's start
     blob = dumps_many(objs) / objs = loads_many(blob, params, *, expect=, max_count=, ...)
                                   a sequence (e.g. a batch of ciphertexts): records back to back
+    infos = check_many(blob, params, ...)   every check of loads_many, nothing built, no seed expanded
     dump(obj, path, ...) / load(path, params, ...)   atomic write; size checked, then memory-mapped
     dump_eval_keys(keys, path, params)   an eval key set streamed from keys made one at a time
 
@@ -116,8 +117,11 @@ No pickle, no eval: metadata is JSON with a fixed schema, payloads are raw words
 Layer: the top of fhe_core's libraries; imports rlwe, ckks, params and ring (never bfv: a BFV
 ciphertext is an rlwe Ciphertext record).
 """
-from fhe_core.serialize.api import RecordInfo, dump, dump_eval_keys, dumps, dumps_many, load, loads, loads_many, peek
+from fhe_core.serialize.api import (
+    RecordInfo, check_many, dump, dump_eval_keys, dumps, dumps_many, load, loads, loads_many, peek,
+)
 from fhe_core.serialize.record import DEFAULT_MAX_BYTES, FORMAT_VERSION, HEADER_BYTES, MAGIC, Header, Kind, read_header
 
-__all__ = ["dumps", "loads", "dumps_many", "loads_many", "dump", "dump_eval_keys", "load", "peek", "read_header",
+__all__ = ["dumps", "loads", "dumps_many", "loads_many", "check_many", "dump", "dump_eval_keys", "load", "peek",
+           "read_header",
            "Header", "RecordInfo", "Kind", "DEFAULT_MAX_BYTES", "FORMAT_VERSION", "HEADER_BYTES", "MAGIC"]

@@ -1,13 +1,15 @@
 """dumps / loads and the file helpers (the public face of :mod:`fhe_core.serialize`)."""
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 import tempfile
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -23,8 +25,8 @@ from fhe_core.rlwe import (Ciphertext, EncapsulationKey, EvalKeySet, GaloisKey, 
                            SwitchingKey)
 from fhe_core.rlwe.checks import mark_canonical
 from fhe_core.serialize import codecs
-from fhe_core.serialize.record import (DEFAULT_MAX_BYTES, Kind, Record, as_view, decode_metadata, pack_parts,
-                                      parse, write_streamed)
+from fhe_core.serialize.record import (DEFAULT_MAX_BYTES, Kind, Record, as_view, check_checksum, decode_metadata,
+                                      pack_parts, parse, write_streamed)
 
 # exact types only: a subclass (e.g. a CKKS ciphertext with a scale) must get its own kind, never
 # be written silently as its base class
@@ -56,6 +58,7 @@ _DECODERS: dict[Kind, Callable[[Record, dict[str, Any], codecs.Env], codecs.Pend
     Kind.EVAL_KEY_SET: codecs.decode_eval_key_set,
 }
 _CLASSES = {kind: cls for cls, (kind, _) in _ENCODERS.items()}
+T = TypeVar("T")
 
 
 def dumps(obj: object, *, compress: bool = True, packed: bool = False) -> bytes:
@@ -146,26 +149,121 @@ def loads_many(data: bytes | bytearray | memoryview, params: Params, *,
     is loaded as :func:`loads` would (metadata, shapes, residue ranges). ``max_bytes`` bounds
     the whole input. Params records are not accepted in a sequence.
     """
+    device = _sequence_device(params, max_count, device, "loads_many")
+    records = _records(data, params, max_bytes, expect, max_count, "loads_many")
+    return _decoded(records, params, device, lambda record, meta, env, build, checks: _built(build))
+
+
+def check_many(data: bytes | bytearray | memoryview, params: Params, *,
+               device: torch.device | str | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+               expect: type | tuple[type, ...] | None = None, max_count: int = 4096) -> list[RecordInfo]:
+    """Every check :func:`loads_many` makes, in the same order and with the same errors (sizes,
+    kinds, checksums, params_id, metadata, shapes, then every residue < its prime, unpacked on
+    ``device``), without building the objects: the seeded halves (the ``a`` of compressed keys,
+    ``c_1`` of seeded ciphertexts) are not regenerated and nothing is kept. For a server that
+    accepts an upload now and loads it where it is used, later. Returns each record's
+    :class:`RecordInfo`."""
+    device = _sequence_device(params, max_count, device, "check_many")
+    records = _records(data, params, max_bytes, expect, max_count, "check_many")
+
+    def check(record: Record, meta: dict[str, Any], env: codecs.Env, build: codecs.Pending,
+              checks: _Checks) -> RecordInfo:
+        for words in env.payloads:
+            checks.submit(functools.partial(_check_residues, words, device))
+        return RecordInfo(record.kind, record.params_id, meta, record.size)
+    return _decoded(records, params, device, check)
+
+
+def _check_residues(words: codecs.Residues, device: torch.device) -> None:
+    """Unpack ``words`` on ``device`` and check every residue < its prime (ResidueRangeError); keep nothing."""
+    words.tensor(device)
+
+
+def _sequence_device(params: Params, max_count: int, device: torch.device | str | None, op: str) -> torch.device:
     if not isinstance(params, Params):
-        raise SerializationError(f"loads_many: params must be a Params, got {type(params).__name__}")
+        raise SerializationError(f"{op}: params must be a Params, got {type(params).__name__}")
     if isinstance(max_count, bool) or not isinstance(max_count, int) or max_count < 1:
-        raise SerializationError(f"loads_many: max_count must be a positive int, got {max_count!r}")
-    device = None if device is None else resolve_device(device, "loads_many")
+        raise SerializationError(f"{op}: max_count must be a positive int, got {max_count!r}")
+    return resolve_device(device if device is not None else params.device, op)
+
+
+class _Checks:
+    """Checks that run in a pool of threads while the caller decodes (hashlib, numpy and torch
+    release the GIL): the checksums of records and of their members, and what the caller adds.
+    :meth:`raise_first` reports a bad checksum ahead of anything else, then the first other
+    failure in the order the checks were added."""
+
+    def __init__(self, pool: ThreadPoolExecutor):
+        self.pool, self.sums, self.others = pool, [], []
+
+    def checksums(self, records: Iterable[Record]) -> None:
+        self.sums += [self.pool.submit(check_checksum, record.view, record.kind) for record in records]
+
+    def submit(self, check: Callable[[], Any]) -> None:
+        self.others.append(self.pool.submit(check))
+
+    def raise_first(self, *, checksums_only: bool = False) -> None:
+        for future in self.sums + ([] if checksums_only else self.others):
+            future.result()
+
+
+def _decoded(records: list[Record], params: Params, device: torch.device,
+             finish: Callable[[Record, dict[str, Any], codecs.Env, codecs.Pending, _Checks], T]) -> list[T]:
+    """Decode each record here (metadata and shapes; the members of a key set parsed without their
+    checksums) and ``finish`` it, while a pool of threads computes every checksum: a multi-GB key
+    set's BLAKE2b passes cost no time beyond the decoding's. A bad checksum is reported ahead of
+    any other fault (as the format's order has it for one record), whatever the decoding found;
+    the decoders read unverified bytes safely, as they read any crafted record."""
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        checks = _Checks(pool)
+        checks.checksums(records)
+        try:
+            done = []
+            for record in records:
+                env = codecs.Env(params, device)
+                try:
+                    meta = decode_metadata(record)
+                    build = _DECODERS[record.kind](record, meta, env)
+                finally:  # the members parsed so far: a bad checksum among them reports first
+                    checks.checksums(env.members)
+                done.append(finish(record, meta, env, build, checks))
+        except BaseException:
+            checks.raise_first(checksums_only=True)
+            raise
+        checks.raise_first()
+    return done
+
+
+def _built(build: codecs.Pending) -> Any:
+    obj = build()
+    if isinstance(obj, (Ciphertext, Plaintext)):  # residues checked above: evaluators need not again
+        mark_canonical(obj)
+    return obj
+
+
+def _records(data: bytes | bytearray | memoryview, params: Params, max_bytes: int,
+             expect: type | tuple[type, ...] | None, max_count: int, op: str) -> list[Record]:
+    """The records of a sequence, each parsed (sizes, magic, version, kind; the checksums are
+    :func:`_decoded`'s) and of ``params``."""
     view = as_view(data)
     if len(view) > max_bytes:
-        raise SizeLimitError(f"loads_many: input of {len(view)} bytes exceeds max_bytes={max_bytes}")
+        raise SizeLimitError(f"{op}: input of {len(view)} bytes exceeds max_bytes={max_bytes}")
     kinds = _expected_kinds(expect)
     kinds = [k for k in (kinds if kinds is not None else _DECODERS) if k != Kind.PARAMS]
     records, offset = [], 0
     while offset < len(view) or not records:
         if len(records) == max_count:
-            raise SizeLimitError(f"loads_many: more than max_count={max_count} records")
-        record = parse(view[offset:], max_bytes=max_bytes, expect=kinds, exact=False)
-        _check_secret_key_wanted(record, expect, "loads_many")
-        _check_params_id(record, params)
+            raise SizeLimitError(f"{op}: more than max_count={max_count} records")
+        record = parse(view[offset:], max_bytes=max_bytes, expect=kinds, exact=False, checksum=False)
+        try:
+            _check_secret_key_wanted(record, expect, op)
+            _check_params_id(record, params)
+        except SerializationError:
+            check_checksum(record.view, record.kind)  # the earlier check reports first
+            raise
         records.append(record)
         offset += record.size
-    return [_load_object(record, params, device) for record in records]
+    return records
 
 
 def _check_secret_key_wanted(record: Record, expect: type | tuple[type, ...] | None, op: str) -> None:
@@ -202,11 +300,12 @@ def _load_object(record: Record, params: Params | None, device: torch.device | s
     if record.kind not in _DECODERS:
         raise SerializationError(f"loads: reading {record.kind.name.lower()} records is not implemented yet")
     env = codecs.Env(params, resolve_device(device if device is not None else params.device))
-    build = _DECODERS[record.kind](record, decode_metadata(record), env)
-    obj = build()
-    if isinstance(obj, (Ciphertext, Plaintext)):  # residues checked above: evaluators need not again
-        mark_canonical(obj)
-    return obj
+    try:
+        build = _DECODERS[record.kind](record, decode_metadata(record), env)
+    finally:  # a key set's keys, each with its own checksum (reported ahead of their contents' faults)
+        for member in env.members:
+            check_checksum(member.view, member.kind)
+    return _built(build)
 
 
 @dataclass(frozen=True)
@@ -255,31 +354,43 @@ def dump(obj: object, path: str | os.PathLike, *, compress: bool = True, packed:
 def dump_eval_keys(keys: Iterable[RelinKey | GaloisKey | EncapsulationKey], path: str | os.PathLike, params: Params, *,
                    compress: bool = True, packed: bool = False) -> int:
     """Write an eval key set record to ``path`` from keys that arrive one at a time (e.g. a
-    generator that makes each key when asked), holding one key in memory instead of the set:
-    a bootstrapping key set of 40-odd keys at N = 2^16 is about 10 GB. The file reads back
-    with :func:`load` as an :class:`EvalKeySet`; given the keys in the canonical order (relin
-    first, then Galois keys by increasing element, then encapsulation keys by direction) it is byte for byte
-    ``dump(EvalKeySet(...))``.
+    generator that makes each key when asked), holding two keys in memory instead of the set:
+    a bootstrapping key set of 40-odd keys at N = 2^16 is about 10 GB. Each key is encoded
+    (packed, hashed, written) in a worker thread while ``keys`` makes the next one. The file
+    reads back with :func:`load` as an :class:`EvalKeySet`; given the keys in the canonical
+    order (relin first, then Galois keys by increasing element, then encapsulation keys by
+    direction) it is byte for byte ``dump(EvalKeySet(...))``.
     Returns the number of bytes written; the file appears atomically, as with :func:`dump`.
     """
     if not isinstance(params, Params):
         raise SerializationError(f"dump_eval_keys: params must be a Params, got {type(params).__name__}")
     path = Path(path)
     entries, seen = [], set()
-    with tempfile.TemporaryFile(dir=path.parent, prefix=f".{path.name}.members.") as members:
-        for key in keys:
-            entry, blob = codecs.encode_key_set_member(key, compress=compress, packed=packed)
+    with tempfile.TemporaryFile(dir=path.parent, prefix=f".{path.name}.members.") as members, \
+            ThreadPoolExecutor(max_workers=1) as encoder:
+
+        def encode(key: RelinKey | GaloisKey | EncapsulationKey) -> dict[str, int | str]:
+            entry, parts = codecs.encode_key_set_member(key, compress=compress, packed=packed)
+            for part in parts:
+                members.write(part)
+            return entry
+
+        encoding = None
+        for key in keys:  # the generator makes this key while the previous one is encoded
+            _, held = codecs.key_set_member_id(key)
             if key.params_id != params.params_id:
                 raise SerializedParamsMismatchError(f"dump_eval_keys: a key belongs to params_id {key.params_id}, "
                                                     f"expected {params.params_id}")
-            held = entry.get("galois_element", entry.get("direction"))
             if held in seen:
                 what = "the relin key" if held is None else f"galois element {held}" if isinstance(held, int) \
                     else f"the {held} key"
                 raise SerializationError(f"dump_eval_keys: {what} comes twice")
             seen.add(held)
-            members.write(blob)
-            entries.append(entry)
+            if encoding is not None:
+                entries.append(encoding.result())
+            encoding = encoder.submit(encode, key)
+        if encoding is not None:
+            entries.append(encoding.result())
         payload_bytes = members.tell()
         members.seek(0)
         return _write_atomically(path, lambda f: write_streamed(

@@ -10,8 +10,8 @@ the object. Key sets check every key's metadata and lengths before building any.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,7 +33,7 @@ from fhe_core.serialize.fields import (
     Residues, bool_field, check_keys, hex_bytes_field, host_words, int_field, limb_widths, pack_residues, q_labels,
     qp_labels, residue_tensor, residues, scale_field, shape_field,
 )
-from fhe_core.serialize.record import HEADER_BYTES, Kind, Record, decode_metadata, float_hex, pack, parse
+from fhe_core.serialize.record import HEADER_BYTES, Kind, Record, decode_metadata, float_hex, pack_parts, parse
 
 SEED_BYTES = 32
 MAX_DEGREE = 2          # ciphertexts of degree 1, or 2 before relinearization
@@ -45,10 +45,23 @@ Encoded = tuple[dict[str, Any], list[bytes | memoryview | np.ndarray | torch.Ten
 @dataclass(frozen=True, eq=False)
 class Env:
     """What decoding needs: the parameters and the target device (the context is built lazily,
-    only for keys whose uniform parts are regenerated)."""
+    only for keys whose uniform parts are regenerated). Every residue payload a decoder accepts
+    is also listed in ``payloads``, so a caller can check them all without building the objects
+    (``serialize.check_many``), and every member record of a key set in ``members``: their
+    checksums are the caller's to verify (in parallel, ``api._decoded``)."""
 
     params: Params
     device: torch.device
+    payloads: list[Residues] = field(default_factory=list)
+    members: list[Record] = field(default_factory=list)  # of a key set, parsed without checksums: the caller's
+
+    def residues(self, payload: memoryview, shape: tuple[int, ...], what: str, meta: dict[str, Any],
+                 primes: Sequence[int], labels: Sequence[str],
+                 outer: Callable[[tuple[int, ...]], str] = lambda i: "") -> Residues:
+        """:func:`fields.residues` (lengths checked, nothing allocated), remembered in ``payloads``."""
+        words = residues(payload, shape, what, meta, primes, labels, outer)
+        self.payloads.append(words)
+        return words
 
     @property
     def ctx(self) -> RLWEContext:
@@ -91,17 +104,17 @@ def scale_meta(scale: float, slots: int) -> dict[str, Any]:
     return {"scale": float_hex(scale), "slots": int(slots)}
 
 
-def _q_residues(payload: memoryview, shape: tuple[int, ...], what: str, params: Params, meta: dict[str, Any],
+def _q_residues(payload: memoryview, shape: tuple[int, ...], what: str, env: Env, meta: dict[str, Any],
                 outer: Callable[[tuple[int, ...]], str] = lambda i: "") -> Residues:
     """The payload as ``shape`` = [..., l+1, N] residues over Q_l (lengths checked)."""
-    return residues(payload, shape, what, meta, params.q_primes[:shape[-2]], q_labels(shape[-2]), outer)
+    return env.residues(payload, shape, what, meta, env.params.q_primes[:shape[-2]], q_labels(shape[-2]), outer)
 
 
 def _qp_residues(payload: memoryview, shape: tuple[int, ...], what: str, env: Env, meta: dict[str, Any],
                  outer: Callable[[tuple[int, ...]], str] = lambda i: "") -> Residues:
     """The payload as ``shape`` = [..., alpha + L + 1, N] residues over QP_L (P first, lengths checked)."""
     p = env.params
-    return residues(payload, shape, what, meta, env.qp_primes, qp_labels(p.alpha, p.max_level + 1), outer)
+    return env.residues(payload, shape, what, meta, env.qp_primes, qp_labels(p.alpha, p.max_level + 1), outer)
 
 
 def wire(meta: dict[str, Any], parts: list, packed: bool) -> Encoded:
@@ -188,7 +201,7 @@ def decode_plaintext(record: Record, meta: dict[str, Any], env: Env) -> Pending:
     level = _level(meta, what, p)
     slots, scale, is_ntt = _slots(meta, what, p), scale_field(meta, "scale", what), bool_field(meta, "is_ntt", what)
     shape = shape_field(meta, what, (level + 1, p.n), f"level {level}: {level + 1} limbs of N = {p.n}")
-    words = _q_residues(record.payload, shape, what, p, meta)
+    words = _q_residues(record.payload, shape, what, env, meta)
     return lambda: Plaintext(data=words.tensor(env.device), level=level, scale=scale,
                              params_id=p.params_id, slots=slots, is_ntt=is_ntt)
 
@@ -226,7 +239,7 @@ def ciphertext_fields(record: Record, meta: dict[str, Any], env: Env, what: str)
             raise MetadataError(f"{what}: uniform_seed is for fresh degree-1 NTT-domain ciphertexts, this one has "
                                 f"{components} components{'' if is_ntt else ' in the coefficient domain'}")
         shape = (1, *shape[1:])  # the payload holds c_0; c_1 comes from the seed
-    words = _q_residues(record.payload, shape, what, p, meta, lambda i: f"component {i[0]}, ")
+    words = _q_residues(record.payload, shape, what, env, meta, lambda i: f"component {i[0]}, ")
 
     def build() -> dict[str, Any]:
         data = words.tensor(env.device)
@@ -300,7 +313,7 @@ def decode_public_key(record: Record, meta: dict[str, Any], env: Env) -> Pending
     check_keys(meta, what, ("shape", "uniform_seed"), BITS)
     seed = hex_bytes_field(meta, "uniform_seed", what, SEED_BYTES)
     shape = shape_field(meta, what, (2, p.max_level + 1, p.n), f"(b, a) over Q_L: {p.max_level + 1} limbs")
-    words = _q_residues(record.payload, shape, what, p, meta, lambda i: f"part {'ba'[i[0]]}, ")
+    words = _q_residues(record.payload, shape, what, env, meta, lambda i: f"part {'ba'[i[0]]}, ")
     return lambda: PublicKey(data=words.tensor(env.device), params_id=p.params_id, uniform_seed=seed)
 
 
@@ -351,8 +364,13 @@ def decode_switching_key(record: Record, meta: dict[str, Any], env: Env) -> Pend
 
     def build() -> SwitchingKey:
         data = words.tensor(env.device)
-        if compressed:
-            data = torch.stack((data, switching_key_uniform(env.ctx, seed)), dim=2 if linear else 1)
+        if compressed:  # b and the regenerated a written into the key's one buffer (no stacked copies)
+            half = 2 if linear else 1
+            b, data = data, torch.empty((*data.shape[:half], 2, *data.shape[half:]), dtype=data.dtype,
+                                        device=data.device)
+            data.select(half, 0).copy_(b)
+            del b
+            switching_key_uniform(env.ctx, seed, out=data.select(half, 1))
         return cls(data=data, params_id=p.params_id, uniform_seed=seed, method=p.key_switching, **fields)
     return build
 
@@ -378,7 +396,7 @@ def _linear_key_residues(record: Record, meta: dict[str, Any], env: Env, what: s
     labels = qp_labels(p.alpha, p.max_level + 1)
     outer = ((lambda i: f"digit {i[0]} row {labels[i[1]]} b, ") if compressed
              else (lambda i: f"digit {i[0]} row {labels[i[1]]} {'ba'[i[2]]}, "))
-    return residues(record.payload, shape, what, meta, aux, [f"m_{k}" for k in range(len(aux))], outer)
+    return env.residues(record.payload, shape, what, meta, aux, [f"m_{k}" for k in range(len(aux))], outer)
 
 
 def _galois_element(meta: dict[str, Any], what: str, n: int) -> int:
@@ -421,7 +439,7 @@ def decode_encapsulation_key(record: Record, meta: dict[str, Any], env: Env) -> 
     shape_field(meta, what, shape, f"one digit{'' if compressed else ' of (b, a)'} over {basis}: {len(primes)} "
                                    f"limbs, N = {p.n}")
     outer = (lambda i: "b, ") if compressed else (lambda i: f"{'ba'[i[1]]}, ")
-    words = residues(record.payload, shape, what, meta, primes, labels, outer)
+    words = env.residues(record.payload, shape, what, meta, primes, labels, outer)
 
     def build() -> EncapsulationKey:
         data = words.tensor(env.device)
@@ -449,30 +467,35 @@ def encode_eval_key_set(keys: EvalKeySet, *, compress: bool = True, packed: bool
               [keys.galois_key(k, "dumps") for k in sorted(keys.galois_elements)] + \
               [keys.encapsulation_key(d, "dumps") for d in sorted(keys.encapsulation_directions)]
     pairs = [encode_key_set_member(key, compress=compress, packed=packed) for key in members]
-    return {"records": [entry for entry, _ in pairs]}, [blob for _, blob in pairs]
+    return {"records": [entry for entry, _ in pairs]}, [part for _, parts in pairs for part in parts]
+
+
+def key_set_member_id(key: object) -> tuple[Kind, int | str | None]:
+    """The record kind of a key set member and what identifies it in the set (None: the relin key, a Galois
+    element, an encapsulation direction); SerializationError for anything that is no member."""
+    if isinstance(key, GaloisKey):
+        return Kind.GALOIS_KEY, int(key.galois_element)
+    if isinstance(key, RelinKey):
+        return Kind.RELIN_KEY, None
+    if isinstance(key, EncapsulationKey):
+        return Kind.ENCAPSULATION_KEY, key.direction
+    raise SerializationError(f"eval key set: a member must be a RelinKey, GaloisKey or EncapsulationKey, got "
+                             f"{type(key).__name__}")
 
 
 def encode_key_set_member(key: RelinKey | GaloisKey | EncapsulationKey, *, compress: bool,
-                          packed: bool) -> tuple[dict[str, int | str], bytes]:
+                          packed: bool) -> tuple[dict[str, int | str], list[bytes | memoryview]]:
     """One member of an eval key set: its metadata entry {kind, length[, galois_element | direction]} and
-    its complete record."""
-    encode = encode_switching_key
-    if isinstance(key, GaloisKey):
-        kind = Kind.GALOIS_KEY
-    elif isinstance(key, RelinKey):
-        kind = Kind.RELIN_KEY
-    elif isinstance(key, EncapsulationKey):
-        kind, encode = Kind.ENCAPSULATION_KEY, encode_encapsulation_key
-    else:
-        raise SerializationError(f"eval key set: a member must be a RelinKey, GaloisKey or EncapsulationKey, got "
-                                 f"{type(key).__name__}")
-    blob = pack(kind, key.params_id, *wire(*encode(key, compress=compress), packed))
-    entry = {"kind": int(kind), "length": len(blob)}
+    its complete record as unjoined pieces (:func:`record.pack_parts`: the payload is not copied)."""
+    kind, element = key_set_member_id(key)
+    encode = encode_encapsulation_key if kind == Kind.ENCAPSULATION_KEY else encode_switching_key
+    parts = pack_parts(kind, key.params_id, *wire(*encode(key, compress=compress), packed))
+    entry = {"kind": int(kind), "length": sum(memoryview(part).nbytes for part in parts)}
     if kind == Kind.GALOIS_KEY:
-        entry["galois_element"] = int(key.galois_element)
+        entry["galois_element"] = element
     elif kind == Kind.ENCAPSULATION_KEY:
-        entry["direction"] = key.direction
-    return entry, blob
+        entry["direction"] = element
+    return entry, parts
 
 
 def decode_eval_key_set(record: Record, meta: dict[str, Any], env: Env) -> Pending:
@@ -523,7 +546,8 @@ def _key_set_entry(entry: object, i: int, n: int) -> tuple[Kind, int, int | str 
 
 def _key_set_member(outer: Record, blob: memoryview, kind: Kind, element: int | str | None, i: int,
                     env: Env) -> Pending:
-    inner = parse(blob, max_bytes=max(len(blob), HEADER_BYTES), expect=[kind])
+    inner = parse(blob, max_bytes=max(len(blob), HEADER_BYTES), expect=[kind], checksum=False)
+    env.members.append(inner)
     if inner.params_id != outer.params_id:
         raise SerializedParamsMismatchError(f"eval key set: record {i} belongs to params_id {inner.params_id}, "
                                             f"the set to {outer.params_id}")

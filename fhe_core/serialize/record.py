@@ -10,8 +10,10 @@ import enum
 import hashlib
 import json
 import math
+import os
 import struct
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -53,20 +55,30 @@ class Kind(enum.IntEnum):
 
 @dataclass(frozen=True, eq=False)
 class Record:
-    """A record whose sizes, magic, version, kind and checksum have been checked.
+    """A record whose sizes, magic, version, kind and checksum have been checked (the checksum
+    by the caller when :func:`parse` was told to leave it).
 
-    ``metadata`` and ``payload`` are views into the caller's buffer (nothing copied yet).
+    ``view`` (the whole record), ``metadata`` and ``payload`` are views into the caller's
+    buffer (nothing copied yet).
     """
 
     kind: Kind
     params_id: str          # 64 lowercase hex digits
-    metadata: memoryview
-    payload: memoryview
+    view: memoryview
+    meta_end: int
+
+    @property
+    def metadata(self) -> memoryview:
+        return self.view[HEADER_BYTES:self.meta_end]
+
+    @property
+    def payload(self) -> memoryview:
+        return self.view[self.meta_end:]
 
     @property
     def size(self) -> int:
         """Total bytes of the record (header, metadata and payload)."""
-        return HEADER_BYTES + len(self.metadata) + len(self.payload)
+        return len(self.view)
 
 
 # ---- writing ---------------------------------------------------------------------------------------
@@ -111,28 +123,54 @@ def pack_parts(kind: Kind, params_id: str, meta: dict[str, Any],
 
 
 def write_streamed(out: BinaryIO, kind: Kind, params_id: str, meta: dict[str, Any], payload: BinaryIO,
-                   payload_bytes: int, *, chunk_bytes: int = 64 << 20) -> int:
-    """Write one record to the seekable file ``out``, its payload copied from the file ``payload``
-    (``payload_bytes`` long) in chunks: the checksum is computed on the way and the header
-    rewritten at the end, so memory holds one chunk, never the record. Returns the record size."""
+                   payload_bytes: int, *, chunk_bytes: int = 16 << 20) -> int:
+    """Write one record to the file ``out``, its payload copied from the file ``payload`` (from its
+    current position, ``payload_bytes`` long): the kernel copies the bytes (:func:`copy_bytes`)
+    while this thread reads them once more, from the page cache, for the checksum; the header is
+    rewritten at the end. Memory holds one chunk, never the record. Returns the record size."""
     fields, meta_bytes = _prefix(kind, params_id, meta, payload_bytes)
     h = _hasher(fields, meta_bytes)
+    out.flush()
     start = out.tell()
-    out.write(_FIXED.pack(*fields, bytes(CHECKSUM_BYTES)))
-    out.write(meta_bytes)
-    copied = 0
-    while chunk := payload.read(chunk_bytes):
-        h.update(chunk)
-        out.write(chunk)
-        copied += len(chunk)
-    if copied != payload_bytes:
-        raise SerializationError(f"{kind.name.lower()}: the payload file holds {copied} bytes, "
+    prefix = _FIXED.pack(*fields, bytes(CHECKSUM_BYTES)) + meta_bytes
+    src, at = payload.fileno(), payload.tell()
+    os.pwrite(out.fileno(), prefix, start)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        copied = pool.submit(copy_bytes, src, at, out.fileno(), start + len(prefix), payload_bytes)
+        hashed = 0
+        while hashed < payload_bytes:
+            chunk = os.pread(src, min(chunk_bytes, payload_bytes - hashed), at + hashed)
+            if not chunk:
+                break
+            h.update(chunk)
+            hashed += len(chunk)
+        copied.result()
+    if hashed != payload_bytes:
+        raise SerializationError(f"{kind.name.lower()}: the payload file holds {hashed} bytes, "
                                  f"{payload_bytes} were declared")
-    end = out.tell()
-    out.seek(start)
-    out.write(_FIXED.pack(*fields, h.digest()))
+    os.pwrite(out.fileno(), _FIXED.pack(*fields, h.digest()), start)
+    end = start + len(prefix) + payload_bytes
     out.seek(end)
     return end - start
+
+
+def copy_bytes(src: int, src_offset: int, dst: int, dst_offset: int, count: int) -> None:
+    """Copy ``count`` bytes between two file descriptors at the given offsets, in the kernel
+    (``os.copy_file_range``: no pass through Python's memory) where it can, else in chunks."""
+    done = 0
+    if hasattr(os, "copy_file_range"):
+        try:
+            while done < count:
+                step = os.copy_file_range(src, dst, count - done, src_offset + done, dst_offset + done)
+                if step == 0:
+                    break
+                done += step
+        except OSError:  # another file system, or no support here: copy the rest by hand
+            pass
+    while done < count and (chunk := os.pread(src, min(16 << 20, count - done), src_offset + done)):
+        done += os.pwrite(dst, chunk, dst_offset + done)
+    if done != count:
+        raise SerializationError(f"copy_bytes: {done} of {count} bytes copied (the source is shorter)")
 
 
 def _prefix(kind: Kind, params_id: str, meta: dict[str, Any], payload_bytes: int) -> tuple[tuple, bytes]:
@@ -175,22 +213,30 @@ def as_view(data: object) -> memoryview:
 
 
 def parse(data: object, *, max_bytes: int = DEFAULT_MAX_BYTES, expect: Iterable[Kind] | None = None,
-          exact: bool = True) -> Record:
+          exact: bool = True, checksum: bool = True) -> Record:
     """Check, in order, sizes, magic, version, kind and checksum; no payload byte is copied.
 
     ``expect``: the kinds the caller accepts (None: any known kind). ``exact``: the input must
     end where the record ends (False lets :func:`parse` read the first record of a sequence).
+    ``checksum``: False leaves :func:`check_checksum` to the caller, who must report its
+    ChecksumError ahead of any later check's error (``api._checksums_alongside``).
     """
     view = as_view(data)
     meta_len, payload_len = _check_sizes(view, max_bytes, exact)
     view = view[:HEADER_BYTES + meta_len + payload_len]
     header = read_header(view)
     kind = _check_kind(header.kind, expect)
+    if checksum:
+        check_checksum(view, kind)
+    meta_end = HEADER_BYTES + meta_len
+    return Record(kind, header.params_id, view, meta_end)
+
+
+def check_checksum(view: memoryview, kind: Kind) -> None:
+    """ChecksumError unless the record ``view`` (exactly one record) carries its own checksum."""
     if _checksum(view) != bytes(view[_CHECKSUM_AT:_CHECKSUM_AT + CHECKSUM_BYTES]):
         raise ChecksumError(f"{kind.name.lower()}: checksum mismatch over {len(view)} bytes "
                             "(the data is corrupted or was altered)")
-    meta_end = HEADER_BYTES + meta_len
-    return Record(kind, header.params_id, view[HEADER_BYTES:meta_end], view[meta_end:])
 
 
 @dataclass(frozen=True)

@@ -51,10 +51,11 @@ async def put_keyset_part(keyset_id: str, n: int, request: Request, service: Ser
 @router.post("/{keyset_id}/complete", response_model=KeysetStatus)
 def complete_keyset(keyset_id: str, service: ServiceDep, tenant: TenantDep) -> KeysetStatus:
     """Join and verify the parts (an EvalKeySet of the declared parameters); then the set is
-    usable and loaded in the device cache."""
+    usable, and loads into the device cache in the background."""
     upload = service.uploads.get(tenant.id, KIND, keyset_id)
     params = service.params(upload.params_json)
-    done = service.uploads.complete(upload, params, service.verify_keyset(upload.sha256))
+    done = service.uploads.complete(upload, params, service.verify_keyset)
+    service.warm_keyset(done)
     return _status(service, done)
 
 

@@ -4,11 +4,14 @@ kept (tiny insecure BFV keys)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
+import time
 
 import httpx
 import numpy as np
 import pytest
+import torch
 
 from conftest import tiny_settings
 from fhe_core import bfv, rlwe
@@ -195,6 +198,72 @@ def test_corrupted_record_is_refused_at_completion(live_server, bfv_keys):
     _refused(live_server, bytes(blob), params, 200_000, 400, "ChecksumError")
     truncated = dumps(keys, compress=False)[:-8]
     _refused(live_server, truncated, params, 200_000, 400, "TruncatedError")
+
+
+def test_a_residue_out_of_range_is_refused_at_completion(live_server, bfv_keys):
+    """Checksums intact (the member's and the set's re-sealed), one b residue >= its prime:
+    registration checks every residue's range although it builds no key."""
+    params, _, keys = bfv_keys
+    blob = dumps(keys)  # 64-bit words: the payload's first word is the first member's first residue
+    members = json.loads(blob[88:88 + int.from_bytes(blob[12:16], "little")])["records"]
+    start = 88 + int.from_bytes(blob[12:16], "little")
+    member = bytearray(blob[start:start + members[0]["length"]])
+    first_word = 88 + int.from_bytes(member[12:16], "little")
+    member[first_word:first_word + 8] = b"\xff" * 8
+    _seal(member)
+    bad = bytearray(blob[:start] + bytes(member) + blob[start + len(member):])
+    _seal(bad)
+    body = _refused(live_server, bytes(bad), params, 200_000, 400, "ResidueRangeError")
+    assert "residue" in body["detail"]
+
+
+def _seal(record: bytearray) -> None:
+    """Re-seal a record's BLAKE2b checksum (the documented coverage: all bytes but [56, 88))."""
+    h = hashlib.blake2b(digest_size=32, person=b"fhe_core.serial1")
+    h.update(record[:56])
+    h.update(record[88:])
+    record[56:88] = h.digest()
+
+
+def _fresh_keys(params, label: str) -> rlwe.EvalKeySet:
+    """Keys no earlier test registered (so no upload of the same bytes is ready at once)."""
+    ctx = bfv.BFVContext(params)
+    sk = rlwe.gen_secret_key(ctx.rlwe, seed=fixed_seed(f"{label}/sk"))
+    return rlwe.gen_eval_keys(ctx.rlwe, sk, bfv.galois_elements(ctx.n, (1,)), seed=fixed_seed(f"{label}/evk"))
+
+
+def test_registration_builds_no_key_and_the_first_use_loads_the_same_keys(live_server, bfv_keys, monkeypatch):
+    params = bfv_keys[0]
+    keys = _fresh_keys(params, "keysets/lazy")
+    service = live_server.service
+    monkeypatch.setattr(service, "warms_verified_keys", False)  # no background load: see what completion did
+    with live_server.client(part_bytes=100_000) as api:
+        upload = _keyset_upload(service, api.register_keys(keys, params))
+    assert upload.state == "ready" and upload.sha256 not in service.keysets  # verified, nothing built
+    _, loaded = service.keyset(upload)
+    assert upload.sha256 in service.keysets
+    for k in keys.galois_elements:  # the seeded halves expanded at use equal the generated ones
+        assert torch.equal(loaded.galois_key(k, "test").data, keys.galois_key(k, "test").data)
+    assert torch.equal(loaded.relin_key("test").data, keys.relin_key("test").data)
+
+
+def test_a_registered_key_set_loads_in_the_background(live_server, bfv_keys):
+    params = bfv_keys[0]
+    keys = _fresh_keys(params, "keysets/warm")
+    service = live_server.service
+    with live_server.client(part_bytes=100_000) as api:
+        upload = _keyset_upload(service, api.register_keys(keys, params))
+    deadline = time.monotonic() + 60
+    while upload.sha256 not in service.keysets and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert upload.sha256 in service.keysets
+    _, loaded = service.keyset(upload)
+    assert torch.equal(loaded.relin_key("test").data, keys.relin_key("test").data)
+
+
+def _keyset_upload(service, keyset_id: str) -> Upload:
+    row = service.db.one("SELECT tenant_id FROM uploads WHERE id = ?", (keyset_id,))
+    return service.uploads.get(row["tenant_id"], "keyset", keyset_id)
 
 
 def test_part_not_matching_its_hash_is_refused_and_not_kept(live_server, bfv_keys):

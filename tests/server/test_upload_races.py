@@ -108,17 +108,12 @@ def slow_verification(monkeypatch, service):
     entered, release = threading.Event(), threading.Event()
     original = service.verify_keyset
 
-    def verify_keyset(sha256):
-        verify = original(sha256)
+    def paused(path, params):
+        entered.set()
+        assert release.wait(30)
+        return original(path, params)
 
-        def paused(path, params):
-            entered.set()
-            assert release.wait(30)
-            return verify(path, params)
-
-        return paused
-
-    monkeypatch.setattr(service, "verify_keyset", verify_keyset)
+    monkeypatch.setattr(service, "verify_keyset", paused)
     return entered, release
 
 

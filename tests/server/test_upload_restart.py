@@ -147,7 +147,7 @@ def test_start_undoes_a_completion_cut_off_by_a_crash(tmp_path):
         upload = service.uploads.get(tenant.id, "keyset", upload.id)
         assert upload.state == "uploading" and service.uploads.missing_parts(upload) == []
         assert list(settings.tmp_dir.iterdir()) == [] and [p.name for p in settings.parts_dir.iterdir()] == [upload.id]
-        done = service.uploads.complete(upload, params, service.verify_keyset(upload.sha256))
+        done = service.uploads.complete(upload, params, service.verify_keyset)
         assert done.state == "ready" and service.blobs.path(done.sha256).read_bytes() == blob
         assert list(settings.parts_dir.iterdir()) == []
     finally:
