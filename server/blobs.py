@@ -2,8 +2,8 @@
 
 Every file is written to a temporary name in the same file system, then renamed into place, so
 a blob path either holds the full verified content or does not exist (a kill -9 leaves at most a
-stray temporary file, removed when the server next starts). A blob's bytes are fsynced before the
-rename (:func:`fsync_path`); an upload's parts are not (see :mod:`server.uploads`, durability).
+stray temporary file, removed when the server next starts). A blob's bytes and an upload's parts
+are fsynced before anything says they exist (see :mod:`server.uploads`, durability).
 A blob goes when the last row naming it goes (:meth:`BlobStore.release`).
 """
 from __future__ import annotations
@@ -101,10 +101,10 @@ async def receive_to_file(chunks: AsyncIterator[bytes], target: Path, *, limit: 
     PayloadTooLargeError past ``limit`` (or ``expected_size``), BadRequestError if shorter than
     ``expected_size``, HashMismatchError if the digest is not ``expected_sha256``,
     RequestTimeoutError when no chunk arrives for ``idle_timeout`` seconds; ``target`` is
-    removed on any failure. Hashing and writing run in a worker thread (hashlib and file writes
-    release the GIL), so a multi-GB upload does not stall the event loop. Not fsynced: a kill -9
-    loses nothing the kernel holds, and what must survive a crash of the machine too is synced
-    once, as a whole (:func:`join_files`' caller)."""
+    removed on any failure. Hashing, writing and the fsync run in a worker thread (hashlib and file
+    writes release the GIL), so a multi-GB upload does not stall the event loop. On the disk when
+    this returns: an acknowledged part survives a crash of the machine too (the fsync costs ~1 s of
+    a 3.9 GB key set's ~18 s of part handling)."""
     digest, size, pending = hashlib.sha256(), 0, bytearray()
     cap = min(limit, expected_size) if expected_size is not None else limit
     try:
@@ -124,6 +124,7 @@ async def receive_to_file(chunks: AsyncIterator[bytes], target: Path, *, limit: 
                     batch, pending = pending, bytearray()
                     await anyio.to_thread.run_sync(write, batch)
             await anyio.to_thread.run_sync(write, pending)
+            await anyio.to_thread.run_sync(_flush, f)
         if expected_size is not None and size != expected_size:
             raise BadRequestError(f"{what}: truncated, {size} of {expected_size} bytes received")
         sha = digest.hexdigest()

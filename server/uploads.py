@@ -30,10 +30,9 @@ inside a write transaction, so of two requests racing for one move exactly one w
 4. ``discard``: removes the row (not while it completes, nor while a queued or running job
    uses it), its parts, and its blob once no row names it (:meth:`BlobStore.release`).
 
-Durability: what was acknowledged survives a kill -9 of the server (the kernel holds every
-write) and a restart. Parts are not fsynced one by one: if the machine itself crashes, a part
-may come back damaged and its upload then fails at completion with a 4xx hash mismatch (the
-client uploads again); a ready blob is fsynced before its row says so.
+Durability: what was acknowledged survives a kill -9 of the server, a restart and a crash of
+the machine: a part is fsynced before it is acknowledged, and the joined blob (written by a
+kernel copy, without syncs) is fsynced once before its row says ready.
 
 Files: ``parts/<upload id>/<n>``: verified parts of unfinished uploads, kept across restarts;
 ``tmp/``: unverified temporary files, cleared when the server starts; ``blobs/ab/ab...``:
