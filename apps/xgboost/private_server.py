@@ -63,8 +63,10 @@ class PrivateForestEvaluator:
         self._mask = self.encoder.encode(plan.score_mask)
         self._base = self.encoder.encode(plan.base)
         self._ones = self.encoder.encode(np.ones(self.ctx.n, dtype=np.int64))
-        self._batch = GraphedBatches(self.ctx, self._evaluate_batch, "PrivateForestEvaluator") if graphed \
-            else self._evaluate_batch
+        # not a bound method of this object kept on it (a reference cycle: the model's device memory would wait for
+        # the cycle collector once the model is dropped)
+        self._graphed_batches = (GraphedBatches(self.ctx, self._evaluate_batch, "PrivateForestEvaluator")
+                                 if graphed else None)
 
     # ---- plaintexts, once ------------------------------------------------------------------------
 
@@ -93,7 +95,8 @@ class PrivateForestEvaluator:
         fixes the flooding (tests only)."""
         layout = self.layout
         batches = check_batches("PrivateForestEvaluator.evaluate", cts, layout.n_inputs, layout.level, self.ctx)
-        return flooded_answers(self.evaluator, [self._batch(batch) for batch in batches], self.public_key,
+        evaluate = self._graphed_batches or self._evaluate_batch
+        return flooded_answers(self.evaluator, [evaluate(batch) for batch in batches], self.public_key,
                                layout.answer_level, seed)
 
     def _evaluate_batch(self, inputs: list[Ciphertext]) -> Ciphertext:

@@ -15,6 +15,9 @@ or masked to zero after a block fold). Every answer is flooded with the client's
 """
 from __future__ import annotations
 
+import inspect
+import weakref
+
 import numpy as np
 
 from fhe_core import bfv
@@ -178,8 +181,9 @@ class ForestEvaluator:
         self._alg = _CipherAlgebra(self.evaluator, self.encoder, self.plan.forms, self.ctx.t)
         self._stacked = StackedAlgebra(self.plan, self.evaluator, self.encoder, self._alg) if stacked else None
         self._finish = self._final_plaintexts()
-        self._batch = GraphedBatches(self.ctx, self._evaluate_batch, "ForestEvaluator") if graphed \
-            else self._evaluate_batch
+        # not a bound method of this object kept on it (a reference cycle: the model's device memory would wait for
+        # the cycle collector once the model is dropped)
+        self._graphed_batches = GraphedBatches(self.ctx, self._evaluate_batch, "ForestEvaluator") if graphed else None
 
     def _final_plaintexts(self):
         """(mask or None, base) plaintexts of the result's score slots."""
@@ -200,7 +204,8 @@ class ForestEvaluator:
         """Encrypted class scores: one flooded ciphertext at ``plan.answer_level`` per batch of ``plan.n_inputs``
         inputs. ``seed``: fixes the flooding (tests only)."""
         batches = check_batches("ForestEvaluator.evaluate", cts, self.plan.n_inputs, self.plan.level, self.ctx)
-        return flooded_answers(self.evaluator, [self._batch(batch) for batch in batches], self.public_key,
+        evaluate = self._graphed_batches or self._evaluate_batch
+        return flooded_answers(self.evaluator, [evaluate(batch) for batch in batches], self.public_key,
                                self.plan.answer_level, seed)
 
     def _evaluate_batch(self, inputs: list[Ciphertext]) -> Ciphertext:
@@ -250,7 +255,10 @@ class GraphedBatches:
         if ctx.device.type != "cuda":
             raise PlanError(f"{owner}: graphed=True needs a CUDA device (CUDA graphs), these parameters run on "
                             f"{ctx.device}")
-        self._graphed = GraphedFunction(lambda *cts: (evaluate_batch(list(cts)),))
+        # the evaluator keeps this object: hold its method weakly, or the pair would be a reference cycle that keeps
+        # the graph's memory pool until the cycle collector runs (fhe_core.rlwe.graphs.GraphedFunction does the same)
+        evaluate = weakref.WeakMethod(evaluate_batch) if inspect.ismethod(evaluate_batch) else lambda: evaluate_batch
+        self._graphed = GraphedFunction(lambda *cts: (evaluate()(list(cts)),))
 
     def __call__(self, inputs: list[Ciphertext]) -> Ciphertext:
         """The answer of one batch of checked inputs (``check_batches``)."""

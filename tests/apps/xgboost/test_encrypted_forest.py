@@ -5,6 +5,8 @@ xgboost itself in test_export.py; nothing from the encrypted path builds an expe
 """
 import dataclasses
 import functools
+import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -231,6 +233,24 @@ def test_client_checks_its_inputs():
         PublicModel.from_json(plan.public_model().to_json().replace('"n_inputs":', '"n_inputs":1'))
     with pytest.raises(PlanError, match="width"):
         PublicModel.from_json(plan.public_model().to_json().replace('"width":8', '"width":0'))
+
+
+def test_a_dropped_evaluator_is_freed_at_once():
+    """No reference cycle: on a GPU an evaluator holds the model's plaintexts (GBs in the model-private
+    mode), which must go with it when the service drops the model, not at a later garbage collection."""
+    forest, _, x = trained("multi:softprob", 3, 2)
+    params = named_params(WIDE, allow_insecure=True)
+    plan = ForestPlan.build(forest, params, width=8)
+    client = ForestClient(plan.public_model(), seed=fresh_seed("freed"), allow_insecure=True)
+    server = ForestEvaluator(params, client.eval_keys(), forest, public_key=client.public_key, plan=plan)
+    server.evaluate(client.encrypt(x[:8]))
+    ref = weakref.ref(server)
+    gc.disable()
+    try:
+        del server
+        assert ref() is None
+    finally:
+        gc.enable()
 
 
 def test_graphed_evaluation_needs_a_cuda_device():
