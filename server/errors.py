@@ -6,11 +6,14 @@ here by class, most specific first. The body is always ``{"error": <type name>, 
 """
 from __future__ import annotations
 
+import errno
+import logging
 from http import HTTPStatus
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from fhe_core.errors import (
@@ -117,6 +120,24 @@ def status_of(exc: FHEError) -> int:
     return 422
 
 
+SQLITE_FULL = 13        # sqlite3's "database or disk is full"
+POSTGRES_DISK_FULL = "53100"
+OUT_OF_SPACE_DETAIL = ("the server is out of disk space: nothing it acknowledged is lost (an upload keeps its "
+                       "parts: complete it again); retry once space is freed")
+
+
+def out_of_space(exc: BaseException) -> bool:
+    """Whether ``exc``, or the database error it wraps (SQLAlchemy keeps it as ``orig``), says the
+    server's disk (or its database's) is full."""
+    for err in (exc, getattr(exc, "orig", None), exc.__cause__):
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if getattr(err, "sqlite_errorcode", None) == SQLITE_FULL \
+                or getattr(err, "sqlstate", None) == POSTGRES_DISK_FULL:
+            return True
+    return False
+
+
 def error_body(exc: BaseException) -> dict[str, str]:
     return {"error": type(exc).__name__, "detail": str(exc)}
 
@@ -124,7 +145,8 @@ def error_body(exc: BaseException) -> dict[str, str]:
 def install_handlers(app: FastAPI) -> None:
     """Every non-2xx answer in one shape, ``{"error", "detail": str}``: FHEError -> its status;
     request validation -> 422; the framework's own answers (unknown route 404, 405, a body that
-    does not parse 400) keep their status; anything unexpected -> 500."""
+    does not parse 400) keep their status; a full disk -> 507 (the client can retry later);
+    anything unexpected -> 500."""
 
     @app.exception_handler(FHEError)
     async def _fhe_error(_: Request, exc: FHEError) -> JSONResponse:
@@ -140,6 +162,15 @@ def install_handlers(app: FastAPI) -> None:
         name = HTTPStatus(exc.status_code).phrase.title().replace(" ", "").replace("-", "")
         return JSONResponse({"error": name, "detail": str(exc.detail)}, status_code=exc.status_code,
                             headers=exc.headers)
+
+    async def _storage_error(_: Request, exc: Exception) -> JSONResponse:
+        if not out_of_space(exc):
+            raise exc  # to the 500 below
+        logging.getLogger("server").error("out of disk space: %s", exc)  # the operator's cue
+        return JSONResponse({"error": "InsufficientStorage", "detail": OUT_OF_SPACE_DETAIL}, status_code=507)
+
+    app.add_exception_handler(OSError, _storage_error)
+    app.add_exception_handler(DBAPIError, _storage_error)
 
     @app.exception_handler(Exception)
     async def _server_error(_: Request, exc: Exception) -> JSONResponse:  # logged by the server as well

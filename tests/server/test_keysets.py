@@ -232,6 +232,39 @@ def _fresh_keys(params, label: str) -> rlwe.EvalKeySet:
     return rlwe.gen_eval_keys(ctx.rlwe, sk, bfv.galois_elements(ctx.n, (1,)), seed=fixed_seed(f"{label}/evk"))
 
 
+def test_a_full_disk_at_completion_answers_507_and_keeps_the_parts(live_server, bfv_keys, monkeypatch):
+    """The server's disk fills up while it completes an upload (here: the sync of the joined file):
+    507 with a message saying what to do, the upload back to "uploading" with every part, and the
+    same completion succeeds once there is room; no 500 and nothing to send again."""
+    import errno
+    import os
+
+    import server.uploads
+
+    params = bfv_keys[0]
+    blob = dumps(_fresh_keys(params, "keysets/full-disk"))
+    part = 64_000
+    with raw(live_server) as http:
+        status = declare(http, blob, params, part)
+        for n in range(status["parts"]):
+            response = http.put(f"/keysets/{status['id']}/parts/{n}", content=blob[n * part:(n + 1) * part])
+            assert response.status_code == 200
+
+        def no_space(path):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+        with monkeypatch.context() as patch:
+            patch.setattr(server.uploads, "fsync_path", no_space)
+            response = http.post(f"/keysets/{status['id']}/complete")
+        assert response.status_code == 507, response.text
+        assert response.json()["error"] == "InsufficientStorage" and "complete it again" in response.json()["detail"]
+        after = http.get(f"/keysets/{status['id']}").json()
+        assert after["state"] == "uploading" and after["missing_parts"] == []
+        response = http.post(f"/keysets/{status['id']}/complete")
+        assert response.status_code == 200, response.text
+        assert http.get(f"/keysets/{status['id']}").json()["state"] == "ready"
+
+
 def test_registration_builds_no_key_and_the_first_use_loads_the_same_keys(live_server, bfv_keys, monkeypatch):
     params = bfv_keys[0]
     keys = _fresh_keys(params, "keysets/lazy")

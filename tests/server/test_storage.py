@@ -118,3 +118,25 @@ def test_lru_cache_loads_once_and_evicts_the_oldest():
     assert "d" not in cache and cache.get("d", slow_load("d", 4)) == 4 and loads[-1] == "d"
     with pytest.raises(ValueError):
         LRUCache(0)
+
+
+def test_a_full_database_or_disk_is_recognised_as_out_of_space(tmp_path):
+    """What the service answers 507 for (server.errors.out_of_space): SQLite's own "database or disk is
+    full" as SQLAlchemy raises it (a database capped at a few pages), ENOSPC; not other errors."""
+    import errno
+
+    import sqlalchemy
+
+    from server.errors import out_of_space
+
+    engine = sqlalchemy.create_engine(f"sqlite:///{tmp_path / 'capped.db'}")
+    with engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA max_page_count = 8")
+        conn.exec_driver_sql("CREATE TABLE t (x BLOB)")
+        with pytest.raises(sqlalchemy.exc.OperationalError) as full:
+            for _ in range(64):
+                conn.exec_driver_sql("INSERT INTO t VALUES (?)", (b"\0" * 4096,))
+    assert out_of_space(full.value)
+    assert out_of_space(OSError(errno.ENOSPC, "No space left on device"))
+    assert not out_of_space(OSError(errno.EIO, "Input/output error"))
+    assert not out_of_space(RuntimeError("database or disk is full"))  # by kind, not by message
