@@ -10,7 +10,7 @@ from typing import Literal
 from fastapi import FastAPI
 
 from server.apps import ForestKind, HELRTraining
-from server.errors import install_handlers
+from server.errors import InternalErrors, install_handlers
 from server.gate import RequestGate
 from server.models import ModelRegistry
 from server.routers import datasets, health, jobs, keysets, models, predictions
@@ -61,6 +61,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in routers:
         app.include_router(router)
     app.add_middleware(RequestGate, routes=[route for router in routers for route in router.routes])
+    app.add_middleware(InternalErrors)  # added last: the outermost, so the gate's own failures get the JSON 500 too
     return app
 
 

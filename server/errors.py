@@ -13,6 +13,7 @@ from http import HTTPStatus
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -146,7 +147,7 @@ def install_handlers(app: FastAPI) -> None:
     """Every non-2xx answer in one shape, ``{"error", "detail": str}``: FHEError -> its status;
     request validation -> 422; the framework's own answers (unknown route 404, 405, a body that
     does not parse 400) keep their status; a full disk -> 507 (the client can retry later);
-    anything unexpected -> 500."""
+    anything unexpected -> 500 (:class:`InternalErrors`, which the app adds as its outermost middleware)."""
 
     @app.exception_handler(FHEError)
     async def _fhe_error(_: Request, exc: FHEError) -> JSONResponse:
@@ -172,6 +173,34 @@ def install_handlers(app: FastAPI) -> None:
     app.add_exception_handler(OSError, _storage_error)
     app.add_exception_handler(DBAPIError, _storage_error)
 
-    @app.exception_handler(Exception)
-    async def _server_error(_: Request, exc: Exception) -> JSONResponse:  # logged by the server as well
-        return JSONResponse({"error": "InternalServerError", "detail": "internal server error"}, status_code=500)
+
+class InternalErrors:
+    """The ASGI middleware that answers an unexpected exception with a logged 500 in the common
+    body. Starlette's own handler for ``Exception`` answers and then raises the exception again
+    (for the server to log), and uvicorn then drops the connection: a client on a kept-alive
+    connection saw a reset instead of the 500. An exception after the answer has started (a
+    streamed body) still goes to the server, which can only close the connection."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception:
+            if started:
+                raise
+            logging.getLogger("server").exception("unexpected error in %s %s", scope["method"], scope["path"])
+            response = JSONResponse({"error": "InternalServerError", "detail": "internal server error"},
+                                    status_code=500)
+            await response(scope, receive, send)

@@ -235,7 +235,8 @@ def _fresh_keys(params, label: str) -> rlwe.EvalKeySet:
 def test_a_full_disk_at_completion_answers_507_and_keeps_the_parts(live_server, bfv_keys, monkeypatch):
     """The server's disk fills up while it completes an upload (here: the sync of the joined file):
     507 with a message saying what to do, the upload back to "uploading" with every part, and the
-    same completion succeeds once there is room; no 500 and nothing to send again."""
+    same completion succeeds once there is room; nothing to send again. Another I/O error is a 500,
+    answered on the same connection (it used to be reset)."""
     import errno
     import os
 
@@ -250,11 +251,16 @@ def test_a_full_disk_at_completion_answers_507_and_keeps_the_parts(live_server, 
             response = http.put(f"/keysets/{status['id']}/parts/{n}", content=blob[n * part:(n + 1) * part])
             assert response.status_code == 200
 
-        def no_space(path):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        def failing(code):
+            def fsync_path(path):
+                raise OSError(code, os.strerror(code), str(path))
+            return fsync_path
 
         with monkeypatch.context() as patch:
-            patch.setattr(server.uploads, "fsync_path", no_space)
+            patch.setattr(server.uploads, "fsync_path", failing(errno.EIO))  # another I/O error: a plain 500
+            response = http.post(f"/keysets/{status['id']}/complete")  # on the same kept-alive connection
+            assert response.status_code == 500 and response.json()["error"] == "InternalServerError"
+            patch.setattr(server.uploads, "fsync_path", failing(errno.ENOSPC))
             response = http.post(f"/keysets/{status['id']}/complete")
         assert response.status_code == 507, response.text
         assert response.json()["error"] == "InsufficientStorage" and "complete it again" in response.json()["detail"]
