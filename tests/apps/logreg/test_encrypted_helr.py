@@ -7,8 +7,6 @@ level account must be 9 -> 5 -> 1 -> bootstrap -> 5 -> 1 ... (4 levels per itera
 iterations per bootstrap). Measured (CPU, 2026-11-23): worst |w - w_twin| 3.4e-7 (2^-21.5) over
 six iterations; ~1.3 s key generation, ~0.2 s per iteration, ~1.2 s per bootstrap.
 """
-import gc
-import weakref
 
 import numpy as np
 import pytest
@@ -23,6 +21,7 @@ from apps.logreg.twin import design_matrix, train_helr
 from fhe_core import rlwe, serialize
 from fhe_core.errors import ParameterError, SerializationError
 from ml.metrics import binary_report
+from object_lifetime import assert_freed_when_dropped
 
 TARGET = 2.0 ** -10        # the issue's per-iteration bound
 EXPECTED = 2.0 ** -18      # what this run must keep (measured 2^-21.5): catches precision regressions
@@ -144,15 +143,13 @@ def test_a_dropped_trainer_is_freed_at_once(tiny_run):
     """No reference cycle: on a GPU a trainer holds its graphs' memory pools (GBs), which must go with it,
     not at some later garbage collection."""
     run = tiny_run
-    trainer = EncryptedHELRTrainer(run["config"], run["keys"], run["dataset"], run["schedule"])
-    trainer.run(3)  # a bootstrap included
-    ref = weakref.ref(trainer)
-    gc.disable()
-    try:
-        del trainer
-        assert ref() is None
-    finally:
-        gc.enable()
+
+    def trained():
+        trainer = EncryptedHELRTrainer(run["config"], run["keys"], run["dataset"], run["schedule"])
+        trainer.run(3)  # a bootstrap included
+        return trainer
+
+    assert_freed_when_dropped(trained)
 
 
 def test_key_set_is_exactly_what_training_needs(tiny_run):

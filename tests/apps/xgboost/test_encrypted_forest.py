@@ -5,8 +5,6 @@ xgboost itself in test_export.py; nothing from the encrypted path builds an expe
 """
 import dataclasses
 import functools
-import gc
-import weakref
 
 import numpy as np
 import pytest
@@ -21,6 +19,7 @@ from apps.xgboost.plan import MARGIN_BITS, ForestPlan, PlanError, PublicModel, n
 from apps.xgboost.server import ForestEvaluator  # noqa: E402
 from apps.xgboost.twin import predict_forest  # noqa: E402
 from fhe_reference import fresh_seed  # noqa: E402
+from object_lifetime import assert_freed_when_dropped  # noqa: E402
 from fhe_core import serialize  # noqa: E402
 from fhe_core.errors import LevelMismatchError, ParamsMismatchError, ResidueError  # noqa: E402
 from fhe_core.rlwe import Ciphertext, EvalKeySet, PublicKey  # noqa: E402
@@ -242,15 +241,13 @@ def test_a_dropped_evaluator_is_freed_at_once():
     params = named_params(WIDE, allow_insecure=True)
     plan = ForestPlan.build(forest, params, width=8)
     client = ForestClient(plan.public_model(), seed=fresh_seed("freed"), allow_insecure=True)
-    server = ForestEvaluator(params, client.eval_keys(), forest, public_key=client.public_key, plan=plan)
-    server.evaluate(client.encrypt(x[:8]))
-    ref = weakref.ref(server)
-    gc.disable()
-    try:
-        del server
-        assert ref() is None
-    finally:
-        gc.enable()
+
+    def used():
+        server = ForestEvaluator(params, client.eval_keys(), forest, public_key=client.public_key, plan=plan)
+        server.evaluate(client.encrypt(x[:8]))
+        return server
+
+    assert_freed_when_dropped(used)
 
 
 def test_graphed_evaluation_needs_a_cuda_device():

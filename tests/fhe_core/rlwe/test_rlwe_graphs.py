@@ -6,9 +6,7 @@ a replay still right after the evaluator's constant cache was cleared and its me
 graph keeps the constants it reads). Everywhere: the refusals (inputs without checked residues,
 inputs off CUDA) and what a signature tells apart.
 """
-import gc
 import threading
-import weakref
 
 import numpy as np
 import pytest
@@ -20,6 +18,7 @@ from fhe_core.errors import ParameterError
 from fhe_core.params import preset
 from fhe_core.rlwe.checks import mark_canonical
 from fhe_core.rlwe.graphs import CapturedCircuit, GraphedFunction, StreamFanOut, signature
+from object_lifetime import assert_freed_when_dropped
 
 PRESET = "N11QP342L4D3Insecure"  # N = 2^11, L = 4, scale 2^40
 
@@ -204,14 +203,7 @@ def test_a_graphed_method_does_not_keep_its_owner_alive():
         def run(self, *cts):
             return cts
 
-    owner = Owner()
-    ref = weakref.ref(owner)
-    gc.disable()
-    try:
-        del owner
-        assert ref() is None
-    finally:
-        gc.enable()
+    assert_freed_when_dropped(Owner)
 
 
 @pytest.mark.gpu
