@@ -1,5 +1,9 @@
 """fhe_core.rlwe.graphs: CUDA-graph replay of ciphertext circuits against the eager calls.
 
+Exactness required everywhere: every word of every output and its metadata equal to the eager
+circuit's (the same kernels on the same data). Keys and values are fresh each run (the values'
+rng seed is printed: fhe_reference.fresh_rng).
+
 On CUDA: results equal the eager circuit's bit for bit on the captured input and on new data,
 one graph per metadata signature (levels), the least recently used dropped past the bound, and
 a replay still right after the evaluator's constant cache was cleared and its memory reused (the
@@ -8,7 +12,6 @@ inputs off CUDA) and what a signature tells apart.
 """
 import threading
 
-import numpy as np
 import pytest
 import torch
 
@@ -18,6 +21,7 @@ from fhe_core.errors import ParameterError
 from fhe_core.params import preset
 from fhe_core.rlwe.checks import mark_canonical
 from fhe_core.rlwe.graphs import CapturedCircuit, GraphedFunction, StreamFanOut, signature
+from fhe_reference import fresh_rng
 from object_lifetime import assert_freed_when_dropped
 
 PRESET = "N11QP342L4D3Insecure"  # N = 2^11, L = 4, scale 2^40
@@ -32,9 +36,11 @@ class Setup:
         self.encoder = ckks.Encoder(self.params)
         self.encryptor = ckks.Encryptor(self.params, self.sk)
         self.evaluator = ckks.Evaluator(self.params, self.keys)
+        self.rng, _ = fresh_rng()
 
-    def encrypt(self, seed: int, level: int | None = None):
-        values = np.random.default_rng(seed).uniform(-1, 1, self.params.slots)
+    def encrypt(self, level: int | None = None):
+        """A fresh encryption of fresh random values (the seed printed: fhe_reference.fresh_rng)."""
+        values = self.rng.uniform(-1, 1, self.params.slots)
         return self.encryptor.encrypt(self.encoder.encode(values, level=level))
 
     def circuit(self, a, b):
@@ -62,11 +68,11 @@ def cuda_setup():
 def test_replays_equal_the_eager_circuit_bit_for_bit(cuda_setup):
     s = cuda_setup
     graphed = GraphedFunction(s.circuit, keep=s.evaluator.device_constants)
-    for seed in (1, 2, 3):  # captured on the first, replayed on new data after
-        a, b = s.encrypt(seed), s.encrypt(seed + 10)
+    for _ in range(3):  # captured on the first, replayed on new data after
+        a, b = s.encrypt(), s.encrypt()
         assert_same(graphed(a, b), s.circuit(a, b))
     assert graphed.graphs == 1
-    a, b = s.encrypt(4, level=2), s.encrypt(5, level=2)  # another signature: another graph
+    a, b = s.encrypt(level=2), s.encrypt(level=2)  # another signature: another graph
     assert_same(graphed(a, b), s.circuit(a, b))
     assert graphed.graphs == 2
 
@@ -77,7 +83,7 @@ def test_a_constant_that_changes_enters_as_a_plaintext(cuda_setup):
     the plaintext it is given, as the eager product does."""
     s = cuda_setup
     ev = s.evaluator
-    a = s.encrypt(50)
+    a = s.encrypt()
     q = float(s.params.q_primes[a.level])
 
     def scaled(ct, multiplier):
@@ -97,7 +103,7 @@ def test_least_recently_used_graph_is_dropped_past_the_bound(cuda_setup):
     s = cuda_setup
     graphed = GraphedFunction(s.circuit, keep=s.evaluator.device_constants, max_graphs=1)
     for level in (3, 2, 3):
-        a, b = s.encrypt(level, level=level), s.encrypt(level + 1, level=level)
+        a, b = s.encrypt(level=level), s.encrypt(level=level)
         assert_same(graphed(a, b), s.circuit(a, b))
         assert graphed.graphs == 1
 
@@ -115,10 +121,10 @@ def test_a_replay_survives_the_constant_cache_being_cleared(cuda_setup, monkeypa
         return (ev.add(ev.rescale(ev.mul_relin(a, b)), 0.375),)
 
     graphed = GraphedFunction(circuit, keep=ev.device_constants)
-    a, b = s.encrypt(7), s.encrypt(8)
+    a, b = s.encrypt(), s.encrypt()
     expected = circuit(a, b)
     graphed(a, b)  # captured
-    x = s.encrypt(9)
+    x = s.encrypt()
     for k in range(40):  # clears the cache several times; its constants go back to the allocator
         ev.add(x, 1.0 + k / 64)
     litter = [torch.full((4096,), -1, dtype=torch.int64, device="cuda") for _ in range(64)]
@@ -132,10 +138,10 @@ def test_capture_beside_another_thread_working_on_the_device(cuda_setup):
     reads results back to the host (a synchronising copy) on the same device. Neither thread fails
     and both get the eager results."""
     s = cuda_setup
-    a, b = s.encrypt(21), s.encrypt(22)
+    a, b = s.encrypt(), s.encrypt()
     expected = s.circuit(a, b)
     other = ckks.Evaluator(s.params, s.keys)
-    x = s.encrypt(23)
+    x = s.encrypt()
     reference = other.rescale(other.mul_relin(x, x)).data.cpu()
     stop, errors, rounds = threading.Event(), [], [0]
 
@@ -165,7 +171,7 @@ def test_capture_beside_another_thread_working_on_the_device(cuda_setup):
 @pytest.mark.gpu
 def test_fan_out_on_streams_equals_one_after_another_eager_and_graphed(cuda_setup):
     s = cuda_setup
-    xs, ys = [s.encrypt(30 + i) for i in range(5)], [s.encrypt(40 + i) for i in range(5)]
+    xs, ys = [s.encrypt() for _ in range(5)], [s.encrypt() for _ in range(5)]
     expected = [s.circuit(x, y)[0] for x, y in zip(xs, ys)]
     fan_out = StreamFanOut(3, "cuda")  # fewer streams than calls: they are reused in turn
 
@@ -209,7 +215,7 @@ def test_a_graphed_method_does_not_keep_its_owner_alive():
 @pytest.mark.gpu
 def test_inputs_need_checked_residues(cuda_setup):
     s = cuda_setup
-    a = s.encrypt(1)
+    a = s.encrypt()
     unchecked = a.replace(data=a.data.clone())  # new data: no mark of checked residues
     with pytest.raises(ParameterError, match="checked residues"):
         GraphedFunction(s.circuit)(unchecked, a)
@@ -217,7 +223,7 @@ def test_inputs_need_checked_residues(cuda_setup):
 
 def test_off_cuda_the_function_runs_itself_and_capture_is_refused():
     s = Setup("cpu")
-    a, b = s.encrypt(1), s.encrypt(2)
+    a, b = s.encrypt(), s.encrypt()
     graphed = GraphedFunction(s.circuit)
     assert_same(graphed(a, b), s.circuit(a, b))
     assert graphed.graphs == 0
@@ -227,7 +233,7 @@ def test_off_cuda_the_function_runs_itself_and_capture_is_refused():
 
 def test_signatures_tell_levels_and_scales_apart():
     s = Setup("cpu")
-    a = s.encrypt(1)
-    assert signature(a) == signature(s.encrypt(2))  # the residues do not count
+    a = s.encrypt()
+    assert signature(a) == signature(s.encrypt())  # the residues do not count
     assert signature(a) != signature(s.evaluator.drop_level(a, 2))
     assert signature(a) != signature(a.replace(scale=a.scale * (1 + 2 ** -52)))
